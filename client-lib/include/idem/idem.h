@@ -1,0 +1,304 @@
+/* idem.h — libidem, the C client of the idem coordinator (idem.v1, see README).
+ *
+ * Conventions, for every function below:
+ *  - Functions return an idem_code: IDEM_OK (0) on success, otherwise the call's gRPC status
+ *    code (stable values, the same as gRPC's) or one of the library's own codes (>= 100).
+ *    When a function returns an error and `err` is not NULL, *err describes it; output
+ *    parameters are then left zeroed and own nothing.
+ *  - Strings passed in are borrowed for the duration of the call only.
+ *  - Output structs are owned by the caller; free what they hold with the matching
+ *    *_clear() function (safe on a zeroed struct, and idempotent).
+ *  - An idem_client is thread-safe: any number of threads may call through one client.
+ *  - Every call is bounded by the client's deadline (idem_options.deadline_ms, default 2 s).
+ */
+#ifndef IDEM_IDEM_H
+#define IDEM_IDEM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* --- errors ------------------------------------------------------------------------------ */
+
+/* X(name, value, text). Values 0–16 are gRPC status codes; 100+ are the library's own. */
+#define IDEM_CODES(X)                                                       \
+  X(OK, 0, "ok")                                                            \
+  X(CANCELLED, 1, "cancelled")                                              \
+  X(UNKNOWN, 2, "unknown error")                                            \
+  X(INVALID_ARGUMENT, 3, "invalid argument")                                \
+  X(DEADLINE_EXCEEDED, 4, "deadline exceeded")                              \
+  X(NOT_FOUND, 5, "not found")                                              \
+  X(ALREADY_EXISTS, 6, "already exists")                                    \
+  X(PERMISSION_DENIED, 7, "permission denied")                              \
+  X(RESOURCE_EXHAUSTED, 8, "resource exhausted")                            \
+  X(FAILED_PRECONDITION, 9, "failed precondition")                          \
+  X(ABORTED, 10, "aborted")                                                 \
+  X(OUT_OF_RANGE, 11, "out of range")                                       \
+  X(UNIMPLEMENTED, 12, "unimplemented")                                     \
+  X(INTERNAL, 13, "internal error")                                         \
+  X(UNAVAILABLE, 14, "unavailable")                                         \
+  X(DATA_LOSS, 15, "data loss")                                             \
+  X(UNAUTHENTICATED, 16, "unauthenticated")                                 \
+  X(NOMEM, 100, "out of memory")                                            \
+  X(BAD_RESPONSE, 101, "malformed response from the coordinator")           \
+  X(STEP_FAILED, 102, "the step's action failed") /* idem_step_run: see there */
+
+typedef enum idem_code {
+#define IDEM__X(name, value, text) IDEM_##name = value,
+  IDEM_CODES(IDEM__X)
+#undef IDEM__X
+} idem_code;
+
+/* The fixed text of a code; never NULL. */
+const char *idem_strerror(int code);
+
+typedef struct idem_error {
+  int code;               /* an idem_code */
+  char message[256];      /* the server's message (names the field), or the library's */
+  int64_t retry_after_ms; /* ABORTED because in progress: the server's hint, else 0 */
+  char leader[128];       /* UNAVAILABLE from a standby: the leader's host:port, else "" */
+  /* DEADLINE_EXCEEDED / UNAVAILABLE after the request was sent: the server may have acted. */
+  bool outcome_unknown;
+} idem_error;
+
+/* --- the contract's enums (values equal idem.v1's) ---------------------------------------- */
+
+typedef enum idem_phase { IDEM_FORWARD = 1, IDEM_COMPENSATION = 2 } idem_phase;
+
+typedef enum idem_state {
+  IDEM_STATE_UNSPECIFIED = 0,
+  IDEM_STATE_IN_PROGRESS = 1,
+  IDEM_STATE_SUCCEEDED = 2,
+  IDEM_STATE_FAILED = 3,
+  IDEM_STATE_UNKNOWN = 4,
+  IDEM_STATE_ABANDONED = 5,
+  IDEM_STATE_RELEASED = 6,
+} idem_state;
+
+typedef enum idem_outcome {
+  IDEM_OUTCOME_UNSPECIFIED = 0,
+  IDEM_OUTCOME_SUCCEEDED = 1,
+  IDEM_OUTCOME_FAILED = 2,
+  IDEM_OUTCOME_RETRYABLE = 3,
+  IDEM_OUTCOME_UNKNOWN = 4,
+} idem_outcome;
+
+typedef enum idem_decision {
+  IDEM_DECISION_UNSPECIFIED = 0,
+  IDEM_DECISION_PROCEED = 1,
+  IDEM_DECISION_REPLAY = 2,
+  IDEM_DECISION_SKIP_NULL_COMPENSATION = 3,
+  IDEM_DECISION_SKIP_ALREADY_COMPENSATED = 4,
+  IDEM_DECISION_PROCEED_UNGUARDED = 5,
+} idem_decision;
+
+const char *idem_state_name(int state);       /* "in_progress", ...; never NULL */
+const char *idem_outcome_name(int outcome);   /* "succeeded", ... */
+const char *idem_decision_name(int decision); /* "proceed", "replay", ... */
+
+/* --- client ------------------------------------------------------------------------------ */
+
+typedef struct idem_client idem_client;
+
+typedef struct idem_options {
+  const char *address;  /* "127.0.0.1:50051" (required) */
+  const char *tenant;   /* sent as idem-tenant metadata; NULL = server default */
+  const char *token;    /* sent as "authorization: Bearer …"; NULL = none */
+  int64_t deadline_ms;  /* per call; 0 = 2000 */
+} idem_options;
+
+/* Creates a client (the channel connects lazily). *out is owned: free with idem_close. */
+int idem_connect(const idem_options *opt, idem_client **out, idem_error *err);
+
+/* Closes the channel and frees the client. NULL is fine. No call may be in flight. */
+void idem_close(idem_client *c);
+
+/* --- values ------------------------------------------------------------------------------ */
+
+#define IDEM_GLOBAL_ID_MAX 128
+#define IDEM_NAME_MAX 64
+#define IDEM_FINGERPRINT_MAX 64
+
+typedef struct idem_step_key {
+  const char *global_id;
+  const char *service;
+  const char *operation;
+  idem_phase phase;
+} idem_step_key;
+
+typedef struct idem_result {
+  idem_outcome outcome;
+  int32_t code;
+  uint8_t *body; /* owned by the struct that holds this result; NULL when body_len == 0 */
+  size_t body_len;
+  int64_t completed_unix_ms;
+} idem_result;
+
+typedef struct idem_begin {
+  idem_decision decision;
+  uint64_t attempt;
+  int64_t lease_expires_unix_ms;
+  bool takeover;
+  int64_t expires_unix_ms;
+  bool has_result; /* REPLAY */
+  idem_result result;
+} idem_begin;
+void idem_begin_clear(idem_begin *b);
+
+typedef struct idem_record {
+  char tenant[IDEM_GLOBAL_ID_MAX + 1];
+  char global_id[IDEM_GLOBAL_ID_MAX + 1];
+  char service[IDEM_NAME_MAX + 1];
+  char operation[IDEM_NAME_MAX + 1];
+  idem_phase phase;
+  idem_state state;
+  uint64_t attempt;
+  uint8_t fingerprint[IDEM_FINGERPRINT_MAX];
+  size_t fingerprint_len;
+  bool has_result;
+  idem_result result;
+  int64_t created_unix_ms;
+  int64_t updated_unix_ms;
+  int64_t lease_expires_unix_ms;
+  int64_t expires_unix_ms;
+} idem_record;
+void idem_record_clear(idem_record *r);
+
+typedef struct idem_label {
+  const char *key;
+  const char *value;
+} idem_label;
+
+typedef struct idem_saga {
+  char global_id[IDEM_GLOBAL_ID_MAX + 1];
+  char *saga_type; /* owned */
+  int64_t created_unix_ms;
+  idem_record *steps; /* owned array */
+  size_t n_steps;
+  idem_label *labels; /* owned array; key and value strings owned */
+  size_t n_labels;
+} idem_saga;
+void idem_saga_clear(idem_saga *s);
+
+/* --- calls (one RPC each) ------------------------------------------------------------------ */
+
+/* BeginSaga. request_id NULL = none. global_id receives the id (NUL-terminated);
+ * created/created_unix_ms may be NULL. */
+int idem_saga_begin(idem_client *c, const char *request_id, const char *saga_type,
+                    const idem_label *labels, size_t n_labels,
+                    char global_id[IDEM_GLOBAL_ID_MAX + 1], bool *created,
+                    int64_t *created_unix_ms, idem_error *err);
+
+/* GetSaga. */
+int idem_saga_get(idem_client *c, const char *global_id, idem_saga *out, idem_error *err);
+
+/* BeginStep. fp may be NULL with fp_len 0; lease_ms 0 = the policy's. */
+int idem_step_begin(idem_client *c, const idem_step_key *key, const uint8_t *fp, size_t fp_len,
+                    uint32_t lease_ms, idem_begin *out, idem_error *err);
+
+/* CompleteStep. out may be NULL. */
+int idem_step_complete(idem_client *c, const idem_step_key *key, uint64_t attempt,
+                       idem_outcome outcome, int32_t code, const void *body, size_t body_len,
+                       idem_record *out, idem_error *err);
+
+/* ExtendLease. lease_expires_unix_ms may be NULL. */
+int idem_step_extend(idem_client *c, const idem_step_key *key, uint64_t attempt,
+                     uint32_t lease_ms, int64_t *lease_expires_unix_ms, idem_error *err);
+
+/* LookupStep. */
+int idem_step_lookup(idem_client *c, const idem_step_key *key, idem_record *out,
+                     idem_error *err);
+
+typedef struct idem_policy {
+  char service[IDEM_NAME_MAX + 1];
+  char operation[IDEM_NAME_MAX + 1];
+  int failure_mode; /* 1 fail-closed, 2 fail-open */
+  uint32_t retention_s;
+  uint32_t lease_ms;
+  int64_t updated_unix_ms;
+} idem_policy;
+
+/* GetPolicy: the effective policy of (service, operation). */
+int idem_policy_get(idem_client *c, const char *service, const char *operation,
+                    idem_policy *out, idem_error *err);
+
+typedef struct idem_status {
+  char node_id[128];
+  bool leader;
+  char leader_address[128];
+  uint64_t epoch;
+  bool store_ok;
+  bool election_ok;
+  char version[32];
+  int64_t started_unix_ms;
+} idem_status;
+
+/* Admin.GetStatus. */
+int idem_get_status(idem_client *c, idem_status *out, idem_error *err);
+
+/* --- helpers ------------------------------------------------------------------------------- */
+
+#define IDEM_FINGERPRINT_LEN 32
+
+/* SHA-256 of the caller's canonical bytes of a request (OpenSSL libcrypto). Never fails. */
+void idem_fingerprint(const void *data, size_t len, uint8_t out[IDEM_FINGERPRINT_LEN]);
+
+/* --- idem_step_run: begin → your action → complete ----------------------------------------- */
+
+typedef struct idem_step_ctx {
+  const idem_step_key *key;
+  uint64_t attempt; /* the fencing number: pass it on to your own writes (fence < attempt) */
+  bool takeover;    /* an earlier attempt's lease expired: it may have partly run */
+  bool unguarded;   /* DECISION_PROCEED_UNGUARDED: nothing is recorded for this run */
+} idem_step_ctx;
+
+/* What the action reports. body is copied by the library before the action returns to it;
+ * point it at memory that lives until the action returns. */
+typedef struct idem_step_output {
+  idem_outcome outcome; /* SUCCEEDED, FAILED, RETRYABLE or UNKNOWN */
+  int32_t code;
+  const void *body;
+  size_t body_len;
+} idem_step_output;
+
+/* The action. Fill *out; the return value is ignored (report failures through out). */
+typedef void (*idem_step_fn)(void *arg, const idem_step_ctx *ctx, idem_step_output *out);
+
+typedef struct idem_run_options {
+  int64_t deadline_ms;   /* the whole run, retries included; 0 = 10000 */
+  uint32_t lease_ms;     /* 0 = the policy's */
+  int64_t backoff_base_ms; /* first retry waits up to this; 0 = 50 */
+  int64_t backoff_max_ms;  /* cap of one wait; 0 = 1000 */
+} idem_run_options;
+
+typedef struct idem_run_report {
+  idem_decision decision; /* of the BeginStep that settled the run */
+  uint64_t attempt;
+  bool ran;        /* the action was called in this run */
+  bool takeover;   /* it ran as a takeover of an expired lease */
+  bool replayed;   /* the stored result was returned instead */
+  idem_result result; /* the outcome: the action's (ran) or the stored one (replayed); owned */
+  int begin_retries;  /* BeginStep calls retried after ABORTED/UNAVAILABLE */
+} idem_run_report;
+void idem_run_report_clear(idem_run_report *r);
+
+/* Runs one guarded step: BeginStep (retrying ABORTED and UNAVAILABLE with exponential backoff
+ * and full jitter inside the deadline); on PROCEED calls fn, then CompleteStep with its output
+ * (retrying UNAVAILABLE: a repeated identical Complete is harmless); on REPLAY returns the
+ * stored result without calling fn; on a SKIP decision calls nothing. Returns IDEM_OK when the
+ * step is settled (see rep->decision, rep->ran, rep->replayed, rep->result), or the error that
+ * stopped it: FAILED_PRECONDITION (fingerprint mismatch), ABORTED (still in progress at the
+ * deadline, or the lease was lost before Complete: the action's effects must be fenced by
+ * attempt), UNAVAILABLE / DEADLINE_EXCEEDED. ro and rep may be NULL. */
+int idem_step_run(idem_client *c, const idem_step_key *key, const uint8_t *fp, size_t fp_len,
+                  idem_step_fn fn, void *arg, const idem_run_options *ro, idem_run_report *rep,
+                  idem_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

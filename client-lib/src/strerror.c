@@ -1,0 +1,12 @@
+#include <idem/idem.h>
+
+const char *idem_strerror(int code) {
+  switch (code) {
+#define IDEM__X(name, value, text) \
+  case value:                      \
+    return text;
+    IDEM_CODES(IDEM__X)
+#undef IDEM__X
+  }
+  return "unknown error code";
+}

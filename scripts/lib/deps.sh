@@ -1,0 +1,21 @@
+# scripts/lib/deps.sh — installs the Debian packages idem needs (apt-get, as root, no prompts).
+IDEM_DEBS="build-essential cmake pkg-config libgrpc-dev protobuf-c-compiler libprotobuf-c-dev
+  libpq-dev postgresql postgresql-client libcriterion-dev libssl-dev grpc-proto protobuf-compiler
+  python3-grpcio python3-protobuf"
+
+deps_install() {
+  local missing=""
+  for p in $IDEM_DEBS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+  done
+  [ -z "$missing" ] && return 0
+  if [ "$(id -u)" != 0 ]; then
+    echo "missing Debian packages:$missing (run as root, or: sudo apt-get install$missing)" >&2
+    return 1
+  fi
+  echo "installing:$missing" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q >/dev/null
+  # shellcheck disable=SC2086
+  apt-get install -y -q --no-install-recommends $missing </dev/null >/dev/null
+}

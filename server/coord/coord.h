@@ -1,0 +1,94 @@
+/* coord.h — the coordinator's operations, one per RPC, as plain C (no gRPC, no libpq).
+ *
+ * Each function validates its raw inputs (validate.h), resolves the operation's policy, and
+ * runs the decision (decide.h) inside one store transaction. Strings passed in are borrowed
+ * (NULL reads as ""); outputs documented as owned are freed by the named clear function.
+ * The tenant always comes from the caller's credentials/metadata, never from a message.
+ * `deadline` is absolute on the monotonic clock (clock_mono_ms()); store calls are bounded by
+ * min(deadline, now + ctx->store_timeout_ms).
+ *
+ * Thread-safety: a coord_ctx is shared by all workers (read-only after setup); a store is
+ * per worker.
+ */
+#ifndef IDEM_COORD_H
+#define IDEM_COORD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../policy/policy.h"
+#include "../store/record.h"
+#include "../store/store.h"
+#include "../util/err.h"
+
+typedef struct coord_ctx {
+  policy_resolve_fn resolve_policy; /* NULL: the built-in default */
+  void *resolve_arg;
+  size_t body_max;          /* result body limit, default REC_BODY_MAX_DEFAULT */
+  int64_t store_timeout_ms; /* per store call, default 2000 */
+} coord_ctx;
+
+/* Sets the defaults above. */
+void coord_ctx_init(coord_ctx *ctx);
+
+/* A StepKey as decoded from the wire (borrowed strings). */
+typedef struct coord_key_in {
+  const char *global_id;
+  const char *service;
+  const char *operation;
+  int phase;
+} coord_key_in;
+
+typedef struct coord_begin_result {
+  step_decision decision;
+  uint64_t attempt;
+  int64_t lease_expires_ms;
+  bool takeover;
+  int64_t expires_ms;
+  bool has_result; /* REPLAY */
+  step_outcome outcome;
+  int32_t code;
+  uint8_t *body; /* owned */
+  size_t body_len;
+  int64_t completed_ms;
+} coord_begin_result;
+
+void coord_begin_result_clear(coord_begin_result *r);
+
+/* BeginStep. lease_ms 0 = the policy's. ERR_ABORTED carries err->retry_after_ms. */
+err_code coord_begin_step(const coord_ctx *ctx, store *st, const char *tenant,
+                          const coord_key_in *key, const uint8_t *fp, size_t fp_len,
+                          uint32_t lease_ms, int64_t deadline, coord_begin_result *out,
+                          err_t *err);
+
+/* CompleteStep. On ERR_OK fills *out as an owned record (step_rec_clear). */
+err_code coord_complete_step(const coord_ctx *ctx, store *st, const char *tenant,
+                             const coord_key_in *key, uint64_t attempt, int outcome, int32_t code,
+                             const uint8_t *body, size_t body_len, int64_t deadline,
+                             step_rec *out, err_t *err);
+
+/* ExtendLease. lease_ms 0 = the policy's. */
+err_code coord_extend_lease(const coord_ctx *ctx, store *st, const char *tenant,
+                            const coord_key_in *key, uint64_t attempt, uint32_t lease_ms,
+                            int64_t deadline, int64_t *lease_expires_ms, err_t *err);
+
+/* LookupStep. ERR_NOT_FOUND when there is no record; else *out is owned. */
+err_code coord_lookup_step(const coord_ctx *ctx, store *st, const char *tenant,
+                           const coord_key_in *key, int64_t deadline, step_rec *out, err_t *err);
+
+/* BeginSaga. request_id "" or NULL = none (always a new saga). Labels borrowed. */
+err_code coord_begin_saga(const coord_ctx *ctx, store *st, const char *tenant,
+                          const char *request_id, const char *saga_type,
+                          const saga_label *labels, size_t n_labels, int64_t deadline,
+                          saga_begun *out, err_t *err);
+
+/* GetSaga. *out is owned (saga_view_clear). ERR_NOT_FOUND when unknown in this tenant. */
+err_code coord_get_saga(const coord_ctx *ctx, store *st, const char *tenant,
+                        const char *global_id, int64_t deadline, saga_view *out, err_t *err);
+
+/* GetPolicy: the effective policy of (service, operation); no store access. */
+err_code coord_get_policy(const coord_ctx *ctx, const char *tenant, const char *service,
+                          const char *operation, policy *out, err_t *err);
+
+#endif

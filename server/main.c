@@ -1,0 +1,2 @@
+/* placeholder until the rpc module lands */
+int main(void) { return 1; }

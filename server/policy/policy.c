@@ -1,0 +1,14 @@
+#include "policy.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void policy_default(const char *service, const char *operation, policy *out) {
+  memset(out, 0, sizeof *out);
+  snprintf(out->service, sizeof out->service, "%s", service ? service : "*");
+  snprintf(out->operation, sizeof out->operation, "%s", operation ? operation : "*");
+  out->mode = FAILURE_MODE_FAIL_CLOSED;
+  out->retention_s = POLICY_DEFAULT_RETENTION_S;
+  out->lease_ms = POLICY_DEFAULT_LEASE_MS;
+  out->updated_ms = 0;
+}

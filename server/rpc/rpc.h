@@ -1,0 +1,46 @@
+/* rpc.h — the gRPC front: the only module that includes <grpc/grpc.h>.
+ *
+ * One completion-queue thread accepts calls and sends replies; it never waits on the store.
+ * Each call's request is decoded and handed to a pool of worker threads, each owning one store
+ * connection (opened with cfg->open_store); the worker runs the coord_* operation, encodes the
+ * reply and starts the send batch. Status codes come from one table (rpc_status.c).
+ */
+#ifndef IDEM_RPC_H
+#define IDEM_RPC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../coord/coord.h"
+#include "../store/store.h"
+#include "../util/err.h"
+
+typedef struct rpc_server rpc_server;
+
+typedef struct rpc_config {
+  const char *listen;  /* "127.0.0.1:50051" */
+  int workers;         /* worker threads = store connections; default 8 */
+  const coord_ctx *coord; /* borrowed, must outlive the server */
+  /* Opens one store for one worker (called once per worker at start). */
+  store *(*open_store)(void *arg);
+  void *open_store_arg;
+  const char *node_id;      /* for GetStatus */
+  size_t max_recv_bytes;    /* default 256 KiB */
+  int64_t default_deadline_ms; /* applied to calls without a deadline; default 2000 */
+} rpc_config;
+
+/* Binds, starts the threads and begins serving. NULL with err filled when the port cannot be
+ * bound or threads cannot start. The config is copied (strings too); coord is borrowed. */
+rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err);
+
+/* The port actually bound (useful with port 0). */
+int rpc_server_port(const rpc_server *s);
+
+/* Drains: stops accepting calls, finishes the calls in flight, joins all threads. Safe to call
+ * from any thread but the server's own, once. */
+void rpc_server_stop(rpc_server *s);
+
+/* Frees a stopped server. */
+void rpc_server_free(rpc_server *s);
+
+#endif

@@ -1,0 +1,2 @@
+/* placeholder: the gRPC server lands here */
+typedef int rpc_placeholder;

@@ -1,0 +1,152 @@
+/* record.h — the data model shared by coord/ (the rules) and store/ (persistence).
+ *
+ * Plain C, no gRPC, no libpq. Enum values equal the idem.v1 proto numbers (api.md §2), so the
+ * rpc layer converts by value (it static-asserts the equality).
+ *
+ * Ownership: a step_rec's body is heap memory owned by the record when the record was filled
+ * by a function documented as "fills an owned record" (free it with step_rec_clear); records
+ * inside a step_pair handed to a store_step_fn are owned by the store and valid only during
+ * the callback; records in step_writes borrow their body from the callback's inputs.
+ */
+#ifndef IDEM_RECORD_H
+#define IDEM_RECORD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Limits of api.md §1. */
+#define REC_GLOBAL_ID_MAX 128  /* global_id and tenant: 1–128 of [A-Za-z0-9._:-] */
+#define REC_NAME_MAX 64        /* service, operation: 1–64 of [a-z0-9._-] */
+#define REC_FP_MAX 64          /* fingerprint: 0–64 bytes */
+#define REC_REQUEST_ID_MAX 255 /* request id: 1–255 printable ASCII */
+#define REC_BODY_MAX_DEFAULT (64 * 1024)
+#define REC_SAGA_TYPE_MAX 128  /* saga_type: 0–128 printable ASCII (README) */
+#define REC_LABELS_MAX 32      /* at most 32 labels per saga */
+#define REC_LABEL_KEY_MAX 63   /* label key: 1–63 of [A-Za-z0-9._/-] */
+#define REC_LABEL_VALUE_MAX 256 /* label value: 0–256 bytes of UTF-8 without NUL */
+#define REC_LEASE_MS_MAX 3600000u /* a requested lease: 1 ms – 1 h (0 = the policy's) */
+
+typedef enum step_phase { PHASE_UNSPECIFIED = 0, PHASE_FORWARD = 1, PHASE_COMPENSATION = 2 } step_phase;
+
+typedef enum step_state {
+  STATE_NONE = 0, /* proto STEP_STATE_UNSPECIFIED; used for "no record" */
+  STATE_IN_PROGRESS = 1,
+  STATE_SUCCEEDED = 2,
+  STATE_FAILED = 3,
+  STATE_UNKNOWN = 4,
+  STATE_ABANDONED = 5,
+  STATE_RELEASED = 6,
+} step_state;
+
+typedef enum step_outcome {
+  OUTCOME_UNSPECIFIED = 0,
+  OUTCOME_SUCCEEDED = 1,
+  OUTCOME_FAILED = 2,
+  OUTCOME_RETRYABLE = 3,
+  OUTCOME_UNKNOWN = 4,
+} step_outcome;
+
+typedef enum step_decision {
+  DECISION_UNSPECIFIED = 0,
+  DECISION_PROCEED = 1,
+  DECISION_REPLAY = 2,
+  DECISION_SKIP_NULL_COMPENSATION = 3,
+  DECISION_SKIP_ALREADY_COMPENSATED = 4,
+  DECISION_PROCEED_UNGUARDED = 5,
+} step_decision;
+
+typedef enum failure_mode {
+  FAILURE_MODE_UNSPECIFIED = 0,
+  FAILURE_MODE_FAIL_CLOSED = 1,
+  FAILURE_MODE_FAIL_OPEN = 2,
+} failure_mode;
+
+/* A step's identity: (tenant, global_id, service, operation, phase). Always validated before it
+ * reaches the store (coord_key_from). */
+typedef struct step_key {
+  char tenant[REC_GLOBAL_ID_MAX + 1];
+  char global_id[REC_GLOBAL_ID_MAX + 1];
+  char service[REC_NAME_MAX + 1];
+  char operation[REC_NAME_MAX + 1];
+  step_phase phase;
+} step_key;
+
+/* One stored step. present == false means the store holds nothing for the key. */
+typedef struct step_rec {
+  bool present;
+  step_key key;
+  step_state state;
+  uint64_t attempt; /* 0 for records no caller executed (tombstone, null compensation) */
+  uint8_t fp[REC_FP_MAX];
+  size_t fp_len;
+  /* result: set when outcome != OUTCOME_UNSPECIFIED (finished, or RELEASED with its result) */
+  step_outcome outcome;
+  int32_t code;
+  uint8_t *body; /* see the ownership note at the top; NULL when body_len == 0 */
+  size_t body_len;
+  int64_t completed_ms;
+  int64_t created_ms;
+  int64_t updated_ms;
+  int64_t lease_expires_ms; /* IN_PROGRESS only; else 0 */
+  int64_t expires_ms;       /* retention: when the record is forgotten; 0 = not while unfinished */
+} step_rec;
+
+/* Both records of a step pair (tenant, global_id, service, operation), read under the pair's
+ * lock, and the store's clock at that moment (the database clock, shared by all nodes). */
+typedef struct step_pair {
+  step_rec fwd;
+  step_rec comp;
+  int64_t now_ms;
+} step_pair;
+
+/* Records a decision asks the store to write (insert or replace, whole record), in order. */
+typedef struct step_writes {
+  int n;
+  step_rec recs[2];
+} step_writes;
+
+typedef struct saga_label {
+  char *key;   /* owned by the containing saga_view, or borrowed in inputs */
+  char *value;
+} saga_label;
+
+/* Everything known about one saga (GetSaga). Owned: free with saga_view_clear. */
+typedef struct saga_view {
+  char global_id[REC_GLOBAL_ID_MAX + 1];
+  char saga_type[REC_SAGA_TYPE_MAX + 1]; /* "" when the saga was not begun with BeginSaga */
+  int64_t created_ms;                    /* 0 when there is no saga record */
+  step_rec *steps;                       /* owned array of owned records */
+  size_t n_steps;
+  saga_label *labels; /* owned array; keys and values owned */
+  size_t n_labels;
+} saga_view;
+
+/* A BeginSaga request as the store receives it (all validated; strings borrowed). */
+typedef struct saga_new {
+  const char *tenant;
+  const char *global_id;  /* a fresh UUIDv7, used only when no live row holds request_id */
+  const char *request_id; /* NULL: no request id, always a new saga */
+  const char *saga_type;  /* never NULL ("" allowed) */
+  const saga_label *labels;
+  size_t n_labels;
+  uint32_t retention_s; /* how long request_id is remembered */
+} saga_new;
+
+typedef struct saga_begun {
+  char global_id[REC_GLOBAL_ID_MAX + 1];
+  bool created;
+  int64_t created_ms;
+} saga_begun;
+
+/* Frees an owned record's body and zeroes the record (present = false). NULL is fine. */
+void step_rec_clear(step_rec *r);
+
+/* Deep copy: dst becomes an owned record (dst's previous contents are not freed). Returns false
+ * on allocation failure, with dst zeroed. */
+bool step_rec_copy(step_rec *dst, const step_rec *src);
+
+/* Frees everything a saga_view owns and zeroes it. NULL is fine. */
+void saga_view_clear(saga_view *v);
+
+#endif
