@@ -1,0 +1,245 @@
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grpc/byte_buffer.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/time.h>
+#include <libpq-fe.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *h_env(const char *name) {
+  const char *v = getenv(name);
+  cr_assert(v && *v, "environment variable %s is not set: run the tests through scripts/test",
+            name);
+  return v;
+}
+
+int64_t h_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void h_sleep_ms(int64_t ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  cr_assert(fd >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  cr_assert(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
+  socklen_t len = sizeof a;
+  cr_assert(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+void h_unique(const char *prefix, char *out, size_t n) {
+  static atomic_int counter;
+  uint32_t r = 0;
+  cr_assert(getrandom(&r, sizeof r, 0) == sizeof r);
+  snprintf(out, n, "%s-%d-%d-%08x", prefix, (int)getpid(), atomic_fetch_add(&counter, 1), r);
+}
+
+void h_tenant(char out[64]) { h_unique("t", out, 64); }
+
+idem_client *h_client(const srv *s, const char *tenant, int64_t deadline_ms) {
+  idem_options o = {.address = s->addr, .tenant = tenant, .deadline_ms = deadline_ms};
+  idem_client *c = NULL;
+  idem_error e = {0};
+  int rc = idem_connect(&o, &c, &e);
+  cr_assert_eq(rc, IDEM_OK, "idem_connect: %s", e.message);
+  return c;
+}
+
+void h_srv_dump_log(const srv *s) {
+  FILE *f = fopen(s->log_path, "r");
+  if (!f) return;
+  char line[1024];
+  fprintf(stderr, "--- %s\n", s->log_path);
+  while (fgets(line, sizeof line, f)) fputs(line, stderr);
+  fclose(f);
+}
+
+void h_srv_start(srv *s, const char *pg_url, const char *const *extra_args) {
+  const char *bin = h_env("IDEM_COORDINATOR_BIN");
+  if (!pg_url) pg_url = h_env("IDEM_TEST_PG_URL");
+  memset(s, 0, sizeof *s);
+  s->port = free_port();
+  snprintf(s->addr, sizeof s->addr, "127.0.0.1:%d", s->port);
+  char tag[64];
+  h_unique("srv", tag, sizeof tag);
+  snprintf(s->log_path, sizeof s->log_path, "/tmp/idem-%s.log", tag);
+
+  const char *argv[32];
+  int argc = 0;
+  argv[argc++] = bin;
+  argv[argc++] = "--listen";
+  argv[argc++] = s->addr;
+  argv[argc++] = "--pg";
+  argv[argc++] = pg_url;
+  for (int i = 0; extra_args && extra_args[i] && argc < 30; i++) argv[argc++] = extra_args[i];
+  argv[argc] = NULL;
+
+  pid_t pid = fork();
+  cr_assert(pid >= 0, "fork: %s", strerror(errno));
+  if (pid == 0) {
+    int fd = open(s->log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+      close(fd);
+    }
+    execv(bin, (char *const *)argv);
+    _exit(127);
+  }
+  s->pid = pid;
+
+  /* ready = Admin.GetStatus answers */
+  idem_client *c = h_client(s, "default", 500);
+  int64_t deadline = h_now_ms() + 30000;
+  for (;;) {
+    idem_status st;
+    idem_error e = {0};
+    if (idem_get_status(c, &st, &e) == IDEM_OK) break;
+    int wst;
+    if (waitpid(pid, &wst, WNOHANG) == pid) {
+      s->pid = 0;
+      h_srv_dump_log(s);
+      cr_assert_fail("idem-coordinator exited during start-up");
+    }
+    if (h_now_ms() > deadline) {
+      h_srv_dump_log(s);
+      cr_assert_fail("idem-coordinator did not answer GetStatus within 30 s: %s", e.message);
+    }
+    h_sleep_ms(20);
+  }
+  idem_close(c);
+}
+
+int h_srv_stop(srv *s) {
+  if (s->pid <= 0) return -1;
+  kill(s->pid, SIGTERM);
+  int64_t deadline = h_now_ms() + 20000;
+  int wst = 0;
+  for (;;) {
+    pid_t r = waitpid(s->pid, &wst, WNOHANG);
+    if (r == s->pid) break;
+    if (h_now_ms() > deadline) {
+      kill(s->pid, SIGKILL);
+      waitpid(s->pid, &wst, 0);
+      s->pid = 0;
+      return -1;
+    }
+    h_sleep_ms(10);
+  }
+  s->pid = 0;
+  if (WIFEXITED(wst)) {
+    if (WEXITSTATUS(wst) == 0) unlink(s->log_path);
+    return WEXITSTATUS(wst);
+  }
+  return 128 + (WIFSIGNALED(wst) ? WTERMSIG(wst) : 0);
+}
+
+long long h_sql_int(const char *sql, int nparams, const char *const *params) {
+  PGconn *conn = PQconnectdb(h_env("IDEM_TEST_PG_URL"));
+  cr_assert(PQstatus(conn) == CONNECTION_OK, "connect: %s", PQerrorMessage(conn));
+  PGresult *r = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+  cr_assert(PQresultStatus(r) == PGRES_TUPLES_OK || PQresultStatus(r) == PGRES_COMMAND_OK,
+            "sql %s: %s", sql, PQerrorMessage(conn));
+  long long v = -1;
+  if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0 && !PQgetisnull(r, 0, 0))
+    v = atoll(PQgetvalue(r, 0, 0));
+  PQclear(r);
+  PQfinish(conn);
+  return v;
+}
+
+int h_raw_call(const char *addr, const char *method, const char *tenant, const void *req,
+               size_t req_len, char *details, size_t details_len) {
+  grpc_init();
+  grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+  grpc_channel *ch = grpc_channel_create(addr, creds, NULL);
+  grpc_channel_credentials_release(creds);
+  grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
+  gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
+                                       gpr_time_from_millis(5000, GPR_TIMESPAN));
+  grpc_slice mslice = grpc_slice_from_copied_string(method);
+  grpc_call *call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, mslice, NULL,
+                                             deadline, NULL);
+  grpc_slice_unref(mslice);
+
+  grpc_metadata md = {0};
+  md.key = grpc_slice_from_static_string("idem-tenant");
+  md.value = grpc_slice_from_copied_string(tenant ? tenant : "default");
+  grpc_slice payload = grpc_slice_from_copied_buffer(req, req_len);
+  grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&payload, 1);
+  grpc_slice_unref(payload);
+  grpc_byte_buffer *recv = NULL;
+  grpc_metadata_array init_md, trail_md;
+  grpc_metadata_array_init(&init_md);
+  grpc_metadata_array_init(&trail_md);
+  grpc_status_code status = GRPC_STATUS_UNKNOWN;
+  grpc_slice status_details = grpc_empty_slice();
+
+  grpc_op ops[6];
+  memset(ops, 0, sizeof ops);
+  ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+  ops[0].data.send_initial_metadata.count = 1;
+  ops[0].data.send_initial_metadata.metadata = &md;
+  ops[1].op = GRPC_OP_SEND_MESSAGE;
+  ops[1].data.send_message.send_message = send;
+  ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+  ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+  ops[3].data.recv_initial_metadata.recv_initial_metadata = &init_md;
+  ops[4].op = GRPC_OP_RECV_MESSAGE;
+  ops[4].data.recv_message.recv_message = &recv;
+  ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+  ops[5].data.recv_status_on_client.trailing_metadata = &trail_md;
+  ops[5].data.recv_status_on_client.status = &status;
+  ops[5].data.recv_status_on_client.status_details = &status_details;
+  int tag = 1;
+  cr_assert_eq(grpc_call_start_batch(call, ops, 6, &tag, NULL), GRPC_CALL_OK);
+  grpc_event ev = grpc_completion_queue_pluck(cq, &tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+  cr_assert_eq(ev.type, GRPC_OP_COMPLETE);
+
+  if (details && details_len) {
+    size_t n = GRPC_SLICE_LENGTH(status_details);
+    if (n >= details_len) n = details_len - 1;
+    memcpy(details, GRPC_SLICE_START_PTR(status_details), n);
+    details[n] = '\0';
+  }
+  grpc_slice_unref(status_details);
+  grpc_slice_unref(md.value);
+  grpc_metadata_array_destroy(&init_md);
+  grpc_metadata_array_destroy(&trail_md);
+  grpc_byte_buffer_destroy(send);
+  if (recv) grpc_byte_buffer_destroy(recv);
+  grpc_call_unref(call);
+  grpc_completion_queue_shutdown(cq);
+  while (grpc_completion_queue_pluck(cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+         GRPC_QUEUE_SHUTDOWN) {
+  }
+  grpc_completion_queue_destroy(cq);
+  grpc_channel_destroy(ch);
+  grpc_shutdown();
+  return (int)status;
+}
