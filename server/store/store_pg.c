@@ -1,2 +1,249 @@
-/* placeholder: the PostgreSQL store lands here */
-typedef int store_pg_placeholder;
+/* store_pg.c — the PostgreSQL store: the ops table, ping, the step transaction and lookup.
+ * Connections and deadlines: store_pg_conn.c; sagas: store_pg_saga.c; schema:
+ * store_pg_migrate.c. All SQL is parameterised; values never enter the statement text. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/clock.h"
+#include "../util/log.h"
+#include "store_pg_internal.h"
+
+/* The pair lock: one advisory transaction lock per (tenant, global_id, service, operation),
+ * its own statement so that the reads after it (READ COMMITTED: a snapshot per statement) see
+ * everything committed by the holder we waited for. 0x1f separates the parts (none of them
+ * may contain it). */
+static const char SQL_PAIR_LOCK[] =
+    "SELECT pg_advisory_xact_lock(hashtextextended("
+    "$1::text || E'\\x1f' || $2::text || E'\\x1f' || $3::text || E'\\x1f' || $4::text, 0))";
+
+/* Both phases of the pair and the database clock; one row with NULL columns when there is
+ * no record. */
+static const char SQL_PAIR_READ[] =
+    "SELECT n.now_ms, " PG_STEP_COLS " FROM (SELECT " PG_NOW_MS
+    " AS now_ms) n"
+    " LEFT JOIN idem_steps s ON s.tenant = $1 AND s.global_id = $2 AND s.service = $3"
+    " AND s.operation = $4";
+
+static const char SQL_STEP_INSERT[] =
+    "INSERT INTO idem_steps (tenant, global_id, service, operation, phase, state, attempt,"
+    " fingerprint, outcome, code, body, completed_ms, created_ms, updated_ms,"
+    " lease_expires_ms, expires_ms)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8::bytea, $9, $10, $11::bytea, $12, $13, $14, $15,"
+    " $16)";
+
+static const char SQL_STEP_UPDATE[] =
+    "UPDATE idem_steps SET state = $6, attempt = $7, fingerprint = $8::bytea, outcome = $9,"
+    " code = $10, body = $11::bytea, completed_ms = $12, created_ms = $13, updated_ms = $14,"
+    " lease_expires_ms = $15, expires_ms = $16"
+    " WHERE tenant = $1 AND global_id = $2 AND service = $3 AND operation = $4 AND phase = $5";
+
+/* A record past its retention is treated as absent (as decide.h does). */
+static const char SQL_STEP_LOOKUP[] =
+    "SELECT " PG_STEP_COLS
+    " FROM idem_steps"
+    " WHERE tenant = $1 AND global_id = $2 AND service = $3 AND operation = $4 AND phase = $5"
+    " AND (expires_ms = 0 OR expires_ms > " PG_NOW_MS ")";
+
+static void key_params(pg_params *p, const step_key *k) {
+  pg__p_reset(p);
+  pg__p_text(p, k->tenant);
+  pg__p_text(p, k->global_id);
+  pg__p_text(p, k->service);
+  pg__p_text(p, k->operation);
+}
+
+/* --- ops --- */
+
+static void pg_close(store *st) {
+  pg_store *s = (pg_store *)st;
+  if (!s) return;
+  pg__fini(s);
+  free(s);
+}
+
+static err_code pg_ping(store *st, int64_t deadline, err_t *err) {
+  pg_store *s = (pg_store *)st;
+  err_code rc = ERR_OK;
+  for (int tries = 0; tries < 2; tries++) {
+    rc = pg__call_start(s, deadline, err);
+    if (rc == ERR_OK) rc = pg__exec(s, "SELECT 1", NULL, deadline, NULL, err);
+    if (rc == ERR_OK || s->retry != PG_RETRY_STALE) break;
+  }
+  if (rc == ERR_OK) err_clear(err);
+  return rc;
+}
+
+/* Writes one record of the pair: UPDATE when the row was read (or written) in this
+ * transaction, else INSERT. The key's tenant, global_id, service and operation are the
+ * transaction's (the pair the lock covers); the phase is the record's. */
+static err_code write_step(pg_store *s, const step_key *key, const step_rec *r, bool exists,
+                           int64_t deadline, err_t *err) {
+  pg_params p;
+  key_params(&p, key);
+  pg__p_i64(&p, r->key.phase);
+  pg__p_i64(&p, r->state);
+  pg__p_i64(&p, (int64_t)r->attempt);
+  pg__p_bytes(&p, r->fp, r->fp_len > REC_FP_MAX ? REC_FP_MAX : r->fp_len);
+  pg__p_i64(&p, r->outcome);
+  pg__p_i64(&p, r->code);
+  pg__p_bytes(&p, r->body, r->body_len);
+  pg__p_i64(&p, r->completed_ms);
+  pg__p_i64(&p, r->created_ms);
+  pg__p_i64(&p, r->updated_ms);
+  pg__p_i64(&p, r->lease_expires_ms);
+  pg__p_i64(&p, r->expires_ms);
+  PGresult *res = NULL;
+  err_code rc = pg__exec(s, exists ? SQL_STEP_UPDATE : SQL_STEP_INSERT, &p, deadline, &res, err);
+  if (rc != ERR_OK) return rc;
+  bool one = strcmp(PQcmdTuples(res), "1") == 0;
+  PQclear(res);
+  if (!one) { /* the row vanished under us (it should not: writers hold the pair lock) */
+    s->retry = PG_RETRY_SERIAL;
+    return err_set(err, ERR_UNAVAILABLE, "store conflict: too many retries");
+  }
+  return ERR_OK;
+}
+
+/* One run of the step transaction. On ERR_OK the transaction committed and *fn_rc / fn_err
+ * hold the callback's answer. */
+static err_code step_txn_once(pg_store *s, const step_key *key, int64_t deadline, store_step_fn fn,
+                              void *arg, err_code *fn_rc, err_t *fn_err, err_t *err) {
+  pg_params p;
+  PGresult *res = NULL;
+  err_code rc = pg__exec(s, "BEGIN ISOLATION LEVEL READ COMMITTED", NULL, deadline, NULL, err);
+  if (rc != ERR_OK) return rc;
+  key_params(&p, key);
+  rc = pg__exec(s, SQL_PAIR_LOCK, &p, deadline, NULL, err);
+  if (rc != ERR_OK) return rc;
+  rc = pg__exec(s, SQL_PAIR_READ, &p, deadline, &res, err);
+  if (rc != ERR_OK) return rc;
+
+  step_pair pair;
+  memset(&pair, 0, sizeof pair);
+  bool exists[3] = {false, false, false};
+  for (int i = 0; i < PQntuples(res); i++) {
+    if (i == 0) pair.now_ms = pg__int(res, 0, 0);
+    if (pg__isnull(res, i, 1)) continue; /* no record: the LEFT JOIN's empty row */
+    step_rec rec;
+    memset(&rec, 0, sizeof rec);
+    pg__row_step(res, i, 1, false, &rec);
+    rec.key = *key;
+    rec.key.phase = (step_phase)pg__int(res, i, 1);
+    if (rec.key.phase == PHASE_FORWARD) {
+      pair.fwd = rec;
+      exists[PHASE_FORWARD] = true;
+    } else if (rec.key.phase == PHASE_COMPENSATION) {
+      pair.comp = rec;
+      exists[PHASE_COMPENSATION] = true;
+    }
+  }
+  pair.fwd.key = *key;
+  pair.fwd.key.phase = PHASE_FORWARD;
+  pair.comp.key = *key;
+  pair.comp.key.phase = PHASE_COMPENSATION;
+
+  step_writes w;
+  memset(&w, 0, sizeof w);
+  err_clear(fn_err);
+  *fn_rc = fn(arg, &pair, &w, fn_err);
+  if (*fn_rc == ERR_OK) err_clear(fn_err);
+  if (w.n < 0 || w.n > 2) {
+    PQclear(res);
+    pg__rollback(s, deadline);
+    return err_set(err, ERR_INTERNAL, "step transaction: bad write count %d", w.n);
+  }
+  for (int i = 0; i < w.n && rc == ERR_OK; i++) {
+    step_phase ph = w.recs[i].key.phase;
+    if (ph != PHASE_FORWARD && ph != PHASE_COMPENSATION) {
+      rc = err_set(err, ERR_INTERNAL, "step transaction: bad phase %d", (int)ph);
+      break;
+    }
+    rc = write_step(s, key, &w.recs[i], exists[ph], deadline, err);
+    if (rc == ERR_OK) exists[ph] = true;
+  }
+  PQclear(res); /* the writes may have borrowed bodies from it */
+  if (rc != ERR_OK) return rc;
+  return pg__exec(s, "COMMIT", NULL, deadline, NULL, err);
+}
+
+static err_code pg_step_txn(store *st, const step_key *key, int64_t deadline, store_step_fn fn,
+                            void *arg, err_t *err) {
+  pg_store *s = (pg_store *)st;
+  err_code rc = ERR_OK, fn_rc = ERR_OK;
+  err_t fn_err;
+  err_clear(&fn_err);
+  bool stale_retried = false;
+  for (int tries = 0;; tries++) {
+    rc = pg__call_start(s, deadline, err);
+    if (rc != ERR_OK) return rc;
+    rc = step_txn_once(s, key, deadline, fn, arg, &fn_rc, &fn_err, err);
+    if (rc == ERR_OK) break;
+    pg_retry why = s->retry;
+    pg__rollback(s, deadline);
+    if (why == PG_RETRY_STALE && !stale_retried) {
+      stale_retried = true;
+      continue;
+    }
+    if (why != PG_RETRY_SERIAL) return rc;
+    if (tries + 1 >= PG_TXN_RETRIES) {
+      log_kv(LOG_WARN, "store conflict: giving up", "sqlstate", s->sqlstate, NULL);
+      return err_set(err, ERR_UNAVAILABLE, "store conflict: too many retries");
+    }
+    pg__backoff(tries + 1, deadline);
+  }
+  if (fn_rc != ERR_OK) {
+    if (err) *err = fn_err;
+    return fn_rc;
+  }
+  err_clear(err);
+  return ERR_OK;
+}
+
+static err_code pg_lookup_step(store *st, const step_key *key, int64_t deadline, step_rec *out,
+                               err_t *err) {
+  pg_store *s = (pg_store *)st;
+  memset(out, 0, sizeof *out);
+  pg_params p;
+  key_params(&p, key);
+  pg__p_i64(&p, key->phase);
+  PGresult *res = NULL;
+  err_code rc = ERR_OK;
+  for (int tries = 0; tries < 2; tries++) {
+    rc = pg__call_start(s, deadline, err);
+    if (rc == ERR_OK) rc = pg__exec(s, SQL_STEP_LOOKUP, &p, deadline, &res, err);
+    if (rc == ERR_OK || s->retry != PG_RETRY_STALE) break;
+  }
+  if (rc != ERR_OK) return rc;
+  if (PQntuples(res) > 0) {
+    if (!pg__row_step(res, 0, 0, true, out)) {
+      PQclear(res);
+      memset(out, 0, sizeof *out);
+      return err_set(err, ERR_RESOURCE, "out of memory");
+    }
+    out->key = *key;
+  }
+  PQclear(res);
+  err_clear(err);
+  return ERR_OK;
+}
+
+static const store_ops pg_ops = {
+    .version = STORE_OPS_VERSION,
+    .close = pg_close,
+    .ping = pg_ping,
+    .step_txn = pg_step_txn,
+    .lookup_step = pg_lookup_step,
+    .begin_saga = pg__begin_saga,
+    .get_saga = pg__get_saga,
+};
+
+store *store_pg_open(const char *conninfo) {
+  pg_store *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  if (!pg__init(s, conninfo)) {
+    free(s);
+    return NULL;
+  }
+  s->base.ops = &pg_ops;
+  return &s->base;
+}

@@ -1,0 +1,414 @@
+/* store_pg_conn.c — one libpq connection under deadlines: asynchronous connect
+ * (PQconnectStartParams + PQconnectPoll), asynchronous statements (PQsendQueryParams +
+ * PQconsumeInput/PQisBusy), each wait a poll() bounded by the caller's absolute monotonic
+ * deadline. A timeout cancels the statement and drops the connection; a lost connection is
+ * dropped; the next call reconnects. The conninfo is never logged (it may hold a password). */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../util/clock.h"
+#include "../util/log.h"
+#include "store_pg_internal.h"
+
+/* --- parameters --- */
+
+void pg__p_reset(pg_params *p) {
+  p->n = 0;
+}
+
+void pg__p_text(pg_params *p, const char *v) {
+  int i = p->n++;
+  p->values[i] = v;
+  p->lengths[i] = 0;
+  p->formats[i] = 0;
+}
+
+void pg__p_i64(pg_params *p, int64_t v) {
+  int i = p->n++;
+  snprintf(p->num[i], sizeof p->num[i], "%lld", (long long)v);
+  p->values[i] = p->num[i];
+  p->lengths[i] = 0;
+  p->formats[i] = 0;
+}
+
+void pg__p_bytes(pg_params *p, const void *v, size_t len) {
+  int i = p->n++;
+  p->values[i] = (len > 0 && v) ? (const char *)v : "";
+  p->lengths[i] = (len > 0 && v) ? (int)len : 0;
+  p->formats[i] = 1;
+}
+
+/* --- lifecycle --- */
+
+bool pg__init(pg_store *s, const char *conninfo) {
+  memset(s, 0, sizeof *s);
+  s->conninfo = strdup(conninfo ? conninfo : "");
+  return s->conninfo != NULL;
+}
+
+void pg__drop(pg_store *s) {
+  if (s->conn) PQfinish(s->conn);
+  s->conn = NULL;
+}
+
+void pg__fini(pg_store *s) {
+  pg__drop(s);
+  free(s->conninfo);
+  s->conninfo = NULL;
+}
+
+int store_pg__backend_pid(store *st) {
+  pg_store *s = (pg_store *)st;
+  return (s && s->conn && PQstatus(s->conn) == CONNECTION_OK) ? PQbackendPID(s->conn) : 0;
+}
+
+/* A libpq message reduced to its first line, without the "connection to server at ...
+ * failed: " and "FATAL:" prefixes, lower-case first letter. */
+static void short_reason(const char *msg, char *out, size_t n) {
+  char line[512];
+  if (!msg || !*msg) msg = "connection lost";
+  size_t len = strcspn(msg, "\n");
+  if (len >= sizeof line) len = sizeof line - 1;
+  memcpy(line, msg, len);
+  line[len] = '\0';
+  const char *p = line, *f;
+  while ((f = strstr(p, "failed: ")) != NULL) p = f + 8;
+  static const char *const prefixes[] = {"FATAL:", "ERROR:", NULL};
+  for (int i = 0; prefixes[i]; i++) {
+    size_t pl = strlen(prefixes[i]);
+    if (strncmp(p, prefixes[i], pl) == 0) p += pl;
+  }
+  while (isspace((unsigned char)*p)) p++;
+  len = strlen(p);
+  while (len > 0 && (isspace((unsigned char)p[len - 1]) || p[len - 1] == '.')) len--;
+  if (len == 0) {
+    p = "connection lost";
+    len = strlen(p);
+  }
+  if (len >= n) len = n - 1;
+  memcpy(out, p, len);
+  out[len] = '\0';
+  if (out[0] && !(out[1] && isupper((unsigned char)out[1])))
+    out[0] = (char)tolower((unsigned char)out[0]);
+}
+
+static err_code unavailable(pg_store *s, const char *why, err_t *err) {
+  char reason[160];
+  short_reason(why, reason, sizeof reason);
+  log_kv(LOG_WARN, "store unavailable", "reason", reason, NULL);
+  return err_set(err, ERR_UNAVAILABLE, "store unavailable: %s", reason);
+}
+
+/* Waits until fd is readable (or writable when wr). 1 ready, 0 deadline passed, -1 error. */
+static int wait_fd(int fd, bool wr, int64_t deadline) {
+  if (fd < 0) return -1;
+  struct pollfd p = {.fd = fd, .events = (short)(wr ? POLLOUT : POLLIN)};
+  for (;;) {
+    int64_t left = deadline - clock_mono_ms();
+    if (left <= 0) return 0;
+    int r = poll(&p, 1, left > INT_MAX ? INT_MAX : (int)left);
+    if (r > 0) return 1;
+    if (r == 0) continue; /* re-check the clock */
+    if (errno != EINTR) return -1;
+  }
+}
+
+/* PQcancel opens a new, blocking connection to the server: run it on a detached thread so
+ * that a timed-out call returns at its deadline even when the server does not answer. */
+static void *cancel_thread(void *arg) {
+  PGcancel *c = arg;
+  char buf[256];
+  (void)PQcancel(c, buf, sizeof buf);
+  PQfreeCancel(c);
+  return NULL;
+}
+
+static void send_cancel(PGconn *conn) {
+  PGcancel *c = PQgetCancel(conn);
+  if (!c) return;
+  pthread_attr_t attr;
+  pthread_t t;
+  bool started = false;
+  if (pthread_attr_init(&attr) == 0) {
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    started = pthread_create(&t, &attr, cancel_thread, c) == 0;
+    pthread_attr_destroy(&attr);
+  }
+  if (!started) PQfreeCancel(c); /* the dropped connection ends the statement soon enough */
+}
+
+static err_code timeout(pg_store *s, bool cancel, err_t *err) {
+  if (cancel && s->conn) send_cancel(s->conn);
+  pg__drop(s);
+  log_kv(LOG_WARN, "store timeout", NULL);
+  return err_set(err, ERR_UNAVAILABLE, "store timeout");
+}
+
+/* Server notices ("relation already exists, skipping") go to the debug log, not stderr. */
+static void on_notice(void *arg, const PGresult *r) {
+  (void)arg;
+  const char *msg = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+  log_kv(LOG_DEBUG, "store notice", "message", msg ? msg : "", NULL);
+}
+
+static err_code connect_conn(pg_store *s, int64_t deadline, err_t *err) {
+  const char *keys[] = {"dbname", "application_name", NULL};
+  const char *vals[] = {s->conninfo, PG_APP_NAME, NULL};
+  PGconn *c = PQconnectStartParams(keys, vals, 1);
+  if (!c) return err_set(err, ERR_RESOURCE, "out of memory");
+  s->conn = c;
+  PQsetNoticeReceiver(c, on_notice, NULL);
+  if (PQstatus(c) == CONNECTION_BAD) {
+    err_code rc = unavailable(s, PQerrorMessage(c), err);
+    pg__drop(s);
+    return rc;
+  }
+  PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+  for (;;) {
+    if (st == PGRES_POLLING_OK) break;
+    if (st == PGRES_POLLING_FAILED) {
+      err_code rc = unavailable(s, PQerrorMessage(c), err);
+      pg__drop(s);
+      return rc;
+    }
+    int w = wait_fd(PQsocket(c), st == PGRES_POLLING_WRITING, deadline);
+    if (w == 0) return timeout(s, false, err);
+    if (w < 0) {
+      err_code rc = unavailable(s, "cannot wait on the connection socket", err);
+      pg__drop(s);
+      return rc;
+    }
+    st = PQconnectPoll(c);
+  }
+  if (PQsetnonblocking(c, 1) != 0) {
+    err_code rc = unavailable(s, PQerrorMessage(c), err);
+    pg__drop(s);
+    return rc;
+  }
+  return ERR_OK;
+}
+
+err_code pg__call_start(pg_store *s, int64_t deadline, err_t *err) {
+  s->call_stmts = 0;
+  s->retry = PG_RETRY_NONE;
+  s->sqlstate[0] = '\0';
+  if (s->conn &&
+      (PQstatus(s->conn) != CONNECTION_OK || PQtransactionStatus(s->conn) != PQTRANS_IDLE))
+    pg__drop(s);
+  if (clock_mono_ms() >= deadline) return err_set(err, ERR_UNAVAILABLE, "store timeout");
+  if (s->conn) {
+    s->conn_reused = true;
+    return ERR_OK;
+  }
+  s->conn_reused = false;
+  return connect_conn(s, deadline, err);
+}
+
+/* The connection broke during a statement: drop it, and say whether the call may re-run. */
+static err_code lost(pg_store *s, err_t *err) {
+  if (s->conn_reused && s->call_stmts == 1) s->retry = PG_RETRY_STALE;
+  err_code rc = unavailable(s, s->conn ? PQerrorMessage(s->conn) : NULL, err);
+  pg__drop(s);
+  return rc;
+}
+
+static bool sqlstate_is(const char *st, const char *want) {
+  return strcmp(st, want) == 0;
+}
+
+/* Maps an SQL error result to an err_t; the connection stays (unless it broke). */
+static err_code sql_error(pg_store *s, const PGresult *r, err_t *err) {
+  const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+  const char *msg = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+  if (!msg) msg = PQresultErrorMessage(r);
+  snprintf(s->sqlstate, sizeof s->sqlstate, "%s", st ? st : "");
+  if (!st || PQstatus(s->conn) != CONNECTION_OK || strncmp(st, "08", 2) == 0 ||
+      strncmp(st, "57P", 3) == 0)
+    return lost(s, err);
+  if (sqlstate_is(st, "40001") || sqlstate_is(st, "40P01") || sqlstate_is(st, "23505")) {
+    s->retry = PG_RETRY_SERIAL;
+    return err_set(err, ERR_UNAVAILABLE, "store conflict: too many retries");
+  }
+  /* too many connections, system errors, read-only standby */
+  if (strncmp(st, "53", 2) == 0 || strncmp(st, "58", 2) == 0 || sqlstate_is(st, "25006")) {
+    char reason[160];
+    short_reason(msg, reason, sizeof reason);
+    log_kv(LOG_WARN, "store unavailable", "sqlstate", st, "reason", reason, NULL);
+    return err_set(err, ERR_UNAVAILABLE, "store unavailable: %s", reason);
+  }
+  char reason[160];
+  short_reason(msg, reason, sizeof reason);
+  log_kv(LOG_ERROR, "store error", "sqlstate", st, "reason", reason, NULL);
+  return err_set(err, ERR_INTERNAL, "store error: %s", reason);
+}
+
+err_code pg__exec(pg_store *s, const char *sql, const pg_params *p, int64_t deadline,
+                  PGresult **out, err_t *err) {
+  if (out) *out = NULL;
+  s->retry = PG_RETRY_NONE;
+  s->sqlstate[0] = '\0';
+  if (!s->conn) {
+    /* dropped earlier in this call (e.g. by a failed rollback): reconnect */
+    s->conn_reused = false;
+    err_code rc = connect_conn(s, deadline, err);
+    if (rc != ERR_OK) return rc;
+  }
+  if (clock_mono_ms() >= deadline) {
+    if (PQtransactionStatus(s->conn) == PQTRANS_IDLE)
+      return err_set(err, ERR_UNAVAILABLE, "store timeout");
+    return timeout(s, false, err); /* dropping the connection rolls the transaction back */
+  }
+  PGconn *c = s->conn;
+  s->call_stmts++;
+  int n = p ? p->n : 0;
+  if (!PQsendQueryParams(c, sql, n, NULL, p ? p->values : NULL, p ? p->lengths : NULL,
+                         p ? p->formats : NULL, 1))
+    return lost(s, err);
+  for (;;) { /* flush the request */
+    int f = PQflush(c);
+    if (f == 0) break;
+    if (f < 0) return lost(s, err);
+    int w = wait_fd(PQsocket(c), true, deadline);
+    if (w == 0) return timeout(s, true, err);
+    if (w < 0 || !PQconsumeInput(c)) return lost(s, err);
+  }
+  PGresult *ok = NULL, *bad = NULL;
+  for (;;) {
+    while (PQisBusy(c)) {
+      int w = wait_fd(PQsocket(c), false, deadline);
+      if (w <= 0 || !PQconsumeInput(c)) {
+        PQclear(ok);
+        PQclear(bad);
+        return w == 0 ? timeout(s, true, err) : lost(s, err);
+      }
+    }
+    PGresult *r = PQgetResult(c);
+    if (!r) break;
+    ExecStatusType st = PQresultStatus(r);
+    if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) {
+      if (!ok)
+        ok = r;
+      else
+        PQclear(r);
+    } else {
+      if (!bad)
+        bad = r;
+      else
+        PQclear(r);
+    }
+  }
+  if (bad || !ok) {
+    err_code rc = bad ? sql_error(s, bad, err) : lost(s, err);
+    PQclear(ok);
+    PQclear(bad);
+    return rc;
+  }
+  if (out)
+    *out = ok;
+  else
+    PQclear(ok);
+  return ERR_OK;
+}
+
+void pg__rollback(pg_store *s, int64_t deadline) {
+  if (!s->conn) return;
+  if (PQstatus(s->conn) != CONNECTION_OK) {
+    pg__drop(s);
+    return;
+  }
+  if (PQtransactionStatus(s->conn) == PQTRANS_IDLE) return;
+  pg_retry keep_retry = s->retry;
+  char keep_state[6];
+  memcpy(keep_state, s->sqlstate, sizeof keep_state);
+  err_t e;
+  /* a rollback is short: give it a little time even when the caller's deadline is near */
+  int64_t d = deadline;
+  int64_t min = clock_mono_ms() + 200;
+  if (d < min) d = min;
+  int saved = s->call_stmts;
+  if (pg__exec(s, "ROLLBACK", NULL, d, NULL, &e) != ERR_OK) pg__drop(s);
+  s->call_stmts = saved;
+  s->retry = keep_retry;
+  memcpy(s->sqlstate, keep_state, sizeof keep_state);
+}
+
+void pg__backoff(int attempt, int64_t deadline) {
+  int64_t ms = (int64_t)1 << (attempt < 6 ? attempt : 6); /* 2, 4, ... 64 ms */
+  ms = ms / 2 + (rand() % (int)(ms / 2 + 1));
+  int64_t left = deadline - clock_mono_ms() - 1;
+  if (ms > left) ms = left;
+  if (ms <= 0) return;
+  struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+/* --- binary result decoding --- */
+
+bool pg__isnull(const PGresult *r, int row, int col) {
+  return PQgetisnull(r, row, col) != 0;
+}
+
+int64_t pg__int(const PGresult *r, int row, int col) {
+  if (PQgetisnull(r, row, col)) return 0;
+  const unsigned char *v = (const unsigned char *)PQgetvalue(r, row, col);
+  int len = PQgetlength(r, row, col);
+  uint64_t u = 0;
+  for (int i = 0; i < len && i < 8; i++) u = (u << 8) | v[i];
+  switch (len) {
+    case 2:
+      return (int16_t)(uint16_t)u;
+    case 4:
+      return (int32_t)(uint32_t)u;
+    case 8:
+      return (int64_t)u;
+    default:
+      return 0;
+  }
+}
+
+const char *pg__str(const PGresult *r, int row, int col) {
+  if (PQgetisnull(r, row, col)) return "";
+  return PQgetvalue(r, row, col); /* libpq NUL-terminates binary values too */
+}
+
+bool pg__row_step(const PGresult *r, int row, int col, bool own, step_rec *rec) {
+  rec->present = true;
+  rec->key.phase = (step_phase)pg__int(r, row, col + 0);
+  rec->state = (step_state)pg__int(r, row, col + 1);
+  rec->attempt = (uint64_t)pg__int(r, row, col + 2);
+  size_t fl = (size_t)PQgetlength(r, row, col + 3);
+  if (fl > REC_FP_MAX) fl = REC_FP_MAX;
+  memcpy(rec->fp, PQgetvalue(r, row, col + 3), fl);
+  rec->fp_len = fl;
+  rec->outcome = (step_outcome)pg__int(r, row, col + 4);
+  rec->code = (int32_t)pg__int(r, row, col + 5);
+  size_t bl = (size_t)PQgetlength(r, row, col + 6);
+  rec->body_len = bl;
+  rec->body = NULL;
+  if (bl > 0) {
+    if (own) {
+      rec->body = malloc(bl);
+      if (!rec->body) {
+        rec->body_len = 0;
+        return false;
+      }
+      memcpy(rec->body, PQgetvalue(r, row, col + 6), bl);
+    } else {
+      rec->body = (uint8_t *)PQgetvalue(r, row, col + 6);
+    }
+  }
+  rec->completed_ms = pg__int(r, row, col + 7);
+  rec->created_ms = pg__int(r, row, col + 8);
+  rec->updated_ms = pg__int(r, row, col + 9);
+  rec->lease_expires_ms = pg__int(r, row, col + 10);
+  rec->expires_ms = pg__int(r, row, col + 11);
+  return true;
+}

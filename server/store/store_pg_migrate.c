@@ -1,0 +1,145 @@
+/* store_pg_migrate.c — the versioned schema. Each migration is a list of statements applied
+ * in its own transaction under a transaction-level advisory lock on a fixed key, and recorded
+ * in idem_schema_version; a version already recorded is skipped. So running twice, or from
+ * several processes at once, is harmless. Add migrations at the end; never edit one that
+ * shipped. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/log.h"
+#include "store_pg_internal.h"
+
+/* pg_advisory_xact_lock(int, int): its own key space, apart from the pair locks (bigint). */
+static const char SQL_MIGRATE_LOCK[] = "SELECT pg_advisory_xact_lock(1768187245, 1)";
+
+static const char SQL_VERSION_TABLE[] =
+    "CREATE TABLE IF NOT EXISTS idem_schema_version ("
+    " version int PRIMARY KEY,"
+    " applied_ms bigint NOT NULL)";
+
+static const char SQL_VERSION_HAS[] = "SELECT 1 FROM idem_schema_version WHERE version = $1";
+
+static const char SQL_VERSION_ADD[] =
+    "INSERT INTO idem_schema_version (version, applied_ms) VALUES ($1, " PG_NOW_MS ")";
+
+typedef struct migration {
+  int version;
+  const char *const *sql; /* NULL-terminated; one statement each (extended protocol) */
+} migration;
+
+static const char *const m1_sql[] = {
+    "CREATE TABLE idem_steps ("
+    " tenant text NOT NULL,"
+    " global_id text NOT NULL,"
+    " service text NOT NULL,"
+    " operation text NOT NULL,"
+    " phase smallint NOT NULL,"
+    " state smallint NOT NULL,"
+    " attempt bigint NOT NULL,"
+    " fingerprint bytea NOT NULL DEFAULT '',"
+    " outcome smallint NOT NULL DEFAULT 0,"
+    " code int NOT NULL DEFAULT 0,"
+    " body bytea NOT NULL DEFAULT '',"
+    " completed_ms bigint NOT NULL DEFAULT 0,"
+    " created_ms bigint NOT NULL,"
+    " updated_ms bigint NOT NULL,"
+    " lease_expires_ms bigint NOT NULL DEFAULT 0,"
+    " expires_ms bigint NOT NULL DEFAULT 0,"
+    " PRIMARY KEY (tenant, global_id, service, operation, phase))",
+    "CREATE INDEX idem_steps_state_idx ON idem_steps (tenant, state, updated_ms)",
+    "CREATE INDEX idem_steps_expires_idx ON idem_steps (expires_ms) WHERE expires_ms > 0",
+    "CREATE TABLE idem_sagas ("
+    " tenant text NOT NULL,"
+    " global_id text NOT NULL,"
+    " request_id text,"
+    " saga_type text NOT NULL DEFAULT '',"
+    " created_ms bigint NOT NULL,"
+    " expires_ms bigint NOT NULL,"
+    " PRIMARY KEY (tenant, global_id))",
+    "CREATE UNIQUE INDEX idem_sagas_request_idx ON idem_sagas (tenant, request_id)"
+    " WHERE request_id IS NOT NULL",
+    "CREATE INDEX idem_sagas_expires_idx ON idem_sagas (expires_ms)",
+    "CREATE TABLE idem_saga_labels ("
+    " tenant text NOT NULL,"
+    " global_id text NOT NULL,"
+    " key text NOT NULL,"
+    " value text NOT NULL,"
+    " PRIMARY KEY (tenant, global_id, key),"
+    " FOREIGN KEY (tenant, global_id) REFERENCES idem_sagas (tenant, global_id)"
+    " ON DELETE CASCADE)",
+    "CREATE TABLE idem_fence ("
+    " id int PRIMARY KEY CHECK (id = 1),"
+    " epoch bigint NOT NULL)",
+    "INSERT INTO idem_fence (id, epoch) VALUES (1, 0) ON CONFLICT DO NOTHING",
+    NULL,
+};
+
+static const migration migrations[] = {
+    {1, m1_sql},
+};
+
+/* Applies one migration unless it is recorded; returns ERR_OK either way. */
+static err_code apply(pg_store *s, const migration *m, int64_t deadline, bool *applied,
+                      err_t *err) {
+  *applied = false;
+  err_code rc = pg__exec(s, "BEGIN ISOLATION LEVEL READ COMMITTED", NULL, deadline, NULL, err);
+  if (rc == ERR_OK) rc = pg__exec(s, SQL_MIGRATE_LOCK, NULL, deadline, NULL, err);
+  if (rc != ERR_OK) return rc;
+  pg_params p;
+  pg__p_reset(&p);
+  pg__p_i64(&p, m->version);
+  PGresult *res = NULL;
+  rc = pg__exec(s, SQL_VERSION_HAS, &p, deadline, &res, err); /* sees the lock holder's work */
+  if (rc != ERR_OK) return rc;
+  bool done = PQntuples(res) > 0;
+  PQclear(res);
+  if (done) return pg__exec(s, "COMMIT", NULL, deadline, NULL, err);
+  for (const char *const *q = m->sql; *q; q++) {
+    rc = pg__exec(s, *q, NULL, deadline, NULL, err);
+    if (rc != ERR_OK) return rc;
+  }
+  rc = pg__exec(s, SQL_VERSION_ADD, &p, deadline, NULL, err);
+  if (rc == ERR_OK) rc = pg__exec(s, "COMMIT", NULL, deadline, NULL, err);
+  if (rc == ERR_OK) *applied = true;
+  return rc;
+}
+
+static err_code migrate(pg_store *s, int64_t deadline, err_t *err) {
+  err_code rc = pg__call_start(s, deadline, err);
+  if (rc != ERR_OK) return rc;
+  /* the version table itself, under the same lock (concurrent CREATE TABLE IF NOT EXISTS
+   * can otherwise fail on the catalog's unique index) */
+  rc = pg__exec(s, "BEGIN ISOLATION LEVEL READ COMMITTED", NULL, deadline, NULL, err);
+  if (rc == ERR_OK) rc = pg__exec(s, SQL_MIGRATE_LOCK, NULL, deadline, NULL, err);
+  if (rc == ERR_OK) rc = pg__exec(s, SQL_VERSION_TABLE, NULL, deadline, NULL, err);
+  if (rc == ERR_OK) rc = pg__exec(s, "COMMIT", NULL, deadline, NULL, err);
+  if (rc != ERR_OK) return rc;
+  for (size_t i = 0; i < sizeof migrations / sizeof migrations[0]; i++) {
+    bool applied = false;
+    rc = apply(s, &migrations[i], deadline, &applied, err);
+    if (rc != ERR_OK) return rc;
+    if (applied) log_msg(LOG_INFO, "schema migrated to version %d", migrations[i].version);
+  }
+  return ERR_OK;
+}
+
+err_code store_pg_migrate(const char *conninfo, int64_t deadline, err_t *err) {
+  pg_store s;
+  if (!pg__init(&s, conninfo)) return err_set(err, ERR_RESOURCE, "out of memory");
+  err_code rc = ERR_OK;
+  for (int tries = 0; tries < PG_TXN_RETRIES; tries++) {
+    rc = migrate(&s, deadline, err);
+    if (rc == ERR_OK || s.retry != PG_RETRY_SERIAL) break;
+    pg__rollback(&s, deadline);
+    pg__backoff(tries + 1, deadline);
+  }
+  if (rc != ERR_OK) {
+    pg__rollback(&s, deadline);
+    if (rc == ERR_INTERNAL)
+      log_kv(LOG_ERROR, "schema migration failed", "sqlstate", s.sqlstate, NULL);
+  } else {
+    err_clear(err);
+  }
+  pg__fini(&s);
+  return rc;
+}
