@@ -1,0 +1,302 @@
+/* coord.c — the coordinator's operations (see coord.h): validate, resolve the policy, run the
+ * decision in one store transaction, and copy out what the caller keeps.
+ *
+ * Guarantees:
+ *  - Validation happens before any store access; an invalid request never reaches the store.
+ *  - Outputs are zeroed first (never freed: the caller passes an empty or cleared value), and
+ *    on any error they are left empty again, owning nothing.
+ *  - Store callbacks may run more than once; each run frees what the previous one copied.
+ */
+#include "coord.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/clock.h"
+#include "../util/uuidv7.h"
+#include "decide.h"
+#include "validate.h"
+
+void coord_ctx_init(coord_ctx *ctx) {
+  memset(ctx, 0, sizeof *ctx);
+  ctx->resolve_policy = NULL;
+  ctx->resolve_arg = NULL;
+  ctx->body_max = REC_BODY_MAX_DEFAULT;
+  ctx->store_timeout_ms = 2000;
+}
+
+void coord_begin_result_clear(coord_begin_result *r) {
+  if (!r) return;
+  free(r->body);
+  memset(r, 0, sizeof *r);
+}
+
+/* --- helpers --- */
+
+/* The effective policy of (service, operation): the context's resolver, else the built-in
+ * default. A resolver that leaves lease or retention at 0 gets the default for that field. */
+static void resolve(const coord_ctx *ctx, const char *service, const char *operation, policy *out) {
+  if (ctx->resolve_policy)
+    ctx->resolve_policy(ctx->resolve_arg, service, operation, out);
+  else
+    policy_default(service, operation, out);
+  if (out->lease_ms == 0) out->lease_ms = POLICY_DEFAULT_LEASE_MS;
+  if (out->retention_s == 0) out->retention_s = POLICY_DEFAULT_RETENTION_S;
+}
+
+/* min(deadline, now + store_timeout_ms) on the monotonic clock. */
+static int64_t store_deadline(const coord_ctx *ctx, int64_t deadline) {
+  int64_t cap = clock_mono_ms() + ctx->store_timeout_ms;
+  return deadline < cap ? deadline : cap;
+}
+
+static err_code validate_step_key(const char *tenant, const coord_key_in *key, step_key *out,
+                                  err_t *err) {
+  if (!key) return err_set(err, ERR_INVALID, "key: missing");
+  return validate_key(tenant ? tenant : "", key->global_id ? key->global_id : "",
+                      key->service ? key->service : "", key->operation ? key->operation : "",
+                      key->phase, out, err);
+}
+
+static err_code out_of_memory(err_t *err) {
+  return err_set(err, ERR_INTERNAL, "out of memory");
+}
+
+/* --- BeginStep --- */
+
+typedef struct begin_arg {
+  decide_begin_in in;
+  coord_begin_result *out;
+} begin_arg;
+
+static err_code begin_fn(void *argp, const step_pair *cur, step_writes *w, err_t *err) {
+  begin_arg *a = argp;
+  coord_begin_result_clear(a->out);
+  decide_begin_out d;
+  err_code rc = decide_begin(&a->in, cur, &d, w, err);
+  if (rc != ERR_OK) return rc;
+  coord_begin_result *o = a->out;
+  o->decision = d.decision;
+  o->attempt = d.attempt;
+  o->lease_expires_ms = d.lease_expires_ms;
+  o->takeover = d.takeover;
+  o->expires_ms = d.expires_ms;
+  o->has_result = d.has_result;
+  o->outcome = d.outcome;
+  o->code = d.code;
+  o->completed_ms = d.completed_ms;
+  if (d.body_len > 0) {
+    o->body = malloc(d.body_len);
+    if (!o->body) {
+      w->n = 0; /* a REPLAY writes nothing; never commit a decision we cannot answer */
+      coord_begin_result_clear(o);
+      return out_of_memory(err);
+    }
+    memcpy(o->body, d.body, d.body_len);
+    o->body_len = d.body_len;
+  }
+  return ERR_OK;
+}
+
+err_code coord_begin_step(const coord_ctx *ctx, store *st, const char *tenant,
+                          const coord_key_in *key, const uint8_t *fp, size_t fp_len,
+                          uint32_t lease_ms, int64_t deadline, coord_begin_result *out,
+                          err_t *err) {
+  memset(out, 0, sizeof *out);
+  err_clear(err);
+  step_key k;
+  err_code rc;
+  if ((rc = validate_step_key(tenant, key, &k, err)) != ERR_OK) return rc;
+  if ((rc = validate_fingerprint(fp_len, err)) != ERR_OK) return rc;
+  if (fp_len > 0 && !fp) return err_set(err, ERR_INVALID, "fingerprint: missing bytes");
+  if ((rc = validate_lease_ms("lease_ms", lease_ms, 1, err)) != ERR_OK) return rc;
+
+  policy pol;
+  resolve(ctx, k.service, k.operation, &pol);
+  begin_arg a = {
+      .in = {.key = &k,
+             .fp = fp,
+             .fp_len = fp_len,
+             .lease_ms = lease_ms ? lease_ms : pol.lease_ms,
+             .retention_s = pol.retention_s},
+      .out = out,
+  };
+  rc = store_step_txn(st, &k, store_deadline(ctx, deadline), begin_fn, &a, err);
+  if (rc != ERR_OK) coord_begin_result_clear(out);
+  return rc;
+}
+
+/* --- CompleteStep --- */
+
+typedef struct complete_arg {
+  decide_complete_in in;
+  step_rec *out; /* owned copy of the record after the call */
+} complete_arg;
+
+static err_code complete_fn(void *argp, const step_pair *cur, step_writes *w, err_t *err) {
+  complete_arg *a = argp;
+  step_rec_clear(a->out);
+  const step_rec *after = NULL;
+  err_code rc = decide_complete(&a->in, cur, w, &after, err);
+  if (rc != ERR_OK) return rc;
+  if (!step_rec_copy(a->out, after)) {
+    w->n = 0; /* do not commit a completion the caller will not hear about */
+    return out_of_memory(err);
+  }
+  return ERR_OK;
+}
+
+err_code coord_complete_step(const coord_ctx *ctx, store *st, const char *tenant,
+                             const coord_key_in *key, uint64_t attempt, int outcome, int32_t code,
+                             const uint8_t *body, size_t body_len, int64_t deadline, step_rec *out,
+                             err_t *err) {
+  memset(out, 0, sizeof *out);
+  err_clear(err);
+  step_key k;
+  err_code rc;
+  if ((rc = validate_step_key(tenant, key, &k, err)) != ERR_OK) return rc;
+  if ((rc = validate_attempt(attempt, err)) != ERR_OK) return rc;
+  if ((rc = validate_outcome(outcome, err)) != ERR_OK) return rc;
+  if ((rc = validate_body(body_len, ctx->body_max, err)) != ERR_OK) return rc;
+  if (body_len > 0 && !body) return err_set(err, ERR_INVALID, "body: missing bytes");
+
+  policy pol;
+  resolve(ctx, k.service, k.operation, &pol);
+  complete_arg a = {
+      .in = {.key = &k,
+             .attempt = attempt,
+             .outcome = (step_outcome)outcome,
+             .code = code,
+             .body = body,
+             .body_len = body_len,
+             .retention_s = pol.retention_s},
+      .out = out,
+  };
+  rc = store_step_txn(st, &k, store_deadline(ctx, deadline), complete_fn, &a, err);
+  if (rc != ERR_OK) step_rec_clear(out);
+  return rc;
+}
+
+/* --- ExtendLease --- */
+
+typedef struct extend_arg {
+  const step_key *key;
+  uint64_t attempt;
+  uint32_t lease_ms;
+  int64_t lease_expires_ms;
+} extend_arg;
+
+static err_code extend_fn(void *argp, const step_pair *cur, step_writes *w, err_t *err) {
+  extend_arg *a = argp;
+  return decide_extend(a->key, a->attempt, a->lease_ms, cur, w, &a->lease_expires_ms, err);
+}
+
+err_code coord_extend_lease(const coord_ctx *ctx, store *st, const char *tenant,
+                            const coord_key_in *key, uint64_t attempt, uint32_t lease_ms,
+                            int64_t deadline, int64_t *lease_expires_ms, err_t *err) {
+  *lease_expires_ms = 0;
+  err_clear(err);
+  step_key k;
+  err_code rc;
+  if ((rc = validate_step_key(tenant, key, &k, err)) != ERR_OK) return rc;
+  if ((rc = validate_attempt(attempt, err)) != ERR_OK) return rc;
+  if ((rc = validate_lease_ms("lease_ms", lease_ms, 1, err)) != ERR_OK) return rc;
+
+  policy pol;
+  resolve(ctx, k.service, k.operation, &pol);
+  extend_arg a = {.key = &k, .attempt = attempt, .lease_ms = lease_ms ? lease_ms : pol.lease_ms};
+  rc = store_step_txn(st, &k, store_deadline(ctx, deadline), extend_fn, &a, err);
+  if (rc == ERR_OK) *lease_expires_ms = a.lease_expires_ms;
+  return rc;
+}
+
+/* --- LookupStep --- */
+
+err_code coord_lookup_step(const coord_ctx *ctx, store *st, const char *tenant,
+                           const coord_key_in *key, int64_t deadline, step_rec *out, err_t *err) {
+  memset(out, 0, sizeof *out);
+  err_clear(err);
+  step_key k;
+  err_code rc;
+  if ((rc = validate_step_key(tenant, key, &k, err)) != ERR_OK) return rc;
+  rc = store_lookup_step(st, &k, store_deadline(ctx, deadline), out, err);
+  if (rc != ERR_OK) {
+    step_rec_clear(out);
+    return rc;
+  }
+  if (!out->present) {
+    step_rec_clear(out);
+    return err_set(err, ERR_NOT_FOUND, "no such step");
+  }
+  return ERR_OK;
+}
+
+/* --- BeginSaga --- */
+
+err_code coord_begin_saga(const coord_ctx *ctx, store *st, const char *tenant,
+                          const char *request_id, const char *saga_type, const saga_label *labels,
+                          size_t n_labels, int64_t deadline, saga_begun *out, err_t *err) {
+  memset(out, 0, sizeof *out);
+  err_clear(err);
+  err_code rc;
+  if (!request_id) request_id = "";
+  if (!saga_type) saga_type = "";
+  if ((rc = validate_tenant(tenant, err)) != ERR_OK) return rc;
+  if ((rc = validate_request_id(request_id, err)) != ERR_OK) return rc;
+  if ((rc = validate_saga_type(saga_type, err)) != ERR_OK) return rc;
+  if (n_labels > REC_LABELS_MAX)
+    return err_set(err, ERR_INVALID, "labels: at most %d labels are allowed", REC_LABELS_MAX);
+  if (n_labels > 0 && !labels) return err_set(err, ERR_INVALID, "labels: missing");
+  for (size_t i = 0; i < n_labels; i++) {
+    if ((rc = validate_label(labels[i].key, labels[i].value, err)) != ERR_OK) return rc;
+    for (size_t j = 0; j < i; j++)
+      if (strcmp(labels[i].key, labels[j].key) == 0)
+        return err_set(err, ERR_INVALID, "labels: duplicate key %s", labels[i].key);
+  }
+
+  policy pol;
+  resolve(ctx, "*", "*", &pol);
+  char id[UUIDV7_STR_LEN + 1];
+  if (!uuidv7_new(clock_wall_ms(), id))
+    return err_set(err, ERR_INTERNAL, "global_id: the random source failed");
+  saga_new in = {
+      .tenant = tenant,
+      .global_id = id,
+      .request_id = request_id[0] ? request_id : NULL,
+      .saga_type = saga_type,
+      .labels = n_labels ? labels : NULL,
+      .n_labels = n_labels,
+      .retention_s = pol.retention_s,
+  };
+  rc = store_begin_saga(st, &in, store_deadline(ctx, deadline), out, err);
+  if (rc != ERR_OK) memset(out, 0, sizeof *out);
+  return rc;
+}
+
+/* --- GetSaga --- */
+
+err_code coord_get_saga(const coord_ctx *ctx, store *st, const char *tenant, const char *global_id,
+                        int64_t deadline, saga_view *out, err_t *err) {
+  memset(out, 0, sizeof *out);
+  err_clear(err);
+  err_code rc;
+  if ((rc = validate_tenant(tenant, err)) != ERR_OK) return rc;
+  if ((rc = validate_global_id("global_id", global_id, err)) != ERR_OK) return rc;
+  rc = store_get_saga(st, tenant, global_id, store_deadline(ctx, deadline), out, err);
+  if (rc != ERR_OK) saga_view_clear(out);
+  return rc;
+}
+
+/* --- GetPolicy --- */
+
+err_code coord_get_policy(const coord_ctx *ctx, const char *tenant, const char *service,
+                          const char *operation, policy *out, err_t *err) {
+  memset(out, 0, sizeof *out);
+  err_clear(err);
+  err_code rc;
+  if ((rc = validate_tenant(tenant, err)) != ERR_OK) return rc;
+  if ((rc = validate_name("service", service, err)) != ERR_OK) return rc;
+  if ((rc = validate_name("operation", operation, err)) != ERR_OK) return rc;
+  resolve(ctx, service, operation, out);
+  return ERR_OK;
+}

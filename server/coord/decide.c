@@ -1,0 +1,339 @@
+/* decide.c — the decision table of api.md §3 and the rules of §4 (see decide.h).
+ *
+ * Pure functions: no I/O, no clock, no allocation. "now" is always cur->now_ms (the database
+ * clock). A record whose retention has passed (expires_ms != 0 && expires_ms <= now) counts as
+ * absent. Bodies of written records borrow from the inputs (*cur or the request).
+ *
+ * Choices where api.md is silent (documented in the README):
+ *  - A RELEASED forward record is treated like no forward record by a compensation: nothing
+ *    ran to undo, so the forward is tombstoned and the compensation is null.
+ *  - A takeover or a fresh attempt after RELEASED adopts the caller's fingerprint when the
+ *    record had none.
+ *  - A null compensation stores the caller's fingerprint, so a later compensation with a
+ *    different fingerprint is refused like any other mismatch.
+ */
+#include "decide.h"
+
+#include <string.h>
+
+/* --- helpers --- */
+
+/* The record exists and its retention has not passed. */
+static bool live(const step_rec *r, int64_t now) {
+  return r->present && !(r->expires_ms != 0 && r->expires_ms <= now);
+}
+
+static int64_t retention_end(int64_t now, uint32_t retention_s) {
+  return now + (int64_t)retention_s * 1000;
+}
+
+/* Both fingerprints are set and differ. */
+static bool fp_mismatch(const step_rec *r, const uint8_t *fp, size_t fp_len) {
+  if (r->fp_len == 0 || fp_len == 0) return false;
+  return r->fp_len != fp_len || memcmp(r->fp, fp, fp_len) != 0;
+}
+
+static bool is_finished(step_state s) {
+  return s == STATE_SUCCEEDED || s == STATE_FAILED || s == STATE_UNKNOWN;
+}
+
+/* A compensation record that no caller executed (api.md §3: attempt 0). */
+static bool is_null_compensation(const step_rec *r) {
+  return r->attempt == 0 && r->state == STATE_SUCCEEDED;
+}
+
+static void set_fp(step_rec *r, const uint8_t *fp, size_t fp_len) {
+  memset(r->fp, 0, sizeof r->fp);
+  if (fp_len > 0) memcpy(r->fp, fp, fp_len);
+  r->fp_len = fp_len;
+}
+
+static void clear_result(step_rec *r) {
+  r->outcome = OUTCOME_UNSPECIFIED;
+  r->code = 0;
+  r->body = NULL;
+  r->body_len = 0;
+  r->completed_ms = 0;
+}
+
+/* Appends a write slot; the caller fills it. */
+static step_rec *push(step_writes *w) {
+  return &w->recs[w->n++];
+}
+
+/* A brand-new record of key (with phase) created at now: no result, no lease, no expiry. */
+static void fresh(step_rec *r, const step_key *key, step_phase phase, int64_t now) {
+  memset(r, 0, sizeof *r);
+  r->present = true;
+  r->key = *key;
+  r->key.phase = phase;
+  r->created_ms = now;
+  r->updated_ms = now;
+}
+
+static err_code mismatch(err_t *err) {
+  return err_set(err, ERR_PRECONDITION,
+                 "fingerprint mismatch: the key was begun with a different request");
+}
+
+static err_code in_progress(const step_rec *r, int64_t now, err_t *err) {
+  err_set(err, ERR_ABORTED, "step in progress");
+  int64_t left = r->lease_expires_ms - now;
+  if (err) err->retry_after_ms = left > 0 ? left : 1;
+  return ERR_ABORTED;
+}
+
+/* Fills out for a PROCEED on the written record r. */
+static void proceed(const step_rec *r, bool takeover, decide_begin_out *out) {
+  out->decision = DECISION_PROCEED;
+  out->attempt = r->attempt;
+  out->lease_expires_ms = r->lease_expires_ms;
+  out->takeover = takeover;
+  out->expires_ms = 0;
+}
+
+/* Writes a new IN_PROGRESS record, attempt 1, for the key's own phase. */
+static err_code create_in_progress(const decide_begin_in *in, int64_t now, decide_begin_out *out,
+                                   step_writes *w) {
+  step_rec *r = push(w);
+  fresh(r, in->key, in->key->phase, now);
+  r->state = STATE_IN_PROGRESS;
+  r->attempt = 1;
+  set_fp(r, in->fp, in->fp_len);
+  r->lease_expires_ms = now + in->lease_ms;
+  proceed(r, false, out);
+  return ERR_OK;
+}
+
+/* The next attempt on an existing record (takeover of an expired lease, or after RELEASED):
+ * IN_PROGRESS, attempt+1, new lease, no result; the caller's fingerprint when it had none. */
+static err_code next_attempt(const decide_begin_in *in, const step_rec *cur_rec, int64_t now,
+                             bool takeover, decide_begin_out *out, step_writes *w) {
+  step_rec *r = push(w);
+  *r = *cur_rec;
+  r->state = STATE_IN_PROGRESS;
+  r->attempt = cur_rec->attempt + 1;
+  if (r->fp_len == 0) set_fp(r, in->fp, in->fp_len);
+  clear_result(r);
+  r->updated_ms = now;
+  r->lease_expires_ms = now + in->lease_ms;
+  r->expires_ms = 0;
+  proceed(r, takeover, out);
+  return ERR_OK;
+}
+
+/* FORWARD rows 3–8 applied to a live record r (the forward record for a FORWARD begin, the
+ * compensation record itself for a COMPENSATION begin). */
+static err_code existing_row(const decide_begin_in *in, const step_rec *r, int64_t now,
+                             decide_begin_out *out, step_writes *w, err_t *err) {
+  if (fp_mismatch(r, in->fp, in->fp_len)) return mismatch(err);
+  switch (r->state) {
+    case STATE_IN_PROGRESS:
+      if (r->lease_expires_ms > now) return in_progress(r, now, err);
+      return next_attempt(in, r, now, true, out, w);
+    case STATE_RELEASED:
+      return next_attempt(in, r, now, false, out, w);
+    case STATE_SUCCEEDED:
+    case STATE_FAILED:
+    case STATE_UNKNOWN:
+      out->decision = DECISION_REPLAY;
+      out->attempt = r->attempt;
+      out->expires_ms = r->expires_ms;
+      out->has_result = true;
+      out->outcome = r->outcome;
+      out->code = r->code;
+      out->body = r->body_len > 0 ? r->body : NULL;
+      out->body_len = r->body_len;
+      out->completed_ms = r->completed_ms;
+      return ERR_OK;
+    case STATE_ABANDONED:
+      out->decision = DECISION_SKIP_ALREADY_COMPENSATED;
+      out->attempt = r->attempt;
+      out->expires_ms = r->expires_ms;
+      return ERR_OK;
+    default:
+      return err_set(err, ERR_INTERNAL, "stored step has an invalid state %d", (int)r->state);
+  }
+}
+
+/* The FORWARD table of api.md §3. */
+static err_code begin_forward(const decide_begin_in *in, const step_pair *cur,
+                              decide_begin_out *out, step_writes *w, err_t *err) {
+  int64_t now = cur->now_ms;
+  bool fwd_live = live(&cur->fwd, now);
+  if (live(&cur->comp, now)) { /* hanging protection */
+    out->decision = DECISION_SKIP_ALREADY_COMPENSATED;
+    out->attempt = fwd_live ? cur->fwd.attempt : 0;
+    out->expires_ms = cur->comp.expires_ms;
+    return ERR_OK;
+  }
+  if (!fwd_live) return create_in_progress(in, now, out, w);
+  return existing_row(in, &cur->fwd, now, out, w, err);
+}
+
+/* The compensation record decides (api.md §3, last two rows of the COMPENSATION table). */
+static err_code comp_decides(const decide_begin_in *in, const step_pair *cur, decide_begin_out *out,
+                             step_writes *w, err_t *err) {
+  int64_t now = cur->now_ms;
+  const step_rec *c = &cur->comp;
+  if (!live(c, now)) return create_in_progress(in, now, out, w);
+  if (is_null_compensation(c)) {
+    out->decision = DECISION_SKIP_NULL_COMPENSATION;
+    out->attempt = 0;
+    out->expires_ms = c->expires_ms;
+    return ERR_OK;
+  }
+  return existing_row(in, c, now, out, w, err);
+}
+
+/* Writes a null compensation: SUCCEEDED, attempt 0, empty result, retained like a result. */
+static err_code null_compensation(const decide_begin_in *in, int64_t now, decide_begin_out *out,
+                                  step_writes *w) {
+  step_rec *c = push(w);
+  fresh(c, in->key, PHASE_COMPENSATION, now);
+  c->state = STATE_SUCCEEDED;
+  c->attempt = 0;
+  set_fp(c, in->fp, in->fp_len);
+  c->outcome = OUTCOME_SUCCEEDED;
+  c->code = 0;
+  c->completed_ms = now;
+  c->expires_ms = retention_end(now, in->retention_s);
+  out->decision = DECISION_SKIP_NULL_COMPENSATION;
+  out->attempt = 0;
+  out->expires_ms = c->expires_ms;
+  return ERR_OK;
+}
+
+/* Writes the forward record as ABANDONED: from f when live (keeps attempt and fingerprint),
+ * else a tombstone with attempt 0. No result, no lease, retained. */
+static void abandon_forward(const decide_begin_in *in, const step_rec *f, int64_t now,
+                            step_writes *w) {
+  step_rec *r = push(w);
+  if (f) {
+    *r = *f;
+    clear_result(r);
+    r->updated_ms = now;
+  } else {
+    fresh(r, in->key, PHASE_FORWARD, now);
+    r->attempt = 0;
+  }
+  r->state = STATE_ABANDONED;
+  r->lease_expires_ms = 0;
+  r->expires_ms = retention_end(now, in->retention_s);
+}
+
+/* The COMPENSATION table of api.md §3. */
+static err_code begin_compensation(const decide_begin_in *in, const step_pair *cur,
+                                   decide_begin_out *out, step_writes *w, err_t *err) {
+  int64_t now = cur->now_ms;
+  bool comp_live = live(&cur->comp, now);
+  if (comp_live && fp_mismatch(&cur->comp, in->fp, in->fp_len)) return mismatch(err);
+
+  const step_rec *f = live(&cur->fwd, now) ? &cur->fwd : NULL;
+  step_state fs = f ? f->state : STATE_NONE;
+  switch (fs) {
+    case STATE_NONE:
+    case STATE_RELEASED: /* nothing ran to undo */
+      if (comp_live) return comp_decides(in, cur, out, w, err);
+      abandon_forward(in, f, now, w);
+      return null_compensation(in, now, out, w);
+    case STATE_FAILED:
+      if (comp_live) return comp_decides(in, cur, out, w, err);
+      return null_compensation(in, now, out, w);
+    case STATE_IN_PROGRESS:
+      if (f->lease_expires_ms > now) return in_progress(f, now, err);
+      abandon_forward(in, f, now, w); /* its late Complete is refused */
+      return comp_decides(in, cur, out, w, err);
+    case STATE_ABANDONED:
+    case STATE_SUCCEEDED:
+    case STATE_UNKNOWN:
+      return comp_decides(in, cur, out, w, err);
+    default:
+      return err_set(err, ERR_INTERNAL, "stored step has an invalid state %d", (int)fs);
+  }
+}
+
+/* --- public --- */
+
+err_code decide_begin(const decide_begin_in *in, const step_pair *cur, decide_begin_out *out,
+                      step_writes *w, err_t *err) {
+  memset(out, 0, sizeof *out);
+  w->n = 0;
+  err_clear(err);
+  if (in->key->phase == PHASE_FORWARD) return begin_forward(in, cur, out, w, err);
+  if (in->key->phase == PHASE_COMPENSATION) return begin_compensation(in, cur, out, w, err);
+  return err_set(err, ERR_INVALID, "key.phase: must be PHASE_FORWARD or PHASE_COMPENSATION");
+}
+
+/* The key's own record in cur. */
+static const step_rec *own_record(const step_key *key, const step_pair *cur) {
+  return key->phase == PHASE_COMPENSATION ? &cur->comp : &cur->fwd;
+}
+
+static bool same_result(const step_rec *r, const decide_complete_in *in) {
+  if (r->outcome != in->outcome || r->code != in->code || r->body_len != in->body_len) return false;
+  return in->body_len == 0 || memcmp(r->body, in->body, in->body_len) == 0;
+}
+
+err_code decide_complete(const decide_complete_in *in, const step_pair *cur, step_writes *w,
+                         const step_rec **after, err_t *err) {
+  w->n = 0;
+  *after = NULL;
+  err_clear(err);
+  int64_t now = cur->now_ms;
+  const step_rec *r = own_record(in->key, cur);
+  if (!live(r, now)) return err_set(err, ERR_NOT_FOUND, "no such step");
+  if (in->attempt > r->attempt)
+    return err_set(err, ERR_PRECONDITION, "attempt %llu was never issued",
+                   (unsigned long long)in->attempt);
+  if (r->state == STATE_ABANDONED)
+    return err_set(err, ERR_ABORTED, "lease lost: the step was abandoned");
+  if (in->attempt < r->attempt)
+    return err_set(err, ERR_ABORTED, "lease lost: attempt %llu was superseded by attempt %llu",
+                   (unsigned long long)in->attempt, (unsigned long long)r->attempt);
+
+  if (r->state == STATE_IN_PROGRESS) {
+    /* accepted even when the lease expired, as long as nobody took over */
+    step_rec *n = push(w);
+    *n = *r;
+    n->state = in->outcome == OUTCOME_SUCCEEDED ? STATE_SUCCEEDED
+               : in->outcome == OUTCOME_FAILED  ? STATE_FAILED
+               : in->outcome == OUTCOME_UNKNOWN ? STATE_UNKNOWN
+                                                : STATE_RELEASED;
+    n->outcome = in->outcome;
+    n->code = in->code;
+    n->body = in->body_len > 0 ? (uint8_t *)in->body : NULL;
+    n->body_len = in->body_len;
+    n->completed_ms = now;
+    n->updated_ms = now;
+    n->lease_expires_ms = 0;
+    n->expires_ms = retention_end(now, in->retention_s);
+    *after = n;
+    return ERR_OK;
+  }
+  if ((is_finished(r->state) || r->state == STATE_RELEASED) && same_result(r, in)) {
+    *after = r; /* a retried Complete is harmless */
+    return ERR_OK;
+  }
+  return err_set(err, ERR_PRECONDITION, "step already finished with a different result");
+}
+
+err_code decide_extend(const step_key *key, uint64_t attempt, uint32_t lease_ms,
+                       const step_pair *cur, step_writes *w, int64_t *lease_expires_ms,
+                       err_t *err) {
+  w->n = 0;
+  *lease_expires_ms = 0;
+  err_clear(err);
+  int64_t now = cur->now_ms;
+  const step_rec *r = own_record(key, cur);
+  if (!live(r, now)) return err_set(err, ERR_NOT_FOUND, "no such step");
+  if (r->state != STATE_IN_PROGRESS || r->attempt != attempt)
+    return err_set(err, ERR_ABORTED, "lease lost: attempt %llu does not hold the step",
+                   (unsigned long long)attempt);
+  step_rec *n = push(w);
+  *n = *r;
+  n->lease_expires_ms = now + lease_ms;
+  n->updated_ms = now;
+  *lease_expires_ms = n->lease_expires_ms;
+  return ERR_OK;
+}

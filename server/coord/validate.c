@@ -1,0 +1,178 @@
+/* validate.c — input validation of api.md §1 (see validate.h for the contracts).
+ *
+ * Every function is pure (no allocation, no I/O) and returns ERR_OK, or ERR_INVALID with a
+ * message that starts with the proto field path, PostgreSQL style: lower-case, no trailing
+ * period, e.g. "key.global_id: must be 1 to 128 characters of [A-Za-z0-9._:-]".
+ * NULL strings read as "".
+ */
+#include "validate.h"
+
+#include <stdbool.h>
+#include <string.h>
+
+/* Length of s, but stops counting past limit + 1 (a hostile string is never fully scanned). */
+static size_t bounded_len(const char *s, size_t limit) {
+  if (!s) return 0;
+  size_t n = 0;
+  while (n <= limit && s[n] != '\0') n++;
+  return n;
+}
+
+static bool is_alnum(unsigned char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+/* [A-Za-z0-9._:-] */
+static bool is_id_char(unsigned char c) {
+  return is_alnum(c) || c == '.' || c == '_' || c == ':' || c == '-';
+}
+
+/* [a-z0-9._-] */
+static bool is_name_char(unsigned char c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+}
+
+/* [A-Za-z0-9._/-] */
+static bool is_label_key_char(unsigned char c) {
+  return is_alnum(c) || c == '.' || c == '_' || c == '/' || c == '-';
+}
+
+static bool is_printable_ascii(unsigned char c) {
+  return c >= 0x20 && c <= 0x7E;
+}
+
+/* True when v is min..max characters, each accepted by ok. */
+static bool all_chars(const char *v, size_t min, size_t max, bool (*ok)(unsigned char)) {
+  size_t n = bounded_len(v, max);
+  if (n < min || n > max) return false;
+  for (size_t i = 0; i < n; i++)
+    if (!ok((unsigned char)v[i])) return false;
+  return true;
+}
+
+/* Strict UTF-8 (RFC 3629): no overlong forms, no surrogates, nothing above U+10FFFF. */
+static bool valid_utf8(const unsigned char *s, size_t n) {
+  size_t i = 0;
+  while (i < n) {
+    unsigned char c = s[i];
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
+    if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0)
+        lo = 0xA0; /* overlong */
+      else if (c == 0xED)
+        hi = 0x9F; /* surrogates */
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0)
+        lo = 0x90; /* overlong */
+      else if (c == 0xF4)
+        hi = 0x8F; /* above U+10FFFF */
+    } else {
+      return false; /* continuation byte, 0xC0/0xC1, 0xF5..0xFF */
+    }
+    if (n - i < len) return false;
+    if (s[i + 1] < lo || s[i + 1] > hi) return false;
+    for (size_t k = 2; k < len; k++)
+      if (s[i + k] < 0x80 || s[i + k] > 0xBF) return false;
+    i += len;
+  }
+  return true;
+}
+
+err_code validate_global_id(const char *field, const char *v, err_t *err) {
+  if (all_chars(v, 1, REC_GLOBAL_ID_MAX, is_id_char)) return ERR_OK;
+  return err_set(err, ERR_INVALID, "%s: must be 1 to %d characters of [A-Za-z0-9._:-]", field,
+                 REC_GLOBAL_ID_MAX);
+}
+
+err_code validate_tenant(const char *tenant, err_t *err) {
+  return validate_global_id("tenant", tenant, err);
+}
+
+err_code validate_name(const char *field, const char *v, err_t *err) {
+  if (all_chars(v, 1, REC_NAME_MAX, is_name_char)) return ERR_OK;
+  return err_set(err, ERR_INVALID, "%s: must be 1 to %d characters of [a-z0-9._-]", field,
+                 REC_NAME_MAX);
+}
+
+err_code validate_key(const char *tenant, const char *global_id, const char *service,
+                      const char *operation, int phase, step_key *out, err_t *err) {
+  err_code rc;
+  if ((rc = validate_tenant(tenant, err)) != ERR_OK) return rc;
+  if ((rc = validate_global_id("key.global_id", global_id, err)) != ERR_OK) return rc;
+  if ((rc = validate_name("key.service", service, err)) != ERR_OK) return rc;
+  if ((rc = validate_name("key.operation", operation, err)) != ERR_OK) return rc;
+  if (phase != PHASE_FORWARD && phase != PHASE_COMPENSATION)
+    return err_set(err, ERR_INVALID, "key.phase: must be PHASE_FORWARD or PHASE_COMPENSATION");
+  if (out) {
+    memset(out, 0, sizeof *out);
+    /* lengths were checked above, so these copies always fit */
+    memcpy(out->tenant, tenant, strlen(tenant) + 1);
+    memcpy(out->global_id, global_id, strlen(global_id) + 1);
+    memcpy(out->service, service, strlen(service) + 1);
+    memcpy(out->operation, operation, strlen(operation) + 1);
+    out->phase = (step_phase)phase;
+  }
+  return ERR_OK;
+}
+
+err_code validate_fingerprint(size_t len, err_t *err) {
+  if (len <= REC_FP_MAX) return ERR_OK;
+  return err_set(err, ERR_INVALID, "fingerprint: must be at most %d bytes", REC_FP_MAX);
+}
+
+err_code validate_body(size_t len, size_t max, err_t *err) {
+  if (len <= max) return ERR_OK;
+  return err_set(err, ERR_INVALID, "body: must be at most %zu bytes", max);
+}
+
+err_code validate_request_id(const char *v, err_t *err) {
+  if (!v || v[0] == '\0') return ERR_OK; /* no request id */
+  if (all_chars(v, 1, REC_REQUEST_ID_MAX, is_printable_ascii)) return ERR_OK;
+  return err_set(err, ERR_INVALID, "request_id: must be 1 to %d printable ASCII characters",
+                 REC_REQUEST_ID_MAX);
+}
+
+err_code validate_saga_type(const char *v, err_t *err) {
+  if (all_chars(v, 0, REC_SAGA_TYPE_MAX, is_printable_ascii)) return ERR_OK;
+  return err_set(err, ERR_INVALID, "saga_type: must be at most %d printable ASCII characters",
+                 REC_SAGA_TYPE_MAX);
+}
+
+err_code validate_label(const char *key, const char *value, err_t *err) {
+  if (!all_chars(key, 1, REC_LABEL_KEY_MAX, is_label_key_char))
+    return err_set(err, ERR_INVALID, "labels: key must be 1 to %d characters of [A-Za-z0-9._/-]",
+                   REC_LABEL_KEY_MAX);
+  size_t n = bounded_len(value, REC_LABEL_VALUE_MAX);
+  if (n > REC_LABEL_VALUE_MAX || !valid_utf8((const unsigned char *)(value ? value : ""), n))
+    return err_set(err, ERR_INVALID, "labels: value of %s must be at most %d bytes of UTF-8", key,
+                   REC_LABEL_VALUE_MAX);
+  return ERR_OK;
+}
+
+err_code validate_lease_ms(const char *field, uint32_t v, int zero_ok, err_t *err) {
+  if (v == 0 && zero_ok) return ERR_OK;
+  if (v >= 1 && v <= REC_LEASE_MS_MAX) return ERR_OK;
+  if (zero_ok)
+    return err_set(err, ERR_INVALID, "%s: must be 0 (the policy's lease) or 1 to %u", field,
+                   REC_LEASE_MS_MAX);
+  return err_set(err, ERR_INVALID, "%s: must be 1 to %u", field, REC_LEASE_MS_MAX);
+}
+
+err_code validate_outcome(int outcome, err_t *err) {
+  if (outcome >= OUTCOME_SUCCEEDED && outcome <= OUTCOME_UNKNOWN) return ERR_OK;
+  return err_set(err, ERR_INVALID, "outcome: must be one of SUCCEEDED, FAILED, RETRYABLE, UNKNOWN");
+}
+
+err_code validate_attempt(uint64_t attempt, err_t *err) {
+  if (attempt >= 1) return ERR_OK;
+  return err_set(err, ERR_INVALID, "attempt: must be at least 1");
+}

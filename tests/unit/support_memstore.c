@@ -1,0 +1,230 @@
+/* support_memstore.c — the in-memory test double of store_ops (see support_memstore.h). */
+#include "support_memstore.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool same_pair(const step_key *a, const step_key *b) {
+  return strcmp(a->tenant, b->tenant) == 0 && strcmp(a->global_id, b->global_id) == 0 &&
+         strcmp(a->service, b->service) == 0 && strcmp(a->operation, b->operation) == 0;
+}
+
+static step_rec *find(const memstore *m, const step_key *key, step_phase phase) {
+  for (size_t i = 0; i < m->n_recs; i++)
+    if (same_pair(&m->recs[i].key, key) && m->recs[i].key.phase == phase) return &m->recs[i];
+  return NULL;
+}
+
+static bool live(const step_rec *r, int64_t now) {
+  return r && r->present && !(r->expires_ms != 0 && r->expires_ms <= now);
+}
+
+const step_rec *memstore_get(const memstore *m, const step_key *key) {
+  return find(m, key, key->phase);
+}
+
+void memstore_put(memstore *m, const step_rec *r) {
+  step_rec copy;
+  if (!step_rec_copy(&copy, r)) abort();
+  step_rec *old = find(m, &r->key, r->key.phase);
+  if (old) {
+    step_rec_clear(old);
+    *old = copy;
+    return;
+  }
+  if (m->n_recs == m->cap_recs) {
+    m->cap_recs = m->cap_recs ? 2 * m->cap_recs : 8;
+    m->recs = realloc(m->recs, m->cap_recs * sizeof *m->recs);
+    if (!m->recs) abort();
+  }
+  m->recs[m->n_recs++] = copy;
+}
+
+static void ms_close(store *s) {
+  memstore *m = (memstore *)s;
+  for (size_t i = 0; i < m->n_recs; i++) step_rec_clear(&m->recs[i]);
+  free(m->recs);
+  free(m);
+}
+
+static err_code enter(memstore *m, int64_t deadline, err_t *err) {
+  m->calls++;
+  m->last_deadline = deadline;
+  if (m->fail_rc != ERR_OK) return err_set(err, m->fail_rc, "memstore: injected failure");
+  return ERR_OK;
+}
+
+static err_code ms_ping(store *s, int64_t deadline, err_t *err) {
+  return enter((memstore *)s, deadline, err);
+}
+
+static err_code ms_step_txn(store *s, const step_key *key, int64_t deadline, store_step_fn fn,
+                            void *arg, err_t *err) {
+  memstore *m = (memstore *)s;
+  m->step_txn_calls++;
+  err_code rc = enter(m, deadline, err);
+  if (rc != ERR_OK) return rc;
+
+  step_pair pair;
+  memset(&pair, 0, sizeof pair);
+  pair.now_ms = m->now_ms;
+  const step_rec *f = find(m, key, PHASE_FORWARD), *c = find(m, key, PHASE_COMPENSATION);
+  if (f) pair.fwd = *f; /* bodies borrowed from the store, valid during the callback */
+  if (c) pair.comp = *c;
+
+  step_writes w;
+  int runs = m->txn_runs > 0 ? m->txn_runs : 1;
+  for (int i = 0; i < runs; i++) {
+    memset(&w, 0x5A, sizeof w); /* garbage: fn must start from scratch */
+    w.n = 0;
+    err_clear(err);
+    m->fn_calls++;
+    rc = fn(arg, &pair, &w, err);
+  }
+  if (w.n < 0 || w.n > 2) return err_set(err, ERR_INTERNAL, "memstore: bad write count %d", w.n);
+
+  /* copy first: a write may borrow its body from a record it replaces */
+  step_rec copies[2];
+  for (int i = 0; i < w.n; i++) {
+    if (!w.recs[i].present || !same_pair(&w.recs[i].key, key)) {
+      for (int j = 0; j < i; j++) step_rec_clear(&copies[j]);
+      return err_set(err, ERR_INTERNAL, "memstore: write %d outside the step pair", i);
+    }
+    if (!step_rec_copy(&copies[i], &w.recs[i])) abort();
+  }
+  for (int i = 0; i < w.n; i++) {
+    memstore_put(m, &copies[i]);
+    step_rec_clear(&copies[i]);
+  }
+  return rc;
+}
+
+static err_code ms_lookup_step(store *s, const step_key *key, int64_t deadline, step_rec *out,
+                               err_t *err) {
+  memstore *m = (memstore *)s;
+  m->lookup_calls++;
+  memset(out, 0, sizeof *out);
+  err_code rc = enter(m, deadline, err);
+  if (rc != ERR_OK) return rc;
+  const step_rec *r = find(m, key, key->phase);
+  if (live(r, m->now_ms) && !step_rec_copy(out, r)) abort();
+  return ERR_OK;
+}
+
+static void copy_str(char *dst, size_t cap, const char *src) {
+  snprintf(dst, cap, "%s", src ? src : "");
+}
+
+static void fill_saga(memstore_saga *g, const saga_new *in, const char *global_id, int64_t now) {
+  memset(g, 0, sizeof *g);
+  copy_str(g->tenant, sizeof g->tenant, in->tenant);
+  copy_str(g->global_id, sizeof g->global_id, global_id);
+  copy_str(g->request_id, sizeof g->request_id, in->request_id);
+  copy_str(g->saga_type, sizeof g->saga_type, in->saga_type);
+  g->created_ms = now;
+  g->n_labels = in->n_labels <= REC_LABELS_MAX ? in->n_labels : REC_LABELS_MAX;
+  for (size_t i = 0; i < g->n_labels; i++) {
+    copy_str(g->label_keys[i], sizeof g->label_keys[i], in->labels[i].key);
+    copy_str(g->label_values[i], sizeof g->label_values[i], in->labels[i].value);
+  }
+}
+
+static err_code ms_begin_saga(store *s, const saga_new *in, int64_t deadline, saga_begun *out,
+                              err_t *err) {
+  memstore *m = (memstore *)s;
+  m->begin_saga_calls++;
+  memset(out, 0, sizeof *out);
+  err_code rc = enter(m, deadline, err);
+  if (rc != ERR_OK) return rc;
+
+  fill_saga(&m->last_saga, in, in->global_id, m->now_ms);
+  m->last_saga_had_request_id = in->request_id != NULL;
+  m->last_saga_new = *in;
+  m->last_saga_new.tenant = m->last_saga.tenant;
+  m->last_saga_new.global_id = m->last_saga.global_id;
+  m->last_saga_new.request_id = in->request_id ? m->last_saga.request_id : NULL;
+  m->last_saga_new.saga_type = m->last_saga.saga_type;
+  m->last_saga_new.labels = NULL; /* see last_saga.label_* */
+
+  if (in->request_id) {
+    for (size_t i = 0; i < m->n_sagas; i++) {
+      memstore_saga *g = &m->sagas[i];
+      if (strcmp(g->tenant, in->tenant) == 0 && strcmp(g->request_id, in->request_id) == 0) {
+        copy_str(out->global_id, sizeof out->global_id, g->global_id);
+        out->created = false;
+        out->created_ms = g->created_ms;
+        return ERR_OK;
+      }
+    }
+  }
+  if (m->n_sagas == MEMSTORE_MAX_SAGAS) return err_set(err, ERR_RESOURCE, "memstore: full");
+  fill_saga(&m->sagas[m->n_sagas++], in, in->global_id, m->now_ms);
+  copy_str(out->global_id, sizeof out->global_id, in->global_id);
+  out->created = true;
+  out->created_ms = m->now_ms;
+  return ERR_OK;
+}
+
+static err_code ms_get_saga(store *s, const char *tenant, const char *global_id, int64_t deadline,
+                            saga_view *out, err_t *err) {
+  memstore *m = (memstore *)s;
+  m->get_saga_calls++;
+  memset(out, 0, sizeof *out);
+  err_code rc = enter(m, deadline, err);
+  if (rc != ERR_OK) return rc;
+
+  const memstore_saga *g = NULL;
+  for (size_t i = 0; i < m->n_sagas; i++)
+    if (strcmp(m->sagas[i].tenant, tenant) == 0 && strcmp(m->sagas[i].global_id, global_id) == 0)
+      g = &m->sagas[i];
+  size_t n = 0;
+  for (size_t i = 0; i < m->n_recs; i++)
+    if (strcmp(m->recs[i].key.tenant, tenant) == 0 &&
+        strcmp(m->recs[i].key.global_id, global_id) == 0 && live(&m->recs[i], m->now_ms))
+      n++;
+  if (!g && n == 0) return err_set(err, ERR_NOT_FOUND, "no such saga");
+
+  copy_str(out->global_id, sizeof out->global_id, global_id);
+  if (g) {
+    copy_str(out->saga_type, sizeof out->saga_type, g->saga_type);
+    out->created_ms = g->created_ms;
+    out->labels = calloc(g->n_labels ? g->n_labels : 1, sizeof *out->labels);
+    if (!out->labels) abort();
+    for (size_t i = 0; i < g->n_labels; i++) {
+      out->labels[i].key = strdup(g->label_keys[i]);
+      out->labels[i].value = strdup(g->label_values[i]);
+      if (!out->labels[i].key || !out->labels[i].value) abort();
+    }
+    out->n_labels = g->n_labels;
+  }
+  out->steps = calloc(n ? n : 1, sizeof *out->steps);
+  if (!out->steps) abort();
+  for (size_t i = 0; i < m->n_recs; i++)
+    if (strcmp(m->recs[i].key.tenant, tenant) == 0 &&
+        strcmp(m->recs[i].key.global_id, global_id) == 0 && live(&m->recs[i], m->now_ms)) {
+      if (!step_rec_copy(&out->steps[out->n_steps], &m->recs[i])) abort();
+      out->n_steps++;
+    }
+  return ERR_OK;
+}
+
+static const store_ops memstore_ops = {
+    .version = STORE_OPS_VERSION,
+    .close = ms_close,
+    .ping = ms_ping,
+    .step_txn = ms_step_txn,
+    .lookup_step = ms_lookup_step,
+    .begin_saga = ms_begin_saga,
+    .get_saga = ms_get_saga,
+};
+
+memstore *memstore_new(int64_t now_ms) {
+  memstore *m = calloc(1, sizeof *m);
+  if (!m) abort();
+  m->base.ops = &memstore_ops;
+  m->now_ms = now_ms;
+  m->txn_runs = 1;
+  m->fail_rc = ERR_OK;
+  return m;
+}

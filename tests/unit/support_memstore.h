@@ -1,0 +1,60 @@
+/* support_memstore.h — a single-threaded in-memory store (store_ops) for unit tests of coord/.
+ *
+ * Not a model of concurrency: it exists to check the wiring of coord_* (what reaches the
+ * store, what comes back, who owns what). It counts calls, can fail every call with a chosen
+ * code, can run a step callback several times (as a store does after a serialization
+ * failure), and checks that every write belongs to the transaction's step pair.
+ */
+#ifndef IDEM_TEST_SUPPORT_MEMSTORE_H
+#define IDEM_TEST_SUPPORT_MEMSTORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/store.h"
+
+#define MEMSTORE_MAX_SAGAS 16
+
+typedef struct memstore_saga {
+  char tenant[REC_GLOBAL_ID_MAX + 1];
+  char global_id[REC_GLOBAL_ID_MAX + 1];
+  char request_id[REC_REQUEST_ID_MAX + 1]; /* "" = none */
+  char saga_type[REC_SAGA_TYPE_MAX + 1];
+  int64_t created_ms;
+  size_t n_labels;
+  char label_keys[REC_LABELS_MAX][REC_LABEL_KEY_MAX + 1];
+  char label_values[REC_LABELS_MAX][REC_LABEL_VALUE_MAX + 1];
+} memstore_saga;
+
+typedef struct memstore {
+  store base;     /* must be first: (store *)m */
+  int64_t now_ms; /* the "database clock" handed to step callbacks */
+
+  step_rec *recs; /* owned records */
+  size_t n_recs, cap_recs;
+
+  memstore_saga sagas[MEMSTORE_MAX_SAGAS];
+  size_t n_sagas;
+
+  /* instrumentation */
+  int calls; /* every op but close */
+  int step_txn_calls, fn_calls, lookup_calls, begin_saga_calls, get_saga_calls;
+  int txn_runs;     /* runs of fn per step_txn (default 1); only the last run's writes apply */
+  err_code fail_rc; /* != ERR_OK: every op fails with it, without calling fn */
+  int64_t last_deadline;
+  saga_new last_saga_new;        /* strings point into last_saga below */
+  memstore_saga last_saga;       /* deep copy of the last begin_saga input */
+  bool last_saga_had_request_id; /* in->request_id != NULL */
+} memstore;
+
+/* A new empty store whose clock reads now_ms. Free with store_close(&m->base). */
+memstore *memstore_new(int64_t now_ms);
+
+/* Inserts or replaces a record (deep copy). */
+void memstore_put(memstore *m, const step_rec *r);
+
+/* The stored record of key (exact phase), or NULL; ignores expiry. */
+const step_rec *memstore_get(const memstore *m, const step_key *key);
+
+#endif
