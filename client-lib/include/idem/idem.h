@@ -256,8 +256,9 @@ typedef struct idem_step_ctx {
   bool unguarded;   /* DECISION_PROCEED_UNGUARDED: nothing is recorded for this run */
 } idem_step_ctx;
 
-/* What the action reports. body is copied by the library before the action returns to it;
- * point it at memory that lives until the action returns. */
+/* What the action reports. The library copies body as soon as the action returns, so body must
+ * still be valid at that moment (not in the action's own stack frame). outcome starts as
+ * IDEM_OUTCOME_UNKNOWN; an action that leaves it unset or invalid completes as UNKNOWN. */
 typedef struct idem_step_output {
   idem_outcome outcome; /* SUCCEEDED, FAILED, RETRYABLE or UNKNOWN */
   int32_t code;
@@ -293,7 +294,17 @@ void idem_run_report_clear(idem_run_report *r);
  * step is settled (see rep->decision, rep->ran, rep->replayed, rep->result), or the error that
  * stopped it: FAILED_PRECONDITION (fingerprint mismatch), ABORTED (still in progress at the
  * deadline, or the lease was lost before Complete: the action's effects must be fenced by
- * attempt), UNAVAILABLE / DEADLINE_EXCEEDED. ro and rep may be NULL. */
+ * attempt), UNAVAILABLE / DEADLINE_EXCEEDED. ro and rep may be NULL.
+ * Details:
+ *  - The action reported RETRYABLE: CompleteStep releases the key and the function returns
+ *    IDEM_STEP_FAILED; unlike other errors, *rep is then filled (ran, attempt, result).
+ *    SUCCEEDED, FAILED and UNKNOWN settle the step: IDEM_OK, see rep->result.outcome.
+ *  - A wait before a retry is random(0, min(backoff_max_ms, backoff_base_ms * 2^n)), raised
+ *    after ABORTED to the server's idem-retry-after-ms (capped at backoff_max_ms); no wait
+ *    crosses the deadline. Each call's deadline is the smaller of the client's and what is
+ *    left, except the first CompleteStep, which always gets the client's full per-call deadline.
+ *  - DECISION_PROCEED_UNGUARDED: fn runs with ctx->unguarded and nothing is completed (the
+ *    coordinator recorded nothing). */
 int idem_step_run(idem_client *c, const idem_step_key *key, const uint8_t *fp, size_t fp_len,
                   idem_step_fn fn, void *arg, const idem_run_options *ro, idem_run_report *rep,
                   idem_error *err);

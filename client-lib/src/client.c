@@ -1,0 +1,341 @@
+/* client.c — the channel, the unary call over gRPC core, errors, clock and randomness.
+ *
+ * The only file of libidem that includes <grpc/grpc.h>. Each call gets its own pluck
+ * completion queue (a shared pluck queue allows only a handful of concurrent pluckers), so any
+ * number of threads may call through one client. Methods are registered once per client.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/slice.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+
+#include "idem_internal.h"
+
+#define DEFAULT_DEADLINE_MS 2000
+
+struct idem_client {
+  grpc_channel *channel;
+  void *registered[IDEM__M_COUNT];
+  char *tenant; /* NULL = send no idem-tenant */
+  char *auth;   /* "Bearer <token>", NULL = none */
+  int64_t deadline_ms;
+};
+
+static const char *const method_paths[IDEM__M_COUNT] = {
+    [IDEM__M_BEGIN_SAGA] = "/idem.v1.Coordinator/BeginSaga",
+    [IDEM__M_BEGIN_STEP] = "/idem.v1.Coordinator/BeginStep",
+    [IDEM__M_COMPLETE_STEP] = "/idem.v1.Coordinator/CompleteStep",
+    [IDEM__M_EXTEND_LEASE] = "/idem.v1.Coordinator/ExtendLease",
+    [IDEM__M_LOOKUP_STEP] = "/idem.v1.Coordinator/LookupStep",
+    [IDEM__M_GET_SAGA] = "/idem.v1.Coordinator/GetSaga",
+    [IDEM__M_GET_POLICY] = "/idem.v1.Coordinator/GetPolicy",
+    [IDEM__M_LIST_STEPS] = "/idem.v1.Admin/ListSteps",
+    [IDEM__M_RESOLVE_STEP] = "/idem.v1.Admin/ResolveStep",
+    [IDEM__M_SET_POLICY] = "/idem.v1.Admin/SetPolicy",
+    [IDEM__M_DELETE_POLICY] = "/idem.v1.Admin/DeletePolicy",
+    [IDEM__M_LIST_POLICIES] = "/idem.v1.Admin/ListPolicies",
+    [IDEM__M_LIST_AUDIT] = "/idem.v1.Admin/ListAudit",
+    [IDEM__M_GET_STATUS] = "/idem.v1.Admin/GetStatus",
+};
+
+const char *idem__method_path(idem__method m) {
+  return (unsigned)m < IDEM__M_COUNT ? method_paths[m] : "";
+}
+
+int64_t idem__client_deadline_ms(const idem_client *c) {
+  return c->deadline_ms;
+}
+
+/* --- errors ------------------------------------------------------------------------------ */
+
+void idem__err_reset(idem_error *err) {
+  if (err) memset(err, 0, sizeof *err);
+}
+
+int idem__fail(idem_error *err, int code, const char *fmt, ...) {
+  if (err) {
+    memset(err, 0, sizeof *err);
+    err->code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+  }
+  return code;
+}
+
+/* --- clock, sleep, randomness ------------------------------------------------------------ */
+
+int64_t idem__now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void idem__sleep_ms(int64_t ms) {
+  if (ms <= 0) return;
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+/* splitmix64 on a per-thread state seeded from getrandom(); no locks, no shared state. */
+static _Thread_local uint64_t rng_state;
+static _Thread_local int rng_seeded;
+
+static uint64_t rand_u64(void) {
+  if (!rng_seeded) {
+    uint64_t seed = 0;
+    if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != (ssize_t)sizeof seed) {
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)(uintptr_t)&seed;
+    }
+    rng_state = seed;
+    rng_seeded = 1;
+  }
+  uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+int64_t idem__rand_upto(int64_t bound) {
+  if (bound <= 0) return 0;
+  return (int64_t)(rand_u64() % ((uint64_t)bound + 1));
+}
+
+int64_t idem__backoff_ms(int64_t base_ms, int64_t max_ms, int n) {
+  int64_t cap = base_ms;
+  for (int i = 0; i < n && cap < max_ms; i++) cap *= 2;
+  if (cap > max_ms) cap = max_ms;
+  return idem__rand_upto(cap);
+}
+
+/* --- connect / close --------------------------------------------------------------------- */
+
+static char *dup_or_null(const char *s) {
+  if (!s) return NULL;
+  size_t n = strlen(s) + 1;
+  char *d = malloc(n);
+  if (d) memcpy(d, s, n);
+  return d;
+}
+
+int idem_connect(const idem_options *opt, idem_client **out, idem_error *err) {
+  idem__err_reset(err);
+  if (out) *out = NULL;
+  if (!out) return idem__fail(err, IDEM_INVALID_ARGUMENT, "out is null");
+  if (!opt || !opt->address || !*opt->address)
+    return idem__fail(err, IDEM_INVALID_ARGUMENT, "address is missing");
+  if (opt->deadline_ms < 0)
+    return idem__fail(err, IDEM_INVALID_ARGUMENT, "deadline_ms is negative");
+
+  idem_client *c = calloc(1, sizeof *c);
+  if (!c) return idem__fail(err, IDEM_NOMEM, "out of memory");
+  c->deadline_ms = opt->deadline_ms > 0 ? opt->deadline_ms : DEFAULT_DEADLINE_MS;
+  if (opt->tenant && !(c->tenant = dup_or_null(opt->tenant))) goto nomem;
+  if (opt->token) {
+    size_t n = strlen(opt->token) + sizeof "Bearer ";
+    if (!(c->auth = malloc(n))) goto nomem;
+    snprintf(c->auth, n, "Bearer %s", opt->token);
+  }
+
+  grpc_init();
+  grpc_arg args[1];
+  args[0].type = GRPC_ARG_STRING;
+  args[0].key = (char *)GRPC_ARG_PRIMARY_USER_AGENT_STRING;
+  args[0].value.string = (char *)"libidem/" IDEM_VERSION;
+  grpc_channel_args chargs = {.num_args = 1, .args = args};
+  grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+  c->channel = grpc_channel_create(opt->address, creds, &chargs);
+  grpc_channel_credentials_release(creds);
+  if (!c->channel) {
+    grpc_shutdown();
+    free(c->tenant);
+    free(c->auth);
+    free(c);
+    return idem__fail(err, IDEM_INTERNAL, "cannot create a channel to %s", opt->address);
+  }
+  for (int m = 0; m < IDEM__M_COUNT; m++)
+    c->registered[m] = grpc_channel_register_call(c->channel, method_paths[m], NULL, NULL);
+  *out = c;
+  return IDEM_OK;
+
+nomem:
+  free(c->tenant);
+  free(c->auth);
+  free(c);
+  return idem__fail(err, IDEM_NOMEM, "out of memory");
+}
+
+void idem_close(idem_client *c) {
+  if (!c) return;
+  grpc_channel_destroy(c->channel);
+  grpc_shutdown();
+  free(c->tenant);
+  free(c->auth);
+  free(c);
+}
+
+/* --- the unary call ------------------------------------------------------------------------ */
+
+static void copy_slice(char *dst, size_t cap, grpc_slice s) {
+  size_t n = GRPC_SLICE_LENGTH(s);
+  if (n >= cap) n = cap - 1;
+  memcpy(dst, GRPC_SLICE_START_PTR(s), n);
+  dst[n] = '\0';
+}
+
+/* Reads the trailing metadata the coordinator attaches to its errors. Returns whether an
+ * idem-leader entry was present (the call was answered by a standby: nothing was done). */
+static bool parse_trailers(const grpc_metadata_array *md, idem_error *err) {
+  bool standby = false;
+  for (size_t i = 0; i < md->count; i++) {
+    const grpc_metadata *e = &md->metadata[i];
+    if (grpc_slice_str_cmp(e->key, "idem-retry-after-ms") == 0) {
+      char buf[32];
+      copy_slice(buf, sizeof buf, e->value);
+      char *end;
+      errno = 0;
+      long long v = strtoll(buf, &end, 10);
+      if (errno == 0 && end != buf && v > 0) err->retry_after_ms = v;
+    } else if (grpc_slice_str_cmp(e->key, "idem-leader") == 0) {
+      copy_slice(err->leader, sizeof err->leader, e->value);
+      standby = true;
+    }
+  }
+  return standby;
+}
+
+static int unpack_reply(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc,
+                        ProtobufCMessage **resp, idem_error *err) {
+  grpc_byte_buffer_reader reader;
+  if (!grpc_byte_buffer_reader_init(&reader, bb))
+    return idem__fail(err, IDEM_BAD_RESPONSE, "cannot read the response");
+  grpc_slice all = grpc_byte_buffer_reader_readall(&reader);
+  grpc_byte_buffer_reader_destroy(&reader);
+  *resp = protobuf_c_message_unpack(desc, NULL, GRPC_SLICE_LENGTH(all), GRPC_SLICE_START_PTR(all));
+  grpc_slice_unref(all);
+  if (!*resp) return idem__fail(err, IDEM_BAD_RESPONSE, "cannot decode the %s", desc->name);
+  return IDEM_OK;
+}
+
+int idem__unary(idem_client *c, idem__method m, const ProtobufCMessage *req,
+                const ProtobufCMessageDescriptor *resp_desc, int64_t timeout_ms,
+                ProtobufCMessage **resp, idem_error *err) {
+  idem_error scratch;
+  if (!err) err = &scratch;
+  idem__err_reset(err);
+  *resp = NULL;
+  if (!c) return idem__fail(err, IDEM_INVALID_ARGUMENT, "client is null");
+  if ((unsigned)m >= IDEM__M_COUNT) return idem__fail(err, IDEM_INVALID_ARGUMENT, "unknown method");
+  if (timeout_ms <= 0) timeout_ms = c->deadline_ms;
+
+  size_t len = protobuf_c_message_get_packed_size(req);
+  grpc_slice payload = grpc_slice_malloc(len);
+  protobuf_c_message_pack(req, GRPC_SLICE_START_PTR(payload));
+  grpc_byte_buffer *send_bb = grpc_raw_byte_buffer_create(&payload, 1);
+  grpc_slice_unref(payload);
+
+  grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
+  gpr_timespec deadline =
+      gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
+  grpc_call *call = grpc_channel_create_registered_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS,
+                                                        cq, c->registered[m], deadline, NULL);
+
+  /* Static slices over the client's own strings: they outlive every call (idem_close
+   * requires that no call is in flight). */
+  grpc_metadata md[2];
+  size_t n_md = 0;
+  memset(md, 0, sizeof md);
+  if (c->tenant) {
+    md[n_md].key = grpc_slice_from_static_string("idem-tenant");
+    md[n_md].value = grpc_slice_from_static_string(c->tenant);
+    n_md++;
+  }
+  if (c->auth) {
+    md[n_md].key = grpc_slice_from_static_string("authorization");
+    md[n_md].value = grpc_slice_from_static_string(c->auth);
+    n_md++;
+  }
+
+  grpc_metadata_array initial_md, trailing_md;
+  grpc_metadata_array_init(&initial_md);
+  grpc_metadata_array_init(&trailing_md);
+  grpc_byte_buffer *recv_bb = NULL;
+  grpc_status_code status = GRPC_STATUS_UNKNOWN;
+  grpc_slice details = grpc_empty_slice();
+
+  grpc_op ops[6];
+  memset(ops, 0, sizeof ops);
+  ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+  ops[0].data.send_initial_metadata.count = n_md;
+  ops[0].data.send_initial_metadata.metadata = n_md ? md : NULL;
+  ops[1].op = GRPC_OP_SEND_MESSAGE;
+  ops[1].data.send_message.send_message = send_bb;
+  ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+  ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+  ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial_md;
+  ops[4].op = GRPC_OP_RECV_MESSAGE;
+  ops[4].data.recv_message.recv_message = &recv_bb;
+  ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+  ops[5].data.recv_status_on_client.trailing_metadata = &trailing_md;
+  ops[5].data.recv_status_on_client.status = &status;
+  ops[5].data.recv_status_on_client.status_details = &details;
+
+  int rc;
+  void *tag = &ops; /* any unique address */
+  grpc_call_error ce = grpc_call_start_batch(call, ops, 6, tag, NULL);
+  if (ce != GRPC_CALL_OK) {
+    rc = idem__fail(err, IDEM_INTERNAL, "cannot start the call (%d)", (int)ce);
+    goto done;
+  }
+  grpc_event ev = grpc_completion_queue_pluck(cq, tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+  if (ev.type != GRPC_OP_COMPLETE) {
+    rc = idem__fail(err, IDEM_INTERNAL, "completion queue failed");
+    goto done;
+  }
+
+  if (status == GRPC_STATUS_OK) {
+    if (!recv_bb)
+      rc = idem__fail(err, IDEM_BAD_RESPONSE, "the response has no message");
+    else
+      rc = unpack_reply(recv_bb, resp_desc, resp, err);
+  } else {
+    rc = (int)status;
+    err->code = rc;
+    if (GRPC_SLICE_LENGTH(details) > 0)
+      copy_slice(err->message, sizeof err->message, details);
+    else
+      snprintf(err->message, sizeof err->message, "%s", idem_strerror(rc));
+    bool standby = parse_trailers(&trailing_md, err);
+    /* Be conservative: gRPC cannot tell us whether an UNAVAILABLE came before or after the
+     * request reached the coordinator, unless a standby named the leader (it did nothing). */
+    if (rc == IDEM_DEADLINE_EXCEEDED || (rc == IDEM_UNAVAILABLE && !standby))
+      err->outcome_unknown = true;
+  }
+
+done:
+  grpc_metadata_array_destroy(&initial_md);
+  grpc_metadata_array_destroy(&trailing_md);
+  grpc_slice_unref(details);
+  if (recv_bb) grpc_byte_buffer_destroy(recv_bb);
+  grpc_byte_buffer_destroy(send_bb);
+  grpc_call_unref(call);
+  grpc_completion_queue_shutdown(cq);
+  grpc_completion_queue_destroy(cq);
+  return rc;
+}

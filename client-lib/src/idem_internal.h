@@ -1,0 +1,84 @@
+/* idem_internal.h — what the files of libidem share; never installed.
+ *
+ * Symbols here are prefixed idem__ (and hidden from libidem.so by its version script).
+ * Only client.c talks to gRPC; calls.c and run.c see protobuf-c messages and idem_error.
+ */
+#ifndef IDEM_INTERNAL_H
+#define IDEM_INTERNAL_H
+
+#include <idem/idem.h>
+#include <protobuf-c/protobuf-c.h>
+
+#include "idem/v1/coordinator.pb-c.h"
+
+/* Every RPC the library knows; the table in client.c gives each its path. */
+typedef enum idem__method {
+  IDEM__M_BEGIN_SAGA,
+  IDEM__M_BEGIN_STEP,
+  IDEM__M_COMPLETE_STEP,
+  IDEM__M_EXTEND_LEASE,
+  IDEM__M_LOOKUP_STEP,
+  IDEM__M_GET_SAGA,
+  IDEM__M_GET_POLICY,
+  IDEM__M_LIST_STEPS,
+  IDEM__M_RESOLVE_STEP,
+  IDEM__M_SET_POLICY,
+  IDEM__M_DELETE_POLICY,
+  IDEM__M_LIST_POLICIES,
+  IDEM__M_LIST_AUDIT,
+  IDEM__M_GET_STATUS,
+  IDEM__M_COUNT
+} idem__method;
+
+/* The gRPC path of a method ("/idem.v1.Coordinator/BeginStep"). */
+const char *idem__method_path(idem__method m);
+
+/* One unary RPC: packs req, sends it with the client's metadata under a deadline of
+ * timeout_ms (0 = the client's deadline_ms), waits for the answer and unpacks it with
+ * resp_desc. On IDEM_OK *resp owns a message the caller frees with
+ * protobuf_c_message_free_unpacked(*resp, NULL). On error *resp is NULL and err (if not NULL)
+ * holds the status code, the server's message, idem-retry-after-ms, idem-leader and
+ * outcome_unknown. Thread-safe: one completion queue per call. */
+int idem__unary(idem_client *c, idem__method m, const ProtobufCMessage *req,
+                const ProtobufCMessageDescriptor *resp_desc, int64_t timeout_ms,
+                ProtobufCMessage **resp, idem_error *err);
+
+/* The client's default per-call deadline in milliseconds (> 0). */
+int64_t idem__client_deadline_ms(const idem_client *c);
+
+/* Sets *err (if not NULL) to code with a printf-style message; returns code. */
+int idem__fail(idem_error *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Zeroes *err (if not NULL). */
+void idem__err_reset(idem_error *err);
+
+/* Monotonic clock in milliseconds. */
+int64_t idem__now_ms(void);
+
+/* Sleeps ms milliseconds (restarts after signals). */
+void idem__sleep_ms(int64_t ms);
+
+/* A uniformly distributed number in [0, bound] (bound >= 0); thread-safe. */
+int64_t idem__rand_upto(int64_t bound);
+
+/* Full-jitter backoff: random(0, min(max_ms, base_ms * 2^n)). */
+int64_t idem__backoff_ms(int64_t base_ms, int64_t max_ms, int n);
+
+/* idem_step_begin / idem_step_complete with an explicit per-call timeout (0 = the client's). */
+int idem__step_begin(idem_client *c, const idem_step_key *key, const uint8_t *fp, size_t fp_len,
+                     uint32_t lease_ms, int64_t timeout_ms, idem_begin *out, idem_error *err);
+int idem__step_complete(idem_client *c, const idem_step_key *key, uint64_t attempt,
+                        idem_outcome outcome, int32_t code, const void *body, size_t body_len,
+                        int64_t timeout_ms, idem_record *out, idem_error *err);
+
+/* protobuf-c view of a key (strings borrowed; NULL becomes ""). */
+void idem__key_to_pb(const idem_step_key *key, Idem__V1__StepKey *pb);
+
+/* Copies a StepResult into r (body duplicated). Returns IDEM_OK or IDEM_NOMEM. */
+int idem__result_from_pb(const Idem__V1__StepResult *pb, idem_result *r, idem_error *err);
+
+/* Frees what r holds and zeroes it. */
+void idem__result_clear(idem_result *r);
+
+#endif

@@ -1,0 +1,176 @@
+/* run.c — idem_step_run: BeginStep (with retries) → the caller's action → CompleteStep.
+ *
+ * Waits use exponential backoff with full jitter: sleep = random(0, min(max, base * 2^n)),
+ * raised to the server's idem-retry-after-ms hint (capped at max) after an ABORTED. Nothing
+ * sleeps past the run's deadline: when the next wait would cross it, the last error is returned.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "idem_internal.h"
+
+#define DEFAULT_RUN_DEADLINE_MS 10000
+#define DEFAULT_BACKOFF_BASE_MS 50
+#define DEFAULT_BACKOFF_MAX_MS 1000
+
+typedef struct run_conf {
+  int64_t end_ms; /* monotonic */
+  uint32_t lease_ms;
+  int64_t base_ms;
+  int64_t max_ms;
+  int64_t call_ms; /* the client's per-call deadline */
+} run_conf;
+
+static int64_t min64(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
+
+/* Waits before retry n; false when the wait would cross the deadline (give up). */
+static bool wait_before_retry(const run_conf *rc, int n, int64_t hint_ms) {
+  int64_t wait = idem__backoff_ms(rc->base_ms, rc->max_ms, n);
+  if (hint_ms > 0) {
+    int64_t floor = min64(hint_ms, rc->max_ms);
+    if (wait < floor) wait = floor;
+  }
+  if (idem__now_ms() + wait >= rc->end_ms) return false;
+  idem__sleep_ms(wait);
+  return true;
+}
+
+static int begin_with_retries(idem_client *c, const idem_step_key *key, const uint8_t *fp,
+                              size_t fp_len, const run_conf *conf, idem_begin *b, int *retries,
+                              idem_error *err) {
+  for (int n = 0;; n++) {
+    int64_t left = conf->end_ms - idem__now_ms();
+    if (left <= 0) break; /* err holds the last error (n > 0 here) */
+    int rc =
+        idem__step_begin(c, key, fp, fp_len, conf->lease_ms, min64(conf->call_ms, left), b, err);
+    if (rc != IDEM_ABORTED && rc != IDEM_UNAVAILABLE) return rc;
+    if (!wait_before_retry(conf, n, rc == IDEM_ABORTED ? err->retry_after_ms : 0)) return rc;
+    (*retries)++;
+  }
+  if (err->code == IDEM_OK) return idem__fail(err, IDEM_DEADLINE_EXCEEDED, "run deadline exceeded");
+  return err->code;
+}
+
+/* The first Complete always gets a full per-call deadline, even when the run's deadline has
+ * passed while the action ran: leaving the step IN_PROGRESS would make it run again after its
+ * lease expires. Retries stay inside the run's deadline. */
+static int complete_with_retries(idem_client *c, const idem_step_key *key, uint64_t attempt,
+                                 const idem_result *res, const run_conf *conf,
+                                 int64_t *completed_unix_ms, idem_error *err) {
+  for (int n = 0;; n++) {
+    int64_t timeout = conf->call_ms;
+    if (n > 0) {
+      int64_t left = conf->end_ms - idem__now_ms();
+      if (left <= 0) return err->code;
+      timeout = min64(timeout, left);
+    }
+    idem_record rec;
+    int rc = idem__step_complete(c, key, attempt, res->outcome, res->code, res->body, res->body_len,
+                                 timeout, &rec, err);
+    if (rc == IDEM_OK) {
+      *completed_unix_ms = rec.has_result ? rec.result.completed_unix_ms : 0;
+      idem_record_clear(&rec);
+      return IDEM_OK;
+    }
+    if (rc != IDEM_UNAVAILABLE && rc != IDEM_DEADLINE_EXCEEDED) return rc;
+    if (!wait_before_retry(conf, n, 0)) return rc;
+  }
+}
+
+/* Calls the action and copies what it reports into *res. */
+static int run_action(idem_step_fn fn, void *arg, const idem_step_ctx *ctx, idem_result *res,
+                      idem_error *err) {
+  idem_step_output out = {.outcome = IDEM_OUTCOME_UNKNOWN};
+  fn(arg, ctx, &out);
+  memset(res, 0, sizeof *res);
+  /* An action that reports no valid outcome may or may not have acted: UNKNOWN. */
+  if (out.outcome < IDEM_OUTCOME_SUCCEEDED || out.outcome > IDEM_OUTCOME_UNKNOWN)
+    out.outcome = IDEM_OUTCOME_UNKNOWN;
+  res->outcome = out.outcome;
+  res->code = out.code;
+  if (out.body && out.body_len > 0) {
+    if (!(res->body = malloc(out.body_len))) return idem__fail(err, IDEM_NOMEM, "out of memory");
+    memcpy(res->body, out.body, out.body_len);
+    res->body_len = out.body_len;
+  }
+  return IDEM_OK;
+}
+
+int idem_step_run(idem_client *c, const idem_step_key *key, const uint8_t *fp, size_t fp_len,
+                  idem_step_fn fn, void *arg, const idem_run_options *ro, idem_run_report *rep,
+                  idem_error *err) {
+  idem_run_report scratch_rep;
+  idem_error scratch_err;
+  if (!rep) rep = &scratch_rep;
+  if (!err) err = &scratch_err;
+  memset(rep, 0, sizeof *rep);
+  idem__err_reset(err);
+  if (!c) return idem__fail(err, IDEM_INVALID_ARGUMENT, "client is null");
+  if (!fn) return idem__fail(err, IDEM_INVALID_ARGUMENT, "fn is null");
+
+  idem_run_options o = {0};
+  if (ro) o = *ro;
+  run_conf conf = {
+      .end_ms = idem__now_ms() + (o.deadline_ms > 0 ? o.deadline_ms : DEFAULT_RUN_DEADLINE_MS),
+      .lease_ms = o.lease_ms,
+      .base_ms = o.backoff_base_ms > 0 ? o.backoff_base_ms : DEFAULT_BACKOFF_BASE_MS,
+      .max_ms = o.backoff_max_ms > 0 ? o.backoff_max_ms : DEFAULT_BACKOFF_MAX_MS,
+      .call_ms = idem__client_deadline_ms(c),
+  };
+  if (conf.max_ms < conf.base_ms) conf.max_ms = conf.base_ms;
+
+  idem_begin b;
+  int retries = 0;
+  int rc = begin_with_retries(c, key, fp, fp_len, &conf, &b, &retries, err);
+  if (rc != IDEM_OK) return rc;
+
+  rep->decision = b.decision;
+  rep->attempt = b.attempt;
+  rep->begin_retries = retries;
+  switch (b.decision) {
+    case IDEM_DECISION_REPLAY:
+      rep->replayed = true;
+      rep->result = b.result; /* moves the body */
+      memset(&b.result, 0, sizeof b.result);
+      idem_begin_clear(&b);
+      return IDEM_OK;
+    case IDEM_DECISION_SKIP_NULL_COMPENSATION:
+    case IDEM_DECISION_SKIP_ALREADY_COMPENSATED:
+      idem_begin_clear(&b);
+      return IDEM_OK;
+    case IDEM_DECISION_PROCEED:
+    case IDEM_DECISION_PROCEED_UNGUARDED:
+      break;
+    default:
+      idem_begin_clear(&b);
+      memset(rep, 0, sizeof *rep);
+      return idem__fail(err, IDEM_BAD_RESPONSE, "unknown decision %d", (int)b.decision);
+  }
+
+  bool unguarded = b.decision == IDEM_DECISION_PROCEED_UNGUARDED;
+  idem_step_ctx ctx = {
+      .key = key, .attempt = b.attempt, .takeover = b.takeover, .unguarded = unguarded};
+  idem_begin_clear(&b);
+  rep->ran = true;
+  rep->takeover = ctx.takeover;
+  rc = run_action(fn, arg, &ctx, &rep->result, err);
+  if (rc != IDEM_OK) goto fail;
+
+  /* Unguarded: nothing was recorded, so there is nothing to complete. */
+  if (!unguarded) {
+    rc = complete_with_retries(c, key, ctx.attempt, &rep->result, &conf,
+                               &rep->result.completed_unix_ms, err);
+    if (rc != IDEM_OK) goto fail;
+  }
+  if (rep->result.outcome == IDEM_OUTCOME_RETRYABLE)
+    return idem__fail(err, IDEM_STEP_FAILED,
+                      "the action reported a retryable failure; the key was released");
+  idem__err_reset(err);
+  return IDEM_OK;
+
+fail:
+  idem_run_report_clear(rep);
+  return rc;
+}
