@@ -1,2 +1,312 @@
-/* placeholder: the gRPC server lands here */
-typedef int rpc_placeholder;
+/* rpc_server.c — server lifecycle and the completion-queue thread.
+ *
+ * One completion queue (next-only, never plucked) and one thread draining it. The thread only
+ * does non-blocking work: re-post requests, hand arrived calls to the worker pool, answer
+ * unknown methods, free calls whose reply batch completed. Everything that waits on Postgres
+ * runs on the workers (rpc_workers.c).
+ */
+#include <errno.h>
+#include <grpc/grpc_security.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../util/clock.h"
+#include "../util/log.h"
+#include "rpc_internal.h"
+
+#define DEFAULT_WORKERS 8
+#define DEFAULT_MAX_RECV (256 * 1024)
+#define DEFAULT_DEADLINE_MS 2000
+#define MAX_METADATA_BYTES (8 * 1024)
+#define MAX_CONCURRENT_STREAMS 100
+
+/* --- requests --- */
+
+static void post_request(rpc_server *s, int method) {
+  rpc_call *c = rpc__call_new(s, method);
+  if (!c) {
+    log_kv(LOG_ERROR, "out of memory posting a call request", (const char *)NULL);
+    return;
+  }
+  grpc_call_error ce;
+  if (method >= 0) {
+    ce = grpc_server_request_registered_call(s->server, s->registered[method], &c->call,
+                                             &c->deadline_ts, &c->md, &c->payload, s->cq, s->cq,
+                                             &c->tag);
+  } else {
+    ce = grpc_server_request_call(s->server, &c->call, &c->details, &c->md, s->cq, s->cq, &c->tag);
+  }
+  if (ce != GRPC_CALL_OK) {
+    char num[16];
+    snprintf(num, sizeof num, "%d", (int)ce);
+    log_kv(LOG_ERROR, "cannot request a call", "code", num, (const char *)NULL);
+    rpc__call_free(c);
+  }
+}
+
+/* A registered call arrived: hand it to a worker (or refuse it when they are swamped). */
+static void on_registered(rpc_server *s, rpc_call *c) {
+  if (!atomic_load(&s->shutting_down)) post_request(s, c->method);
+  c->deadline = rpc__deadline_mono(c->deadline_ts, s->default_deadline_ms);
+  if (!rpc__pool_push(&s->pool, c)) {
+    err_t err;
+    err_set(&err, ERR_RESOURCE, "server overloaded: too many calls waiting");
+    rpc__call_finish(c, &err);
+  }
+}
+
+/* A call to a method we did not register: UNIMPLEMENTED, answered right here (no store). */
+static void on_generic(rpc_server *s, rpc_call *c) {
+  if (!atomic_load(&s->shutting_down)) post_request(s, -1);
+  const grpc_slice m = c->details.method;
+  int n = (int)GRPC_SLICE_LENGTH(m);
+  if (n > 128) n = 128;
+  err_t err;
+  err_set(&err, ERR_UNIMPLEMENTED, "unknown method %.*s", n, (const char *)GRPC_SLICE_START_PTR(m));
+  rpc__call_finish(c, &err);
+}
+
+/* --- the cq thread --- */
+
+static void on_event(rpc_server *s, void *tag, int ok) {
+  rpc_tag *t = tag;
+  switch (t->kind) {
+    case RPC_TAG_SHUTDOWN:
+      pthread_mutex_lock(&s->mu);
+      s->shutdown_notified = true;
+      pthread_cond_broadcast(&s->cv);
+      pthread_mutex_unlock(&s->mu);
+      break;
+    case RPC_TAG_BATCH: /* the reply went out (ok) or the call died (!ok): either way, done */
+      rpc__call_free((rpc_call *)t);
+      break;
+    case RPC_TAG_REQUEST:
+      if (ok)
+        on_registered(s, (rpc_call *)t);
+      else
+        rpc__call_free((rpc_call *)t); /* shutdown: the request will never be filled */
+      break;
+    case RPC_TAG_GENERIC:
+      if (ok)
+        on_generic(s, (rpc_call *)t);
+      else
+        rpc__call_free((rpc_call *)t);
+      break;
+  }
+}
+
+/* Drains the cq until it is shut down; in the cq thread, or inline before it ever started. */
+static void drain(rpc_server *s) {
+  for (;;) {
+    grpc_event ev = grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    if (ev.type == GRPC_QUEUE_SHUTDOWN) return;
+    if (ev.type == GRPC_OP_COMPLETE) on_event(s, ev.tag, ev.success);
+  }
+}
+
+static void *cq_main(void *arg) {
+  drain(arg);
+  return NULL;
+}
+
+/* --- start --- */
+
+static char *dup_str(const char *v) {
+  if (!v) return NULL;
+  size_t n = strlen(v) + 1;
+  char *d = malloc(n);
+  if (d) memcpy(d, v, n);
+  return d;
+}
+
+/* "host:port" with the port actually bound (the listen address may say :0). */
+static char *address_with_port(const char *listen, int port) {
+  if (strncmp(listen, "unix:", 5) == 0) return dup_str(listen);
+  const char *colon = strrchr(listen, ':');
+  size_t host_len = colon && colon[1] != ']' ? (size_t)(colon - listen) : strlen(listen);
+  size_t cap = host_len + 16;
+  char *a = malloc(cap);
+  if (a) snprintf(a, cap, "%.*s:%d", (int)host_len, listen, port);
+  return a;
+}
+
+static void free_server(rpc_server *s) {
+  free(s->listen);
+  free(s->node_id);
+  free(s->address);
+  pthread_cond_destroy(&s->cv);
+  pthread_mutex_destroy(&s->mu);
+  free(s);
+}
+
+/* Tears down a server whose grpc_server was created but never started (no listener bound). */
+static void abort_unstarted(rpc_server *s) {
+  grpc_server_destroy(s->server);
+  grpc_completion_queue_shutdown(s->cq);
+  drain(s);
+  grpc_completion_queue_destroy(s->cq);
+  if (s->pool.workers) rpc__pool_stop(&s->pool);
+  free_server(s);
+}
+
+rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err) {
+  if (!cfg || !cfg->listen || !cfg->open_store || !cfg->coord) {
+    err_set(err, ERR_INVALID, "invalid rpc configuration");
+    return NULL;
+  }
+  rpc_server *s = calloc(1, sizeof *s);
+  if (!s) {
+    err_set(err, ERR_INTERNAL, "out of memory");
+    return NULL;
+  }
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_cond_init(&s->cv, NULL);
+  atomic_init(&s->shutting_down, false);
+  s->shutdown_tag.kind = RPC_TAG_SHUTDOWN;
+  s->listen = dup_str(cfg->listen);
+  if (cfg->node_id && cfg->node_id[0]) {
+    s->node_id = dup_str(cfg->node_id);
+  } else {
+    char host[256] = "unknown";
+    if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "unknown");
+    host[sizeof host - 1] = '\0';
+    s->node_id = dup_str(host);
+  }
+  if (!s->listen || !s->node_id) {
+    err_set(err, ERR_INTERNAL, "out of memory");
+    free_server(s);
+    return NULL;
+  }
+  s->coord = cfg->coord;
+  s->open_store = cfg->open_store;
+  s->open_store_arg = cfg->open_store_arg;
+  s->workers = cfg->workers > 0 ? cfg->workers : DEFAULT_WORKERS;
+  s->max_recv_bytes = cfg->max_recv_bytes > 0 ? cfg->max_recv_bytes : DEFAULT_MAX_RECV;
+  if (s->max_recv_bytes > INT_MAX) s->max_recv_bytes = INT_MAX;
+  s->default_deadline_ms =
+      cfg->default_deadline_ms > 0 ? cfg->default_deadline_ms : DEFAULT_DEADLINE_MS;
+  s->started_unix_ms = clock_wall_ms();
+
+  grpc_arg args[] = {
+      {.type = GRPC_ARG_INTEGER,
+       .key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
+       .value.integer = (int)s->max_recv_bytes},
+      {.type = GRPC_ARG_INTEGER,
+       .key = GRPC_ARG_MAX_METADATA_SIZE,
+       .value.integer = MAX_METADATA_BYTES},
+      {.type = GRPC_ARG_INTEGER,
+       .key = GRPC_ARG_MAX_CONCURRENT_STREAMS,
+       .value.integer = MAX_CONCURRENT_STREAMS},
+      /* a second server on the same port must fail to bind, not share it silently */
+      {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ALLOW_REUSEPORT, .value.integer = 0},
+  };
+  grpc_channel_args chargs = {.num_args = sizeof args / sizeof args[0], .args = args};
+  s->server = grpc_server_create(&chargs, NULL);
+  s->cq = grpc_completion_queue_create_for_next(NULL);
+  grpc_server_register_completion_queue(s->server, s->cq, NULL);
+
+  for (size_t i = 0; i < rpc__n_methods; i++) {
+    s->registered[i] = grpc_server_register_method(s->server, rpc__methods[i].path, NULL,
+                                                   GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+    if (!s->registered[i]) {
+      err_set(err, ERR_INTERNAL, "cannot register method %s", rpc__methods[i].path);
+      abort_unstarted(s);
+      return NULL;
+    }
+  }
+
+  /* Stores first (they connect lazily, so this cannot block), then the port: once a port is
+   * bound the server must go through a full shutdown, so nothing may fail after it. */
+  if (rpc__pool_start(&s->pool, s, s->workers, err) != ERR_OK) {
+    abort_unstarted(s);
+    return NULL;
+  }
+  grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+  s->port = grpc_server_add_http2_port(s->server, s->listen, creds);
+  grpc_server_credentials_release(creds);
+  if (s->port == 0) {
+    err_set(err, ERR_UNAVAILABLE, "cannot listen on %s", s->listen);
+    abort_unstarted(s);
+    return NULL;
+  }
+  s->address = address_with_port(s->listen, s->port);
+
+  grpc_server_start(s->server);
+  for (size_t i = 0; i < rpc__n_methods; i++)
+    for (int k = 0; k < RPC_REQUESTS_PER_METHOD; k++) post_request(s, (int)i);
+  for (int k = 0; k < RPC_GENERIC_REQUESTS; k++) post_request(s, -1);
+
+  if (pthread_create(&s->cq_thread, NULL, cq_main, s) != 0) {
+    err_set(err, ERR_INTERNAL, "cannot start the completion-queue thread");
+    rpc_server_stop(s); /* drains inline */
+    rpc_server_free(s);
+    return NULL;
+  }
+  s->cq_started = true;
+  return s;
+}
+
+int rpc_server_port(const rpc_server *s) {
+  return s ? s->port : 0;
+}
+
+/* --- stop --- */
+
+static bool wait_notified(rpc_server *s, int64_t timeout_ms) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += timeout_ms / 1000;
+  ts.tv_nsec += (timeout_ms % 1000) * 1000000L;
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000L;
+  }
+  pthread_mutex_lock(&s->mu);
+  int rc = 0;
+  while (!s->shutdown_notified && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+  bool done = s->shutdown_notified;
+  pthread_mutex_unlock(&s->mu);
+  return done;
+}
+
+void rpc_server_stop(rpc_server *s) {
+  if (!s || s->stopped) return;
+  s->stopped = true;
+  atomic_store(&s->shutting_down, true);
+  /* stop accepting; the tag fires once every call in flight has sent its status */
+  grpc_server_shutdown_and_notify(s->server, s->cq, &s->shutdown_tag);
+  if (s->cq_started) {
+    if (!wait_notified(s, RPC_DRAIN_GRACE_MS)) {
+      log_kv(LOG_WARN, "calls still in flight after the grace period, cancelling",
+             (const char *)NULL);
+      grpc_server_cancel_all_calls(s->server);
+      wait_notified(s, INT32_MAX);
+    }
+  } else {
+    while (!s->shutdown_notified) {
+      grpc_event ev = grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+      if (ev.type == GRPC_OP_COMPLETE) on_event(s, ev.tag, ev.success);
+    }
+  }
+  grpc_server_destroy(s->server);
+  s->server = NULL;
+  /* workers finish whatever is queued (nothing, once the tag fired), then close their stores */
+  rpc__pool_stop(&s->pool);
+  grpc_completion_queue_shutdown(s->cq);
+  if (s->cq_started)
+    pthread_join(s->cq_thread, NULL);
+  else
+    drain(s);
+  grpc_completion_queue_destroy(s->cq);
+  s->cq = NULL;
+}
+
+void rpc_server_free(rpc_server *s) {
+  if (!s) return;
+  if (!s->stopped) rpc_server_stop(s);
+  free_server(s);
+}

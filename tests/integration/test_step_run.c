@@ -91,7 +91,10 @@ Test(step_run, retryable_outcome_lets_the_next_run_proceed) {
   action a = {.outcome = IDEM_OUTCOME_RETRYABLE};
   idem_run_report rep = {0};
   idem_error e = {0};
-  cr_assert_eq(idem_step_run(C, &k, NULL, 0, charge, &a, NULL, &rep, &e), IDEM_OK);
+  /* the action failed before any side effect: not settled, the key is released */
+  cr_assert_eq(idem_step_run(C, &k, NULL, 0, charge, &a, NULL, &rep, &e), IDEM_STEP_FAILED);
+  cr_assert(rep.ran);
+  cr_assert_eq(rep.result.outcome, IDEM_OUTCOME_RETRYABLE);
   idem_run_report_clear(&rep);
   a.outcome = IDEM_OUTCOME_SUCCEEDED;
   cr_assert_eq(idem_step_run(C, &k, NULL, 0, charge, &a, NULL, &rep, &e), IDEM_OK);

@@ -1,0 +1,46 @@
+/* rpc_admin.c — idem.v1.Admin (GetStatus so far) and grpc.health.v1.Health/Check.
+ * Both answer from this node's view: single node, always the leader, epoch 0. */
+#include <string.h>
+
+#include "../util/clock.h"
+#include "grpc/health/v1/health.pb-c.h"
+#include "idem/v1/coordinator.pb-c.h"
+#include "rpc_internal.h"
+
+#ifndef IDEM_VERSION
+#define IDEM_VERSION "0.0.0"
+#endif
+
+/* A store round trip bounded like any store call: min(call deadline, now + store timeout). */
+static bool store_ok(const rpc_req *rq) {
+  int64_t deadline = clock_mono_ms() + rq->srv->coord->store_timeout_ms;
+  if (rq->deadline < deadline) deadline = rq->deadline;
+  err_t err;
+  err_clear(&err);
+  return store_ping(rq->st, deadline, &err) == ERR_OK;
+}
+
+err_code rpc__get_status(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c, err_t *err) {
+  (void)in;
+  Idem__V1__GetStatusResponse resp = IDEM__V1__GET_STATUS_RESPONSE__INIT;
+  resp.node_id = rq->srv->node_id;
+  resp.leader = true;
+  resp.leader_address = rq->srv->address;
+  resp.epoch = 0;
+  resp.store_ok = store_ok(rq);
+  resp.election_ok = true;
+  resp.version = (char *)IDEM_VERSION;
+  resp.started_unix_ms = rq->srv->started_unix_ms;
+  return rpc__call_reply(c, &resp.base, err);
+}
+
+err_code rpc__health_check(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c, err_t *err) {
+  const Grpc__Health__V1__HealthCheckRequest *req =
+      (const Grpc__Health__V1__HealthCheckRequest *)in;
+  if (req->service[0] && strcmp(req->service, "idem.v1.Coordinator") != 0)
+    return err_set(err, ERR_NOT_FOUND, "unknown service %.64s", req->service);
+  Grpc__Health__V1__HealthCheckResponse resp = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
+  resp.status = store_ok(rq) ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
+                             : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
+  return rpc__call_reply(c, &resp.base, err);
+}

@@ -1,0 +1,273 @@
+/* rpc_call.c — per-call state: allocation, deadline, tenant, decoding, and the one reply batch.
+ * See rpc_internal.h for the life of a call. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/clock.h"
+#include "../util/log.h"
+#include "rpc_internal.h"
+
+rpc_call *rpc__call_new(rpc_server *srv, int method) {
+  rpc_call *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  c->tag.kind = method >= 0 ? RPC_TAG_REQUEST : RPC_TAG_GENERIC;
+  c->srv = srv;
+  c->method = method;
+  grpc_metadata_array_init(&c->md);
+  grpc_call_details_init(&c->details);
+  return c;
+}
+
+void rpc__call_free(rpc_call *c) {
+  if (!c) return;
+  if (c->payload) grpc_byte_buffer_destroy(c->payload);
+  if (c->reply) grpc_byte_buffer_destroy(c->reply);
+  for (size_t i = 0; i < c->n_trailing; i++) {
+    grpc_slice_unref(c->trailing[i].key);
+    grpc_slice_unref(c->trailing[i].value);
+  }
+  grpc_metadata_array_destroy(&c->md);
+  grpc_call_details_destroy(&c->details);
+  if (c->call) grpc_call_unref(c->call);
+  free(c);
+}
+
+/* --- deadline --- */
+
+#define DEADLINE_MAX_MS (24LL * 3600 * 1000) /* longer client deadlines are clamped to a day */
+
+int64_t rpc__deadline_mono(gpr_timespec dl, int64_t default_ms) {
+  int64_t now_mono = clock_mono_ms();
+  if (dl.tv_sec == INT64_MAX || dl.clock_type == GPR_TIMESPAN) return now_mono + default_ms;
+  gpr_timespec rem = gpr_time_sub(dl, gpr_now(dl.clock_type));
+  int64_t ms;
+  if (rem.tv_sec > DEADLINE_MAX_MS / 1000)
+    ms = DEADLINE_MAX_MS;
+  else if (rem.tv_sec < -DEADLINE_MAX_MS / 1000)
+    ms = -1;
+  else
+    ms = (int64_t)rem.tv_sec * 1000 + rem.tv_nsec / 1000000;
+  return now_mono + ms;
+}
+
+/* --- tenant --- */
+
+/* Copies the idem-tenant metadata value into buf (cap >= REC_GLOBAL_ID_MAX + 2): a value longer
+ * than the limit is cut one past it so that validation still refuses it. */
+static err_code tenant_of(const grpc_metadata_array *md, char *buf, size_t cap, err_t *err) {
+  bool found = false;
+  snprintf(buf, cap, "%s", RPC_TENANT_DEFAULT);
+  for (size_t i = 0; i < md->count; i++) {
+    if (grpc_slice_str_cmp(md->metadata[i].key, RPC_TENANT_MD) != 0) continue;
+    if (found) return err_set(err, ERR_INVALID, "%s metadata: given more than once", RPC_TENANT_MD);
+    found = true;
+    const grpc_slice v = md->metadata[i].value;
+    size_t n = GRPC_SLICE_LENGTH(v);
+    if (memchr(GRPC_SLICE_START_PTR(v), '\0', n))
+      return err_set(err, ERR_INVALID, "%s metadata: must not contain a NUL byte", RPC_TENANT_MD);
+    if (n > cap - 1) n = cap - 1;
+    memcpy(buf, GRPC_SLICE_START_PTR(v), n);
+    buf[n] = '\0';
+  }
+  return ERR_OK;
+}
+
+/* --- decoding --- */
+
+#define SCAN_DEPTH_MAX 8
+
+static bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
+  uint64_t r = 0;
+  for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+    uint8_t b = *(*p)++;
+    r |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) {
+      *v = r;
+      return true;
+    }
+  }
+  return false;
+}
+
+/* protobuf-c hands out strings as NUL-terminated char*, so a string field carrying a NUL byte
+ * would be silently cut short. This walks the wire bytes with the message descriptor and
+ * reports the first string field (dotted path, into bad) that holds a NUL. Runs after a
+ * successful unpack; anything it does not understand ends the scan without a verdict. */
+static bool has_nul_string(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t len,
+                           int depth, char *bad, size_t bad_cap) {
+  const uint8_t *end = p + len;
+  while (p < end) {
+    uint64_t key, n;
+    if (!read_varint(&p, end, &key)) return false;
+    switch (key & 7) {
+      case 0:
+        if (!read_varint(&p, end, &n)) return false;
+        break;
+      case 1:
+        if (end - p < 8) return false;
+        p += 8;
+        break;
+      case 5:
+        if (end - p < 4) return false;
+        p += 4;
+        break;
+      case 2: {
+        if (!read_varint(&p, end, &n) || n > (uint64_t)(end - p)) return false;
+        uint64_t tag = key >> 3;
+        const ProtobufCFieldDescriptor *f =
+            tag <= UINT32_MAX ? protobuf_c_message_descriptor_get_field(d, (unsigned)tag) : NULL;
+        if (f && f->type == PROTOBUF_C_TYPE_STRING && memchr(p, '\0', n)) {
+          snprintf(bad, bad_cap, "%s", f->name);
+          return true;
+        }
+        if (f && f->type == PROTOBUF_C_TYPE_MESSAGE && depth < SCAN_DEPTH_MAX) {
+          char sub[128];
+          if (has_nul_string(f->descriptor, p, n, depth + 1, sub, sizeof sub)) {
+            snprintf(bad, bad_cap, "%s.%s", f->name, sub);
+            return true;
+          }
+        }
+        p += n;
+        break;
+      }
+      default: /* groups: not used by our protos */
+        return false;
+    }
+  }
+  return false;
+}
+
+ProtobufCMessage *rpc__decode(grpc_byte_buffer *payload, const ProtobufCMessageDescriptor *desc,
+                              err_t *err) {
+  if (!payload) {
+    err_set(err, ERR_INVALID, "malformed request");
+    return NULL;
+  }
+  grpc_byte_buffer_reader reader;
+  if (!grpc_byte_buffer_reader_init(&reader, payload)) {
+    err_set(err, ERR_INVALID, "malformed request");
+    return NULL;
+  }
+  grpc_slice s = grpc_byte_buffer_reader_readall(&reader);
+  grpc_byte_buffer_reader_destroy(&reader);
+  const uint8_t *data = GRPC_SLICE_START_PTR(s);
+  size_t len = GRPC_SLICE_LENGTH(s);
+  ProtobufCMessage *msg = protobuf_c_message_unpack(desc, NULL, len, data);
+  if (!msg) {
+    err_set(err, ERR_INVALID, "malformed request");
+  } else {
+    char bad[160];
+    if (has_nul_string(desc, data, len, 0, bad, sizeof bad)) {
+      err_set(err, ERR_INVALID, "%s: must not contain a NUL byte", bad);
+      protobuf_c_message_free_unpacked(msg, NULL);
+      msg = NULL;
+    }
+  }
+  grpc_slice_unref(s);
+  return msg;
+}
+
+/* --- the reply --- */
+
+err_code rpc__call_reply(rpc_call *c, const ProtobufCMessage *msg, err_t *err) {
+  size_t n = protobuf_c_message_get_packed_size(msg);
+  grpc_slice s = grpc_slice_malloc(n);
+  protobuf_c_message_pack(msg, GRPC_SLICE_START_PTR(s));
+  if (c->reply) grpc_byte_buffer_destroy(c->reply);
+  c->reply = grpc_raw_byte_buffer_create(&s, 1);
+  grpc_slice_unref(s);
+  if (!c->reply) return err_set(err, ERR_INTERNAL, "cannot encode the reply");
+  return ERR_OK;
+}
+
+void rpc__call_finish(rpc_call *c, const err_t *e) {
+  err_t internal;
+  err_code code = e->code;
+  const char *msg = e->msg;
+  if (code == ERR_OK && !c->reply) { /* a handler bug: never answer OK without a message */
+    err_set(&internal, ERR_INTERNAL, "no reply");
+    code = internal.code;
+    msg = internal.msg;
+  }
+  if (code != ERR_OK && c->reply) {
+    grpc_byte_buffer_destroy(c->reply);
+    c->reply = NULL;
+  }
+  if (code == ERR_ABORTED && e->retry_after_ms > 0) {
+    char v[24];
+    snprintf(v, sizeof v, "%" PRId64, e->retry_after_ms);
+    c->trailing[0].key = grpc_slice_from_static_string(RPC_RETRY_AFTER_MD);
+    c->trailing[0].value = grpc_slice_from_copied_string(v);
+    c->n_trailing = 1;
+  }
+  if (code == ERR_INTERNAL) {
+    const char *path = c->method >= 0 ? rpc__methods[c->method].path : "generic";
+    log_kv(LOG_ERROR, "internal error", "method", path, "error", msg, (const char *)NULL);
+  }
+
+  grpc_slice details = grpc_slice_from_copied_string(msg);
+  grpc_op ops[4];
+  memset(ops, 0, sizeof ops);
+  size_t n = 0;
+  ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
+  ops[n].data.send_initial_metadata.count = 0;
+  n++;
+  if (c->reply) {
+    ops[n].op = GRPC_OP_SEND_MESSAGE;
+    ops[n].data.send_message.send_message = c->reply;
+    n++;
+  }
+  ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+  ops[n].data.send_status_from_server.trailing_metadata_count = c->n_trailing;
+  ops[n].data.send_status_from_server.trailing_metadata = c->n_trailing ? c->trailing : NULL;
+  ops[n].data.send_status_from_server.status = rpc__status(code);
+  ops[n].data.send_status_from_server.status_details = &details;
+  n++;
+  ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+  ops[n].data.recv_close_on_server.cancelled = &c->cancelled;
+  n++;
+
+  c->tag.kind = RPC_TAG_BATCH;
+  grpc_call_error ce = grpc_call_start_batch(c->call, ops, n, &c->tag, NULL);
+  grpc_slice_unref(details); /* not retained past start_batch */
+  if (ce != GRPC_CALL_OK) {  /* no completion will come: the call is ours to free */
+    char num[16];
+    snprintf(num, sizeof num, "%d", (int)ce);
+    log_kv(LOG_ERROR, "cannot start reply batch", "code", num, (const char *)NULL);
+    rpc__call_free(c);
+  }
+}
+
+/* --- the worker's part --- */
+
+void rpc__call_handle(rpc_call *c, store *st) {
+  const rpc_method *m = &rpc__methods[c->method];
+  err_t err;
+  err_clear(&err);
+  char tenant[REC_GLOBAL_ID_MAX + 2];
+
+  if (clock_mono_ms() >= c->deadline) {
+    err_set(&err, ERR_DEADLINE, "deadline exceeded before the call was handled");
+  } else if (!m->handler) {
+    err_set(&err, ERR_UNIMPLEMENTED, "not implemented yet");
+  } else if (tenant_of(&c->md, tenant, sizeof tenant, &err) == ERR_OK) {
+    ProtobufCMessage *in = rpc__decode(c->payload, m->in, &err);
+    if (in) {
+      rpc_req rq = {.srv = c->srv, .st = st, .tenant = tenant, .deadline = c->deadline};
+      err_code code = m->handler(&rq, in, c, &err);
+      if (code == ERR_OK)
+        err_clear(&err);
+      else if (err.code != code)
+        err.code = code; /* trust the return value */
+      protobuf_c_message_free_unpacked(in, NULL);
+    }
+  }
+  /* the request bytes are no longer needed; free them before the reply is in flight */
+  if (c->payload) {
+    grpc_byte_buffer_destroy(c->payload);
+    c->payload = NULL;
+  }
+  rpc__call_finish(c, &err);
+}

@@ -1,0 +1,251 @@
+/* rpc_handlers.c — idem.v1.Coordinator: protobuf <-> coord types, one handler per method.
+ * Replies are built on the stack (repeated fields in short-lived heap arrays) and encoded
+ * before the coord outputs they borrow from are cleared. */
+#include <stdlib.h>
+
+#include "idem/v1/coordinator.pb-c.h"
+#include "rpc_internal.h"
+
+/* record.h promises enum values equal to the proto numbers: the conversions below are casts. */
+#define SAME(a, b) _Static_assert((int)(a) == (int)(b), #a " != " #b)
+SAME(PHASE_UNSPECIFIED, IDEM__V1__PHASE__PHASE_UNSPECIFIED);
+SAME(PHASE_FORWARD, IDEM__V1__PHASE__PHASE_FORWARD);
+SAME(PHASE_COMPENSATION, IDEM__V1__PHASE__PHASE_COMPENSATION);
+SAME(STATE_NONE, IDEM__V1__STEP_STATE__STEP_STATE_UNSPECIFIED);
+SAME(STATE_IN_PROGRESS, IDEM__V1__STEP_STATE__STEP_STATE_IN_PROGRESS);
+SAME(STATE_SUCCEEDED, IDEM__V1__STEP_STATE__STEP_STATE_SUCCEEDED);
+SAME(STATE_FAILED, IDEM__V1__STEP_STATE__STEP_STATE_FAILED);
+SAME(STATE_UNKNOWN, IDEM__V1__STEP_STATE__STEP_STATE_UNKNOWN);
+SAME(STATE_ABANDONED, IDEM__V1__STEP_STATE__STEP_STATE_ABANDONED);
+SAME(STATE_RELEASED, IDEM__V1__STEP_STATE__STEP_STATE_RELEASED);
+SAME(OUTCOME_UNSPECIFIED, IDEM__V1__OUTCOME__OUTCOME_UNSPECIFIED);
+SAME(OUTCOME_SUCCEEDED, IDEM__V1__OUTCOME__OUTCOME_SUCCEEDED);
+SAME(OUTCOME_FAILED, IDEM__V1__OUTCOME__OUTCOME_FAILED);
+SAME(OUTCOME_RETRYABLE, IDEM__V1__OUTCOME__OUTCOME_RETRYABLE);
+SAME(OUTCOME_UNKNOWN, IDEM__V1__OUTCOME__OUTCOME_UNKNOWN);
+SAME(DECISION_UNSPECIFIED, IDEM__V1__DECISION__DECISION_UNSPECIFIED);
+SAME(DECISION_PROCEED, IDEM__V1__DECISION__DECISION_PROCEED);
+SAME(DECISION_REPLAY, IDEM__V1__DECISION__DECISION_REPLAY);
+SAME(DECISION_SKIP_NULL_COMPENSATION, IDEM__V1__DECISION__DECISION_SKIP_NULL_COMPENSATION);
+SAME(DECISION_SKIP_ALREADY_COMPENSATED, IDEM__V1__DECISION__DECISION_SKIP_ALREADY_COMPENSATED);
+SAME(DECISION_PROCEED_UNGUARDED, IDEM__V1__DECISION__DECISION_PROCEED_UNGUARDED);
+SAME(FAILURE_MODE_UNSPECIFIED, IDEM__V1__FAILURE_MODE__FAILURE_MODE_UNSPECIFIED);
+SAME(FAILURE_MODE_FAIL_CLOSED, IDEM__V1__FAILURE_MODE__FAILURE_MODE_FAIL_CLOSED);
+SAME(FAILURE_MODE_FAIL_OPEN, IDEM__V1__FAILURE_MODE__FAILURE_MODE_FAIL_OPEN);
+#undef SAME
+
+/* --- conversions --- */
+
+/* A missing key reads as all-empty strings: validation then names key.global_id. */
+static coord_key_in key_in(const Idem__V1__StepKey *k) {
+  coord_key_in out = {NULL, NULL, NULL, 0};
+  if (k) {
+    out.global_id = k->global_id;
+    out.service = k->service;
+    out.operation = k->operation;
+    out.phase = (int)k->phase;
+  }
+  return out;
+}
+
+/* A StepRecord and the submessages it points to; borrows strings and body from the step_rec. */
+typedef struct rec_pb {
+  Idem__V1__StepRecord rec;
+  Idem__V1__StepKey key;
+  Idem__V1__StepResult result;
+} rec_pb;
+
+static void rec_to_pb(const step_rec *r, rec_pb *o) {
+  o->key = (Idem__V1__StepKey)IDEM__V1__STEP_KEY__INIT;
+  o->key.global_id = (char *)r->key.global_id;
+  o->key.service = (char *)r->key.service;
+  o->key.operation = (char *)r->key.operation;
+  o->key.phase = (Idem__V1__Phase)r->key.phase;
+
+  o->rec = (Idem__V1__StepRecord)IDEM__V1__STEP_RECORD__INIT;
+  o->rec.key = &o->key;
+  o->rec.state = (Idem__V1__StepState)r->state;
+  o->rec.attempt = r->attempt;
+  o->rec.fingerprint.len = r->fp_len;
+  o->rec.fingerprint.data = r->fp_len ? (uint8_t *)r->fp : NULL;
+  o->rec.created_unix_ms = r->created_ms;
+  o->rec.updated_unix_ms = r->updated_ms;
+  o->rec.lease_expires_unix_ms = r->lease_expires_ms;
+  o->rec.expires_unix_ms = r->expires_ms;
+  o->rec.tenant = (char *)r->key.tenant;
+
+  if (r->outcome != OUTCOME_UNSPECIFIED) {
+    o->result = (Idem__V1__StepResult)IDEM__V1__STEP_RESULT__INIT;
+    o->result.outcome = (Idem__V1__Outcome)r->outcome;
+    o->result.code = r->code;
+    o->result.body.len = r->body_len;
+    o->result.body.data = r->body_len ? r->body : NULL;
+    o->result.completed_unix_ms = r->completed_ms;
+    o->rec.result = &o->result;
+  }
+}
+
+/* --- handlers --- */
+
+err_code rpc__begin_saga(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c, err_t *err) {
+  const Idem__V1__BeginSagaRequest *req = (const Idem__V1__BeginSagaRequest *)in;
+  saga_label *labels = NULL;
+  if (req->n_labels) {
+    labels = calloc(req->n_labels, sizeof *labels);
+    if (!labels) return err_set(err, ERR_INTERNAL, "out of memory");
+    for (size_t i = 0; i < req->n_labels; i++) {
+      labels[i].key = req->labels[i]->key;
+      labels[i].value = req->labels[i]->value;
+    }
+  }
+  saga_begun out;
+  err_code rc = coord_begin_saga(rq->srv->coord, rq->st, rq->tenant, req->request_id,
+                                 req->saga_type, labels, req->n_labels, rq->deadline, &out, err);
+  free(labels);
+  if (rc != ERR_OK) return rc;
+  Idem__V1__BeginSagaResponse resp = IDEM__V1__BEGIN_SAGA_RESPONSE__INIT;
+  resp.global_id = out.global_id;
+  resp.created = out.created;
+  resp.created_unix_ms = out.created_ms;
+  return rpc__call_reply(c, &resp.base, err);
+}
+
+err_code rpc__begin_step(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c, err_t *err) {
+  const Idem__V1__BeginStepRequest *req = (const Idem__V1__BeginStepRequest *)in;
+  coord_key_in key = key_in(req->key);
+  coord_begin_result out = {0};
+  err_code rc = coord_begin_step(rq->srv->coord, rq->st, rq->tenant, &key, req->fingerprint.data,
+                                 req->fingerprint.len, req->lease_ms, rq->deadline, &out, err);
+  if (rc != ERR_OK) {
+    coord_begin_result_clear(&out);
+    return rc;
+  }
+  Idem__V1__BeginStepResponse resp = IDEM__V1__BEGIN_STEP_RESPONSE__INIT;
+  Idem__V1__StepResult result = IDEM__V1__STEP_RESULT__INIT;
+  resp.decision = (Idem__V1__Decision)out.decision;
+  resp.attempt = out.attempt;
+  resp.lease_expires_unix_ms = out.lease_expires_ms;
+  resp.takeover = out.takeover;
+  resp.expires_unix_ms = out.expires_ms;
+  if (out.has_result) {
+    result.outcome = (Idem__V1__Outcome)out.outcome;
+    result.code = out.code;
+    result.body.len = out.body_len;
+    result.body.data = out.body_len ? out.body : NULL;
+    result.completed_unix_ms = out.completed_ms;
+    resp.result = &result;
+  }
+  rc = rpc__call_reply(c, &resp.base, err);
+  coord_begin_result_clear(&out);
+  return rc;
+}
+
+err_code rpc__complete_step(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c,
+                            err_t *err) {
+  const Idem__V1__CompleteStepRequest *req = (const Idem__V1__CompleteStepRequest *)in;
+  coord_key_in key = key_in(req->key);
+  step_rec out = {0};
+  err_code rc =
+      coord_complete_step(rq->srv->coord, rq->st, rq->tenant, &key, req->attempt, (int)req->outcome,
+                          req->code, req->body.data, req->body.len, rq->deadline, &out, err);
+  if (rc == ERR_OK) {
+    rec_pb rec;
+    rec_to_pb(&out, &rec);
+    Idem__V1__CompleteStepResponse resp = IDEM__V1__COMPLETE_STEP_RESPONSE__INIT;
+    resp.record = &rec.rec;
+    rc = rpc__call_reply(c, &resp.base, err);
+  }
+  step_rec_clear(&out);
+  return rc;
+}
+
+err_code rpc__extend_lease(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c, err_t *err) {
+  const Idem__V1__ExtendLeaseRequest *req = (const Idem__V1__ExtendLeaseRequest *)in;
+  coord_key_in key = key_in(req->key);
+  int64_t lease_expires = 0;
+  err_code rc = coord_extend_lease(rq->srv->coord, rq->st, rq->tenant, &key, req->attempt,
+                                   req->lease_ms, rq->deadline, &lease_expires, err);
+  if (rc != ERR_OK) return rc;
+  Idem__V1__ExtendLeaseResponse resp = IDEM__V1__EXTEND_LEASE_RESPONSE__INIT;
+  resp.lease_expires_unix_ms = lease_expires;
+  return rpc__call_reply(c, &resp.base, err);
+}
+
+err_code rpc__lookup_step(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c, err_t *err) {
+  const Idem__V1__LookupStepRequest *req = (const Idem__V1__LookupStepRequest *)in;
+  coord_key_in key = key_in(req->key);
+  step_rec out = {0};
+  err_code rc =
+      coord_lookup_step(rq->srv->coord, rq->st, rq->tenant, &key, rq->deadline, &out, err);
+  if (rc == ERR_OK) {
+    rec_pb rec;
+    rec_to_pb(&out, &rec);
+    rc = rpc__call_reply(c, &rec.rec.base, err);
+  }
+  step_rec_clear(&out);
+  return rc;
+}
+
+err_code rpc__get_saga(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c, err_t *err) {
+  const Idem__V1__GetSagaRequest *req = (const Idem__V1__GetSagaRequest *)in;
+  saga_view v = {0};
+  err_code rc =
+      coord_get_saga(rq->srv->coord, rq->st, rq->tenant, req->global_id, rq->deadline, &v, err);
+  if (rc != ERR_OK) {
+    saga_view_clear(&v);
+    return rc;
+  }
+  /* one allocation each for the repeated fields, freed once the reply is encoded */
+  rec_pb *recs = v.n_steps ? calloc(v.n_steps, sizeof *recs) : NULL;
+  Idem__V1__StepRecord **rec_ptrs = v.n_steps ? calloc(v.n_steps, sizeof *rec_ptrs) : NULL;
+  Idem__V1__GetSagaResponse__LabelsEntry *labels =
+      v.n_labels ? calloc(v.n_labels, sizeof *labels) : NULL;
+  Idem__V1__GetSagaResponse__LabelsEntry **label_ptrs =
+      v.n_labels ? calloc(v.n_labels, sizeof *label_ptrs) : NULL;
+  if ((v.n_steps && (!recs || !rec_ptrs)) || (v.n_labels && (!labels || !label_ptrs))) {
+    rc = err_set(err, ERR_INTERNAL, "out of memory");
+  } else {
+    for (size_t i = 0; i < v.n_steps; i++) {
+      rec_to_pb(&v.steps[i], &recs[i]);
+      rec_ptrs[i] = &recs[i].rec;
+    }
+    for (size_t i = 0; i < v.n_labels; i++) {
+      labels[i] =
+          (Idem__V1__GetSagaResponse__LabelsEntry)IDEM__V1__GET_SAGA_RESPONSE__LABELS_ENTRY__INIT;
+      labels[i].key = v.labels[i].key;
+      labels[i].value = v.labels[i].value ? v.labels[i].value : (char *)"";
+      label_ptrs[i] = &labels[i];
+    }
+    Idem__V1__GetSagaResponse resp = IDEM__V1__GET_SAGA_RESPONSE__INIT;
+    resp.global_id = v.global_id;
+    resp.saga_type = v.saga_type;
+    resp.created_unix_ms = v.created_ms;
+    resp.n_steps = v.n_steps;
+    resp.steps = rec_ptrs;
+    resp.n_labels = v.n_labels;
+    resp.labels = label_ptrs;
+    rc = rpc__call_reply(c, &resp.base, err);
+  }
+  free(recs);
+  free(rec_ptrs);
+  free(labels);
+  free(label_ptrs);
+  saga_view_clear(&v);
+  return rc;
+}
+
+err_code rpc__get_policy(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c, err_t *err) {
+  const Idem__V1__GetPolicyRequest *req = (const Idem__V1__GetPolicyRequest *)in;
+  policy pol;
+  err_code rc =
+      coord_get_policy(rq->srv->coord, rq->tenant, req->service, req->operation, &pol, err);
+  if (rc != ERR_OK) return rc;
+  Idem__V1__Policy resp = IDEM__V1__POLICY__INIT;
+  resp.service = pol.service;
+  resp.operation = pol.operation;
+  resp.failure_mode = (Idem__V1__FailureMode)pol.mode;
+  resp.retention_s = pol.retention_s;
+  resp.lease_ms = pol.lease_ms;
+  resp.updated_unix_ms = pol.updated_ms;
+  return rpc__call_reply(c, &resp.base, err);
+}

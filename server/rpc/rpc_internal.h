@@ -1,0 +1,183 @@
+/* rpc_internal.h — shared between the .c files of rpc/ only (never included outside rpc/).
+ *
+ * Life of a call (one rpc_call object from request to free):
+ *   1. the cq thread posts a request (grpc_server_request_registered_call) with the rpc_call as
+ *      tag; kind RPC_TAG_REQUEST (or RPC_TAG_GENERIC for unknown methods).
+ *   2. the request completes on the cq: the cq thread posts a fresh request for the same method,
+ *      computes the call's monotonic deadline and pushes the rpc_call to the worker pool.
+ *   3. a worker decodes, runs the handler with its own store, encodes the reply and starts ONE
+ *      batch (send initial metadata, message, status; recv close) with the rpc_call as tag;
+ *      kind becomes RPC_TAG_BATCH.
+ *   4. the batch completes on the cq (success or not): the cq thread frees the rpc_call.
+ * A request that completes with success == 0 (server shutdown) is freed at once. Exactly one
+ * thread touches an rpc_call at a time: whoever was handed the tag last.
+ */
+#ifndef IDEM_RPC_INTERNAL_H
+#define IDEM_RPC_INTERNAL_H
+
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/support/time.h>
+#include <protobuf-c/protobuf-c.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "rpc.h"
+
+/* Requests kept outstanding per registered method; one is re-posted as each one arrives. */
+#define RPC_REQUESTS_PER_METHOD 8
+#define RPC_GENERIC_REQUESTS 2
+/* Calls waiting for a worker beyond this are refused with RESOURCE_EXHAUSTED by the cq thread. */
+#define RPC_QUEUE_MAX 4096
+/* After this long in rpc_server_stop, calls still in flight are cancelled. */
+#define RPC_DRAIN_GRACE_MS 10000
+#define RPC_MAX_METHODS 32
+#define RPC_TENANT_DEFAULT "default"
+#define RPC_TENANT_MD "idem-tenant"
+#define RPC_RETRY_AFTER_MD "idem-retry-after-ms"
+
+typedef enum rpc_tag_kind {
+  RPC_TAG_REQUEST,  /* a registered request is outstanding */
+  RPC_TAG_GENERIC,  /* a generic (unknown method) request is outstanding */
+  RPC_TAG_BATCH,    /* the reply batch is in flight */
+  RPC_TAG_SHUTDOWN, /* grpc_server_shutdown_and_notify */
+} rpc_tag_kind;
+
+typedef struct rpc_tag {
+  rpc_tag_kind kind;
+} rpc_tag;
+
+typedef struct rpc_call rpc_call;
+
+/* What a handler gets besides the decoded request. */
+typedef struct rpc_req {
+  rpc_server *srv;
+  store *st;          /* the worker's own store */
+  const char *tenant; /* from metadata idem-tenant, else "default"; not yet validated */
+  int64_t deadline;   /* absolute, monotonic ms */
+} rpc_req;
+
+/* A handler answers ERR_OK after setting the reply with rpc__call_reply, or an error code with
+ * err filled. It must not keep `in` or anything reachable from it. */
+typedef err_code (*rpc_handler_fn)(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c,
+                                   err_t *err);
+
+typedef struct rpc_method {
+  const char *path;                     /* "/idem.v1.Coordinator/BeginStep" */
+  const ProtobufCMessageDescriptor *in; /* request message */
+  rpc_handler_fn handler;               /* NULL: UNIMPLEMENTED "not implemented yet" */
+} rpc_method;
+
+extern const rpc_method rpc__methods[];
+extern const size_t rpc__n_methods;
+
+struct rpc_call {
+  rpc_tag tag; /* first member: the cq tag points here */
+  rpc_server *srv;
+  int method; /* index into rpc__methods; -1 for a generic call */
+  grpc_call *call;
+  gpr_timespec deadline_ts;
+  grpc_metadata_array md;
+  grpc_call_details details; /* generic calls only */
+  grpc_byte_buffer *payload; /* registered calls: the request message (NULL if none) */
+  int64_t deadline;          /* absolute monotonic ms, fixed when the call arrived */
+  /* the reply, alive until the batch completes */
+  grpc_byte_buffer *reply;
+  grpc_metadata trailing[1];
+  size_t n_trailing;
+  int cancelled;
+  rpc_call *next; /* worker queue link */
+};
+
+/* --- worker pool (rpc_workers.c) --- */
+typedef struct rpc_worker {
+  rpc_server *srv;
+  store *st;
+  pthread_t thread;
+  bool started;
+} rpc_worker;
+
+typedef struct rpc_pool {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  rpc_call *head, *tail;
+  size_t len;
+  bool stopping;
+  rpc_worker *workers;
+  int n;
+} rpc_pool;
+
+/* Opens one store per worker (cfg open_store) and starts the threads. On failure everything
+ * started is stopped again and err is filled. */
+err_code rpc__pool_start(rpc_pool *p, rpc_server *srv, int n, err_t *err);
+/* Queues a call for a worker; false when the queue is full or stopping (call not taken). */
+bool rpc__pool_push(rpc_pool *p, rpc_call *c);
+/* Lets the workers finish every queued call, joins them and closes their stores. */
+void rpc__pool_stop(rpc_pool *p);
+
+/* --- the server (rpc_server.c) --- */
+struct rpc_server {
+  char *listen;
+  char *node_id;
+  char *address; /* host:bound-port, for GetStatus */
+  const coord_ctx *coord;
+  store *(*open_store)(void *arg);
+  void *open_store_arg;
+  size_t max_recv_bytes;
+  int64_t default_deadline_ms;
+  int workers;
+
+  grpc_server *server;
+  grpc_completion_queue *cq;
+  void *registered[RPC_MAX_METHODS]; /* per rpc__methods entry */
+  int port;
+  int64_t started_unix_ms;
+
+  pthread_t cq_thread;
+  bool cq_started;
+  atomic_bool shutting_down;
+  rpc_tag shutdown_tag;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool shutdown_notified;
+  bool stopped;
+
+  rpc_pool pool;
+};
+
+/* --- per-call state (rpc_call.c) --- */
+rpc_call *rpc__call_new(rpc_server *srv, int method);
+void rpc__call_free(rpc_call *c);
+/* Absolute monotonic ms deadline of a call from its gRPC deadline (default when none). */
+int64_t rpc__deadline_mono(gpr_timespec dl, int64_t default_ms);
+/* Worker side: decode, run the handler, send the reply. */
+void rpc__call_handle(rpc_call *c, store *st);
+/* Encodes msg as the reply message. ERR_INTERNAL (err filled) on allocation failure. */
+err_code rpc__call_reply(rpc_call *c, const ProtobufCMessage *msg, err_t *err);
+/* Starts the single reply batch with e's status; frees c if the batch cannot start. Any
+ * thread. */
+void rpc__call_finish(rpc_call *c, const err_t *e);
+
+/* Decodes c's payload as desc. NULL with err filled (INVALID_ARGUMENT) when the payload is
+ * missing, malformed, or a string field holds a NUL byte. Free with
+ * protobuf_c_message_free_unpacked(msg, NULL). */
+ProtobufCMessage *rpc__decode(grpc_byte_buffer *payload, const ProtobufCMessageDescriptor *desc,
+                              err_t *err);
+
+/* --- status mapping (rpc_status.c) --- */
+grpc_status_code rpc__status(err_code code);
+
+/* --- handlers (rpc_handlers.c, rpc_admin.c) --- */
+err_code rpc__begin_saga(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
+err_code rpc__begin_step(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
+err_code rpc__complete_step(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
+err_code rpc__extend_lease(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
+err_code rpc__lookup_step(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
+err_code rpc__get_saga(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
+err_code rpc__get_policy(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
+err_code rpc__get_status(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
+err_code rpc__health_check(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
+
+#endif

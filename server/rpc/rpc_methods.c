@@ -1,0 +1,34 @@
+/* rpc_methods.c — the method table: every method the server registers, with its request
+ * message and handler. Paths are "/package.Service/Method" (api.md §2). */
+#include "grpc/health/v1/health.pb-c.h"
+#include "idem/v1/coordinator.pb-c.h"
+#include "rpc_internal.h"
+
+#define COORD "/idem.v1.Coordinator/"
+#define ADMIN "/idem.v1.Admin/"
+
+const rpc_method rpc__methods[] = {
+    {COORD "BeginSaga", &idem__v1__begin_saga_request__descriptor, rpc__begin_saga},
+    {COORD "BeginStep", &idem__v1__begin_step_request__descriptor, rpc__begin_step},
+    {COORD "CompleteStep", &idem__v1__complete_step_request__descriptor, rpc__complete_step},
+    {COORD "ExtendLease", &idem__v1__extend_lease_request__descriptor, rpc__extend_lease},
+    {COORD "LookupStep", &idem__v1__lookup_step_request__descriptor, rpc__lookup_step},
+    {COORD "GetSaga", &idem__v1__get_saga_request__descriptor, rpc__get_saga},
+    {COORD "GetPolicy", &idem__v1__get_policy_request__descriptor, rpc__get_policy},
+
+    {ADMIN "ListSteps", &idem__v1__list_steps_request__descriptor, NULL},
+    {ADMIN "ResolveStep", &idem__v1__resolve_step_request__descriptor, NULL},
+    {ADMIN "SetPolicy", &idem__v1__policy__descriptor, NULL},
+    {ADMIN "DeletePolicy", &idem__v1__delete_policy_request__descriptor, NULL},
+    {ADMIN "ListPolicies", &idem__v1__list_policies_request__descriptor, NULL},
+    {ADMIN "ListAudit", &idem__v1__list_audit_request__descriptor, NULL},
+    {ADMIN "GetStatus", &idem__v1__get_status_request__descriptor, rpc__get_status},
+
+    {"/grpc.health.v1.Health/Check", &grpc__health__v1__health_check_request__descriptor,
+     rpc__health_check},
+};
+
+#define N_METHODS (sizeof rpc__methods / sizeof rpc__methods[0])
+_Static_assert(N_METHODS <= RPC_MAX_METHODS, "raise RPC_MAX_METHODS");
+
+const size_t rpc__n_methods = N_METHODS;
