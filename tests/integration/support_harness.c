@@ -52,6 +52,16 @@ static int free_port(void) {
   return ntohs(a.sin_port);
 }
 
+static bool port_open(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bool ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+  close(fd);
+  return ok;
+}
+
 void h_unique(const char *prefix, char *out, size_t n) {
   static atomic_int counter;
   uint32_t r = 0;
@@ -113,26 +123,30 @@ void h_srv_start(srv *s, const char *pg_url, const char *const *extra_args) {
   }
   s->pid = pid;
 
-  /* ready = Admin.GetStatus answers */
-  idem_client *c = h_client(s, "default", 500);
+  /* ready = the port accepts connections, then Admin.GetStatus answers. Polling the port
+   * first keeps the client's channel out of gRPC's reconnect backoff. */
   int64_t deadline = h_now_ms() + 30000;
   for (;;) {
-    idem_status st;
-    idem_error e = {0};
-    if (idem_get_status(c, &st, &e) == IDEM_OK) break;
     int wst;
     if (waitpid(pid, &wst, WNOHANG) == pid) {
       s->pid = 0;
       h_srv_dump_log(s);
       cr_assert_fail("idem-coordinator exited during start-up");
     }
+    if (port_open(s->port)) break;
     if (h_now_ms() > deadline) {
       h_srv_dump_log(s);
-      cr_assert_fail("idem-coordinator did not answer GetStatus within 30 s: %s", e.message);
+      cr_assert_fail("idem-coordinator did not listen within 30 s");
     }
-    h_sleep_ms(20);
+    h_sleep_ms(10);
   }
+  idem_client *c = h_client(s, "default", 2000);
+  idem_status st;
+  idem_error e = {0};
+  int rc = idem_get_status(c, &st, &e);
   idem_close(c);
+  if (rc != IDEM_OK) h_srv_dump_log(s);
+  cr_assert_eq(rc, IDEM_OK, "GetStatus after start-up: %s", e.message);
 }
 
 int h_srv_stop(srv *s) {
