@@ -98,13 +98,9 @@ static int run_action(idem_step_fn fn, void *arg, const idem_step_ctx *ctx, idem
   return IDEM_OK;
 }
 
-int idem_step_run(idem_client *c, const idem_step_key *key, const uint8_t *fp, size_t fp_len,
-                  idem_step_fn fn, void *arg, const idem_run_options *ro, idem_run_report *rep,
-                  idem_error *err) {
-  idem_run_report scratch_rep;
-  idem_error scratch_err;
-  if (!rep) rep = &scratch_rep;
-  if (!err) err = &scratch_err;
+static int step_run(idem_client *c, const idem_step_key *key, const uint8_t *fp, size_t fp_len,
+                    idem_step_fn fn, void *arg, const idem_run_options *ro, idem_run_report *rep,
+                    idem_error *err) {
   memset(rep, 0, sizeof *rep);
   idem__err_reset(err);
   if (!c) return idem__fail(err, IDEM_INVALID_ARGUMENT, "client is null");
@@ -172,5 +168,17 @@ int idem_step_run(idem_client *c, const idem_step_key *key, const uint8_t *fp, s
 
 fail:
   idem_run_report_clear(rep);
+  return rc;
+}
+
+int idem_step_run(idem_client *c, const idem_step_key *key, const uint8_t *fp, size_t fp_len,
+                  idem_step_fn fn, void *arg, const idem_run_options *ro, idem_run_report *rep,
+                  idem_error *err) {
+  idem_error scratch_err;
+  if (rep) return step_run(c, key, fp, fp_len, fn, arg, ro, rep, err ? err : &scratch_err);
+  /* the caller wants no report: what the report owns is freed here */
+  idem_run_report scratch_rep;
+  int rc = step_run(c, key, fp, fp_len, fn, arg, ro, &scratch_rep, err ? err : &scratch_err);
+  idem_run_report_clear(&scratch_rep);
   return rc;
 }
