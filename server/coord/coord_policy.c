@@ -1,0 +1,96 @@
+/* coord_policy.c — the policy Admin calls and their validation (see coord_policy.h). */
+#include "coord_policy.h"
+
+#include <string.h>
+
+#include "../util/clock.h"
+#include "validate.h"
+
+static bool is_any(const char *s) {
+  return s && strcmp(s, POLICY_ANY) == 0;
+}
+
+/* "*" or a valid name. */
+static err_code check_pattern(const char *field, const char *v, err_t *err) {
+  if (is_any(v)) return ERR_OK;
+  return validate_name(field, v ? v : "", err);
+}
+
+static err_code check_pair(const char *service, const char *operation, err_t *err) {
+  err_code rc;
+  if ((rc = check_pattern("service", service, err)) != ERR_OK) return rc;
+  if ((rc = check_pattern("operation", operation, err)) != ERR_OK) return rc;
+  if (is_any(service) && !is_any(operation))
+    return err_set(err, ERR_INVALID,
+                   "invalid service: \"*\" is only allowed together with operation \"*\"");
+  return ERR_OK;
+}
+
+err_code coord_policy_validate(const policy *p, err_t *err) {
+  err_code rc;
+  if (!p) return err_set(err, ERR_INVALID, "policy: missing");
+  if ((rc = check_pair(p->service, p->operation, err)) != ERR_OK) return rc;
+  if (p->mode != FAILURE_MODE_FAIL_CLOSED && p->mode != FAILURE_MODE_FAIL_OPEN)
+    return err_set(err, ERR_INVALID,
+                   "invalid failure_mode: must be FAILURE_MODE_FAIL_CLOSED or "
+                   "FAILURE_MODE_FAIL_OPEN");
+  if (p->retention_s < POLICY_RETENTION_MIN_S || p->retention_s > POLICY_RETENTION_MAX_S)
+    return err_set(err, ERR_INVALID, "invalid retention_s: must be from %u to %u seconds (90 days)",
+                   POLICY_RETENTION_MIN_S, POLICY_RETENTION_MAX_S);
+  if (p->lease_ms < 1 || p->lease_ms > POLICY_LEASE_MAX_MS)
+    return err_set(err, ERR_INVALID, "invalid lease_ms: must be from 1 to %u milliseconds (1 h)",
+                   POLICY_LEASE_MAX_MS);
+  return ERR_OK;
+}
+
+/* min(deadline, now + store_timeout_ms) on the monotonic clock. */
+static int64_t store_deadline(const coord_ctx *ctx, int64_t deadline) {
+  int64_t cap = clock_mono_ms() + ctx->store_timeout_ms;
+  return deadline < cap ? deadline : cap;
+}
+
+static void changed(const coord_ctx *ctx, store *st, int64_t deadline) {
+  if (ctx->policies_changed) ctx->policies_changed(ctx->resolve_arg, st, deadline);
+}
+
+err_code coord_set_policy(const coord_ctx *ctx, store *st, const char *tenant, const policy *p,
+                          int64_t deadline, policy *out, err_t *err) {
+  memset(out, 0, sizeof *out);
+  err_clear(err);
+  err_code rc;
+  if ((rc = validate_tenant(tenant, err)) != ERR_OK) return rc;
+  if ((rc = coord_policy_validate(p, err)) != ERR_OK) return rc;
+  bool written = false;
+  rc = store_policy_put(st, tenant, p, false, store_deadline(ctx, deadline), &written, out, err);
+  if (rc != ERR_OK) {
+    memset(out, 0, sizeof *out);
+    return rc;
+  }
+  changed(ctx, st, store_deadline(ctx, deadline));
+  return ERR_OK;
+}
+
+err_code coord_delete_policy(const coord_ctx *ctx, store *st, const char *tenant,
+                             const char *service, const char *operation, int64_t deadline,
+                             bool *deleted, err_t *err) {
+  *deleted = false;
+  err_clear(err);
+  err_code rc;
+  if ((rc = validate_tenant(tenant, err)) != ERR_OK) return rc;
+  if ((rc = check_pair(service, operation, err)) != ERR_OK) return rc;
+  rc = store_policy_delete(st, tenant, service, operation, store_deadline(ctx, deadline), deleted,
+                           err);
+  if (rc != ERR_OK) return rc;
+  if (*deleted) changed(ctx, st, store_deadline(ctx, deadline));
+  return ERR_OK;
+}
+
+err_code coord_list_policies(const coord_ctx *ctx, store *st, const char *tenant,
+                             int64_t deadline, policy_row **rows, size_t *n, err_t *err) {
+  *rows = NULL;
+  *n = 0;
+  err_clear(err);
+  err_code rc;
+  if ((rc = validate_tenant(tenant, err)) != ERR_OK) return rc;
+  return store_policy_list(st, tenant, store_deadline(ctx, deadline), rows, n, err);
+}

@@ -1,0 +1,139 @@
+/* reaper.c — the periodic delete of expired rows (see reaper.h). */
+#include "reaper.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../metrics/metrics.h"
+#include "../util/clock.h"
+#include "../util/log.h"
+
+struct reaper {
+  reaper_config cfg;
+  store *st;
+  pthread_t thread;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool stop; /* under mu; also read by the round between batches */
+};
+
+static void sleep_ms(int64_t ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+static bool stopped(const bool *stop) {
+  return stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE);
+}
+
+/* Batches of one kind until a short batch, a store error or stop. *failed on a store error. */
+static uint64_t reap_kind(store *st, const reaper_config *cfg, const bool *stop, bool sagas,
+                          bool *failed) {
+  uint32_t batch = cfg->batch ? cfg->batch : REAPER_BATCH_DEFAULT;
+  int64_t timeout = cfg->store_timeout_ms > 0 ? cfg->store_timeout_ms : 2000;
+  uint64_t total = 0;
+  while (!stopped(stop)) {
+    uint64_t n = 0;
+    err_t err;
+    err_clear(&err);
+    int64_t deadline = clock_mono_ms() + timeout;
+    err_code rc = sagas ? store_reap_sagas(st, batch, deadline, &n, &err)
+                        : store_reap_steps(st, batch, deadline, &n, &err);
+    if (rc != ERR_OK) {
+      *failed = true;
+      log_kv(LOG_WARN, "reaper: store call failed, will retry next round", "kind",
+             sagas ? "sagas" : "steps", "error", err.msg, (const char *)NULL);
+      break;
+    }
+    if (n > 0) metrics_reaped(sagas ? "sagas" : "steps", n);
+    total += n;
+    if (n < batch) break;
+    if (cfg->pause_ms > 0) sleep_ms(cfg->pause_ms);
+  }
+  return total;
+}
+
+uint64_t reaper_round(store *st, const reaper_config *cfg, const bool *stop) {
+  if (cfg->is_leader && !cfg->is_leader(cfg->is_leader_arg)) return 0;
+  int64_t t0 = clock_mono_ms();
+  bool failed = false;
+  uint64_t steps = reap_kind(st, cfg, stop, false, &failed);
+  uint64_t sagas = failed ? 0 : reap_kind(st, cfg, stop, true, &failed);
+  if (steps + sagas > 0) {
+    char s[24], g[24], ms[24];
+    snprintf(s, sizeof s, "%llu", (unsigned long long)steps);
+    snprintf(g, sizeof g, "%llu", (unsigned long long)sagas);
+    snprintf(ms, sizeof ms, "%lld", (long long)(clock_mono_ms() - t0));
+    log_kv(LOG_INFO, "reaper: expired rows deleted", "steps", s, "sagas", g, "ms", ms,
+           (const char *)NULL);
+  }
+  return steps + sagas;
+}
+
+static void *reaper_main(void *arg) {
+  reaper *r = arg;
+  pthread_mutex_lock(&r->mu);
+  for (;;) {
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += r->cfg.interval_ms / 1000;
+    until.tv_nsec += (r->cfg.interval_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+      until.tv_sec++;
+      until.tv_nsec -= 1000000000L;
+    }
+    while (!r->stop)
+      if (pthread_cond_timedwait(&r->cv, &r->mu, &until) == ETIMEDOUT) break;
+    if (r->stop) break;
+    pthread_mutex_unlock(&r->mu);
+    reaper_round(r->st, &r->cfg, &r->stop);
+    pthread_mutex_lock(&r->mu);
+  }
+  pthread_mutex_unlock(&r->mu);
+  return NULL;
+}
+
+reaper *reaper_start(const reaper_config *cfg) {
+  if (!cfg || cfg->interval_ms <= 0 || !cfg->open_store) return NULL;
+  reaper *r = calloc(1, sizeof *r);
+  if (!r) return NULL;
+  r->cfg = *cfg;
+  r->st = cfg->open_store(cfg->open_store_arg);
+  if (!r->st) {
+    free(r);
+    return NULL;
+  }
+  pthread_mutex_init(&r->mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&r->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  if (pthread_create(&r->thread, NULL, reaper_main, r) != 0) {
+    store_close(r->st);
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+    free(r);
+    return NULL;
+  }
+  return r;
+}
+
+void reaper_stop(reaper *r) {
+  if (!r) return;
+  pthread_mutex_lock(&r->mu);
+  __atomic_store_n(&r->stop, true, __ATOMIC_RELEASE);
+  pthread_cond_broadcast(&r->cv);
+  pthread_mutex_unlock(&r->mu);
+  pthread_join(r->thread, NULL);
+  store_close(r->st);
+  pthread_mutex_destroy(&r->mu);
+  pthread_cond_destroy(&r->cv);
+  free(r);
+}

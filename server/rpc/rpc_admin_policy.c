@@ -1,0 +1,88 @@
+/* rpc_admin_policy.c — Admin.SetPolicy / DeletePolicy / ListPolicies (api.md §6) over
+ * coord_policy.h. Coordinator.GetPolicy is in rpc_handlers.c. All act on the caller's tenant. */
+#include <stdlib.h>
+
+#include "../coord/coord_policy.h"
+#include "idem/v1/coordinator.pb-c.h"
+#include "rpc_internal.h"
+
+static void policy_to_pb(const policy *p, Idem__V1__Policy *o) {
+  *o = (Idem__V1__Policy)IDEM__V1__POLICY__INIT;
+  o->service = (char *)p->service;
+  o->operation = (char *)p->operation;
+  o->failure_mode = (Idem__V1__FailureMode)p->mode;
+  o->retention_s = p->retention_s;
+  o->lease_ms = p->lease_ms;
+  o->updated_unix_ms = p->updated_ms;
+}
+
+/* Copies a name into a fixed field; too long reads as invalid (validation names the field). */
+static err_code copy_name(const char *field, const char *v, char *dst, size_t cap, err_t *err) {
+  size_t n = 0;
+  if (v)
+    while (v[n] && n < cap) n++;
+  if (n >= cap) return err_set(err, ERR_INVALID, "invalid %s: must be 1-64 characters", field);
+  for (size_t i = 0; i < n; i++) dst[i] = v[i];
+  dst[n] = '\0';
+  return ERR_OK;
+}
+
+err_code rpc__set_policy(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c, err_t *err) {
+  const Idem__V1__Policy *req = (const Idem__V1__Policy *)in;
+  policy p = {0};
+  err_code rc;
+  if ((rc = copy_name("service", req->service, p.service, sizeof p.service, err)) != ERR_OK)
+    return rc;
+  if ((rc = copy_name("operation", req->operation, p.operation, sizeof p.operation, err)) !=
+      ERR_OK)
+    return rc;
+  p.mode = (failure_mode)req->failure_mode;
+  p.retention_s = req->retention_s;
+  p.lease_ms = req->lease_ms;
+  policy out;
+  rc = coord_set_policy(rq->srv->coord, rq->st, rq->tenant, &p, rq->deadline, &out, err);
+  if (rc != ERR_OK) return rc;
+  Idem__V1__Policy resp;
+  policy_to_pb(&out, &resp);
+  return rpc__call_reply(c, &resp.base, err);
+}
+
+err_code rpc__delete_policy(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c,
+                            err_t *err) {
+  const Idem__V1__DeletePolicyRequest *req = (const Idem__V1__DeletePolicyRequest *)in;
+  bool deleted = false;
+  err_code rc = coord_delete_policy(rq->srv->coord, rq->st, rq->tenant, req->service,
+                                    req->operation, rq->deadline, &deleted, err);
+  if (rc != ERR_OK) return rc;
+  Idem__V1__DeletePolicyResponse resp = IDEM__V1__DELETE_POLICY_RESPONSE__INIT;
+  resp.deleted = deleted;
+  return rpc__call_reply(c, &resp.base, err);
+}
+
+err_code rpc__list_policies(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c,
+                            err_t *err) {
+  (void)in;
+  policy_row *rows = NULL;
+  size_t n = 0;
+  err_code rc = coord_list_policies(rq->srv->coord, rq->st, rq->tenant, rq->deadline, &rows, &n,
+                                    err);
+  if (rc != ERR_OK) return rc;
+  Idem__V1__Policy *pbs = n ? calloc(n, sizeof *pbs) : NULL;
+  Idem__V1__Policy **ptrs = n ? calloc(n, sizeof *ptrs) : NULL;
+  if (n && (!pbs || !ptrs)) {
+    rc = err_set(err, ERR_INTERNAL, "out of memory");
+  } else {
+    for (size_t i = 0; i < n; i++) {
+      policy_to_pb(&rows[i].p, &pbs[i]);
+      ptrs[i] = &pbs[i];
+    }
+    Idem__V1__ListPoliciesResponse resp = IDEM__V1__LIST_POLICIES_RESPONSE__INIT;
+    resp.n_policies = n;
+    resp.policies = ptrs;
+    rc = rpc__call_reply(c, &resp.base, err);
+  }
+  free(pbs);
+  free(ptrs);
+  free(rows);
+  return rc;
+}
