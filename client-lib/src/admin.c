@@ -1,0 +1,132 @@
+/* admin.c — Admin calls for incident response: ListSteps, ResolveStep, ListAudit. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "idem_internal.h"
+
+static char *str_or_empty(const char *s) {
+  return (char *)(s ? s : "");
+}
+
+void idem_step_page_clear(idem_step_page *p) {
+  if (!p) return;
+  for (size_t i = 0; i < p->n_steps; i++) idem_record_clear(&p->steps[i]);
+  free(p->steps);
+  free(p->next_page_token);
+  memset(p, 0, sizeof *p);
+}
+
+void idem_audit_page_clear(idem_audit_page *p) {
+  if (!p) return;
+  for (size_t i = 0; i < p->n_entries; i++) free(p->entries[i].reason);
+  free(p->entries);
+  free(p->next_page_token);
+  memset(p, 0, sizeof *p);
+}
+
+static int nomem(idem_error *err) {
+  return idem__fail(err, IDEM_NOMEM, "out of memory");
+}
+
+int idem_steps_list(idem_client *c, const idem_steps_filter *f, idem_step_page *out,
+                    idem_error *err) {
+  memset(out, 0, sizeof *out);
+  idem_steps_filter none;
+  memset(&none, 0, sizeof none);
+  if (!f) f = &none;
+  Idem__V1__ListStepsRequest req = IDEM__V1__LIST_STEPS_REQUEST__INIT;
+  req.state = (Idem__V1__StepState)f->state;
+  req.service = str_or_empty(f->service);
+  req.operation = str_or_empty(f->operation);
+  req.global_id = str_or_empty(f->global_id);
+  req.updated_before_unix_ms = f->updated_before_unix_ms;
+  req.lease_expired_only = f->lease_expired_only;
+  req.page_size = f->page_size;
+  req.page_token = str_or_empty(f->page_token);
+  Idem__V1__ListStepsResponse *resp = NULL;
+  int rc = idem__unary(c, IDEM__M_LIST_STEPS, &req.base, &idem__v1__list_steps_response__descriptor,
+                       0, (ProtobufCMessage **)&resp, err);
+  if (rc != IDEM_OK) return rc;
+  out->next_page_token = strdup(str_or_empty(resp->next_page_token));
+  if (!out->next_page_token) rc = nomem(err);
+  if (rc == IDEM_OK && resp->n_steps > 0 &&
+      !(out->steps = calloc(resp->n_steps, sizeof *out->steps)))
+    rc = nomem(err);
+  for (size_t i = 0; rc == IDEM_OK && i < resp->n_steps; i++) {
+    out->n_steps = i + 1;
+    rc = idem__record_from_pb(resp->steps[i], &out->steps[i], err);
+  }
+  idem__v1__list_steps_response__free_unpacked(resp, NULL);
+  if (rc != IDEM_OK) idem_step_page_clear(out);
+  return rc;
+}
+
+int idem_step_resolve(idem_client *c, const idem_step_key *key, const idem_resolution *res,
+                      idem_record *out, idem_error *err) {
+  if (out) memset(out, 0, sizeof *out);
+  if (!res) return idem__fail(err, IDEM_INVALID_ARGUMENT, "resolution: missing");
+  Idem__V1__StepKey pkey;
+  idem__key_to_pb(key, &pkey);
+  Idem__V1__ResolveStepRequest req = IDEM__V1__RESOLVE_STEP_REQUEST__INIT;
+  req.key = &pkey;
+  req.outcome = (Idem__V1__Outcome)res->outcome;
+  req.code = res->code;
+  req.body.len = res->body ? res->body_len : 0;
+  req.body.data = (uint8_t *)(req.body.len ? res->body : NULL);
+  req.reason = str_or_empty(res->reason);
+  req.actor = str_or_empty(res->actor);
+  Idem__V1__StepRecord *resp = NULL;
+  int rc = idem__unary(c, IDEM__M_RESOLVE_STEP, &req.base, &idem__v1__step_record__descriptor, 0,
+                       (ProtobufCMessage **)&resp, err);
+  if (rc != IDEM_OK) return rc;
+  if (out) {
+    rc = idem__record_from_pb(resp, out, err);
+    if (rc != IDEM_OK) idem_record_clear(out);
+  }
+  idem__v1__step_record__free_unpacked(resp, NULL);
+  return rc;
+}
+
+static void copy_trunc(char *dst, size_t cap, const char *src) {
+  snprintf(dst, cap, "%s", src ? src : "");
+}
+
+int idem_audit_list(idem_client *c, const char *global_id, uint32_t page_size,
+                    const char *page_token, idem_audit_page *out, idem_error *err) {
+  memset(out, 0, sizeof *out);
+  Idem__V1__ListAuditRequest req = IDEM__V1__LIST_AUDIT_REQUEST__INIT;
+  req.global_id = str_or_empty(global_id);
+  req.page_size = page_size;
+  req.page_token = str_or_empty(page_token);
+  Idem__V1__ListAuditResponse *resp = NULL;
+  int rc = idem__unary(c, IDEM__M_LIST_AUDIT, &req.base, &idem__v1__list_audit_response__descriptor,
+                       0, (ProtobufCMessage **)&resp, err);
+  if (rc != IDEM_OK) return rc;
+  out->next_page_token = strdup(str_or_empty(resp->next_page_token));
+  if (!out->next_page_token) rc = nomem(err);
+  if (rc == IDEM_OK && resp->n_entries > 0 &&
+      !(out->entries = calloc(resp->n_entries, sizeof *out->entries)))
+    rc = nomem(err);
+  for (size_t i = 0; rc == IDEM_OK && i < resp->n_entries; i++) {
+    const Idem__V1__AuditEntry *e = resp->entries[i];
+    idem_audit_entry *a = &out->entries[i];
+    out->n_entries = i + 1;
+    a->at_unix_ms = e->at_unix_ms;
+    copy_trunc(a->actor, sizeof a->actor, e->actor);
+    copy_trunc(a->action, sizeof a->action, e->action);
+    copy_trunc(a->tenant, sizeof a->tenant, e->tenant);
+    if (e->key) {
+      copy_trunc(a->global_id, sizeof a->global_id, e->key->global_id);
+      copy_trunc(a->service, sizeof a->service, e->key->service);
+      copy_trunc(a->operation, sizeof a->operation, e->key->operation);
+      a->phase = (idem_phase)e->key->phase;
+    }
+    a->from_state = (idem_state)e->from_state;
+    a->to_state = (idem_state)e->to_state;
+    if (!(a->reason = strdup(str_or_empty(e->reason)))) rc = nomem(err);
+  }
+  idem__v1__list_audit_response__free_unpacked(resp, NULL);
+  if (rc != IDEM_OK) idem_audit_page_clear(out);
+  return rc;
+}

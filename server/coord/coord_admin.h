@@ -1,0 +1,91 @@
+/* coord_admin.h — incident response (api.md §2 Admin): ListSteps, ResolveStep, ListAudit, as
+ * plain C (no gRPC, no libpq). Same conventions as coord.h: inputs borrowed, outputs owned and
+ * freed with the named clear function, left empty on error; validation before any store
+ * access; the tenant comes from the caller's metadata.
+ *
+ * Page tokens are opaque to callers: base64url text naming the last row of the previous page
+ * and a hash of the filters; a token used with other filters (or another tenant) is refused as
+ * INVALID_ARGUMENT. Because the cursor is a step key (which never changes), paging stays
+ * correct while rows are updated or inserted: no row is listed twice, and every row that
+ * existed (and still matched) for the whole listing is listed once.
+ */
+#ifndef IDEM_COORD_ADMIN_H
+#define IDEM_COORD_ADMIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../store/record_admin.h"
+#include "coord.h"
+
+#define COORD_TOKEN_MAX 600 /* a page token, NUL included */
+
+/* ListStepsRequest as decoded (borrowed strings; NULL = ""). */
+typedef struct coord_list_in {
+  int state; /* 0 = any, else a step_state */
+  const char *service;
+  const char *operation;
+  const char *global_id;
+  int64_t updated_before_ms; /* 0 = any */
+  bool lease_expired_only;   /* implies state IN_PROGRESS; another state is refused */
+  uint32_t page_size;        /* 0 = LIST_PAGE_DEFAULT; larger than LIST_PAGE_MAX = the max */
+  const char *page_token;
+} coord_list_in;
+
+/* ListSteps. *out is owned (step_list_clear); next_token is "" on the last page. */
+err_code coord_list_steps(const coord_ctx *ctx, store *st, const char *tenant,
+                          const coord_list_in *in, int64_t deadline, step_list *out,
+                          char next_token[COORD_TOKEN_MAX], err_t *err);
+
+/* ResolveStepRequest as decoded. */
+typedef struct coord_resolve_in {
+  coord_key_in key;
+  int outcome; /* SUCCEEDED, FAILED or RETRYABLE */
+  int32_t code;
+  const uint8_t *body;
+  size_t body_len;
+  const char *reason; /* required: 1–AUDIT_REASON_MAX bytes, no control characters */
+  const char *actor;  /* "" or NULL = the tenant's name; else 1–AUDIT_ACTOR_MAX printable */
+} coord_resolve_in;
+
+/* ResolveStep: only an IN_PROGRESS or UNKNOWN step (else ERR_PRECONDITION; no record:
+ * ERR_NOT_FOUND). SUCCEEDED and FAILED store the result (replayed from then on); RETRYABLE
+ * releases the key (state RELEASED: the next BeginStep proceeds with attempt + 1). The attempt
+ * is kept, so the holder of an IN_PROGRESS step is fenced out (its ExtendLease is ABORTED, its
+ * Complete refused unless identical). The audit row is written in the same transaction, under
+ * the same pair lock as BeginStep/CompleteStep. On ERR_OK *out is the record after the call
+ * (owned: step_rec_clear). */
+err_code coord_resolve_step(const coord_ctx *ctx, store *st, const char *tenant,
+                            const coord_resolve_in *in, int64_t deadline, step_rec *out,
+                            err_t *err);
+
+/* ListAudit: newest first; global_id "" = the whole tenant. *out is owned (audit_list_clear). */
+err_code coord_list_audit(const coord_ctx *ctx, store *st, const char *tenant,
+                          const char *global_id, uint32_t page_size, const char *page_token,
+                          int64_t deadline, audit_list *out, char next_token[COORD_TOKEN_MAX],
+                          err_t *err);
+
+/* --- pure parts, exposed for unit tests --- */
+
+/* The resolution rule on the pair read under the lock (see coord_resolve_step). On ERR_OK w
+ * holds the one write, *after points at it and *from is the state it replaces. */
+err_code coord_decide_resolve(const step_key *key, step_outcome outcome, int32_t code,
+                              const uint8_t *body, size_t body_len, uint32_t retention_s,
+                              const step_pair *cur, step_writes *w, const step_rec **after,
+                              step_state *from, err_t *err);
+
+/* ListSteps tokens: encode the cursor `after` for the filters f (f->tenant included); decode
+ * checks the filters' hash and fills after. decode: ERR_INVALID naming page_token. */
+bool coord_steps_token_encode(const step_filter *f, const step_key *after,
+                              char out[COORD_TOKEN_MAX]);
+err_code coord_steps_token_decode(const step_filter *f, const char *token, step_key *after,
+                                  err_t *err);
+
+/* ListAudit tokens: the id of the last row and the scope (tenant, global_id). */
+bool coord_audit_token_encode(const char *tenant, const char *global_id, int64_t last_id,
+                              char out[COORD_TOKEN_MAX]);
+err_code coord_audit_token_decode(const char *tenant, const char *global_id, const char *token,
+                                  int64_t *last_id, err_t *err);
+
+#endif

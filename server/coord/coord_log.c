@@ -1,0 +1,80 @@
+/* coord_log.c — the logged step transaction (see coord_log.h). */
+#include "coord_log.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "../util/log.h"
+
+typedef struct change {
+  step_phase phase;
+  uint64_t attempt;
+  step_state from, to;
+} change;
+
+typedef struct txn {
+  store_step_fn fn;
+  void *arg;
+  change changes[2];
+  int n;
+  err_code last_rc;
+  err_t last_err;
+} txn;
+
+static bool live(const step_rec *r, int64_t now) {
+  return r->present && (r->state == STATE_UNKNOWN || !(r->expires_ms != 0 && r->expires_ms <= now));
+}
+
+/* Runs the caller's fn and remembers, from this (possibly last) run, what it changes. */
+static err_code wrap(void *argp, const step_pair *cur, step_writes *w, err_t *err) {
+  txn *t = argp;
+  t->n = 0;
+  err_code rc = t->fn(t->arg, cur, w, err);
+  t->last_rc = rc;
+  if (rc != ERR_OK) t->last_err = *err;
+  for (int i = 0; i < w->n && i < 2; i++) {
+    const step_rec *n = &w->recs[i];
+    const step_rec *o = n->key.phase == PHASE_COMPENSATION ? &cur->comp : &cur->fwd;
+    step_state from = live(o, cur->now_ms) ? o->state : STATE_NONE;
+    uint64_t from_attempt = live(o, cur->now_ms) ? o->attempt : 0;
+    if (from == n->state && from_attempt == n->attempt) continue; /* a lease extension */
+    t->changes[t->n++] = (change){n->key.phase, n->attempt, from, n->state};
+  }
+  return rc;
+}
+
+static const char *state_word(step_state s) {
+  static const char *const names[] = {"none",    "in_progress", "succeeded", "failed",
+                                      "unknown", "abandoned",   "released"};
+  return (int)s >= 0 && (int)s <= STATE_RELEASED ? names[s] : "invalid";
+}
+
+err_code coord__step_txn(store *st, const step_key *key, int64_t deadline, store_step_fn fn,
+                         void *arg, const audit_rec *audit, const char *via, err_t *err) {
+  txn t = {.fn = fn, .arg = arg, .n = 0, .last_rc = ERR_OK};
+  err_clear(&t.last_err);
+  err_code rc = audit ? store_step_txn_audit(st, key, deadline, wrap, &t, audit, err)
+                      : store_step_txn(st, key, deadline, wrap, &t, err);
+  /* committed: OK, or fn's own error handed back as is (the store commits fn's writes even
+   * then); a store failure carries its own message */
+  bool committed = rc == ERR_OK || (rc == t.last_rc && rc != ERR_UNAVAILABLE &&
+                                    strcmp(err->msg, t.last_err.msg) == 0);
+  if (!committed) return rc;
+  for (int i = 0; i < t.n; i++) {
+    const change *c = &t.changes[i];
+    char attempt[24];
+    snprintf(attempt, sizeof attempt, "%llu", (unsigned long long)c->attempt);
+    const char *phase = c->phase == PHASE_COMPENSATION ? "compensation" : "forward";
+    if (audit)
+      log_kv(LOG_INFO, "step state changed", "tenant", key->tenant, "global_id", key->global_id,
+             "service", key->service, "operation", key->operation, "phase", phase, "attempt",
+             attempt, "from", state_word(c->from), "to", state_word(c->to), "via", via, "actor",
+             audit->actor, (const char *)NULL);
+    else
+      log_kv(LOG_INFO, "step state changed", "tenant", key->tenant, "global_id", key->global_id,
+             "service", key->service, "operation", key->operation, "phase", phase, "attempt",
+             attempt, "from", state_word(c->from), "to", state_word(c->to), "via", via,
+             (const char *)NULL);
+  }
+  return rc;
+}

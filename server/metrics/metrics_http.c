@@ -1,0 +1,123 @@
+/* metrics_http.c — GET /metrics over HTTP/1.1 with libmicrohttpd (Debian's libmicrohttpd-dev),
+ * one internal polling thread. Anything else is 404 (other paths) or 405 (other methods). */
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "metrics.h"
+
+struct metrics_http {
+  struct MHD_Daemon *d;
+};
+
+#define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+static enum MHD_Result reply(struct MHD_Connection *conn, unsigned int status, char *body,
+                             enum MHD_ResponseMemoryMode mode) {
+  struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, mode);
+  if (!r) {
+    if (mode == MHD_RESPMEM_MUST_FREE) free(body);
+    return MHD_NO;
+  }
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+                          status == MHD_HTTP_OK ? CONTENT_TYPE : "text/plain; charset=utf-8");
+  enum MHD_Result ret = MHD_queue_response(conn, status, r);
+  MHD_destroy_response(r);
+  return ret;
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
+                              const char *method, const char *version, const char *upload_data,
+                              size_t *upload_data_size, void **req_cls) {
+  (void)cls;
+  (void)version;
+  (void)upload_data;
+  static int first;
+  if (*req_cls == NULL) { /* headers only so far: answer on the next call */
+    *req_cls = &first;
+    return MHD_YES;
+  }
+  if (*upload_data_size != 0) {
+    *upload_data_size = 0; /* ignore a body */
+    return MHD_YES;
+  }
+  if (strcmp(url, "/metrics") != 0)
+    return reply(conn, MHD_HTTP_NOT_FOUND, (char *)"not found: try /metrics\n",
+                 MHD_RESPMEM_PERSISTENT);
+  if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+    return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, (char *)"method not allowed\n",
+                 MHD_RESPMEM_PERSISTENT);
+  char *text = metrics_render();
+  if (!text)
+    return reply(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, (char *)"out of memory\n",
+                 MHD_RESPMEM_PERSISTENT);
+  return reply(conn, MHD_HTTP_OK, text, MHD_RESPMEM_MUST_FREE);
+}
+
+/* Splits "HOST:PORT" / "[V6]:PORT" into host and port strings. */
+static bool split(const char *addr, char *host, size_t hn, char *port, size_t pn) {
+  const char *colon;
+  if (addr[0] == '[') {
+    const char *close = strchr(addr, ']');
+    if (!close || close[1] != ':') return false;
+    if ((size_t)(close - addr - 1) >= hn) return false;
+    snprintf(host, hn, "%.*s", (int)(close - addr - 1), addr + 1);
+    colon = close + 1;
+  } else {
+    colon = strrchr(addr, ':');
+    if (!colon || (size_t)(colon - addr) >= hn) return false;
+    snprintf(host, hn, "%.*s", (int)(colon - addr), addr);
+  }
+  if (!colon[1] || strlen(colon + 1) >= pn || strspn(colon + 1, "0123456789") != strlen(colon + 1))
+    return false;
+  snprintf(port, pn, "%s", colon + 1);
+  return true;
+}
+
+metrics_http *metrics_http_start(const char *addr, int *bound_port, char *errbuf,
+                                 size_t errbuf_len) {
+  char host[256], port[8];
+  if (!addr || !split(addr, host, sizeof host, port, sizeof port)) {
+    snprintf(errbuf, errbuf_len, "expected HOST:PORT, got %s", addr ? addr : "(null)");
+    return NULL;
+  }
+  struct addrinfo hints = {
+      .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+  struct addrinfo *ai = NULL;
+  int gai = getaddrinfo(host[0] ? host : NULL, port, &hints, &ai);
+  if (gai != 0 || !ai) {
+    snprintf(errbuf, errbuf_len, "cannot resolve %s: %s", host, gai_strerror(gai));
+    return NULL;
+  }
+  metrics_http *h = calloc(1, sizeof *h);
+  if (!h) {
+    freeaddrinfo(ai);
+    snprintf(errbuf, errbuf_len, "out of memory");
+    return NULL;
+  }
+  unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD;
+  if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+  h->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                          MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_CONNECTION_TIMEOUT, 10u,
+                          MHD_OPTION_END);
+  freeaddrinfo(ai);
+  if (!h->d) {
+    free(h);
+    snprintf(errbuf, errbuf_len, "cannot listen on %s", addr);
+    return NULL;
+  }
+  if (bound_port) {
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    *bound_port = info ? (int)info->port : 0;
+  }
+  return h;
+}
+
+void metrics_http_stop(metrics_http *h) {
+  if (!h) return;
+  MHD_stop_daemon(h->d);
+  free(h);
+}

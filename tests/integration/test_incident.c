@@ -1,0 +1,306 @@
+/* test_incident.c — the incident drill of issue 6, against a real coordinator, through the real
+ * idemctl binary (IDEMCTL_BIN, set by tests/CMakeLists.txt): create stuck, expired and unknown
+ * steps; find them with `idemctl steps --stuck`; inspect with `idemctl saga`; resolve one as
+ * succeeded and one as retryable; check the replays changed, the audit shows both with actor
+ * and reason, resolving a finished step is refused, exit codes follow api.md §10, and the
+ * server logged one line per state change (text and JSON). */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#ifndef IDEMCTL_BIN
+#error "IDEMCTL_BIN must name the idemctl binary"
+#endif
+
+static srv s;
+static char tenant[64];
+
+static void setup(void) {
+  h_tenant(tenant);
+  h_srv_start(&s, NULL, NULL);
+}
+
+static void teardown(void) {
+  h_srv_stop(&s);
+}
+
+TestSuite(incident, .init = setup, .fini = teardown, .timeout = 120);
+
+/* Output of one idemctl run: stdout and stderr (each up to 64 KiB) and the exit status. */
+typedef struct run {
+  int status;
+  char out[65536];
+  char err[8192];
+} run;
+
+static void slurp(int fd, char *buf, size_t cap) {
+  size_t n = 0;
+  ssize_t r;
+  while ((r = read(fd, buf + n, cap - 1 - n)) > 0) n += (size_t)r;
+  buf[n] = '\0';
+}
+
+/* Runs idemctl --addr A --tenant T args... (NULL-terminated). */
+static run *ctl(const char *first, ...) {
+  const char *argv[40];
+  int argc = 0;
+  argv[argc++] = IDEMCTL_BIN;
+  argv[argc++] = "--addr";
+  argv[argc++] = s.addr;
+  argv[argc++] = "--tenant";
+  argv[argc++] = tenant;
+  va_list ap;
+  va_start(ap, first);
+  for (const char *a = first; a && argc < 38; a = va_arg(ap, const char *)) argv[argc++] = a;
+  va_end(ap);
+  argv[argc] = NULL;
+  run *r = calloc(1, sizeof *r);
+  int o[2], e[2];
+  cr_assert(pipe(o) == 0 && pipe(e) == 0);
+  pid_t pid = fork();
+  cr_assert(pid >= 0);
+  if (pid == 0) {
+    dup2(o[1], 1);
+    dup2(e[1], 2);
+    close(o[0]);
+    close(e[0]);
+    execv(IDEMCTL_BIN, (char *const *)argv);
+    _exit(127);
+  }
+  close(o[1]);
+  close(e[1]);
+  slurp(o[0], r->out, sizeof r->out); /* small outputs: stderr fits the pipe meanwhile */
+  slurp(e[0], r->err, sizeof r->err);
+  close(o[0]);
+  close(e[0]);
+  int st;
+  waitpid(pid, &st, 0);
+  r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+  return r;
+}
+
+static idem_begin begin(idem_client *c, const char *gid, const char *svc, const char *op,
+                        uint32_t lease_ms) {
+  idem_step_key k = {gid, svc, op, IDEM_FORWARD};
+  idem_begin b;
+  idem_error e = {0};
+  int rc = idem_step_begin(c, &k, NULL, 0, lease_ms, &b, &e);
+  cr_assert_eq(rc, IDEM_OK, "begin %s/%s: %s", svc, op, e.message);
+  return b;
+}
+
+static void complete(idem_client *c, const char *gid, const char *svc, const char *op,
+                     uint64_t attempt, idem_outcome outcome) {
+  idem_step_key k = {gid, svc, op, IDEM_FORWARD};
+  idem_error e = {0};
+  cr_assert_eq(idem_step_complete(c, &k, attempt, outcome, 502, "gateway timeout", 15, NULL, &e),
+               IDEM_OK, "%s", e.message);
+}
+
+/* Whether the JSON array holds a step of service svc in state. */
+static bool has_step(cJSON *arr, const char *svc, const char *state) {
+  cJSON *it;
+  cJSON_ArrayForEach(it, arr) {
+    cJSON *sv = cJSON_GetObjectItem(it, "service"), *st = cJSON_GetObjectItem(it, "state");
+    if (cJSON_IsString(sv) && cJSON_IsString(st) && strcmp(sv->valuestring, svc) == 0 &&
+        strcmp(st->valuestring, state) == 0)
+      return true;
+  }
+  return false;
+}
+
+Test(incident, drill) {
+  idem_client *c = h_client(&s, tenant, 0);
+  char gid[IDEM_GLOBAL_ID_MAX + 1];
+  idem_error e = {0};
+  cr_assert_eq(idem_saga_begin(c, NULL, "order", NULL, 0, gid, NULL, NULL, &e), IDEM_OK);
+
+  /* the incident: a charge whose caller died (lease expired), a reservation that timed out
+   * (unknown), a booking still running (not stuck), a notification that finished */
+  idem_begin charge = begin(c, gid, "payment", "charge", 50);
+  idem_begin reserve = begin(c, gid, "inventory", "reserve", 0);
+  complete(c, gid, "inventory", "reserve", reserve.attempt, IDEM_OUTCOME_UNKNOWN);
+  begin(c, gid, "shipping", "book", 600000);
+  idem_begin notify = begin(c, gid, "notify", "email", 0);
+  complete(c, gid, "notify", "email", notify.attempt, IDEM_OUTCOME_SUCCEEDED);
+  h_sleep_ms(120); /* the charge's lease expires */
+
+  /* find them */
+  run *r = ctl("steps", "--stuck", "--json", NULL);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  cJSON *arr = cJSON_Parse(r->out);
+  cr_assert(cJSON_IsArray(arr), "%s", r->out);
+  cr_assert_eq(cJSON_GetArraySize(arr), 2, "%s", r->out);
+  cr_assert(has_step(arr, "payment", "in_progress"));
+  cr_assert(has_step(arr, "inventory", "unknown"));
+  cJSON_Delete(arr);
+  free(r);
+  r = ctl("steps", "--stuck", NULL);
+  cr_assert_eq(r->status, 0);
+  cr_assert(strstr(r->out, "GLOBAL_ID"), "%s", r->out);
+  cr_assert(strstr(r->out, "in progress (lease expired"), "%s", r->out);
+  cr_assert(strstr(r->out, "unknown"), "%s", r->out);
+  cr_assert(!strstr(r->out, "shipping"), "%s", r->out);
+  free(r);
+
+  /* inspect */
+  r = ctl("saga", gid, NULL);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  for (const char *w = "payment\0inventory\0shipping\0notify\0succeeded\0ago\0"; *w;
+       w += strlen(w) + 1)
+    cr_assert(strstr(r->out, w), "saga output lacks %s:\n%s", w, r->out);
+  free(r);
+  r = ctl("step", gid, "inventory", "reserve", NULL);
+  cr_assert_eq(r->status, 0);
+  cr_assert(strstr(r->out, "gateway timeout"), "%s", r->out);
+  free(r);
+
+  /* decide and fix */
+  r = ctl("resolve", gid, "inventory", "reserve", "--outcome", "succeeded", "--code", "200",
+          "--body", "reserved R-17", "--reason", "warehouse confirmed the reservation", "--actor",
+          "alice", NULL);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  cr_assert(strstr(r->out, "now succeeded"), "%s", r->out);
+  free(r);
+  r = ctl("resolve", gid, "payment", "charge", "--outcome", "retryable", "--reason",
+          "gateway shows no charge", "--actor", "bob", NULL);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  cr_assert(strstr(r->out, "released"), "%s", r->out);
+  free(r);
+
+  /* the replays changed accordingly */
+  idem_begin b = begin(c, gid, "inventory", "reserve", 0);
+  cr_assert_eq(b.decision, IDEM_DECISION_REPLAY);
+  cr_assert_eq(b.result.outcome, IDEM_OUTCOME_SUCCEEDED);
+  cr_assert_eq(b.result.code, 200);
+  cr_assert_eq(b.result.body_len, 13);
+  cr_assert(memcmp(b.result.body, "reserved R-17", 13) == 0);
+  idem_begin_clear(&b);
+  b = begin(c, gid, "payment", "charge", 0);
+  cr_assert_eq(b.decision, IDEM_DECISION_PROCEED);
+  cr_assert_eq(b.attempt, charge.attempt + 1);
+  idem_begin_clear(&b);
+
+  /* the audit shows both, newest first, with actor and reason */
+  r = ctl("audit", gid, "--json", NULL);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  arr = cJSON_Parse(r->out);
+  cr_assert_eq(cJSON_GetArraySize(arr), 2, "%s", r->out);
+  cJSON *a0 = cJSON_GetArrayItem(arr, 0), *a1 = cJSON_GetArrayItem(arr, 1);
+  cr_assert_str_eq(cJSON_GetObjectItem(a0, "actor")->valuestring, "bob");
+  cr_assert_str_eq(cJSON_GetObjectItem(a0, "reason")->valuestring, "gateway shows no charge");
+  cr_assert_str_eq(cJSON_GetObjectItem(a0, "from_state")->valuestring, "in_progress");
+  cr_assert_str_eq(cJSON_GetObjectItem(a0, "to_state")->valuestring, "released");
+  cr_assert_str_eq(cJSON_GetObjectItem(a1, "actor")->valuestring, "alice");
+  cr_assert_str_eq(cJSON_GetObjectItem(a1, "reason")->valuestring,
+                   "warehouse confirmed the reservation");
+  cr_assert_str_eq(cJSON_GetObjectItem(a1, "from_state")->valuestring, "unknown");
+  cr_assert_str_eq(cJSON_GetObjectItem(a1, "to_state")->valuestring, "succeeded");
+  cr_assert_str_eq(cJSON_GetObjectItem(a1, "tenant")->valuestring, tenant);
+  cJSON_Delete(arr);
+  free(r);
+  r = ctl("audit", NULL);
+  cr_assert_eq(r->status, 0);
+  cr_assert(strstr(r->out, "unknown → succeeded"), "%s", r->out);
+  cr_assert(strstr(r->out, "alice"), "%s", r->out);
+  free(r);
+
+  /* refused: a finished step (1), no such step (1), no reason (2), bad flag (2) */
+  r = ctl("resolve", gid, "notify", "email", "--outcome", "failed", "--reason", "x", NULL);
+  cr_assert_eq(r->status, 1, "%s", r->err);
+  cr_assert(strstr(r->err, "only in_progress and unknown steps can be resolved"), "%s", r->err);
+  free(r);
+  r = ctl("resolve", gid, "nosuch", "op", "--outcome", "failed", "--reason", "x", NULL);
+  cr_assert_eq(r->status, 1, "%s", r->err);
+  free(r);
+  r = ctl("resolve", gid, "payment", "charge", "--outcome", "failed", NULL);
+  cr_assert_eq(r->status, 2);
+  free(r);
+  r = ctl("steps", "--bogus", NULL);
+  cr_assert_eq(r->status, 2);
+  free(r);
+  r = ctl("steps", "--help", NULL);
+  cr_assert_eq(r->status, 0);
+  cr_assert(strstr(r->out, "--stuck"), "%s", r->out);
+  free(r);
+
+  /* the log: one line per state change, with tenant, ids, phase, attempt, from/to */
+  FILE *f = fopen(s.log_path, "r");
+  cr_assert(f);
+  char line[2048];
+  bool resolved = false, begun = false;
+  while (fgets(line, sizeof line, f)) {
+    if (!strstr(line, "step state changed") || !strstr(line, tenant) || !strstr(line, gid))
+      continue;
+    if (strstr(line, "service=inventory") && strstr(line, "phase=forward") &&
+        strstr(line, "attempt=1") && strstr(line, "from=unknown to=succeeded") &&
+        strstr(line, "via=resolve") && strstr(line, "actor=alice"))
+      resolved = true;
+    if (strstr(line, "service=payment") && strstr(line, "from=none to=in_progress via=begin"))
+      begun = true;
+  }
+  fclose(f);
+  cr_assert(resolved && begun, "state change lines missing in %s", s.log_path);
+  idem_close(c);
+}
+
+Test(incident, unavailable_is_exit_3) {
+  const char *argv[] = {IDEMCTL_BIN, "--addr", "127.0.0.1:1", "--deadline-ms",
+                        "300",       "status", NULL};
+  pid_t pid = fork();
+  cr_assert(pid >= 0);
+  if (pid == 0) {
+    int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    dup2(devnull, 2);
+    execv(IDEMCTL_BIN, (char *const *)argv);
+    _exit(127);
+  }
+  int st;
+  waitpid(pid, &st, 0);
+  cr_assert(WIFEXITED(st));
+  cr_assert_eq(WEXITSTATUS(st), 3);
+}
+
+Test(incident, json_log_lines) {
+  srv j;
+  const char *args[] = {"--log-format", "json", NULL};
+  h_srv_start(&j, NULL, args);
+  idem_client *c = h_client(&j, tenant, 0);
+  char gid[64];
+  h_unique("g", gid, sizeof gid);
+  idem_begin b = begin(c, gid, "payment", "charge", 0);
+  complete(c, gid, "payment", "charge", b.attempt, IDEM_OUTCOME_FAILED);
+  idem_close(c);
+  FILE *f = fopen(j.log_path, "r");
+  cr_assert(f);
+  char line[4096];
+  int changes = 0;
+  while (fgets(line, sizeof line, f)) {
+    cJSON *o = cJSON_Parse(line);
+    cr_assert(o, "not JSON: %s", line);
+    cJSON *msg = cJSON_GetObjectItem(o, "msg");
+    cr_assert(cJSON_IsString(msg));
+    if (strcmp(msg->valuestring, "step state changed") == 0 &&
+        strcmp(cJSON_GetObjectItem(o, "global_id")->valuestring, gid) == 0) {
+      cr_assert_str_eq(cJSON_GetObjectItem(o, "tenant")->valuestring, tenant);
+      cr_assert_str_eq(cJSON_GetObjectItem(o, "service")->valuestring, "payment");
+      cr_assert_str_eq(cJSON_GetObjectItem(o, "operation")->valuestring, "charge");
+      cr_assert_str_eq(cJSON_GetObjectItem(o, "phase")->valuestring, "forward");
+      cr_assert_str_eq(cJSON_GetObjectItem(o, "attempt")->valuestring, "1");
+      changes++;
+    }
+    cJSON_Delete(o);
+  }
+  fclose(f);
+  cr_assert_eq(changes, 2, "begin and complete: one line each");
+  h_srv_stop(&j);
+}

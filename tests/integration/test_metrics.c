@@ -1,0 +1,225 @@
+/* test_metrics.c — /metrics (--metrics HOST:PORT) scraped during a load and parsed: counters
+ * per RPC and code, BeginStep decisions, the latency histogram and the resolution counter rise
+ * by exactly the number of calls made; the gauges are present; no label carries a key, a
+ * global id or a tenant; other paths are 404. */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define THREADS 4
+#define PAIRS 50   /* per thread: BeginStep + CompleteStep on fresh keys */
+#define REPLAYS 25 /* per thread: BeginStep on a finished key */
+#define NOT_FOUND_CALLS 10
+
+static srv s;
+static int mport;
+static char tenant[64];
+
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  cr_assert(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
+  socklen_t len = sizeof a;
+  getsockname(fd, (struct sockaddr *)&a, &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+static void setup(void) {
+  h_tenant(tenant);
+  mport = free_port();
+  char addr[64];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", mport);
+  const char *args[] = {"--metrics", addr, NULL};
+  h_srv_start(&s, NULL, args);
+}
+
+static void teardown(void) {
+  h_srv_stop(&s);
+}
+
+TestSuite(metrics, .init = setup, .fini = teardown, .timeout = 120);
+
+/* GET path over HTTP/1.0; returns the status code and the malloc'd body in *body. */
+static int http_get(const char *path, char **body) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)mport)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  cr_assert(connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect to /metrics");
+  char req[256];
+  int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n", path);
+  cr_assert_eq(write(fd, req, (size_t)n), n);
+  size_t cap = 1 << 16, len = 0;
+  char *buf = malloc(cap);
+  ssize_t r;
+  while ((r = read(fd, buf + len, cap - 1 - len)) > 0) {
+    len += (size_t)r;
+    if (len + 1 == cap) buf = realloc(buf, cap *= 2);
+  }
+  close(fd);
+  buf[len] = '\0';
+  int status = 0;
+  cr_assert_eq(sscanf(buf, "HTTP/1.%*d %d", &status), 1, "%s", buf);
+  char *sep = strstr(buf, "\r\n\r\n");
+  *body = strdup(sep ? sep + 4 : "");
+  free(buf);
+  return status;
+}
+
+static char *scrape(void) {
+  char *body;
+  cr_assert_eq(http_get("/metrics", &body), 200);
+  return body;
+}
+
+/* The value of the sample whose name-and-labels text is exactly series; -1 if absent. Every
+ * non-comment line must parse as "series value". */
+static double sample(const char *text, const char *series) {
+  double found = -1;
+  const char *p = text;
+  while (*p) {
+    const char *eol = strchr(p, '\n');
+    size_t len = eol ? (size_t)(eol - p) : strlen(p);
+    if (len > 0 && p[0] != '#') {
+      const char *sp = memchr(p, ' ', len);
+      cr_assert(sp, "malformed line: %.*s", (int)len, p);
+      char *end;
+      double v = strtod(sp + 1, &end);
+      cr_assert(end == p + len, "malformed value: %.*s", (int)len, p);
+      if ((size_t)(sp - p) == strlen(series) && strncmp(p, series, (size_t)(sp - p)) == 0)
+        found = v;
+    }
+    p = eol ? eol + 1 : p + len;
+  }
+  return found;
+}
+
+static double zero_if_absent(double v) {
+  return v < 0 ? 0 : v;
+}
+
+typedef struct load_arg {
+  int id;
+} load_arg;
+
+static void *load(void *argp) {
+  load_arg *a = argp;
+  idem_client *c = h_client(&s, tenant, 5000);
+  char gid[64];
+  h_unique("g", gid, sizeof gid);
+  for (int i = 0; i < PAIRS; i++) {
+    char op[32];
+    snprintf(op, sizeof op, "op-%d-%d", a->id, i);
+    idem_step_key k = {gid, "svc", op, IDEM_FORWARD};
+    idem_begin b;
+    idem_error e = {0};
+    cr_assert_eq(idem_step_begin(c, &k, NULL, 0, 0, &b, &e), IDEM_OK, "%s", e.message);
+    cr_assert_eq(
+        idem_step_complete(c, &k, b.attempt, IDEM_OUTCOME_SUCCEEDED, 200, NULL, 0, NULL, &e),
+        IDEM_OK);
+    idem_begin_clear(&b);
+  }
+  for (int i = 0; i < REPLAYS; i++) {
+    idem_step_key k = {gid, "svc", "op-0-0", IDEM_FORWARD};
+    char op[32];
+    snprintf(op, sizeof op, "op-%d-0", a->id);
+    k.operation = op;
+    idem_begin b;
+    idem_error e = {0};
+    cr_assert_eq(idem_step_begin(c, &k, NULL, 0, 0, &b, &e), IDEM_OK);
+    cr_assert_eq(b.decision, IDEM_DECISION_REPLAY);
+    idem_begin_clear(&b);
+  }
+  idem_close(c);
+  return NULL;
+}
+
+#define BEGIN_OK "idem_rpc_calls_total{method=\"Coordinator/BeginStep\",code=\"OK\"}"
+#define COMPLETE_OK "idem_rpc_calls_total{method=\"Coordinator/CompleteStep\",code=\"OK\"}"
+#define SAGA_NF "idem_rpc_calls_total{method=\"Coordinator/GetSaga\",code=\"NOT_FOUND\"}"
+#define PROCEED "idem_begin_step_decisions_total{decision=\"proceed\"}"
+#define REPLAY "idem_begin_step_decisions_total{decision=\"replay\"}"
+#define BEGIN_COUNT "idem_rpc_duration_seconds_count{method=\"Coordinator/BeginStep\"}"
+#define BEGIN_INF "idem_rpc_duration_seconds_bucket{method=\"Coordinator/BeginStep\",le=\"+Inf\"}"
+#define RESOLVED "idem_resolved_steps_total{outcome=\"failed\"}"
+
+Test(metrics, counters_rise_by_the_calls_made) {
+  char *before = scrape();
+  pthread_t t[THREADS];
+  load_arg args[THREADS];
+  for (int i = 0; i < THREADS; i++) {
+    args[i].id = i;
+    cr_assert_eq(pthread_create(&t[i], NULL, load, &args[i]), 0);
+  }
+  /* scrapes during the load parse and never go down */
+  double last = sample(before, BEGIN_OK);
+  for (int i = 0; i < 5; i++) {
+    char *mid = scrape();
+    double v = sample(mid, BEGIN_OK);
+    cr_assert_geq(v, last);
+    last = v;
+    free(mid);
+    h_sleep_ms(20);
+  }
+  for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+
+  idem_client *c = h_client(&s, tenant, 0);
+  for (int i = 0; i < NOT_FOUND_CALLS; i++) {
+    idem_saga sg;
+    idem_error e = {0};
+    cr_assert_eq(idem_saga_get(c, "no-such-saga", &sg, &e), IDEM_NOT_FOUND);
+  }
+  /* one in-progress and one unknown step for the gauges, one resolution */
+  char gid[64];
+  h_unique("g", gid, sizeof gid);
+  idem_step_key k1 = {gid, "svc", "running", IDEM_FORWARD}, k2 = {gid, "svc", "lost", IDEM_FORWARD};
+  idem_begin b;
+  idem_error e = {0};
+  cr_assert_eq(idem_step_begin(c, &k1, NULL, 0, 0, &b, &e), IDEM_OK);
+  idem_begin_clear(&b);
+  cr_assert_eq(idem_step_begin(c, &k2, NULL, 0, 0, &b, &e), IDEM_OK);
+  cr_assert_eq(idem_step_complete(c, &k2, b.attempt, IDEM_OUTCOME_UNKNOWN, 0, NULL, 0, NULL, &e),
+               IDEM_OK);
+  idem_begin_clear(&b);
+  idem_resolution res = {.outcome = IDEM_OUTCOME_FAILED, .reason = "drill"};
+  cr_assert_eq(idem_step_resolve(c, &k1, &res, NULL, &e), IDEM_OK, "%s", e.message);
+  idem_close(c);
+
+  char *after = scrape();
+  const int begins = THREADS * (PAIRS + REPLAYS) + 2, completes = THREADS * PAIRS + 1;
+  cr_assert_eq(sample(after, BEGIN_OK) - sample(before, BEGIN_OK), begins);
+  cr_assert_eq(sample(after, COMPLETE_OK) - sample(before, COMPLETE_OK), completes);
+  cr_assert_eq(sample(after, SAGA_NF) - zero_if_absent(sample(before, SAGA_NF)), NOT_FOUND_CALLS);
+  cr_assert_eq(sample(after, PROCEED) - sample(before, PROCEED), THREADS * PAIRS + 2);
+  cr_assert_eq(sample(after, REPLAY) - sample(before, REPLAY), THREADS * REPLAYS);
+  cr_assert_eq(sample(after, BEGIN_COUNT) - sample(before, BEGIN_COUNT), begins);
+  cr_assert_eq(sample(after, BEGIN_INF), sample(after, BEGIN_COUNT));
+  cr_assert_eq(sample(after, RESOLVED) - sample(before, RESOLVED), 1);
+  cr_assert_gt(sample(after, "idem_rpc_duration_seconds_sum{method=\"Coordinator/BeginStep\"}"), 0);
+  cr_assert_eq(sample(after, "idem_leader"), 1);
+  cr_assert_eq(sample(after, "idem_epoch"), 0);
+  cr_assert_eq(sample(after, "idem_steps_scrape_ok"), 1);
+  cr_assert_geq(sample(after, "idem_steps{state=\"unknown\"}"), 1);
+  cr_assert_geq(sample(after, "idem_steps{state=\"in_progress\"}"), 0);
+  cr_assert_geq(sample(after, "idem_store_errors_total{kind=\"unavailable\"}"), 0);
+  cr_assert_geq(sample(after, "idem_unguarded_executions_total"), 0);
+  cr_assert_geq(sample(after, "idem_reaped_rows_total{kind=\"steps\"}"), 0);
+  cr_assert(!strstr(after, tenant), "a label carries the tenant");
+  cr_assert(!strstr(after, gid), "a label carries a global id");
+  cr_assert(!strstr(after, "op-0-"), "a label carries an operation");
+  free(before);
+  free(after);
+
+  char *body;
+  cr_assert_eq(http_get("/nope", &body), 404);
+  free(body);
+}

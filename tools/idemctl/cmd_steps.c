@@ -1,0 +1,433 @@
+/* cmd_steps.c — idemctl status, step, saga, steps, resolve, audit. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "idemctl.h"
+
+/* --- shared --- */
+
+/* "in progress (lease expired 3m ago)" / "in progress (lease in 25s)" / "succeeded". */
+static const char *state_words(const idem_record *r, char *buf, size_t n) {
+  if (r->state != IDEM_STATE_IN_PROGRESS || r->lease_expires_unix_ms <= 0)
+    return fmt_state(r->state);
+  char age[32];
+  if (r->lease_expires_unix_ms <= fmt_now_ms())
+    snprintf(buf, n, "in progress (lease expired %s)",
+             fmt_age(r->lease_expires_unix_ms, age, sizeof age));
+  else
+    snprintf(buf, n, "in progress (lease ends %s)",
+             fmt_age(r->lease_expires_unix_ms, age, sizeof age));
+  return buf;
+}
+
+static const char *result_words(const idem_record *r, char *buf, size_t n) {
+  if (!r->has_result) return "-";
+  char body[96];
+  const char *b = fmt_body(r->result.body, r->result.body_len, 40, body, sizeof body);
+  snprintf(buf, n, "%s %d%s%s", fmt_outcome(r->result.outcome), (int)r->result.code, *b ? " " : "",
+           b);
+  return buf;
+}
+
+static bool parse_u64(const char *s, uint64_t max, uint64_t *out) {
+  char *end;
+  errno = 0;
+  if (!s || *s == '-') return false;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || end == s || *end || v > max) return false;
+  *out = v;
+  return true;
+}
+
+/* --- status --- */
+
+int cmd_status(ctl *c) {
+  idem_status st;
+  idem_error e = {0};
+  if (idem_get_status(ctl_client(c), &st, &e) != IDEM_OK) return ctl_fail("status", &e);
+  if (c->json) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "node_id", st.node_id);
+    cJSON_AddBoolToObject(o, "leader", st.leader);
+    cJSON_AddStringToObject(o, "leader_address", st.leader_address);
+    cJSON_AddNumberToObject(o, "epoch", (double)st.epoch);
+    cJSON_AddBoolToObject(o, "store_ok", st.store_ok);
+    cJSON_AddBoolToObject(o, "election_ok", st.election_ok);
+    cJSON_AddStringToObject(o, "version", st.version);
+    cJSON_AddNumberToObject(o, "started_unix_ms", (double)st.started_unix_ms);
+    json_print(o);
+  } else {
+    char age[32];
+    const char *hdr[] = {"NODE",  "LEADER",   "ADDRESS", "EPOCH",
+                         "STORE", "ELECTION", "VERSION", "STARTED"};
+    table *t = table_new(8, hdr);
+    char epoch[24];
+    snprintf(epoch, sizeof epoch, "%llu", (unsigned long long)st.epoch);
+    const char *row[] = {st.node_id,
+                         st.leader ? "yes" : "no",
+                         st.leader_address,
+                         epoch,
+                         st.store_ok ? "ok" : "unreachable",
+                         st.election_ok ? "ok" : "failing",
+                         st.version,
+                         fmt_age(st.started_unix_ms, age, sizeof age)};
+    table_row(t, row);
+    table_print(t);
+    table_free(t);
+  }
+  return st.store_ok ? EXIT_OK : EXIT_UNAVAILABLE;
+}
+
+/* --- step --- */
+
+static void print_record(const idem_record *r) {
+  char a[32], b[32], c2[32], d[32], sw[96], body[600];
+  printf("tenant      %s\n", r->tenant);
+  printf("step        %s %s/%s (%s)\n", r->global_id, r->service, r->operation,
+         fmt_phase(r->phase));
+  printf("state       %s\n", state_words(r, sw, sizeof sw));
+  printf("attempt     %llu\n", (unsigned long long)r->attempt);
+  printf("created     %s\n", fmt_age(r->created_unix_ms, a, sizeof a));
+  printf("updated     %s\n", fmt_age(r->updated_unix_ms, b, sizeof b));
+  if (r->state == IDEM_STATE_IN_PROGRESS)
+    printf("lease       %s\n", fmt_age(r->lease_expires_unix_ms, c2, sizeof c2));
+  printf("forgotten   %s\n", r->state == IDEM_STATE_UNKNOWN ? "never (until resolved)"
+                             : r->expires_unix_ms ? fmt_age(r->expires_unix_ms, d, sizeof d)
+                                                  : "not while unfinished");
+  if (r->has_result) {
+    printf("outcome     %s\n", fmt_outcome(r->result.outcome));
+    printf("code        %d\n", (int)r->result.code);
+    printf("body        %s\n",
+           fmt_body(r->result.body, r->result.body_len, 500, body, sizeof body));
+  }
+}
+
+int cmd_step(ctl *c) {
+  idem_step_key key = {c->pos[0], c->pos[1], c->pos[2],
+                       ctl_has(c, "compensation") ? IDEM_COMPENSATION : IDEM_FORWARD};
+  idem_record r;
+  idem_error e = {0};
+  if (idem_step_lookup(ctl_client(c), &key, &r, &e) != IDEM_OK) return ctl_fail("step", &e);
+  if (c->json)
+    json_print(json_record(&r));
+  else
+    print_record(&r);
+  idem_record_clear(&r);
+  return EXIT_OK;
+}
+
+/* --- saga / steps tables --- */
+
+static void step_table_row(table *t, const idem_record *r, bool with_gid) {
+  char attempt[24], upd[32], sw[96], res[160];
+  snprintf(attempt, sizeof attempt, "%llu", (unsigned long long)r->attempt);
+  const char *cells[] = {r->global_id,
+                         r->service,
+                         r->operation,
+                         fmt_phase(r->phase),
+                         state_words(r, sw, sizeof sw),
+                         attempt,
+                         fmt_age(r->updated_unix_ms, upd, sizeof upd),
+                         result_words(r, res, sizeof res)};
+  table_row(t, with_gid ? cells : cells + 1);
+}
+
+static table *step_table(bool with_gid) {
+  static const char *const hdr[] = {"GLOBAL_ID", "SERVICE", "OPERATION", "PHASE",
+                                    "STATE",     "ATTEMPT", "UPDATED",   "RESULT"};
+  return with_gid ? table_new(8, hdr) : table_new(7, hdr + 1);
+}
+
+int cmd_saga(ctl *c) {
+  idem_saga s;
+  idem_error e = {0};
+  if (idem_saga_get(ctl_client(c), c->pos[0], &s, &e) != IDEM_OK) return ctl_fail("saga", &e);
+  if (c->json) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "global_id", s.global_id);
+    cJSON_AddStringToObject(o, "saga_type", s.saga_type ? s.saga_type : "");
+    cJSON_AddNumberToObject(o, "created_unix_ms", (double)s.created_unix_ms);
+    cJSON *labels = cJSON_AddObjectToObject(o, "labels");
+    for (size_t i = 0; i < s.n_labels; i++)
+      cJSON_AddStringToObject(labels, s.labels[i].key, s.labels[i].value);
+    cJSON *steps = cJSON_AddArrayToObject(o, "steps");
+    for (size_t i = 0; i < s.n_steps; i++) cJSON_AddItemToArray(steps, json_record(&s.steps[i]));
+    json_print(o);
+  } else {
+    char age[32];
+    printf("saga %s", s.global_id);
+    if (s.saga_type && *s.saga_type) printf("  type %s", s.saga_type);
+    if (s.created_unix_ms) printf("  begun %s", fmt_age(s.created_unix_ms, age, sizeof age));
+    for (size_t i = 0; i < s.n_labels; i++)
+      printf("%s%s=%s", i ? "," : "  labels ", s.labels[i].key, s.labels[i].value);
+    printf("\n\n");
+    if (s.n_steps == 0) {
+      printf("(no steps)\n");
+    } else {
+      table *t = step_table(false);
+      for (size_t i = 0; i < s.n_steps; i++) step_table_row(t, &s.steps[i], false);
+      table_print(t);
+      table_free(t);
+    }
+  }
+  idem_saga_clear(&s);
+  return EXIT_OK;
+}
+
+/* Appends up to limit records (0 = all) of one filtered listing to *all. */
+static int collect(ctl *c, idem_steps_filter f, uint64_t limit, idem_record **all, size_t *n,
+                   size_t *cap) {
+  char *token = NULL;
+  int rc = EXIT_OK;
+  for (;;) {
+    uint64_t want = limit ? limit - *n : 1000;
+    f.page_size = (uint32_t)(want > 1000 ? 1000 : want);
+    f.page_token = token;
+    idem_step_page p;
+    idem_error e = {0};
+    int code = idem_steps_list(ctl_client(c), &f, &p, &e);
+    free(token);
+    token = NULL;
+    if (code != IDEM_OK) {
+      rc = ctl_fail("steps", &e);
+      break;
+    }
+    for (size_t i = 0; i < p.n_steps && (!limit || *n < limit); i++) {
+      if (*n == *cap) {
+        *cap = *cap ? *cap * 2 : 64;
+        *all = realloc(*all, *cap * sizeof **all);
+        if (!*all) exit(EXIT_UNAVAILABLE);
+      }
+      (*all)[(*n)++] = p.steps[i];
+      memset(&p.steps[i], 0, sizeof p.steps[i]); /* moved */
+    }
+    bool more = p.next_page_token && *p.next_page_token && (!limit || *n < limit);
+    if (more) token = strdup(p.next_page_token);
+    idem_step_page_clear(&p);
+    if (!more) break;
+  }
+  free(token);
+  return rc;
+}
+
+int cmd_steps(ctl *c) {
+  idem_steps_filter f;
+  memset(&f, 0, sizeof f);
+  const char *v;
+  if ((v = ctl_flag_value(c, "state")) && !(f.state = (idem_state)fmt_parse_state(v)))
+    return ctl_usage_error(c, "--state: unknown state %s", v);
+  f.service = ctl_flag_value(c, "service");
+  f.operation = ctl_flag_value(c, "operation");
+  f.global_id = ctl_flag_value(c, "global-id");
+  if ((v = ctl_flag_value(c, "older-than"))) {
+    int64_t ms;
+    if (!fmt_parse_duration(v, &ms)) return ctl_usage_error(c, "--older-than: expected e.g. 5m");
+    f.updated_before_unix_ms = fmt_now_ms() - ms;
+  }
+  uint64_t limit = 100;
+  if ((v = ctl_flag_value(c, "limit")) && !parse_u64(v, 1000000, &limit))
+    return ctl_usage_error(c, "--limit: expected a number (0 = all)");
+  bool stuck = ctl_has(c, "stuck");
+  if (stuck && f.state) return ctl_usage_error(c, "--stuck and --state exclude each other");
+
+  idem_record *all = NULL;
+  size_t n = 0, cap = 0;
+  int rc;
+  if (stuck) { /* in progress with an expired lease, then unknown */
+    f.state = IDEM_STATE_IN_PROGRESS;
+    f.lease_expired_only = true;
+    rc = collect(c, f, limit, &all, &n, &cap);
+    f.state = IDEM_STATE_UNKNOWN;
+    f.lease_expired_only = false;
+    if (rc == EXIT_OK && (!limit || n < limit)) rc = collect(c, f, limit, &all, &n, &cap);
+  } else {
+    rc = collect(c, f, limit, &all, &n, &cap);
+  }
+  if (rc == EXIT_OK) {
+    if (c->json) {
+      cJSON *arr = cJSON_CreateArray();
+      for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(arr, json_record(&all[i]));
+      json_print(arr);
+    } else if (n == 0) {
+      printf("(no steps)\n");
+    } else {
+      table *t = step_table(true);
+      for (size_t i = 0; i < n; i++) step_table_row(t, &all[i], true);
+      table_print(t);
+      table_free(t);
+      if (limit && n == limit) printf("(first %zu; --limit 0 lists all)\n", n);
+    }
+  }
+  for (size_t i = 0; i < n; i++) idem_record_clear(&all[i]);
+  free(all);
+  return rc;
+}
+
+/* --- resolve --- */
+
+static int read_file(const char *path, uint8_t **out, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return -1;
+  size_t cap = 4096, n = 0;
+  uint8_t *b = malloc(cap);
+  size_t r;
+  while (b && (r = fread(b + n, 1, cap - n, f)) > 0) {
+    n += r;
+    if (n == cap) {
+      if (cap >= 1 << 20) break; /* the server refuses more than 64 KiB anyway */
+      uint8_t *nb = realloc(b, cap *= 2);
+      if (!nb) {
+        free(b);
+        b = NULL;
+      }
+      b = nb;
+    }
+  }
+  bool bad = ferror(f) || !b;
+  fclose(f);
+  if (bad) {
+    free(b);
+    return -1;
+  }
+  *out = b;
+  *len = n;
+  return 0;
+}
+
+int cmd_resolve(ctl *c) {
+  idem_resolution res;
+  memset(&res, 0, sizeof res);
+  const char *v = ctl_flag_value(c, "outcome");
+  if (!v) return ctl_usage_error(c, "--outcome is required (succeeded, failed or retryable)");
+  if (strcmp(v, "succeeded") == 0)
+    res.outcome = IDEM_OUTCOME_SUCCEEDED;
+  else if (strcmp(v, "failed") == 0)
+    res.outcome = IDEM_OUTCOME_FAILED;
+  else if (strcmp(v, "retryable") == 0)
+    res.outcome = IDEM_OUTCOME_RETRYABLE;
+  else
+    return ctl_usage_error(c, "--outcome: expected succeeded, failed or retryable");
+  res.reason = ctl_flag_value(c, "reason");
+  if (!res.reason || !*res.reason) return ctl_usage_error(c, "--reason is required");
+  res.actor = ctl_flag_value(c, "actor");
+  if (!res.actor) res.actor = getenv("USER"); /* NULL: the server records the tenant */
+  if ((v = ctl_flag_value(c, "code"))) {
+    char *end;
+    errno = 0;
+    long code = strtol(v, &end, 10);
+    if (errno || *end || end == v || code < INT32_MIN || code > INT32_MAX)
+      return ctl_usage_error(c, "--code: expected an integer");
+    res.code = (int32_t)code;
+  }
+  uint8_t *body = NULL;
+  if ((v = ctl_flag_value(c, "body-file"))) {
+    size_t len = 0;
+    if (read_file(v, &body, &len) != 0) {
+      fprintf(stderr, "idemctl: cannot read %s: %s\n", v, strerror(errno));
+      return EXIT_USAGE;
+    }
+    res.body = body;
+    res.body_len = len;
+  } else if ((v = ctl_flag_value(c, "body"))) {
+    res.body = v;
+    res.body_len = strlen(v);
+  }
+  idem_step_key key = {c->pos[0], c->pos[1], c->pos[2],
+                       ctl_has(c, "compensation") ? IDEM_COMPENSATION : IDEM_FORWARD};
+  idem_record r;
+  idem_error e = {0};
+  int code = idem_step_resolve(ctl_client(c), &key, &res, &r, &e);
+  free(body);
+  if (code != IDEM_OK) return ctl_fail("resolve", &e);
+  if (c->json) {
+    json_print(json_record(&r));
+  } else {
+    printf("resolved %s %s/%s (%s): now %s", r.global_id, r.service, r.operation,
+           fmt_phase(r.phase), fmt_state(r.state));
+    if (r.state == IDEM_STATE_RELEASED)
+      printf(" (the next BeginStep runs it as attempt %llu)", (unsigned long long)r.attempt + 1);
+    printf("\n");
+  }
+  idem_record_clear(&r);
+  return EXIT_OK;
+}
+
+/* --- audit --- */
+
+int cmd_audit(ctl *c) {
+  uint64_t limit = 100;
+  const char *v;
+  if ((v = ctl_flag_value(c, "limit")) && !parse_u64(v, 1000000, &limit))
+    return ctl_usage_error(c, "--limit: expected a number (0 = all)");
+  const char *gid = c->npos > 0 ? c->pos[0] : NULL;
+  static const char *const hdr[] = {"WHEN", "ACTOR", "ACTION", "STEP", "CHANGE", "REASON"};
+  table *t = c->json ? NULL : table_new(6, hdr);
+  cJSON *arr = c->json ? cJSON_CreateArray() : NULL;
+  char *token = NULL;
+  uint64_t n = 0;
+  int rc = EXIT_OK;
+  for (;;) {
+    uint64_t want = limit ? limit - n : 1000;
+    idem_audit_page p;
+    idem_error e = {0};
+    int code =
+        idem_audit_list(ctl_client(c), gid, (uint32_t)(want > 1000 ? 1000 : want), token, &p, &e);
+    free(token);
+    token = NULL;
+    if (code != IDEM_OK) {
+      rc = ctl_fail("audit", &e);
+      break;
+    }
+    for (size_t i = 0; i < p.n_entries && (!limit || n < limit); i++, n++) {
+      const idem_audit_entry *a = &p.entries[i];
+      if (arr) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "at_unix_ms", (double)a->at_unix_ms);
+        cJSON_AddStringToObject(o, "tenant", a->tenant);
+        cJSON_AddStringToObject(o, "actor", a->actor);
+        cJSON_AddStringToObject(o, "action", a->action);
+        cJSON_AddStringToObject(o, "global_id", a->global_id);
+        cJSON_AddStringToObject(o, "service", a->service);
+        cJSON_AddStringToObject(o, "operation", a->operation);
+        cJSON_AddStringToObject(o, "phase", fmt_phase(a->phase));
+        cJSON_AddStringToObject(o, "from_state", fmt_state_key(a->from_state));
+        cJSON_AddStringToObject(o, "to_state", fmt_state_key(a->to_state));
+        cJSON_AddStringToObject(o, "reason", a->reason);
+        cJSON_AddItemToArray(arr, o);
+      } else {
+        char when[32], step[300], change[64];
+        snprintf(step, sizeof step, "%s %s/%s%s", a->global_id, a->service, a->operation,
+                 a->phase == IDEM_COMPENSATION ? " (compensation)" : "");
+        snprintf(change, sizeof change, "%s → %s", fmt_state(a->from_state),
+                 fmt_state(a->to_state));
+        const char *row[] = {fmt_age(a->at_unix_ms, when, sizeof when),
+                             a->actor,
+                             a->action,
+                             step,
+                             change,
+                             a->reason};
+        table_row(t, row);
+      }
+    }
+    bool more = p.next_page_token && *p.next_page_token && (!limit || n < limit);
+    if (more) token = strdup(p.next_page_token);
+    idem_audit_page_clear(&p);
+    if (!more) break;
+  }
+  free(token);
+  if (rc == EXIT_OK) {
+    if (arr) {
+      json_print(arr);
+      arr = NULL;
+    } else if (n == 0) {
+      printf("(no audit entries)\n");
+    } else {
+      table_print(t);
+    }
+  }
+  cJSON_Delete(arr);
+  table_free(t);
+  return rc;
+}

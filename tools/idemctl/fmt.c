@@ -1,0 +1,256 @@
+/* fmt.c — idemctl output: aligned tables, relative ages, words for states, JSON records. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "idemctl.h"
+
+/* --- tables --- */
+
+struct table {
+  int ncols;
+  char **cells; /* rows * ncols, row 0 = headers */
+  size_t rows, cap;
+};
+
+static char *dup_or_empty(const char *s) {
+  char *d = strdup(s ? s : "");
+  if (!d) {
+    fputs("idemctl: out of memory\n", stderr);
+    exit(EXIT_UNAVAILABLE);
+  }
+  return d;
+}
+
+table *table_new(int ncols, const char *const *headers) {
+  table *t = calloc(1, sizeof *t);
+  if (!t) exit(EXIT_UNAVAILABLE);
+  t->ncols = ncols;
+  table_row(t, headers);
+  return t;
+}
+
+void table_row(table *t, const char *const *cells) {
+  if (t->rows == t->cap) {
+    t->cap = t->cap ? t->cap * 2 : 16;
+    t->cells = realloc(t->cells, t->cap * (size_t)t->ncols * sizeof *t->cells);
+    if (!t->cells) exit(EXIT_UNAVAILABLE);
+  }
+  for (int i = 0; i < t->ncols; i++)
+    t->cells[t->rows * (size_t)t->ncols + (size_t)i] = dup_or_empty(cells[i]);
+  t->rows++;
+}
+
+/* Display width: UTF-8 code points (every character we print is one column wide). */
+static size_t width(const char *s) {
+  size_t w = 0;
+  for (; *s; s++)
+    if (((unsigned char)*s & 0xc0) != 0x80) w++;
+  return w;
+}
+
+void table_print(table *t) {
+  size_t *w = calloc((size_t)t->ncols, sizeof *w);
+  if (!w) exit(EXIT_UNAVAILABLE);
+  for (size_t r = 0; r < t->rows; r++)
+    for (int c = 0; c < t->ncols; c++) {
+      size_t n = width(t->cells[r * (size_t)t->ncols + (size_t)c]);
+      if (n > w[c]) w[c] = n;
+    }
+  for (size_t r = 0; r < t->rows; r++) {
+    for (int c = 0; c < t->ncols; c++) {
+      const char *s = t->cells[r * (size_t)t->ncols + (size_t)c];
+      fputs(s, stdout);
+      if (c + 1 < t->ncols)
+        for (size_t k = width(s); k < w[c] + 2; k++) fputc(' ', stdout);
+    }
+    fputc('\n', stdout);
+  }
+  free(w);
+}
+
+void table_free(table *t) {
+  if (!t) return;
+  for (size_t i = 0; i < t->rows * (size_t)t->ncols; i++) free(t->cells[i]);
+  free(t->cells);
+  free(t);
+}
+
+/* --- values --- */
+
+int64_t fmt_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+const char *fmt_age(int64_t unix_ms, char *buf, size_t n) {
+  if (unix_ms <= 0) return "-";
+  int64_t d = fmt_now_ms() - unix_ms;
+  bool future = d < 0;
+  if (future) d = -d;
+  int64_t s = d / 1000;
+  char v[24];
+  if (s < 60)
+    snprintf(v, sizeof v, "%llds", (long long)s);
+  else if (s < 3600)
+    snprintf(v, sizeof v, "%lldm", (long long)(s / 60));
+  else if (s < 48 * 3600)
+    snprintf(v, sizeof v, "%lldh", (long long)(s / 3600));
+  else
+    snprintf(v, sizeof v, "%lldd", (long long)(s / 86400));
+  snprintf(buf, n, future ? "in %s" : "%s ago", v);
+  return buf;
+}
+
+static const char *pick(const char *const *names, size_t n, int v) {
+  return v >= 0 && (size_t)v < n ? names[v] : "invalid";
+}
+
+const char *fmt_state(int state) {
+  static const char *const names[] = {"-",       "in progress", "succeeded", "failed",
+                                      "unknown", "abandoned",   "released"};
+  return pick(names, sizeof names / sizeof names[0], state);
+}
+
+const char *fmt_state_key(int state) {
+  return idem_state_name(state);
+}
+
+const char *fmt_outcome(int outcome) {
+  static const char *const names[] = {"-", "succeeded", "failed", "retryable", "unknown"};
+  return pick(names, sizeof names / sizeof names[0], outcome);
+}
+
+const char *fmt_phase(int phase) {
+  return phase == IDEM_COMPENSATION ? "compensation" : phase == IDEM_FORWARD ? "forward" : "-";
+}
+
+bool fmt_parse_duration(const char *s, int64_t *ms) {
+  char *end;
+  if (!s || !isdigit((unsigned char)*s)) return false;
+  long long v = strtoll(s, &end, 10);
+  long long mul;
+  if (strcmp(end, "ms") == 0)
+    mul = 1;
+  else if (*end == '\0' || strcmp(end, "s") == 0)
+    mul = 1000;
+  else if (strcmp(end, "m") == 0)
+    mul = 60000;
+  else if (strcmp(end, "h") == 0)
+    mul = 3600000;
+  else if (strcmp(end, "d") == 0)
+    mul = 86400000;
+  else
+    return false;
+  if (v < 0 || v > (long long)(INT64_MAX / mul)) return false;
+  *ms = v * mul;
+  return true;
+}
+
+int fmt_parse_state(const char *s) {
+  static const char *const names[] = {"in_progress", "succeeded", "failed",
+                                      "unknown",     "abandoned", "released"};
+  char norm[32];
+  size_t i = 0;
+  for (; s[i] && i + 1 < sizeof norm; i++)
+    norm[i] = s[i] == '-' || s[i] == ' ' ? '_' : (char)tolower((unsigned char)s[i]);
+  norm[i] = '\0';
+  const char *p = strncmp(norm, "step_state_", 11) == 0 ? norm + 11 : norm;
+  for (int k = 0; k < 6; k++)
+    if (strcmp(p, names[k]) == 0) return k + 1;
+  return 0;
+}
+
+static bool printable_utf8(const uint8_t *b, size_t len) {
+  for (size_t i = 0; i < len;) {
+    uint8_t c = b[i];
+    size_t extra = c < 0x80             ? 0
+                   : (c & 0xe0) == 0xc0 ? 1
+                   : (c & 0xf0) == 0xe0 ? 2
+                   : (c & 0xf8) == 0xf0 ? 3
+                                        : 9;
+    if (extra == 9 || i + extra >= len) return false;
+    if (extra == 0 && (c < 0x20 || c == 0x7f) && c != '\t') return false;
+    for (size_t k = 1; k <= extra; k++)
+      if ((b[i + k] & 0xc0) != 0x80) return false;
+    i += extra + 1;
+  }
+  return true;
+}
+
+const char *fmt_body(const uint8_t *b, size_t len, size_t max, char *buf, size_t n) {
+  if (len == 0) return "";
+  if (!printable_utf8(b, len)) {
+    snprintf(buf, n, "<%zu bytes>", len);
+    return buf;
+  }
+  if (len <= max) {
+    snprintf(buf, n, "%.*s", (int)len, (const char *)b);
+    return buf;
+  }
+  size_t cut = max;
+  while (cut > 0 && (b[cut] & 0xc0) == 0x80) cut--; /* not inside a character */
+  snprintf(buf, n, "%.*s…", (int)cut, (const char *)b);
+  return buf;
+}
+
+/* --- JSON --- */
+
+static char *b64(const uint8_t *b, size_t len) {
+  static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  char *o = malloc((len + 2) / 3 * 4 + 1);
+  if (!o) exit(EXIT_UNAVAILABLE);
+  size_t k = 0;
+  for (size_t i = 0; i < len; i += 3) {
+    uint32_t v = (uint32_t)b[i] << 16 | (i + 1 < len ? (uint32_t)b[i + 1] << 8 : 0) |
+                 (i + 2 < len ? b[i + 2] : 0);
+    o[k++] = t[v >> 18 & 63];
+    o[k++] = t[v >> 12 & 63];
+    o[k++] = i + 1 < len ? t[v >> 6 & 63] : '=';
+    o[k++] = i + 2 < len ? t[v & 63] : '=';
+  }
+  o[k] = '\0';
+  return o;
+}
+
+cJSON *json_record(const idem_record *r) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "tenant", r->tenant);
+  cJSON_AddStringToObject(o, "global_id", r->global_id);
+  cJSON_AddStringToObject(o, "service", r->service);
+  cJSON_AddStringToObject(o, "operation", r->operation);
+  cJSON_AddStringToObject(o, "phase", fmt_phase(r->phase));
+  cJSON_AddStringToObject(o, "state", fmt_state_key(r->state));
+  cJSON_AddNumberToObject(o, "attempt", (double)r->attempt);
+  cJSON_AddNumberToObject(o, "created_unix_ms", (double)r->created_unix_ms);
+  cJSON_AddNumberToObject(o, "updated_unix_ms", (double)r->updated_unix_ms);
+  cJSON_AddNumberToObject(o, "lease_expires_unix_ms", (double)r->lease_expires_unix_ms);
+  cJSON_AddNumberToObject(o, "expires_unix_ms", (double)r->expires_unix_ms);
+  bool expired = r->state == IDEM_STATE_IN_PROGRESS && r->lease_expires_unix_ms > 0 &&
+                 r->lease_expires_unix_ms <= fmt_now_ms();
+  cJSON_AddBoolToObject(o, "lease_expired", expired);
+  if (r->has_result) {
+    cJSON *res = cJSON_AddObjectToObject(o, "result");
+    cJSON_AddStringToObject(res, "outcome", idem_outcome_name(r->result.outcome));
+    cJSON_AddNumberToObject(res, "code", r->result.code);
+    char *enc = b64(r->result.body, r->result.body_len);
+    cJSON_AddStringToObject(res, "body_base64", enc);
+    free(enc);
+    cJSON_AddNumberToObject(res, "completed_unix_ms", (double)r->result.completed_unix_ms);
+  } else {
+    cJSON_AddNullToObject(o, "result");
+  }
+  return o;
+}
+
+void json_print(cJSON *v) {
+  char *s = cJSON_Print(v);
+  if (!s) exit(EXIT_UNAVAILABLE);
+  puts(s);
+  cJSON_free(s);
+  cJSON_Delete(v);
+}

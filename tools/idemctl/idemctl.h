@@ -1,0 +1,104 @@
+/* idemctl.h — shared by the files of idemctl (api.md §10): the parsed command line, the
+ * connection, output helpers (aligned tables, relative ages, states in words, JSON via cJSON)
+ * and the exit codes.
+ *
+ * Exit status: 0 success; 1 not found or refused (NOT_FOUND, FAILED_PRECONDITION, ABORTED,
+ * PERMISSION_DENIED, ...); 2 usage (bad flags, or INVALID_ARGUMENT from the server);
+ * 3 unavailable (UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL, a malformed answer).
+ */
+#ifndef IDEMCTL_H
+#define IDEMCTL_H
+
+#include <cjson/cJSON.h>
+#include <idem/idem.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define EXIT_OK 0
+#define EXIT_REFUSED 1
+#define EXIT_USAGE 2
+#define EXIT_UNAVAILABLE 3
+
+#define CTL_MAX_POS 8
+#define CTL_MAX_FLAGS 24
+
+typedef struct ctl_flag {
+  const char *name;  /* without "--" */
+  const char *value; /* NULL for a switch */
+} ctl_flag;
+
+struct ctl_cmd;
+
+typedef struct ctl {
+  const struct ctl_cmd *cmd;
+  const char *pos[CTL_MAX_POS]; /* positional arguments after the command words */
+  int npos;
+  ctl_flag flags[CTL_MAX_FLAGS];
+  int nflags;
+  bool json;
+  const char *addr, *tenant, *token;
+  int64_t deadline_ms;
+  idem_client *client; /* connected by ctl_client() */
+} ctl;
+
+typedef int (*ctl_fn)(ctl *c);
+
+typedef struct ctl_cmd {
+  const char *name;  /* "steps", "policy set" */
+  const char *args;  /* usage after the name */
+  const char *flags; /* accepted flags: "state=,service=,stuck" ('=' takes a value) */
+  int min_pos, max_pos;
+  const char *help; /* what it does, one paragraph */
+  ctl_fn fn;
+} ctl_cmd;
+
+/* main.c */
+const char *ctl_flag_value(const ctl *c, const char *name); /* NULL when not given */
+bool ctl_has(const ctl *c, const char *name);
+int ctl_usage_error(const ctl *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+idem_client *ctl_client(ctl *c); /* connects on first use; exits 3 when it cannot */
+int ctl_fail(const char *what, const idem_error *e); /* prints the error, returns the exit code */
+int ctl_exit_code(int idem_code);
+
+/* cmd_steps.c, cmd_policy.c */
+int cmd_status(ctl *c);
+int cmd_step(ctl *c);
+int cmd_saga(ctl *c);
+int cmd_steps(ctl *c);
+int cmd_resolve(ctl *c);
+int cmd_audit(ctl *c);
+int cmd_policy_list(ctl *c);
+int cmd_policy_get(ctl *c);
+int cmd_policy_set(ctl *c);
+int cmd_policy_delete(ctl *c);
+int cmd_reconcile(ctl *c);
+
+/* fmt.c — tables */
+typedef struct table table;
+table *table_new(int ncols, const char *const *headers);
+void table_row(table *t, const char *const *cells); /* cells copied */
+void table_print(table *t);                         /* stdout, two spaces between columns */
+void table_free(table *t);
+
+/* fmt.c — values */
+int64_t fmt_now_ms(void); /* wall clock, Unix ms */
+/* "3m ago", "in 25s", "-" for 0; buf of at least 32 bytes */
+const char *fmt_age(int64_t unix_ms, char *buf, size_t n);
+const char *fmt_state(int state);     /* "in progress", "succeeded", ... */
+const char *fmt_state_key(int state); /* "in_progress", ... (JSON) */
+const char *fmt_outcome(int outcome); /* "succeeded", ... */
+const char *fmt_phase(int phase);     /* "forward" / "compensation" */
+/* Parses "500ms", "30s", "5m", "2h", "1d" or plain seconds into ms; false when malformed. */
+bool fmt_parse_duration(const char *s, int64_t *ms);
+/* Parses a state word ("in_progress", "in-progress", "IN_PROGRESS", "stuck" no) → 1..6. */
+int fmt_parse_state(const char *s);
+/* A result body for people: the text when it is printable UTF-8 (cut at max bytes with "…"),
+ * else "<N bytes>". */
+const char *fmt_body(const uint8_t *b, size_t len, size_t max, char *buf, size_t n);
+
+/* fmt.c — JSON */
+cJSON *json_record(const idem_record *r);
+void json_print(cJSON *v); /* prints and frees */
+
+#endif

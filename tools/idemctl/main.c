@@ -1,0 +1,285 @@
+/* main.c — idemctl: the operator's command line for idem (api.md §10). One table of commands;
+ * global flags (--addr, --tenant, --token, --json, --deadline-ms) may come before or after the
+ * command; every command answers --help. Exit codes: see idemctl.h. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "idemctl.h"
+
+#define GLOBAL_FLAGS "addr=,tenant=,token=,json,deadline-ms=,help"
+
+static const ctl_cmd commands[] = {
+    {"status", "", "", 0, 0,
+     "Leader, epoch, store and election health of the coordinator at --addr. Exits 3 when "
+     "its store is unreachable.",
+     cmd_status},
+    {"step", "GLOBAL_ID SERVICE OPERATION", "compensation", 3, 3,
+     "Everything stored for one step (the forward phase, or --compensation).", cmd_step},
+    {"saga", "GLOBAL_ID", "", 1, 1, "All steps of a saga, as a table, oldest first.", cmd_saga},
+    {"steps", "", "state=,service=,operation=,global-id=,older-than=,stuck,limit=", 0, 0,
+     "Steps of the tenant in key order. --state in_progress|succeeded|failed|unknown|abandoned|"
+     "released; --older-than 5m = not updated for 5 minutes; --stuck = in progress with an "
+     "expired lease, or unknown; --limit N rows (default 100, 0 = all).",
+     cmd_steps},
+    {"resolve", "GLOBAL_ID SERVICE OPERATION",
+     "outcome=,code=,body-file=,body=,reason=,actor=,compensation", 3, 3,
+     "Settles an in-progress or unknown step by hand: --outcome succeeded|failed (stored and "
+     "replayed) or retryable (releases the key: the next BeginStep runs the step again). "
+     "--reason is required and kept in the audit trail with --actor (default $USER, else the "
+     "server records the tenant's name). --code N and --body-file F (or --body TEXT) give the "
+     "result replayed to callers.",
+     cmd_resolve},
+    {"policy list", "", "", 0, 0, "The tenant's stored policies.", cmd_policy_list},
+    {"policy get", "SERVICE OPERATION", "", 2, 2, "The effective policy of an operation.",
+     cmd_policy_get},
+    {"policy set", "SERVICE OPERATION", "fail-open,fail-closed,retention=,lease=", 2, 2,
+     "Stores a policy (SERVICE/OPERATION may be *): --fail-open or --fail-closed (default), "
+     "--retention 24h, --lease 30s.",
+     cmd_policy_set},
+    {"policy delete", "SERVICE OPERATION", "", 2, 2, "Deletes a stored policy.", cmd_policy_delete},
+    {"audit", "[GLOBAL_ID]", "limit=", 0, 1,
+     "The audit trail (who resolved what, why), newest first; --limit N (default 100).", cmd_audit},
+    {"reconcile", "JOURNAL_FILE", "", 1, 1,
+     "Replays a client's unguarded-execution journal into the coordinator. Exits 1 when a line "
+     "ran twice, was invalid or was refused.",
+     cmd_reconcile},
+};
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(FILE *f) {
+  fputs(
+      "usage: idemctl [--addr HOST:PORT] [--tenant T] [--token T] [--json] COMMAND [ARGS]\n\n"
+      "commands:\n",
+      f);
+  for (size_t i = 0; i < N_COMMANDS; i++) {
+    char left[64];
+    snprintf(left, sizeof left, "%s %s", commands[i].name, commands[i].args);
+    fprintf(f, "  %-36s\n", left);
+  }
+  fputs(
+      "\nglobal flags (before or after the command):\n"
+      "  --addr HOST:PORT   the coordinator (default $IDEM_ADDR, else 127.0.0.1:50051)\n"
+      "  --tenant T         tenant (default $IDEM_TENANT, else the server's default)\n"
+      "  --token T          bearer token sent as authorization (default $IDEM_TOKEN)\n"
+      "  --json             machine-readable output\n"
+      "  --deadline-ms N    per call (default 5000)\n\n"
+      "exit status: 0 ok, 1 not found or refused, 2 usage, 3 unavailable\n"
+      "'idemctl COMMAND --help' describes a command\n",
+      f);
+}
+
+static void cmd_help(const ctl_cmd *cmd) {
+  printf("usage: idemctl %s %s", cmd->name, cmd->args);
+  const char *p = cmd->flags;
+  while (*p) {
+    size_t n = strcspn(p, ",");
+    bool val = n > 0 && p[n - 1] == '=';
+    printf(" [--%.*s%s]", (int)(val ? n - 1 : n), p, val ? " X" : "");
+    p += n;
+    if (*p == ',') p++;
+  }
+  printf(
+      "\n\n%s\n\nglobal flags: --addr --tenant --token --json --deadline-ms (see idemctl "
+      "--help)\n",
+      cmd->help);
+}
+
+/* Whether name is in the spec list; *val says whether it takes a value. */
+static bool in_spec(const char *spec, const char *name, size_t len, bool *val) {
+  const char *p = spec;
+  while (*p) {
+    size_t n = strcspn(p, ",");
+    bool v = n > 0 && p[n - 1] == '=';
+    size_t nl = v ? n - 1 : n;
+    if (nl == len && strncmp(p, name, len) == 0) {
+      *val = v;
+      return true;
+    }
+    p += n;
+    if (*p == ',') p++;
+  }
+  return false;
+}
+
+const char *ctl_flag_value(const ctl *c, const char *name) {
+  for (int i = c->nflags - 1; i >= 0; i--)
+    if (strcmp(c->flags[i].name, name) == 0) return c->flags[i].value;
+  return NULL;
+}
+
+bool ctl_has(const ctl *c, const char *name) {
+  for (int i = 0; i < c->nflags; i++)
+    if (strcmp(c->flags[i].name, name) == 0) return true;
+  return false;
+}
+
+int ctl_usage_error(const ctl *c, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("idemctl: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  if (c && c->cmd)
+    fprintf(stderr, "usage: idemctl %s %s (see 'idemctl %s --help')\n", c->cmd->name, c->cmd->args,
+            c->cmd->name);
+  else
+    fputs("run 'idemctl --help' for the commands\n", stderr);
+  return EXIT_USAGE;
+}
+
+int ctl_exit_code(int code) {
+  switch (code) {
+    case IDEM_OK:
+      return EXIT_OK;
+    case IDEM_INVALID_ARGUMENT:
+    case IDEM_OUT_OF_RANGE:
+      return EXIT_USAGE;
+    case IDEM_UNAVAILABLE:
+    case IDEM_DEADLINE_EXCEEDED:
+    case IDEM_CANCELLED:
+    case IDEM_INTERNAL:
+    case IDEM_UNKNOWN:
+    case IDEM_UNIMPLEMENTED:
+    case IDEM_RESOURCE_EXHAUSTED:
+    case IDEM_DATA_LOSS:
+    case IDEM_NOMEM:
+    case IDEM_BAD_RESPONSE:
+      return EXIT_UNAVAILABLE;
+    default: /* NOT_FOUND, FAILED_PRECONDITION, ABORTED, PERMISSION_DENIED, ... */
+      return EXIT_REFUSED;
+  }
+}
+
+int ctl_fail(const char *what, const idem_error *e) {
+  fprintf(stderr, "idemctl: %s: %s%s%s\n", what, idem_strerror(e->code), e->message[0] ? ": " : "",
+          e->message);
+  return ctl_exit_code(e->code);
+}
+
+idem_client *ctl_client(ctl *c) {
+  if (c->client) return c->client;
+  idem_options o = {
+      .address = c->addr, .tenant = c->tenant, .token = c->token, .deadline_ms = c->deadline_ms};
+  idem_error e = {0};
+  if (idem_connect(&o, &c->client, &e) != IDEM_OK) exit(ctl_fail("connect", &e));
+  return c->client;
+}
+
+static const char *env_or(const char *name, const char *dflt) {
+  const char *v = getenv(name);
+  return v && *v ? v : dflt;
+}
+
+/* Parses one "--name[=value]" (value possibly the next argument) against spec. */
+static int take_flag(ctl *c, const char *spec, int argc, char **argv, int *i) {
+  const char *arg = argv[*i] + 2;
+  const char *eq = strchr(arg, '=');
+  size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+  bool val;
+  if (!in_spec(GLOBAL_FLAGS, arg, len, &val) && !(spec && in_spec(spec, arg, len, &val)))
+    return ctl_usage_error(c, "unknown flag --%.*s", (int)len, arg);
+  if (c->nflags >= CTL_MAX_FLAGS) return ctl_usage_error(c, "too many flags");
+  char *name = strndup(arg, len);
+  if (!name) return EXIT_UNAVAILABLE;
+  const char *v = NULL;
+  if (val) {
+    if (eq)
+      v = eq + 1;
+    else if (*i + 1 < argc)
+      v = argv[++*i];
+  }
+  if ((val && !v) || (!val && eq)) {
+    int rc = ctl_usage_error(c, val ? "--%s needs a value" : "--%s takes no value", name);
+    free(name);
+    return rc;
+  }
+  c->flags[c->nflags++] = (ctl_flag){name, v};
+  return EXIT_OK;
+}
+
+static const ctl_cmd *find_cmd(const char *w1, const char *w2, int *words) {
+  char two[64];
+  snprintf(two, sizeof two, "%s %s", w1, w2 ? w2 : "");
+  for (size_t i = 0; i < N_COMMANDS; i++) {
+    if (w2 && strcmp(commands[i].name, two) == 0) {
+      *words = 2;
+      return &commands[i];
+    }
+    if (strcmp(commands[i].name, w1) == 0) {
+      *words = 1;
+      return &commands[i];
+    }
+  }
+  return NULL;
+}
+
+/* Everything but the clean-up, which main does whatever the outcome. */
+static int run(ctl *c, int argc, char **argv) {
+  int rc;
+  /* global flags up to the command */
+  int i = 1;
+  for (; i < argc && strncmp(argv[i], "--", 2) == 0 && argv[i][2]; i++)
+    if ((rc = take_flag(c, NULL, argc, argv, &i)) != EXIT_OK) return rc;
+  if (i >= argc) {
+    if (ctl_has(c, "help")) {
+      usage(stdout);
+      return EXIT_OK;
+    }
+    usage(stderr);
+    return EXIT_USAGE;
+  }
+  int words = 0;
+  c->cmd = find_cmd(argv[i], i + 1 < argc ? argv[i + 1] : NULL, &words);
+  if (!c->cmd) {
+    if (strcmp(argv[i], "policy") == 0)
+      return ctl_usage_error(NULL, "policy: expected list, get, set or delete");
+    return ctl_usage_error(NULL, "unknown command %s", argv[i]);
+  }
+  for (i += words; i < argc; i++) {
+    if (strncmp(argv[i], "--", 2) == 0 && argv[i][2]) {
+      if ((rc = take_flag(c, c->cmd->flags, argc, argv, &i)) != EXIT_OK) return rc;
+    } else {
+      if (c->npos >= CTL_MAX_POS) return ctl_usage_error(c, "too many arguments");
+      c->pos[c->npos++] = argv[i];
+    }
+  }
+  if (ctl_has(c, "help")) {
+    cmd_help(c->cmd);
+    return EXIT_OK;
+  }
+  if (c->npos < c->cmd->min_pos) return ctl_usage_error(c, "missing arguments");
+  if (c->npos > c->cmd->max_pos)
+    return ctl_usage_error(c, "unexpected argument %s", c->pos[c->npos - 1]);
+
+  c->json = ctl_has(c, "json");
+  c->addr = ctl_flag_value(c, "addr");
+  if (!c->addr) c->addr = env_or("IDEM_ADDR", "127.0.0.1:50051");
+  c->tenant = ctl_flag_value(c, "tenant");
+  if (!c->tenant) c->tenant = env_or("IDEM_TENANT", NULL);
+  c->token = ctl_flag_value(c, "token");
+  if (!c->token) c->token = env_or("IDEM_TOKEN", NULL);
+  c->deadline_ms = 5000;
+  const char *dl = ctl_flag_value(c, "deadline-ms");
+  if (dl) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(dl, &end, 10);
+    if (errno || *end || v < 1 || v > 600000)
+      return ctl_usage_error(c, "--deadline-ms: expected 1 to 600000");
+    c->deadline_ms = v;
+  }
+  return c->cmd->fn(c);
+}
+
+int main(int argc, char **argv) {
+  ctl c;
+  memset(&c, 0, sizeof c);
+  int rc = run(&c, argc, argv);
+  idem_close(c.client);
+  for (int k = 0; k < c.nflags; k++) free((char *)c.flags[k].name);
+  return rc;
+}
