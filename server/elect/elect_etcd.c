@@ -1,0 +1,530 @@
+/* elect_etcd.c — the etcd elector (see elect.h for the contract and the serving rule).
+ *
+ * Threads, each with its own etcd_conn (curl handles):
+ *   campaign  — one term after another: grant a lease, campaign (blocks until this node's key
+ *               is the oldest under the prefix), fence (on_elected), hold while the term is
+ *               valid, then end the term: revoke the lease (its key goes with it).
+ *   keepalive — renews the current lease every TTL/3 (sooner after a failure), also while the
+ *               campaign blocks; records the SEND time of every acknowledged renewal.
+ *   observer  — reads the election leader every ~200 ms: the leader's address for standbys'
+ *               idem-leader answers, and whether the leader is still this node.
+ * A term ends when any of these holds: the serving deadline (last ack + TTL − margin) passed,
+ * etcd says the lease is gone, the observer sees another leader at a revision after ours,
+ * resign, or free.
+ *
+ * Writes whose outcome is unknown: a grant that timed out leaves at most an orphan lease that
+ * expires by itself (nothing is attached to it); a campaign that failed or was abandoned ends
+ * the term, whose lease is then revoked (revoke is idempotent: "not found" means done) and
+ * retried before the next grant until etcd answers — never a second campaign on a lease whose
+ * state is unknown.
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../util/clock.h"
+#include "../util/log.h"
+#include "elect.h"
+#include "elect_etcd_http.h"
+
+#define GRANT_TIMEOUT_MS 1000
+#define REVOKE_TIMEOUT_MS 1000
+#define OBSERVE_TIMEOUT_MS 1000
+#define OBSERVE_EVERY_MS 200
+#define RETRY_MS 250
+#define HOLD_CHECK_MS 20
+
+typedef struct etcd_elect {
+  elect base;
+  char *endpoints, *prefix, *node_id, *advertise;
+  int ttl_s;
+  int64_t ttl_ms, margin_ms;
+  elect_elected_fn on_elected;
+  void *on_elected_arg;
+
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  pthread_t th_campaign, th_keepalive, th_observe;
+  bool started;
+  bool freed_resign_done;
+
+  atomic_bool stop;      /* free: every thread ends */
+  atomic_bool resigned;  /* no more campaigning */
+  atomic_bool term_over; /* abort flag of the current term's campaign */
+
+  /* the current term (mu) */
+  int64_t lease;         /* 0: none */
+  int64_t pending_revoke; /* a lease of an ended term not yet revoked (0: none) */
+  char *my_key;          /* base64 key of this node's candidacy once elected */
+  int64_t my_rev;
+  char leader_addr[ELECT_ADDR_MAX];
+
+  atomic_int_least64_t last_ack_ms; /* send time of the last acknowledged grant/keep-alive */
+  atomic_bool lease_lost;
+  atomic_bool not_me;
+  atomic_bool serving; /* elected and fenced */
+  atomic_uint_least64_t epoch;
+  atomic_int_least64_t etcd_ok_ms; /* last time etcd answered anything (0: never) */
+  atomic_uint_least64_t keepalives;
+} etcd_elect;
+
+static void wait_ms(etcd_elect *e, int64_t ms) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  ts.tv_sec += ms / 1000;
+  ts.tv_nsec += (ms % 1000) * 1000000L;
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000L;
+  }
+  pthread_mutex_lock(&e->mu);
+  if (!atomic_load(&e->stop)) pthread_cond_timedwait(&e->cv, &e->mu, &ts);
+  pthread_mutex_unlock(&e->mu);
+}
+
+static void wake(etcd_elect *e) {
+  pthread_mutex_lock(&e->mu);
+  pthread_cond_broadcast(&e->cv);
+  pthread_mutex_unlock(&e->mu);
+}
+
+static void etcd_answered(etcd_elect *e) {
+  atomic_store(&e->etcd_ok_ms, clock_mono_ms());
+}
+
+static bool within_deadline(etcd_elect *e, int64_t now) {
+  return now < atomic_load(&e->last_ack_ms) + e->ttl_ms - e->margin_ms;
+}
+
+/* Why the current term cannot go on (NULL: it can). */
+static const char *term_end_reason(etcd_elect *e) {
+  if (atomic_load(&e->stop)) return "stopping";
+  if (atomic_load(&e->resigned)) return "resigned";
+  if (atomic_load(&e->lease_lost)) return "lease gone at etcd";
+  if (atomic_load(&e->not_me)) return "another node leads";
+  if (!within_deadline(e, clock_mono_ms())) return "no keep-alive acknowledged in time";
+  return NULL;
+}
+
+/* --- etcd calls --- */
+
+static cJSON *obj(void) {
+  return cJSON_CreateObject();
+}
+
+/* Revokes lease (idempotent at etcd). true when done: revoked, or etcd says it does not exist. */
+static bool revoke(etcd_conn *c, int64_t lease, const atomic_bool *abort) {
+  cJSON *b = obj(), *r = NULL;
+  err_t err;
+  err_clear(&err);
+  etcd_fail f = ETCD_NOT_SENT;
+  if (b && etcd__add_i64(b, "ID", lease))
+    f = etcd__post(c, "/v3/lease/revoke", b, REVOKE_TIMEOUT_MS, abort, &r, &err);
+  cJSON_Delete(b);
+  cJSON_Delete(r);
+  return f == ETCD_OK || f == ETCD_REFUSED;
+}
+
+/* Ends the current term: stops serving, forgets the key, revokes the lease (or leaves it for
+ * the next try when etcd does not answer). */
+static void end_term(etcd_elect *e, etcd_conn *c, const char *why) {
+  bool was = atomic_exchange(&e->serving, false);
+  atomic_store(&e->term_over, true);
+  pthread_mutex_lock(&e->mu);
+  int64_t lease = e->lease;
+  e->lease = 0;
+  free(e->my_key);
+  e->my_key = NULL;
+  e->my_rev = 0;
+  pthread_mutex_unlock(&e->mu);
+  if (was) {
+    char num[24];
+    snprintf(num, sizeof num, "%" PRIu64, (uint64_t)atomic_load(&e->epoch));
+    log_kv(LOG_WARN, "stepped down", "node", e->node_id, "epoch", num, "reason", why,
+           (const char *)NULL);
+  }
+  atomic_store(&e->epoch, 0);
+  if (lease && !revoke(c, lease, NULL)) {
+    pthread_mutex_lock(&e->mu);
+    e->pending_revoke = lease;
+    pthread_mutex_unlock(&e->mu);
+  } else if (lease) {
+    etcd_answered(e);
+  }
+}
+
+static void *campaign_main(void *arg) {
+  etcd_elect *e = arg;
+  etcd_conn *c = etcd__conn_new(e->endpoints);
+  if (!c) {
+    log_kv(LOG_ERROR, "election: out of memory", (const char *)NULL);
+    return NULL;
+  }
+  while (!atomic_load(&e->stop) && !atomic_load(&e->resigned)) {
+    err_t err;
+    err_clear(&err);
+    /* an ended term's lease first: while its key lives, it may still hold the election */
+    pthread_mutex_lock(&e->mu);
+    int64_t pending = e->pending_revoke;
+    pthread_mutex_unlock(&e->mu);
+    if (pending) {
+      if (!revoke(c, pending, &e->stop)) {
+        wait_ms(e, RETRY_MS);
+        continue;
+      }
+      etcd_answered(e);
+      pthread_mutex_lock(&e->mu);
+      if (e->pending_revoke == pending) e->pending_revoke = 0;
+      pthread_mutex_unlock(&e->mu);
+    }
+
+    /* 1. a lease */
+    cJSON *b = obj(), *r = NULL;
+    int64_t t0 = clock_mono_ms();
+    etcd_fail f = ETCD_NOT_SENT;
+    if (b && etcd__add_i64(b, "TTL", e->ttl_s))
+      f = etcd__post(c, "/v3/lease/grant", b, GRANT_TIMEOUT_MS, &e->stop, &r, &err);
+    cJSON_Delete(b);
+    int64_t lease = f == ETCD_OK ? etcd__i64(r, "ID") : 0;
+    cJSON_Delete(r);
+    if (!lease) { /* unknown outcome: an orphan lease expires by itself, nothing is on it */
+      wait_ms(e, RETRY_MS);
+      continue;
+    }
+    etcd_answered(e);
+    atomic_store(&e->last_ack_ms, t0);
+    atomic_store(&e->lease_lost, false);
+    atomic_store(&e->not_me, false);
+    atomic_store(&e->term_over, false);
+    pthread_mutex_lock(&e->mu);
+    e->lease = lease;
+    pthread_cond_broadcast(&e->cv); /* the keep-alive thread takes it up */
+    pthread_mutex_unlock(&e->mu);
+    if (atomic_load(&e->resigned) || atomic_load(&e->stop)) {
+      end_term(e, c, "resigned");
+      break;
+    }
+
+    /* 2. campaign: blocks until elected; abandoned when the term ends meanwhile */
+    b = obj();
+    r = NULL;
+    f = ETCD_NOT_SENT;
+    if (b && etcd__add_b64(b, "name", e->prefix) && etcd__add_i64(b, "lease", lease) &&
+        etcd__add_b64(b, "value", e->advertise))
+      f = etcd__post(c, "/v3/election/campaign", b, -1, &e->term_over, &r, &err);
+    cJSON_Delete(b);
+    const cJSON *ld = r ? cJSON_GetObjectItemCaseSensitive(r, "leader") : NULL;
+    const cJSON *key = ld ? cJSON_GetObjectItemCaseSensitive(ld, "key") : NULL;
+    int64_t rev = ld ? etcd__i64(ld, "rev") : 0;
+    if (f != ETCD_OK || !cJSON_IsString(key) || rev <= 0) {
+      if (f != ETCD_ABORTED && !atomic_load(&e->stop))
+        log_kv(LOG_WARN, "election: campaign failed", "node", e->node_id, "error", err.msg,
+               (const char *)NULL);
+      cJSON_Delete(r);
+      end_term(e, c, "campaign failed");
+      continue;
+    }
+    etcd_answered(e);
+    pthread_mutex_lock(&e->mu);
+    free(e->my_key);
+    e->my_key = strdup(key->valuestring);
+    e->my_rev = rev;
+    pthread_mutex_unlock(&e->mu);
+    cJSON_Delete(r);
+
+    /* 3. fence: the store must refuse the previous epoch before this node serves */
+    bool fenced = false;
+    while (!term_end_reason(e)) {
+      bool superseded = false;
+      if (!e->on_elected || e->on_elected(e->on_elected_arg, (uint64_t)rev, &superseded)) {
+        fenced = true;
+        break;
+      }
+      if (superseded) {
+        log_kv(LOG_WARN, "election: fence is past this epoch, campaigning again", "node",
+               e->node_id, (const char *)NULL);
+        break;
+      }
+      wait_ms(e, RETRY_MS);
+    }
+    const char *why = term_end_reason(e);
+    if (fenced && !why) {
+      atomic_store(&e->epoch, (uint64_t)rev);
+      atomic_store(&e->serving, true);
+      char num[24];
+      snprintf(num, sizeof num, "%" PRId64, rev);
+      log_kv(LOG_INFO, "elected leader", "node", e->node_id, "epoch", num, (const char *)NULL);
+      /* 4. hold the term while it is valid */
+      while (!(why = term_end_reason(e))) wait_ms(e, HOLD_CHECK_MS);
+    }
+    end_term(e, c, why ? why : "fence refused");
+  }
+  etcd__conn_free(c);
+  return NULL;
+}
+
+static void *keepalive_main(void *arg) {
+  etcd_elect *e = arg;
+  etcd_conn *c = etcd__conn_new(e->endpoints);
+  if (!c) return NULL;
+  int64_t every = e->ttl_ms / 3;
+  while (!atomic_load(&e->stop)) {
+    pthread_mutex_lock(&e->mu);
+    int64_t lease = e->lease;
+    pthread_mutex_unlock(&e->mu);
+    if (!lease || atomic_load(&e->lease_lost)) {
+      wait_ms(e, HOLD_CHECK_MS);
+      continue;
+    }
+    int64_t t0 = clock_mono_ms();
+    cJSON *b = obj(), *r = NULL;
+    err_t err;
+    err_clear(&err);
+    etcd_fail f = ETCD_NOT_SENT;
+    if (b && etcd__add_i64(b, "ID", lease))
+      f = etcd__post(c, "/v3/lease/keepalive", b, every, &e->stop, &r, &err);
+    cJSON_Delete(b);
+    int64_t next = every;
+    if (f == ETCD_OK) {
+      etcd_answered(e);
+      int64_t ttl = etcd__i64(r, "TTL");
+      pthread_mutex_lock(&e->mu);
+      bool same = e->lease == lease;
+      pthread_mutex_unlock(&e->mu);
+      if (same && ttl > 0) {
+        if (atomic_load(&e->last_ack_ms) < t0) atomic_store(&e->last_ack_ms, t0);
+        atomic_fetch_add(&e->keepalives, 1);
+      } else if (same) { /* TTL omitted: the lease expired or was revoked at etcd */
+        atomic_store(&e->lease_lost, true);
+        atomic_store(&e->term_over, true);
+        wake(e);
+      }
+    } else {
+      next = RETRY_MS; /* keep-alive is idempotent: try again soon */
+    }
+    cJSON_Delete(r);
+    int64_t left = t0 + next - clock_mono_ms();
+    if (left > 0) wait_ms(e, left);
+  }
+  etcd__conn_free(c);
+  return NULL;
+}
+
+static void *observe_main(void *arg) {
+  etcd_elect *e = arg;
+  etcd_conn *c = etcd__conn_new(e->endpoints);
+  if (!c) return NULL;
+  while (!atomic_load(&e->stop)) {
+    cJSON *b = obj(), *r = NULL;
+    err_t err;
+    err_clear(&err);
+    etcd_fail f = ETCD_NOT_SENT;
+    if (b && etcd__add_b64(b, "name", e->prefix))
+      f = etcd__post(c, "/v3/election/leader", b, OBSERVE_TIMEOUT_MS, &e->stop, &r, &err);
+    cJSON_Delete(b);
+    if (f == ETCD_OK) {
+      etcd_answered(e);
+      const cJSON *kv = cJSON_GetObjectItemCaseSensitive(r, "kv");
+      const cJSON *key = kv ? cJSON_GetObjectItemCaseSensitive(kv, "key") : NULL;
+      const cJSON *val = kv ? cJSON_GetObjectItemCaseSensitive(kv, "value") : NULL;
+      const cJSON *hdr = cJSON_GetObjectItemCaseSensitive(r, "header");
+      int64_t at_rev = hdr ? etcd__i64(hdr, "revision") : 0;
+      char *addr = cJSON_IsString(val) ? etcd__unb64(val->valuestring, NULL) : NULL;
+      pthread_mutex_lock(&e->mu);
+      snprintf(e->leader_addr, sizeof e->leader_addr, "%s", addr ? addr : "");
+      /* another key leads at a revision after we were elected: we are not the leader */
+      if (e->my_key && at_rev >= e->my_rev && cJSON_IsString(key) &&
+          strcmp(key->valuestring, e->my_key) != 0) {
+        atomic_store(&e->not_me, true);
+        pthread_cond_broadcast(&e->cv);
+      }
+      pthread_mutex_unlock(&e->mu);
+      free(addr);
+    } else if (f == ETCD_REFUSED) { /* "election: no leader" */
+      etcd_answered(e);
+      pthread_mutex_lock(&e->mu);
+      e->leader_addr[0] = '\0';
+      pthread_mutex_unlock(&e->mu);
+    }
+    cJSON_Delete(r);
+    wait_ms(e, OBSERVE_EVERY_MS);
+  }
+  etcd__conn_free(c);
+  return NULL;
+}
+
+/* --- ops --- */
+
+static err_code etcd_start(elect *base, err_t *err) {
+  etcd_elect *e = (etcd_elect *)base;
+  if (e->started) return ERR_OK;
+  if (pthread_create(&e->th_keepalive, NULL, keepalive_main, e) != 0)
+    return err_set(err, ERR_INTERNAL, "cannot start the keep-alive thread");
+  if (pthread_create(&e->th_observe, NULL, observe_main, e) != 0) {
+    atomic_store(&e->stop, true);
+    wake(e);
+    pthread_join(e->th_keepalive, NULL);
+    return err_set(err, ERR_INTERNAL, "cannot start the election observer thread");
+  }
+  if (pthread_create(&e->th_campaign, NULL, campaign_main, e) != 0) {
+    atomic_store(&e->stop, true);
+    wake(e);
+    pthread_join(e->th_keepalive, NULL);
+    pthread_join(e->th_observe, NULL);
+    return err_set(err, ERR_INTERNAL, "cannot start the campaign thread");
+  }
+  e->started = true;
+  return ERR_OK;
+}
+
+static void etcd_status(elect *base, elect_status *out) {
+  etcd_elect *e = (etcd_elect *)base;
+  int64_t now = clock_mono_ms();
+  memset(out, 0, sizeof *out);
+  out->leader = atomic_load(&e->serving) && !atomic_load(&e->lease_lost) &&
+                !atomic_load(&e->not_me) && within_deadline(e, now);
+  out->epoch = out->leader ? atomic_load(&e->epoch) : 0;
+  if (out->leader) {
+    snprintf(out->leader_addr, sizeof out->leader_addr, "%s", e->advertise);
+  } else {
+    pthread_mutex_lock(&e->mu);
+    snprintf(out->leader_addr, sizeof out->leader_addr, "%s", e->leader_addr);
+    pthread_mutex_unlock(&e->mu);
+    if (strcmp(out->leader_addr, e->advertise) == 0) out->leader_addr[0] = '\0'; /* stale: us */
+  }
+  int64_t ok = atomic_load(&e->etcd_ok_ms);
+  out->election_ok = ok > 0 && now - ok < e->ttl_ms;
+}
+
+static void etcd_resign(elect *base) {
+  etcd_elect *e = (etcd_elect *)base;
+  if (atomic_exchange(&e->resigned, true)) return;
+  atomic_store(&e->serving, false); /* before anything else: no new call is served */
+  atomic_store(&e->term_over, true);
+  wake(e);
+  pthread_mutex_lock(&e->mu);
+  int64_t lease = e->lease;
+  char *key = e->my_key ? strdup(e->my_key) : NULL;
+  int64_t rev = e->my_rev;
+  pthread_mutex_unlock(&e->mu);
+  if (!lease) {
+    free(key);
+    return;
+  }
+  etcd_conn *c = etcd__conn_new(e->endpoints);
+  if (c) {
+    if (key) { /* hand over at once: the next candidate's campaign returns */
+      cJSON *b = obj(), *ld = obj(), *r = NULL;
+      err_t err;
+      err_clear(&err);
+      if (b && ld && etcd__add_b64(ld, "name", e->prefix) &&
+          cJSON_AddStringToObject(ld, "key", key) && etcd__add_i64(ld, "rev", rev) &&
+          etcd__add_i64(ld, "lease", lease) && cJSON_AddItemToObject(b, "leader", ld)) {
+        ld = NULL;
+        etcd__post(c, "/v3/election/resign", b, REVOKE_TIMEOUT_MS, NULL, &r, &err);
+      }
+      cJSON_Delete(ld);
+      cJSON_Delete(b);
+      cJSON_Delete(r);
+    }
+    revoke(c, lease, NULL); /* the key goes with the lease whatever resign did */
+    etcd__conn_free(c);
+  }
+  free(key);
+  log_kv(LOG_INFO, "resigned leadership", "node", e->node_id, (const char *)NULL);
+}
+
+static void etcd_free(elect *base) {
+  etcd_elect *e = (etcd_elect *)base;
+  if (!e) return;
+  etcd_resign(base);
+  atomic_store(&e->stop, true);
+  atomic_store(&e->term_over, true);
+  wake(e);
+  if (e->started) {
+    pthread_join(e->th_campaign, NULL);
+    pthread_join(e->th_keepalive, NULL);
+    pthread_join(e->th_observe, NULL);
+  }
+  pthread_cond_destroy(&e->cv);
+  pthread_mutex_destroy(&e->mu);
+  free(e->my_key);
+  free(e->endpoints);
+  free(e->prefix);
+  free(e->node_id);
+  free(e->advertise);
+  free(e);
+}
+
+static const elect_ops etcd_ops = {
+    .version = ELECT_OPS_VERSION,
+    .start = etcd_start,
+    .status = etcd_status,
+    .resign = etcd_resign,
+    .free = etcd_free,
+};
+
+elect *elect_etcd_new(const elect_etcd_config *cfg, err_t *err) {
+  if (!cfg || !cfg->endpoints || !*cfg->endpoints) {
+    err_set(err, ERR_INVALID, "etcd: no endpoints");
+    return NULL;
+  }
+  int ttl = cfg->ttl_s ? cfg->ttl_s : 5;
+  if (ttl < 2 || ttl > 60) {
+    err_set(err, ERR_INVALID, "election ttl: expected 2 to 60 seconds, got %d", ttl);
+    return NULL;
+  }
+  etcd_elect *e = calloc(1, sizeof *e);
+  if (!e) {
+    err_set(err, ERR_RESOURCE, "out of memory");
+    return NULL;
+  }
+  e->base.ops = &etcd_ops;
+  pthread_mutex_init(&e->mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* waits never stretch with the wall clock */
+  pthread_cond_init(&e->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  e->endpoints = strdup(cfg->endpoints);
+  e->prefix = strdup(cfg->prefix && *cfg->prefix ? cfg->prefix : "/idem/leader");
+  e->node_id = strdup(cfg->node_id ? cfg->node_id : "");
+  e->advertise = strdup(cfg->advertise ? cfg->advertise : "");
+  e->ttl_s = ttl;
+  e->ttl_ms = (int64_t)ttl * 1000;
+  e->margin_ms = cfg->margin_ms > 0 ? cfg->margin_ms : e->ttl_ms / 5;
+  if (e->margin_ms < 200) e->margin_ms = 200;
+  if (e->margin_ms >= e->ttl_ms / 2) e->margin_ms = e->ttl_ms / 2;
+  e->on_elected = cfg->on_elected;
+  e->on_elected_arg = cfg->on_elected_arg;
+  if (!e->endpoints || !e->prefix || !e->node_id || !e->advertise) {
+    etcd_free(&e->base);
+    err_set(err, ERR_RESOURCE, "out of memory");
+    return NULL;
+  }
+  /* validate the endpoints now (a bad list is a start-up error, not a silent retry loop) */
+  etcd_conn *probe = etcd__conn_new(e->endpoints);
+  if (!probe) {
+    etcd_free(&e->base);
+    err_set(err, ERR_INVALID, "etcd: bad endpoint list");
+    return NULL;
+  }
+  etcd__conn_free(probe);
+  return &e->base;
+}
+
+int64_t elect_etcd__lease(elect *base) {
+  etcd_elect *e = (etcd_elect *)base;
+  pthread_mutex_lock(&e->mu);
+  int64_t l = e->lease;
+  pthread_mutex_unlock(&e->mu);
+  return l;
+}
+
+uint64_t elect_etcd__keepalives(elect *base) {
+  return atomic_load(&((etcd_elect *)base)->keepalives);
+}

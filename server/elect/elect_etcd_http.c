@@ -1,0 +1,270 @@
+/* elect_etcd_http.c — POST JSON to etcd's v3 gateway with libcurl (multi interface, so a wait
+ * can be cut short by an abort flag within ~20 ms), parse the reply with cJSON, base64 with
+ * OpenSSL. */
+#include "elect_etcd_http.h"
+
+#include <curl/curl.h>
+#include <openssl/evp.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/clock.h"
+
+#define MAX_ENDPOINTS 8
+#define MAX_REPLY (1024 * 1024)
+#define POLL_SLICE_MS 20
+#define CONNECT_TIMEOUT_MS 1000
+
+struct etcd_conn {
+  CURLM *multi;
+  CURL *easy;
+  char *endpoints[MAX_ENDPOINTS];
+  int n;
+  int cur;
+  /* the reply being received */
+  char *buf;
+  size_t len, cap;
+  bool too_big;
+};
+
+static size_t on_data(char *ptr, size_t size, size_t nmemb, void *arg) {
+  etcd_conn *c = arg;
+  size_t n = size * nmemb;
+  if (c->len + n + 1 > MAX_REPLY) {
+    c->too_big = true;
+    return 0;
+  }
+  if (c->len + n + 1 > c->cap) {
+    size_t cap = c->cap ? c->cap : 1024;
+    while (cap < c->len + n + 1) cap *= 2;
+    char *b = realloc(c->buf, cap);
+    if (!b) return 0;
+    c->buf = b;
+    c->cap = cap;
+  }
+  memcpy(c->buf + c->len, ptr, n);
+  c->len += n;
+  c->buf[c->len] = '\0';
+  return n;
+}
+
+static void global_init_once(void) {
+  static atomic_bool done = false;
+  static atomic_flag busy = ATOMIC_FLAG_INIT;
+  if (atomic_load(&done)) return;
+  while (atomic_flag_test_and_set(&busy)) {
+  }
+  if (!atomic_load(&done)) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    atomic_store(&done, true);
+  }
+  atomic_flag_clear(&busy);
+}
+
+etcd_conn *etcd__conn_new(const char *endpoints) {
+  if (!endpoints || !*endpoints) return NULL;
+  global_init_once();
+  etcd_conn *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  const char *p = endpoints;
+  while (*p && c->n < MAX_ENDPOINTS) {
+    size_t len = strcspn(p, ",");
+    while (len > 0 && p[len - 1] == '/') len--; /* "http://h:p/" → "http://h:p" */
+    if (len > 0) {
+      c->endpoints[c->n] = strndup(p, len);
+      if (!c->endpoints[c->n]) goto fail;
+      c->n++;
+    }
+    p += strcspn(p, ",");
+    if (*p == ',') p++;
+  }
+  if (c->n == 0) goto fail;
+  c->multi = curl_multi_init();
+  c->easy = curl_easy_init();
+  if (!c->multi || !c->easy) goto fail;
+  return c;
+fail:
+  etcd__conn_free(c);
+  return NULL;
+}
+
+void etcd__conn_free(etcd_conn *c) {
+  if (!c) return;
+  if (c->easy) curl_easy_cleanup(c->easy);
+  if (c->multi) curl_multi_cleanup(c->multi);
+  for (int i = 0; i < c->n; i++) free(c->endpoints[i]);
+  free(c->buf);
+  free(c);
+}
+
+/* Streaming methods answer {"result": {...}} (one JSON object a line); unary ones the object. */
+static cJSON *parse_reply(const char *text) {
+  const char *end = NULL;
+  cJSON *j = cJSON_ParseWithOpts(text, &end, 0);
+  if (!j) return NULL;
+  cJSON *result = cJSON_DetachItemFromObjectCaseSensitive(j, "result");
+  if (result) {
+    cJSON_Delete(j);
+    return result;
+  }
+  return j;
+}
+
+/* The gateway's error body: {"error": "...", "message": "...", "code": N}. */
+static bool error_of(const cJSON *j, err_t *err) {
+  const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "message");
+  if (!cJSON_IsString(m)) m = cJSON_GetObjectItemCaseSensitive(j, "error");
+  if (!cJSON_IsString(m)) return false;
+  err_set(err, ERR_UNAVAILABLE, "etcd: %.160s", m->valuestring);
+  return true;
+}
+
+etcd_fail etcd__post(etcd_conn *c, const char *path, const cJSON *body, int64_t timeout_ms,
+                     const atomic_bool *abort, cJSON **out, err_t *err) {
+  *out = NULL;
+  char *json = cJSON_PrintUnformatted(body);
+  if (!json) {
+    err_set(err, ERR_RESOURCE, "out of memory");
+    return ETCD_NOT_SENT;
+  }
+  char url[512];
+  snprintf(url, sizeof url, "%s%s", c->endpoints[c->cur], path);
+  c->len = 0;
+  c->too_big = false;
+  if (c->buf) c->buf[0] = '\0';
+
+  CURL *e = c->easy;
+  curl_easy_reset(e);
+  curl_easy_setopt(e, CURLOPT_URL, url);
+  curl_easy_setopt(e, CURLOPT_POSTFIELDS, json);
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_data);
+  curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_TIMEOUT_MS);
+  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+  struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+  curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdrs);
+  curl_multi_add_handle(c->multi, e);
+
+  int64_t deadline = timeout_ms >= 0 ? clock_mono_ms() + timeout_ms : INT64_MAX;
+  etcd_fail fail = ETCD_OK;
+  CURLcode done_code = CURLE_OK;
+  bool done = false;
+  while (!done) {
+    int running = 0;
+    CURLMcode mc = curl_multi_perform(c->multi, &running);
+    if (mc != CURLM_OK) {
+      err_set(err, ERR_UNAVAILABLE, "etcd: %s", curl_multi_strerror(mc));
+      fail = ETCD_UNKNOWN;
+      break;
+    }
+    int q;
+    CURLMsg *msg;
+    while ((msg = curl_multi_info_read(c->multi, &q)))
+      if (msg->msg == CURLMSG_DONE && msg->easy_handle == e) {
+        done = true;
+        done_code = msg->data.result;
+      }
+    if (done) break;
+    if (abort && atomic_load(abort)) {
+      err_set(err, ERR_UNAVAILABLE, "etcd: request abandoned");
+      fail = ETCD_ABORTED;
+      break;
+    }
+    int64_t now = clock_mono_ms();
+    if (now >= deadline) {
+      err_set(err, ERR_UNAVAILABLE, "etcd: timeout after %" PRId64 " ms", timeout_ms);
+      fail = ETCD_UNKNOWN;
+      break;
+    }
+    int64_t wait = deadline - now;
+    if (wait > POLL_SLICE_MS) wait = POLL_SLICE_MS;
+    curl_multi_poll(c->multi, NULL, 0, (int)wait, NULL);
+  }
+  long status = 0;
+  if (done) curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+  curl_multi_remove_handle(c->multi, e);
+  curl_slist_free_all(hdrs);
+  free(json);
+  if (fail != ETCD_OK) return fail;
+
+  if (done_code != CURLE_OK) {
+    bool unsent = done_code == CURLE_COULDNT_CONNECT || done_code == CURLE_COULDNT_RESOLVE_HOST;
+    /* a stream we cut short (too big) or a reply we had everything of still parses below */
+    if (!(done_code == CURLE_WRITE_ERROR && !c->too_big && c->len > 0)) {
+      err_set(err, ERR_UNAVAILABLE, "etcd: %s", curl_easy_strerror(done_code));
+      if (unsent && c->n > 1) c->cur = (c->cur + 1) % c->n; /* try the next endpoint next time */
+      return unsent ? ETCD_NOT_SENT : ETCD_UNKNOWN;
+    }
+  }
+  cJSON *j = c->len ? parse_reply(c->buf) : NULL;
+  if (!j) {
+    err_set(err, ERR_UNAVAILABLE, "etcd: malformed reply (http %ld)", status);
+    return status >= 400 ? ETCD_REFUSED : ETCD_UNKNOWN;
+  }
+  if (status != 200 || cJSON_GetObjectItemCaseSensitive(j, "error")) {
+    if (!error_of(j, err)) err_set(err, ERR_UNAVAILABLE, "etcd: http status %ld", status);
+    cJSON_Delete(j);
+    /* a 5xx from the gateway that is not etcd's own answer may hide a timeout: unknown */
+    return ETCD_REFUSED;
+  }
+  *out = j;
+  return ETCD_OK;
+}
+
+/* --- encodings --- */
+
+char *etcd__b64(const void *data, size_t len) {
+  if (len > (size_t)INT32_MAX / 2) return NULL;
+  char *out = malloc(4 * ((len + 2) / 3) + 1);
+  if (!out) return NULL;
+  EVP_EncodeBlock((unsigned char *)out, data, (int)len);
+  return out;
+}
+
+char *etcd__unb64(const char *s, size_t *len) {
+  size_t n = strlen(s);
+  if (n % 4 != 0 || n > (size_t)INT32_MAX / 2) return NULL;
+  char *out = malloc(n / 4 * 3 + 1);
+  if (!out) return NULL;
+  int got = n ? EVP_DecodeBlock((unsigned char *)out, (const unsigned char *)s, (int)n) : 0;
+  if (got < 0) {
+    free(out);
+    return NULL;
+  }
+  /* EVP_DecodeBlock counts the bytes the padding stands for: take them off */
+  if (n >= 1 && s[n - 1] == '=') got--;
+  if (n >= 2 && s[n - 2] == '=') got--;
+  out[got] = '\0';
+  if (len) *len = (size_t)got;
+  return out;
+}
+
+int64_t etcd__i64(const cJSON *obj, const char *name) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+  if (cJSON_IsNumber(v)) return (int64_t)v->valuedouble;
+  if (!cJSON_IsString(v)) return 0;
+  char *end;
+  errno = 0;
+  long long n = strtoll(v->valuestring, &end, 10);
+  if (errno || end == v->valuestring || *end) return 0;
+  return (int64_t)n;
+}
+
+bool etcd__add_i64(cJSON *obj, const char *name, int64_t v) {
+  char num[24];
+  snprintf(num, sizeof num, "%" PRId64, v);
+  return cJSON_AddStringToObject(obj, name, num) != NULL;
+}
+
+bool etcd__add_b64(cJSON *obj, const char *name, const char *s) {
+  char *b = etcd__b64(s, strlen(s));
+  if (!b) return false;
+  bool ok = cJSON_AddStringToObject(obj, name, b) != NULL;
+  free(b);
+  return ok;
+}

@@ -1,0 +1,105 @@
+/* main_ha.c — see main_ha.h. */
+#include "main_ha.h"
+
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/clock.h"
+#include "util/log.h"
+
+struct ha {
+  elect *el;
+  char *pg;
+  int64_t store_timeout_ms;
+  int64_t raise_budget_ms;
+  _Atomic uint64_t epoch; /* every fenced store reads this at the start of each call */
+};
+
+/* The elector won: raise the fence to epoch, then let the stores write under it. */
+static bool on_elected(void *arg, uint64_t epoch, bool *superseded) {
+  ha *h = arg;
+  err_t err;
+  err_clear(&err);
+  err_code rc = store_pg_fence_raise(h->pg, epoch, clock_mono_ms() + h->raise_budget_ms,
+                                     superseded, &err);
+  if (rc != ERR_OK) {
+    log_kv(LOG_WARN, "cannot raise the fence yet", "error", err.msg, (const char *)NULL);
+    return false;
+  }
+  atomic_store(&h->epoch, epoch);
+  return true;
+}
+
+ha *ha_new(const ha_config *c, err_t *err) {
+  ha *h = calloc(1, sizeof *h);
+  if (!h || !(h->pg = strdup(c->pg))) {
+    free(h);
+    err_set(err, ERR_RESOURCE, "out of memory");
+    return NULL;
+  }
+  h->store_timeout_ms = c->store_timeout_ms > 0 ? c->store_timeout_ms : 2000;
+  int ttl = c->ttl_s > 0 ? c->ttl_s : 5;
+  /* the raise must leave time to serve in the term: at most half a TTL per try */
+  h->raise_budget_ms = (int64_t)ttl * 500;
+  if (h->raise_budget_ms > h->store_timeout_ms) h->raise_budget_ms = h->store_timeout_ms;
+  if (!c->etcd || !*c->etcd) {
+    uint64_t epoch = 0;
+    err_t e2;
+    err_clear(&e2);
+    if (store_pg_fence_read(h->pg, clock_mono_ms() + h->store_timeout_ms, &epoch, &e2) != ERR_OK)
+      log_kv(LOG_WARN, "cannot read the fence, single node writes under epoch 0", "error",
+             e2.msg, (const char *)NULL);
+    atomic_store(&h->epoch, epoch);
+    h->el = elect_single_new(epoch, c->advertise);
+  } else {
+    elect_etcd_config ec = {.endpoints = c->etcd,
+                            .prefix = c->prefix,
+                            .node_id = c->node_id,
+                            .advertise = c->advertise,
+                            .ttl_s = ttl,
+                            .on_elected = on_elected,
+                            .on_elected_arg = h};
+    h->el = elect_etcd_new(&ec, err);
+    atomic_store(&h->epoch, 0); /* nothing may write before the first election's raise */
+  }
+  if (!h->el) {
+    if (err->code == ERR_OK) err_set(err, ERR_RESOURCE, "out of memory");
+    free(h->pg);
+    free(h);
+    return NULL;
+  }
+  return h;
+}
+
+err_code ha_start(ha *h, err_t *err) {
+  return elect_start(h->el, err);
+}
+
+elect *ha_elector(ha *h) {
+  return h->el;
+}
+
+store *ha_open_store(void *arg) {
+  ha *h = arg;
+  store *st = store_pg_open(h->pg);
+  if (st) store_pg_set_epoch_source(st, &h->epoch);
+  return st;
+}
+
+bool ha_is_leader(void *arg) {
+  return elect_is_leader(((ha *)arg)->el, NULL);
+}
+
+void ha_resign(ha *h) {
+  if (h) elect_resign(h->el);
+}
+
+void ha_free(ha *h) {
+  if (!h) return;
+  elect_free(h->el);
+  free(h->pg);
+  free(h);
+}

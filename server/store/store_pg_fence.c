@@ -1,0 +1,146 @@
+/* store_pg_fence.c — fencing (api.md §7, issue 4): the epoch is the election revision; every
+ * write runs under one and the database refuses it when idem_fence holds a newer one.
+ *
+ * How: each connection of a fenced store carries the session setting idem.epoch (set at
+ * connect through the startup options, and again with set_config when the store's epoch source
+ * changes). Migration 4 puts a statement-level trigger on every table the coordinator writes
+ * (idem_steps, idem_sagas, idem_saga_labels, idem_policies, idem_audit): before any INSERT,
+ * UPDATE or DELETE it takes the fence lock shared, reads idem_fence and raises SQLSTATE IF001
+ * when the fence is above idem.epoch. So fencing is a property of the write path, whatever the statement: the
+ * step transactions, sagas, policies, the audit trail and the reaper are all covered, and so
+ * is any later write to those tables. The check holds the fence's advisory lock shared to the
+ * commit, and the raise takes it exclusive, so a new leader's raise waits for every
+ * transaction that passed the check under the old epoch: each old-epoch commit comes before
+ * the raise, and the raise before the new leader's first commit. A connection without idem.epoch (tools, tests) is not fenced.
+ */
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/clock.h"
+#include "../util/log.h"
+#include "store_pg_internal.h"
+
+static const char SQL_SET_EPOCH[] = "SELECT set_config('idem.epoch', $1, false)";
+
+/* Ends every transaction of another coordinator process on this database: before a new
+ * leader serves, any such transaction belongs to a former leader (standbys do not write) —
+ * possibly a paused one holding the fence's share lock or a pair lock forever. Its work was
+ * not committed and now never will be. */
+static const char SQL_TERMINATE[] =
+    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+    " WHERE application_name = $1 AND pid <> pg_backend_pid()"
+    " AND datname = current_database() AND xact_start IS NOT NULL"
+    " AND backend_type = 'client backend'";
+
+/* (1768187245, 4): the fence's advisory lock (the migration lock is (…, 1)); the trigger
+ * takes it shared. */
+static const char SQL_FENCE_LOCK[] = "SELECT pg_advisory_xact_lock(1768187245, 4)";
+static const char SQL_RAISE[] =
+    "UPDATE idem_fence SET epoch = $1 WHERE id = 1 AND epoch <= $1 RETURNING epoch";
+static const char SQL_READ[] = "SELECT epoch FROM idem_fence WHERE id = 1";
+
+#define RAISE_LOCK_TIMEOUT "SET lock_timeout = '300ms'"
+
+err_code pg__fence_sync(pg_store *s, int64_t deadline, err_t *err) {
+  if (!s->epoch_src || !s->conn) return ERR_OK;
+  uint64_t want = atomic_load(s->epoch_src);
+  if (want == s->epoch_sent) return ERR_OK;
+  char num[24];
+  snprintf(num, sizeof num, "%" PRIu64, want);
+  pg_params p;
+  pg__p_reset(&p);
+  pg__p_text(&p, num);
+  int stmts = s->call_stmts;
+  err_code rc = pg__exec(s, SQL_SET_EPOCH, &p, deadline, NULL, err);
+  s->call_stmts = stmts; /* not a statement of the caller's (stale-connection retry rule) */
+  if (rc == ERR_OK) s->epoch_sent = want;
+  return rc;
+}
+
+void store_pg_set_epoch_source(store *st, const _Atomic uint64_t *epoch) {
+  pg_store *s = (pg_store *)st;
+  s->epoch_src = epoch;
+  pg__drop(s); /* the next call connects with the setting */
+}
+
+err_code store_pg_fence_read(const char *conninfo, int64_t deadline, uint64_t *epoch,
+                             err_t *err) {
+  pg_store s;
+  *epoch = 0;
+  if (!pg__init(&s, conninfo)) return err_set(err, ERR_RESOURCE, "out of memory");
+  PGresult *res = NULL;
+  err_code rc = pg__call_start(&s, deadline, err);
+  if (rc == ERR_OK) rc = pg__exec(&s, SQL_READ, NULL, deadline, &res, err);
+  if (rc == ERR_OK) {
+    if (PQntuples(res) > 0) *epoch = (uint64_t)pg__int(res, 0, 0);
+    PQclear(res);
+    err_clear(err);
+  }
+  pg__fini(&s);
+  return rc;
+}
+
+err_code store_pg_fence_raise(const char *conninfo, uint64_t epoch, int64_t deadline,
+                              bool *superseded, err_t *err) {
+  *superseded = false;
+  if (epoch > INT64_MAX) return err_set(err, ERR_INVALID, "epoch out of range");
+  pg_store s;
+  if (!pg__init(&s, conninfo)) return err_set(err, ERR_RESOURCE, "out of memory");
+  char num[24];
+  snprintf(num, sizeof num, "%" PRIu64, epoch);
+  err_code rc = pg__call_start(&s, deadline, err);
+  if (rc == ERR_OK) rc = pg__exec(&s, RAISE_LOCK_TIMEOUT, NULL, deadline, NULL, err);
+  for (int round = 0; rc == ERR_OK; round++) {
+    pg_params p;
+    pg__p_reset(&p);
+    pg__p_text(&p, PG_APP_NAME);
+    PGresult *res = NULL;
+    rc = pg__exec(&s, SQL_TERMINATE, &p, deadline, &res, err);
+    if (rc != ERR_OK) break;
+    int64_t ended = pg__int(res, 0, 0);
+    PQclear(res);
+    if (ended > 0) {
+      char n[24];
+      snprintf(n, sizeof n, "%" PRId64, ended);
+      log_kv(LOG_INFO, "fence: ended transactions of a former leader", "count", n,
+             (const char *)NULL);
+    }
+    pg__p_reset(&p);
+    pg__p_text(&p, num);
+    rc = pg__exec(&s, "BEGIN ISOLATION LEVEL READ COMMITTED", NULL, deadline, NULL, err);
+    if (rc == ERR_OK) rc = pg__exec(&s, SQL_FENCE_LOCK, NULL, deadline, NULL, err);
+    if (rc == ERR_OK) rc = pg__exec(&s, SQL_RAISE, &p, deadline, &res, err);
+    bool raised = rc == ERR_OK && PQntuples(res) == 1;
+    if (rc == ERR_OK) PQclear(res);
+    if (rc == ERR_OK) rc = pg__exec(&s, "COMMIT", NULL, deadline, NULL, err);
+    if (rc != ERR_OK) {
+      /* lock_timeout: an old transaction took the shared lock after we ended the others */
+      bool again = strcmp(s.sqlstate, "55P03") == 0 && clock_mono_ms() < deadline && round < 20;
+      pg__rollback(&s, deadline);
+      if (again) {
+        rc = ERR_OK;
+        continue;
+      }
+      break;
+    }
+    if (!raised) { /* the fence is above our epoch: a newer leader exists */
+      uint64_t cur = 0;
+      rc = pg__exec(&s, SQL_READ, NULL, deadline, &res, err);
+      if (rc == ERR_OK) {
+        cur = PQntuples(res) ? (uint64_t)pg__int(res, 0, 0) : 0;
+        PQclear(res);
+      }
+      *superseded = true;
+      if (rc == ERR_OK)
+        rc = err_set(err, ERR_UNAVAILABLE, "not the leader (fenced): fence at %" PRIu64
+                     ", this epoch %" PRIu64, cur, epoch);
+    }
+    break;
+  }
+  if (rc == ERR_OK) err_clear(err);
+  pg__fini(&s);
+  return rc;
+}

@@ -1,0 +1,252 @@
+/* The etcd elector against a real etcd this test starts (loopback, temp data dir): one leader
+ * at a time, epochs that only grow, keep-alives while leading, hand-over on resign, fail-closed
+ * when etcd dies, recovery when it returns, fencing before serving. TTL 2 s throughout. */
+#include <criterion/criterion.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "elect/elect.h"
+#include "elect/elect_etcd_http.h"
+#include "etcd_proc.h"
+#include "util/clock.h"
+
+#define TTL 2
+
+static etcd_proc *live_etcd; /* stopped by fini when a test ends early */
+static void fini(void) {
+  if (live_etcd) etcd_stop(live_etcd);
+}
+
+static void nap(int ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+typedef struct fence_cb {
+  atomic_int calls;
+  atomic_int refuse_first; /* answer false (store down) this many times */
+  atomic_uint_least64_t fenced_epoch;
+} fence_cb;
+
+static bool on_elected(void *arg, uint64_t epoch, bool *superseded) {
+  fence_cb *f = arg;
+  *superseded = false;
+  atomic_fetch_add(&f->calls, 1);
+  if (atomic_load(&f->refuse_first) > 0) {
+    atomic_fetch_sub(&f->refuse_first, 1);
+    return false;
+  }
+  atomic_store(&f->fenced_epoch, epoch);
+  return true;
+}
+
+static elect *node(const etcd_proc *e, const char *prefix, const char *name, fence_cb *f) {
+  elect_etcd_config cfg = {.endpoints = e->url,
+                           .prefix = prefix,
+                           .node_id = name,
+                           .advertise = name,
+                           .ttl_s = TTL,
+                           .on_elected = f ? on_elected : NULL,
+                           .on_elected_arg = f};
+  err_t err;
+  err_clear(&err);
+  elect *el = elect_etcd_new(&cfg, &err);
+  cr_assert(el, "elect_etcd_new: %s", err.msg);
+  cr_assert_eq(elect_start(el, &err), ERR_OK, "%s", err.msg);
+  return el;
+}
+
+/* Waits until exactly one of n electors leads; returns its index, or -1 at the deadline. */
+static int wait_one_leader(elect **els, int n, int64_t within_ms) {
+  int64_t until = clock_mono_ms() + within_ms;
+  for (;;) {
+    int leaders = 0, who = -1;
+    for (int i = 0; i < n; i++)
+      if (els[i] && elect_is_leader(els[i], NULL)) leaders++, who = i;
+    cr_assert_leq(leaders, 1, "two leaders at once");
+    if (leaders == 1) return who;
+    if (clock_mono_ms() > until) return -1;
+    nap(10);
+  }
+}
+
+static void unique_prefix(char *out, size_t n) {
+  snprintf(out, n, "/idem-test/%d/%" PRId64, (int)getpid(), clock_mono_ms());
+}
+
+Test(elect_codec, base64_and_int64_strings) {
+  char *b = etcd__b64("/idem/leader", 12);
+  cr_assert_str_eq(b, "L2lkZW0vbGVhZGVy");
+  size_t len = 0;
+  char *d = etcd__unb64(b, &len);
+  cr_assert_str_eq(d, "/idem/leader");
+  cr_assert_eq(len, 12);
+  free(b);
+  free(d);
+  for (size_t n = 0; n < 6; n++) { /* every padding length */
+    char *e = etcd__b64("abcdef", n);
+    char *back = etcd__unb64(e, &len);
+    cr_assert_eq(len, n);
+    cr_assert_eq(memcmp(back, "abcdef", n), 0);
+    free(e);
+    free(back);
+  }
+  cr_assert_null(etcd__unb64("abc", NULL), "not a multiple of 4");
+  cJSON *j = cJSON_Parse("{\"ID\":\"7587869325113340161\",\"TTL\":\"5\",\"n\":3}");
+  cr_assert_eq(etcd__i64(j, "ID"), 7587869325113340161LL);
+  cr_assert_eq(etcd__i64(j, "TTL"), 5);
+  cr_assert_eq(etcd__i64(j, "n"), 3);
+  cr_assert_eq(etcd__i64(j, "absent"), 0, "zero values are omitted");
+  cJSON_Delete(j);
+}
+
+Test(elect_config, refuses_bad_settings) {
+  err_t err;
+  err_clear(&err);
+  elect_etcd_config cfg = {.endpoints = "", .ttl_s = 5};
+  cr_assert_null(elect_etcd_new(&cfg, &err));
+  cfg.endpoints = "http://127.0.0.1:1";
+  cfg.ttl_s = 1;
+  cr_assert_null(elect_etcd_new(&cfg, &err));
+  cr_assert(strstr(err.msg, "ttl"), "%s", err.msg);
+}
+
+Test(elect_etcd, one_leader_keepalives_and_handover_on_resign, .fini = fini, .timeout = 60) {
+  static etcd_proc ep; /* static: fini may stop it after a failed assertion */
+  etcd_start(&ep);
+  live_etcd = &ep;
+  char prefix[96];
+  unique_prefix(prefix, sizeof prefix);
+  fence_cb fa = {0}, fb = {0};
+  elect *els[2] = {node(&ep, prefix, "127.0.0.1:1001", &fa), NULL};
+  int64_t t0 = clock_mono_ms();
+  cr_assert_eq(wait_one_leader(els, 1, 5000), 0, "the only candidate leads");
+  printf("first leader after %" PRId64 " ms\n", clock_mono_ms() - t0);
+  els[1] = node(&ep, prefix, "127.0.0.1:1002", &fb);
+  uint64_t epoch_a = 0;
+  cr_assert(elect_is_leader(els[0], &epoch_a));
+  cr_assert_gt(epoch_a, 0);
+  cr_assert_eq(atomic_load(&fa.fenced_epoch), epoch_a, "fenced at the epoch it serves under");
+
+  /* 3 TTLs: still the leader, renewed by keep-alives every TTL/3; the standby sees it */
+  int64_t until = clock_mono_ms() + 3 * TTL * 1000;
+  while (clock_mono_ms() < until) {
+    cr_assert(elect_is_leader(els[0], NULL), "the leader lost its term while etcd is up");
+    cr_assert_not(elect_is_leader(els[1], NULL));
+    nap(50);
+  }
+  cr_assert_geq(elect_etcd__keepalives(els[0]), 6, "keep-alives every TTL/3: %" PRIu64,
+                elect_etcd__keepalives(els[0]));
+  cr_assert_geq(elect_etcd__keepalives(els[1]), 6, "the standby's lease is renewed too");
+  elect_status st;
+  elect_status_get(els[1], &st);
+  cr_assert_str_eq(st.leader_addr, "127.0.0.1:1001");
+  cr_assert(st.election_ok);
+  cr_assert_eq(st.epoch, 0);
+
+  /* resign: the standby leads within a second, under a higher epoch */
+  int64_t t1 = clock_mono_ms();
+  elect_resign(els[0]);
+  cr_assert_not(elect_is_leader(els[0], NULL), "serving stops before resign returns");
+  cr_assert_eq(wait_one_leader(els, 2, 1000), 1, "standby did not take over within 1 s");
+  int64_t took = clock_mono_ms() - t1;
+  uint64_t epoch_b = 0;
+  elect_is_leader(els[1], &epoch_b);
+  printf("resign: standby leads after %" PRId64 " ms, epoch %" PRIu64 " -> %" PRIu64 "\n", took,
+         epoch_a, epoch_b);
+  cr_assert_gt(epoch_b, epoch_a);
+  elect_free(els[0]);
+  elect_free(els[1]);
+  etcd_stop(&ep);
+  live_etcd = NULL;
+}
+
+Test(elect_etcd, fails_closed_when_etcd_dies_and_recovers, .fini = fini, .timeout = 60) {
+  static etcd_proc ep; /* static: fini may stop it after a failed assertion */
+  etcd_start(&ep);
+  live_etcd = &ep;
+  char prefix[96];
+  unique_prefix(prefix, sizeof prefix);
+  elect *els[2] = {node(&ep, prefix, "127.0.0.1:2001", NULL), NULL};
+  cr_assert_eq(wait_one_leader(els, 1, 5000), 0);
+  els[1] = node(&ep, prefix, "127.0.0.1:2002", NULL);
+  uint64_t e1 = 0;
+  elect_is_leader(els[0], &e1);
+  nap(300);
+
+  int64_t killed = clock_mono_ms();
+  etcd_kill(&ep);
+  while (elect_is_leader(els[0], NULL)) {
+    cr_assert_lt(clock_mono_ms() - killed, TTL * 1000, "still serving a TTL after etcd died");
+    nap(5);
+  }
+  int64_t stopped = clock_mono_ms() - killed;
+  cr_assert_not(elect_is_leader(els[1], NULL));
+  printf("etcd killed: leader stopped serving after %" PRId64 " ms (TTL %d s)\n", stopped, TTL);
+  nap(TTL * 1000);
+  elect_status st;
+  elect_status_get(els[0], &st);
+  cr_assert_not(st.election_ok, "election_ok while etcd is down");
+
+  int64_t back = clock_mono_ms();
+  etcd_restart(&ep);
+  int64_t up = clock_mono_ms();
+  int who = wait_one_leader(els, 2, TTL * 1000 + 2000);
+  cr_assert_geq(who, 0, "no leader within TTL + 2 s of etcd's return");
+  uint64_t e2 = 0;
+  elect_is_leader(els[who], &e2);
+  printf("etcd back (restart took %" PRId64 " ms): node %d leads after %" PRId64
+         " ms, epoch %" PRIu64 " -> %" PRIu64 "\n",
+         up - back, who, clock_mono_ms() - up, e1, e2);
+  cr_assert_gt(e2, e1, "a new term has a higher epoch");
+  elect_free(els[0]);
+  elect_free(els[1]);
+  etcd_stop(&ep);
+  live_etcd = NULL;
+}
+
+Test(elect_etcd, serves_only_after_the_fence_and_steps_down_when_the_lease_goes, .fini = fini,
+     .timeout = 60) {
+  static etcd_proc ep; /* static: fini may stop it after a failed assertion */
+  etcd_start(&ep);
+  live_etcd = &ep;
+  char prefix[96];
+  unique_prefix(prefix, sizeof prefix);
+  fence_cb f = {0};
+  atomic_store(&f.refuse_first, 3);
+  elect *el = node(&ep, prefix, "127.0.0.1:3001", &f);
+  elect *els[1] = {el};
+  cr_assert_eq(wait_one_leader(els, 1, 5000), 0);
+  cr_assert_geq(atomic_load(&f.calls), 4, "served before the fence was raised");
+  uint64_t e1 = 0;
+  elect_is_leader(el, &e1);
+
+  /* revoke the lease behind its back: etcd drops the key; the node notices and campaigns
+   * again under a new lease and a higher epoch */
+  char cmd[256];
+  snprintf(cmd, sizeof cmd,
+           "curl -sf -m 2 -o /dev/null -X POST %s/v3/lease/revoke -d '{\"ID\":\"%" PRId64 "\"}'",
+           ep.url, elect_etcd__lease(el));
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+  int64_t t0 = clock_mono_ms();
+  while (elect_is_leader(el, NULL)) {
+    uint64_t e = 0;
+    elect_is_leader(el, &e);
+    if (e != e1) break;
+    cr_assert_lt(clock_mono_ms() - t0, TTL * 1000, "did not notice the lost lease");
+    nap(5);
+  }
+  printf("lease revoked: old term ended after %" PRId64 " ms\n", clock_mono_ms() - t0);
+  cr_assert_geq(wait_one_leader(els, 1, 5000), 0);
+  uint64_t e2 = 0;
+  elect_is_leader(el, &e2);
+  cr_assert_gt(e2, e1);
+  elect_free(el);
+  etcd_stop(&ep);
+  live_etcd = NULL;
+}
