@@ -1,0 +1,288 @@
+/* support_shop.c — see shop.h. */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "shop.h"
+
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  cr_assert(fd >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  cr_assert(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
+  socklen_t len = sizeof a;
+  cr_assert(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+static bool port_open(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bool ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+  close(fd);
+  return ok;
+}
+
+static void bin_path(const char *name, char *out, size_t n) {
+  const char *dir = getenv("IDEM_SAGA_BIN_DIR");
+  if (dir && *dir) {
+    snprintf(out, n, "%s/saga-%s", dir, name);
+    return;
+  }
+  char coord[512];
+  snprintf(coord, sizeof coord, "%s", h_env("IDEM_COORDINATOR_BIN"));
+  char *server_dir = dirname(coord); /* <build>/server */
+  snprintf(out, n, "%s/../saga-examples/saga-%s", server_dir, name);
+}
+
+static void dump(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  char line[1024];
+  fprintf(stderr, "--- %s\n", path);
+  while (fgets(line, sizeof line, f)) fputs(line, stderr);
+  fclose(f);
+}
+
+void svc_start(shop *s, svc *v, const char *const *extra) {
+  char bin[600], lease[16], threads[16];
+  bin_path(v->name, bin, sizeof bin);
+  snprintf(lease, sizeof lease, "%u", s->conf.lease_ms);
+  snprintf(threads, sizeof threads, "%d", s->conf.threads);
+  const char *schema = v == &s->order ? s->schema[0] : v == &s->payment ? s->schema[1] : s->schema[2];
+  const char *argv[40];
+  int n = 0;
+  argv[n++] = bin;
+  argv[n++] = "--listen";
+  argv[n++] = v->addr;
+  argv[n++] = "--pg";
+  argv[n++] = h_env("IDEM_TEST_PG_URL");
+  argv[n++] = "--schema";
+  argv[n++] = schema;
+  argv[n++] = "--coordinator";
+  argv[n++] = s->coord.addr;
+  argv[n++] = "--tenant";
+  argv[n++] = s->tenant;
+  argv[n++] = "--lease-ms";
+  argv[n++] = lease;
+  argv[n++] = "--threads";
+  argv[n++] = threads;
+  if (v == &s->order) {
+    argv[n++] = "--payments";
+    argv[n++] = s->payment.addr;
+    argv[n++] = "--inventory";
+    argv[n++] = s->inventory.addr;
+  }
+  if (v == &s->inventory && s->conf.stock) {
+    argv[n++] = "--stock";
+    argv[n++] = s->conf.stock;
+  }
+  if (s->conf.crash_rate) {
+    argv[n++] = "--crash-rate";
+    argv[n++] = s->conf.crash_rate;
+  }
+  for (int i = 0; extra && extra[i] && n < 38; i++) argv[n++] = extra[i];
+  argv[n] = NULL;
+
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  cr_assert(pid >= 0, "fork: %s", strerror(errno));
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    int fd = open(v->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+      close(fd);
+    }
+    execv(bin, (char *const *)argv);
+    _exit(127);
+  }
+  v->pid = pid;
+  v->starts++;
+  int64_t deadline = h_now_ms() + 30000;
+  while (!port_open(v->port)) {
+    int st;
+    if (waitpid(pid, &st, WNOHANG) == pid) {
+      v->pid = 0;
+      dump(v->log);
+      cr_assert_fail("saga-%s exited during start-up", v->name);
+    }
+    if (h_now_ms() > deadline) {
+      dump(v->log);
+      cr_assert_fail("saga-%s did not listen within 30 s", v->name);
+    }
+    h_sleep_ms(5);
+  }
+}
+
+void svc_kill9(svc *v) {
+  if (v->pid <= 0) return;
+  kill(v->pid, SIGKILL);
+  waitpid(v->pid, NULL, 0);
+  v->pid = 0;
+}
+
+bool svc_exited(svc *v) {
+  if (v->pid <= 0) return true;
+  int st;
+  if (waitpid(v->pid, &st, WNOHANG) == v->pid) {
+    v->pid = 0;
+    return true;
+  }
+  return false;
+}
+
+bool svc_wait_exit(svc *v, int64_t timeout_ms) {
+  int64_t end = h_now_ms() + timeout_ms;
+  while (!svc_exited(v)) {
+    if (h_now_ms() > end) return false;
+    h_sleep_ms(5);
+  }
+  return true;
+}
+
+static int svc_stop(svc *v) {
+  if (v->pid <= 0) return 0;
+  kill(v->pid, SIGTERM);
+  int64_t end = h_now_ms() + 20000;
+  int st = 0;
+  for (;;) {
+    if (waitpid(v->pid, &st, WNOHANG) == v->pid) break;
+    if (h_now_ms() > end) {
+      kill(v->pid, SIGKILL);
+      waitpid(v->pid, &st, 0);
+      v->pid = 0;
+      return -1;
+    }
+    h_sleep_ms(10);
+  }
+  v->pid = 0;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void init_svc(shop *s, svc *v, const char *name) {
+  v->name = name;
+  v->port = free_port();
+  snprintf(v->addr, sizeof v->addr, "127.0.0.1:%d", v->port);
+  snprintf(v->log, sizeof v->log, "/tmp/idem-saga-%s-%s.log", s->prefix, name);
+  unlink(v->log);
+}
+
+void shop_start(shop *s, const shop_conf *conf) {
+  static atomic_int counter;
+  memset(s, 0, sizeof *s);
+  if (conf) s->conf = *conf;
+  if (!s->conf.lease_ms) s->conf.lease_ms = 500;
+  if (!s->conf.threads) s->conf.threads = 8;
+  h_srv_start(&s->coord, NULL, NULL);
+  h_tenant(s->tenant);
+  snprintf(s->prefix, sizeof s->prefix, "sx%d_%d", (int)getpid(), atomic_fetch_add(&counter, 1));
+  snprintf(s->schema[0], sizeof s->schema[0], "%s_order", s->prefix);
+  snprintf(s->schema[1], sizeof s->schema[1], "%s_payment", s->prefix);
+  snprintf(s->schema[2], sizeof s->schema[2], "%s_inventory", s->prefix);
+  init_svc(s, &s->order, "order");
+  init_svc(s, &s->payment, "payment");
+  init_svc(s, &s->inventory, "inventory");
+  svc_start(s, &s->payment, NULL);
+  svc_start(s, &s->inventory, NULL);
+  svc_start(s, &s->order, NULL);
+  s->order_ch = sx_channel(s->order.addr);
+  s->pay_ch = sx_channel(s->payment.addr);
+  s->inv_ch = sx_channel(s->inventory.addr);
+  s->idem = h_client(&s->coord, s->tenant, 0);
+  s->pg = PQconnectdb(h_env("IDEM_TEST_PG_URL"));
+  cr_assert(PQstatus(s->pg) == CONNECTION_OK, "%s", PQerrorMessage(s->pg));
+}
+
+void shop_stop(shop *s) {
+  if (!s->coord.pid) return;
+  /* our channels first: a server's drain waits for connected clients to go away */
+  sx_channel_close(s->order_ch);
+  sx_channel_close(s->pay_ch);
+  sx_channel_close(s->inv_ch);
+  int rc[3] = {svc_stop(&s->order), svc_stop(&s->payment), svc_stop(&s->inventory)};
+  idem_close(s->idem);
+  int crc = h_srv_stop(&s->coord);
+  for (int i = 0; i < 3; i++) {
+    char sql[160];
+    snprintf(sql, sizeof sql, "DROP SCHEMA IF EXISTS %s CASCADE", s->schema[i]);
+    PQclear(PQexec(s->pg, sql));
+  }
+  PQfinish(s->pg);
+  const svc *v[3] = {&s->order, &s->payment, &s->inventory};
+  for (int i = 0; i < 3; i++) {
+    if (rc[i] != 0) dump(v[i]->log);
+    cr_expect_eq(rc[i], 0, "saga-%s exited with %d after SIGTERM", v[i]->name, rc[i]);
+    if (rc[i] == 0) unlink(v[i]->log);
+  }
+  cr_expect_eq(crc, 0, "idem-coordinator exited with %d", crc);
+}
+
+int shop_place(shop *s, const char *key, const char *customer, const char *sku, int qty,
+               int64_t amount, int64_t timeout_ms, Shop__V1__PlaceOrderReply **out, char *msg,
+               size_t msg_len) {
+  Shop__V1__PlaceOrderRequest q = SHOP__V1__PLACE_ORDER_REQUEST__INIT;
+  q.request_key = (char *)key;
+  q.customer = (char *)customer;
+  q.sku = (char *)sku;
+  q.qty = qty;
+  q.amount_cents = amount;
+  return sx_call(s->order_ch, "/shop.v1.Orders/PlaceOrder", &q.base,
+                 &shop__v1__place_order_reply__descriptor, timeout_ms, (ProtobufCMessage **)out,
+                 msg, msg_len);
+}
+
+int shop_step(grpc_channel *ch, const char *path, const ProtobufCMessage *req,
+              Shop__V1__StepReply **out, char *msg, size_t msg_len) {
+  return sx_call(ch, path, req, &shop__v1__step_reply__descriptor, 20000,
+                 (ProtobufCMessage **)out, msg, msg_len);
+}
+
+/* Replaces {o} {p} {i} with the schemas. */
+static void expand(const shop *s, const char *sql, char *out, size_t cap) {
+  size_t n = 0;
+  for (const char *c = sql; *c && n + 64 < cap; c++) {
+    if (c[0] == '{' && c[1] && c[2] == '}' && strchr("opi", c[1])) {
+      const char *sch = c[1] == 'o' ? s->schema[0] : c[1] == 'p' ? s->schema[1] : s->schema[2];
+      n += (size_t)snprintf(out + n, cap - n, "%s", sch);
+      c += 2;
+    } else {
+      out[n++] = *c;
+    }
+  }
+  out[n] = '\0';
+}
+
+static PGresult *query(shop *s, const char *sql, const char *param) {
+  char q[4096];
+  expand(s, sql, q, sizeof q);
+  const char *const p[1] = {param};
+  PGresult *r = PQexecParams(s->pg, q, param ? 1 : 0, NULL, param ? p : NULL, NULL, NULL, 0);
+  cr_assert(PQresultStatus(r) == PGRES_TUPLES_OK, "sql %s: %s", q, PQerrorMessage(s->pg));
+  return r;
+}
+
+long long shop_int(shop *s, const char *sql, const char *param) {
+  PGresult *r = query(s, sql, param);
+  long long v = PQntuples(r) > 0 && !PQgetisnull(r, 0, 0) ? atoll(PQgetvalue(r, 0, 0)) : -1;
+  PQclear(r);
+  return v;
+}
