@@ -19,7 +19,14 @@
 #include <strings.h>
 #include <time.h>
 
+#include "config/config_file.h"
 #include "coord/coord.h"
+#include "main_ha.h"
+#include "metrics/metrics.h"
+#include "coord/coord_policy.h"
+#include "coord/validate.h"
+#include "policy/policy_cache.h"
+#include "reaper/reaper.h"
 #include "rpc/rpc.h"
 #include "store/store.h"
 #include "util/clock.h"
@@ -44,17 +51,17 @@ typedef enum opt_id {
   OPT_NODE_ID,
   OPT_LOG_FORMAT,
   OPT_INSECURE,
+  OPT_CONFIG,          /* policies and reaping (issue 5) */
+  OPT_REAPER_INTERVAL, /* policies and reaping (issue 5) */
+  OPT_METRICS,         /* incident response (issue 6) */
   OPT_VERSION,
   OPT_HELP,
+  OPT_ETCD,            /* high availability (issue 4) */
+  OPT_ADVERTISE,       /* high availability (issue 4) */
+  OPT_ELECTION_PREFIX, /* high availability (issue 4) */
+  OPT_ELECTION_TTL,    /* high availability (issue 4) */
   OPT__SUPPORTED, /* the options below are part of api.md §8 but belong to later work */
-  OPT_ETCD = OPT__SUPPORTED,
-  OPT_ADVERTISE,
-  OPT_ELECTION_PREFIX,
-  OPT_ELECTION_TTL,
-  OPT_CONFIG,
-  OPT_METRICS,
-  OPT_REAPER_INTERVAL,
-  OPT_TLS_CERT,
+  OPT_TLS_CERT = OPT__SUPPORTED,
   OPT_TLS_KEY,
   OPT_TLS_CLIENT_CA,
   OPT_TOKENS,
@@ -83,15 +90,20 @@ static const opt_def opts[OPT__COUNT] = {
                       "allow plaintext on a non-loopback --listen address"},
     [OPT_VERSION] = {"version", NULL, NULL, "print the version and exit"},
     [OPT_HELP] = {"help", NULL, NULL, "print this help and exit"},
-    [OPT_ETCD] = {"etcd", "IDEM_ETCD", "URLS", "etcd endpoints for leader election"},
-    [OPT_ADVERTISE] = {"advertise", "IDEM_ADVERTISE", "HOST:PORT", "address given to clients"},
+    [OPT_ETCD] = {"etcd", "IDEM_ETCD", "URLS",
+                  "etcd endpoints (http://h:p[,...]) for leader election (default: single node)"},
+    [OPT_ADVERTISE] = {"advertise", "IDEM_ADVERTISE", "HOST:PORT",
+                       "address standbys send clients to (default: --listen)"},
     [OPT_ELECTION_PREFIX] = {"election-prefix", "IDEM_ELECTION_PREFIX", "PREFIX",
                              "etcd election key prefix"},
-    [OPT_ELECTION_TTL] = {"election-ttl", "IDEM_ELECTION_TTL", "S", "election lease TTL"},
-    [OPT_CONFIG] = {"config", "IDEM_CONFIG", "FILE", "configuration file"},
-    [OPT_METRICS] = {"metrics", "IDEM_METRICS", "HOST:PORT", "Prometheus /metrics address"},
+    [OPT_ELECTION_TTL] = {"election-ttl", "IDEM_ELECTION_TTL", "S",
+                          "election lease TTL in seconds, 2-60 (default 5)"},
+    [OPT_CONFIG] = {"config", "IDEM_CONFIG", "FILE",
+                    "INI file with any of these options and [policy ...] seeds (README)"},
+    [OPT_METRICS] = {"metrics", "IDEM_METRICS", "HOST:PORT",
+                     "serve Prometheus text at http://HOST:PORT/metrics (default: off)"},
     [OPT_REAPER_INTERVAL] = {"reaper-interval", "IDEM_REAPER_INTERVAL", "S",
-                             "expired-record reaper period"},
+                             "seconds between reaper rounds, 0 = no reaper (default 60)"},
     [OPT_TLS_CERT] = {"tls-cert", "IDEM_TLS_CERT", "FILE", "TLS certificate"},
     [OPT_TLS_KEY] = {"tls-key", "IDEM_TLS_KEY", "FILE", "TLS private key"},
     [OPT_TLS_CLIENT_CA] = {"tls-client-ca", "IDEM_TLS_CLIENT_CA", "FILE",
@@ -107,6 +119,16 @@ typedef struct config {
   const char *node_id;
   log_format log_fmt;
   bool insecure;
+  /* high availability (issue 4) */
+  const char *etcd; /* NULL: single node */
+  const char *advertise;
+  const char *election_prefix;
+  int election_ttl_s;
+  /* policies and reaping (issue 5) */
+  const char *config_path;
+  int reaper_interval_s;
+  config_seeds seeds; /* [policy ...] sections of the config file */
+  const char *metrics; /* incident response (issue 6): --metrics HOST:PORT, NULL = none */
 } config;
 
 static void usage(FILE *f) {
@@ -116,8 +138,8 @@ static void usage(FILE *f) {
   for (int i = 0; i < OPT__COUNT; i++) {
     if (i == OPT__SUPPORTED)
       fprintf(f,
-              "\nnot supported yet (refused with exit status 2; they come with HA, TLS,\n"
-              "authentication and metrics):\n");
+              "\nnot supported yet (refused with exit status 2; they come with HA, TLS\n"
+              "and authentication):\n");
     char left[64];
     snprintf(left, sizeof left, "--%s%s%s", opts[i].name, opts[i].arg ? " " : "",
              opts[i].arg ? opts[i].arg : "");
@@ -183,6 +205,20 @@ static void apply(config *c, opt_id id, const char *v, const char *src) {
     case OPT_NODE_ID:
       c->node_id = v;
       break;
+    case OPT_ETCD: /* high availability (issue 4) */
+      c->etcd = *v ? v : NULL;
+      break;
+    case OPT_ADVERTISE:
+      c->advertise = *v ? v : NULL;
+      break;
+    case OPT_ELECTION_PREFIX:
+      if (v[0] != '/') usage_error("%s: expected a key prefix starting with /", src);
+      c->election_prefix = v;
+      break;
+    case OPT_ELECTION_TTL:
+      if (!parse_int(v, 2, 60, &n)) usage_error("%s: expected seconds from 2 to 60", src);
+      c->election_ttl_s = (int)n;
+      break;
     case OPT_LOG_FORMAT:
       if (strcmp(v, "text") == 0)
         c->log_fmt = LOG_TEXT;
@@ -193,6 +229,15 @@ static void apply(config *c, opt_id id, const char *v, const char *src) {
       break;
     case OPT_INSECURE:
       if (!parse_bool(v, &c->insecure)) usage_error("%s: expected true or false", src);
+      break;
+    case OPT_CONFIG: /* read before everything else: see load_config_file */
+      break;
+    case OPT_REAPER_INTERVAL:
+      if (!parse_int(v, 0, 86400, &n)) usage_error("%s: expected seconds from 0 to 86400", src);
+      c->reaper_interval_s = (int)n;
+      break;
+    case OPT_METRICS: /* incident response (issue 6) */
+      c->metrics = *v ? v : NULL;
       break;
     case OPT_VERSION:
       printf("idem-coordinator %s\n", IDEM_VERSION);
@@ -205,9 +250,81 @@ static void apply(config *c, opt_id id, const char *v, const char *src) {
   }
 }
 
+/* --- the config file (policies and reaping, issue 5): lowest precedence --- */
+
+typedef struct file_ctx {
+  config *c;
+  const char *path;
+} file_ctx;
+
+/* Values read from the file (options keep pointers into them) and the seeds, until exit. */
+static char **file_values;
+static size_t n_file_values;
+static config_seeds file_seeds;
+
+static void free_config_file(void) {
+  for (size_t i = 0; i < n_file_values; i++) free(file_values[i]);
+  free(file_values);
+  file_values = NULL;
+  n_file_values = 0;
+  free(file_seeds.rows);
+  memset(&file_seeds, 0, sizeof file_seeds);
+}
+
+/* One option line of the file, applied like its flag (values are kept for the process). */
+static int file_option(void *arg, const char *name, const char *value) {
+  file_ctx *f = arg;
+  for (int i = 0; i < OPT__COUNT; i++) {
+    if (strcmp(opts[i].name, name) != 0) continue;
+    if (i == OPT_CONFIG || i == OPT_VERSION || i == OPT_HELP) return 1;
+    char src[320];
+    snprintf(src, sizeof src, "%s: %s", f->path, name);
+    char *kept = strdup(value);
+    char **grown = realloc(file_values, (n_file_values + 1) * sizeof *grown);
+    if (!kept || !grown) usage_error("out of memory");
+    file_values = grown;
+    file_values[n_file_values++] = kept;
+    apply(f->c, (opt_id)i, kept, src);
+    return 0;
+  }
+  return 1;
+}
+
+/* --config FILE (or IDEM_CONFIG): found before the environment and the other flags, whose
+ * values then override the file's. */
+static void load_config_file(int argc, char **argv, config *c) {
+  const char *path = getenv(opts[OPT_CONFIG].env);
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--") == 0) break;
+    if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+      path = argv[i + 1];
+    else if (strncmp(argv[i], "--config=", 9) == 0)
+      path = argv[i] + 9;
+  }
+  if (!path || !*path) return;
+  c->config_path = path;
+  file_ctx f = {c, path};
+  char msg[512];
+  if (config_file_load(path, file_option, &f, &file_seeds, msg, sizeof msg) != 0)
+    usage_error("--config %s", msg);
+  c->seeds = file_seeds;
+  for (size_t i = 0; i < c->seeds.n; i++) {
+    err_t err;
+    err_clear(&err);
+    const policy_row *r = &c->seeds.rows[i];
+    bool tenant_ok = strcmp(r->tenant, POLICY_ANY) == 0 || validate_tenant(r->tenant, &err) == ERR_OK;
+    if (!tenant_ok || coord_policy_validate(&r->p, &err) != ERR_OK)
+      usage_error("--config %s: [policy %s/%s]: %s", path, r->p.service, r->p.operation, err.msg);
+  }
+}
+
 static void parse(int argc, char **argv, config *c) {
-  *c = (config){
-      .listen = "127.0.0.1:50051", .workers = 8, .store_timeout_ms = 2000, .log_fmt = LOG_TEXT};
+  *c = (config){.listen = "127.0.0.1:50051",
+                .workers = 8,
+                .store_timeout_ms = 2000,
+                .log_fmt = LOG_TEXT,
+                .reaper_interval_s = REAPER_INTERVAL_S_DEFAULT};
+  load_config_file(argc, argv, c);
   for (int i = 0; i < OPT__COUNT; i++) {
     const char *v = opts[i].env ? getenv(opts[i].env) : NULL;
     if (!v) continue;
@@ -303,6 +420,124 @@ static int migrate(const config *c, const sigset_t *sigs) {
   }
 }
 
+/* --- policies and the reaper (issue 5) --- */
+
+/* Seeds the config file's policies (a row already stored is kept: changes made with
+ * Admin.SetPolicy survive restarts), loads every row, starts the refresh thread. */
+static policy_cache *start_policies(const config *c) {
+  policy_cache *pc = policy_cache_new();
+  store *st = pc ? store_pg_open(c->pg) : NULL;
+  if (!st) {
+    log_kv(LOG_ERROR, "out of memory", (const char *)NULL);
+    policy_cache_free(pc);
+    return NULL;
+  }
+  err_t err;
+  err_clear(&err);
+  for (size_t i = 0; i < c->seeds.n; i++) {
+    const policy_row *r = &c->seeds.rows[i];
+    bool written = false;
+    if (store_policy_put(st, r->tenant, &r->p, true, clock_mono_ms() + c->store_timeout_ms,
+                         &written, NULL, &err) != ERR_OK) {
+      log_kv(LOG_ERROR, "cannot seed a policy from the config file", "service", r->p.service,
+             "operation", r->p.operation, "error", err.msg, (const char *)NULL);
+      store_close(st);
+      policy_cache_free(pc);
+      return NULL;
+    }
+    log_kv(LOG_INFO, written ? "policy seeded from the config file"
+                             : "policy in the config file already stored, kept the stored one",
+           "tenant", r->tenant, "service", r->p.service, "operation", r->p.operation, "mode",
+           policy_mode_name(r->p.mode), (const char *)NULL);
+  }
+  if (policy_cache_reload(pc, st, clock_mono_ms() + c->store_timeout_ms, &err) != ERR_OK)
+    log_kv(LOG_WARN, "cannot load policies yet, will retry", "error", err.msg, (const char *)NULL);
+  store_close(st);
+  if (!policy_cache_start(pc, open_pg, (void *)c->pg, POLICY_CACHE_REFRESH_MS_DEFAULT,
+                          c->store_timeout_ms)) {
+    log_kv(LOG_ERROR, "cannot start the policy refresh", (const char *)NULL);
+    policy_cache_free(pc);
+    return NULL;
+  }
+  return pc;
+}
+
+/* Only the leader reaps (issue 4: ha_is_leader), through a fenced store. */
+static reaper *start_reaper(const config *c, ha *h) {
+  if (c->reaper_interval_s <= 0) {
+    log_kv(LOG_INFO, "reaper disabled (--reaper-interval 0)", (const char *)NULL);
+    return NULL;
+  }
+  reaper_config rc = {
+      .open_store = ha_open_store,
+      .open_store_arg = h,
+      .interval_ms = (int64_t)c->reaper_interval_s * 1000,
+      .batch = REAPER_BATCH_DEFAULT,
+      .pause_ms = 0,
+      .store_timeout_ms = c->store_timeout_ms,
+      .is_leader = ha_is_leader,
+      .is_leader_arg = h,
+  };
+  reaper *r = reaper_start(&rc);
+  if (!r) log_kv(LOG_ERROR, "cannot start the reaper", (const char *)NULL);
+  return r;
+}
+
+/* --- /metrics (incident response, issue 6) --- */
+
+/* The step gauges read through a store of their own, from the HTTP thread. */
+typedef struct metrics_src {
+  pthread_mutex_t mu;
+  store *st;
+  int64_t timeout_ms;
+} metrics_src;
+
+static bool metrics_counts(void *arg, uint64_t *in_progress, uint64_t *unknown) {
+  metrics_src *m = arg;
+  step_counts n;
+  err_t err;
+  pthread_mutex_lock(&m->mu);
+  err_code rc = store_count_steps(m->st, clock_mono_ms() + m->timeout_ms, &n, &err);
+  pthread_mutex_unlock(&m->mu);
+  if (rc != ERR_OK) return false;
+  *in_progress = n.in_progress;
+  *unknown = n.unknown;
+  return true;
+}
+
+/* Starts the endpoint when --metrics was given; false (logged) when it cannot listen. */
+static bool start_metrics(const config *c, metrics_src *src, metrics_http **http) {
+  *http = NULL;
+  metrics_set_leader(true, 0); /* single node */
+  if (!c->metrics) return true;
+  pthread_mutex_init(&src->mu, NULL);
+  src->st = store_pg_open(c->pg);
+  src->timeout_ms = c->store_timeout_ms < 1000 ? c->store_timeout_ms : 1000;
+  if (!src->st) return false;
+  metrics_set_counts_fn(metrics_counts, src);
+  char why[160], port[16];
+  int bound = 0;
+  *http = metrics_http_start(c->metrics, &bound, why, sizeof why);
+  if (!*http) {
+    metrics_set_counts_fn(NULL, NULL);
+    store_close(src->st);
+    log_kv(LOG_ERROR, "cannot serve /metrics", "address", c->metrics, "error", why,
+           (const char *)NULL);
+    return false;
+  }
+  snprintf(port, sizeof port, "%d", bound);
+  log_kv(LOG_INFO, "serving /metrics", "address", c->metrics, "port", port, (const char *)NULL);
+  return true;
+}
+
+static void stop_metrics(const config *c, metrics_src *src, metrics_http *http) {
+  if (!c->metrics) return;
+  metrics_http_stop(http);
+  metrics_set_counts_fn(NULL, NULL);
+  store_close(src->st);
+  pthread_mutex_destroy(&src->mu);
+}
+
 int main(int argc, char **argv) {
   config cfg;
   parse(argc, argv, &cfg);
@@ -339,25 +574,79 @@ int main(int argc, char **argv) {
     log_kv(LOG_WARN, "serving plaintext on a non-loopback address", "address", cfg.listen,
            (const char *)NULL);
 
+  /* policies (issue 5): seed, load, keep fresh; the resolver never waits on the store */
+  policy_cache *policies = start_policies(&cfg);
+  if (!policies) return 1;
+
+  /* high availability (issue 4): the elector and the fenced stores */
+  char advertise[256];
+  snprintf(advertise, sizeof advertise, "%s", cfg.advertise ? cfg.advertise : cfg.listen);
+  if (cfg.etcd && !cfg.advertise && strlen(advertise) > 2 &&
+      strcmp(advertise + strlen(advertise) - 2, ":0") == 0)
+    usage_error("--etcd with --listen on port 0 needs --advertise HOST:PORT");
+  ha_config hc = {.pg = cfg.pg,
+                  .etcd = cfg.etcd,
+                  .node_id = cfg.node_id ? cfg.node_id : advertise,
+                  .advertise = advertise,
+                  .prefix = cfg.election_prefix,
+                  .ttl_s = cfg.election_ttl_s,
+                  .store_timeout_ms = cfg.store_timeout_ms};
+  err_t herr;
+  err_clear(&herr);
+  ha *ha_node = ha_new(&hc, &herr);
+  if (!ha_node) {
+    log_kv(LOG_ERROR, "cannot set up leader election", "error", herr.msg, (const char *)NULL);
+    policy_cache_free(policies);
+    return 1;
+  }
+
   grpc_init();
   coord_ctx coord;
   coord_ctx_init(&coord);
   coord.store_timeout_ms = cfg.store_timeout_ms;
+  coord.resolve_policy = policy_cache_resolve;
+  coord.resolve_arg = policies;
+  coord.policies_changed = policy_cache_changed;
   rpc_config rc = {
       .listen = cfg.listen,
       .workers = cfg.workers,
       .coord = &coord,
-      .open_store = open_pg,
-      .open_store_arg = (void *)cfg.pg,
+      .open_store = ha_open_store, /* issue 4: fenced stores */
+      .open_store_arg = ha_node,
       .node_id = cfg.node_id,
       .max_recv_bytes = 256 * 1024,
       .default_deadline_ms = 2000,
+      .elector = ha_elector(ha_node),
   };
   err_t err;
   err_clear(&err);
   rpc_server *srv = rpc_server_start(&rc, &err);
   if (!srv) {
     log_kv(LOG_ERROR, "cannot start the server", "error", err.msg, (const char *)NULL);
+    policy_cache_free(policies);
+    ha_free(ha_node);
+    grpc_shutdown();
+    return 1;
+  }
+  if (ha_start(ha_node, &err) != ERR_OK) { /* issue 4: campaign once the port is bound */
+    log_kv(LOG_ERROR, "cannot start leader election", "error", err.msg, (const char *)NULL);
+    rpc_server_stop(srv);
+    rpc_server_free(srv);
+    policy_cache_free(policies);
+    ha_free(ha_node);
+    grpc_shutdown();
+    return 1;
+  }
+  reaper *reap = start_reaper(&cfg, ha_node);
+  metrics_src msrc;
+  metrics_http *mhttp = NULL;
+  if (!start_metrics(&cfg, &msrc, &mhttp)) {
+    reaper_stop(reap);
+    ha_resign(ha_node);
+    rpc_server_stop(srv);
+    rpc_server_free(srv);
+    policy_cache_free(policies);
+    ha_free(ha_node);
     grpc_shutdown();
     return 1;
   }
@@ -376,9 +665,15 @@ int main(int argc, char **argv) {
       break;
     }
   }
+  ha_resign(ha_node); /* issue 4: stop serving and hand over at once; then drain */
+  reaper_stop(reap);
   rpc_server_stop(srv);
+  stop_metrics(&cfg, &msrc, mhttp);
   rpc_server_free(srv);
+  policy_cache_free(policies);
+  ha_free(ha_node);
   grpc_shutdown();
+  free_config_file();
   log_kv(LOG_INFO, "stopped", (const char *)NULL);
   return 0;
 }

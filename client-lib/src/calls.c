@@ -332,3 +332,8 @@ int idem_get_status(idem_client *c, idem_status *out, idem_error *err) {
   idem__v1__get_status_response__free_unpacked(resp, NULL);
   return IDEM_OK;
 }
+
+/* For admin.c (incident response). */
+int idem__record_from_pb(const Idem__V1__StepRecord *pb, idem_record *r, idem_error *err) {
+  return record_from_pb(pb, r, err);
+}

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,11 +27,22 @@
 #define DEFAULT_DEADLINE_MS 2000
 
 struct idem_client {
-  grpc_channel *channel;
-  void *registered[IDEM__M_COUNT];
+  /* failover (issue 4): one channel per coordinator address (the list given, plus leaders
+   * named by idem-leader), created on first use; cur is the one calls go to first. */
+  pthread_mutex_t mu;
+  int n_eps, cur;
+  struct idem__ep {
+    char *addr;
+    grpc_channel *channel;
+    void *registered[IDEM__M_COUNT];
+  } eps[IDEM__MAX_ENDPOINTS];
   char *tenant; /* NULL = send no idem-tenant */
   char *auth;   /* "Bearer <token>", NULL = none */
   int64_t deadline_ms;
+  /* policies and fail-open (issue 5) */
+  char *journal_path; /* NULL = none */
+  int64_t policy_refresh_ms;
+  idem__pcache *pcache;
 };
 
 static const char *const method_paths[IDEM__M_COUNT] = {
@@ -56,6 +68,19 @@ const char *idem__method_path(idem__method m) {
 
 int64_t idem__client_deadline_ms(const idem_client *c) {
   return c->deadline_ms;
+}
+
+idem__pcache *idem__client_pcache(const idem_client *c) {
+  return c->pcache;
+}
+const char *idem__client_tenant(const idem_client *c) {
+  return c->tenant ? c->tenant : "default";
+}
+const char *idem__client_journal(const idem_client *c) {
+  return c->journal_path;
+}
+int64_t idem__client_policy_refresh_ms(const idem_client *c) {
+  return c->policy_refresh_ms;
 }
 
 /* --- errors ------------------------------------------------------------------------------ */
@@ -134,6 +159,53 @@ static char *dup_or_null(const char *s) {
   return d;
 }
 
+/* --- endpoints (issue 4) ------------------------------------------------------------------ */
+
+/* The endpoint for addr[0..len) (added, with its channel, if new); -1 when the list is full or
+ * the channel cannot be made. Reconnects are retried quickly: a restarted or newly elected
+ * node must not sit behind gRPC's default reconnect backoff (up to 120 s). */
+static int ep_add(idem_client *c, const char *addr, size_t len) {
+  while (len > 0 && addr[0] == ' ') addr++, len--;
+  while (len > 0 && addr[len - 1] == ' ') len--;
+  if (len == 0) return -1;
+  pthread_mutex_lock(&c->mu);
+  int found = -1;
+  for (int i = 0; i < c->n_eps && found < 0; i++)
+    if (strlen(c->eps[i].addr) == len && memcmp(c->eps[i].addr, addr, len) == 0) found = i;
+  if (found < 0 && c->n_eps < IDEM__MAX_ENDPOINTS) {
+    struct idem__ep *e = &c->eps[c->n_eps];
+    e->addr = malloc(len + 1);
+    if (e->addr) {
+      memcpy(e->addr, addr, len);
+      e->addr[len] = '\0';
+      grpc_arg args[3];
+      args[0].type = GRPC_ARG_STRING;
+      args[0].key = (char *)GRPC_ARG_PRIMARY_USER_AGENT_STRING;
+      args[0].value.string = (char *)"libidem/" IDEM_VERSION;
+      args[1].type = GRPC_ARG_INTEGER;
+      args[1].key = (char *)GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS;
+      args[1].value.integer = 100;
+      args[2].type = GRPC_ARG_INTEGER;
+      args[2].key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
+      args[2].value.integer = 1000;
+      grpc_channel_args chargs = {.num_args = 3, .args = args};
+      grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+      e->channel = grpc_channel_create(e->addr, creds, &chargs);
+      grpc_channel_credentials_release(creds);
+      if (e->channel) {
+        for (int m = 0; m < IDEM__M_COUNT; m++)
+          e->registered[m] = grpc_channel_register_call(e->channel, method_paths[m], NULL, NULL);
+        found = c->n_eps++;
+      } else {
+        free(e->addr);
+        e->addr = NULL;
+      }
+    }
+  }
+  pthread_mutex_unlock(&c->mu);
+  return found;
+}
+
 int idem_connect(const idem_options *opt, idem_client **out, idem_error *err) {
   idem__err_reset(err);
   if (out) *out = NULL;
@@ -147,6 +219,11 @@ int idem_connect(const idem_options *opt, idem_client **out, idem_error *err) {
   if (!c) return idem__fail(err, IDEM_NOMEM, "out of memory");
   c->deadline_ms = opt->deadline_ms > 0 ? opt->deadline_ms : DEFAULT_DEADLINE_MS;
   if (opt->tenant && !(c->tenant = dup_or_null(opt->tenant))) goto nomem;
+  c->policy_refresh_ms = opt->policy_refresh_ms ? opt->policy_refresh_ms : 30000;
+  if (opt->journal_path && *opt->journal_path &&
+      !(c->journal_path = dup_or_null(opt->journal_path)))
+    goto nomem;
+  if (!(c->pcache = idem__pcache_new())) goto nomem;
   if (opt->token) {
     size_t n = strlen(opt->token) + sizeof "Bearer ";
     if (!(c->auth = malloc(n))) goto nomem;
@@ -154,39 +231,52 @@ int idem_connect(const idem_options *opt, idem_client **out, idem_error *err) {
   }
 
   grpc_init();
-  grpc_arg args[1];
-  args[0].type = GRPC_ARG_STRING;
-  args[0].key = (char *)GRPC_ARG_PRIMARY_USER_AGENT_STRING;
-  args[0].value.string = (char *)"libidem/" IDEM_VERSION;
-  grpc_channel_args chargs = {.num_args = 1, .args = args};
-  grpc_channel_credentials *creds = grpc_insecure_credentials_create();
-  c->channel = grpc_channel_create(opt->address, creds, &chargs);
-  grpc_channel_credentials_release(creds);
-  if (!c->channel) {
+  pthread_mutex_init(&c->mu, NULL);
+  bool ok = true; /* issue 4: "h1:p1,h2:p2" — every address gets its channel now */
+  for (const char *p = opt->address; *p && ok;) {
+    size_t len = strcspn(p, ",");
+    if (len > 0 && ep_add(c, p, len) < 0) ok = false;
+    p += len;
+    if (*p == ',') p++;
+  }
+  if (!ok || c->n_eps == 0) {
+    for (int i = 0; i < c->n_eps; i++) {
+      grpc_channel_destroy(c->eps[i].channel);
+      free(c->eps[i].addr);
+    }
+    pthread_mutex_destroy(&c->mu);
     grpc_shutdown();
     free(c->tenant);
     free(c->auth);
+    free(c->journal_path);
+    idem__pcache_free(c->pcache);
     free(c);
     return idem__fail(err, IDEM_INTERNAL, "cannot create a channel to %s", opt->address);
   }
-  for (int m = 0; m < IDEM__M_COUNT; m++)
-    c->registered[m] = grpc_channel_register_call(c->channel, method_paths[m], NULL, NULL);
   *out = c;
   return IDEM_OK;
 
 nomem:
   free(c->tenant);
   free(c->auth);
+  free(c->journal_path);
+  idem__pcache_free(c->pcache);
   free(c);
   return idem__fail(err, IDEM_NOMEM, "out of memory");
 }
 
 void idem_close(idem_client *c) {
   if (!c) return;
-  grpc_channel_destroy(c->channel);
+  for (int i = 0; i < c->n_eps; i++) {
+    grpc_channel_destroy(c->eps[i].channel);
+    free(c->eps[i].addr);
+  }
+  pthread_mutex_destroy(&c->mu);
   grpc_shutdown();
   free(c->tenant);
   free(c->auth);
+  free(c->journal_path);
+  idem__pcache_free(c->pcache);
   free(c);
 }
 
@@ -233,9 +323,10 @@ static int unpack_reply(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *
   return IDEM_OK;
 }
 
-int idem__unary(idem_client *c, idem__method m, const ProtobufCMessage *req,
-                const ProtobufCMessageDescriptor *resp_desc, int64_t timeout_ms,
-                ProtobufCMessage **resp, idem_error *err) {
+/* One attempt on endpoint ep (the body of the call before failover existed). */
+static int unary_at(idem_client *c, int ep, idem__method m, const ProtobufCMessage *req,
+                    const ProtobufCMessageDescriptor *resp_desc, int64_t timeout_ms,
+                    ProtobufCMessage **resp, idem_error *err) {
   idem_error scratch;
   if (!err) err = &scratch;
   idem__err_reset(err);
@@ -253,8 +344,12 @@ int idem__unary(idem_client *c, idem__method m, const ProtobufCMessage *req,
   grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
   gpr_timespec deadline =
       gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
-  grpc_call *call = grpc_channel_create_registered_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS,
-                                                        cq, c->registered[m], deadline, NULL);
+  pthread_mutex_lock(&c->mu); /* eps[] only grows; an entry never changes once added */
+  grpc_channel *ch = c->eps[ep].channel;
+  void *reg = c->eps[ep].registered[m];
+  pthread_mutex_unlock(&c->mu);
+  grpc_call *call = grpc_channel_create_registered_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, reg,
+                                                        deadline, NULL);
 
   /* Static slices over the client's own strings: they outlive every call (idem_close
    * requires that no call is in flight). */
@@ -338,4 +433,63 @@ done:
   grpc_completion_queue_shutdown(cq);
   grpc_completion_queue_destroy(cq);
   return rc;
+}
+
+/* --- failover (issue 4) -------------------------------------------------------------------- */
+
+/* Whether repeating m after an unknown outcome is harmless: the coordinator's own idempotency
+ * makes a repeated request with the same key (or request id) answer as the first did, or refuse
+ * it (a BeginStep whose first try did begin the step gets ABORTED "in progress"). Only a
+ * BeginSaga without a request id would create a second saga. */
+static bool repeatable(idem__method m, const ProtobufCMessage *req) {
+  if (m != IDEM__M_BEGIN_SAGA) return true;
+  const Idem__V1__BeginSagaRequest *r = (const Idem__V1__BeginSagaRequest *)req;
+  return r->request_id && r->request_id[0];
+}
+
+int idem__unary(idem_client *c, idem__method m, const ProtobufCMessage *req,
+                const ProtobufCMessageDescriptor *resp_desc, int64_t timeout_ms,
+                ProtobufCMessage **resp, idem_error *err) {
+  idem_error scratch;
+  if (!err) err = &scratch;
+  *resp = NULL;
+  if (!c) return idem__fail(err, IDEM_INVALID_ARGUMENT, "client is null");
+  if (timeout_ms <= 0) timeout_ms = c->deadline_ms;
+  int64_t deadline = idem__now_ms() + timeout_ms;
+  bool unknown = false; /* an earlier try may have acted */
+  for (int tries = 0;; tries++) {
+    pthread_mutex_lock(&c->mu);
+    int ep = c->cur, n = c->n_eps;
+    pthread_mutex_unlock(&c->mu);
+    int64_t left = deadline - idem__now_ms();
+    if (left < 1) left = 1;
+    int rc = unary_at(c, ep, m, req, resp_desc, left, resp, err);
+    if (rc != IDEM_UNAVAILABLE) {
+      /* a refusal after a try that may have acted does not prove nothing happened */
+      if (rc != IDEM_OK && unknown) err->outcome_unknown = true;
+      return rc;
+    }
+    bool standby = !err->outcome_unknown; /* idem-leader came with it: nothing was done */
+    if (!standby) {
+      unknown = true;
+      if (!repeatable(m, req)) return rc;
+    }
+    int next = ep;
+    if (standby && err->leader[0]) {
+      int i = ep_add(c, err->leader, strlen(err->leader));
+      if (i >= 0) next = i;
+    } else if (n > 1) {
+      next = (ep + 1) % n; /* no leader named, or this node is unreachable: the next one */
+    }
+    pthread_mutex_lock(&c->mu);
+    if (c->cur == ep) c->cur = next;
+    pthread_mutex_unlock(&c->mu);
+    /* straight to a named leader; otherwise back off (full jitter) */
+    int64_t wait = (standby && err->leader[0] && next != ep) ? 0 : idem__backoff_ms(25, 500, tries);
+    if (idem__now_ms() + wait + IDEM__MIN_TRY_MS >= deadline) {
+      if (unknown) err->outcome_unknown = true;
+      return rc;
+    }
+    idem__sleep_ms(wait);
+  }
 }

@@ -30,12 +30,21 @@ typedef enum idem__method {
   IDEM__M_COUNT
 } idem__method;
 
+/* failover (issue 4): addresses a client keeps (the list given plus leaders it was sent
+ * to), and the least time worth another try before the caller's deadline. */
+#define IDEM__MAX_ENDPOINTS 16
+#define IDEM__MIN_TRY_MS 50
+
 /* The gRPC path of a method ("/idem.v1.Coordinator/BeginStep"). */
 const char *idem__method_path(idem__method m);
 
 /* One unary RPC: packs req, sends it with the client's metadata under a deadline of
  * timeout_ms (0 = the client's deadline_ms), waits for the answer and unpacks it with
- * resp_desc. On IDEM_OK *resp owns a message the caller frees with
+ * resp_desc. Failover (issue 4): UNAVAILABLE is retried within that deadline — at once at the
+ * leader a standby named (idem-leader), else on the next address after a full-jitter backoff;
+ * a try whose outcome is unknown is repeated (same request, same key) only when that is
+ * harmless (every method but BeginSaga without a request id), and the final error then says
+ * outcome_unknown. On IDEM_OK *resp owns a message the caller frees with
  * protobuf_c_message_free_unpacked(*resp, NULL). On error *resp is NULL and err (if not NULL)
  * holds the status code, the server's message, idem-retry-after-ms, idem-leader and
  * outcome_unknown. Thread-safe: one completion queue per call. */
@@ -80,5 +89,40 @@ int idem__result_from_pb(const Idem__V1__StepResult *pb, idem_result *r, idem_er
 
 /* Frees what r holds and zeroes it. */
 void idem__result_clear(idem_result *r);
+
+/* Fills r from a StepRecord (body duplicated). IDEM_OK, IDEM_NOMEM or IDEM_BAD_RESPONSE (a
+ * string too long); r may then hold a partial copy: free it with idem_record_clear. */
+int idem__record_from_pb(const Idem__V1__StepRecord *pb, idem_record *r, idem_error *err);
+
+/* --- policies and fail-open (issue 5): policy_cache.c, journal.c ------------------------- */
+
+/* The client's policy cache: (service, operation) → failure mode and when it was fetched. */
+typedef struct idem__pcache idem__pcache;
+idem__pcache *idem__pcache_new(void); /* NULL on allocation failure */
+void idem__pcache_free(idem__pcache *p);
+
+/* Accessors of the client's options (client.c). */
+idem__pcache *idem__client_pcache(const idem_client *c);
+const char *idem__client_tenant(const idem_client *c);  /* "default" when none was given */
+const char *idem__client_journal(const idem_client *c); /* NULL when none */
+int64_t idem__client_policy_refresh_ms(const idem_client *c); /* < 0: never fetch */
+
+/* Fetches (service, operation) with GetPolicy when the cached copy is stale (at most one
+ * attempt per refresh period, bounded by timeout_ms). Never fails: errors keep the old copy. */
+void idem__policy_refresh(idem_client *c, const char *service, const char *operation,
+                          int64_t timeout_ms);
+
+/* The cached failure mode (IDEM_FAIL_CLOSED / IDEM_FAIL_OPEN), 0 when never fetched. */
+int idem__policy_cached_mode(idem_client *c, const char *service, const char *operation);
+
+/* The coordinator could not be reached: DEADLINE_EXCEEDED, or UNAVAILABLE that no coordinator
+ * answered itself (no idem-leader, not a "store ..." message). */
+bool idem__unreachable(const idem_error *err);
+
+/* Appends one journal line (format in idem.h) with O_APPEND and fsync. source "client" or
+ * "server". IDEM_OK or IDEM_DATA_LOSS (err filled). Thread-safe. */
+int idem__journal_append(const char *path, const char *source, const char *tenant,
+                         const idem_step_key *key, const uint8_t *fp, size_t fp_len,
+                         const idem_result *res, idem_error *err);
 
 #endif

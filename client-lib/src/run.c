@@ -117,10 +117,24 @@ static int step_run(idem_client *c, const idem_step_key *key, const uint8_t *fp,
   };
   if (conf.max_ms < conf.base_ms) conf.max_ms = conf.base_ms;
 
+  /* policies and fail-open (issue 5): keep the operation's policy fresh while the
+   * coordinator answers, so that it is known when it does not */
+  const char *svc = key ? key->service : NULL, *op = key ? key->operation : NULL;
+  idem__policy_refresh(c, svc, op, conf.call_ms);
+
   idem_begin b;
   int retries = 0;
+  const char *unguarded_source = "server";
   int rc = begin_with_retries(c, key, fp, fp_len, &conf, &b, &retries, err);
-  if (rc != IDEM_OK) return rc;
+  if (rc != IDEM_OK) {
+    /* the coordinator cannot be reached: a fail-open operation with a journal runs anyway */
+    if (!idem__unreachable(err) || !idem__client_journal(c) ||
+        idem__policy_cached_mode(c, svc, op) != IDEM_FAIL_OPEN)
+      return rc;
+    memset(&b, 0, sizeof b);
+    b.decision = IDEM_DECISION_PROCEED_UNGUARDED;
+    unguarded_source = "client";
+  }
 
   rep->decision = b.decision;
   rep->attempt = b.attempt;
@@ -151,8 +165,17 @@ static int step_run(idem_client *c, const idem_step_key *key, const uint8_t *fp,
   idem_begin_clear(&b);
   rep->ran = true;
   rep->takeover = ctx.takeover;
+  rep->unguarded = unguarded;
   rc = run_action(fn, arg, &ctx, &rep->result, err);
   if (rc != IDEM_OK) goto fail;
+
+  /* Unguarded: one journal line for idem_journal_reconcile (format in idem.h). */
+  if (unguarded && idem__client_journal(c)) {
+    rc = idem__journal_append(idem__client_journal(c), unguarded_source, idem__client_tenant(c),
+                              key, fp, fp_len, &rep->result, err);
+    if (rc != IDEM_OK) return rc; /* *rep stays filled: the action did run */
+    rep->journaled = true;
+  }
 
   /* Unguarded: nothing was recorded, so there is nothing to complete. */
   if (!unguarded) {

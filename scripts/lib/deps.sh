@@ -1,7 +1,8 @@
 # scripts/lib/deps.sh — installs the Debian packages idem needs (apt-get, as root, no prompts).
 IDEM_DEBS="build-essential cmake pkg-config libgrpc-dev protobuf-c-compiler libprotobuf-c-dev
-  libpq-dev postgresql postgresql-client libcriterion-dev libssl-dev grpc-proto protobuf-compiler
-  python3-grpcio python3-protobuf"
+  libpq-dev libinih-dev postgresql postgresql-client libcriterion-dev libssl-dev grpc-proto protobuf-compiler
+  python3-grpcio python3-protobuf libmicrohttpd-dev libcjson-dev
+  etcd-server libcurl4-openssl-dev"
 
 deps_install() {
   local missing=""

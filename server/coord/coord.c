@@ -9,11 +9,15 @@
  */
 #include "coord.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../metrics/metrics.h"
 #include "../util/clock.h"
+#include "../util/log.h"
 #include "../util/uuidv7.h"
+#include "coord_log.h"
 #include "decide.h"
 #include "validate.h"
 
@@ -33,11 +37,13 @@ void coord_begin_result_clear(coord_begin_result *r) {
 
 /* --- helpers --- */
 
-/* The effective policy of (service, operation): the context's resolver, else the built-in
- * default. A resolver that leaves lease or retention at 0 gets the default for that field. */
-static void resolve(const coord_ctx *ctx, const char *service, const char *operation, policy *out) {
+/* The effective policy of (tenant, service, operation): the context's resolver, else the
+ * built-in default. A resolver that leaves lease or retention at 0 gets the default for that
+ * field. */
+static void resolve(const coord_ctx *ctx, const char *tenant, const char *service,
+                    const char *operation, policy *out) {
   if (ctx->resolve_policy)
-    ctx->resolve_policy(ctx->resolve_arg, service, operation, out);
+    ctx->resolve_policy(ctx->resolve_arg, tenant, service, operation, out);
   else
     policy_default(service, operation, out);
   if (out->lease_ms == 0) out->lease_ms = POLICY_DEFAULT_LEASE_MS;
@@ -63,6 +69,28 @@ static err_code out_of_memory(err_t *err) {
 }
 
 /* --- BeginStep --- */
+
+/* The store could not be reached or did not answer in time (not a conflict between callers:
+ * the database answered then, and guarding still works). */
+static bool store_unreachable(const err_t *err) {
+  return err && strncmp(err->msg, "store conflict", 14) != 0;
+}
+
+/* Fail-open answer while the store is unreachable: nothing is recorded, so nothing fences
+ * this run; counted and logged (never the fingerprint or a body). */
+static err_code proceed_unguarded(const step_key *k, coord_begin_result *out, err_t *err) {
+  char why[ERR_MSG_MAX];
+  snprintf(why, sizeof why, "%s", err->msg);
+  coord_begin_result_clear(out);
+  out->decision = DECISION_PROCEED_UNGUARDED;
+  metrics_unguarded();
+  log_kv(LOG_WARN, "store unreachable, fail-open step proceeds unguarded", "tenant", k->tenant,
+         "global_id", k->global_id, "service", k->service, "operation", k->operation, "phase",
+         k->phase == PHASE_COMPENSATION ? "compensation" : "forward", "error", why,
+         (const char *)NULL);
+  err_clear(err);
+  return ERR_OK;
+}
 
 typedef struct begin_arg {
   decide_begin_in in;
@@ -112,7 +140,7 @@ err_code coord_begin_step(const coord_ctx *ctx, store *st, const char *tenant,
   if ((rc = validate_lease_ms("lease_ms", lease_ms, 1, err)) != ERR_OK) return rc;
 
   policy pol;
-  resolve(ctx, k.service, k.operation, &pol);
+  resolve(ctx, k.tenant, k.service, k.operation, &pol);
   begin_arg a = {
       .in = {.key = &k,
              .fp = fp,
@@ -121,8 +149,10 @@ err_code coord_begin_step(const coord_ctx *ctx, store *st, const char *tenant,
              .retention_s = pol.retention_s},
       .out = out,
   };
-  rc = store_step_txn(st, &k, store_deadline(ctx, deadline), begin_fn, &a, err);
+  rc = coord__step_txn(st, &k, store_deadline(ctx, deadline), begin_fn, &a, NULL, "begin", err);
   if (rc != ERR_OK) coord_begin_result_clear(out);
+  if (rc == ERR_UNAVAILABLE && pol.mode == FAILURE_MODE_FAIL_OPEN && store_unreachable(err))
+    return proceed_unguarded(&k, out, err);
   return rc;
 }
 
@@ -161,7 +191,7 @@ err_code coord_complete_step(const coord_ctx *ctx, store *st, const char *tenant
   if (body_len > 0 && !body) return err_set(err, ERR_INVALID, "body: missing bytes");
 
   policy pol;
-  resolve(ctx, k.service, k.operation, &pol);
+  resolve(ctx, k.tenant, k.service, k.operation, &pol);
   complete_arg a = {
       .in = {.key = &k,
              .attempt = attempt,
@@ -172,7 +202,8 @@ err_code coord_complete_step(const coord_ctx *ctx, store *st, const char *tenant
              .retention_s = pol.retention_s},
       .out = out,
   };
-  rc = store_step_txn(st, &k, store_deadline(ctx, deadline), complete_fn, &a, err);
+  rc = coord__step_txn(st, &k, store_deadline(ctx, deadline), complete_fn, &a, NULL, "complete",
+                       err);
   if (rc != ERR_OK) step_rec_clear(out);
   return rc;
 }
@@ -203,7 +234,7 @@ err_code coord_extend_lease(const coord_ctx *ctx, store *st, const char *tenant,
   if ((rc = validate_lease_ms("lease_ms", lease_ms, 1, err)) != ERR_OK) return rc;
 
   policy pol;
-  resolve(ctx, k.service, k.operation, &pol);
+  resolve(ctx, k.tenant, k.service, k.operation, &pol);
   extend_arg a = {.key = &k, .attempt = attempt, .lease_ms = lease_ms ? lease_ms : pol.lease_ms};
   rc = store_step_txn(st, &k, store_deadline(ctx, deadline), extend_fn, &a, err);
   if (rc == ERR_OK) *lease_expires_ms = a.lease_expires_ms;
@@ -255,7 +286,7 @@ err_code coord_begin_saga(const coord_ctx *ctx, store *st, const char *tenant,
   }
 
   policy pol;
-  resolve(ctx, "*", "*", &pol);
+  resolve(ctx, tenant, "*", "*", &pol);
   char id[UUIDV7_STR_LEN + 1];
   if (!uuidv7_new(clock_wall_ms(), id))
     return err_set(err, ERR_INTERNAL, "global_id: the random source failed");
@@ -297,6 +328,6 @@ err_code coord_get_policy(const coord_ctx *ctx, const char *tenant, const char *
   if ((rc = validate_tenant(tenant, err)) != ERR_OK) return rc;
   if ((rc = validate_name("service", service, err)) != ERR_OK) return rc;
   if ((rc = validate_name("operation", operation, err)) != ERR_OK) return rc;
-  resolve(ctx, service, operation, out);
+  resolve(ctx, tenant, service, operation, out);
   return ERR_OK;
 }

@@ -27,6 +27,9 @@ typedef struct coord_ctx {
   void *resolve_arg;
   size_t body_max;          /* result body limit, default REC_BODY_MAX_DEFAULT */
   int64_t store_timeout_ms; /* per store call, default 2000 */
+  /* policies (issue 5): called after Admin.SetPolicy/DeletePolicy committed, with the
+   * caller's store, so the resolver sees the change at once (NULL: nothing to do). */
+  void (*policies_changed)(void *arg, store *st, int64_t deadline); /* arg = resolve_arg */
 } coord_ctx;
 
 /* Sets the defaults above. */
@@ -56,7 +59,10 @@ typedef struct coord_begin_result {
 
 void coord_begin_result_clear(coord_begin_result *r);
 
-/* BeginStep. lease_ms 0 = the policy's. ERR_ABORTED carries err->retry_after_ms. */
+/* BeginStep. lease_ms 0 = the policy's. ERR_ABORTED carries err->retry_after_ms.
+ * When the store cannot be reached (ERR_UNAVAILABLE, not a conflict) and the operation's
+ * policy is fail-open, answers ERR_OK with DECISION_PROCEED_UNGUARDED (attempt 0, nothing
+ * recorded; counted with metrics_unguarded() and logged); fail-closed stays ERR_UNAVAILABLE. */
 err_code coord_begin_step(const coord_ctx *ctx, store *st, const char *tenant,
                           const coord_key_in *key, const uint8_t *fp, size_t fp_len,
                           uint32_t lease_ms, int64_t deadline, coord_begin_result *out,
@@ -87,7 +93,8 @@ err_code coord_begin_saga(const coord_ctx *ctx, store *st, const char *tenant,
 err_code coord_get_saga(const coord_ctx *ctx, store *st, const char *tenant,
                         const char *global_id, int64_t deadline, saga_view *out, err_t *err);
 
-/* GetPolicy: the effective policy of (service, operation); no store access. */
+/* GetPolicy: the effective policy of (service, operation) for tenant; no store access.
+ * Admin.SetPolicy/DeletePolicy/ListPolicies: coord_policy.h. */
 err_code coord_get_policy(const coord_ctx *ctx, const char *tenant, const char *service,
                           const char *operation, policy *out, err_t *err);
 

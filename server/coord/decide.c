@@ -18,9 +18,11 @@
 
 /* --- helpers --- */
 
-/* The record exists and its retention has not passed. */
+/* The record exists and its retention has not passed. An UNKNOWN record never expires: it is
+ * kept and replayed until an operator resolves it (api.md §4), and the reaper keeps it. */
 static bool live(const step_rec *r, int64_t now) {
-  return r->present && !(r->expires_ms != 0 && r->expires_ms <= now);
+  return r->present &&
+         (r->state == STATE_UNKNOWN || !(r->expires_ms != 0 && r->expires_ms <= now));
 }
 
 static int64_t retention_end(int64_t now, uint32_t retention_s) {

@@ -1,20 +1,213 @@
+/* metrics.c — the counters behind /metrics and their Prometheus text rendering. Counters are
+ * relaxed atomics (a scrape may see one counter a call ahead of another; never torn). */
 #include "metrics.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static atomic_uint_fast64_t g_unguarded;
 static atomic_uint_fast64_t g_reaped_steps;
 static atomic_uint_fast64_t g_reaped_sagas;
 
-void metrics_unguarded(void) { atomic_fetch_add(&g_unguarded, 1); }
+void metrics_unguarded(void) {
+  atomic_fetch_add(&g_unguarded, 1);
+}
 
 void metrics_reaped(const char *kind, uint64_t n) {
   atomic_fetch_add(strcmp(kind, "sagas") == 0 ? &g_reaped_sagas : &g_reaped_steps, n);
 }
 
-uint64_t metrics_unguarded_total(void) { return atomic_load(&g_unguarded); }
+uint64_t metrics_unguarded_total(void) {
+  return atomic_load(&g_unguarded);
+}
 
 uint64_t metrics_reaped_total(const char *kind) {
   return atomic_load(strcmp(kind, "sagas") == 0 ? &g_reaped_sagas : &g_reaped_steps);
+}
+
+/* --- incident response (issue 6) --- */
+
+/* Latency buckets, upper bounds in microseconds (rendered in seconds); one more for +Inf. */
+static const int64_t bucket_us[] = {500,    1000,   2500,   5000,    10000,   25000,  50000,
+                                    100000, 250000, 500000, 1000000, 2500000, 5000000};
+#define N_BUCKETS (sizeof bucket_us / sizeof bucket_us[0])
+
+typedef struct rpc_stat {
+  _Atomic(const char *) name;
+  atomic_uint_fast64_t calls[METRICS_CODES];
+  atomic_uint_fast64_t buckets[N_BUCKETS + 1]; /* not cumulative; the last is +Inf */
+  atomic_uint_fast64_t sum_us;
+  atomic_uint_fast64_t count;
+} rpc_stat;
+
+static rpc_stat g_rpc[METRICS_METHODS_MAX];
+
+static const char *const code_names[METRICS_CODES] = {
+    "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
+    "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+    "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
+    "DATA_LOSS", "UNAUTHENTICATED"};
+
+#define N_DECISIONS 6
+static const char *const decision_names[N_DECISIONS] = {
+    "unspecified",      "proceed", "replay", "skip_null_compensation", "skip_already_compensated",
+    "proceed_unguarded"};
+static atomic_uint_fast64_t g_decisions[N_DECISIONS];
+static atomic_uint_fast64_t g_takeovers;
+
+#define N_OUTCOMES 5
+static const char *const outcome_names[N_OUTCOMES] = {"unspecified", "succeeded", "failed",
+                                                      "retryable", "unknown"};
+static atomic_uint_fast64_t g_resolved[N_OUTCOMES];
+
+static const char *const store_kinds[] = {"unavailable", "timeout", "conflict", "error"};
+#define N_STORE_KINDS (sizeof store_kinds / sizeof store_kinds[0])
+static atomic_uint_fast64_t g_store_errors[N_STORE_KINDS];
+
+static atomic_bool g_leader = true;
+static atomic_uint_fast64_t g_epoch;
+
+static _Atomic(metrics_counts_fn) g_counts_fn;
+static _Atomic(void *) g_counts_arg;
+
+void metrics_rpc_name(int method, const char *name) {
+  if (method < 0 || method >= METRICS_METHODS_MAX) return;
+  atomic_store(&g_rpc[method].name, name);
+}
+
+void metrics_rpc_done(int method, int grpc_code, int64_t micros) {
+  if (method < 0 || method >= METRICS_METHODS_MAX) return;
+  rpc_stat *s = &g_rpc[method];
+  if (grpc_code >= 0 && grpc_code < METRICS_CODES)
+    atomic_fetch_add_explicit(&s->calls[grpc_code], 1, memory_order_relaxed);
+  if (micros < 0) micros = 0;
+  size_t b = 0;
+  while (b < N_BUCKETS && micros > bucket_us[b]) b++;
+  atomic_fetch_add_explicit(&s->buckets[b], 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&s->sum_us, (uint64_t)micros, memory_order_relaxed);
+  atomic_fetch_add_explicit(&s->count, 1, memory_order_relaxed);
+}
+
+void metrics_decision(int decision, bool takeover) {
+  if (decision < 0 || decision >= N_DECISIONS) return;
+  atomic_fetch_add_explicit(&g_decisions[decision], 1, memory_order_relaxed);
+  if (takeover) atomic_fetch_add_explicit(&g_takeovers, 1, memory_order_relaxed);
+}
+
+void metrics_resolved(int outcome) {
+  if (outcome < 0 || outcome >= N_OUTCOMES) return;
+  atomic_fetch_add_explicit(&g_resolved[outcome], 1, memory_order_relaxed);
+}
+
+void metrics_store_error(const char *kind) {
+  size_t i = 0;
+  while (i < N_STORE_KINDS - 1 && strcmp(kind, store_kinds[i]) != 0) i++;
+  atomic_fetch_add_explicit(&g_store_errors[i], 1, memory_order_relaxed);
+}
+
+void metrics_set_leader(bool leader, uint64_t epoch) {
+  atomic_store(&g_leader, leader);
+  atomic_store(&g_epoch, epoch);
+}
+
+void metrics_set_counts_fn(metrics_counts_fn fn, void *arg) {
+  atomic_store(&g_counts_arg, arg);
+  atomic_store(&g_counts_fn, fn);
+}
+
+/* --- rendering --- */
+
+static unsigned long long ld(atomic_uint_fast64_t *v) {
+  return (unsigned long long)atomic_load_explicit(v, memory_order_relaxed);
+}
+
+static void help(FILE *f, const char *name, const char *type, const char *text) {
+  fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, type);
+}
+
+static void render_rpc(FILE *f) {
+  help(f, "idem_rpc_calls_total", "counter", "Calls finished, by method and gRPC status code.");
+  for (int m = 0; m < METRICS_METHODS_MAX; m++) {
+    const char *name = atomic_load(&g_rpc[m].name);
+    if (!name) continue;
+    for (int c = 0; c < METRICS_CODES; c++) {
+      unsigned long long n = ld(&g_rpc[m].calls[c]);
+      if (n == 0 && c != 0) continue; /* OK always; other codes once seen */
+      fprintf(f, "idem_rpc_calls_total{method=\"%s\",code=\"%s\"} %llu\n", name, code_names[c], n);
+    }
+  }
+  help(f, "idem_rpc_duration_seconds", "histogram",
+       "Time from a call's arrival to its reply, by method.");
+  for (int m = 0; m < METRICS_METHODS_MAX; m++) {
+    const char *name = atomic_load(&g_rpc[m].name);
+    if (!name) continue;
+    unsigned long long cum = 0;
+    for (size_t b = 0; b <= N_BUCKETS; b++) {
+      cum += ld(&g_rpc[m].buckets[b]);
+      if (b < N_BUCKETS)
+        fprintf(f, "idem_rpc_duration_seconds_bucket{method=\"%s\",le=\"%g\"} %llu\n", name,
+                (double)bucket_us[b] / 1e6, cum);
+      else
+        fprintf(f, "idem_rpc_duration_seconds_bucket{method=\"%s\",le=\"+Inf\"} %llu\n", name, cum);
+    }
+    fprintf(f, "idem_rpc_duration_seconds_sum{method=\"%s\"} %.6f\n", name,
+            (double)ld(&g_rpc[m].sum_us) / 1e6);
+    fprintf(f, "idem_rpc_duration_seconds_count{method=\"%s\"} %llu\n", name, ld(&g_rpc[m].count));
+  }
+}
+
+static void render_counters(FILE *f) {
+  help(f, "idem_begin_step_decisions_total", "counter", "BeginStep answers, by decision.");
+  for (int d = 1; d < N_DECISIONS; d++)
+    fprintf(f, "idem_begin_step_decisions_total{decision=\"%s\"} %llu\n", decision_names[d],
+            ld(&g_decisions[d]));
+  help(f, "idem_takeovers_total", "counter", "PROCEED answers that took over an expired lease.");
+  fprintf(f, "idem_takeovers_total %llu\n", ld(&g_takeovers));
+  help(f, "idem_resolved_steps_total", "counter", "Steps resolved by hand, by outcome.");
+  for (int o = 1; o <= 3; o++)
+    fprintf(f, "idem_resolved_steps_total{outcome=\"%s\"} %llu\n", outcome_names[o],
+            ld(&g_resolved[o]));
+  help(f, "idem_store_errors_total", "counter", "Failed store calls, by kind.");
+  for (size_t k = 0; k < N_STORE_KINDS; k++)
+    fprintf(f, "idem_store_errors_total{kind=\"%s\"} %llu\n", store_kinds[k],
+            ld(&g_store_errors[k]));
+  help(f, "idem_unguarded_executions_total", "counter",
+       "PROCEED_UNGUARDED answers (fail-open while the store was unreachable).");
+  fprintf(f, "idem_unguarded_executions_total %llu\n", ld(&g_unguarded));
+  help(f, "idem_reaped_rows_total", "counter", "Expired rows deleted by the reaper, by table.");
+  fprintf(f, "idem_reaped_rows_total{kind=\"steps\"} %llu\n", ld(&g_reaped_steps));
+  fprintf(f, "idem_reaped_rows_total{kind=\"sagas\"} %llu\n", ld(&g_reaped_sagas));
+  help(f, "idem_leader", "gauge", "1 while this node is the leader.");
+  fprintf(f, "idem_leader %d\n", atomic_load(&g_leader) ? 1 : 0);
+  help(f, "idem_epoch", "gauge", "The leadership epoch this node serves under.");
+  fprintf(f, "idem_epoch %llu\n", ld(&g_epoch));
+}
+
+static void render_gauges(FILE *f) {
+  metrics_counts_fn fn = atomic_load(&g_counts_fn);
+  uint64_t in_progress = 0, unknown = 0;
+  bool ok = fn && fn(atomic_load(&g_counts_arg), &in_progress, &unknown);
+  help(f, "idem_steps_scrape_ok", "gauge", "1 when the step counts below could be read.");
+  fprintf(f, "idem_steps_scrape_ok %d\n", ok ? 1 : 0);
+  if (!ok) return;
+  help(f, "idem_steps", "gauge", "Live steps in a state that needs attention, over all tenants.");
+  fprintf(f, "idem_steps{state=\"in_progress\"} %llu\n", (unsigned long long)in_progress);
+  fprintf(f, "idem_steps{state=\"unknown\"} %llu\n", (unsigned long long)unknown);
+}
+
+char *metrics_render(void) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f) return NULL;
+  render_rpc(f);
+  render_counters(f);
+  render_gauges(f);
+  if (fclose(f) != 0) {
+    free(buf);
+    return NULL;
+  }
+  return buf;
 }

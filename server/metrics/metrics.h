@@ -1,6 +1,10 @@
 /* metrics.h — process-wide counters, gauges and latency histograms (no per-key labels),
  * rendered as Prometheus text at /metrics. Every function is thread-safe and lock-free on the
- * hot path; calling them before metrics_http_start (or without --metrics) is fine. */
+ * hot path; calling them before metrics_http_start (or without --metrics) is fine.
+ *
+ * No label ever carries a key, a global id or a tenant: label values come from small fixed
+ * sets (method names, gRPC code names, decision names, store error kinds).
+ */
 #ifndef IDEM_METRICS_H
 #define IDEM_METRICS_H
 
@@ -17,5 +21,56 @@ void metrics_reaped(const char *kind, uint64_t n);
 /* Current counts (for tests and GetStatus); the /metrics text is the public interface. */
 uint64_t metrics_unguarded_total(void);
 uint64_t metrics_reaped_total(const char *kind);
+
+/* --- incident response (issue 6) --- */
+
+#define METRICS_METHODS_MAX 32
+#define METRICS_CODES 17 /* gRPC status codes 0..16 */
+
+/* Names method index i ("BeginStep"); name must outlive the process (a string literal or a
+ * static table). Unnamed methods are not rendered. */
+void metrics_rpc_name(int method, const char *name);
+
+/* One finished call of method with gRPC status code, handled in micros microseconds (from
+ * arrival to the reply being queued). Out-of-range arguments are ignored. */
+void metrics_rpc_done(int method, int grpc_code, int64_t micros);
+
+/* A BeginStep answered with decision (record.h step_decision values 1..5); takeover when it
+ * was a PROCEED after an expired lease. */
+void metrics_decision(int decision, bool takeover);
+
+/* A step was resolved by hand (Admin.ResolveStep) with outcome (1 succeeded, 2 failed,
+ * 3 retryable). */
+void metrics_resolved(int outcome);
+
+/* A store call failed: kind "unavailable" (cannot reach or lost the database), "timeout",
+ * "conflict" (retries exhausted) or "error" (an SQL error). */
+void metrics_store_error(const char *kind);
+
+/* The leader/epoch gauges (single node: leader, epoch 0). */
+void metrics_set_leader(bool leader, uint64_t epoch);
+
+/* The source of the step gauges, called on each scrape (from the HTTP thread): fills the
+ * live IN_PROGRESS and UNKNOWN step counts and returns true, or false when they cannot be
+ * read now (the scrape then reports idem_steps_scrape_ok 0 and omits the gauges). */
+typedef bool (*metrics_counts_fn)(void *arg, uint64_t *in_progress, uint64_t *unknown);
+void metrics_set_counts_fn(metrics_counts_fn fn, void *arg);
+
+/* The whole Prometheus text exposition (format 0.0.4). Returns a malloc'd NUL-terminated
+ * string the caller frees, or NULL on allocation failure. Calls the counts function. */
+char *metrics_render(void);
+
+/* --- the HTTP endpoint (metrics_http.c, libmicrohttpd) --- */
+
+typedef struct metrics_http metrics_http;
+
+/* Serves GET /metrics on addr ("HOST:PORT", IPv4 or [IPv6]; port 0 = any) from its own
+ * thread. Returns NULL with a message in errbuf when the address is malformed or cannot be
+ * bound. *bound_port (may be NULL) receives the port. Stop with metrics_http_stop. */
+metrics_http *metrics_http_start(const char *addr, int *bound_port, char *errbuf,
+                                 size_t errbuf_len);
+
+/* Stops serving and frees h. NULL is fine. */
+void metrics_http_stop(metrics_http *h);
 
 #endif

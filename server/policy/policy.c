@@ -12,3 +12,14 @@ void policy_default(const char *service, const char *operation, policy *out) {
   out->lease_ms = POLICY_DEFAULT_LEASE_MS;
   out->updated_ms = 0;
 }
+
+const char *policy_mode_name(failure_mode m) {
+  switch (m) {
+    case FAILURE_MODE_FAIL_OPEN:
+      return "fail-open";
+    case FAILURE_MODE_FAIL_CLOSED:
+      return "fail-closed";
+    default:
+      return "unspecified";
+  }
+}

@@ -1,7 +1,14 @@
 /* policy.h — per-(service, operation) policy: failure mode, retention, lease (api.md §6).
  *
- * Until the policy store lands, every operation has the built-in default. The resolver is a
- * function so the stored, cached policies can replace it without touching coord/.
+ * Policies are per tenant: every record and query is scoped by tenant, and so are the rows of
+ * idem_policies. The tenant "*" (never a valid tenant name) holds the server-wide rows seeded
+ * from the config file; a tenant's own rows win over them. Precedence, first match wins:
+ *   (tenant, service, operation) > (tenant, service, "*") > (tenant, "*", "*")
+ *   > ("*", service, operation) > ("*", service, "*") > ("*", "*", "*") > built-in default.
+ * ("*", operation) with a concrete operation is not a valid row: a rule for "every service's
+ * operation X" would make the precedence ambiguous, so it is refused (INVALID_ARGUMENT).
+ *
+ * The resolver is a function so coord/ does not know where policies live (policy_cache.h).
  */
 #ifndef IDEM_POLICY_H
 #define IDEM_POLICY_H
@@ -14,6 +21,8 @@
 #define POLICY_DEFAULT_LEASE_MS 30000u    /* 30 s */
 #define POLICY_RETENTION_MIN_S 1u
 #define POLICY_RETENTION_MAX_S (90u * 86400u) /* 90 days */
+#define POLICY_LEASE_MAX_MS REC_LEASE_MS_MAX  /* 1 h */
+#define POLICY_ANY "*"                        /* wildcard service/operation, all-tenants row */
 
 typedef struct policy {
   char service[REC_NAME_MAX + 1];   /* "*" matches any */
@@ -24,11 +33,21 @@ typedef struct policy {
   int64_t updated_ms; /* 0 for the built-in default */
 } policy;
 
+/* One stored row: a policy and the tenant it belongs to ("*" = every tenant). */
+typedef struct policy_row {
+  char tenant[REC_GLOBAL_ID_MAX + 1];
+  policy p;
+} policy_row;
+
 /* Fills out with the built-in default for (service, operation): fail-closed, 24 h, 30 s. */
 void policy_default(const char *service, const char *operation, policy *out);
 
-/* Resolves the effective policy of (service, operation). arg is the resolver's own state. */
-typedef void (*policy_resolve_fn)(void *arg, const char *service, const char *operation,
-                                  policy *out);
+/* Resolves the effective policy of (tenant, service, operation) into *out (always filled).
+ * arg is the resolver's own state. Must be thread-safe and must not wait on the store. */
+typedef void (*policy_resolve_fn)(void *arg, const char *tenant, const char *service,
+                                  const char *operation, policy *out);
+
+/* "fail-open" / "fail-closed" / "unspecified". Never NULL. */
+const char *policy_mode_name(failure_mode m);
 
 #endif

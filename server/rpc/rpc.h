@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "../coord/coord.h"
+#include "../elect/elect.h"
 #include "../store/store.h"
 #include "../util/err.h"
 
@@ -27,6 +28,12 @@ typedef struct rpc_config {
   const char *node_id;      /* for GetStatus */
   size_t max_recv_bytes;    /* default 256 KiB */
   int64_t default_deadline_ms; /* applied to calls without a deadline; default 2000 */
+  /* high availability (issue 4): borrowed, must outlive the server; NULL = always the leader.
+   * Not the leader: every call but Admin.GetStatus and health answers UNAVAILABLE "not the
+   * leader" with trailing metadata idem-leader: host:port (empty when no leader is known), as
+   * does a call the store refused as fenced. Health is SERVING only while the leader with a
+   * healthy store. */
+  elect *elector;
 } rpc_config;
 
 /* Binds, starts the threads and begins serving. NULL with err filled when the port cannot be

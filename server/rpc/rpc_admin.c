@@ -1,5 +1,6 @@
 /* rpc_admin.c — idem.v1.Admin (GetStatus so far) and grpc.health.v1.Health/Check.
- * Both answer from this node's view: single node, always the leader, epoch 0. */
+ * Both answer from this node's view of the election (issue 4; without an elector: always the
+ * leader, epoch 0), on every node, leader or not. */
 #include <string.h>
 
 #include "../util/clock.h"
@@ -24,11 +25,13 @@ err_code rpc__get_status(const rpc_req *rq, const ProtobufCMessage *in, rpc_call
   (void)in;
   Idem__V1__GetStatusResponse resp = IDEM__V1__GET_STATUS_RESPONSE__INIT;
   resp.node_id = rq->srv->node_id;
-  resp.leader = true;
-  resp.leader_address = rq->srv->address;
-  resp.epoch = 0;
+  elect_status es = {.leader = true, .election_ok = true};
+  if (rq->srv->elector) elect_status_get(rq->srv->elector, &es);
+  resp.leader = es.leader;
+  resp.leader_address = rq->srv->elector ? es.leader_addr : rq->srv->address;
+  resp.epoch = es.epoch;
   resp.store_ok = store_ok(rq);
-  resp.election_ok = true;
+  resp.election_ok = es.election_ok;
   resp.version = (char *)IDEM_VERSION;
   resp.started_unix_ms = rq->srv->started_unix_ms;
   return rpc__call_reply(c, &resp.base, err);
@@ -40,7 +43,9 @@ err_code rpc__health_check(const rpc_req *rq, const ProtobufCMessage *in, rpc_ca
   if (req->service[0] && strcmp(req->service, "idem.v1.Coordinator") != 0)
     return err_set(err, ERR_NOT_FOUND, "unknown service %.64s", req->service);
   Grpc__Health__V1__HealthCheckResponse resp = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
-  resp.status = store_ok(rq) ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
-                             : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
+  bool leader = !rq->srv->elector || elect_is_leader(rq->srv->elector, NULL);
+  resp.status = leader && store_ok(rq)
+                    ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
+                    : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
   return rpc__call_reply(c, &resp.base, err);
 }

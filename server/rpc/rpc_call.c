@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <time.h>
+
+#include "../metrics/metrics.h"
 #include "../util/clock.h"
 #include "../util/log.h"
 #include "rpc_internal.h"
@@ -195,13 +198,20 @@ void rpc__call_finish(rpc_call *c, const err_t *e) {
     grpc_byte_buffer_destroy(c->reply);
     c->reply = NULL;
   }
-  if (code == ERR_ABORTED && e->retry_after_ms > 0) {
+  if (code == ERR_UNAVAILABLE && c->not_leader) { /* issue 4: refused, nothing done */
+    c->trailing[0].key = grpc_slice_from_static_string(RPC_LEADER_MD);
+    c->trailing[0].value = grpc_slice_from_copied_string(c->leader);
+    c->n_trailing = 1;
+  } else if (code == ERR_ABORTED && e->retry_after_ms > 0) {
     char v[24];
     snprintf(v, sizeof v, "%" PRId64, e->retry_after_ms);
     c->trailing[0].key = grpc_slice_from_static_string(RPC_RETRY_AFTER_MD);
     c->trailing[0].value = grpc_slice_from_copied_string(v);
     c->n_trailing = 1;
   }
+  if (c->method >= 0) /* incident response: calls per method and code, latency */
+    metrics_rpc_done(c->method, (int)rpc__status(code),
+                     c->arrived_us ? rpc__mono_us() - c->arrived_us : 0);
   if (code == ERR_INTERNAL) {
     const char *path = c->method >= 0 ? rpc__methods[c->method].path : "generic";
     log_kv(LOG_ERROR, "internal error", "method", path, "error", msg, (const char *)NULL);
@@ -240,7 +250,27 @@ void rpc__call_finish(rpc_call *c, const err_t *e) {
   }
 }
 
+int64_t rpc__mono_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 /* --- the worker's part --- */
+
+/* issue 4: the calls every node answers, leader or not (api.md §7). */
+static bool leader_only(const rpc_method *m) {
+  return strcmp(m->path, "/idem.v1.Admin/GetStatus") != 0 &&
+         strcmp(m->path, "/grpc.health.v1.Health/Check") != 0;
+}
+
+/* Marks c as refused by a node that is not (or no longer) the leader. */
+static void refuse_not_leader(rpc_call *c) {
+  elect_status st;
+  elect_status_get(c->srv->elector, &st);
+  c->not_leader = true;
+  snprintf(c->leader, sizeof c->leader, "%s", st.leader_addr);
+}
 
 void rpc__call_handle(rpc_call *c, store *st) {
   const rpc_method *m = &rpc__methods[c->method];
@@ -252,6 +282,9 @@ void rpc__call_handle(rpc_call *c, store *st) {
     err_set(&err, ERR_DEADLINE, "deadline exceeded before the call was handled");
   } else if (!m->handler) {
     err_set(&err, ERR_UNIMPLEMENTED, "not implemented yet");
+  } else if (c->srv->elector && leader_only(m) && !elect_is_leader(c->srv->elector, NULL)) {
+    err_set(&err, ERR_UNAVAILABLE, "not the leader");
+    refuse_not_leader(c);
   } else if (tenant_of(&c->md, tenant, sizeof tenant, &err) == ERR_OK) {
     ProtobufCMessage *in = rpc__decode(c->payload, m->in, &err);
     if (in) {
@@ -261,6 +294,10 @@ void rpc__call_handle(rpc_call *c, store *st) {
         err_clear(&err);
       else if (err.code != code)
         err.code = code; /* trust the return value */
+      /* issue 4: the store refused the commit under an old epoch: nothing was written */
+      if (err.code == ERR_UNAVAILABLE && c->srv->elector &&
+          strncmp(err.msg, STORE_FENCED_MSG, sizeof STORE_FENCED_MSG - 1) == 0)
+        refuse_not_leader(c);
       protobuf_c_message_free_unpacked(in, NULL);
     }
   }

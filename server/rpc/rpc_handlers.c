@@ -3,6 +3,7 @@
  * before the coord outputs they borrow from are cleared. */
 #include <stdlib.h>
 
+#include "../metrics/metrics.h"
 #include "idem/v1/coordinator.pb-c.h"
 #include "rpc_internal.h"
 
@@ -127,6 +128,7 @@ err_code rpc__begin_step(const rpc_req *rq, const ProtobufCMessage *in, rpc_call
   resp.lease_expires_unix_ms = out.lease_expires_ms;
   resp.takeover = out.takeover;
   resp.expires_unix_ms = out.expires_ms;
+  metrics_decision((int)out.decision, out.takeover);
   if (out.has_result) {
     result.outcome = (Idem__V1__Outcome)out.outcome;
     result.code = out.code;

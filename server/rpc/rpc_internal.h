@@ -37,6 +37,7 @@
 #define RPC_TENANT_DEFAULT "default"
 #define RPC_TENANT_MD "idem-tenant"
 #define RPC_RETRY_AFTER_MD "idem-retry-after-ms"
+#define RPC_LEADER_MD "idem-leader" /* issue 4: a standby's (or fenced) refusal */
 
 typedef enum rpc_tag_kind {
   RPC_TAG_REQUEST,  /* a registered request is outstanding */
@@ -83,10 +84,15 @@ struct rpc_call {
   grpc_call_details details; /* generic calls only */
   grpc_byte_buffer *payload; /* registered calls: the request message (NULL if none) */
   int64_t deadline;          /* absolute monotonic ms, fixed when the call arrived */
+  int64_t arrived_us;        /* monotonic microseconds at arrival (latency metrics); 0 unknown */
   /* the reply, alive until the batch completes */
   grpc_byte_buffer *reply;
   grpc_metadata trailing[1];
   size_t n_trailing;
+  /* issue 4: answered UNAVAILABLE as not the leader (nothing was done): idem-leader names
+   * leader (may be "") */
+  bool not_leader;
+  char leader[ELECT_ADDR_MAX];
   int cancelled;
   rpc_call *next; /* worker queue link */
 };
@@ -128,6 +134,7 @@ struct rpc_server {
   size_t max_recv_bytes;
   int64_t default_deadline_ms;
   int workers;
+  elect *elector; /* issue 4: NULL = always the leader */
 
   grpc_server *server;
   grpc_completion_queue *cq;
@@ -179,5 +186,17 @@ err_code rpc__get_saga(const rpc_req *, const ProtobufCMessage *, rpc_call *, er
 err_code rpc__get_policy(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
 err_code rpc__get_status(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
 err_code rpc__health_check(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
+
+/* incident response (issue 6): rpc_admin_steps.c */
+err_code rpc__list_steps(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
+err_code rpc__resolve_step(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
+err_code rpc__list_audit(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
+/* Monotonic clock in microseconds (rpc_call.c). */
+int64_t rpc__mono_us(void);
+
+/* policies (issue 5): rpc_admin_policy.c */
+err_code rpc__set_policy(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
+err_code rpc__delete_policy(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
+err_code rpc__list_policies(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
 
 #endif

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../metrics/metrics.h"
 #include "../util/clock.h"
 #include "../util/log.h"
 #include "rpc_internal.h"
@@ -52,6 +53,7 @@ static void post_request(rpc_server *s, int method) {
 static void on_registered(rpc_server *s, rpc_call *c) {
   if (!atomic_load(&s->shutting_down)) post_request(s, c->method);
   c->deadline = rpc__deadline_mono(c->deadline_ts, s->default_deadline_ms);
+  c->arrived_us = rpc__mono_us();
   if (!rpc__pool_push(&s->pool, c)) {
     err_t err;
     err_set(&err, ERR_RESOURCE, "server overloaded: too many calls waiting");
@@ -190,6 +192,7 @@ rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err) {
   s->default_deadline_ms =
       cfg->default_deadline_ms > 0 ? cfg->default_deadline_ms : DEFAULT_DEADLINE_MS;
   s->started_unix_ms = clock_wall_ms();
+  s->elector = cfg->elector;
 
   grpc_arg args[] = {
       {.type = GRPC_ARG_INTEGER,
@@ -210,6 +213,8 @@ rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err) {
   grpc_server_register_completion_queue(s->server, s->cq, NULL);
 
   for (size_t i = 0; i < rpc__n_methods; i++) {
+    /* metrics label: "Service/Method" (the path after the package), a static string */
+    metrics_rpc_name((int)i, strrchr(rpc__methods[i].path, '.') + 1);
     s->registered[i] = grpc_server_register_method(s->server, rpc__methods[i].path, NULL,
                                                    GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
     if (!s->registered[i]) {

@@ -20,6 +20,8 @@
 
 #include "../util/err.h"
 #include "record.h"
+#include "record_admin.h"
+#include "../policy/policy.h"
 
 #define STORE_OPS_VERSION 1
 
@@ -63,6 +65,54 @@ typedef struct store_ops {
    * by created time. ERR_NOT_FOUND when there is neither a saga row nor a step. */
   err_code (*get_saga)(store *s, const char *tenant, const char *global_id, int64_t deadline,
                        saga_view *out, err_t *err);
+
+  /* incident response (issue 6) */
+
+  /* ListSteps: fills an owned list of at most f->limit records (see step_filter). */
+  err_code (*list_steps)(store *s, const step_filter *f, int64_t deadline, step_list *out,
+                         err_t *err);
+
+  /* step_txn that also appends *audit to the audit trail in the same transaction when fn
+   * returns ERR_OK (nothing is appended otherwise). fn may fill audit's from/to states (audit
+   * usually lives in arg); id and at_ms are set by the database. */
+  err_code (*step_txn_audit)(store *s, const step_key *key, int64_t deadline, store_step_fn fn,
+                             void *arg, const audit_rec *audit, err_t *err);
+
+  /* ListAudit: newest first, one tenant, optionally one saga (global_id NULL or "" = all),
+   * rows with id < before_id when before_id > 0. Fills an owned list of at most limit rows. */
+  err_code (*list_audit)(store *s, const char *tenant, const char *global_id, int64_t before_id,
+                         uint32_t limit, int64_t deadline, audit_list *out, err_t *err);
+
+  /* Live IN_PROGRESS and UNKNOWN steps over all tenants (for the /metrics gauges). */
+  err_code (*count_steps)(store *s, int64_t deadline, step_counts *out, err_t *err);
+
+  /* policies and reaping (issue 5) */
+
+  /* Inserts or replaces the policy row (tenant, p->service, p->operation) (values already
+   * validated; tenant "*" = every tenant), stamped with the database clock. With
+   * only_if_absent an existing row is kept (*written = false). On a write, *out (may be NULL)
+   * is the stored row. */
+  err_code (*policy_put)(store *s, const char *tenant, const policy *p, bool only_if_absent,
+                         int64_t deadline, bool *written, policy *out, err_t *err);
+
+  /* Deletes one row; *deleted says whether there was one. */
+  err_code (*policy_delete)(store *s, const char *tenant, const char *service,
+                            const char *operation, int64_t deadline, bool *deleted, err_t *err);
+
+  /* Every row of tenant (NULL: of every tenant, "*" included), ordered by (tenant, service,
+   * operation). *rows is an owned array (free()), NULL when *n == 0. */
+  err_code (*policy_list)(store *s, const char *tenant, int64_t deadline, policy_row **rows,
+                          size_t *n, err_t *err);
+
+  /* One short transaction: deletes at most limit finished steps past their retention (never
+   * IN_PROGRESS or UNKNOWN; rows locked by a running step transaction are skipped). */
+  err_code (*reap_steps)(store *s, uint32_t limit, int64_t deadline, uint64_t *deleted,
+                         err_t *err);
+
+  /* One short transaction: deletes at most limit saga rows past their retention (their
+   * labels go with them; their steps are reaped on their own retention). */
+  err_code (*reap_sagas)(store *s, uint32_t limit, int64_t deadline, uint64_t *deleted,
+                         err_t *err);
 } store_ops;
 
 /* Every backend's handle starts with this. */
@@ -93,6 +143,50 @@ static inline err_code store_get_saga(store *s, const char *tenant, const char *
   return s->ops->get_saga(s, tenant, global_id, deadline, out, err);
 }
 
+/* incident response (issue 6) */
+static inline err_code store_list_steps(store *s, const step_filter *f, int64_t deadline,
+                                        step_list *out, err_t *err) {
+  return s->ops->list_steps(s, f, deadline, out, err);
+}
+static inline err_code store_step_txn_audit(store *s, const step_key *key, int64_t deadline,
+                                            store_step_fn fn, void *arg, const audit_rec *audit,
+                                            err_t *err) {
+  return s->ops->step_txn_audit(s, key, deadline, fn, arg, audit, err);
+}
+static inline err_code store_list_audit(store *s, const char *tenant, const char *global_id,
+                                        int64_t before_id, uint32_t limit, int64_t deadline,
+                                        audit_list *out, err_t *err) {
+  return s->ops->list_audit(s, tenant, global_id, before_id, limit, deadline, out, err);
+}
+static inline err_code store_count_steps(store *s, int64_t deadline, step_counts *out,
+                                         err_t *err) {
+  return s->ops->count_steps(s, deadline, out, err);
+}
+
+/* policies and reaping (issue 5) */
+static inline err_code store_policy_put(store *s, const char *tenant, const policy *p,
+                                        bool only_if_absent, int64_t deadline, bool *written,
+                                        policy *out, err_t *err) {
+  return s->ops->policy_put(s, tenant, p, only_if_absent, deadline, written, out, err);
+}
+static inline err_code store_policy_delete(store *s, const char *tenant, const char *service,
+                                           const char *operation, int64_t deadline,
+                                           bool *deleted, err_t *err) {
+  return s->ops->policy_delete(s, tenant, service, operation, deadline, deleted, err);
+}
+static inline err_code store_policy_list(store *s, const char *tenant, int64_t deadline,
+                                         policy_row **rows, size_t *n, err_t *err) {
+  return s->ops->policy_list(s, tenant, deadline, rows, n, err);
+}
+static inline err_code store_reap_steps(store *s, uint32_t limit, int64_t deadline,
+                                        uint64_t *deleted, err_t *err) {
+  return s->ops->reap_steps(s, limit, deadline, deleted, err);
+}
+static inline err_code store_reap_sagas(store *s, uint32_t limit, int64_t deadline,
+                                        uint64_t *deleted, err_t *err) {
+  return s->ops->reap_sagas(s, limit, deadline, deleted, err);
+}
+
 /* --- the PostgreSQL backend (store_pg.c) --- */
 
 /* Opens a store on conninfo (a libpq URI or key=value string; copied). Does not connect yet:
@@ -103,5 +197,31 @@ store *store_pg_open(const char *conninfo);
  * once: serialized with an advisory lock). ERR_UNAVAILABLE when the database cannot be
  * reached before deadline. */
 err_code store_pg_migrate(const char *conninfo, int64_t deadline, err_t *err);
+
+/* --- fencing (issue 4, store_pg_fence.c; api.md §7) ---
+ * The epoch is the election revision. A store given an epoch source writes under the value it
+ * reads from it at the start of each call; the database (migration 4's trigger on every table
+ * the coordinator writes) refuses any INSERT/UPDATE/DELETE under an epoch older than the one
+ * in idem_fence, and the call fails with ERR_UNAVAILABLE "not the leader (fenced)" (nothing of
+ * its transaction is committed). Stores without a source are not fenced (tools, tests). */
+
+/* Makes s (a PostgreSQL store) write under *epoch from its next call on. The source is
+ * borrowed: it must outlive s. Not thread-safe with calls on s (set it before use). */
+void store_pg_set_epoch_source(store *s, const _Atomic uint64_t *epoch);
+
+/* The message of a call the fence refused (ERR_UNAVAILABLE): nothing was committed. */
+#define STORE_FENCED_MSG "not the leader (fenced)"
+
+/* Raises idem_fence to epoch (never lowers it), first ending every transaction other
+ * coordinator processes still have open on the database (a paused former leader's). ERR_OK
+ * once the fence is at epoch; *superseded (with ERR_UNAVAILABLE) when it is already above
+ * (a newer leader exists); ERR_UNAVAILABLE when the database cannot be reached by deadline.
+ * Uses a connection of its own. */
+err_code store_pg_fence_raise(const char *conninfo, uint64_t epoch, int64_t deadline,
+                              bool *superseded, err_t *err);
+
+/* Reads idem_fence's epoch (0 when the row is missing). */
+err_code store_pg_fence_read(const char *conninfo, int64_t deadline, uint64_t *epoch,
+                             err_t *err);
 
 #endif

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../metrics/metrics.h"
 #include "../util/clock.h"
 #include "../util/log.h"
 #include "store_pg_internal.h"
@@ -42,7 +43,7 @@ static const char SQL_STEP_LOOKUP[] =
     "SELECT " PG_STEP_COLS
     " FROM idem_steps"
     " WHERE tenant = $1 AND global_id = $2 AND service = $3 AND operation = $4 AND phase = $5"
-    " AND (expires_ms = 0 OR expires_ms > " PG_NOW_MS ")";
+    " AND (expires_ms = 0 OR state = 4 OR expires_ms > " PG_NOW_MS ")";
 
 static void key_params(pg_params *p, const step_key *k) {
   pg__p_reset(p);
@@ -107,7 +108,8 @@ static err_code write_step(pg_store *s, const step_key *key, const step_rec *r, 
 /* One run of the step transaction. On ERR_OK the transaction committed and *fn_rc / fn_err
  * hold the callback's answer. */
 static err_code step_txn_once(pg_store *s, const step_key *key, int64_t deadline, store_step_fn fn,
-                              void *arg, err_code *fn_rc, err_t *fn_err, err_t *err) {
+                              void *arg, const audit_rec *audit, err_code *fn_rc, err_t *fn_err,
+                              err_t *err) {
   pg_params p;
   PGresult *res = NULL;
   err_code rc = pg__exec(s, "BEGIN ISOLATION LEVEL READ COMMITTED", NULL, deadline, NULL, err);
@@ -163,11 +165,15 @@ static err_code step_txn_once(pg_store *s, const step_key *key, int64_t deadline
   }
   PQclear(res); /* the writes may have borrowed bodies from it */
   if (rc != ERR_OK) return rc;
+  if (audit && *fn_rc == ERR_OK) { /* incident response: the audit row, same transaction */
+    rc = pg__audit_insert(s, audit, deadline, err);
+    if (rc != ERR_OK) return rc;
+  }
   return pg__exec(s, "COMMIT", NULL, deadline, NULL, err);
 }
 
-static err_code pg_step_txn(store *st, const step_key *key, int64_t deadline, store_step_fn fn,
-                            void *arg, err_t *err) {
+err_code pg__step_txn(store *st, const step_key *key, int64_t deadline, store_step_fn fn,
+                     void *arg, const audit_rec *audit, err_t *err) {
   pg_store *s = (pg_store *)st;
   err_code rc = ERR_OK, fn_rc = ERR_OK;
   err_t fn_err;
@@ -176,7 +182,7 @@ static err_code pg_step_txn(store *st, const step_key *key, int64_t deadline, st
   for (int tries = 0;; tries++) {
     rc = pg__call_start(s, deadline, err);
     if (rc != ERR_OK) return rc;
-    rc = step_txn_once(s, key, deadline, fn, arg, &fn_rc, &fn_err, err);
+    rc = step_txn_once(s, key, deadline, fn, arg, audit, &fn_rc, &fn_err, err);
     if (rc == ERR_OK) break;
     pg_retry why = s->retry;
     pg__rollback(s, deadline);
@@ -186,6 +192,7 @@ static err_code pg_step_txn(store *st, const step_key *key, int64_t deadline, st
     }
     if (why != PG_RETRY_SERIAL) return rc;
     if (tries + 1 >= PG_TXN_RETRIES) {
+      metrics_store_error("conflict");
       log_kv(LOG_WARN, "store conflict: giving up", "sqlstate", s->sqlstate, NULL);
       return err_set(err, ERR_UNAVAILABLE, "store conflict: too many retries");
     }
@@ -197,6 +204,11 @@ static err_code pg_step_txn(store *st, const step_key *key, int64_t deadline, st
   }
   err_clear(err);
   return ERR_OK;
+}
+
+static err_code pg_step_txn(store *st, const step_key *key, int64_t deadline, store_step_fn fn,
+                            void *arg, err_t *err) {
+  return pg__step_txn(st, key, deadline, fn, arg, NULL, err);
 }
 
 static err_code pg_lookup_step(store *st, const step_key *key, int64_t deadline, step_rec *out,
@@ -235,6 +247,17 @@ static const store_ops pg_ops = {
     .lookup_step = pg_lookup_step,
     .begin_saga = pg__begin_saga,
     .get_saga = pg__get_saga,
+    /* incident response (issue 6): store_pg_admin.c */
+    .list_steps = pg__list_steps,
+    .step_txn_audit = pg__step_txn,
+    .list_audit = pg__list_audit,
+    .count_steps = pg__count_steps,
+    /* policies and reaping (issue 5): store_pg_policy.c */
+    .policy_put = pg__policy_put,
+    .policy_delete = pg__policy_delete,
+    .policy_list = pg__policy_list,
+    .reap_steps = pg__reap_steps,
+    .reap_sagas = pg__reap_sagas,
 };
 
 store *store_pg_open(const char *conninfo) {

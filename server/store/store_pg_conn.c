@@ -8,11 +8,13 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "../metrics/metrics.h"
 #include "../util/clock.h"
 #include "../util/log.h"
 #include "store_pg_internal.h"
@@ -102,6 +104,7 @@ static void short_reason(const char *msg, char *out, size_t n) {
 static err_code unavailable(pg_store *s, const char *why, err_t *err) {
   char reason[160];
   short_reason(why, reason, sizeof reason);
+  metrics_store_error("unavailable");
   log_kv(LOG_WARN, "store unavailable", "reason", reason, NULL);
   return err_set(err, ERR_UNAVAILABLE, "store unavailable: %s", reason);
 }
@@ -147,6 +150,7 @@ static void send_cancel(PGconn *conn) {
 static err_code timeout(pg_store *s, bool cancel, err_t *err) {
   if (cancel && s->conn) send_cancel(s->conn);
   pg__drop(s);
+  metrics_store_error("timeout");
   log_kv(LOG_WARN, "store timeout", NULL);
   return err_set(err, ERR_UNAVAILABLE, "store timeout");
 }
@@ -159,8 +163,15 @@ static void on_notice(void *arg, const PGresult *r) {
 }
 
 static err_code connect_conn(pg_store *s, int64_t deadline, err_t *err) {
-  const char *keys[] = {"dbname", "application_name", NULL};
-  const char *vals[] = {s->conninfo, PG_APP_NAME, NULL};
+  /* fencing (issue 4): a fenced store's connections carry idem.epoch from their first
+   * statement on, so no write can run on a connection without it */
+  char fence_opt[48] = "";
+  if (s->epoch_src) {
+    s->epoch_sent = atomic_load(s->epoch_src);
+    snprintf(fence_opt, sizeof fence_opt, "-c idem.epoch=%llu", (unsigned long long)s->epoch_sent);
+  }
+  const char *keys[] = {"dbname", "application_name", s->epoch_src ? "options" : NULL, NULL};
+  const char *vals[] = {s->conninfo, PG_APP_NAME, s->epoch_src ? fence_opt : NULL, NULL};
   PGconn *c = PQconnectStartParams(keys, vals, 1);
   if (!c) return err_set(err, ERR_RESOURCE, "out of memory");
   s->conn = c;
@@ -205,7 +216,7 @@ err_code pg__call_start(pg_store *s, int64_t deadline, err_t *err) {
   if (clock_mono_ms() >= deadline) return err_set(err, ERR_UNAVAILABLE, "store timeout");
   if (s->conn) {
     s->conn_reused = true;
-    return ERR_OK;
+    return pg__fence_sync(s, deadline, err); /* issue 4: a new epoch since the last call */
   }
   s->conn_reused = false;
   return connect_conn(s, deadline, err);
@@ -236,15 +247,19 @@ static err_code sql_error(pg_store *s, const PGresult *r, err_t *err) {
     s->retry = PG_RETRY_SERIAL;
     return err_set(err, ERR_UNAVAILABLE, "store conflict: too many retries");
   }
+  if (sqlstate_is(st, PG_FENCED_SQLSTATE)) /* issue 4: a newer leader raised the fence */
+    return err_set(err, ERR_UNAVAILABLE, "not the leader (fenced)");
   /* too many connections, system errors, read-only standby */
   if (strncmp(st, "53", 2) == 0 || strncmp(st, "58", 2) == 0 || sqlstate_is(st, "25006")) {
     char reason[160];
     short_reason(msg, reason, sizeof reason);
+    metrics_store_error("unavailable");
     log_kv(LOG_WARN, "store unavailable", "sqlstate", st, "reason", reason, NULL);
     return err_set(err, ERR_UNAVAILABLE, "store unavailable: %s", reason);
   }
   char reason[160];
   short_reason(msg, reason, sizeof reason);
+  metrics_store_error("error");
   log_kv(LOG_ERROR, "store error", "sqlstate", st, "reason", reason, NULL);
   return err_set(err, ERR_INTERNAL, "store error: %s", reason);
 }

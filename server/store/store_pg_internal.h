@@ -37,6 +37,11 @@ typedef struct pg_store {
   int call_stmts;   /* statements sent during the current call */
   pg_retry retry;   /* set by the last failing pg__exec */
   char sqlstate[6]; /* SQLSTATE of the last SQL error, "" if none */
+  /* fencing (issue 4, store_pg_fence.c): the epoch this store writes under, read at the start
+   * of every call; NULL = unfenced (tests, tools). epoch_sent is the value the connection's
+   * idem.epoch setting holds (set at connect, updated when the source changes). */
+  const _Atomic uint64_t *epoch_src;
+  uint64_t epoch_sent;
 } pg_store;
 
 /* Parameters of one statement: text format except bytea (binary). Values are borrowed. */
@@ -88,6 +93,14 @@ const char *pg__str(const PGresult *r, int row, int col); /* NULL → "" */
   "updated_ms, lease_expires_ms, expires_ms"
 bool pg__row_step(const PGresult *r, int row, int col, bool own, step_rec *rec);
 
+/* fencing (issue 4): store_pg_fence.c. The SQLSTATE the fence trigger raises when a write
+ * runs under an epoch older than idem_fence's (mapped to ERR_UNAVAILABLE "not the leader
+ * (fenced)"). */
+#define PG_FENCED_SQLSTATE "IF001"
+/* Brings the connection's idem.epoch setting up to *s->epoch_src (no-op when unfenced or
+ * already there). Called by pg__call_start once connected. */
+err_code pg__fence_sync(pg_store *s, int64_t deadline, err_t *err);
+
 /* Test hook: the server process id of the store's connection, 0 when not connected. */
 int store_pg__backend_pid(store *s);
 
@@ -96,5 +109,33 @@ err_code pg__begin_saga(store *st, const saga_new *in, int64_t deadline, saga_be
                         err_t *err);
 err_code pg__get_saga(store *st, const char *tenant, const char *global_id, int64_t deadline,
                       saga_view *out, err_t *err);
+
+/* incident response (issue 6) */
+/* store_pg.c: the step transaction; with audit != NULL the audit row is inserted before the
+ * commit when fn returns ERR_OK (the step_txn_audit op). */
+err_code pg__step_txn(store *st, const step_key *key, int64_t deadline, store_step_fn fn,
+                      void *arg, const audit_rec *audit, err_t *err);
+/* store_pg_admin.c */
+err_code pg__audit_insert(pg_store *s, const audit_rec *a, int64_t deadline, err_t *err);
+err_code pg__list_steps(store *st, const step_filter *f, int64_t deadline, step_list *out,
+                        err_t *err);
+err_code pg__list_audit(store *st, const char *tenant, const char *global_id, int64_t before_id,
+                        uint32_t limit, int64_t deadline, audit_list *out, err_t *err);
+err_code pg__count_steps(store *st, int64_t deadline, step_counts *out, err_t *err);
+/* Test hook: the SELECT that list_steps runs for f, with its parameters in p (strings borrowed
+ * from f). Returns false when sql_cap is too small. */
+bool store_pg__list_steps_sql(const step_filter *f, char *sql, size_t sql_cap, pg_params *p);
+
+/* policies and reaping (issue 5): store_pg_policy.c */
+err_code pg__policy_put(store *st, const char *tenant, const policy *p, bool only_if_absent,
+                        int64_t deadline, bool *written, policy *out, err_t *err);
+err_code pg__policy_delete(store *st, const char *tenant, const char *service,
+                           const char *operation, int64_t deadline, bool *deleted, err_t *err);
+err_code pg__policy_list(store *st, const char *tenant, int64_t deadline, policy_row **rows,
+                         size_t *n, err_t *err);
+err_code pg__reap_steps(store *st, uint32_t limit, int64_t deadline, uint64_t *deleted,
+                        err_t *err);
+err_code pg__reap_sagas(store *st, uint32_t limit, int64_t deadline, uint64_t *deleted,
+                        err_t *err);
 
 #endif

@@ -74,8 +74,85 @@ static const char *const m1_sql[] = {
     NULL,
 };
 
+/* Version 2 (policies and reaping, issue 5): per-tenant policies (tenant "*" = the
+ * server-wide rows seeded from the config file) and the reaper's index: finished steps by
+ * retention expiry, never IN_PROGRESS (1) or UNKNOWN (4). */
+static const char *const m2_sql[] = {
+    "CREATE TABLE IF NOT EXISTS idem_policies ("
+    " tenant text NOT NULL,"
+    " service text NOT NULL,"
+    " operation text NOT NULL,"
+    " failure_mode smallint NOT NULL,"
+    " retention_s bigint NOT NULL,"
+    " lease_ms bigint NOT NULL,"
+    " updated_ms bigint NOT NULL,"
+    " PRIMARY KEY (tenant, service, operation))",
+    "CREATE INDEX IF NOT EXISTS idem_steps_reap_idx ON idem_steps (expires_ms)"
+    " WHERE expires_ms > 0 AND state NOT IN (1, 4)",
+    NULL,
+};
+
+/* Version 3 (incident response, issue 6): the audit trail and the indexes behind ListSteps
+ * (keyset pagination in key order per state) and the /metrics step gauges. */
+static const char *const m3_sql[] = {
+    "CREATE TABLE IF NOT EXISTS idem_audit ("
+    " id bigserial PRIMARY KEY,"
+    " tenant text NOT NULL,"
+    " at_ms bigint NOT NULL,"
+    " actor text NOT NULL,"
+    " action text NOT NULL,"
+    " global_id text NOT NULL DEFAULT '',"
+    " service text NOT NULL DEFAULT '',"
+    " operation text NOT NULL DEFAULT '',"
+    " phase smallint NOT NULL DEFAULT 0,"
+    " reason text NOT NULL DEFAULT '',"
+    " from_state smallint NOT NULL DEFAULT 0,"
+    " to_state smallint NOT NULL DEFAULT 0)",
+    "CREATE INDEX IF NOT EXISTS idem_audit_tenant_idx ON idem_audit (tenant, id)",
+    "CREATE INDEX IF NOT EXISTS idem_audit_saga_idx ON idem_audit (tenant, global_id, id)",
+    "CREATE INDEX IF NOT EXISTS idem_steps_list_state_idx ON idem_steps"
+    " (tenant, state, global_id, service, operation, phase)",
+    "CREATE INDEX IF NOT EXISTS idem_steps_open_idx ON idem_steps (state) WHERE state IN (1, 4)",
+    NULL,
+};
+
+/* Version 4 (high availability, issue 4): fencing. A statement-level trigger on every table
+ * the coordinator writes refuses INSERT/UPDATE/DELETE when the session's idem.epoch is older
+ * than idem_fence's epoch (SQLSTATE IF001, see store_pg_fence.c). It first takes the fence's
+ * advisory lock SHARED (held to the end of the transaction; cheap, unlike FOR SHARE on one hot
+ * row), and a new leader raises the fence under the same lock EXCLUSIVE, so the raise waits for
+ * the old epoch's open transactions and every later check sees the new epoch. Sessions without
+ * idem.epoch (tools, tests) are not fenced. A table added later needs its own trigger. */
+static const char *const m4_sql[] = {
+    "CREATE OR REPLACE FUNCTION idem_fence_check() RETURNS trigger LANGUAGE plpgsql AS $f$"
+    " DECLARE mine text := current_setting('idem.epoch', true); cur bigint;"
+    " BEGIN"
+    "  IF mine IS NULL OR mine = '' THEN RETURN NULL; END IF;"
+    "  PERFORM pg_advisory_xact_lock_shared(1768187245, 4);"
+    "  SELECT epoch INTO cur FROM idem_fence WHERE id = 1;"
+    "  IF cur IS NOT NULL AND cur > mine::bigint THEN"
+    "   RAISE EXCEPTION 'not the leader (fenced): epoch % is older than %', mine, cur"
+    "    USING ERRCODE = 'IF001';"
+    "  END IF;"
+    "  RETURN NULL;"
+    " END $f$",
+    "DO $d$ DECLARE t text; BEGIN"
+    " FOREACH t IN ARRAY ARRAY['idem_steps', 'idem_sagas', 'idem_saga_labels',"
+    "  'idem_policies', 'idem_audit'] LOOP"
+    "  IF to_regclass(t) IS NOT NULL THEN"
+    "   EXECUTE format('DROP TRIGGER IF EXISTS %I ON %I', t || '_fence', t);"
+    "   EXECUTE format('CREATE TRIGGER %I BEFORE INSERT OR UPDATE OR DELETE ON %I"
+    " FOR EACH STATEMENT EXECUTE FUNCTION idem_fence_check()', t || '_fence', t);"
+    "  END IF;"
+    " END LOOP; END $d$",
+    NULL,
+};
+
 static const migration migrations[] = {
     {1, m1_sql},
+    {2, m2_sql},
+    {3, m3_sql}, /* version 2 (policies) may sit before it: each version applies on its own */
+    {4, m4_sql}, /* fencing (issue 4): after 2 and 3, whose tables it guards */
 };
 
 /* Applies one migration unless it is recorded; returns ERR_OK either way. */

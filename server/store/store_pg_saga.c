@@ -29,11 +29,12 @@ static const char SQL_SAGA_GET[] =
 static const char SQL_LABELS_GET[] =
     "SELECT key, value FROM idem_saga_labels WHERE tenant = $1 AND global_id = $2 ORDER BY key";
 
-/* A step past its retention is treated as absent (as decide.h does). */
+/* A step past its retention is treated as absent (as decide.h does), except UNKNOWN. */
 static const char SQL_STEPS_GET[] =
     "SELECT service, operation, " PG_STEP_COLS
     " FROM idem_steps"
-    " WHERE tenant = $1 AND global_id = $2 AND (expires_ms = 0 OR expires_ms > " PG_NOW_MS
+    " WHERE tenant = $1 AND global_id = $2"
+    " AND (expires_ms = 0 OR state = 4 OR expires_ms > " PG_NOW_MS
     ")"
     " ORDER BY created_ms, phase, service, operation";
 

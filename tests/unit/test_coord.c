@@ -54,7 +54,9 @@ typedef struct fake_policy {
   char service[REC_NAME_MAX + 1], operation[REC_NAME_MAX + 1];
 } fake_policy;
 
-static void fake_resolve(void *arg, const char *service, const char *operation, policy *out) {
+static void fake_resolve(void *arg, const char *tenant, const char *service, const char *operation,
+                         policy *out) {
+  (void)tenant;
   fake_policy *fp = arg;
   fp->calls++;
   strcpy(fp->service, service);

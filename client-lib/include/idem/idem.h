@@ -105,10 +105,21 @@ const char *idem_decision_name(int decision); /* "proceed", "replay", ... */
 typedef struct idem_client idem_client;
 
 typedef struct idem_options {
-  const char *address;  /* "127.0.0.1:50051" (required) */
+  /* "127.0.0.1:50051" (required), or a list of coordinator nodes "h1:p1,h2:p2" (high
+   * availability): calls go to the leader, found from standbys' idem-leader answers or by
+   * trying the next address; UNAVAILABLE is retried with backoff and jitter within the call's
+   * deadline. A call whose outcome is unknown (sent, then no answer) is only repeated when
+   * that is harmless (same key), and its error says outcome_unknown. */
+  const char *address;
   const char *tenant;   /* sent as idem-tenant metadata; NULL = server default */
   const char *token;    /* sent as "authorization: Bearer …"; NULL = none */
   int64_t deadline_ms;  /* per call; 0 = 2000 */
+  /* policies and fail-open (see "policies and fail-open" below) */
+  const char *journal_path; /* unguarded-execution journal (copied); NULL = none, and then a
+                               fail-open step is refused like a fail-closed one when the
+                               coordinator cannot be reached */
+  int64_t policy_refresh_ms; /* how long a fetched policy is fresh; 0 = 30000; < 0 = never
+                                fetch (every step is fail-closed when unreachable) */
 } idem_options;
 
 /* Creates a client (the channel connects lazily). *out is owned: free with idem_close. */
@@ -240,12 +251,175 @@ typedef struct idem_status {
 /* Admin.GetStatus. */
 int idem_get_status(idem_client *c, idem_status *out, idem_error *err);
 
+/* --- admin: incident response ------------------------------------------------------------ */
+
+/* Admin.ListSteps filters (api.md §2). Every field may be left zero: all live steps of the
+ * tenant, in key order (global_id, service, operation, phase), page_size 100 (at most 1000). */
+typedef struct idem_steps_filter {
+  idem_state state;              /* IDEM_STATE_UNSPECIFIED = any */
+  const char *service;           /* NULL or "" = any */
+  const char *operation;         /* NULL or "" = any */
+  const char *global_id;         /* NULL or "" = any */
+  int64_t updated_before_unix_ms; /* 0 = any */
+  bool lease_expired_only;       /* IN_PROGRESS steps whose lease has expired */
+  uint32_t page_size;            /* 0 = 100 */
+  const char *page_token;        /* NULL or "" = the first page; else a next_page_token */
+} idem_steps_filter;
+
+typedef struct idem_step_page {
+  idem_record *steps; /* owned array */
+  size_t n_steps;
+  char *next_page_token; /* owned; "" on the last page (never NULL after success) */
+} idem_step_page;
+void idem_step_page_clear(idem_step_page *p);
+
+/* Admin.ListSteps: one page. Pass next_page_token back with the same filters for the next
+ * page; paging stays correct while steps are inserted or updated (no step twice, none of
+ * those present throughout missed). A token used with other filters is INVALID_ARGUMENT. */
+int idem_steps_list(idem_client *c, const idem_steps_filter *f, idem_step_page *out,
+                    idem_error *err);
+
+/* How to settle a stuck step by hand. */
+typedef struct idem_resolution {
+  idem_outcome outcome; /* SUCCEEDED, FAILED or RETRYABLE (releases the key) */
+  int32_t code;
+  const void *body; /* borrowed; replayed to later callers (SUCCEEDED, FAILED) */
+  size_t body_len;
+  const char *reason; /* required: why (kept in the audit trail) */
+  const char *actor;  /* who; NULL or "" = the tenant's name (no authentication yet) */
+} idem_resolution;
+
+/* Admin.ResolveStep: only an IN_PROGRESS or UNKNOWN step (else FAILED_PRECONDITION; no record:
+ * NOT_FOUND). Writes the audit row in the same transaction. out (may be NULL) receives the
+ * record after the call. */
+int idem_step_resolve(idem_client *c, const idem_step_key *key, const idem_resolution *res,
+                      idem_record *out, idem_error *err);
+
+typedef struct idem_audit_entry {
+  int64_t at_unix_ms;
+  char actor[129];
+  char action[32]; /* "resolve" */
+  char global_id[IDEM_GLOBAL_ID_MAX + 1];
+  char service[IDEM_NAME_MAX + 1];
+  char operation[IDEM_NAME_MAX + 1];
+  idem_phase phase;
+  char *reason; /* owned by the page */
+  idem_state from_state;
+  idem_state to_state;
+  char tenant[IDEM_GLOBAL_ID_MAX + 1];
+} idem_audit_entry;
+
+typedef struct idem_audit_page {
+  idem_audit_entry *entries; /* owned array, newest first */
+  size_t n_entries;
+  char *next_page_token; /* owned; "" on the last page */
+} idem_audit_page;
+void idem_audit_page_clear(idem_audit_page *p);
+
+/* Admin.ListAudit: global_id NULL or "" = the whole tenant; page_size 0 = 100. */
+int idem_audit_list(idem_client *c, const char *global_id, uint32_t page_size,
+                    const char *page_token, idem_audit_page *out, idem_error *err);
+
 /* --- helpers ------------------------------------------------------------------------------- */
 
 #define IDEM_FINGERPRINT_LEN 32
 
 /* SHA-256 of the caller's canonical bytes of a request (OpenSSL libcrypto). Never fails. */
 void idem_fingerprint(const void *data, size_t len, uint8_t out[IDEM_FINGERPRINT_LEN]);
+
+/* --- policies and fail-open ------------------------------------------------------------- */
+
+/* idem_policy.failure_mode values (= idem.v1 FailureMode). */
+#define IDEM_FAIL_CLOSED 1
+#define IDEM_FAIL_OPEN 2
+
+/* Admin.SetPolicy for the client's tenant: stores p (service/operation may be "*"; service "*"
+ * needs operation "*"; failure_mode IDEM_FAIL_CLOSED or IDEM_FAIL_OPEN; retention_s 1 s – 90
+ * days; lease_ms 1 ms – 1 h; updated_unix_ms is ignored). The new policy applies to the next
+ * call (no restart). out (may be NULL) receives the stored row with its updated_unix_ms. */
+int idem_policy_set(idem_client *c, const idem_policy *p, idem_policy *out, idem_error *err);
+
+/* Admin.DeletePolicy: *deleted (may be NULL) says whether the tenant had that row. */
+int idem_policy_delete(idem_client *c, const char *service, const char *operation,
+                       bool *deleted, idem_error *err);
+
+typedef struct idem_policies {
+  idem_policy *policies; /* owned array */
+  size_t n;
+} idem_policies;
+void idem_policies_clear(idem_policies *l);
+
+/* Admin.ListPolicies: the tenant's own rows, by (service, operation). Server-wide rows seeded
+ * from the coordinator's config file are not listed (idem_policy_get shows their effect). */
+int idem_policy_list(idem_client *c, idem_policies *out, idem_error *err);
+
+/* Client-side policy cache. idem_step_run fetches the effective policy of each
+ * (service, operation) it runs with GetPolicy when the cached copy is older than
+ * idem_options.policy_refresh_ms (a failed fetch keeps the old copy and is not retried before
+ * the next refresh period). When the coordinator itself cannot be reached — BeginStep still
+ * fails with UNAVAILABLE (not a "store ..." answer from a coordinator) or DEADLINE_EXCEEDED
+ * after its retries — idem_step_run applies the cached failure mode:
+ *  - fail-closed, or never fetched, or no journal_path: the error is returned, nothing runs;
+ *  - fail-open: the action runs (ctx->unguarded), one journal line is appended (below), and
+ *    the run answers IDEM_OK with rep->unguarded and rep->journaled set.
+ * A coordinator that answers PROCEED_UNGUARDED (its store is down, fail-open operation) is
+ * journaled the same way (source "server"), so reconcile can record it too.
+ * idem_policy_prefetch fetches now (e.g. at start-up, so an outage right after start is
+ * handled by the operation's policy rather than as "never known"). */
+int idem_policy_prefetch(idem_client *c, const char *service, const char *operation,
+                         idem_error *err);
+
+/* The journal: a text file, one line per unguarded execution, appended with O_APPEND and
+ * fsync'd before idem_step_run returns (a journal that cannot be written makes the run
+ * return IDEM_DATA_LOSS, with *rep filled: the action did run). Lines are:
+ *   idem1 TIME_MS SOURCE TENANT GLOBAL_ID SERVICE OPERATION PHASE OUTCOME CODE FP BODY
+ * separated by one space: TIME_MS Unix ms; SOURCE "client" (coordinator unreachable) or
+ * "server" (PROCEED_UNGUARDED); TENANT as configured ("default" when none); PHASE "forward" or
+ * "compensation"; OUTCOME "succeeded", "failed", "retryable" or "unknown"; CODE decimal; FP the
+ * fingerprint in lower-case hex; BODY the result body. Text fields are percent-encoded (every
+ * byte outside [A-Za-z0-9._:/-] becomes %XX); an empty field is written "-". */
+
+typedef enum idem_reconcile_status {
+  IDEM_RECONCILE_RECORDED = 1, /* the coordinator had no record: recorded now */
+  IDEM_RECONCILE_ALREADY_PRESENT = 2, /* it held the same result (outcome, code, body): this
+                                          line was reconciled before, or an identical run */
+  IDEM_RECONCILE_RAN_TWICE = 3, /* it held a different result, an execution in progress, a
+                                   compensation, or a different fingerprint: the step ran
+                                   under the coordinator too */
+  IDEM_RECONCILE_SKIPPED = 4,   /* another tenant's line (reconcile once per tenant) */
+  IDEM_RECONCILE_INVALID = 5,   /* malformed line */
+  IDEM_RECONCILE_FAILED = 6,    /* the coordinator refused it (see error_code, detail) */
+} idem_reconcile_status;
+
+typedef struct idem_reconcile_line {
+  size_t line_no; /* 1-based */
+  idem_reconcile_status status;
+  char global_id[IDEM_GLOBAL_ID_MAX + 1];
+  char service[IDEM_NAME_MAX + 1];
+  char operation[IDEM_NAME_MAX + 1];
+  idem_phase phase;
+  idem_outcome outcome;  /* the journaled outcome */
+  int error_code;        /* FAILED: the idem_code */
+  char detail[160];      /* why, in a few words */
+} idem_reconcile_line;
+
+typedef struct idem_reconcile_report {
+  size_t lines; /* journal lines read (blank lines excluded) */
+  size_t recorded, already_present, ran_twice, skipped, invalid, failed;
+  idem_reconcile_line *items; /* owned: every line that was not RECORDED, in file order */
+  size_t n_items;
+} idem_reconcile_report;
+void idem_reconcile_report_clear(idem_reconcile_report *r);
+
+/* Replays a journal into the coordinator, for the client's tenant: for each line BeginStep
+ * (with the journaled fingerprint), and on PROCEED CompleteStep with the journaled outcome,
+ * code and body. Never deletes or rewrites the file; running it again reports the lines
+ * already recorded as ALREADY_PRESENT. Returns IDEM_OK when every line was read (whatever
+ * their status); NOT_FOUND when the file cannot be opened; UNAVAILABLE / DEADLINE_EXCEEDED
+ * when the coordinator stopped answering (it stops there; unlike other errors *rep then holds
+ * the lines done so far). rep is the caller's (idem_reconcile_report_clear). */
+int idem_journal_reconcile(idem_client *c, const char *journal_path, idem_reconcile_report *rep,
+                           idem_error *err);
 
 /* --- idem_step_run: begin → your action → complete ----------------------------------------- */
 
@@ -284,6 +458,11 @@ typedef struct idem_run_report {
   bool replayed;   /* the stored result was returned instead */
   idem_result result; /* the outcome: the action's (ran) or the stored one (replayed); owned */
   int begin_retries;  /* BeginStep calls retried after ABORTED/UNAVAILABLE */
+  /* policies and fail-open */
+  bool unguarded; /* ran with nothing recorded: PROCEED_UNGUARDED, or the coordinator was
+                     unreachable and the cached policy is fail-open (decision then
+                     IDEM_DECISION_PROCEED_UNGUARDED, attempt 0) */
+  bool journaled; /* an unguarded run was appended to idem_options.journal_path */
 } idem_run_report;
 void idem_run_report_clear(idem_run_report *r);
 
@@ -304,7 +483,9 @@ void idem_run_report_clear(idem_run_report *r);
  *    crosses the deadline. Each call's deadline is the smaller of the client's and what is
  *    left, except the first CompleteStep, which always gets the client's full per-call deadline.
  *  - DECISION_PROCEED_UNGUARDED: fn runs with ctx->unguarded and nothing is completed (the
- *    coordinator recorded nothing). */
+ *    coordinator recorded nothing). The same happens when the coordinator cannot be reached
+ *    and the operation's cached policy is fail-open (see "policies and fail-open"); both are
+ *    journaled when idem_options.journal_path is set. */
 int idem_step_run(idem_client *c, const idem_step_key *key, const uint8_t *fp, size_t fp_len,
                   idem_step_fn fn, void *arg, const idem_run_options *ro, idem_run_report *rep,
                   idem_error *err);
