@@ -248,7 +248,7 @@ static int replay(idem_client *c, const jline *j, idem_reconcile_status *st, int
     if (rc == IDEM_UNAVAILABLE || rc == IDEM_DEADLINE_EXCEEDED) return rc;
     *st = IDEM_RECONCILE_FAILED;
     *code = rc;
-    snprintf(detail, dn, "begin: %s", err->message);
+    snprintf(detail, dn, "begin: %.140s", err->message);
     return IDEM_OK;
   }
   switch (b.decision) {
@@ -284,7 +284,7 @@ static int replay(idem_client *c, const jline *j, idem_reconcile_status *st, int
   if (rc != IDEM_OK) {
     *st = IDEM_RECONCILE_FAILED;
     *code = rc;
-    snprintf(detail, dn, "complete: %s", err->message);
+    snprintf(detail, dn, "complete: %.140s", err->message);
     return IDEM_OK;
   }
   *st = IDEM_RECONCILE_RECORDED;
@@ -324,7 +324,7 @@ int idem_journal_reconcile(idem_client *c, const char *journal_path, idem_reconc
       rc = note(rep, line_no, IDEM_RECONCILE_SKIPPED, &j, 0, "another tenant", err);
       continue;
     }
-    idem_reconcile_status st;
+    idem_reconcile_status st = IDEM_RECONCILE_FAILED;
     int code = 0;
     char detail[160] = "";
     rc = replay(c, &j, &st, &code, detail, sizeof detail, err);

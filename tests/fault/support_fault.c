@@ -66,7 +66,7 @@ void f_cluster_start(cluster *cl, int n) {
   etcd_start(&cl->etcd);
   char tag[64];
   h_unique("f", tag, sizeof tag);
-  snprintf(cl->db, sizeof cl->db, "idem_fault_%s", tag + 2);
+  snprintf(cl->db, sizeof cl->db, "idem_fault_%.40s", tag + 2);
   for (char *p = cl->db; *p; p++)
     if (*p == '-') *p = '_';
   char sql[160];
