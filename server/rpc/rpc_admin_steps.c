@@ -5,54 +5,8 @@
 
 #include "../coord/coord_admin.h"
 #include "idem/v1/coordinator.pb-c.h"
+#include "rpc_convert.h"
 #include "rpc_internal.h"
-
-/* A StepRecord and its submessages; borrows strings and body from the step_rec (the same
- * conversion as rpc_handlers.c, whose enum equalities it relies on). */
-typedef struct rec_pb {
-  Idem__V1__StepRecord rec;
-  Idem__V1__StepKey key;
-  Idem__V1__StepResult result;
-} rec_pb;
-
-static void rec_to_pb(const step_rec *r, rec_pb *o) {
-  o->key = (Idem__V1__StepKey)IDEM__V1__STEP_KEY__INIT;
-  o->key.global_id = (char *)r->key.global_id;
-  o->key.service = (char *)r->key.service;
-  o->key.operation = (char *)r->key.operation;
-  o->key.phase = (Idem__V1__Phase)r->key.phase;
-  o->rec = (Idem__V1__StepRecord)IDEM__V1__STEP_RECORD__INIT;
-  o->rec.key = &o->key;
-  o->rec.state = (Idem__V1__StepState)r->state;
-  o->rec.attempt = r->attempt;
-  o->rec.fingerprint.len = r->fp_len;
-  o->rec.fingerprint.data = r->fp_len ? (uint8_t *)r->fp : NULL;
-  o->rec.created_unix_ms = r->created_ms;
-  o->rec.updated_unix_ms = r->updated_ms;
-  o->rec.lease_expires_unix_ms = r->lease_expires_ms;
-  o->rec.expires_unix_ms = r->expires_ms;
-  o->rec.tenant = (char *)r->key.tenant;
-  if (r->outcome != OUTCOME_UNSPECIFIED) {
-    o->result = (Idem__V1__StepResult)IDEM__V1__STEP_RESULT__INIT;
-    o->result.outcome = (Idem__V1__Outcome)r->outcome;
-    o->result.code = r->code;
-    o->result.body.len = r->body_len;
-    o->result.body.data = r->body_len ? r->body : NULL;
-    o->result.completed_unix_ms = r->completed_ms;
-    o->rec.result = &o->result;
-  }
-}
-
-static coord_key_in key_in(const Idem__V1__StepKey *k) {
-  coord_key_in out = {NULL, NULL, NULL, 0};
-  if (k) {
-    out.global_id = k->global_id;
-    out.service = k->service;
-    out.operation = k->operation;
-    out.phase = (int)k->phase;
-  }
-  return out;
-}
 
 err_code rpc__list_steps(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c, err_t *err) {
   const Idem__V1__ListStepsRequest *req = (const Idem__V1__ListStepsRequest *)in;
@@ -71,13 +25,13 @@ err_code rpc__list_steps(const rpc_req *rq, const ProtobufCMessage *in, rpc_call
   err_code rc =
       coord_list_steps(rq->srv->coord, rq->st, rq->tenant, &li, rq->deadline, &l, next, err);
   if (rc != ERR_OK) return rc;
-  rec_pb *recs = l.n ? calloc(l.n, sizeof *recs) : NULL;
+  rpc_rec_pb *recs = l.n ? calloc(l.n, sizeof *recs) : NULL;
   Idem__V1__StepRecord **ptrs = l.n ? calloc(l.n, sizeof *ptrs) : NULL;
   if (l.n && (!recs || !ptrs)) {
     rc = err_set(err, ERR_INTERNAL, "out of memory");
   } else {
     for (size_t i = 0; i < l.n; i++) {
-      rec_to_pb(&l.recs[i], &recs[i]);
+      rpc__rec_to_pb(&l.recs[i], &recs[i]);
       ptrs[i] = &recs[i].rec;
     }
     Idem__V1__ListStepsResponse resp = IDEM__V1__LIST_STEPS_RESPONSE__INIT;
@@ -95,7 +49,7 @@ err_code rpc__list_steps(const rpc_req *rq, const ProtobufCMessage *in, rpc_call
 err_code rpc__resolve_step(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c, err_t *err) {
   const Idem__V1__ResolveStepRequest *req = (const Idem__V1__ResolveStepRequest *)in;
   coord_resolve_in ri = {
-      .key = key_in(req->key),
+      .key = rpc__key_in(req->key),
       .outcome = (int)req->outcome,
       .code = req->code,
       .body = req->body.data,
@@ -107,8 +61,8 @@ err_code rpc__resolve_step(const rpc_req *rq, const ProtobufCMessage *in, rpc_ca
   err_code rc =
       coord_resolve_step(rq->srv->coord, rq->st, rq->tenant, &ri, rq->deadline, &out, err);
   if (rc == ERR_OK) {
-    rec_pb rec;
-    rec_to_pb(&out, &rec);
+    rpc_rec_pb rec;
+    rpc__rec_to_pb(&out, &rec);
     rc = rpc__call_reply(c, &rec.rec.base, err);
   }
   step_rec_clear(&out);

@@ -5,6 +5,7 @@
 
 #include "../metrics/metrics.h"
 #include "idem/v1/coordinator.pb-c.h"
+#include "rpc_convert.h"
 #include "rpc_internal.h"
 
 /* record.h promises enum values equal to the proto numbers: the conversions below are casts. */
@@ -35,58 +36,7 @@ SAME(FAILURE_MODE_FAIL_CLOSED, IDEM__V1__FAILURE_MODE__FAILURE_MODE_FAIL_CLOSED)
 SAME(FAILURE_MODE_FAIL_OPEN, IDEM__V1__FAILURE_MODE__FAILURE_MODE_FAIL_OPEN);
 #undef SAME
 
-/* --- conversions --- */
-
-/* A missing key reads as all-empty strings: validation then names key.global_id. */
-static coord_key_in key_in(const Idem__V1__StepKey *k) {
-  coord_key_in out = {NULL, NULL, NULL, 0};
-  if (k) {
-    out.global_id = k->global_id;
-    out.service = k->service;
-    out.operation = k->operation;
-    out.phase = (int)k->phase;
-  }
-  return out;
-}
-
-/* A StepRecord and the submessages it points to; borrows strings and body from the step_rec. */
-typedef struct rec_pb {
-  Idem__V1__StepRecord rec;
-  Idem__V1__StepKey key;
-  Idem__V1__StepResult result;
-} rec_pb;
-
-static void rec_to_pb(const step_rec *r, rec_pb *o) {
-  o->key = (Idem__V1__StepKey)IDEM__V1__STEP_KEY__INIT;
-  o->key.global_id = (char *)r->key.global_id;
-  o->key.service = (char *)r->key.service;
-  o->key.operation = (char *)r->key.operation;
-  o->key.phase = (Idem__V1__Phase)r->key.phase;
-
-  o->rec = (Idem__V1__StepRecord)IDEM__V1__STEP_RECORD__INIT;
-  o->rec.key = &o->key;
-  o->rec.state = (Idem__V1__StepState)r->state;
-  o->rec.attempt = r->attempt;
-  o->rec.fingerprint.len = r->fp_len;
-  o->rec.fingerprint.data = r->fp_len ? (uint8_t *)r->fp : NULL;
-  o->rec.created_unix_ms = r->created_ms;
-  o->rec.updated_unix_ms = r->updated_ms;
-  o->rec.lease_expires_unix_ms = r->lease_expires_ms;
-  o->rec.expires_unix_ms = r->expires_ms;
-  o->rec.tenant = (char *)r->key.tenant;
-
-  if (r->outcome != OUTCOME_UNSPECIFIED) {
-    o->result = (Idem__V1__StepResult)IDEM__V1__STEP_RESULT__INIT;
-    o->result.outcome = (Idem__V1__Outcome)r->outcome;
-    o->result.code = r->code;
-    o->result.body.len = r->body_len;
-    o->result.body.data = r->body_len ? r->body : NULL;
-    o->result.completed_unix_ms = r->completed_ms;
-    o->rec.result = &o->result;
-  }
-}
-
-/* --- handlers --- */
+/* --- handlers (conversions: rpc_convert.c) --- */
 
 err_code rpc__begin_saga(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c, err_t *err) {
   const Idem__V1__BeginSagaRequest *req = (const Idem__V1__BeginSagaRequest *)in;
@@ -113,7 +63,7 @@ err_code rpc__begin_saga(const rpc_req *rq, const ProtobufCMessage *in, rpc_call
 
 err_code rpc__begin_step(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c, err_t *err) {
   const Idem__V1__BeginStepRequest *req = (const Idem__V1__BeginStepRequest *)in;
-  coord_key_in key = key_in(req->key);
+  coord_key_in key = rpc__key_in(req->key);
   coord_begin_result out = {0};
   err_code rc = coord_begin_step(rq->srv->coord, rq->st, rq->tenant, &key, req->fingerprint.data,
                                  req->fingerprint.len, req->lease_ms, rq->deadline, &out, err);
@@ -145,14 +95,14 @@ err_code rpc__begin_step(const rpc_req *rq, const ProtobufCMessage *in, rpc_call
 err_code rpc__complete_step(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c,
                             err_t *err) {
   const Idem__V1__CompleteStepRequest *req = (const Idem__V1__CompleteStepRequest *)in;
-  coord_key_in key = key_in(req->key);
+  coord_key_in key = rpc__key_in(req->key);
   step_rec out = {0};
   err_code rc =
       coord_complete_step(rq->srv->coord, rq->st, rq->tenant, &key, req->attempt, (int)req->outcome,
                           req->code, req->body.data, req->body.len, rq->deadline, &out, err);
   if (rc == ERR_OK) {
-    rec_pb rec;
-    rec_to_pb(&out, &rec);
+    rpc_rec_pb rec;
+    rpc__rec_to_pb(&out, &rec);
     Idem__V1__CompleteStepResponse resp = IDEM__V1__COMPLETE_STEP_RESPONSE__INIT;
     resp.record = &rec.rec;
     rc = rpc__call_reply(c, &resp.base, err);
@@ -163,7 +113,7 @@ err_code rpc__complete_step(const rpc_req *rq, const ProtobufCMessage *in, rpc_c
 
 err_code rpc__extend_lease(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c, err_t *err) {
   const Idem__V1__ExtendLeaseRequest *req = (const Idem__V1__ExtendLeaseRequest *)in;
-  coord_key_in key = key_in(req->key);
+  coord_key_in key = rpc__key_in(req->key);
   int64_t lease_expires = 0;
   err_code rc = coord_extend_lease(rq->srv->coord, rq->st, rq->tenant, &key, req->attempt,
                                    req->lease_ms, rq->deadline, &lease_expires, err);
@@ -175,13 +125,13 @@ err_code rpc__extend_lease(const rpc_req *rq, const ProtobufCMessage *in, rpc_ca
 
 err_code rpc__lookup_step(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c, err_t *err) {
   const Idem__V1__LookupStepRequest *req = (const Idem__V1__LookupStepRequest *)in;
-  coord_key_in key = key_in(req->key);
+  coord_key_in key = rpc__key_in(req->key);
   step_rec out = {0};
   err_code rc =
       coord_lookup_step(rq->srv->coord, rq->st, rq->tenant, &key, rq->deadline, &out, err);
   if (rc == ERR_OK) {
-    rec_pb rec;
-    rec_to_pb(&out, &rec);
+    rpc_rec_pb rec;
+    rpc__rec_to_pb(&out, &rec);
     rc = rpc__call_reply(c, &rec.rec.base, err);
   }
   step_rec_clear(&out);
@@ -198,7 +148,7 @@ err_code rpc__get_saga(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *
     return rc;
   }
   /* one allocation each for the repeated fields, freed once the reply is encoded */
-  rec_pb *recs = v.n_steps ? calloc(v.n_steps, sizeof *recs) : NULL;
+  rpc_rec_pb *recs = v.n_steps ? calloc(v.n_steps, sizeof *recs) : NULL;
   Idem__V1__StepRecord **rec_ptrs = v.n_steps ? calloc(v.n_steps, sizeof *rec_ptrs) : NULL;
   Idem__V1__GetSagaResponse__LabelsEntry *labels =
       v.n_labels ? calloc(v.n_labels, sizeof *labels) : NULL;
@@ -208,7 +158,7 @@ err_code rpc__get_saga(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *
     rc = err_set(err, ERR_INTERNAL, "out of memory");
   } else {
     for (size_t i = 0; i < v.n_steps; i++) {
-      rec_to_pb(&v.steps[i], &recs[i]);
+      rpc__rec_to_pb(&v.steps[i], &recs[i]);
       rec_ptrs[i] = &recs[i].rec;
     }
     for (size_t i = 0; i < v.n_labels; i++) {

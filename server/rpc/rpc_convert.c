@@ -1,0 +1,42 @@
+#include "rpc_convert.h"
+
+void rpc__rec_to_pb(const step_rec *r, rpc_rec_pb *o) {
+  o->key = (Idem__V1__StepKey)IDEM__V1__STEP_KEY__INIT;
+  o->key.global_id = (char *)r->key.global_id;
+  o->key.service = (char *)r->key.service;
+  o->key.operation = (char *)r->key.operation;
+  o->key.phase = (Idem__V1__Phase)r->key.phase;
+
+  o->rec = (Idem__V1__StepRecord)IDEM__V1__STEP_RECORD__INIT;
+  o->rec.key = &o->key;
+  o->rec.state = (Idem__V1__StepState)r->state;
+  o->rec.attempt = r->attempt;
+  o->rec.fingerprint.len = r->fp_len;
+  o->rec.fingerprint.data = r->fp_len ? (uint8_t *)r->fp : NULL;
+  o->rec.created_unix_ms = r->created_ms;
+  o->rec.updated_unix_ms = r->updated_ms;
+  o->rec.lease_expires_unix_ms = r->lease_expires_ms;
+  o->rec.expires_unix_ms = r->expires_ms;
+  o->rec.tenant = (char *)r->key.tenant;
+
+  if (r->outcome != OUTCOME_UNSPECIFIED) {
+    o->result = (Idem__V1__StepResult)IDEM__V1__STEP_RESULT__INIT;
+    o->result.outcome = (Idem__V1__Outcome)r->outcome;
+    o->result.code = r->code;
+    o->result.body.len = r->body_len;
+    o->result.body.data = r->body_len ? r->body : NULL;
+    o->result.completed_unix_ms = r->completed_ms;
+    o->rec.result = &o->result;
+  }
+}
+
+coord_key_in rpc__key_in(const Idem__V1__StepKey *k) {
+  coord_key_in out = {NULL, NULL, NULL, 0};
+  if (k) {
+    out.global_id = k->global_id;
+    out.service = k->service;
+    out.operation = k->operation;
+    out.phase = (int)k->phase;
+  }
+  return out;
+}

@@ -1,0 +1,25 @@
+/* rpc_convert.h — protobuf <-> coord/record conversions shared by the handlers of rpc/.
+ * Outgoing messages borrow strings and bodies from the record they were built from: encode
+ * them before that record is cleared. */
+#ifndef IDEM_RPC_CONVERT_H
+#define IDEM_RPC_CONVERT_H
+
+#include "../coord/coord.h"
+#include "../store/record.h"
+#include "idem/v1/coordinator.pb-c.h"
+
+/* A StepRecord and the submessages it points to. */
+typedef struct rpc_rec_pb {
+  Idem__V1__StepRecord rec;
+  Idem__V1__StepKey key;
+  Idem__V1__StepResult result;
+} rpc_rec_pb;
+
+/* Fills o from r; o borrows r's strings, fingerprint and body. */
+void rpc__rec_to_pb(const step_rec *r, rpc_rec_pb *o);
+
+/* A StepKey as coord takes it; a missing key reads as all-empty strings, so validation then
+ * names key.global_id. Borrows k's strings. */
+coord_key_in rpc__key_in(const Idem__V1__StepKey *k);
+
+#endif
