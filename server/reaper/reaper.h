@@ -26,7 +26,8 @@ typedef struct reaper_config {
   void *open_store_arg;
   int64_t interval_ms;      /* between rounds; > 0 */
   uint32_t batch;           /* rows per transaction; 0 = REAPER_BATCH_DEFAULT */
-  int64_t pause_ms;         /* between batches of one round (lets BeginStep traffic in); 0 = none */
+  int64_t pause_ms;         /* least rest between batches of one round; the rest is also at
+                             * least as long as the batch took (a duty cycle of at most 50%) */
   int64_t store_timeout_ms; /* per batch; 0 = 2000 */
   bool (*is_leader)(void *arg); /* NULL = always */
   void *is_leader_arg;
