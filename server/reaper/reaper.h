@@ -19,7 +19,7 @@
 #include "../store/store.h"
 
 #define REAPER_INTERVAL_S_DEFAULT 60
-#define REAPER_BATCH_DEFAULT 500
+#define REAPER_BATCH_DEFAULT 200
 
 typedef struct reaper_config {
   store *(*open_store)(void *arg); /* the reaper's own store */
@@ -27,7 +27,7 @@ typedef struct reaper_config {
   int64_t interval_ms;      /* between rounds; > 0 */
   uint32_t batch;           /* rows per transaction; 0 = REAPER_BATCH_DEFAULT */
   int64_t pause_ms;         /* least rest between batches of one round; the rest is also at
-                             * least as long as the batch took (a duty cycle of at most 50%) */
+                             * least twice what the batch took (a duty cycle of at most 1/3) */
   int64_t store_timeout_ms; /* per batch; 0 = 2000 */
   bool (*is_leader)(void *arg); /* NULL = always */
   void *is_leader_arg;
