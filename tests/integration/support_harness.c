@@ -89,6 +89,35 @@ void h_srv_dump_log(const srv *s) {
   fclose(f);
 }
 
+/* Servers still running when the test process exits (a failed assertion skips h_srv_stop) are
+ * killed then, so a failing test leaves no coordinator behind. */
+#define MAX_LIVE 16
+static pid_t live_pids[MAX_LIVE];
+
+static void kill_live(void) {
+  for (int i = 0; i < MAX_LIVE; i++) {
+    /* only a child that is still running (a pid reaped elsewhere is not ours any more) */
+    if (live_pids[i] > 0 && waitpid(live_pids[i], NULL, WNOHANG) == 0) {
+      kill(live_pids[i], SIGKILL);
+      waitpid(live_pids[i], NULL, 0);
+    }
+    live_pids[i] = 0;
+  }
+}
+
+static void track(pid_t pid, bool add) {
+  static bool registered;
+  if (!registered) {
+    atexit(kill_live);
+    registered = true;
+  }
+  for (int i = 0; i < MAX_LIVE; i++)
+    if (add ? live_pids[i] == 0 : live_pids[i] == pid) {
+      live_pids[i] = add ? pid : 0;
+      return;
+    }
+}
+
 void h_srv_start(srv *s, const char *pg_url, const char *const *extra_args) {
   const char *bin = h_env("IDEM_COORDINATOR_BIN");
   if (!pg_url) pg_url = h_env("IDEM_TEST_PG_URL");
@@ -122,6 +151,7 @@ void h_srv_start(srv *s, const char *pg_url, const char *const *extra_args) {
     _exit(127);
   }
   s->pid = pid;
+  track(pid, true);
 
   /* ready = the port accepts connections, then Admin.GetStatus answers. Polling the port
    * first keeps the client's channel out of gRPC's reconnect backoff. */
@@ -129,6 +159,7 @@ void h_srv_start(srv *s, const char *pg_url, const char *const *extra_args) {
   for (;;) {
     int wst;
     if (waitpid(pid, &wst, WNOHANG) == pid) {
+      track(pid, false);
       s->pid = 0;
       h_srv_dump_log(s);
       cr_assert_fail("idem-coordinator exited during start-up");
@@ -151,6 +182,7 @@ void h_srv_start(srv *s, const char *pg_url, const char *const *extra_args) {
 
 int h_srv_stop(srv *s) {
   if (s->pid <= 0) return -1;
+  track(s->pid, false);
   kill(s->pid, SIGTERM);
   int64_t deadline = h_now_ms() + 20000;
   int wst = 0;
