@@ -320,7 +320,7 @@ static void load_config_file(int argc, char **argv, config *c) {
 
 static void parse(int argc, char **argv, config *c) {
   *c = (config){.listen = "127.0.0.1:50051",
-                .workers = 8,
+                .workers = 32,
                 .store_timeout_ms = 2000,
                 .log_fmt = LOG_TEXT,
                 .reaper_interval_s = REAPER_INTERVAL_S_DEFAULT};
@@ -607,6 +607,7 @@ int main(int argc, char **argv) {
   coord.resolve_policy = policy_cache_resolve;
   coord.resolve_arg = policies;
   coord.policies_changed = policy_cache_changed;
+  coord.cache = ha_replay_cache(ha_node); /* issue 7 */
   rpc_config rc = {
       .listen = cfg.listen,
       .workers = cfg.workers,

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../cache/replay_cache.h"
 #include "../policy/policy.h"
 #include "../store/record.h"
 #include "../store/store.h"
@@ -30,6 +31,10 @@ typedef struct coord_ctx {
   /* policies (issue 5): called after Admin.SetPolicy/DeletePolicy committed, with the
    * caller's store, so the resolver sees the change at once (NULL: nothing to do). */
   void (*policies_changed)(void *arg, store *st, int64_t deadline); /* arg = resolve_arg */
+  /* throughput (issue 7): the leader's replay cache (NULL: none). BeginStep first runs the
+   * decision on the cached pair; an answer that writes nothing (REPLAY, a SKIP, or a
+   * fingerprint mismatch) is given from it, anything else goes to the store. */
+  replay_cache *cache;
 } coord_ctx;
 
 /* Sets the defaults above. */
