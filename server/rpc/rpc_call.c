@@ -285,6 +285,10 @@ void rpc__call_handle(rpc_call *c, store *st) {
   } else if (c->srv->elector && leader_only(m) && !elect_is_leader(c->srv->elector, NULL)) {
     err_set(&err, ERR_UNAVAILABLE, "not the leader");
     refuse_not_leader(c);
+  } else if (c->payload && grpc_byte_buffer_length(c->payload) > c->srv->max_recv_bytes) {
+    /* api.md §5: over the limit is INVALID_ARGUMENT, checked before anything is unpacked */
+    err_set(&err, ERR_INVALID, "message too large: %zu bytes, limit %zu",
+            grpc_byte_buffer_length(c->payload), c->srv->max_recv_bytes);
   } else if (tenant_of(&c->md, tenant, sizeof tenant, &err) == ERR_OK) {
     ProtobufCMessage *in = rpc__decode(c->payload, m->in, &err);
     if (in) {
