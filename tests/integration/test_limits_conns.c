@@ -188,7 +188,7 @@ Test(limits_conns, streams_over_the_cap_are_queued_and_served_other_connections_
   idem_error e = {0};
   int64_t t0 = h_now_ms();
   for (int i = 0; i < 20; i++) cr_assert_eq(pair(C, "go", &e), IDEM_OK, "%s", e.message);
-  cr_assert_lt(h_now_ms() - t0, 5000);
+  cr_assert_lt(h_now_ms() - t0, 15000, "other connections waited on the stalled streams");
 
   /* the connection over its cap: every stream still gets its answer once slots free up */
   for (int i = 0; i < N_STREAMS; i++) stream_send(&st[i]);
