@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "config/config_file.h"
@@ -538,6 +539,17 @@ static void stop_metrics(const config *c, metrics_src *src, metrics_http *http) 
   pthread_mutex_destroy(&src->mu);
 }
 
+/* Every client connection holds a descriptor: lift the soft limit to the hard one so that a
+ * thousand idle connections cannot starve the listener of accept() (api.md §9, limits). */
+static void raise_fd_limit(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max) return;
+  rl.rlim_cur = rl.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+    log_kv(LOG_WARN, "cannot raise the open-files limit", "error", strerror(errno),
+           (const char *)NULL);
+}
+
 int main(int argc, char **argv) {
   config cfg;
   parse(argc, argv, &cfg);
@@ -551,6 +563,7 @@ int main(int argc, char **argv) {
         cfg.listen);
 
   log_init(cfg.log_fmt, LOG_INFO);
+  raise_fd_limit();
 
   /* Before any thread exists (grpc_init starts some): every thread inherits the mask, and only
    * sigwait below receives these. */
