@@ -23,7 +23,7 @@
 #define DEFAULT_MAX_RECV (256 * 1024)
 /* gRPC's own receive cap: above it the transport answers RESOURCE_EXHAUSTED by itself. Between
  * max_recv_bytes and this, rpc_call.c answers INVALID_ARGUMENT "message too large" (api.md §5). */
-#define HARD_MAX_RECV (4 * 1024 * 1024)
+#define HARD_MAX_RECV (1024 * 1024)
 #define DEFAULT_DEADLINE_MS 2000
 #define MAX_METADATA_BYTES (8 * 1024)
 #define MAX_CONCURRENT_STREAMS 100

@@ -10,7 +10,7 @@
 #include "idem/v1/coordinator.pb-c.h"
 
 #define RECV_LIMIT (256 * 1024)
-#define HARD_LIMIT (4 * 1024 * 1024)
+#define HARD_LIMIT (1024 * 1024) /* server/rpc/rpc_server.c HARD_MAX_RECV */
 
 static srv S;
 static idem_client *C;
@@ -81,7 +81,7 @@ Test(limits, message_over_256_kib_is_invalid_argument_and_nothing_is_stored) {
   /* over gRPC's own hard cap: the transport refuses it before the server sees it */
   uint8_t *huge = complete_of_size(gid, HARD_LIMIT + 1, &len);
   st = h_raw_call(S.addr, m, T, huge, len, details, sizeof details);
-  cr_assert_eq(st, IDEM_RESOURCE_EXHAUSTED, "4 MiB + 1: %d (%s)", st, details);
+  cr_assert_eq(st, IDEM_RESOURCE_EXHAUSTED, "1 MiB + 1: %d (%s)", st, details);
   free(huge);
 
   /* nothing stored: the step is still in progress, attempt 1; the server still serves */
