@@ -39,7 +39,7 @@ static void expect_replay(const idem_step_key *k, idem_outcome outcome, const ch
   cr_assert_eq(b.decision, IDEM_DECISION_REPLAY, "decision %d", b.decision);
   cr_assert_eq(b.result.outcome, outcome, "outcome %d", b.result.outcome);
   cr_assert_eq(b.result.body_len, strlen(body));
-  cr_assert_arr_eq(b.result.body, body, strlen(body));
+  if (strlen(body) > 0) cr_assert_arr_eq(b.result.body, body, strlen(body));
   idem_begin_clear(&b);
 }
 
