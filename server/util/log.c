@@ -25,43 +25,81 @@ static void stamp(char *buf, size_t n) {
   snprintf(buf + k, n - k, ".%03ldZ", ts.tv_nsec / 1000000);
 }
 
+/* One log line, built in memory and written with one call (stderr is unbuffered: writing
+ * piece by piece would cost a system call per piece). A line longer than the buffer is cut. */
+typedef struct line {
+  char buf[4096];
+  size_t len;
+} line;
+
+static void put(line *l, const char *s, size_t n) {
+  size_t room = sizeof l->buf - 1 - l->len; /* keep one byte for the newline */
+  if (n > room) n = room;
+  memcpy(l->buf + l->len, s, n);
+  l->len += n;
+}
+
+static void puts_(line *l, const char *s) {
+  put(l, s, strlen(s));
+}
+
 /* JSON string escaping for log fields (control characters, quotes, backslashes). */
-static void put_json_str(FILE *f, const char *s) {
-  fputc('"', f);
+static void put_json_str(line *l, const char *s) {
+  put(l, "\"", 1);
   for (; *s; s++) {
     unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-    else if (c < 0x20) fprintf(f, "\\u%04x", c);
-    else fputc(c, f);
+    char esc[8];
+    if (c == '"' || c == '\\') {
+      esc[0] = '\\';
+      esc[1] = (char)c;
+      put(l, esc, 2);
+    } else if (c < 0x20) {
+      snprintf(esc, sizeof esc, "\\u%04x", c);
+      put(l, esc, 6);
+    } else {
+      put(l, (const char *)&c, 1);
+    }
   }
-  fputc('"', f);
+  put(l, "\"", 1);
 }
 
 static void emit(log_level lvl, const char *msg, va_list kv) {
   char ts[40];
   stamp(ts, sizeof ts);
-  pthread_mutex_lock(&g_mu);
+  line l;
+  l.len = 0;
+  const char *k;
   if (g_fmt == LOG_JSON) {
-    fprintf(stderr, "{\"ts\":\"%s\",\"level\":\"%s\",\"msg\":", ts, level_names[lvl]);
-    put_json_str(stderr, msg);
-    const char *k;
+    puts_(&l, "{\"ts\":\"");
+    puts_(&l, ts);
+    puts_(&l, "\",\"level\":\"");
+    puts_(&l, level_names[lvl]);
+    puts_(&l, "\",\"msg\":");
+    put_json_str(&l, msg);
     while ((k = va_arg(kv, const char *)) != NULL) {
       const char *v = va_arg(kv, const char *);
-      fputc(',', stderr);
-      put_json_str(stderr, k);
-      fputc(':', stderr);
-      put_json_str(stderr, v ? v : "");
+      puts_(&l, ",");
+      put_json_str(&l, k);
+      puts_(&l, ":");
+      put_json_str(&l, v ? v : "");
     }
-    fputs("}\n", stderr);
+    puts_(&l, "}");
   } else {
-    fprintf(stderr, "%s %-5s %s", ts, level_names[lvl], msg);
-    const char *k;
+    char head[96];
+    snprintf(head, sizeof head, "%s %-5s ", ts, level_names[lvl]);
+    puts_(&l, head);
+    puts_(&l, msg);
     while ((k = va_arg(kv, const char *)) != NULL) {
       const char *v = va_arg(kv, const char *);
-      fprintf(stderr, " %s=%s", k, v ? v : "");
+      puts_(&l, " ");
+      puts_(&l, k);
+      puts_(&l, "=");
+      puts_(&l, v ? v : "");
     }
-    fputc('\n', stderr);
   }
+  l.buf[l.len++] = '\n';
+  pthread_mutex_lock(&g_mu);
+  fwrite(l.buf, 1, l.len, stderr);
   fflush(stderr);
   pthread_mutex_unlock(&g_mu);
 }
