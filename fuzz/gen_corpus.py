@@ -243,6 +243,9 @@ ETCD = {
     "empty-200": '0',
     "error-on-200": '0{"error":"etcdserver: request timed out","code":14}',
     "no-status": '7{"header":{"revision":"1"}}',
+    # found by fuzzing: a number outside int64 (was undefined behaviour in etcd__i64)
+    "regress-i64-range": '0{"header":{"revision":0},"ID":8.3e113,"TTL":-1e300,'
+                         '"leader":{"key":"a2V5","rev":1e19}}',
     "unicode": '0{"header":{"revision":"1"},"kv":{"key":"\\u00e9\\ud83d\\ude00","value":""}}',
 }
 

@@ -213,7 +213,10 @@ char *etcd__unb64(const char *s, size_t *len) {
 
 int64_t etcd__i64(const cJSON *obj, const char *name) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
-  if (cJSON_IsNumber(v)) return (int64_t)v->valuedouble;
+  if (cJSON_IsNumber(v)) { /* outside int64 the cast is undefined: malformed */
+    double d = v->valuedouble;
+    return d >= -9223372036854775808.0 && d < 9223372036854775808.0 ? (int64_t)d : 0;
+  }
   if (!cJSON_IsString(v)) return 0;
   char *end;
   errno = 0;
