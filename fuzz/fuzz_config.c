@@ -29,8 +29,8 @@ static void fail(const char *what) {
 }
 
 static int on_option(void *arg, const char *name, const char *value) {
-  static const char *known[] = {"listen",    "pg",       "workers",         "store-timeout-ms",
-                                "node-id",   "log-format", "etcd",          "advertise",
+  static const char *known[] = {"listen",          "pg",           "workers", "store-timeout-ms",
+                                "node-id",         "log-format",   "etcd",    "advertise",
                                 "election-prefix", "election-ttl", "metrics", "reaper-interval"};
   if (strlen(value) > 4096) fail("an option value longer than any line");
   (*(int *)arg)++;
@@ -67,7 +67,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       fail("a seed string not terminated");
     err_t err;
     err_clear(&err);
-    bool tenant_ok = strcmp(r->tenant, POLICY_ANY) == 0 || validate_tenant(r->tenant, &err) == ERR_OK;
+    bool tenant_ok =
+        strcmp(r->tenant, POLICY_ANY) == 0 || validate_tenant(r->tenant, &err) == ERR_OK;
     if (tenant_ok && coord_policy_validate(&r->p, &err) != ERR_OK && !err.msg[0])
       fail("a refused seed without a message");
   }

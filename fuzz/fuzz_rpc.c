@@ -3,8 +3,9 @@
  *
  * Input: byte 0 picks the method (byte 0 % number of methods, in rpc__methods order) and two
  * flags (byte 0 / number of methods: bit 0 = the store is unreachable, every call fails with
- * UNAVAILABLE; bit 1 = the caller is tenant "other" instead of "default"); the rest is the
- * protobuf request message.
+ * UNAVAILABLE; bit 1 = the idem-tenant metadata follows: one length byte, then that many bytes,
+ * taken as rpc_call.c's tenant_of takes metadata; otherwise the tenant is "default"); the rest
+ * is the protobuf request message.
  *
  * Path: the server's own code, as a worker runs it (rpc__call_handle) minus the gRPC call:
  * rpc__decode (protobuf-c unpack + the NUL-in-string check) → the method's handler
@@ -89,10 +90,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   unsigned flags = data[0] / (unsigned)rpc__n_methods;
   const rpc_method *m = &rpc__methods[mi];
   if (!m->handler) return 0;
+  data++;
+  size--;
+
+  /* the tenant as tenant_of (rpc_call.c) hands it over: a NUL byte is refused there; a value
+   * longer than the limit is cut one past it so that validation still refuses it */
+  char tenant[REC_GLOBAL_ID_MAX + 2] = RPC_TENANT_DEFAULT;
+  if (flags & 2) {
+    if (size < 1 || size - 1 < data[0]) return 0;
+    size_t n = data[0];
+    if (memchr(data + 1, '\0', n)) return 0;
+    if (n > sizeof tenant - 1) n = sizeof tenant - 1;
+    memcpy(tenant, data + 1, n);
+    tenant[n] = '\0';
+    size -= 1 + (size_t)data[0];
+    data += 1 + (size_t)data[0];
+  }
 
   err_t err;
   err_clear(&err);
-  grpc_slice s = grpc_slice_from_copied_buffer((const char *)data + 1, size - 1);
+  grpc_slice s = grpc_slice_from_copied_buffer((const char *)data, size);
   grpc_byte_buffer *payload = grpc_raw_byte_buffer_create(&s, 1);
   grpc_slice_unref(s);
   ProtobufCMessage *in = rpc__decode(payload, m->in, &err);
@@ -132,10 +149,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   rpc_call *c = rpc__call_new(&srv, (int)mi);
   if (!c) abort();
-  rpc_req rq = {.srv = &srv,
-                .st = &st->base,
-                .tenant = (flags & 2) ? "other" : "default",
-                .deadline = clock_mono_ms() + 60000};
+  rpc_req rq = {
+      .srv = &srv, .st = &st->base, .tenant = tenant, .deadline = clock_mono_ms() + 60000};
   err_code rc = m->handler(&rq, in, c, &err);
   if (verbose)
     fprintf(stderr, "fuzz_rpc: %s%s: %s %s\n", m->path, (flags & 1) ? " (store down)" : "",

@@ -27,8 +27,7 @@ static bool terminated(const char *s, size_t cap) {
 
 static bool key_terminated(const step_key *k) {
   return terminated(k->tenant, sizeof k->tenant) && terminated(k->global_id, sizeof k->global_id) &&
-         terminated(k->service, sizeof k->service) &&
-         terminated(k->operation, sizeof k->operation);
+         terminated(k->service, sizeof k->service) && terminated(k->operation, sizeof k->operation);
 }
 
 static bool empty_or(const char *want, const char *have) {
@@ -61,9 +60,8 @@ static err_code fs_list_steps(store *s, const step_filter *f, int64_t deadline, 
   return ERR_OK;
 }
 
-static err_code fs_step_txn_audit(store *s, const step_key *key, int64_t deadline,
-                                  store_step_fn fn, void *arg, const audit_rec *audit,
-                                  err_t *err) {
+static err_code fs_step_txn_audit(store *s, const step_key *key, int64_t deadline, store_step_fn fn,
+                                  void *arg, const audit_rec *audit, err_t *err) {
   if (!terminated(audit->actor, sizeof audit->actor) ||
       !terminated(audit->action, sizeof audit->action) ||
       !terminated(audit->reason, sizeof audit->reason) || !key_terminated(&audit->key))
@@ -72,8 +70,8 @@ static err_code fs_step_txn_audit(store *s, const step_key *key, int64_t deadlin
 }
 
 static err_code fs_list_audit(store *s, const char *tenant, const char *global_id,
-                              int64_t before_id, uint32_t limit, int64_t deadline,
-                              audit_list *out, err_t *err) {
+                              int64_t before_id, uint32_t limit, int64_t deadline, audit_list *out,
+                              err_t *err) {
   memset(out, 0, sizeof *out);
   if (!tenant || limit < 1 || limit > LIST_PAGE_MAX) die("list_audit: bad arguments");
   err_code rc = failing(s, err);
@@ -155,8 +153,7 @@ static err_code fs_policy_list(store *s, const char *tenant, int64_t deadline, p
   return ERR_OK;
 }
 
-static err_code fs_reap(store *s, uint32_t limit, int64_t deadline, uint64_t *deleted,
-                        err_t *err) {
+static err_code fs_reap(store *s, uint32_t limit, int64_t deadline, uint64_t *deleted, err_t *err) {
   *deleted = 0;
   return failing(s, err);
 }

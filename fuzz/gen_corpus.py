@@ -6,7 +6,8 @@ then commit the files; scripts/fuzz never writes into the repository).
 
 corpus/rpc/     one file per request: byte 0 = the method's index in server/rpc/rpc_methods.c
                 (read from that file, so re-run this after the table changes) + flags * number
-                of methods (flag 1: store unreachable), then the encoded request. The keys
+                of methods (flag 1: store unreachable; flag 2: a length byte and the tenant
+                follow), then the encoded request. The keys
                 match the records fuzz/fuzz_store.c seeds (tenant default: g-1 charge in
                 progress, g-2 charge succeeded + refund unknown, g-3 charge failed).
 corpus/etcd/    byte 0 an ASCII digit choosing the HTTP status (fuzz_etcd.c: 0-2 = 200,
@@ -42,7 +43,7 @@ class HealthCheckRequest:
     def __init__(self, service):
         self.service = service.encode()
 
-    def SerializeToString(self):
+    def SerializeToString(self, deterministic=True):
         return b"\x0a" + bytes([len(self.service)]) + self.service if self.service else b""
 
 
@@ -158,13 +159,20 @@ def rpc_seeds(pb):
     for name, msgs in seeds.items():
         i = order.index(name)
         for k, m in enumerate(msgs, 1):
-            write("rpc", "%s-%d" % (name, k), bytes([i]) + m.SerializeToString())
+            write("rpc", "%s-%d" % (name, k), bytes([i]) + m.SerializeToString(deterministic=True))
     # the store unreachable: fail-open (payment/charge) and fail-closed answers
     write("rpc", "BeginStep-down-1", bytes([order.index("BeginStep") + n]) +
-          seeds["BeginStep"][0].SerializeToString())
+          seeds["BeginStep"][0].SerializeToString(deterministic=True))
+    inventory = P.BeginStepRequest(key=key("g-8", "inventory", "reserve"))
     write("rpc", "BeginStep-down-2", bytes([order.index("BeginStep") + n]) +
-          P.BeginStepRequest(key=key("g-8", "inventory", "reserve")).SerializeToString())
+          inventory.SerializeToString(deterministic=True))
     write("rpc", "GetStatus-down-1", bytes([order.index("GetStatus") + n]))
+    # the idem-tenant metadata given (flag 2): another tenant, an invalid one, one too long
+    for name, k in (("BeginStep", 0), ("ListSteps", 4), ("SetPolicy", 0)):
+        for tenant in (b"acme", b"bad tenant!", b"t" * 130):
+            msg = seeds[name][k].SerializeToString(deterministic=True)
+            write("rpc", "%s-tenant-%d" % (name, len(tenant)),
+                  bytes([order.index(name) + 2 * n, len(tenant)]) + tenant + msg)
     # a string field holding a NUL byte (refused by rpc__decode)
     write("rpc", "GetSaga-nul", bytes([order.index("GetSaga")]) + b"\x0a\x03g\x001")
 
