@@ -2,11 +2,11 @@
  * libinih) and the policy checks the server then runs on its [policy ...] seeds (main.c:
  * tenant "*" or a valid tenant, coord_policy_validate).
  *
- * Input: the file's bytes. They are written to an in-memory file (memfd) whose
- * /proc/self/fd path goes to config_file_load, the exact function the server calls. Option
- * lines go to a callback that knows a few of the server's option names (others are refused,
- * as main.c refuses unknown keys). Aborts when the loader breaks its contract: a failure
- * without a message, seeds left behind by a failure, or a seed whose strings are not
+ * Input: the file's bytes. They are written to an in-memory file (memfd; a temporary file
+ * where that is missing) whose path goes to config_file_load, the exact function the server
+ * calls. Option lines go to a callback that knows a few of the server's option names (others
+ * are refused, as main.c refuses unknown keys). Aborts when the loader breaks its contract: a
+ * failure without a message, seeds left behind by a failure, or a seed whose strings are not
  * terminated.
  */
 #define _GNU_SOURCE
@@ -39,12 +39,21 @@ static int on_option(void *arg, const char *name, const char *value) {
   return 1;
 }
 
+static void remove_tmp(void) {
+  unlink(path);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
   fd = memfd_create("fuzz-config", 0);
-  if (fd < 0) fail("memfd_create");
-  snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+  if (fd >= 0 && snprintf(path, sizeof path, "/proc/self/fd/%d", fd) > 0 && access(path, R_OK) == 0)
+    return 0;
+  if (fd >= 0) close(fd);
+  snprintf(path, sizeof path, "/tmp/idem-fuzz-config.XXXXXX");
+  fd = mkstemp(path);
+  if (fd < 0) fail("cannot create a temporary file");
+  atexit(remove_tmp);
   return 0;
 }
 
