@@ -28,12 +28,13 @@ OUT = os.path.join(ROOT, "fuzz", "corpus")
 
 def protos():
     tmp = tempfile.mkdtemp(prefix="idem-fuzz-pb2.")
-    subprocess.check_call(["protoc", "--python_out=" + tmp, "-I" + os.path.join(ROOT, "proto"),
-                           "idem/v1/coordinator.proto"])
-    sys.path.insert(0, tmp)
-    pb = importlib.import_module("idem.v1.coordinator_pb2")
-    shutil.rmtree(tmp)
-    return pb
+    try:
+        subprocess.check_call(["protoc", "--python_out=" + tmp,
+                               "-I" + os.path.join(ROOT, "proto"), "idem/v1/coordinator.proto"])
+        sys.path.insert(0, tmp)
+        return importlib.import_module("idem.v1.coordinator_pb2")
+    finally:
+        shutil.rmtree(tmp)
 
 
 class HealthCheckRequest:
