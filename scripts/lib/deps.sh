@@ -3,10 +3,13 @@ IDEM_DEBS="build-essential cmake pkg-config libgrpc-dev protobuf-c-compiler libp
   libpq-dev libinih-dev postgresql postgresql-client libcriterion-dev libssl-dev grpc-proto protobuf-compiler
   python3-grpcio python3-protobuf libmicrohttpd-dev libcjson-dev
   etcd-server libcurl4-openssl-dev"
+# scripts/fuzz only: clang 14 with libFuzzer and the sanitizer runtimes, llvm-symbolizer for traces
+IDEM_FUZZ_DEBS="clang-14 libclang-rt-14-dev llvm-14"
 
+# deps_install [EXTRA_PACKAGE...]: IDEM_DEBS and the extra packages.
 deps_install() {
   local missing=""
-  for p in $IDEM_DEBS; do
+  for p in $IDEM_DEBS "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
   done
   [ -z "$missing" ] && return 0

@@ -30,6 +30,7 @@
 #include "../util/log.h"
 #include "elect.h"
 #include "elect_etcd_http.h"
+#include "elect_etcd_parse.h"
 
 #define GRANT_TIMEOUT_MS 1000
 #define REVOKE_TIMEOUT_MS 1000
@@ -189,7 +190,7 @@ static void *campaign_main(void *arg) {
     if (b && etcd__add_i64(b, "TTL", e->ttl_s))
       f = etcd__post(c, "/v3/lease/grant", b, GRANT_TIMEOUT_MS, &e->stop, &r, &err);
     cJSON_Delete(b);
-    int64_t lease = f == ETCD_OK ? etcd__i64(r, "ID") : 0;
+    int64_t lease = f == ETCD_OK ? etcd__grant_id(r) : 0;
     cJSON_Delete(r);
     if (!lease) { /* unknown outcome: an orphan lease expires by itself, nothing is on it */
       wait_ms(e, RETRY_MS);
@@ -217,10 +218,9 @@ static void *campaign_main(void *arg) {
         etcd__add_b64(b, "value", e->advertise))
       f = etcd__post(c, "/v3/election/campaign", b, -1, &e->term_over, &r, &err);
     cJSON_Delete(b);
-    const cJSON *ld = r ? cJSON_GetObjectItemCaseSensitive(r, "leader") : NULL;
-    const cJSON *key = ld ? cJSON_GetObjectItemCaseSensitive(ld, "key") : NULL;
-    int64_t rev = ld ? etcd__i64(ld, "rev") : 0;
-    if (f != ETCD_OK || !cJSON_IsString(key) || rev <= 0) {
+    const char *key = NULL;
+    int64_t rev = 0;
+    if (f != ETCD_OK || !etcd__campaign_key(r, &key, &rev)) {
       if (f != ETCD_ABORTED && !atomic_load(&e->stop))
         log_kv(LOG_WARN, "election: campaign failed", "node", e->node_id, "error", err.msg,
                (const char *)NULL);
@@ -231,7 +231,7 @@ static void *campaign_main(void *arg) {
     etcd_answered(e);
     pthread_mutex_lock(&e->mu);
     free(e->my_key);
-    e->my_key = strdup(key->valuestring);
+    e->my_key = strdup(key);
     e->my_rev = rev;
     pthread_mutex_unlock(&e->mu);
     cJSON_Delete(r);
@@ -291,7 +291,7 @@ static void *keepalive_main(void *arg) {
     int64_t next = every;
     if (f == ETCD_OK) {
       etcd_answered(e);
-      int64_t ttl = etcd__i64(r, "TTL");
+      int64_t ttl = etcd__keepalive_ttl(r);
       pthread_mutex_lock(&e->mu);
       bool same = e->lease == lease;
       pthread_mutex_unlock(&e->mu);
@@ -328,22 +328,17 @@ static void *observe_main(void *arg) {
     cJSON_Delete(b);
     if (f == ETCD_OK) {
       etcd_answered(e);
-      const cJSON *kv = cJSON_GetObjectItemCaseSensitive(r, "kv");
-      const cJSON *key = kv ? cJSON_GetObjectItemCaseSensitive(kv, "key") : NULL;
-      const cJSON *val = kv ? cJSON_GetObjectItemCaseSensitive(kv, "value") : NULL;
-      const cJSON *hdr = cJSON_GetObjectItemCaseSensitive(r, "header");
-      int64_t at_rev = hdr ? etcd__i64(hdr, "revision") : 0;
-      char *addr = cJSON_IsString(val) ? etcd__unb64(val->valuestring, NULL) : NULL;
+      etcd_leader ld;
+      etcd__leader(r, &ld);
       pthread_mutex_lock(&e->mu);
-      snprintf(e->leader_addr, sizeof e->leader_addr, "%s", addr ? addr : "");
+      snprintf(e->leader_addr, sizeof e->leader_addr, "%s", ld.addr ? ld.addr : "");
       /* another key leads at a revision after we were elected: we are not the leader */
-      if (e->my_key && at_rev >= e->my_rev && cJSON_IsString(key) &&
-          strcmp(key->valuestring, e->my_key) != 0) {
+      if (e->my_key && ld.at_rev >= e->my_rev && ld.key && strcmp(ld.key, e->my_key) != 0) {
         atomic_store(&e->not_me, true);
         pthread_cond_broadcast(&e->cv);
       }
       pthread_mutex_unlock(&e->mu);
-      free(addr);
+      free(ld.addr);
     } else if (f == ETCD_REFUSED) { /* "election: no leader" */
       etcd_answered(e);
       pthread_mutex_lock(&e->mu);

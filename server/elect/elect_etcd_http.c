@@ -1,7 +1,8 @@
 /* elect_etcd_http.c — POST JSON to etcd's v3 gateway with libcurl (multi interface, so a wait
- * can be cut short by an abort flag within ~20 ms), parse the reply with cJSON, base64 with
- * OpenSSL. */
+ * can be cut short by an abort flag within ~20 ms), the reply read by etcd__reply
+ * (elect_etcd_parse.c), base64 with OpenSSL. */
 #include "elect_etcd_http.h"
+#include "elect_etcd_parse.h"
 
 #include <curl/curl.h>
 #include <openssl/evp.h>
@@ -100,28 +101,6 @@ void etcd__conn_free(etcd_conn *c) {
   free(c);
 }
 
-/* Streaming methods answer {"result": {...}} (one JSON object a line); unary ones the object. */
-static cJSON *parse_reply(const char *text) {
-  const char *end = NULL;
-  cJSON *j = cJSON_ParseWithOpts(text, &end, 0);
-  if (!j) return NULL;
-  cJSON *result = cJSON_DetachItemFromObjectCaseSensitive(j, "result");
-  if (result) {
-    cJSON_Delete(j);
-    return result;
-  }
-  return j;
-}
-
-/* The gateway's error body: {"error": "...", "message": "...", "code": N}. */
-static bool error_of(const cJSON *j, err_t *err) {
-  const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "message");
-  if (!cJSON_IsString(m)) m = cJSON_GetObjectItemCaseSensitive(j, "error");
-  if (!cJSON_IsString(m)) return false;
-  err_set(err, ERR_UNAVAILABLE, "etcd: %.160s", m->valuestring);
-  return true;
-}
-
 etcd_fail etcd__post(etcd_conn *c, const char *path, const cJSON *body, int64_t timeout_ms,
                      const atomic_bool *abort, cJSON **out, err_t *err) {
   *out = NULL;
@@ -201,19 +180,7 @@ etcd_fail etcd__post(etcd_conn *c, const char *path, const cJSON *body, int64_t 
       return unsent ? ETCD_NOT_SENT : ETCD_UNKNOWN;
     }
   }
-  cJSON *j = c->len ? parse_reply(c->buf) : NULL;
-  if (!j) {
-    err_set(err, ERR_UNAVAILABLE, "etcd: malformed reply (http %ld)", status);
-    return status >= 400 ? ETCD_REFUSED : ETCD_UNKNOWN;
-  }
-  if (status != 200 || cJSON_GetObjectItemCaseSensitive(j, "error")) {
-    if (!error_of(j, err)) err_set(err, ERR_UNAVAILABLE, "etcd: http status %ld", status);
-    cJSON_Delete(j);
-    /* a 5xx from the gateway that is not etcd's own answer may hide a timeout: unknown */
-    return ETCD_REFUSED;
-  }
-  *out = j;
-  return ETCD_OK;
+  return etcd__reply(c->buf, c->len, status, out, err);
 }
 
 /* --- encodings --- */
@@ -246,7 +213,10 @@ char *etcd__unb64(const char *s, size_t *len) {
 
 int64_t etcd__i64(const cJSON *obj, const char *name) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
-  if (cJSON_IsNumber(v)) return (int64_t)v->valuedouble;
+  if (cJSON_IsNumber(v)) { /* outside int64 the cast is undefined: malformed */
+    double d = v->valuedouble;
+    return d >= -9223372036854775808.0 && d < 9223372036854775808.0 ? (int64_t)d : 0;
+  }
   if (!cJSON_IsString(v)) return 0;
   char *end;
   errno = 0;

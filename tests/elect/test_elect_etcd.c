@@ -103,6 +103,13 @@ Test(elect_codec, base64_and_int64_strings) {
   cr_assert_eq(etcd__i64(j, "n"), 3);
   cr_assert_eq(etcd__i64(j, "absent"), 0, "zero values are omitted");
   cJSON_Delete(j);
+  /* found by fuzz/fuzz_etcd.c: a number outside int64 was cast (undefined behaviour) */
+  j = cJSON_Parse("{\"big\":8.3e113,\"neg\":-1e300,\"max\":9223372036854775808,\"ok\":-42}");
+  cr_assert_eq(etcd__i64(j, "big"), 0, "out of range reads as malformed");
+  cr_assert_eq(etcd__i64(j, "neg"), 0);
+  cr_assert_eq(etcd__i64(j, "max"), 0);
+  cr_assert_eq(etcd__i64(j, "ok"), -42);
+  cJSON_Delete(j);
 }
 
 Test(elect_config, refuses_bad_settings) {
