@@ -2,7 +2,7 @@
 IDEM_DEBS="build-essential cmake pkg-config libgrpc-dev protobuf-c-compiler libprotobuf-c-dev
   libpq-dev libinih-dev postgresql postgresql-client libcriterion-dev libssl-dev grpc-proto protobuf-compiler
   python3-grpcio python3-protobuf libmicrohttpd-dev libcjson-dev
-  etcd-server libcurl4-openssl-dev"
+  etcd-server libcurl4-openssl-dev openssl"
 
 deps_install() {
   local missing=""
