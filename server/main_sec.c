@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "util/log.h"
 
@@ -57,6 +58,10 @@ void sec_log(const sec_paths *p, auth_keyring *tokens, bool local_listen) {
     char n[24];
     count(tokens, n, sizeof n);
     log_kv(LOG_INFO, "bearer tokens loaded", "file", p->tokens, "tokens", n, (const char *)NULL);
+    struct stat st;
+    if (stat(p->tokens, &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)))
+      log_kv(LOG_WARN, "the tokens file is open to other users: chmod 600 it", "file", p->tokens,
+             (const char *)NULL);
     if (!p->tls_cert && !local_listen)
       log_kv(LOG_WARN, "bearer tokens travel in plaintext: use --tls-cert", (const char *)NULL);
   }

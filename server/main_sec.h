@@ -20,7 +20,8 @@ typedef struct sec_paths {
 int sec_setup(const sec_paths *p, tls_files *tls, auth_keyring **tokens, char *msg, size_t n);
 
 /* Logs (after log_init) what is on: TLS, client certificates, how many tokens, or that
- * authentication is off; warns when tokens would cross a non-local network in plaintext. */
+ * authentication is off; warns when tokens would cross a non-local network in plaintext, and
+ * when the tokens file is open to group or others. */
 void sec_log(const sec_paths *p, auth_keyring *tokens, bool local_listen);
 
 /* SIGHUP: re-reads the tokens file; on failure the tokens in force stay, and the error (never

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "sec.h"
@@ -28,6 +29,7 @@ static void setup(void) {
   snprintf(l2, sizeof l2, "%s\t%s  admin   # the operators", ADM, T_ADM);
   const char *lines[] = {"# idem tokens", "", l1, l2, NULL};
   sec_write_file(FILE_, lines);
+  cr_assert_eq(chmod(FILE_, 0644), 0); /* readable by others: the server warns */
   const char *args[] = {"--tokens", FILE_, NULL};
   idem_options probe = {.token = SVC};
   h_srv_start_probe(&S, NULL, args, &probe);
@@ -155,6 +157,7 @@ Test(tokens, sighup_reloads_the_file) {
   cr_expect(eventually(NEW, IDEM_NOT_FOUND), "the new token works after SIGHUP");
   cr_expect(eventually(SVC, IDEM_UNAUTHENTICATED), "the removed token fails after SIGHUP");
   cr_expect(sec_wait_file_contains(S.log_path, "tokens reloaded", 5000));
+  cr_expect(sec_file_contains(S.log_path, "the tokens file is open to other users"));
 
   /* a bad file: the reload fails, the tokens in force stay, the error names the line */
   char bad[160];
