@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../integration/harness.h" /* h_now_ms, h_sleep_ms */
 #include "auth/auth.h"
 
 #define TOK_A "aaaaaaaaaaaaaaaa-service"
@@ -177,6 +178,7 @@ Test(decide, certificates) {
 
 static atomic_bool stop;
 static atomic_int lost; /* lookups that failed during a reload (asserted in the test thread) */
+static atomic_long looked; /* lookups done so far */
 
 static void *lookups(void *arg) {
   auth_keyring *k = arg;
@@ -187,6 +189,7 @@ static void *lookups(void *arg) {
     auth_role role;
     if (!auth_tokens_lookup(t, TOK_B, strlen(TOK_B), tenant, &role)) atomic_fetch_add(&lost, 1);
     auth_tokens_release(t);
+    atomic_fetch_add(&looked, 1);
     n++;
   }
   return (void *)n;
@@ -197,8 +200,13 @@ Test(keyring, reloads_race_lookups) {
   auth_keyring *k = keyring(path);
   pthread_t th[2];
   for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, lookups, k);
+  /* reload at least 200 times, and on until the lookups ran through 2,000 of them (bounded) */
+  int64_t deadline = h_now_ms() + 10000;
+  while (atomic_load(&looked) == 0 && h_now_ms() < deadline) h_sleep_ms(1);
+  long before = atomic_load(&looked);
   err_t err;
-  for (int i = 0; i < 200; i++) {
+  for (int i = 0; i < 200 || (atomic_load(&looked) - before < 2000 && h_now_ms() < deadline);
+       i++) {
     err_clear(&err);
     cr_assert_eq(auth_keyring_reload(k, &err), ERR_OK, "%s", err.msg);
   }
@@ -210,7 +218,7 @@ Test(keyring, reloads_race_lookups) {
     n += (long)r;
   }
   cr_expect_eq(atomic_load(&lost), 0, "lookups lost during reloads");
-  cr_expect_gt(n, 0);
+  cr_expect_gt(n, 2000, "lookups raced the reloads");
   /* a failed reload keeps the table */
   FILE *f = fopen(path, "w");
   fputs(TOK_B " ops boss\n", f);
