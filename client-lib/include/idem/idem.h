@@ -297,7 +297,7 @@ typedef struct idem_resolution {
   const void *body; /* borrowed; replayed to later callers (SUCCEEDED, FAILED) */
   size_t body_len;
   const char *reason; /* required: why (kept in the audit trail) */
-  const char *actor;  /* who; NULL or "" = the tenant's name (no authentication yet) */
+  const char *actor;  /* who; NULL or "" = the caller's tenant name */
 } idem_resolution;
 
 /* Admin.ResolveStep: only an IN_PROGRESS or UNKNOWN step (else FAILED_PRECONDITION; no record:
