@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "config/config_file.h"
@@ -332,7 +333,7 @@ static void load_config_file(int argc, char **argv, config *c) {
 
 static void parse(int argc, char **argv, config *c) {
   *c = (config){.listen = "127.0.0.1:50051",
-                .workers = 8,
+                .workers = 32,
                 .store_timeout_ms = 2000,
                 .log_fmt = LOG_TEXT,
                 .reaper_interval_s = REAPER_INTERVAL_S_DEFAULT};
@@ -560,6 +561,17 @@ static void stop_metrics(const config *c, metrics_src *src, metrics_http *http) 
   pthread_mutex_destroy(&src->mu);
 }
 
+/* Every client connection holds a descriptor: lift the soft limit to the hard one so that a
+ * thousand idle connections cannot starve the listener of accept() (api.md §9, limits). */
+static void raise_fd_limit(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max) return;
+  rl.rlim_cur = rl.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+    log_kv(LOG_WARN, "cannot raise the open-files limit", "error", strerror(errno),
+           (const char *)NULL);
+}
+
 int main(int argc, char **argv) {
   config cfg;
   parse(argc, argv, &cfg);
@@ -579,6 +591,7 @@ int main(int argc, char **argv) {
 
   log_init(cfg.log_fmt, LOG_INFO);
   sec_log(&sec, tokens_keyring, local);
+  raise_fd_limit();
 
   /* Before any thread exists (grpc_init starts some): every thread inherits the mask, and only
    * sigwait below receives these. */
@@ -637,6 +650,7 @@ int main(int argc, char **argv) {
   coord.resolve_policy = policy_cache_resolve;
   coord.resolve_arg = policies;
   coord.policies_changed = policy_cache_changed;
+  coord.cache = ha_replay_cache(ha_node); /* issue 7 */
   rpc_config rc = {
       .listen = cfg.listen,
       .workers = cfg.workers,

@@ -16,7 +16,24 @@ struct ha {
   int64_t store_timeout_ms;
   int64_t raise_budget_ms;
   _Atomic uint64_t epoch; /* every fenced store reads this at the start of each call */
+  store_batcher *batcher; /* issue 7: group commit of every worker's step transactions */
+  replay_cache *cache;    /* issue 7: filled by the batcher's commits */
 };
+
+/* Group commit and the replay cache, both keyed to the epoch. */
+static bool start_throughput(ha *h, const ha_config *c, err_t *err) {
+  replay_cache_cfg rc = {.max_entries = c->cache_entries, .epoch = &h->epoch};
+  h->cache = replay_cache_new(&rc);
+  if (!h->cache) return err_set(err, ERR_RESOURCE, "out of memory"), false;
+  store_batcher_cfg bc = {.conninfo = h->pg,
+                          .conns = c->batch_conns,
+                          .max_batch = c->batch_max,
+                          .epoch = &h->epoch,
+                          .on_commit = replay_cache_committed,
+                          .on_commit_arg = h->cache};
+  h->batcher = store_batcher_start(&bc, err);
+  return h->batcher != NULL;
+}
 
 /* The elector won: raise the fence to epoch, then let the stores write under it. */
 static bool on_elected(void *arg, uint64_t epoch, bool *superseded) {
@@ -65,10 +82,9 @@ ha *ha_new(const ha_config *c, err_t *err) {
     h->el = elect_etcd_new(&ec, err);
     atomic_store(&h->epoch, 0); /* nothing may write before the first election's raise */
   }
-  if (!h->el) {
+  if (!h->el || !start_throughput(h, c, err)) {
     if (err->code == ERR_OK) err_set(err, ERR_RESOURCE, "out of memory");
-    free(h->pg);
-    free(h);
+    ha_free(h);
     return NULL;
   }
   return h;
@@ -85,8 +101,15 @@ elect *ha_elector(ha *h) {
 store *ha_open_store(void *arg) {
   ha *h = arg;
   store *st = store_pg_open(h->pg);
-  if (st) store_pg_set_epoch_source(st, &h->epoch);
+  if (st) {
+    store_pg_set_epoch_source(st, &h->epoch);
+    store_pg_set_batcher(st, h->batcher);
+  }
   return st;
+}
+
+replay_cache *ha_replay_cache(ha *h) {
+  return h->cache;
 }
 
 bool ha_is_leader(void *arg) {
@@ -100,6 +123,8 @@ void ha_resign(ha *h) {
 void ha_free(ha *h) {
   if (!h) return;
   elect_free(h->el);
+  store_batcher_stop(h->batcher);
+  replay_cache_free(h->cache);
   free(h->pg);
   free(h);
 }

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cache/replay_cache.h"
 #include "elect/elect.h"
 #include "store/store.h"
 
@@ -18,6 +19,10 @@ typedef struct ha_config {
   const char *prefix;      /* election prefix; NULL = "/idem/leader" */
   int ttl_s;               /* 0 = 5 */
   int64_t store_timeout_ms;
+  /* throughput (issue 7): group commit and the replay cache, both under the epoch */
+  int batch_conns;          /* 0 = 2 */
+  int batch_max;            /* 0 = 64 */
+  size_t cache_entries;     /* 0 = 100000 */
 } ha_config;
 
 typedef struct ha ha;
@@ -28,13 +33,17 @@ ha *ha_new(const ha_config *c, err_t *err);
 /* Starts campaigning (etcd) — call once the server listens. */
 err_code ha_start(ha *h, err_t *err);
 elect *ha_elector(ha *h);
-/* open_store callback: a PostgreSQL store that writes under the current epoch (fenced). */
+/* open_store callback: a PostgreSQL store that writes under the current epoch (fenced), its
+ * step transactions group-committed by the ha's batcher (issue 7). */
 store *ha_open_store(void *h);
+/* The leader's replay cache (issue 7), filled by the batcher's commits; for coord_ctx. */
+replay_cache *ha_replay_cache(ha *h);
 /* is_leader callback (the reaper). */
 bool ha_is_leader(void *h);
 /* SIGTERM: stop serving and hand leadership over at once. */
 void ha_resign(ha *h);
-/* Resigns if needed, stops the elector's threads, frees. NULL is fine. */
+/* Resigns if needed, stops the elector's and the batcher's threads, frees. Stores opened with
+ * ha_open_store must be closed first. NULL is fine. */
 void ha_free(ha *h);
 
 #endif

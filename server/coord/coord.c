@@ -126,6 +126,71 @@ static err_code begin_fn(void *argp, const step_pair *cur, step_writes *w, err_t
   return ERR_OK;
 }
 
+/* issue 7: a cached record this close to the end of its retention is not answered from the
+ * cache (the reaper may have deleted it by the time the database clock gets there). */
+#define CACHE_RETENTION_MARGIN_MS 10000
+
+static bool retained(const step_rec *r, int64_t now) {
+  return !r->present || r->state == STATE_UNKNOWN || r->expires_ms == 0 ||
+         r->expires_ms > now + CACHE_RETENTION_MARGIN_MS;
+}
+
+/* The answer from the leader's replay cache, when the cached pair gives one that writes
+ * nothing: REPLAY, a SKIP or a fingerprint mismatch (the same decision table, on the pair as
+ * this leader last committed it). Returns true with *rc (and out / err) set on a hit. */
+static bool begin_from_cache(const coord_ctx *ctx, const step_key *k, begin_arg *a,
+                             bool count_miss, err_code *rc, err_t *err) {
+  step_pair pair;
+  if (!replay_cache_get(ctx->cache, k, &pair)) {
+    if (count_miss) replay_cache_count(ctx->cache, false);
+    return false;
+  }
+  pair.now_ms = clock_wall_ms();
+  bool hit = false;
+  if (retained(&pair.fwd, pair.now_ms) && retained(&pair.comp, pair.now_ms)) {
+    step_writes w;
+    memset(&w, 0, sizeof w);
+    err_t e;
+    err_clear(&e);
+    err_code r = begin_fn(a, &pair, &w, &e);
+    step_decision d = a->out->decision;
+    hit = w.n == 0 && (r == ERR_PRECONDITION ||
+                       (r == ERR_OK && (d == DECISION_REPLAY || d == DECISION_SKIP_NULL_COMPENSATION ||
+                                        d == DECISION_SKIP_ALREADY_COMPENSATED)));
+    if (hit) {
+      *rc = r;
+      if (r != ERR_OK && err) *err = e;
+    } else {
+      coord_begin_result_clear(a->out);
+    }
+  }
+  step_rec_clear(&pair.fwd);
+  step_rec_clear(&pair.comp);
+  if (hit || count_miss) replay_cache_count(ctx->cache, hit);
+  return hit;
+}
+
+/* Validates a BeginStep and resolves its policy into *a and *pol. */
+static err_code begin_prepare(const coord_ctx *ctx, const char *tenant, const coord_key_in *key,
+                              const uint8_t *fp, size_t fp_len, uint32_t lease_ms, step_key *k,
+                              policy *pol, begin_arg *a, coord_begin_result *out, err_t *err) {
+  err_code rc;
+  if ((rc = validate_step_key(tenant, key, k, err)) != ERR_OK) return rc;
+  if ((rc = validate_fingerprint(fp_len, err)) != ERR_OK) return rc;
+  if (fp_len > 0 && !fp) return err_set(err, ERR_INVALID, "fingerprint: missing bytes");
+  if ((rc = validate_lease_ms("lease_ms", lease_ms, 1, err)) != ERR_OK) return rc;
+  resolve(ctx, k->tenant, k->service, k->operation, pol);
+  *a = (begin_arg){
+      .in = {.key = k,
+             .fp = fp,
+             .fp_len = fp_len,
+             .lease_ms = lease_ms ? lease_ms : pol->lease_ms,
+             .retention_s = pol->retention_s},
+      .out = out,
+  };
+  return ERR_OK;
+}
+
 err_code coord_begin_step(const coord_ctx *ctx, store *st, const char *tenant,
                           const coord_key_in *key, const uint8_t *fp, size_t fp_len,
                           uint32_t lease_ms, int64_t deadline, coord_begin_result *out,
@@ -133,27 +198,31 @@ err_code coord_begin_step(const coord_ctx *ctx, store *st, const char *tenant,
   memset(out, 0, sizeof *out);
   err_clear(err);
   step_key k;
-  err_code rc;
-  if ((rc = validate_step_key(tenant, key, &k, err)) != ERR_OK) return rc;
-  if ((rc = validate_fingerprint(fp_len, err)) != ERR_OK) return rc;
-  if (fp_len > 0 && !fp) return err_set(err, ERR_INVALID, "fingerprint: missing bytes");
-  if ((rc = validate_lease_ms("lease_ms", lease_ms, 1, err)) != ERR_OK) return rc;
-
   policy pol;
-  resolve(ctx, k.tenant, k.service, k.operation, &pol);
-  begin_arg a = {
-      .in = {.key = &k,
-             .fp = fp,
-             .fp_len = fp_len,
-             .lease_ms = lease_ms ? lease_ms : pol.lease_ms,
-             .retention_s = pol.retention_s},
-      .out = out,
-  };
+  begin_arg a;
+  err_code rc = begin_prepare(ctx, tenant, key, fp, fp_len, lease_ms, &k, &pol, &a, out, err);
+  if (rc != ERR_OK) return rc;
+  if (ctx->cache && begin_from_cache(ctx, &k, &a, true, &rc, err)) return rc;
   rc = coord__step_txn(st, &k, store_deadline(ctx, deadline), begin_fn, &a, NULL, "begin", err);
   if (rc != ERR_OK) coord_begin_result_clear(out);
   if (rc == ERR_UNAVAILABLE && pol.mode == FAILURE_MODE_FAIL_OPEN && store_unreachable(err))
     return proceed_unguarded(&k, out, err);
   return rc;
+}
+
+bool coord_begin_step_cached(const coord_ctx *ctx, const char *tenant, const coord_key_in *key,
+                             const uint8_t *fp, size_t fp_len, uint32_t lease_ms,
+                             coord_begin_result *out, err_code *rc, err_t *err) {
+  memset(out, 0, sizeof *out);
+  err_clear(err);
+  if (!ctx->cache) return false;
+  step_key k;
+  policy pol;
+  begin_arg a;
+  err_t verr;
+  if (begin_prepare(ctx, tenant, key, fp, fp_len, lease_ms, &k, &pol, &a, out, &verr) != ERR_OK)
+    return false; /* the full path answers it, naming the field */
+  return begin_from_cache(ctx, &k, &a, false, rc, err);
 }
 
 /* --- CompleteStep --- */

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../cache/replay_cache.h"
 #include "../policy/policy.h"
 #include "../store/record.h"
 #include "../store/store.h"
@@ -30,6 +31,10 @@ typedef struct coord_ctx {
   /* policies (issue 5): called after Admin.SetPolicy/DeletePolicy committed, with the
    * caller's store, so the resolver sees the change at once (NULL: nothing to do). */
   void (*policies_changed)(void *arg, store *st, int64_t deadline); /* arg = resolve_arg */
+  /* throughput (issue 7): the leader's replay cache (NULL: none). BeginStep first runs the
+   * decision on the cached pair; an answer that writes nothing (REPLAY, a SKIP, or a
+   * fingerprint mismatch) is given from it, anything else goes to the store. */
+  replay_cache *cache;
 } coord_ctx;
 
 /* Sets the defaults above. */
@@ -67,6 +72,14 @@ err_code coord_begin_step(const coord_ctx *ctx, store *st, const char *tenant,
                           const coord_key_in *key, const uint8_t *fp, size_t fp_len,
                           uint32_t lease_ms, int64_t deadline, coord_begin_result *out,
                           err_t *err);
+
+/* BeginStep from the replay cache alone (issue 7), for a caller that must not wait on the
+ * store (the rpc layer's completion-queue thread): true when the answer is *rc (with out /
+ * err as coord_begin_step fills them); false when the call needs coord_begin_step — a cache
+ * miss, an answer that writes, or invalid input (left for the full path to name). */
+bool coord_begin_step_cached(const coord_ctx *ctx, const char *tenant, const coord_key_in *key,
+                             const uint8_t *fp, size_t fp_len, uint32_t lease_ms,
+                             coord_begin_result *out, err_code *rc, err_t *err);
 
 /* CompleteStep. On ERR_OK fills *out as an owned record (step_rec_clear). */
 err_code coord_complete_step(const coord_ctx *ctx, store *st, const char *tenant,

@@ -291,24 +291,11 @@ static err_code resolve_fn(void *argp, const step_pair *cur, step_writes *w, err
   return ERR_OK;
 }
 
-/* UTF-8 without control characters (C0, DEL, C1 are refused). */
+/* Strict UTF-8 without control characters (C0, DEL, C1 are refused): validate_text. A lenient
+ * check here let surrogates through to Postgres, which refused them as an internal error. */
 static bool clean_utf8(const char *s) {
-  const unsigned char *p = (const unsigned char *)s;
-  while (*p) {
-    unsigned c = *p;
-    int extra = c < 0x80             ? 0
-                : (c & 0xe0) == 0xc0 ? 1
-                : (c & 0xf0) == 0xe0 ? 2
-                : (c & 0xf8) == 0xf0 ? 3
-                                     : -1;
-    if (extra < 0 || (extra == 1 && c < 0xc2)) return false;
-    if (extra == 0 && (c < 0x20 || c == 0x7f)) return false;
-    for (int i = 1; i <= extra; i++)
-      if ((p[i] & 0xc0) != 0x80) return false;
-    if (extra == 1 && c == 0xc2 && p[1] < 0xa0) return false; /* C1 controls */
-    p += extra + 1;
-  }
-  return true;
+  err_t e;
+  return validate_text("text", s, SIZE_MAX, &e) == ERR_OK;
 }
 
 err_code coord_resolve_step(const coord_ctx *ctx, store *st, const char *tenant,

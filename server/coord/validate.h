@@ -29,5 +29,8 @@ err_code validate_label(const char *key, const char *value, err_t *err);
 err_code validate_lease_ms(const char *field, uint32_t v, int zero_ok, err_t *err);
 err_code validate_outcome(int outcome, err_t *err); /* SUCCEEDED, FAILED, RETRYABLE, UNKNOWN */
 err_code validate_attempt(uint64_t attempt, err_t *err); /* >= 1 */
+/* Free text (reasons, actors): 0–max bytes of strict UTF-8 (RFC 3629: no overlong forms, no
+ * surrogates, nothing above U+10FFFF) without control characters (C0, DEL, C1). */
+err_code validate_text(const char *field, const char *v, size_t max, err_t *err);
 
 #endif

@@ -27,6 +27,23 @@ uint64_t metrics_reaped_total(const char *kind) {
   return atomic_load(strcmp(kind, "sagas") == 0 ? &g_reaped_sagas : &g_reaped_steps);
 }
 
+/* --- throughput (issue 7) --- */
+
+static atomic_uint_fast64_t g_batches, g_batched, g_cache_hits, g_cache_misses;
+
+void metrics_batch(uint64_t n) {
+  atomic_fetch_add(&g_batches, 1);
+  atomic_fetch_add(&g_batched, n);
+}
+
+void metrics_replay_cache(bool hit) {
+  atomic_fetch_add(hit ? &g_cache_hits : &g_cache_misses, 1);
+}
+
+uint64_t metrics_replay_cache_total(bool hit) {
+  return atomic_load(hit ? &g_cache_hits : &g_cache_misses);
+}
+
 /* --- incident response (issue 6) --- */
 
 /* Latency buckets, upper bounds in microseconds (rendered in seconds); one more for +Inf. */
@@ -179,6 +196,15 @@ static void render_counters(FILE *f) {
   help(f, "idem_reaped_rows_total", "counter", "Expired rows deleted by the reaper, by table.");
   fprintf(f, "idem_reaped_rows_total{kind=\"steps\"} %llu\n", ld(&g_reaped_steps));
   fprintf(f, "idem_reaped_rows_total{kind=\"sagas\"} %llu\n", ld(&g_reaped_sagas));
+  help(f, "idem_store_batches_total", "counter", "Group commits (one transaction each).");
+  fprintf(f, "idem_store_batches_total %llu\n", ld(&g_batches));
+  help(f, "idem_store_batched_steps_total", "counter",
+       "Step transactions committed in group commits.");
+  fprintf(f, "idem_store_batched_steps_total %llu\n", ld(&g_batched));
+  help(f, "idem_replay_cache_lookups_total", "counter",
+       "BeginSteps looked up in the leader's replay cache, by result.");
+  fprintf(f, "idem_replay_cache_lookups_total{result=\"hit\"} %llu\n", ld(&g_cache_hits));
+  fprintf(f, "idem_replay_cache_lookups_total{result=\"miss\"} %llu\n", ld(&g_cache_misses));
   help(f, "idem_leader", "gauge", "1 while this node is the leader.");
   fprintf(f, "idem_leader %d\n", atomic_load(&g_leader) ? 1 : 0);
   help(f, "idem_epoch", "gauge", "The leadership epoch this node serves under.");

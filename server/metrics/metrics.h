@@ -22,6 +22,14 @@ void metrics_reaped(const char *kind, uint64_t n);
 uint64_t metrics_unguarded_total(void);
 uint64_t metrics_reaped_total(const char *kind);
 
+/* --- throughput (issue 7) --- */
+
+/* A group commit committed a batch of n step transactions. */
+void metrics_batch(uint64_t n);
+/* A BeginStep looked in the leader's replay cache: answered from it (hit) or not. */
+void metrics_replay_cache(bool hit);
+uint64_t metrics_replay_cache_total(bool hit);
+
 /* --- incident response (issue 6) --- */
 
 #define METRICS_METHODS_MAX 32

@@ -145,12 +145,12 @@ static bool has_nul_string(const ProtobufCMessageDescriptor *d, const uint8_t *p
 ProtobufCMessage *rpc__decode(grpc_byte_buffer *payload, const ProtobufCMessageDescriptor *desc,
                               err_t *err) {
   if (!payload) {
-    err_set(err, ERR_INVALID, "malformed request");
+    err_set(err, ERR_INVALID, "request: no message was sent");
     return NULL;
   }
   grpc_byte_buffer_reader reader;
   if (!grpc_byte_buffer_reader_init(&reader, payload)) {
-    err_set(err, ERR_INVALID, "malformed request");
+    err_set(err, ERR_INVALID, "request: cannot decode as %s", desc->name);
     return NULL;
   }
   grpc_slice s = grpc_byte_buffer_reader_readall(&reader);
@@ -159,7 +159,7 @@ ProtobufCMessage *rpc__decode(grpc_byte_buffer *payload, const ProtobufCMessageD
   size_t len = GRPC_SLICE_LENGTH(s);
   ProtobufCMessage *msg = protobuf_c_message_unpack(desc, NULL, len, data);
   if (!msg) {
-    err_set(err, ERR_INVALID, "malformed request");
+    err_set(err, ERR_INVALID, "request: cannot decode as %s", desc->name);
   } else {
     char bad[160];
     if (has_nul_string(desc, data, len, 0, bad, sizeof bad)) {
@@ -289,6 +289,10 @@ void rpc__call_handle(rpc_call *c, store *st) {
   } else if (c->srv->elector && leader_only(m) && !elect_is_leader(c->srv->elector, NULL)) {
     err_set(&err, ERR_UNAVAILABLE, "not the leader");
     refuse_not_leader(c);
+  } else if (c->payload && grpc_byte_buffer_length(c->payload) > c->srv->max_recv_bytes) {
+    /* api.md §5: over the limit is INVALID_ARGUMENT, checked before anything is unpacked */
+    err_set(&err, ERR_INVALID, "message too large: %zu bytes, limit %zu",
+            grpc_byte_buffer_length(c->payload), c->srv->max_recv_bytes);
   } else {
     ProtobufCMessage *in = rpc__decode(c->payload, m->in, &err);
     if (in) {

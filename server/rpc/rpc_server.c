@@ -21,6 +21,9 @@
 
 #define DEFAULT_WORKERS 8
 #define DEFAULT_MAX_RECV (256 * 1024)
+/* gRPC's own receive cap: above it the transport answers RESOURCE_EXHAUSTED by itself. Between
+ * max_recv_bytes and this, rpc_call.c answers INVALID_ARGUMENT "message too large" (api.md §5). */
+#define HARD_MAX_RECV (1024 * 1024)
 #define DEFAULT_DEADLINE_MS 2000
 #define MAX_METADATA_BYTES (8 * 1024)
 #define MAX_CONCURRENT_STREAMS 100
@@ -198,7 +201,7 @@ rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err) {
   grpc_arg args[] = {
       {.type = GRPC_ARG_INTEGER,
        .key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
-       .value.integer = (int)s->max_recv_bytes},
+       .value.integer = s->max_recv_bytes > HARD_MAX_RECV ? (int)s->max_recv_bytes : HARD_MAX_RECV},
       {.type = GRPC_ARG_INTEGER,
        .key = GRPC_ARG_MAX_METADATA_SIZE,
        .value.integer = MAX_METADATA_BYTES},

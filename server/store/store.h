@@ -26,6 +26,7 @@
 #define STORE_OPS_VERSION 1
 
 typedef struct store store;
+typedef struct store_batcher store_batcher; /* group commit (issue 7), below */
 
 /* The body of a step transaction. Called with both records of the step pair read under the
  * pair's lock (held until commit) and the database clock; fills w with the records to write.
@@ -223,5 +224,49 @@ err_code store_pg_fence_raise(const char *conninfo, uint64_t epoch, int64_t dead
 /* Reads idem_fence's epoch (0 when the row is missing). */
 err_code store_pg_fence_read(const char *conninfo, int64_t deadline, uint64_t *epoch,
                              err_t *err);
+
+/* --- group commit (issue 7, store_pg_batch.c) ---
+ * A batcher owns a few connections of its own (one thread each). Step transactions of every
+ * store it is attached to are queued and run together: one transaction for a batch of up to
+ * max_batch of them — BEGIN, every pair lock and read in one round trip (pipeline mode), the
+ * callbacks, every write and the COMMIT in a second — so many callers share one commit and one
+ * WAL flush. Each caller returns only after the commit of its own batch (synchronous_commit
+ * stays on). A pair is never in two batches at once, so per pair, transactions commit one at a
+ * time and in queue order. Locks are taken in key order; a serialization failure or deadlock
+ * re-runs the whole batch (the callbacks start from scratch, as store_step_fn allows). The
+ * batch runs until the earliest deadline among its transactions. */
+
+/* Called on a batcher thread after a batch committed, once per step transaction in it, with
+ * the pair as it now is in the database (records borrowed: copy what you keep) and the epoch
+ * it was written under. For one pair, calls come in commit order. Must not block. */
+typedef void (*store_commit_fn)(void *arg, uint64_t epoch, const step_pair *after);
+
+typedef struct store_batcher_cfg {
+  const char *conninfo;          /* copied */
+  int conns;                     /* connections and threads; 0 = 2 */
+  int max_batch;                 /* step transactions per batch; 0 = 64 */
+  const _Atomic uint64_t *epoch; /* fencing source (borrowed), NULL = unfenced */
+  store_commit_fn on_commit;     /* may be NULL */
+  void *on_commit_arg;
+} store_batcher_cfg;
+
+/* Starts the threads (connections open lazily). NULL with err on failure. */
+store_batcher *store_batcher_start(const store_batcher_cfg *cfg, err_t *err);
+
+/* Fails what is still queued with ERR_UNAVAILABLE "store stopping", joins the threads, closes
+ * the connections and frees b. Stores attached to b must not be used afterwards. */
+void store_batcher_stop(store_batcher *b);
+
+/* Makes a PostgreSQL store run its step transactions (step_txn, step_txn_audit) through b; its
+ * other calls keep using its own connection. Set before use. */
+void store_pg_set_batcher(store *s, store_batcher *b);
+
+typedef struct store_batch_stats {
+  uint64_t batches; /* committed batches */
+  uint64_t txns;    /* step transactions in them */
+  uint64_t largest; /* the largest batch */
+} store_batch_stats;
+
+void store_batcher_stats(store_batcher *b, store_batch_stats *out);
 
 #endif

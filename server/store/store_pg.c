@@ -13,26 +13,26 @@
  * its own statement so that the reads after it (READ COMMITTED: a snapshot per statement) see
  * everything committed by the holder we waited for. 0x1f separates the parts (none of them
  * may contain it). */
-static const char SQL_PAIR_LOCK[] =
+const char pg__sql_pair_lock[] =
     "SELECT pg_advisory_xact_lock(hashtextextended("
     "$1::text || E'\\x1f' || $2::text || E'\\x1f' || $3::text || E'\\x1f' || $4::text, 0))";
 
 /* Both phases of the pair and the database clock; one row with NULL columns when there is
  * no record. */
-static const char SQL_PAIR_READ[] =
+const char pg__sql_pair_read[] =
     "SELECT n.now_ms, " PG_STEP_COLS " FROM (SELECT " PG_NOW_MS
     " AS now_ms) n"
     " LEFT JOIN idem_steps s ON s.tenant = $1 AND s.global_id = $2 AND s.service = $3"
     " AND s.operation = $4";
 
-static const char SQL_STEP_INSERT[] =
+const char pg__sql_step_insert[] =
     "INSERT INTO idem_steps (tenant, global_id, service, operation, phase, state, attempt,"
     " fingerprint, outcome, code, body, completed_ms, created_ms, updated_ms,"
     " lease_expires_ms, expires_ms)"
     " VALUES ($1, $2, $3, $4, $5, $6, $7, $8::bytea, $9, $10, $11::bytea, $12, $13, $14, $15,"
     " $16)";
 
-static const char SQL_STEP_UPDATE[] =
+const char pg__sql_step_update[] =
     "UPDATE idem_steps SET state = $6, attempt = $7, fingerprint = $8::bytea, outcome = $9,"
     " code = $10, body = $11::bytea, completed_ms = $12, created_ms = $13, updated_ms = $14,"
     " lease_expires_ms = $15, expires_ms = $16"
@@ -45,12 +45,54 @@ static const char SQL_STEP_LOOKUP[] =
     " WHERE tenant = $1 AND global_id = $2 AND service = $3 AND operation = $4 AND phase = $5"
     " AND (expires_ms = 0 OR state = 4 OR expires_ms > " PG_NOW_MS ")";
 
-static void key_params(pg_params *p, const step_key *k) {
+void pg__key_params(pg_params *p, const step_key *k) {
   pg__p_reset(p);
   pg__p_text(p, k->tenant);
   pg__p_text(p, k->global_id);
   pg__p_text(p, k->service);
   pg__p_text(p, k->operation);
+}
+
+void pg__write_params(pg_params *p, const step_key *key, const step_rec *r) {
+  pg__key_params(p, key);
+  pg__p_i64(p, r->key.phase);
+  pg__p_i64(p, r->state);
+  pg__p_i64(p, (int64_t)r->attempt);
+  pg__p_bytes(p, r->fp, r->fp_len > REC_FP_MAX ? REC_FP_MAX : r->fp_len);
+  pg__p_i64(p, r->outcome);
+  pg__p_i64(p, r->code);
+  pg__p_bytes(p, r->body, r->body_len);
+  pg__p_i64(p, r->completed_ms);
+  pg__p_i64(p, r->created_ms);
+  pg__p_i64(p, r->updated_ms);
+  pg__p_i64(p, r->lease_expires_ms);
+  pg__p_i64(p, r->expires_ms);
+}
+
+void pg__read_pair(const PGresult *res, int row0, int row1, int col, const step_key *key,
+                   step_pair *pair, bool exists[3]) {
+  memset(pair, 0, sizeof *pair);
+  exists[0] = exists[1] = exists[2] = false;
+  for (int i = row0; i < row1; i++) {
+    if (i == row0) pair->now_ms = pg__int(res, i, col);
+    if (pg__isnull(res, i, col + 1)) continue; /* no record: the LEFT JOIN's empty row */
+    step_rec rec;
+    memset(&rec, 0, sizeof rec);
+    pg__row_step(res, i, col + 1, false, &rec);
+    rec.key = *key;
+    rec.key.phase = (step_phase)pg__int(res, i, col + 1);
+    if (rec.key.phase == PHASE_FORWARD) {
+      pair->fwd = rec;
+      exists[PHASE_FORWARD] = true;
+    } else if (rec.key.phase == PHASE_COMPENSATION) {
+      pair->comp = rec;
+      exists[PHASE_COMPENSATION] = true;
+    }
+  }
+  pair->fwd.key = *key;
+  pair->fwd.key.phase = PHASE_FORWARD;
+  pair->comp.key = *key;
+  pair->comp.key.phase = PHASE_COMPENSATION;
 }
 
 /* --- ops --- */
@@ -80,21 +122,9 @@ static err_code pg_ping(store *st, int64_t deadline, err_t *err) {
 static err_code write_step(pg_store *s, const step_key *key, const step_rec *r, bool exists,
                            int64_t deadline, err_t *err) {
   pg_params p;
-  key_params(&p, key);
-  pg__p_i64(&p, r->key.phase);
-  pg__p_i64(&p, r->state);
-  pg__p_i64(&p, (int64_t)r->attempt);
-  pg__p_bytes(&p, r->fp, r->fp_len > REC_FP_MAX ? REC_FP_MAX : r->fp_len);
-  pg__p_i64(&p, r->outcome);
-  pg__p_i64(&p, r->code);
-  pg__p_bytes(&p, r->body, r->body_len);
-  pg__p_i64(&p, r->completed_ms);
-  pg__p_i64(&p, r->created_ms);
-  pg__p_i64(&p, r->updated_ms);
-  pg__p_i64(&p, r->lease_expires_ms);
-  pg__p_i64(&p, r->expires_ms);
+  pg__write_params(&p, key, r);
   PGresult *res = NULL;
-  err_code rc = pg__exec(s, exists ? SQL_STEP_UPDATE : SQL_STEP_INSERT, &p, deadline, &res, err);
+  err_code rc = pg__exec(s, exists ? pg__sql_step_update : pg__sql_step_insert, &p, deadline, &res, err);
   if (rc != ERR_OK) return rc;
   bool one = strcmp(PQcmdTuples(res), "1") == 0;
   PQclear(res);
@@ -114,35 +144,15 @@ static err_code step_txn_once(pg_store *s, const step_key *key, int64_t deadline
   PGresult *res = NULL;
   err_code rc = pg__exec(s, "BEGIN ISOLATION LEVEL READ COMMITTED", NULL, deadline, NULL, err);
   if (rc != ERR_OK) return rc;
-  key_params(&p, key);
-  rc = pg__exec(s, SQL_PAIR_LOCK, &p, deadline, NULL, err);
+  pg__key_params(&p, key);
+  rc = pg__exec(s, pg__sql_pair_lock, &p, deadline, NULL, err);
   if (rc != ERR_OK) return rc;
-  rc = pg__exec(s, SQL_PAIR_READ, &p, deadline, &res, err);
+  rc = pg__exec(s, pg__sql_pair_read, &p, deadline, &res, err);
   if (rc != ERR_OK) return rc;
 
   step_pair pair;
-  memset(&pair, 0, sizeof pair);
-  bool exists[3] = {false, false, false};
-  for (int i = 0; i < PQntuples(res); i++) {
-    if (i == 0) pair.now_ms = pg__int(res, 0, 0);
-    if (pg__isnull(res, i, 1)) continue; /* no record: the LEFT JOIN's empty row */
-    step_rec rec;
-    memset(&rec, 0, sizeof rec);
-    pg__row_step(res, i, 1, false, &rec);
-    rec.key = *key;
-    rec.key.phase = (step_phase)pg__int(res, i, 1);
-    if (rec.key.phase == PHASE_FORWARD) {
-      pair.fwd = rec;
-      exists[PHASE_FORWARD] = true;
-    } else if (rec.key.phase == PHASE_COMPENSATION) {
-      pair.comp = rec;
-      exists[PHASE_COMPENSATION] = true;
-    }
-  }
-  pair.fwd.key = *key;
-  pair.fwd.key.phase = PHASE_FORWARD;
-  pair.comp.key = *key;
-  pair.comp.key.phase = PHASE_COMPENSATION;
+  bool exists[3];
+  pg__read_pair(res, 0, PQntuples(res), 0, key, &pair, exists);
 
   step_writes w;
   memset(&w, 0, sizeof w);
@@ -175,6 +185,7 @@ static err_code step_txn_once(pg_store *s, const step_key *key, int64_t deadline
 err_code pg__step_txn(store *st, const step_key *key, int64_t deadline, store_step_fn fn,
                      void *arg, const audit_rec *audit, err_t *err) {
   pg_store *s = (pg_store *)st;
+  if (s->batcher) return pg__batch_step_txn(s, key, deadline, fn, arg, audit, err); /* issue 7 */
   err_code rc = ERR_OK, fn_rc = ERR_OK;
   err_t fn_err;
   err_clear(&fn_err);
@@ -216,7 +227,7 @@ static err_code pg_lookup_step(store *st, const step_key *key, int64_t deadline,
   pg_store *s = (pg_store *)st;
   memset(out, 0, sizeof *out);
   pg_params p;
-  key_params(&p, key);
+  pg__key_params(&p, key);
   pg__p_i64(&p, key->phase);
   PGresult *res = NULL;
   err_code rc = ERR_OK;

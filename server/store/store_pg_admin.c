@@ -12,7 +12,7 @@
  * record is never forgotten. */
 #define LIVE "(state = 4 OR expires_ms = 0 OR expires_ms > " PG_NOW_MS ")"
 
-static const char SQL_AUDIT_INSERT[] =
+const char pg__sql_audit_insert[] =
     "INSERT INTO idem_audit (tenant, at_ms, actor, action, global_id, service, operation, phase,"
     " reason, from_state, to_state)"
     " VALUES ($1, " PG_NOW_MS ", $2, $3, $4, $5, $6, $7, $8, $9, $10)";
@@ -137,20 +137,24 @@ err_code pg__list_steps(store *st, const step_filter *f, int64_t deadline, step_
   return ERR_OK;
 }
 
+void pg__audit_params(pg_params *p, const audit_rec *a) {
+  pg__p_reset(p);
+  pg__p_text(p, a->key.tenant);
+  pg__p_text(p, a->actor);
+  pg__p_text(p, a->action);
+  pg__p_text(p, a->key.global_id);
+  pg__p_text(p, a->key.service);
+  pg__p_text(p, a->key.operation);
+  pg__p_i64(p, a->key.phase);
+  pg__p_text(p, a->reason);
+  pg__p_i64(p, a->from_state);
+  pg__p_i64(p, a->to_state);
+}
+
 err_code pg__audit_insert(pg_store *s, const audit_rec *a, int64_t deadline, err_t *err) {
   pg_params p;
-  pg__p_reset(&p);
-  pg__p_text(&p, a->key.tenant);
-  pg__p_text(&p, a->actor);
-  pg__p_text(&p, a->action);
-  pg__p_text(&p, a->key.global_id);
-  pg__p_text(&p, a->key.service);
-  pg__p_text(&p, a->key.operation);
-  pg__p_i64(&p, a->key.phase);
-  pg__p_text(&p, a->reason);
-  pg__p_i64(&p, a->from_state);
-  pg__p_i64(&p, a->to_state);
-  return pg__exec(s, SQL_AUDIT_INSERT, &p, deadline, NULL, err);
+  pg__audit_params(&p, a);
+  return pg__exec(s, pg__sql_audit_insert, &p, deadline, NULL, err);
 }
 
 err_code pg__list_audit(store *st, const char *tenant, const char *global_id, int64_t before_id,

@@ -58,6 +58,7 @@ bool pg__init(pg_store *s, const char *conninfo) {
 void pg__drop(pg_store *s) {
   if (s->conn) PQfinish(s->conn);
   s->conn = NULL;
+  s->prepared = false;
 }
 
 void pg__fini(pg_store *s) {
@@ -110,7 +111,7 @@ static err_code unavailable(pg_store *s, const char *why, err_t *err) {
 }
 
 /* Waits until fd is readable (or writable when wr). 1 ready, 0 deadline passed, -1 error. */
-static int wait_fd(int fd, bool wr, int64_t deadline) {
+int pg__wait_fd(int fd, bool wr, int64_t deadline) {
   if (fd < 0) return -1;
   struct pollfd p = {.fd = fd, .events = (short)(wr ? POLLOUT : POLLIN)};
   for (;;) {
@@ -147,7 +148,7 @@ static void send_cancel(PGconn *conn) {
   if (!started) PQfreeCancel(c); /* the dropped connection ends the statement soon enough */
 }
 
-static err_code timeout(pg_store *s, bool cancel, err_t *err) {
+err_code pg__timeout(pg_store *s, bool cancel, err_t *err) {
   if (cancel && s->conn) send_cancel(s->conn);
   pg__drop(s);
   metrics_store_error("timeout");
@@ -162,13 +163,20 @@ static void on_notice(void *arg, const PGresult *r) {
   log_kv(LOG_DEBUG, "store notice", "message", msg ? msg : "", NULL);
 }
 
-static err_code connect_conn(pg_store *s, int64_t deadline, err_t *err) {
+err_code pg__connect(pg_store *s, int64_t deadline, err_t *err) {
   /* fencing (issue 4): a fenced store's connections carry idem.epoch from their first
    * statement on, so no write can run on a connection without it */
-  char fence_opt[48] = "";
+  char fence_opt[1024] = "";
   if (s->epoch_src) {
     s->epoch_sent = atomic_load(s->epoch_src);
-    snprintf(fence_opt, sizeof fence_opt, "-c idem.epoch=%llu", (unsigned long long)s->epoch_sent);
+    /* "options" given here replaces the conninfo's own: keep those in front of ours */
+    const char *own = "";
+    PQconninfoOption *parsed = PQconninfoParse(s->conninfo, NULL);
+    for (PQconninfoOption *o = parsed; o && o->keyword; o++)
+      if (strcmp(o->keyword, "options") == 0 && o->val) own = o->val;
+    snprintf(fence_opt, sizeof fence_opt, "%s%s-c idem.epoch=%llu", own, *own ? " " : "",
+             (unsigned long long)s->epoch_sent);
+    if (parsed) PQconninfoFree(parsed);
   }
   const char *keys[] = {"dbname", "application_name", s->epoch_src ? "options" : NULL, NULL};
   const char *vals[] = {s->conninfo, PG_APP_NAME, s->epoch_src ? fence_opt : NULL, NULL};
@@ -189,8 +197,8 @@ static err_code connect_conn(pg_store *s, int64_t deadline, err_t *err) {
       pg__drop(s);
       return rc;
     }
-    int w = wait_fd(PQsocket(c), st == PGRES_POLLING_WRITING, deadline);
-    if (w == 0) return timeout(s, false, err);
+    int w = pg__wait_fd(PQsocket(c), st == PGRES_POLLING_WRITING, deadline);
+    if (w == 0) return pg__timeout(s, false, err);
     if (w < 0) {
       err_code rc = unavailable(s, "cannot wait on the connection socket", err);
       pg__drop(s);
@@ -219,11 +227,11 @@ err_code pg__call_start(pg_store *s, int64_t deadline, err_t *err) {
     return pg__fence_sync(s, deadline, err); /* issue 4: a new epoch since the last call */
   }
   s->conn_reused = false;
-  return connect_conn(s, deadline, err);
+  return pg__connect(s, deadline, err);
 }
 
 /* The connection broke during a statement: drop it, and say whether the call may re-run. */
-static err_code lost(pg_store *s, err_t *err) {
+err_code pg__lost(pg_store *s, err_t *err) {
   if (s->conn_reused && s->call_stmts == 1) s->retry = PG_RETRY_STALE;
   err_code rc = unavailable(s, s->conn ? PQerrorMessage(s->conn) : NULL, err);
   pg__drop(s);
@@ -235,14 +243,14 @@ static bool sqlstate_is(const char *st, const char *want) {
 }
 
 /* Maps an SQL error result to an err_t; the connection stays (unless it broke). */
-static err_code sql_error(pg_store *s, const PGresult *r, err_t *err) {
+err_code pg__sql_error(pg_store *s, const PGresult *r, err_t *err) {
   const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
   const char *msg = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
   if (!msg) msg = PQresultErrorMessage(r);
   snprintf(s->sqlstate, sizeof s->sqlstate, "%s", st ? st : "");
   if (!st || PQstatus(s->conn) != CONNECTION_OK || strncmp(st, "08", 2) == 0 ||
       strncmp(st, "57P", 3) == 0)
-    return lost(s, err);
+    return pg__lost(s, err);
   if (sqlstate_is(st, "40001") || sqlstate_is(st, "40P01") || sqlstate_is(st, "23505")) {
     s->retry = PG_RETRY_SERIAL;
     return err_set(err, ERR_UNAVAILABLE, "store conflict: too many retries");
@@ -272,36 +280,36 @@ err_code pg__exec(pg_store *s, const char *sql, const pg_params *p, int64_t dead
   if (!s->conn) {
     /* dropped earlier in this call (e.g. by a failed rollback): reconnect */
     s->conn_reused = false;
-    err_code rc = connect_conn(s, deadline, err);
+    err_code rc = pg__connect(s, deadline, err);
     if (rc != ERR_OK) return rc;
   }
   if (clock_mono_ms() >= deadline) {
     if (PQtransactionStatus(s->conn) == PQTRANS_IDLE)
       return err_set(err, ERR_UNAVAILABLE, "store timeout");
-    return timeout(s, false, err); /* dropping the connection rolls the transaction back */
+    return pg__timeout(s, false, err); /* dropping the connection rolls the transaction back */
   }
   PGconn *c = s->conn;
   s->call_stmts++;
   int n = p ? p->n : 0;
   if (!PQsendQueryParams(c, sql, n, NULL, p ? p->values : NULL, p ? p->lengths : NULL,
                          p ? p->formats : NULL, 1))
-    return lost(s, err);
+    return pg__lost(s, err);
   for (;;) { /* flush the request */
     int f = PQflush(c);
     if (f == 0) break;
-    if (f < 0) return lost(s, err);
-    int w = wait_fd(PQsocket(c), true, deadline);
-    if (w == 0) return timeout(s, true, err);
-    if (w < 0 || !PQconsumeInput(c)) return lost(s, err);
+    if (f < 0) return pg__lost(s, err);
+    int w = pg__wait_fd(PQsocket(c), true, deadline);
+    if (w == 0) return pg__timeout(s, true, err);
+    if (w < 0 || !PQconsumeInput(c)) return pg__lost(s, err);
   }
   PGresult *ok = NULL, *bad = NULL;
   for (;;) {
     while (PQisBusy(c)) {
-      int w = wait_fd(PQsocket(c), false, deadline);
+      int w = pg__wait_fd(PQsocket(c), false, deadline);
       if (w <= 0 || !PQconsumeInput(c)) {
         PQclear(ok);
         PQclear(bad);
-        return w == 0 ? timeout(s, true, err) : lost(s, err);
+        return w == 0 ? pg__timeout(s, true, err) : pg__lost(s, err);
       }
     }
     PGresult *r = PQgetResult(c);
@@ -320,7 +328,7 @@ err_code pg__exec(pg_store *s, const char *sql, const pg_params *p, int64_t dead
     }
   }
   if (bad || !ok) {
-    err_code rc = bad ? sql_error(s, bad, err) : lost(s, err);
+    err_code rc = bad ? pg__sql_error(s, bad, err) : pg__lost(s, err);
     PQclear(ok);
     PQclear(bad);
     return rc;

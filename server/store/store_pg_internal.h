@@ -42,6 +42,10 @@ typedef struct pg_store {
    * idem.epoch setting holds (set at connect, updated when the source changes). */
   const _Atomic uint64_t *epoch_src;
   uint64_t epoch_sent;
+  /* group commit (issue 7, store_pg_batch.c): when set, step transactions are handed to the
+   * shared batcher instead of running on this connection. Borrowed. */
+  store_batcher *batcher;
+  bool prepared; /* the batcher's named statements exist on conn (reset when it drops) */
 } pg_store;
 
 /* Parameters of one statement: text format except bytea (binary). Values are borrowed. */
@@ -75,6 +79,32 @@ err_code pg__call_start(pg_store *s, int64_t deadline, err_t *err);
 err_code pg__exec(pg_store *s, const char *sql, const pg_params *p, int64_t deadline,
                   PGresult **out, err_t *err);
 
+/* Connection internals shared with the pipeline (store_pg_pipe.c). pg__connect opens s->conn
+ * (non-blocking); pg__wait_fd waits for fd readable (wr: writable): 1 ready, 0 deadline
+ * passed, -1 error; pg__timeout (cancelling the statement when cancel) and pg__lost drop the
+ * connection and fill err; pg__sql_error maps an error result (sets s->retry, s->sqlstate). */
+err_code pg__connect(pg_store *s, int64_t deadline, err_t *err);
+int pg__wait_fd(int fd, bool wr, int64_t deadline);
+err_code pg__timeout(pg_store *s, bool cancel, err_t *err);
+err_code pg__lost(pg_store *s, err_t *err);
+err_code pg__sql_error(pg_store *s, const PGresult *r, err_t *err);
+
+/* One statement of a pipeline: sql and params in; res out (TUPLES_OK or COMMAND_OK). With
+ * name set: prepare sql under name (when prepare) or run the statement prepared as name. */
+typedef struct pg_stmt {
+  const char *sql;
+  const pg_params *p;
+  const char *name;
+  bool prepare;
+  PGresult *res;
+} pg_stmt;
+
+/* Sends n statements in libpq pipeline mode with one sync, so they cost one round trip, and
+ * collects their results. On ERR_OK every st[i].res is set (the caller PQclears them). On
+ * failure none is kept, err describes the first failing statement (s->retry as pg__exec), and
+ * an open transaction is left for pg__rollback. Counts as one statement of the call. */
+err_code pg__pipeline(pg_store *s, pg_stmt *st, int n, int64_t deadline, err_t *err);
+
 /* Rolls back an open transaction (if any); drops the connection when that fails. */
 void pg__rollback(pg_store *s, int64_t deadline);
 
@@ -100,6 +130,42 @@ bool pg__row_step(const PGresult *r, int row, int col, bool own, step_rec *rec);
 /* Brings the connection's idem.epoch setting up to *s->epoch_src (no-op when unfenced or
  * already there). Called by pg__call_start once connected. */
 err_code pg__fence_sync(pg_store *s, int64_t deadline, err_t *err);
+
+/* group commit (issue 7): store_pg_batch.c. Runs the step transaction through s->batcher. */
+err_code pg__batch_step_txn(pg_store *s, const step_key *key, int64_t deadline, store_step_fn fn,
+                            void *arg, const audit_rec *audit, err_t *err);
+
+/* The statements of one step transaction (store_pg.c), shared with the batcher. */
+extern const char pg__sql_pair_lock[];
+extern const char pg__sql_pair_read[];
+extern const char pg__sql_step_insert[];
+extern const char pg__sql_step_update[];
+extern const char pg__sql_audit_insert[];
+/* key_params for the lock and the read ($1..$4), write_params for an insert or update. */
+void pg__key_params(pg_params *p, const step_key *k);
+void pg__write_params(pg_params *p, const step_key *key, const step_rec *r);
+/* Fills pair (records borrow from res) and exists[phase] from rows [row0, row1) of a pair
+ * read: the database clock in column col, PG_STEP_COLS from col + 1 (NULL: no record). */
+void pg__read_pair(const PGresult *res, int row0, int row1, int col, const step_key *key,
+                   step_pair *pair, bool exists[3]);
+
+/* A PostgreSQL array literal in text format, built up element by element (store_pg_arr.c):
+ * the parameters of the batcher's multi-row statements. */
+typedef struct pg_arr {
+  char *buf;
+  size_t len, cap;
+  int n;    /* elements */
+  bool oom; /* an append failed: the literal is unusable */
+} pg_arr;
+void pg__arr_reset(pg_arr *a);
+void pg__arr_text(pg_arr *a, const char *v);
+void pg__arr_i64(pg_arr *a, int64_t v);
+void pg__arr_bytes(pg_arr *a, const void *v, size_t len); /* bytea, hex format */
+/* Closes the literal; NULL when an append ran out of memory. Valid until the next reset. */
+const char *pg__arr_end(pg_arr *a);
+void pg__arr_free(pg_arr *a);
+/* The audit insert's parameters (store_pg_admin.c). */
+void pg__audit_params(pg_params *p, const audit_rec *a);
 
 /* Test hook: the server process id of the store's connection, 0 when not connected. */
 int store_pg__backend_pid(store *s);

@@ -40,7 +40,7 @@ void h_sleep_ms(int64_t ms) {
   }
 }
 
-static int free_port(void) {
+int h_free_port(void) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   cr_assert(fd >= 0);
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
@@ -127,7 +127,7 @@ void h_srv_start_probe(srv *s, const char *pg_url, const char *const *extra_args
   const char *bin = h_env("IDEM_COORDINATOR_BIN");
   if (!pg_url) pg_url = h_env("IDEM_TEST_PG_URL");
   memset(s, 0, sizeof *s);
-  s->port = free_port();
+  s->port = h_free_port();
   snprintf(s->addr, sizeof s->addr, "127.0.0.1:%d", s->port);
   char tag[64];
   h_unique("srv", tag, sizeof tag);

@@ -293,3 +293,21 @@ Test(messages, are_lower_case_style) {
   validate_body(65537, 65536, &e);
   cr_assert_str_eq(e.msg, "body: must be at most 65536 bytes");
 }
+
+/* ---- free text (resolve reason, actor) ---- */
+
+Test(text, strict_utf8_without_control_characters) {
+  err_t e;
+  ok(validate_text("reason", "", 10, &e), &e);
+  ok(validate_text("reason", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", 64, &e), &e);
+  ok(validate_text("reason", "\xc2\xa0 no-break space", 64, &e), &e);
+  bad(validate_text("reason", "0123456789x", 10, &e), &e, "reason");
+  bad(validate_text("reason", "bell \x07", 64, &e), &e, "reason");
+  bad(validate_text("reason", "del \x7f", 64, &e), &e, "reason");
+  bad(validate_text("reason", "c1 \xc2\x85", 64, &e), &e, "reason");
+  bad(validate_text("actor", "\xed\xa0\x80", 64, &e), &e, "actor");     /* surrogate */
+  bad(validate_text("actor", "\xe0\x80\xaf", 64, &e), &e, "actor");     /* overlong */
+  bad(validate_text("actor", "\xf4\x90\x80\x80", 64, &e), &e, "actor"); /* > U+10FFFF */
+  bad(validate_text("actor", "\xf5\x80\x80\x80", 64, &e), &e, "actor");
+  bad(validate_text("actor", "cut \xe2\x82", 64, &e), &e, "actor");
+}

@@ -1,0 +1,547 @@
+/* store_pg_batch.c — group commit (issue 7; contract in store.h, "group commit").
+ *
+ * Callers (rpc workers) queue a bt_item that lives on their stack and wait on it; batcher
+ * threads take up to max_batch queued items whose pairs no other batch holds, run them as one
+ * transaction on their own connection, and wake each caller with its own answer after the
+ * commit. Two round trips per batch:
+ *   1. BEGIN; for each item in key order: the pair lock, the pair read          (one sync)
+ *   2. for each item: its writes (upserts), its audit row; COMMIT               (one sync)
+ * The callbacks run between the two. A statement error in either pipeline aborts the whole
+ * transaction before COMMIT runs, so nothing is committed and the batch may run again; a lost
+ * connection or a timeout during the second leaves the outcome unknown (like any commit), and
+ * every item of the batch gets that error.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../metrics/metrics.h"
+#include "../util/clock.h"
+#include "../util/log.h"
+#include "store_pg_internal.h"
+
+/* Multi-row statements: every pair of the batch in one statement, the keys as four parallel
+ * text arrays (in the batch's key order). */
+#define UNNEST_KEYS "unnest($1::text[], $2::text[], $3::text[], $4::text[])"
+
+/* The pair locks, in array order; the same lock key as the single path's pg__sql_pair_lock. */
+static const char SQL_LOCK_MANY[] =
+    "SELECT pg_advisory_xact_lock(hashtextextended("
+    "k.t || E'\\x1f' || k.g || E'\\x1f' || k.s || E'\\x1f' || k.o, 0))"
+    " FROM " UNNEST_KEYS " AS k(t, g, s, o)";
+
+/* Both phases of every pair, in its own statement after the locks (READ COMMITTED: this
+ * statement's snapshot sees what the holders we waited for committed). Rows come grouped by
+ * the pair's position i (1-based); a pair without records has one row of NULLs. */
+static const char SQL_READ_MANY[] =
+    "SELECT k.i, n.now_ms, " PG_STEP_COLS " FROM " UNNEST_KEYS " WITH ORDINALITY AS k(t, g, s, o, i)"
+    " CROSS JOIN (SELECT " PG_NOW_MS " AS now_ms) n"
+    " LEFT JOIN idem_steps st ON st.tenant = k.t AND st.global_id = k.g AND st.service = k.s"
+    " AND st.operation = k.o"
+    " ORDER BY k.i, st.phase";
+
+/* Every record the batch writes, as upserts: the reaper may delete an expired row the batch
+ * read (it skips only row-locked rows), and the upsert then still writes exactly the record
+ * decided. No two rows of one statement share a key (a pair is in one batch at most once). */
+static const char SQL_UPSERT_MANY[] =
+    "INSERT INTO idem_steps (tenant, global_id, service, operation, phase, state, attempt,"
+    " fingerprint, outcome, code, body, completed_ms, created_ms, updated_ms,"
+    " lease_expires_ms, expires_ms)"
+    " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::smallint[],"
+    " $6::smallint[], $7::bigint[], $8::bytea[], $9::smallint[], $10::int[], $11::bytea[],"
+    " $12::bigint[], $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[])"
+    " ON CONFLICT (tenant, global_id, service, operation, phase) DO UPDATE SET"
+    " state = EXCLUDED.state, attempt = EXCLUDED.attempt, fingerprint = EXCLUDED.fingerprint,"
+    " outcome = EXCLUDED.outcome, code = EXCLUDED.code, body = EXCLUDED.body,"
+    " completed_ms = EXCLUDED.completed_ms, created_ms = EXCLUDED.created_ms,"
+    " updated_ms = EXCLUDED.updated_ms, lease_expires_ms = EXCLUDED.lease_expires_ms,"
+    " expires_ms = EXCLUDED.expires_ms";
+
+#define N_COLS 16 /* of the upsert */
+
+#define BT_DEFAULT_CONNS 2
+#define BT_DEFAULT_MAX 64
+#define BT_MAX_CONNS 16
+#define BT_MAX_BATCH 256
+
+/* One queued step transaction (on its caller's stack). */
+typedef struct bt_item {
+  struct bt_item *next;
+  const step_key *key;
+  int64_t deadline;
+  store_step_fn fn;
+  void *arg;
+  const audit_rec *audit;
+  pthread_cond_t cv; /* signalled (under the batcher's mutex) when done */
+  bool done;
+  err_code rc; /* the answer */
+  err_t err;
+  /* one run of the batch */
+  step_pair pair; /* records borrow from the thread's read result */
+  bool exists[3];
+  step_writes w;
+  err_code fn_rc;
+  err_t fn_err;
+} bt_item;
+
+typedef struct bt_thread {
+  store_batcher *b;
+  pthread_t thread;
+  bool started;
+  store *conn;     /* a pg_store of its own */
+  bt_item **items; /* the batch in progress (read by other threads under b->mu) */
+  int n;
+  PGresult *read;    /* the batch's pair read (records of the items borrow from it) */
+  pg_stmt *stmts;    /* scratch: 4 + max_batch statements */
+  pg_params *params; /* scratch: 2 + max_batch parameter sets */
+  pg_arr arr[N_COLS]; /* scratch: the multi-row statements' arrays */
+} bt_thread;
+
+struct store_batcher {
+  pthread_mutex_t mu;
+  pthread_cond_t cv; /* work queued, or stopping */
+  bt_item *head, *tail;
+  bool stopping;
+  int max_batch;
+  int n_threads;
+  bt_thread *threads;
+  store_commit_fn on_commit;
+  void *on_commit_arg;
+  _Atomic uint64_t batches, txns, largest;
+};
+
+static bool same_pair(const step_key *a, const step_key *b) {
+  return strcmp(a->global_id, b->global_id) == 0 && strcmp(a->operation, b->operation) == 0 &&
+         strcmp(a->service, b->service) == 0 && strcmp(a->tenant, b->tenant) == 0;
+}
+
+static int key_cmp(const step_key *a, const step_key *b) {
+  int c = strcmp(a->tenant, b->tenant);
+  if (!c) c = strcmp(a->global_id, b->global_id);
+  if (!c) c = strcmp(a->service, b->service);
+  if (!c) c = strcmp(a->operation, b->operation);
+  return c;
+}
+
+static int item_cmp(const void *x, const void *y) {
+  return key_cmp((*(bt_item *const *)x)->key, (*(bt_item *const *)y)->key);
+}
+
+/* --- the queue (under b->mu) --- */
+
+/* The item's pair is in this batch already or in another thread's batch. */
+static bool held(const store_batcher *b, const bt_item *it) {
+  for (int i = 0; i < b->n_threads; i++) {
+    const bt_thread *o = &b->threads[i]; /* t itself: the items collected so far */
+    for (int j = 0; j < o->n; j++)
+      if (same_pair(o->items[j]->key, it->key)) return true;
+  }
+  return false;
+}
+
+/* Moves up to max_batch eligible items from the queue into t's batch (in queue order). */
+static void collect(store_batcher *b, bt_thread *t) {
+  t->n = 0;
+  bt_item *prev = NULL, *it = b->head;
+  while (it && t->n < b->max_batch) {
+    bt_item *next = it->next;
+    if (held(b, it)) {
+      prev = it;
+    } else {
+      if (prev)
+        prev->next = next;
+      else
+        b->head = next;
+      if (b->tail == it) b->tail = prev;
+      it->next = NULL;
+      t->items[t->n++] = it;
+    }
+    it = next;
+  }
+}
+
+/* Wakes every caller of t's batch and releases its pairs. */
+static void finish(store_batcher *b, bt_thread *t) {
+  pthread_mutex_lock(&b->mu);
+  for (int i = 0; i < t->n; i++) {
+    t->items[i]->done = true;
+    pthread_cond_signal(&t->items[i]->cv);
+  }
+  bool skipped = b->head != NULL; /* items may have waited for these pairs */
+  t->n = 0;
+  if (skipped) pthread_cond_broadcast(&b->cv);
+  pthread_mutex_unlock(&b->mu);
+}
+
+/* --- one batch --- */
+
+static void answer(bt_item *it, err_code rc, const err_t *err) {
+  it->rc = rc;
+  if (rc == ERR_OK)
+    err_clear(&it->err);
+  else
+    it->err = *err;
+}
+
+static void drop_read(bt_thread *t) {
+  PQclear(t->read);
+  t->read = NULL;
+}
+
+/* The batch's statements, prepared once per connection (parsed and planned once). */
+enum { PS_LOCK, PS_READ, PS_UPSERT, PS_AUDIT, PS_N };
+static const char *const ps_name[PS_N] = {"idem_b_lock", "idem_b_read", "idem_b_upsert",
+                                         "idem_b_audit"};
+
+static err_code prepare(pg_store *s, pg_stmt *st, int64_t deadline, err_t *err) {
+  if (s->prepared && s->conn) return ERR_OK;
+  const char *sql[PS_N] = {SQL_LOCK_MANY, SQL_READ_MANY, SQL_UPSERT_MANY, pg__sql_audit_insert};
+  for (int i = 0; i < PS_N; i++)
+    st[i] = (pg_stmt){.sql = sql[i], .name = ps_name[i], .prepare = true};
+  err_code rc = pg__pipeline(s, st, PS_N, deadline, err);
+  if (rc != ERR_OK) return rc;
+  for (int i = 0; i < PS_N; i++) PQclear(st[i].res);
+  s->prepared = true;
+  return ERR_OK;
+}
+
+/* Closes arrays [0, n) into p as text parameters; false when one ran out of memory. */
+static bool arrays_to_params(bt_thread *t, int n, pg_params *p) {
+  pg__p_reset(p);
+  for (int c = 0; c < n; c++) {
+    const char *lit = pg__arr_end(&t->arr[c]);
+    if (!lit) return false;
+    pg__p_text(p, lit);
+  }
+  return true;
+}
+
+static void key_arrays(bt_thread *t, const step_key *k) {
+  pg__arr_text(&t->arr[0], k->tenant);
+  pg__arr_text(&t->arr[1], k->global_id);
+  pg__arr_text(&t->arr[2], k->service);
+  pg__arr_text(&t->arr[3], k->operation);
+}
+
+/* Pipeline 1: BEGIN, every pair lock, every pair read. On ERR_OK t->read holds the read and
+ * each item its pair's rows. */
+static err_code lock_and_read(bt_thread *t, bt_item **v, int n, int64_t deadline, err_t *err) {
+  pg_store *s = (pg_store *)t->conn;
+  pg_stmt *st = t->stmts;
+  err_code rc = prepare(s, st, deadline, err);
+  if (rc != ERR_OK) return rc;
+  for (int c = 0; c < 4; c++) pg__arr_reset(&t->arr[c]);
+  for (int i = 0; i < n; i++) key_arrays(t, v[i]->key);
+  if (!arrays_to_params(t, 4, &t->params[0])) return err_set(err, ERR_INTERNAL, "out of memory");
+  st[0] = (pg_stmt){.sql = "BEGIN ISOLATION LEVEL READ COMMITTED"};
+  st[1] = (pg_stmt){.name = ps_name[PS_LOCK], .p = &t->params[0]};
+  st[2] = (pg_stmt){.name = ps_name[PS_READ], .p = &t->params[0]};
+  rc = pg__pipeline(s, st, 3, deadline, err);
+  if (rc != ERR_OK) return rc;
+  PQclear(st[0].res);
+  PQclear(st[1].res);
+  t->read = st[2].res;
+  int rows = PQntuples(t->read), r = 0;
+  for (int i = 0; i < n; i++) {
+    int r0 = r;
+    while (r < rows && pg__int(t->read, r, 0) == i + 1) r++;
+    if (r == r0) { /* every pair has a row (LEFT JOIN): anything else is not our statement */
+      PQclear(t->read);
+      t->read = NULL;
+      return err_set(err, ERR_INTERNAL, "store error: batch read returned no row for a pair");
+    }
+    bool exists[3];
+    pg__read_pair(t->read, r0, r, 1, v[i]->key, &v[i]->pair, exists);
+  }
+  return ERR_OK;
+}
+
+/* Runs one item's callback on its pair; bad writes become the item's ERR_INTERNAL. */
+static void decide(bt_item *it) {
+  memset(&it->w, 0, sizeof it->w);
+  err_clear(&it->fn_err);
+  it->fn_rc = it->fn(it->arg, &it->pair, &it->w, &it->fn_err);
+  if (it->fn_rc == ERR_OK) err_clear(&it->fn_err);
+  bool bad = it->w.n < 0 || it->w.n > 2;
+  for (int j = 0; !bad && j < it->w.n; j++) {
+    step_phase ph = it->w.recs[j].key.phase;
+    bad = ph != PHASE_FORWARD && ph != PHASE_COMPENSATION;
+  }
+  if (bad) {
+    it->w.n = 0;
+    it->fn_rc = err_set(&it->fn_err, ERR_INTERNAL, "step transaction: bad writes");
+  }
+}
+
+static void write_arrays(bt_thread *t, const step_key *k, const step_rec *r) {
+  pg_arr *a = t->arr;
+  key_arrays(t, k);
+  pg__arr_i64(&a[4], r->key.phase);
+  pg__arr_i64(&a[5], r->state);
+  pg__arr_i64(&a[6], (int64_t)r->attempt);
+  pg__arr_bytes(&a[7], r->fp, r->fp_len > REC_FP_MAX ? REC_FP_MAX : r->fp_len);
+  pg__arr_i64(&a[8], r->outcome);
+  pg__arr_i64(&a[9], r->code);
+  pg__arr_bytes(&a[10], r->body, r->body_len);
+  pg__arr_i64(&a[11], r->completed_ms);
+  pg__arr_i64(&a[12], r->created_ms);
+  pg__arr_i64(&a[13], r->updated_ms);
+  pg__arr_i64(&a[14], r->lease_expires_ms);
+  pg__arr_i64(&a[15], r->expires_ms);
+}
+
+/* Pipeline 2: every write (one statement), the audit rows, COMMIT. */
+static err_code write_and_commit(bt_thread *t, bt_item **v, int n, int64_t deadline,
+                                 err_t *err) {
+  pg_stmt *st = t->stmts;
+  int k = 0, np = 1, writes = 0;
+  for (int c = 0; c < N_COLS; c++) pg__arr_reset(&t->arr[c]);
+  for (int i = 0; i < n; i++) {
+    for (int j = 0; j < v[i]->w.n; j++, writes++) write_arrays(t, v[i]->key, &v[i]->w.recs[j]);
+  }
+  if (writes > 0) {
+    if (!arrays_to_params(t, N_COLS, &t->params[0]))
+      return err_set(err, ERR_INTERNAL, "out of memory");
+    st[k++] = (pg_stmt){.name = ps_name[PS_UPSERT], .p = &t->params[0]};
+  }
+  for (int i = 0; i < n; i++) {
+    if (v[i]->audit && v[i]->fn_rc == ERR_OK) {
+      pg__audit_params(&t->params[np], v[i]->audit);
+      st[k++] = (pg_stmt){.name = ps_name[PS_AUDIT], .p = &t->params[np++]};
+    }
+  }
+  st[k++] = (pg_stmt){.sql = "COMMIT"};
+  err_code rc = pg__pipeline((pg_store *)t->conn, st, k, deadline, err);
+  if (rc != ERR_OK) return rc;
+  for (int i = 0; i < k; i++) PQclear(st[i].res);
+  return ERR_OK;
+}
+
+/* Tells the commit hook each item's pair as committed (the read with the writes applied). */
+static void report(store_batcher *b, uint64_t epoch, bt_item **v, int n) {
+  if (!b->on_commit) return;
+  for (int i = 0; i < n; i++) {
+    step_pair after = v[i]->pair;
+    for (int j = 0; j < v[i]->w.n; j++) {
+      const step_rec *r = &v[i]->w.recs[j];
+      if (r->key.phase == PHASE_FORWARD)
+        after.fwd = *r;
+      else
+        after.comp = *r;
+    }
+    b->on_commit(b->on_commit_arg, epoch, &after);
+  }
+}
+
+/* Answers (with a timeout) and removes the items whose deadline has passed; returns how many
+ * are left in v and sets *deadline to the earliest left. */
+static int drop_expired(bt_item **v, int n, int64_t *deadline) {
+  int64_t now = clock_mono_ms();
+  int m = 0;
+  *deadline = INT64_MAX;
+  for (int i = 0; i < n; i++) {
+    if (v[i]->deadline <= now) {
+      err_t e;
+      answer(v[i], err_set(&e, ERR_UNAVAILABLE, "store timeout"), &e);
+      continue;
+    }
+    if (v[i]->deadline < *deadline) *deadline = v[i]->deadline;
+    v[m++] = v[i];
+  }
+  return m;
+}
+
+static void run_batch(bt_thread *t) {
+  store_batcher *b = t->b;
+  pg_store *s = (pg_store *)t->conn;
+  bt_item *live[BT_MAX_BATCH];
+  int n = t->n;
+  memcpy(live, t->items, (size_t)n * sizeof *live);
+  qsort(live, (size_t)n, sizeof *live, item_cmp); /* locks in key order */
+  err_t err;
+  err_code rc = ERR_OK;
+  bool stale_retried = false;
+  for (int tries = 0;; tries++) {
+    int64_t deadline;
+    n = drop_expired(live, n, &deadline);
+    if (n == 0) return;
+    bool commit_sent = false;
+    rc = pg__call_start(s, deadline, &err);
+    if (rc == ERR_OK) rc = lock_and_read(t, live, n, deadline, &err);
+    if (rc == ERR_OK) {
+      for (int i = 0; i < n; i++) decide(live[i]);
+      commit_sent = true;
+      rc = write_and_commit(t, live, n, deadline, &err);
+    }
+    if (rc == ERR_OK) {
+      report(b, s->epoch_sent, live, n);
+      for (int i = 0; i < n; i++) answer(live[i], live[i]->fn_rc, &live[i]->fn_err);
+      drop_read(t);
+      metrics_batch((uint64_t)n);
+      atomic_fetch_add(&b->batches, 1);
+      atomic_fetch_add(&b->txns, (uint64_t)n);
+      uint64_t big = atomic_load(&b->largest);
+      while ((uint64_t)n > big && !atomic_compare_exchange_weak(&b->largest, &big, (uint64_t)n)) {
+      }
+      return;
+    }
+    drop_read(t);
+    pg_retry why = s->retry;
+    /* the database refused a statement (and the connection is up): nothing was committed */
+    bool sql_error = s->sqlstate[0] != '\0' && s->conn != NULL;
+    pg__rollback(s, deadline);
+    if (commit_sent && !sql_error) break; /* the outcome of the COMMIT is unknown */
+    if (why == PG_RETRY_STALE && !stale_retried) {
+      stale_retried = true;
+      continue;
+    }
+    bool timed_out = !sql_error && strcmp(err.msg, "store timeout") == 0;
+    if (timed_out && !commit_sent) continue; /* the expired go; the others run again */
+    if (why != PG_RETRY_SERIAL) break;
+    if (tries + 1 >= PG_TXN_RETRIES) {
+      metrics_store_error("conflict");
+      log_kv(LOG_WARN, "store conflict: giving up", "sqlstate", s->sqlstate, NULL);
+      err_set(&err, ERR_UNAVAILABLE, "store conflict: too many retries");
+      break;
+    }
+    pg__backoff(tries + 1, deadline);
+  }
+  for (int i = 0; i < n; i++) answer(live[i], rc, &err);
+}
+
+static void *batcher_main(void *arg) {
+  bt_thread *t = arg;
+  store_batcher *b = t->b;
+  pthread_mutex_lock(&b->mu);
+  for (;;) {
+    collect(b, t);
+    if (t->n == 0) {
+      if (b->stopping) break;
+      pthread_cond_wait(&b->cv, &b->mu);
+      continue;
+    }
+    pthread_mutex_unlock(&b->mu);
+    run_batch(t);
+    finish(b, t);
+    pthread_mutex_lock(&b->mu);
+  }
+  pthread_mutex_unlock(&b->mu);
+  return NULL;
+}
+
+/* --- the caller's side --- */
+
+err_code pg__batch_step_txn(pg_store *s, const step_key *key, int64_t deadline, store_step_fn fn,
+                            void *arg, const audit_rec *audit, err_t *err) {
+  store_batcher *b = s->batcher;
+  bt_item it;
+  memset(&it, 0, sizeof it);
+  it.key = key;
+  it.deadline = deadline;
+  it.fn = fn;
+  it.arg = arg;
+  it.audit = audit;
+  pthread_cond_init(&it.cv, NULL);
+  pthread_mutex_lock(&b->mu);
+  if (b->stopping) {
+    pthread_mutex_unlock(&b->mu);
+    pthread_cond_destroy(&it.cv);
+    return err_set(err, ERR_UNAVAILABLE, "store stopping");
+  }
+  if (b->tail)
+    b->tail->next = &it;
+  else
+    b->head = &it;
+  b->tail = &it;
+  pthread_cond_signal(&b->cv);
+  while (!it.done) pthread_cond_wait(&it.cv, &b->mu);
+  pthread_mutex_unlock(&b->mu);
+  pthread_cond_destroy(&it.cv);
+  if (it.rc == ERR_OK) {
+    err_clear(err);
+  } else if (err) {
+    *err = it.err;
+  }
+  return it.rc;
+}
+
+void store_pg_set_batcher(store *st, store_batcher *b) {
+  ((pg_store *)st)->batcher = b;
+}
+
+/* --- lifecycle --- */
+
+store_batcher *store_batcher_start(const store_batcher_cfg *cfg, err_t *err) {
+  store_batcher *b = calloc(1, sizeof *b);
+  if (!b) return err_set(err, ERR_INTERNAL, "out of memory"), NULL;
+  b->n_threads = cfg->conns > 0 ? cfg->conns : BT_DEFAULT_CONNS;
+  if (b->n_threads > BT_MAX_CONNS) b->n_threads = BT_MAX_CONNS;
+  b->max_batch = cfg->max_batch > 0 ? cfg->max_batch : BT_DEFAULT_MAX;
+  if (b->max_batch > BT_MAX_BATCH) b->max_batch = BT_MAX_BATCH;
+  b->on_commit = cfg->on_commit;
+  b->on_commit_arg = cfg->on_commit_arg;
+  pthread_mutex_init(&b->mu, NULL);
+  pthread_cond_init(&b->cv, NULL);
+  b->threads = calloc((size_t)b->n_threads, sizeof *b->threads);
+  if (!b->threads) goto oom;
+  for (int i = 0; i < b->n_threads; i++) {
+    bt_thread *t = &b->threads[i];
+    t->b = b;
+    t->conn = store_pg_open(cfg->conninfo);
+    t->items = calloc((size_t)b->max_batch, sizeof *t->items);
+    t->stmts = calloc(4 + (size_t)b->max_batch, sizeof *t->stmts);
+    t->params = calloc(2 + (size_t)b->max_batch, sizeof *t->params);
+    if (!t->conn || !t->items || !t->stmts || !t->params) goto oom;
+    if (cfg->epoch) store_pg_set_epoch_source(t->conn, cfg->epoch);
+  }
+  for (int i = 0; i < b->n_threads; i++) {
+    if (pthread_create(&b->threads[i].thread, NULL, batcher_main, &b->threads[i]) != 0) {
+      store_batcher_stop(b);
+      return err_set(err, ERR_INTERNAL, "cannot start batcher thread"), NULL;
+    }
+    b->threads[i].started = true;
+  }
+  return b;
+oom:
+  store_batcher_stop(b);
+  return err_set(err, ERR_INTERNAL, "out of memory"), NULL;
+}
+
+void store_batcher_stop(store_batcher *b) {
+  if (!b) return;
+  pthread_mutex_lock(&b->mu);
+  b->stopping = true;
+  pthread_cond_broadcast(&b->cv);
+  pthread_mutex_unlock(&b->mu);
+  for (int i = 0; b->threads && i < b->n_threads; i++)
+    if (b->threads[i].started) pthread_join(b->threads[i].thread, NULL);
+  pthread_mutex_lock(&b->mu); /* callers still queued (none when the workers stopped first) */
+  for (bt_item *it = b->head; it;) {
+    bt_item *next = it->next;
+    err_t e;
+    answer(it, err_set(&e, ERR_UNAVAILABLE, "store stopping"), &e);
+    it->done = true;
+    pthread_cond_signal(&it->cv);
+    it = next;
+  }
+  b->head = b->tail = NULL;
+  pthread_mutex_unlock(&b->mu);
+  for (int i = 0; b->threads && i < b->n_threads; i++) {
+    store_close(b->threads[i].conn);
+    free(b->threads[i].items);
+    free(b->threads[i].stmts);
+    free(b->threads[i].params);
+    for (int c = 0; c < N_COLS; c++) pg__arr_free(&b->threads[i].arr[c]);
+  }
+  free(b->threads);
+  pthread_cond_destroy(&b->cv);
+  pthread_mutex_destroy(&b->mu);
+  free(b);
+}
+
+void store_batcher_stats(store_batcher *b, store_batch_stats *out) {
+  out->batches = atomic_load(&b->batches);
+  out->txns = atomic_load(&b->txns);
+  out->largest = atomic_load(&b->largest);
+}

@@ -1,0 +1,303 @@
+/* test_store_pg_batch.c — group commit (issue 7) against a real Postgres ($IDEM_TEST_PG_URL):
+ * many callers' step transactions share commits, each caller gets its own answer, one pair's
+ * transactions never overlap or lose an update, the commit hook sees each pair in commit
+ * order, the fence still refuses a stale epoch, and an expired deadline writes nothing. */
+#include <criterion/criterion.h>
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "store/store.h"
+#include "util/clock.h"
+
+static const char *pg_url(void) {
+  const char *u = getenv("IDEM_TEST_PG_URL");
+  if (!u || !*u) cr_assert_fail("IDEM_TEST_PG_URL is not set: point it at a PostgreSQL database");
+  return u;
+}
+
+static char tenant[64];
+
+static void setup(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  snprintf(tenant, sizeof tenant, "tb-%d-%ld", (int)getpid(), (long)ts.tv_nsec);
+  err_t e;
+  cr_assert_eq(store_pg_migrate(pg_url(), clock_mono_ms() + 10000, &e), ERR_OK, "migrate: %s",
+               e.msg);
+}
+
+TestSuite(store_batch, .init = setup, .timeout = 120);
+
+static step_key mkkey(const char *gid) {
+  step_key k;
+  memset(&k, 0, sizeof k);
+  snprintf(k.tenant, sizeof k.tenant, "%s", tenant);
+  snprintf(k.global_id, sizeof k.global_id, "%s", gid);
+  snprintf(k.service, sizeof k.service, "svc");
+  snprintf(k.operation, sizeof k.operation, "op");
+  k.phase = PHASE_FORWARD;
+  return k;
+}
+
+static long long sql_int_at(const char *url, const char *sql, const char *param) {
+  PGconn *c = PQconnectdb(url);
+  cr_assert_eq(PQstatus(c), CONNECTION_OK, "connect: %s", PQerrorMessage(c));
+  const char *params[1] = {param};
+  PGresult *r = PQexecParams(c, sql, param ? 1 : 0, NULL, params, NULL, NULL, 0);
+  cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s: %s", sql, PQerrorMessage(c));
+  long long v = PQntuples(r) > 0 ? atoll(PQgetvalue(r, 0, 0)) : -1;
+  PQclear(r);
+  PQfinish(c);
+  return v;
+}
+
+static long long sql_int(const char *sql, const char *param) {
+  return sql_int_at(pg_url(), sql, param);
+}
+
+/* The callback: the forward record's attempt goes up by one (a read-modify-write that loses
+ * updates if two transactions on the pair ever overlap); answers ERR_ABORTED for odd results
+ * so that errors with writes are covered too. */
+static err_code bump_fn(void *arg, const step_pair *cur, step_writes *w, err_t *err) {
+  uint64_t *seen = arg; /* the attempt this run wrote */
+  step_rec *r = &w->recs[w->n++];
+  *r = cur->fwd;
+  if (!cur->fwd.present) {
+    memset(r, 0, sizeof *r);
+    r->present = true;
+    r->key = cur->fwd.key;
+    r->created_ms = cur->now_ms;
+  }
+  r->state = STATE_SUCCEEDED;
+  r->attempt = cur->fwd.present ? cur->fwd.attempt + 1 : 1;
+  r->updated_ms = cur->now_ms;
+  r->expires_ms = cur->now_ms + 3600 * 1000;
+  *seen = r->attempt;
+  if (r->attempt % 2 == 1) return err_set(err, ERR_ABORTED, "odd attempt %llu",
+                                          (unsigned long long)r->attempt);
+  return ERR_OK;
+}
+
+/* The commit hook's record: per pair, the attempts it saw, which must only go up. */
+typedef struct hook_log {
+  pthread_mutex_t mu;
+  int calls;
+  int out_of_order;
+  uint64_t last[64];
+} hook_log;
+
+static void on_commit(void *arg, uint64_t epoch, const step_pair *after) {
+  (void)epoch;
+  hook_log *h = arg;
+  int slot = atoi(strrchr(after->fwd.key.global_id, '-') + 1) % 64;
+  pthread_mutex_lock(&h->mu);
+  h->calls++;
+  if (after->fwd.attempt <= h->last[slot]) h->out_of_order++;
+  h->last[slot] = after->fwd.attempt;
+  pthread_mutex_unlock(&h->mu);
+}
+
+typedef struct worker {
+  store_batcher *b;
+  int id, keys, rounds;
+  int wrong_answers;
+  int failures;
+  char failure[ERR_MSG_MAX];
+} worker;
+
+/* Each worker bumps keys [0, keys) rounds times, on a store of its own attached to b. */
+static void *run_worker(void *arg) {
+  worker *wk = arg;
+  store *st = store_pg_open(pg_url());
+  store_pg_set_batcher(st, wk->b);
+  for (int r = 0; r < wk->rounds; r++) {
+    for (int k = 0; k < wk->keys; k++) {
+      char gid[64];
+      snprintf(gid, sizeof gid, "g-%d", (k + wk->id) % wk->keys);
+      step_key key = mkkey(gid);
+      uint64_t seen = 0;
+      err_t e;
+      err_code rc = store_step_txn(st, &key, clock_mono_ms() + 20000, bump_fn, &seen, &e);
+      if (rc != ERR_OK && rc != ERR_ABORTED) {
+        wk->failures++;
+        snprintf(wk->failure, sizeof wk->failure, "%s", e.msg);
+        continue;
+      }
+      /* the answer is this caller's own: ERR_ABORTED exactly when the attempt its callback
+       * wrote is odd, with that attempt in the message */
+      char want[64];
+      snprintf(want, sizeof want, "odd attempt %llu", (unsigned long long)seen);
+      if ((rc == ERR_ABORTED) != (seen % 2 == 1) || (rc == ERR_ABORTED && strcmp(e.msg, want)))
+        wk->wrong_answers++;
+    }
+  }
+  store_close(st);
+  return NULL;
+}
+
+Test(store_batch, many_callers_share_commits_and_no_update_is_lost) {
+  hook_log h = {.mu = PTHREAD_MUTEX_INITIALIZER};
+  store_batcher_cfg cfg = {.conninfo = pg_url(), .conns = 2, .max_batch = 32,
+                           .on_commit = on_commit, .on_commit_arg = &h};
+  err_t e;
+  store_batcher *b = store_batcher_start(&cfg, &e);
+  cr_assert_not_null(b, "start: %s", e.msg);
+  enum { W = 24, KEYS = 8, ROUNDS = 25 };
+  worker wk[W];
+  pthread_t th[W];
+  for (int i = 0; i < W; i++) {
+    wk[i] = (worker){.b = b, .id = i, .keys = KEYS, .rounds = ROUNDS};
+    cr_assert_eq(pthread_create(&th[i], NULL, run_worker, &wk[i]), 0);
+  }
+  for (int i = 0; i < W; i++) pthread_join(th[i], NULL);
+  store_batch_stats s;
+  store_batcher_stats(b, &s);
+  store_batcher_stop(b);
+  for (int i = 0; i < W; i++) {
+    cr_assert_eq(wk[i].failures, 0, "worker %d: %d failures, last: %s", i, wk[i].failures,
+                 wk[i].failure);
+    cr_assert_eq(wk[i].wrong_answers, 0, "worker %d got another caller's answer", i);
+  }
+  /* every bump committed exactly once: each pair's attempt is the number of bumps on it */
+  for (int k = 0; k < KEYS; k++) {
+    char q[256];
+    snprintf(q, sizeof q, "SELECT attempt FROM idem_steps WHERE tenant = $1 AND global_id = 'g-%d'",
+             k);
+    cr_assert_eq(sql_int(q, tenant), W * ROUNDS, "pair g-%d: attempt %lld, want %d", k,
+                 sql_int(q, tenant), W * ROUNDS);
+  }
+  cr_assert_eq(s.txns, (uint64_t)(W * KEYS * ROUNDS), "txns %llu", (unsigned long long)s.txns);
+  printf("group commit: %llu step transactions in %llu batches (largest %llu)\n",
+         (unsigned long long)s.txns, (unsigned long long)s.batches,
+         (unsigned long long)s.largest);
+  cr_assert_gt(s.largest, 1, "no two transactions ever shared a commit");
+  cr_assert_lt(s.batches, s.txns, "every transaction had a commit of its own");
+  cr_assert_eq(h.calls, W * KEYS * ROUNDS, "hook calls %d", h.calls);
+  cr_assert_eq(h.out_of_order, 0, "the hook saw a pair's commits out of order");
+}
+
+/* A callback that must never run. */
+static err_code never_fn(void *arg, const step_pair *cur, step_writes *w, err_t *err) {
+  (void)cur;
+  (void)w;
+  (void)err;
+  *(int *)arg += 1;
+  return ERR_OK;
+}
+
+Test(store_batch, an_expired_deadline_runs_nothing_and_writes_nothing) {
+  store_batcher_cfg cfg = {.conninfo = pg_url()};
+  err_t e;
+  store_batcher *b = store_batcher_start(&cfg, &e);
+  cr_assert_not_null(b);
+  store *st = store_pg_open(pg_url());
+  store_pg_set_batcher(st, b);
+  step_key key = mkkey("expired");
+  int calls = 0;
+  err_code rc = store_step_txn(st, &key, clock_mono_ms() - 1, never_fn, &calls, &e);
+  cr_assert_eq(rc, ERR_UNAVAILABLE);
+  cr_assert_str_eq(e.msg, "store timeout");
+  cr_assert_eq(calls, 0);
+  cr_assert_eq(sql_int("SELECT count(*) FROM idem_steps WHERE tenant = $1", tenant), 0);
+  store_close(st);
+  store_batcher_stop(b);
+}
+
+/* A private database with the tables, so that raising its fence (which also ends other
+ * coordinator connections' transactions on that database) touches no other test. */
+static void private_db(char *name, size_t nn, char *url, size_t un) {
+  snprintf(name, nn, "bf_%d_%d", (int)getpid(), rand() % 100000);
+  char create[128];
+  snprintf(create, sizeof create, "CREATE DATABASE %s", name);
+  PGconn *c = PQconnectdb(pg_url());
+  PGresult *r = PQexec(c, create);
+  cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+  PQclear(r);
+  PQfinish(c);
+  const char *base = pg_url();
+  const char *slash = strrchr(base, '/');
+  cr_assert_not_null(slash);
+  const char *q = strchr(slash, '?');
+  snprintf(url, un, "%.*s/%s%s", (int)(slash - base), base, name, q ? q : "");
+  err_t e;
+  cr_assert_eq(store_pg_migrate(url, clock_mono_ms() + 20000, &e), ERR_OK, "%s", e.msg);
+}
+
+static void drop_db(const char *name) {
+  char drop[128];
+  snprintf(drop, sizeof drop, "DROP DATABASE %s WITH (FORCE)", name);
+  PGconn *c = PQconnectdb(pg_url());
+  PQclear(PQexec(c, drop));
+  PQfinish(c);
+}
+
+Test(store_batch, a_stale_epoch_is_fenced_and_nothing_commits) {
+  char db[64], url[1024];
+  private_db(db, sizeof db, url, sizeof url);
+  err_t e;
+  bool superseded = false;
+  cr_assert_eq(store_pg_fence_raise(url, 5, clock_mono_ms() + 5000, &superseded, &e), ERR_OK,
+               "%s", e.msg);
+  static _Atomic uint64_t epoch;
+  atomic_store(&epoch, 4); /* a leader the fence has passed */
+  store_batcher_cfg cfg = {.conninfo = url, .epoch = &epoch};
+  store_batcher *b = store_batcher_start(&cfg, &e);
+  cr_assert_not_null(b);
+  store *st = store_pg_open(url);
+  store_pg_set_batcher(st, b);
+  step_key key = mkkey("fenced");
+  uint64_t seen = 0;
+  err_code rc = store_step_txn(st, &key, clock_mono_ms() + 5000, bump_fn, &seen, &e);
+  cr_assert_eq(rc, ERR_UNAVAILABLE, "rc %d %s", rc, e.msg);
+  cr_assert_str_eq(e.msg, STORE_FENCED_MSG);
+  const char *q = "SELECT count(*) FROM idem_steps WHERE tenant = $1";
+  cr_assert_eq(sql_int_at(url, q, tenant), 0);
+  /* the leader of epoch 5 writes */
+  atomic_store(&epoch, 5);
+  rc = store_step_txn(st, &key, clock_mono_ms() + 5000, bump_fn, &seen, &e);
+  cr_assert(rc == ERR_OK || rc == ERR_ABORTED, "rc %d %s", rc, e.msg);
+  cr_assert_eq(sql_int_at(url, q, tenant), 1);
+  store_close(st);
+  store_batcher_stop(b);
+  drop_db(db);
+}
+
+/* Sets the audit's states, writes one record. */
+static err_code audit_fn(void *arg, const step_pair *cur, step_writes *w, err_t *err) {
+  audit_rec *a = arg;
+  a->from_state = STATE_NONE;
+  a->to_state = STATE_SUCCEEDED;
+  uint64_t seen = 0;
+  (void)bump_fn(&seen, cur, w, err); /* attempt 1: answers ERR_ABORTED, writes anyway */
+  err_clear(err);
+  return ERR_OK;
+}
+
+Test(store_batch, the_audit_row_commits_with_its_step) {
+  store_batcher_cfg cfg = {.conninfo = pg_url()};
+  err_t e;
+  store_batcher *b = store_batcher_start(&cfg, &e);
+  cr_assert_not_null(b);
+  store *st = store_pg_open(pg_url());
+  store_pg_set_batcher(st, b);
+  step_key key = mkkey("audited");
+  audit_rec a;
+  memset(&a, 0, sizeof a);
+  a.key = key;
+  snprintf(a.actor, sizeof a.actor, "tester");
+  snprintf(a.action, sizeof a.action, "resolve");
+  snprintf(a.reason, sizeof a.reason, "batch test");
+  err_code rc = store_step_txn_audit(st, &key, clock_mono_ms() + 5000, audit_fn, &a, &a, &e);
+  cr_assert_eq(rc, ERR_OK, "%s", e.msg);
+  cr_assert_eq(sql_int("SELECT count(*) FROM idem_audit WHERE tenant = $1 AND to_state = 2",
+                       tenant), 1);
+  cr_assert_eq(sql_int("SELECT state FROM idem_steps WHERE tenant = $1", tenant), STATE_SUCCEEDED);
+  store_close(st);
+  store_batcher_stop(b);
+}

@@ -1,0 +1,143 @@
+/* test_coord_cache.c — BeginStep and the leader's replay cache (issue 7): what the cache may
+ * answer without the store (REPLAY, SKIP, fingerprint mismatch), and what always goes to the
+ * store (anything that writes, records near the end of their retention, misses). The store
+ * double fails every call, so an answer that needed it shows up as ERR_UNAVAILABLE. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cache/replay_cache.h"
+#include "coord/coord.h"
+#include "support_memstore.h"
+#include "util/clock.h"
+
+static memstore *m;
+static coord_ctx ctx;
+static replay_cache *cache;
+static int64_t far;
+static const uint8_t FP[2] = {1, 2};
+
+static void setup(void) {
+  m = memstore_new(clock_wall_ms());
+  m->fail_rc = ERR_UNAVAILABLE; /* any store access fails */
+  coord_ctx_init(&ctx);
+  cache = replay_cache_new(NULL);
+  ctx.cache = cache;
+  far = clock_mono_ms() + 60000;
+}
+static void teardown(void) {
+  store_close(&m->base);
+  replay_cache_free(cache);
+}
+TestSuite(coord_cache, .init = setup, .fini = teardown);
+
+/* Commits (as the store's hook would) a pair whose forward finished with body, expiring in
+ * expires_in_ms. */
+static void cache_finished_forward(const char *gid, int64_t expires_in_ms) {
+  step_pair p;
+  memset(&p, 0, sizeof p);
+  snprintf(p.fwd.key.tenant, sizeof p.fwd.key.tenant, "acme");
+  snprintf(p.fwd.key.global_id, sizeof p.fwd.key.global_id, "%s", gid);
+  snprintf(p.fwd.key.service, sizeof p.fwd.key.service, "pay");
+  snprintf(p.fwd.key.operation, sizeof p.fwd.key.operation, "charge");
+  p.comp.key = p.fwd.key;
+  p.fwd.key.phase = PHASE_FORWARD;
+  p.comp.key.phase = PHASE_COMPENSATION;
+  p.fwd.present = true;
+  p.fwd.state = STATE_SUCCEEDED;
+  p.fwd.attempt = 1;
+  memcpy(p.fwd.fp, FP, 2);
+  p.fwd.fp_len = 2;
+  p.fwd.outcome = OUTCOME_SUCCEEDED;
+  p.fwd.code = 200;
+  p.fwd.body = (uint8_t *)"paid";
+  p.fwd.body_len = 4;
+  p.fwd.expires_ms = clock_wall_ms() + expires_in_ms;
+  replay_cache_committed(cache, 0, &p);
+}
+
+static err_code begin(const char *gid, int phase, const uint8_t *fp, coord_begin_result *r,
+                      err_t *e) {
+  coord_key_in k = {.global_id = gid, .service = "pay", .operation = "charge", .phase = phase};
+  return coord_begin_step(&ctx, &m->base, "acme", &k, fp, fp ? 2 : 0, 0, far, r, e);
+}
+
+Test(coord_cache, a_replay_is_answered_without_the_store) {
+  cache_finished_forward("g1", 3600 * 1000);
+  coord_begin_result r;
+  err_t e;
+  cr_assert_eq(begin("g1", PHASE_FORWARD, FP, &r, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(r.decision, DECISION_REPLAY);
+  cr_assert_eq(r.outcome, OUTCOME_SUCCEEDED);
+  cr_assert_eq(r.code, 200);
+  cr_assert_eq(r.body_len, 4);
+  cr_assert_arr_eq(r.body, "paid", 4);
+  cr_assert_eq(m->calls, 0, "the store was asked");
+  coord_begin_result_clear(&r);
+  replay_cache_stats st;
+  replay_cache_stats_get(cache, &st);
+  cr_assert_eq(st.hits, 1);
+}
+
+Test(coord_cache, a_fingerprint_mismatch_is_answered_without_the_store) {
+  cache_finished_forward("g1", 3600 * 1000);
+  const uint8_t other[2] = {9, 9};
+  coord_begin_result r;
+  err_t e;
+  cr_assert_eq(begin("g1", PHASE_FORWARD, other, &r, &e), ERR_PRECONDITION);
+  cr_assert(strstr(e.msg, "fingerprint mismatch"), "%s", e.msg);
+  cr_assert_eq(m->calls, 0);
+}
+
+Test(coord_cache, anything_that_writes_goes_to_the_store) {
+  cache_finished_forward("g1", 3600 * 1000);
+  coord_begin_result r;
+  err_t e;
+  /* a compensation of a finished forward: PROCEED, a write */
+  cr_assert_eq(begin("g1", PHASE_COMPENSATION, FP, &r, &e), ERR_UNAVAILABLE);
+  cr_assert_eq(m->step_txn_calls, 1);
+  cr_assert_eq(r.decision, DECISION_UNSPECIFIED);
+  cr_assert_null(r.body);
+}
+
+Test(coord_cache, a_record_near_the_end_of_its_retention_goes_to_the_store) {
+  cache_finished_forward("g1", 5000); /* inside the margin: the reaper may be there first */
+  coord_begin_result r;
+  err_t e;
+  cr_assert_eq(begin("g1", PHASE_FORWARD, FP, &r, &e), ERR_UNAVAILABLE);
+  cr_assert_eq(m->step_txn_calls, 1);
+}
+
+Test(coord_cache, a_miss_goes_to_the_store) {
+  coord_begin_result r;
+  err_t e;
+  cr_assert_eq(begin("never", PHASE_FORWARD, FP, &r, &e), ERR_UNAVAILABLE);
+  cr_assert_eq(m->step_txn_calls, 1);
+  replay_cache_stats st;
+  replay_cache_stats_get(cache, &st);
+  cr_assert_eq(st.misses, 1);
+}
+
+Test(coord_cache, the_cache_only_call_answers_hits_and_hands_back_the_rest) {
+  cache_finished_forward("g1", 3600 * 1000);
+  coord_key_in hit = {.global_id = "g1", .service = "pay", .operation = "charge", .phase = 1};
+  coord_key_in miss = {.global_id = "g2", .service = "pay", .operation = "charge", .phase = 1};
+  coord_key_in bad = {.global_id = "g 1", .service = "pay", .operation = "charge", .phase = 1};
+  coord_key_in writes = {.global_id = "g1", .service = "pay", .operation = "charge", .phase = 2};
+  coord_begin_result r;
+  err_t e;
+  err_code rc = ERR_INTERNAL;
+  cr_assert(coord_begin_step_cached(&ctx, "acme", &hit, FP, 2, 0, &r, &rc, &e));
+  cr_assert_eq(rc, ERR_OK);
+  cr_assert_eq(r.decision, DECISION_REPLAY);
+  coord_begin_result_clear(&r);
+  cr_assert_not(coord_begin_step_cached(&ctx, "acme", &miss, FP, 2, 0, &r, &rc, &e));
+  cr_assert_not(coord_begin_step_cached(&ctx, "acme", &bad, FP, 2, 0, &r, &rc, &e));
+  cr_assert_not(coord_begin_step_cached(&ctx, "acme", &writes, FP, 2, 0, &r, &rc, &e));
+  cr_assert_null(r.body);
+  cr_assert_eq(m->calls, 0, "the cache-only call asked the store");
+  replay_cache_stats st;
+  replay_cache_stats_get(cache, &st);
+  cr_assert_eq(st.hits, 1);
+  cr_assert_eq(st.misses, 0, "misses are counted by the full path only");
+}
