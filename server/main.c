@@ -1,7 +1,8 @@
-/* main.c — idem-coordinator: flags and environment (api.md §8, single-node subset), schema
- * migration, start and drain of the gRPC server, signals.
+/* main.c — idem-coordinator: flags and environment (api.md §8), schema migration, start and
+ * drain of the gRPC server, signals (SIGTERM/SIGINT drain, SIGHUP reloads the tokens file).
  *
- * Exit status: 0 after a drain on SIGTERM/SIGINT, 1 when start-up fails, 2 on a usage error.
+ * Exit status: 0 after a drain on SIGTERM/SIGINT, 1 when start-up fails, 2 on a usage error
+ * (a bad flag, or a TLS or tokens file that cannot be read or is invalid).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -23,6 +24,7 @@
 #include "config/config_file.h"
 #include "coord/coord.h"
 #include "main_ha.h"
+#include "main_sec.h" /* security (issue 8) */
 #include "metrics/metrics.h"
 #include "coord/coord_policy.h"
 #include "coord/validate.h"
@@ -61,11 +63,10 @@ typedef enum opt_id {
   OPT_ADVERTISE,       /* high availability (issue 4) */
   OPT_ELECTION_PREFIX, /* high availability (issue 4) */
   OPT_ELECTION_TTL,    /* high availability (issue 4) */
-  OPT__SUPPORTED, /* the options below are part of api.md §8 but belong to later work */
-  OPT_TLS_CERT = OPT__SUPPORTED,
-  OPT_TLS_KEY,
-  OPT_TLS_CLIENT_CA,
-  OPT_TOKENS,
+  OPT_TLS_CERT,        /* security (issue 8) */
+  OPT_TLS_KEY,         /* security (issue 8) */
+  OPT_TLS_CLIENT_CA,   /* security (issue 8) */
+  OPT_TOKENS,          /* security (issue 8) */
   OPT__COUNT
 } opt_id;
 
@@ -88,7 +89,7 @@ static const opt_def opts[OPT__COUNT] = {
     [OPT_LOG_FORMAT] = {"log-format", "IDEM_LOG_FORMAT", "text|json",
                         "log line format on stderr (default text)"},
     [OPT_INSECURE] = {"insecure", "IDEM_INSECURE", NULL,
-                      "allow plaintext on a non-loopback --listen address"},
+                      "allow plaintext (no --tls-cert) on a non-loopback --listen address"},
     [OPT_VERSION] = {"version", NULL, NULL, "print the version and exit"},
     [OPT_HELP] = {"help", NULL, NULL, "print this help and exit"},
     [OPT_ETCD] = {"etcd", "IDEM_ETCD", "URLS",
@@ -105,11 +106,13 @@ static const opt_def opts[OPT__COUNT] = {
                      "serve Prometheus text at http://HOST:PORT/metrics (default: off)"},
     [OPT_REAPER_INTERVAL] = {"reaper-interval", "IDEM_REAPER_INTERVAL", "S",
                              "seconds between reaper rounds, 0 = no reaper (default 60)"},
-    [OPT_TLS_CERT] = {"tls-cert", "IDEM_TLS_CERT", "FILE", "TLS certificate"},
-    [OPT_TLS_KEY] = {"tls-key", "IDEM_TLS_KEY", "FILE", "TLS private key"},
+    [OPT_TLS_CERT] = {"tls-cert", "IDEM_TLS_CERT", "FILE",
+                      "serve TLS with this PEM certificate chain (needs --tls-key)"},
+    [OPT_TLS_KEY] = {"tls-key", "IDEM_TLS_KEY", "FILE", "the PEM private key of --tls-cert"},
     [OPT_TLS_CLIENT_CA] = {"tls-client-ca", "IDEM_TLS_CLIENT_CA", "FILE",
-                           "CA for client certificates"},
-    [OPT_TOKENS] = {"tokens", "IDEM_TOKENS", "FILE", "bearer token file"},
+                           "require client certificates signed by this CA; tenant = SAN or CN"},
+    [OPT_TOKENS] = {"tokens", "IDEM_TOKENS", "FILE",
+                    "bearer tokens: TOKEN TENANT ROLE per line; SIGHUP reloads (README)"},
 };
 
 typedef struct config {
@@ -130,6 +133,8 @@ typedef struct config {
   int reaper_interval_s;
   config_seeds seeds; /* [policy ...] sections of the config file */
   const char *metrics; /* incident response (issue 6): --metrics HOST:PORT, NULL = none */
+  /* security (issue 8): file paths, NULL = not given */
+  const char *tls_cert, *tls_key, *tls_client_ca, *tokens;
 } config;
 
 static void usage(FILE *f) {
@@ -137,10 +142,6 @@ static void usage(FILE *f) {
           "usage: idem-coordinator --pg URL [--listen HOST:PORT] [options]\n\n"
           "options (each also read from the environment variable shown; flags win):\n");
   for (int i = 0; i < OPT__COUNT; i++) {
-    if (i == OPT__SUPPORTED)
-      fprintf(f,
-              "\nnot supported yet (refused with exit status 2; they come with HA, TLS\n"
-              "and authentication):\n");
     char left[64];
     snprintf(left, sizeof left, "--%s%s%s", opts[i].name, opts[i].arg ? " " : "",
              opts[i].arg ? opts[i].arg : "");
@@ -186,7 +187,6 @@ static bool parse_bool(const char *v, bool *out) {
 /* Applies one option's value; `src` names where it came from ("--workers" or "IDEM_WORKERS"). */
 static void apply(config *c, opt_id id, const char *v, const char *src) {
   long n;
-  if (id >= OPT__SUPPORTED) usage_error("%s: not supported yet", src);
   switch (id) {
     case OPT_LISTEN:
       c->listen = v;
@@ -239,6 +239,18 @@ static void apply(config *c, opt_id id, const char *v, const char *src) {
       break;
     case OPT_METRICS: /* incident response (issue 6) */
       c->metrics = *v ? v : NULL;
+      break;
+    case OPT_TLS_CERT: /* security (issue 8): files are read once every option is known */
+      c->tls_cert = *v ? v : NULL;
+      break;
+    case OPT_TLS_KEY:
+      c->tls_key = *v ? v : NULL;
+      break;
+    case OPT_TLS_CLIENT_CA:
+      c->tls_client_ca = *v ? v : NULL;
+      break;
+    case OPT_TOKENS:
+      c->tokens = *v ? v : NULL;
       break;
     case OPT_VERSION:
       printf("idem-coordinator %s\n", IDEM_VERSION);
@@ -329,7 +341,6 @@ static void parse(int argc, char **argv, config *c) {
   for (int i = 0; i < OPT__COUNT; i++) {
     const char *v = opts[i].env ? getenv(opts[i].env) : NULL;
     if (!v) continue;
-    if (i >= OPT__SUPPORTED && !*v) continue; /* set but empty: nothing asked for */
     apply(c, (opt_id)i, v, opts[i].env);
   }
   struct option lopts[OPT__COUNT + 1];
@@ -383,6 +394,13 @@ static bool listen_is_local(const char *listen, bool *bad_form) {
   return false;
 }
 
+/* --- security (issue 8): main_sec.c --- */
+
+/* The tokens file, reloaded on SIGHUP (from the signal-waiting loops below); NULL = none. */
+static auth_keyring *tokens_keyring;
+/* The TLS files' text from start-up until the server has its credentials (then wiped). */
+static tls_files server_tls;
+
 /* --- start-up --- */
 
 static store *open_pg(void *arg) {
@@ -395,6 +413,10 @@ static bool signalled_within(const sigset_t *set, int64_t ms) {
   for (;;) {
     int sig = sigtimedwait(set, NULL, &ts);
     if (sig == SIGPIPE) continue;
+    if (sig == SIGHUP) { /* issue 8 */
+      sec_reload(tokens_keyring);
+      continue;
+    }
     if (sig > 0) return true;
     if (errno == EINTR) continue;
     return false; /* EAGAIN: the time is up */
@@ -556,13 +578,19 @@ int main(int argc, char **argv) {
   bool bad_form;
   bool local = listen_is_local(cfg.listen, &bad_form);
   if (bad_form) usage_error("--listen: expected HOST:PORT, got %s", cfg.listen);
-  if (!local && !cfg.insecure)
+  /* security (issue 8): the files are read and checked before anything starts */
+  sec_paths sec = {cfg.tls_cert, cfg.tls_key, cfg.tls_client_ca, cfg.tokens};
+  char sec_msg[512];
+  if (sec_setup(&sec, &server_tls, &tokens_keyring, sec_msg, sizeof sec_msg) != 0)
+    usage_error("%s", sec_msg);
+  if (!local && !cfg.insecure && !cfg.tls_cert)
     usage_error(
-        "--listen %s is not a loopback address: without TLS, pass --insecure to serve "
-        "plaintext on it",
+        "--listen %s is not a loopback address: without TLS (--tls-cert, --tls-key), pass "
+        "--insecure to serve plaintext on it",
         cfg.listen);
 
   log_init(cfg.log_fmt, LOG_INFO);
+  sec_log(&sec, tokens_keyring, local);
   raise_fd_limit();
 
   /* Before any thread exists (grpc_init starts some): every thread inherits the mask, and only
@@ -572,6 +600,7 @@ int main(int argc, char **argv) {
   sigaddset(&sigs, SIGTERM);
   sigaddset(&sigs, SIGINT);
   sigaddset(&sigs, SIGPIPE);
+  sigaddset(&sigs, SIGHUP); /* issue 8: reload the tokens file */
   pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
   int m = migrate(&cfg, &sigs);
@@ -583,7 +612,7 @@ int main(int argc, char **argv) {
     log_kv(LOG_INFO, "stopped before start-up finished", (const char *)NULL);
     return 0;
   }
-  if (!local)
+  if (!local && !cfg.tls_cert)
     log_kv(LOG_WARN, "serving plaintext on a non-loopback address", "address", cfg.listen,
            (const char *)NULL);
 
@@ -614,6 +643,7 @@ int main(int argc, char **argv) {
   }
 
   grpc_init();
+  auth_config auth = {.tokens = tokens_keyring, .mtls = cfg.tls_client_ca != NULL};
   coord_ctx coord;
   coord_ctx_init(&coord);
   coord.store_timeout_ms = cfg.store_timeout_ms;
@@ -631,10 +661,15 @@ int main(int argc, char **argv) {
       .max_recv_bytes = 256 * 1024,
       .default_deadline_ms = 2000,
       .elector = ha_elector(ha_node),
+      .tls_cert_pem = server_tls.cert_pem, /* issue 8 */
+      .tls_key_pem = server_tls.key_pem,
+      .tls_client_ca_pem = server_tls.client_ca_pem,
+      .auth = &auth,
   };
   err_t err;
   err_clear(&err);
   rpc_server *srv = rpc_server_start(&rc, &err);
+  tls_files_clear(&server_tls); /* grpc keeps its own copy; wipe ours of the key */
   if (!srv) {
     log_kv(LOG_ERROR, "cannot start the server", "error", err.msg, (const char *)NULL);
     policy_cache_free(policies);
@@ -673,6 +708,7 @@ int main(int argc, char **argv) {
   for (;;) {
     int sig = 0;
     if (sigwait(&sigs, &sig) != 0) continue;
+    if (sig == SIGHUP) sec_reload(tokens_keyring); /* issue 8 */
     if (sig == SIGTERM || sig == SIGINT) {
       log_kv(LOG_INFO, "draining", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT",
              (const char *)NULL);
@@ -688,6 +724,8 @@ int main(int argc, char **argv) {
   ha_free(ha_node);
   grpc_shutdown();
   free_config_file();
+  auth_keyring_free(tokens_keyring);
+  tokens_keyring = NULL;
   log_kv(LOG_INFO, "stopped", (const char *)NULL);
   return 0;
 }

@@ -38,6 +38,8 @@ struct idem_client {
   } eps[IDEM__MAX_ENDPOINTS];
   char *tenant; /* NULL = send no idem-tenant */
   char *auth;   /* "Bearer <token>", NULL = none */
+  grpc_channel_credentials *creds; /* issue 8: shared by every channel, insecure or TLS */
+  char *server_name;               /* issue 8: TLS name override, NULL = the address's host */
   int64_t deadline_ms;
   /* policies and fail-open (issue 5) */
   char *journal_path; /* NULL = none */
@@ -178,7 +180,7 @@ static int ep_add(idem_client *c, const char *addr, size_t len) {
     if (e->addr) {
       memcpy(e->addr, addr, len);
       e->addr[len] = '\0';
-      grpc_arg args[3];
+      grpc_arg args[4];
       args[0].type = GRPC_ARG_STRING;
       args[0].key = (char *)GRPC_ARG_PRIMARY_USER_AGENT_STRING;
       args[0].value.string = (char *)"libidem/" IDEM_VERSION;
@@ -188,10 +190,15 @@ static int ep_add(idem_client *c, const char *addr, size_t len) {
       args[2].type = GRPC_ARG_INTEGER;
       args[2].key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
       args[2].value.integer = 1000;
-      grpc_channel_args chargs = {.num_args = 3, .args = args};
-      grpc_channel_credentials *creds = grpc_insecure_credentials_create();
-      e->channel = grpc_channel_create(e->addr, creds, &chargs);
-      grpc_channel_credentials_release(creds);
+      size_t nargs = 3;
+      if (c->server_name) { /* issue 8: the name the server's certificate must carry */
+        args[3].type = GRPC_ARG_STRING;
+        args[3].key = (char *)GRPC_SSL_TARGET_NAME_OVERRIDE_ARG;
+        args[3].value.string = c->server_name;
+        nargs = 4;
+      }
+      grpc_channel_args chargs = {.num_args = nargs, .args = args};
+      e->channel = grpc_channel_create(e->addr, c->creds, &chargs);
       if (e->channel) {
         for (int m = 0; m < IDEM__M_COUNT; m++)
           e->registered[m] = grpc_channel_register_call(e->channel, method_paths[m], NULL, NULL);
@@ -204,6 +211,18 @@ static int ep_add(idem_client *c, const char *addr, size_t len) {
   }
   pthread_mutex_unlock(&c->mu);
   return found;
+}
+
+/* Frees the client's own strings and caches (not the channels, mutex or credentials). The
+ * token is wiped first. */
+static void free_client(idem_client *c) {
+  if (c->auth) memset(c->auth, 0, strlen(c->auth));
+  free(c->auth);
+  free(c->tenant);
+  free(c->server_name);
+  free(c->journal_path);
+  idem__pcache_free(c->pcache);
+  free(c);
 }
 
 int idem_connect(const idem_options *opt, idem_client **out, idem_error *err) {
@@ -229,8 +248,17 @@ int idem_connect(const idem_options *opt, idem_client **out, idem_error *err) {
     if (!(c->auth = malloc(n))) goto nomem;
     snprintf(c->auth, n, "Bearer %s", opt->token);
   }
+  if (opt->tls_server_name && *opt->tls_server_name &&
+      !(c->server_name = dup_or_null(opt->tls_server_name)))
+    goto nomem;
 
   grpc_init();
+  int crc = idem__credentials(opt, &c->creds, err); /* issue 8: reads the TLS files */
+  if (crc != IDEM_OK) {
+    grpc_shutdown();
+    free_client(c);
+    return crc;
+  }
   pthread_mutex_init(&c->mu, NULL);
   bool ok = true; /* issue 4: "h1:p1,h2:p2" — every address gets its channel now */
   for (const char *p = opt->address; *p && ok;) {
@@ -245,23 +273,16 @@ int idem_connect(const idem_options *opt, idem_client **out, idem_error *err) {
       free(c->eps[i].addr);
     }
     pthread_mutex_destroy(&c->mu);
+    grpc_channel_credentials_release(c->creds);
     grpc_shutdown();
-    free(c->tenant);
-    free(c->auth);
-    free(c->journal_path);
-    idem__pcache_free(c->pcache);
-    free(c);
+    free_client(c);
     return idem__fail(err, IDEM_INTERNAL, "cannot create a channel to %s", opt->address);
   }
   *out = c;
   return IDEM_OK;
 
 nomem:
-  free(c->tenant);
-  free(c->auth);
-  free(c->journal_path);
-  idem__pcache_free(c->pcache);
-  free(c);
+  free_client(c);
   return idem__fail(err, IDEM_NOMEM, "out of memory");
 }
 
@@ -272,12 +293,9 @@ void idem_close(idem_client *c) {
     free(c->eps[i].addr);
   }
   pthread_mutex_destroy(&c->mu);
+  grpc_channel_credentials_release(c->creds);
   grpc_shutdown();
-  free(c->tenant);
-  free(c->auth);
-  free(c->journal_path);
-  idem__pcache_free(c->pcache);
-  free(c);
+  free_client(c);
 }
 
 /* --- the unary call ------------------------------------------------------------------------ */

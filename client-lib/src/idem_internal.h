@@ -1,7 +1,8 @@
 /* idem_internal.h — what the files of libidem share; never installed.
  *
  * Symbols here are prefixed idem__ (and hidden from libidem.so by its version script).
- * Only client.c talks to gRPC; calls.c and run.c see protobuf-c messages and idem_error.
+ * Only client.c and tls.c talk to gRPC; calls.c and run.c see protobuf-c messages and
+ * idem_error.
  */
 #ifndef IDEM_INTERNAL_H
 #define IDEM_INTERNAL_H
@@ -34,6 +35,16 @@ typedef enum idem__method {
  * to), and the least time worth another try before the caller's deadline. */
 #define IDEM__MAX_ENDPOINTS 16
 #define IDEM__MIN_TRY_MS 50
+
+/* --- security (issue 8): tls.c ---------------------------------------------------------- */
+struct grpc_channel_credentials;
+/* Whether opt asks for TLS (tls, or any tls_* file). */
+bool idem__tls_wanted(const idem_options *opt);
+/* The credentials every channel of the client uses: insecure, or TLS from opt's files (read
+ * now). IDEM_OK with *out owned (grpc_channel_credentials_release), or an error naming the
+ * field. Call between grpc_init and grpc_shutdown. */
+int idem__credentials(const idem_options *opt, struct grpc_channel_credentials **out,
+                      idem_error *err);
 
 /* The gRPC path of a method ("/idem.v1.Coordinator/BeginStep"). */
 const char *idem__method_path(idem__method m);

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../auth/auth.h"
 #include "../coord/coord.h"
 #include "../elect/elect.h"
 #include "../store/store.h"
@@ -34,6 +35,13 @@ typedef struct rpc_config {
    * does a call the store refused as fenced. Health is SERVING only while the leader with a
    * healthy store. */
   elect *elector;
+  /* security (issue 8): PEM text, copied by grpc at start. tls_cert_pem NULL = plaintext; with
+   * tls_client_ca_pem every client must present a certificate that CA signed (verified). */
+  const char *tls_cert_pem, *tls_key_pem, *tls_client_ca_pem;
+  /* borrowed, must outlive the server; NULL or nothing enabled = authentication off (tenant
+   * from idem-tenant). Otherwise each call is identified with auth_decide before anything
+   * else: idem-tenant is ignored, UNAUTHENTICATED / PERMISSION_DENIED refuse the call. */
+  const auth_config *auth;
 } rpc_config;
 
 /* Binds, starts the threads and begins serving. NULL with err filled when the port cannot be

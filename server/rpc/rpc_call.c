@@ -282,6 +282,10 @@ void rpc__call_handle(rpc_call *c, store *st) {
     err_set(&err, ERR_DEADLINE, "deadline exceeded before the call was handled");
   } else if (!m->handler) {
     err_set(&err, ERR_UNIMPLEMENTED, "not implemented yet");
+  } else if (auth_enabled(c->srv->auth) /* issue 8: who is calling, before anything else */
+                 ? rpc__authenticate(c, tenant, sizeof tenant, &err) != ERR_OK
+                 : tenant_of(&c->md, tenant, sizeof tenant, &err) != ERR_OK) {
+    /* refused: err says why */
   } else if (c->srv->elector && leader_only(m) && !elect_is_leader(c->srv->elector, NULL)) {
     err_set(&err, ERR_UNAVAILABLE, "not the leader");
     refuse_not_leader(c);
@@ -289,7 +293,7 @@ void rpc__call_handle(rpc_call *c, store *st) {
     /* api.md §5: over the limit is INVALID_ARGUMENT, checked before anything is unpacked */
     err_set(&err, ERR_INVALID, "message too large: %zu bytes, limit %zu",
             grpc_byte_buffer_length(c->payload), c->srv->max_recv_bytes);
-  } else if (tenant_of(&c->md, tenant, sizeof tenant, &err) == ERR_OK) {
+  } else {
     ProtobufCMessage *in = rpc__decode(c->payload, m->in, &err);
     if (in) {
       rpc_req rq = {.srv = c->srv, .st = st, .tenant = tenant, .deadline = c->deadline};

@@ -56,7 +56,8 @@ typedef struct rpc_call rpc_call;
 typedef struct rpc_req {
   rpc_server *srv;
   store *st;          /* the worker's own store */
-  const char *tenant; /* from metadata idem-tenant, else "default"; not yet validated */
+  const char *tenant; /* issue 8: from the credentials (valid); with authentication off from
+                         metadata idem-tenant, else "default", not yet validated */
   int64_t deadline;   /* absolute, monotonic ms */
 } rpc_req;
 
@@ -135,6 +136,7 @@ struct rpc_server {
   int64_t default_deadline_ms;
   int workers;
   elect *elector; /* issue 4: NULL = always the leader */
+  const auth_config *auth; /* issue 8: NULL = authentication off */
 
   grpc_server *server;
   grpc_completion_queue *cq;
@@ -172,6 +174,16 @@ void rpc__call_finish(rpc_call *c, const err_t *e);
  * protobuf_c_message_free_unpacked(msg, NULL). */
 ProtobufCMessage *rpc__decode(grpc_byte_buffer *payload, const ProtobufCMessageDescriptor *desc,
                               err_t *err);
+
+/* --- security, issue 8 (rpc_auth.c) --- */
+/* Insecure credentials, or TLS from cfg's PEM text (client certificates required and verified
+ * when a client CA is given). Release with grpc_server_credentials_release. */
+grpc_server_credentials *rpc__server_credentials(const rpc_config *cfg);
+/* What a method path needs: health is open, Admin (but GetStatus) needs the admin role. */
+auth_access rpc__access(const char *path);
+/* With authentication on: the caller's tenant (into tenant, cap > REC_GLOBAL_ID_MAX) from its
+ * token or client certificate, or UNAUTHENTICATED / PERMISSION_DENIED with err filled. */
+err_code rpc__authenticate(rpc_call *c, char *tenant, size_t cap, err_t *err);
 
 /* --- status mapping (rpc_status.c) --- */
 grpc_status_code rpc__status(err_code code);

@@ -196,6 +196,7 @@ rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err) {
       cfg->default_deadline_ms > 0 ? cfg->default_deadline_ms : DEFAULT_DEADLINE_MS;
   s->started_unix_ms = clock_wall_ms();
   s->elector = cfg->elector;
+  s->auth = cfg->auth;
 
   grpc_arg args[] = {
       {.type = GRPC_ARG_INTEGER,
@@ -233,7 +234,7 @@ rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err) {
     abort_unstarted(s);
     return NULL;
   }
-  grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+  grpc_server_credentials *creds = rpc__server_credentials(cfg); /* issue 8: TLS */
   s->port = grpc_server_add_http2_port(s->server, s->listen, creds);
   grpc_server_credentials_release(creds);
   if (s->port == 0) {

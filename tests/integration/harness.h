@@ -18,6 +18,7 @@ typedef struct srv {
   int port;
   char addr[64];
   char log_path[256];
+  bool keep_log; /* h_srv_stop leaves the log even after a clean exit (the caller reads it) */
 } srv;
 
 /* An environment variable that must be set (fails the test with a clear message if not). */
@@ -27,6 +28,11 @@ const char *h_env(const char *name);
  * $IDEM_TEST_PG_URL) with extra args (NULL-terminated, may be NULL), and waits until
  * Admin.GetStatus answers (30 s deadline). Fails the test on error. */
 void h_srv_start(srv *s, const char *pg_url, const char *const *extra_args);
+
+/* h_srv_start whose readiness probe (Admin.GetStatus) connects with probe's options (TLS,
+ * token; its address is filled in) instead of plaintext as tenant "default". */
+void h_srv_start_probe(srv *s, const char *pg_url, const char *const *extra_args,
+                       const idem_options *probe);
 
 /* SIGTERM, wait up to 20 s for exit; returns the exit status (or -1 if it had to be killed). */
 int h_srv_stop(srv *s);

@@ -119,6 +119,11 @@ static void track(pid_t pid, bool add) {
 }
 
 void h_srv_start(srv *s, const char *pg_url, const char *const *extra_args) {
+  h_srv_start_probe(s, pg_url, extra_args, NULL);
+}
+
+void h_srv_start_probe(srv *s, const char *pg_url, const char *const *extra_args,
+                       const idem_options *probe) {
   const char *bin = h_env("IDEM_COORDINATOR_BIN");
   if (!pg_url) pg_url = h_env("IDEM_TEST_PG_URL");
   memset(s, 0, sizeof *s);
@@ -171,7 +176,13 @@ void h_srv_start(srv *s, const char *pg_url, const char *const *extra_args) {
     }
     h_sleep_ms(10);
   }
-  idem_client *c = h_client(s, "default", 2000);
+  idem_options o = {.tenant = "default", .deadline_ms = 2000};
+  if (probe) o = *probe;
+  o.address = s->addr;
+  idem_client *c = NULL;
+  idem_error ce = {0};
+  int crc = idem_connect(&o, &c, &ce);
+  cr_assert_eq(crc, IDEM_OK, "idem_connect: %s", ce.message);
   idem_status st;
   idem_error e = {0};
   int rc = idem_get_status(c, &st, &e);
@@ -199,7 +210,7 @@ int h_srv_stop(srv *s) {
   }
   s->pid = 0;
   if (WIFEXITED(wst)) {
-    if (WEXITSTATUS(wst) == 0) unlink(s->log_path);
+    if (WEXITSTATUS(wst) == 0 && !s->keep_log) unlink(s->log_path);
     return WEXITSTATUS(wst);
   }
   return 128 + (WIFSIGNALED(wst) ? WTERMSIG(wst) : 0);

@@ -1,5 +1,5 @@
 /* main.c — idemctl: the operator's command line for idem (api.md §10). One table of commands;
- * global flags (--addr, --tenant, --token, --json, --deadline-ms) may come before or after the
+ * global flags (--addr, --tenant, --token, --tls*, --json, --deadline-ms) may come before or after the
  * command; every command answers --help. Exit codes: see idemctl.h. */
 #include <errno.h>
 #include <stdarg.h>
@@ -9,7 +9,8 @@
 
 #include "idemctl.h"
 
-#define GLOBAL_FLAGS "addr=,tenant=,token=,json,deadline-ms=,help"
+#define GLOBAL_FLAGS \
+  "addr=,tenant=,token=,json,deadline-ms=,help,tls,tls-ca=,tls-cert=,tls-key=,tls-server-name="
 
 static const ctl_cmd commands[] = {
     {"status", "", "", 0, 0,
@@ -64,6 +65,12 @@ static void usage(FILE *f) {
       "  --addr HOST:PORT   the coordinator (default $IDEM_ADDR, else 127.0.0.1:50051)\n"
       "  --tenant T         tenant (default $IDEM_TENANT, else the server's default)\n"
       "  --token T          bearer token sent as authorization (default $IDEM_TOKEN)\n"
+      "  --tls-ca F         TLS: verify the coordinator with this CA (default $IDEM_TLS_CA)\n"
+      "  --tls-cert F       TLS: client certificate for mTLS ($IDEM_TLS_CLIENT_CERT)\n"
+      "  --tls-key F        TLS: its private key ($IDEM_TLS_CLIENT_KEY)\n"
+      "  --tls-server-name N  TLS: name expected in the server's certificate\n"
+      "                     (default: the host of --addr; $IDEM_TLS_SERVER_NAME)\n"
+      "  --tls              TLS with the system's roots (implied by the --tls-* files)\n"
       "  --json             machine-readable output\n"
       "  --deadline-ms N    per call (default 5000)\n\n"
       "exit status: 0 ok, 1 not found or refused, 2 usage, 3 unavailable\n"
@@ -82,8 +89,8 @@ static void cmd_help(const ctl_cmd *cmd) {
     if (*p == ',') p++;
   }
   printf(
-      "\n\n%s\n\nglobal flags: --addr --tenant --token --json --deadline-ms (see idemctl "
-      "--help)\n",
+      "\n\n%s\n\nglobal flags: --addr --tenant --token --tls* --json --deadline-ms (see "
+      "idemctl --help)\n",
       cmd->help);
 }
 
@@ -162,8 +169,15 @@ int ctl_fail(const char *what, const idem_error *e) {
 
 idem_client *ctl_client(ctl *c) {
   if (c->client) return c->client;
-  idem_options o = {
-      .address = c->addr, .tenant = c->tenant, .token = c->token, .deadline_ms = c->deadline_ms};
+  idem_options o = {.address = c->addr,
+                    .tenant = c->tenant,
+                    .token = c->token,
+                    .deadline_ms = c->deadline_ms,
+                    .tls = c->tls,
+                    .tls_ca_file = c->tls_ca,
+                    .tls_cert_file = c->tls_cert,
+                    .tls_key_file = c->tls_key,
+                    .tls_server_name = c->tls_server_name};
   idem_error e = {0};
   if (idem_connect(&o, &c->client, &e) != IDEM_OK) exit(ctl_fail("connect", &e));
   return c->client;
@@ -172,6 +186,12 @@ idem_client *ctl_client(ctl *c) {
 static const char *env_or(const char *name, const char *dflt) {
   const char *v = getenv(name);
   return v && *v ? v : dflt;
+}
+
+/* A flag's value, else the environment variable's (when set and not empty), else NULL. */
+static const char *flag_or_env(const ctl *c, const char *flag, const char *env) {
+  const char *v = ctl_flag_value(c, flag);
+  return v ? v : env_or(env, NULL);
 }
 
 /* Parses one "--name[=value]" (value possibly the next argument) against spec. */
@@ -262,6 +282,13 @@ static int run(ctl *c, int argc, char **argv) {
   if (!c->tenant) c->tenant = env_or("IDEM_TENANT", NULL);
   c->token = ctl_flag_value(c, "token");
   if (!c->token) c->token = env_or("IDEM_TOKEN", NULL);
+  /* security (issue 8): the client's own variable names, apart from the server's IDEM_TLS_* */
+  c->tls_ca = flag_or_env(c, "tls-ca", "IDEM_TLS_CA");
+  c->tls_cert = flag_or_env(c, "tls-cert", "IDEM_TLS_CLIENT_CERT");
+  c->tls_key = flag_or_env(c, "tls-key", "IDEM_TLS_CLIENT_KEY");
+  c->tls_server_name = flag_or_env(c, "tls-server-name", "IDEM_TLS_SERVER_NAME");
+  c->tls = ctl_has(c, "tls");
+  if (!c->tls_cert != !c->tls_key) return ctl_usage_error(c, "--tls-cert and --tls-key go together");
   c->deadline_ms = 5000;
   const char *dl = ctl_flag_value(c, "deadline-ms");
   if (dl) {

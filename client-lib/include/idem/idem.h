@@ -111,8 +111,9 @@ typedef struct idem_options {
    * deadline. A call whose outcome is unknown (sent, then no answer) is only repeated when
    * that is harmless (same key), and its error says outcome_unknown. */
   const char *address;
-  const char *tenant;   /* sent as idem-tenant metadata; NULL = server default */
-  const char *token;    /* sent as "authorization: Bearer …"; NULL = none */
+  const char *tenant;   /* sent as idem-tenant metadata; NULL = server default. A server with
+                           authentication on ignores it: the token or certificate decides */
+  const char *token;    /* sent as "authorization: Bearer …" on every call; NULL = none */
   int64_t deadline_ms;  /* per call; 0 = 2000 */
   /* policies and fail-open (see "policies and fail-open" below) */
   const char *journal_path; /* unguarded-execution journal (copied); NULL = none, and then a
@@ -120,6 +121,16 @@ typedef struct idem_options {
                                coordinator cannot be reached */
   int64_t policy_refresh_ms; /* how long a fetched policy is fresh; 0 = 30000; < 0 = never
                                 fetch (every step is fail-closed when unreachable) */
+  /* TLS (security, see README). Plaintext unless tls is true or a tls_* file is given. Files
+   * are PEM and read once by idem_connect (an unreadable one: IDEM_INVALID_ARGUMENT naming
+   * the field). The server's certificate is always verified: against tls_ca_file, else
+   * gRPC's default roots; its name must match the address's host (or tls_server_name). */
+  bool tls;
+  const char *tls_ca_file;     /* CA bundle that signed the coordinator's certificate */
+  const char *tls_cert_file;   /* client certificate for mutual TLS (with tls_key_file) */
+  const char *tls_key_file;    /* its unencrypted private key */
+  const char *tls_server_name; /* name expected in the server's certificate instead of the
+                                  address's host (e.g. "localhost"); NULL = the host */
 } idem_options;
 
 /* Creates a client (the channel connects lazily). *out is owned: free with idem_close. */
@@ -286,7 +297,7 @@ typedef struct idem_resolution {
   const void *body; /* borrowed; replayed to later callers (SUCCEEDED, FAILED) */
   size_t body_len;
   const char *reason; /* required: why (kept in the audit trail) */
-  const char *actor;  /* who; NULL or "" = the tenant's name (no authentication yet) */
+  const char *actor;  /* who; NULL or "" = the caller's tenant name */
 } idem_resolution;
 
 /* Admin.ResolveStep: only an IN_PROGRESS or UNKNOWN step (else FAILED_PRECONDITION; no record:
