@@ -272,47 +272,85 @@ static void refuse_not_leader(rpc_call *c) {
   snprintf(c->leader, sizeof c->leader, "%s", st.leader_addr);
 }
 
+/* The checks every call passes before its handler runs, in order: deadline, handler,
+ * identity (issue 8), leadership (issue 4), size (api.md §5). False with err filled. */
+static bool admit(rpc_call *c, const rpc_method *m, char *tenant, size_t cap, err_t *err) {
+  if (clock_mono_ms() >= c->deadline) {
+    err_set(err, ERR_DEADLINE, "deadline exceeded before the call was handled");
+  } else if (!m->handler) {
+    err_set(err, ERR_UNIMPLEMENTED, "not implemented yet");
+  } else if (auth_enabled(c->srv->auth) /* issue 8: who is calling, before anything else */
+                 ? rpc__authenticate(c, tenant, cap, err) != ERR_OK
+                 : tenant_of(&c->md, tenant, cap, err) != ERR_OK) {
+    /* refused: err says why */
+  } else if (c->srv->elector && leader_only(m) && !elect_is_leader(c->srv->elector, NULL)) {
+    err_set(err, ERR_UNAVAILABLE, "not the leader");
+    refuse_not_leader(c);
+  } else if (c->payload && grpc_byte_buffer_length(c->payload) > c->srv->max_recv_bytes) {
+    /* api.md §5: over the limit is INVALID_ARGUMENT, checked before anything is unpacked */
+    err_set(err, ERR_INVALID, "message too large: %zu bytes, limit %zu",
+            grpc_byte_buffer_length(c->payload), c->srv->max_recv_bytes);
+  } else {
+    return true;
+  }
+  return false;
+}
+
+/* The handler's answer in err (trusting its return value), and the fence refusal. */
+static void settle(rpc_call *c, err_code code, err_t *err) {
+  if (code == ERR_OK)
+    err_clear(err);
+  else if (err->code != code)
+    err->code = code;
+  /* issue 4: the store refused the commit under an old epoch: nothing was written */
+  if (err->code == ERR_UNAVAILABLE && c->srv->elector &&
+      strncmp(err->msg, STORE_FENCED_MSG, sizeof STORE_FENCED_MSG - 1) == 0)
+    refuse_not_leader(c);
+}
+
+/* Frees the request bytes (before the reply is in flight) and sends the reply. */
+static void done(rpc_call *c, const err_t *err) {
+  if (c->payload) {
+    grpc_byte_buffer_destroy(c->payload);
+    c->payload = NULL;
+  }
+  rpc__call_finish(c, err);
+}
+
 void rpc__call_handle(rpc_call *c, store *st) {
   const rpc_method *m = &rpc__methods[c->method];
   err_t err;
   err_clear(&err);
   char tenant[REC_GLOBAL_ID_MAX + 2];
-
-  if (clock_mono_ms() >= c->deadline) {
-    err_set(&err, ERR_DEADLINE, "deadline exceeded before the call was handled");
-  } else if (!m->handler) {
-    err_set(&err, ERR_UNIMPLEMENTED, "not implemented yet");
-  } else if (auth_enabled(c->srv->auth) /* issue 8: who is calling, before anything else */
-                 ? rpc__authenticate(c, tenant, sizeof tenant, &err) != ERR_OK
-                 : tenant_of(&c->md, tenant, sizeof tenant, &err) != ERR_OK) {
-    /* refused: err says why */
-  } else if (c->srv->elector && leader_only(m) && !elect_is_leader(c->srv->elector, NULL)) {
-    err_set(&err, ERR_UNAVAILABLE, "not the leader");
-    refuse_not_leader(c);
-  } else if (c->payload && grpc_byte_buffer_length(c->payload) > c->srv->max_recv_bytes) {
-    /* api.md §5: over the limit is INVALID_ARGUMENT, checked before anything is unpacked */
-    err_set(&err, ERR_INVALID, "message too large: %zu bytes, limit %zu",
-            grpc_byte_buffer_length(c->payload), c->srv->max_recv_bytes);
-  } else {
+  if (admit(c, m, tenant, sizeof tenant, &err)) {
     ProtobufCMessage *in = rpc__decode(c->payload, m->in, &err);
     if (in) {
       rpc_req rq = {.srv = c->srv, .st = st, .tenant = tenant, .deadline = c->deadline};
-      err_code code = m->handler(&rq, in, c, &err);
-      if (code == ERR_OK)
-        err_clear(&err);
-      else if (err.code != code)
-        err.code = code; /* trust the return value */
-      /* issue 4: the store refused the commit under an old epoch: nothing was written */
-      if (err.code == ERR_UNAVAILABLE && c->srv->elector &&
-          strncmp(err.msg, STORE_FENCED_MSG, sizeof STORE_FENCED_MSG - 1) == 0)
-        refuse_not_leader(c);
+      settle(c, m->handler(&rq, in, c, &err), &err);
       protobuf_c_message_free_unpacked(in, NULL);
     }
   }
-  /* the request bytes are no longer needed; free them before the reply is in flight */
-  if (c->payload) {
-    grpc_byte_buffer_destroy(c->payload);
-    c->payload = NULL;
+  done(c, &err);
+}
+
+bool rpc__call_try_fast(rpc_call *c) {
+  const rpc_method *m = &rpc__methods[c->method];
+  if (!m->fast) return false;
+  err_t err;
+  err_clear(&err);
+  char tenant[REC_GLOBAL_ID_MAX + 2];
+  if (!admit(c, m, tenant, sizeof tenant, &err)) {
+    c->not_leader = false; /* the worker runs every check again and answers */
+    return false;
   }
-  rpc__call_finish(c, &err);
+  ProtobufCMessage *in = rpc__decode(c->payload, m->in, &err);
+  if (!in) return false;
+  rpc_req rq = {.srv = c->srv, .st = NULL, .tenant = tenant, .deadline = c->deadline};
+  err_code code = ERR_OK;
+  bool answered = m->fast(&rq, in, c, &code, &err);
+  protobuf_c_message_free_unpacked(in, NULL);
+  if (!answered) return false;
+  settle(c, code, &err);
+  done(c, &err);
+  return true;
 }

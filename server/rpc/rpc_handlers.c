@@ -61,6 +61,29 @@ err_code rpc__begin_saga(const rpc_req *rq, const ProtobufCMessage *in, rpc_call
   return rpc__call_reply(c, &resp.base, err);
 }
 
+/* The BeginStep reply from out (cleared). */
+static err_code reply_begin(rpc_call *c, coord_begin_result *out, err_t *err) {
+  Idem__V1__BeginStepResponse resp = IDEM__V1__BEGIN_STEP_RESPONSE__INIT;
+  Idem__V1__StepResult result = IDEM__V1__STEP_RESULT__INIT;
+  resp.decision = (Idem__V1__Decision)out->decision;
+  resp.attempt = out->attempt;
+  resp.lease_expires_unix_ms = out->lease_expires_ms;
+  resp.takeover = out->takeover;
+  resp.expires_unix_ms = out->expires_ms;
+  metrics_decision((int)out->decision, out->takeover);
+  if (out->has_result) {
+    result.outcome = (Idem__V1__Outcome)out->outcome;
+    result.code = out->code;
+    result.body.len = out->body_len;
+    result.body.data = out->body_len ? out->body : NULL;
+    result.completed_unix_ms = out->completed_ms;
+    resp.result = &result;
+  }
+  err_code rc = rpc__call_reply(c, &resp.base, err);
+  coord_begin_result_clear(out);
+  return rc;
+}
+
 err_code rpc__begin_step(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c, err_t *err) {
   const Idem__V1__BeginStepRequest *req = (const Idem__V1__BeginStepRequest *)in;
   coord_key_in key = rpc__key_in(req->key);
@@ -71,25 +94,22 @@ err_code rpc__begin_step(const rpc_req *rq, const ProtobufCMessage *in, rpc_call
     coord_begin_result_clear(&out);
     return rc;
   }
-  Idem__V1__BeginStepResponse resp = IDEM__V1__BEGIN_STEP_RESPONSE__INIT;
-  Idem__V1__StepResult result = IDEM__V1__STEP_RESULT__INIT;
-  resp.decision = (Idem__V1__Decision)out.decision;
-  resp.attempt = out.attempt;
-  resp.lease_expires_unix_ms = out.lease_expires_ms;
-  resp.takeover = out.takeover;
-  resp.expires_unix_ms = out.expires_ms;
-  metrics_decision((int)out.decision, out.takeover);
-  if (out.has_result) {
-    result.outcome = (Idem__V1__Outcome)out.outcome;
-    result.code = out.code;
-    result.body.len = out.body_len;
-    result.body.data = out.body_len ? out.body : NULL;
-    result.completed_unix_ms = out.completed_ms;
-    resp.result = &result;
-  }
-  rc = rpc__call_reply(c, &resp.base, err);
-  coord_begin_result_clear(&out);
-  return rc;
+  return reply_begin(c, &out, err);
+}
+
+bool rpc__begin_step_cached(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c,
+                            err_code *code, err_t *err) {
+  const Idem__V1__BeginStepRequest *req = (const Idem__V1__BeginStepRequest *)in;
+  coord_key_in key = rpc__key_in(req->key);
+  coord_begin_result out = {0};
+  if (!coord_begin_step_cached(rq->srv->coord, rq->tenant, &key, req->fingerprint.data,
+                               req->fingerprint.len, req->lease_ms, &out, code, err))
+    return false;
+  if (*code == ERR_OK)
+    *code = reply_begin(c, &out, err);
+  else
+    coord_begin_result_clear(&out);
+  return true;
 }
 
 err_code rpc__complete_step(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c,

@@ -66,10 +66,17 @@ typedef struct rpc_req {
 typedef err_code (*rpc_handler_fn)(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c,
                                    err_t *err);
 
+/* issue 7: a fast path run on the completion-queue thread, which must never wait (rq->st is
+ * NULL): true when it answered (as a handler would, the code in *code), false to hand the
+ * call to a worker untouched (nothing replied, nothing counted). */
+typedef bool (*rpc_fast_fn)(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c,
+                            err_code *code, err_t *err);
+
 typedef struct rpc_method {
   const char *path;                     /* "/idem.v1.Coordinator/BeginStep" */
   const ProtobufCMessageDescriptor *in; /* request message */
   rpc_handler_fn handler;               /* NULL: UNIMPLEMENTED "not implemented yet" */
+  rpc_fast_fn fast;                     /* NULL: always on a worker */
 } rpc_method;
 
 extern const rpc_method rpc__methods[];
@@ -163,6 +170,9 @@ void rpc__call_free(rpc_call *c);
 int64_t rpc__deadline_mono(gpr_timespec dl, int64_t default_ms);
 /* Worker side: decode, run the handler, send the reply. */
 void rpc__call_handle(rpc_call *c, store *st);
+/* Completion-queue side (issue 7): runs the method's fast path when it has one and the call
+ * passes every check; true when the call was answered (and c finished). */
+bool rpc__call_try_fast(rpc_call *c);
 /* Encodes msg as the reply message. ERR_INTERNAL (err filled) on allocation failure. */
 err_code rpc__call_reply(rpc_call *c, const ProtobufCMessage *msg, err_t *err);
 /* Starts the single reply batch with e's status; frees c if the batch cannot start. Any
@@ -191,6 +201,8 @@ grpc_status_code rpc__status(err_code code);
 /* --- handlers (rpc_handlers.c, rpc_admin.c) --- */
 err_code rpc__begin_saga(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
 err_code rpc__begin_step(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
+bool rpc__begin_step_cached(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_code *,
+                            err_t *);
 err_code rpc__complete_step(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
 err_code rpc__extend_lease(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
 err_code rpc__lookup_step(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);

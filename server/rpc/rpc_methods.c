@@ -8,25 +8,25 @@
 #define ADMIN "/idem.v1.Admin/"
 
 const rpc_method rpc__methods[] = {
-    {COORD "BeginSaga", &idem__v1__begin_saga_request__descriptor, rpc__begin_saga},
-    {COORD "BeginStep", &idem__v1__begin_step_request__descriptor, rpc__begin_step},
-    {COORD "CompleteStep", &idem__v1__complete_step_request__descriptor, rpc__complete_step},
-    {COORD "ExtendLease", &idem__v1__extend_lease_request__descriptor, rpc__extend_lease},
-    {COORD "LookupStep", &idem__v1__lookup_step_request__descriptor, rpc__lookup_step},
-    {COORD "GetSaga", &idem__v1__get_saga_request__descriptor, rpc__get_saga},
-    {COORD "GetPolicy", &idem__v1__get_policy_request__descriptor, rpc__get_policy},
+    {COORD "BeginSaga", &idem__v1__begin_saga_request__descriptor, rpc__begin_saga, NULL},
+    {COORD "BeginStep", &idem__v1__begin_step_request__descriptor, rpc__begin_step,
+     rpc__begin_step_cached}, /* issue 7: replays from the cache on the cq thread */
+    {COORD "CompleteStep", &idem__v1__complete_step_request__descriptor, rpc__complete_step, NULL},
+    {COORD "ExtendLease", &idem__v1__extend_lease_request__descriptor, rpc__extend_lease, NULL},
+    {COORD "LookupStep", &idem__v1__lookup_step_request__descriptor, rpc__lookup_step, NULL},
+    {COORD "GetSaga", &idem__v1__get_saga_request__descriptor, rpc__get_saga, NULL},
+    {COORD "GetPolicy", &idem__v1__get_policy_request__descriptor, rpc__get_policy, NULL},
 
-    {ADMIN "ListSteps", &idem__v1__list_steps_request__descriptor, rpc__list_steps},
-    {ADMIN "ResolveStep", &idem__v1__resolve_step_request__descriptor, rpc__resolve_step},
-    {ADMIN "SetPolicy", &idem__v1__policy__descriptor, rpc__set_policy},
-    {ADMIN "DeletePolicy", &idem__v1__delete_policy_request__descriptor, rpc__delete_policy},
-    {ADMIN "ListPolicies", &idem__v1__list_policies_request__descriptor,
-     rpc__list_policies},
-    {ADMIN "ListAudit", &idem__v1__list_audit_request__descriptor, rpc__list_audit},
-    {ADMIN "GetStatus", &idem__v1__get_status_request__descriptor, rpc__get_status},
+    {ADMIN "ListSteps", &idem__v1__list_steps_request__descriptor, rpc__list_steps, NULL},
+    {ADMIN "ResolveStep", &idem__v1__resolve_step_request__descriptor, rpc__resolve_step, NULL},
+    {ADMIN "SetPolicy", &idem__v1__policy__descriptor, rpc__set_policy, NULL},
+    {ADMIN "DeletePolicy", &idem__v1__delete_policy_request__descriptor, rpc__delete_policy, NULL},
+    {ADMIN "ListPolicies", &idem__v1__list_policies_request__descriptor, rpc__list_policies, NULL},
+    {ADMIN "ListAudit", &idem__v1__list_audit_request__descriptor, rpc__list_audit, NULL},
+    {ADMIN "GetStatus", &idem__v1__get_status_request__descriptor, rpc__get_status, NULL},
 
     {"/grpc.health.v1.Health/Check", &grpc__health__v1__health_check_request__descriptor,
-     rpc__health_check},
+     rpc__health_check, NULL},
 };
 
 #define N_METHODS (sizeof rpc__methods / sizeof rpc__methods[0])

@@ -57,6 +57,7 @@ static void on_registered(rpc_server *s, rpc_call *c) {
   if (!atomic_load(&s->shutting_down)) post_request(s, c->method);
   c->deadline = rpc__deadline_mono(c->deadline_ts, s->default_deadline_ms);
   c->arrived_us = rpc__mono_us();
+  if (rpc__call_try_fast(c)) return; /* issue 7: a replay from the cache, no worker needed */
   if (!rpc__pool_push(&s->pool, c)) {
     err_t err;
     err_set(&err, ERR_RESOURCE, "server overloaded: too many calls waiting");
