@@ -321,7 +321,7 @@ err_code coord_resolve_step(const coord_ctx *ctx, store *st, const char *tenant,
     return err_set(err, ERR_INVALID,
                    "invalid reason: must be at most %d bytes of UTF-8 without control characters",
                    AUDIT_REASON_MAX);
-  if (!*actor) actor = k.tenant; /* no authentication yet: the caller is known by its tenant */
+  if (!*actor) actor = k.tenant; /* the caller is known by its tenant (from its credentials) */
   if (strlen(actor) > AUDIT_ACTOR_MAX || !clean_utf8(actor))
     return err_set(err, ERR_INVALID,
                    "invalid actor: must be at most %d bytes of UTF-8 without control characters",
