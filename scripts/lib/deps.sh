@@ -4,9 +4,10 @@ IDEM_DEBS="build-essential cmake pkg-config libgrpc-dev protobuf-c-compiler libp
   python3-grpcio python3-protobuf libmicrohttpd-dev libcjson-dev
   etcd-server libcurl4-openssl-dev"
 
+# deps_install [EXTRA_PACKAGE...]: IDEM_DEBS plus the extra packages (scripts/bench: pgbench).
 deps_install() {
   local missing=""
-  for p in $IDEM_DEBS; do
+  for p in $IDEM_DEBS "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
   done
   [ -z "$missing" ] && return 0
