@@ -6,7 +6,7 @@ IDEM_DEBS="build-essential cmake pkg-config libgrpc-dev protobuf-c-compiler libp
 # scripts/fuzz only: clang 14 with libFuzzer and the sanitizer runtimes, llvm-symbolizer for traces
 IDEM_FUZZ_DEBS="clang-14 libclang-rt-14-dev llvm-14"
 
-# deps_install [EXTRA_PACKAGE...]: IDEM_DEBS and the extra packages.
+# deps_install [EXTRA_PACKAGE...]: IDEM_DEBS plus the extra packages (scripts/bench: pgbench).
 deps_install() {
   local missing=""
   for p in $IDEM_DEBS "$@"; do

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Smoke test, not a benchmark: every idem-bench workload runs briefly against a real
-# idem-coordinator and must finish with operations done and no errors.
+# idem-coordinator and must finish exactly --count operations with no errors, reporting the
+# BeginStep latency too; a run paced with --rate must take at least as long as the rate says.
 # usage: bench_smoke.sh IDEM_BENCH_BIN   (IDEM_COORDINATOR_BIN and IDEM_TEST_PG_URL from scripts/test)
 set -euo pipefail
 bench=$1
@@ -17,18 +18,27 @@ for _ in $(seq 1 300); do
 done
 tenant="smoke-$$-$RANDOM"
 fail=0
-for w in pairs replay storm saga; do
-  out=$("$bench" --addr "127.0.0.1:$port" --tenant "$tenant" --workload "$w" --count 40 \
-        --concurrency 8 --channels 2 --keys 50 --json) || { echo "$w: exit $?: $out"; fail=1; continue; }
+# the last run is paced: --rate 100 for 20 operations cannot finish in under 0.19 s
+for run in pairs replay storm saga paced; do
+  w=$run extra=()
+  [ "$run" = paced ] && w=pairs extra=(--rate 100 --count 20) || extra=(--count 40)
+  out=$("$bench" --addr "127.0.0.1:$port" --tenant "$tenant" --workload "$w" "${extra[@]}" \
+        --concurrency 8 --channels 2 --keys 50 --json) || { echo "$run: exit $?: $out"; fail=1; continue; }
   echo "$out"
-  /usr/bin/python3 - "$out" <<'PY' || fail=1
+  /usr/bin/python3 - "$out" "$run" <<'PY' || fail=1
 import json, sys
-r = json.loads(sys.argv[1])
-for k in ("workload", "ops", "seconds", "throughput", "p50_ms", "p90_ms", "p99_ms", "max_ms", "errors"):
+r, run = json.loads(sys.argv[1]), sys.argv[2]
+for k in ("workload", "ops", "seconds", "throughput", "p50_ms", "p90_ms", "p99_ms", "max_ms", "errors",
+          "begins", "begin_p50_ms", "begin_p90_ms", "begin_p99_ms", "begin_max_ms", "rate"):
     assert k in r, "missing key %s" % k
-assert r["ops"] > 0, "no operations"
+assert r["ops"] == (20 if run == "paced" else 40), "ops %d, not the --count" % r["ops"]
 assert r["errors"] == {}, "errors: %r" % r["errors"]
 assert r["p50_ms"] <= r["p90_ms"] <= r["p99_ms"] <= r["max_ms"], "percentiles out of order"
+assert r["begins"] >= r["ops"], "BeginStep latencies missing"
+assert r["begin_p50_ms"] <= r["begin_p90_ms"] <= r["begin_p99_ms"] <= r["begin_max_ms"], \
+    "BeginStep percentiles out of order"
+if run == "paced":
+    assert r["rate"] == 100 and r["seconds"] >= 0.19, "--rate 100 ran 20 ops in %.3f s" % r["seconds"]
 PY
 done
 exit $fail

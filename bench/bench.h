@@ -1,0 +1,85 @@
+/* bench.h — idem-bench's parts: the run's configuration, latency buffers, the shared state of
+ * one run, and the workloads (bench_ops.c). idem_bench.c parses, runs and prints. */
+#ifndef IDEM_BENCH_H
+#define IDEM_BENCH_H
+
+#include <idem/idem.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define BENCH_MAX_CODES 17 /* gRPC codes 0-16; index BENCH_MAX_CODES: library errors */
+
+typedef enum workload { W_PAIRS, W_REPLAY, W_STORM, W_SAGA } workload;
+
+typedef struct conf {
+  const char *addr;
+  const char *tenant;
+  workload w;
+  int concurrency;
+  int channels;
+  double duration_s;
+  long count;  /* 0: run for duration_s */
+  int keys;    /* replay: keys finished before timing starts */
+  double rate; /* 0: closed loop; else operations started per second, all slots together */
+  bool json;
+} conf;
+
+/* Latencies of one kind, in milliseconds; each worker has its own (no locking). */
+typedef struct lat_buf {
+  double *v;
+  size_t n, cap;
+} lat_buf;
+
+void lat_add(lat_buf *b, double ms);
+
+typedef struct lat_summary {
+  size_t n;
+  double p50, p90, p99, max;
+} lat_summary;
+
+/* Moves from's values to the end of into (from is left empty); false when out of memory. */
+bool lat_merge(lat_buf *into, lat_buf *from);
+
+/* Sorts b and returns its count and percentiles (all 0 when empty). */
+lat_summary lat_summarize(lat_buf *b);
+
+void lat_free(lat_buf *b);
+
+typedef struct shared {
+  const conf *cf;
+  idem_client **clients;
+  char run_id[40];
+  double t0;          /* monotonic start of the timed run (now_s) */
+  atomic_long issued; /* operation tickets handed out (for --count and --rate) */
+  atomic_bool stop;
+  atomic_long errors[BENCH_MAX_CODES + 1];
+  /* storm: rounds in lock step */
+  pthread_barrier_t storm_go, storm_done;
+  bool storm_run; /* written by worker 0 before storm_go, read by all after it */
+} shared;
+
+typedef struct worker {
+  shared *sh;
+  int id;
+  pthread_t th;
+  lat_buf lat;   /* whole operations */
+  lat_buf begin; /* each BeginStep RPC on its own */
+  long ops;
+} worker;
+
+double now_s(void);
+
+/* Claims `n` operation tickets; false when the run is over (--count reached, --duration
+ * passed, or the next paced start would fall after it). With --rate, sleeps until the
+ * ticket's start time t0 + ticket / rate. */
+bool bench_next_op(shared *sh, long n);
+
+/* Runs one operation of the configured workload; returns an IDEM_* code. */
+int bench_op(worker *w, long seq);
+
+/* replay: finishes the --keys keys (in parallel, --concurrency callers) before timing. */
+int bench_setup_replay(shared *sh);
+
+#endif
