@@ -79,6 +79,16 @@ bool bench_next_op(shared *sh, long n);
 /* Runs one operation of the configured workload; returns an IDEM_* code. */
 int bench_op(worker *w, long seq);
 
+/* Counts an error by IDEM_* / gRPC code (anything else: "library"). */
+void bench_count_error(shared *sh, int code);
+
+/* The key of a workload's operation: run id, kind, caller, sequence. */
+void bench_key_name(const shared *sh, const char *kind, long a, long b, char *out, size_t n);
+
+/* pairs and replay without --rate: all --concurrency slots driven by the calling thread on
+ * one completion queue (bench_async.c); results into w. 0, or 3 when it cannot start. */
+int bench_run_async(shared *sh, worker *w);
+
 /* replay: finishes the --keys keys (in parallel, --concurrency callers) before timing. */
 int bench_setup_replay(shared *sh);
 

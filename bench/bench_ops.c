@@ -46,13 +46,13 @@ static int begin_complete(idem_client *c, const idem_step_key *k, lat_buf *begin
   return rc;
 }
 
-static void key_name(const shared *sh, const char *kind, long a, long b, char *out, size_t n) {
+void bench_key_name(const shared *sh, const char *kind, long a, long b, char *out, size_t n) {
   snprintf(out, n, "%s-%s-%ld-%ld", sh->run_id, kind, a, b);
 }
 
 static int op_pairs(worker *w, long seq) {
   char gid[128];
-  key_name(w->sh, "p", w->id, seq, gid, sizeof gid);
+  bench_key_name(w->sh, "p", w->id, seq, gid, sizeof gid);
   idem_step_key k = {gid, "bench", "pair", IDEM_FORWARD};
   return begin_complete(client_of(w->sh, w->id), &k, &w->begin);
 }
@@ -60,7 +60,7 @@ static int op_pairs(worker *w, long seq) {
 static int op_replay(worker *w, long seq) {
   const conf *cf = w->sh->cf;
   char gid[128];
-  key_name(w->sh, "r", 0, (seq * cf->concurrency + w->id) % cf->keys, gid, sizeof gid);
+  bench_key_name(w->sh, "r", 0, (seq * cf->concurrency + w->id) % cf->keys, gid, sizeof gid);
   idem_step_key k = {gid, "bench", "replay", IDEM_FORWARD};
   idem_begin b = {0};
   idem_error e = {0};
@@ -75,7 +75,7 @@ static int op_replay(worker *w, long seq) {
 static int op_saga(worker *w, long seq) {
   idem_client *c = client_of(w->sh, w->id);
   char rid[128], gid[IDEM_GLOBAL_ID_MAX + 1];
-  key_name(w->sh, "s", w->id, seq, rid, sizeof rid);
+  bench_key_name(w->sh, "s", w->id, seq, rid, sizeof rid);
   idem_error e = {0};
   int rc = idem_saga_begin(c, rid, "bench", NULL, 0, gid, NULL, NULL, &e);
   static const char *const ops[] = {"create", "charge", "reserve"};
@@ -90,7 +90,7 @@ static int op_saga(worker *w, long seq) {
  * expected answer for all but one and is not an error. */
 static int op_storm(worker *w, long round) {
   char gid[128];
-  key_name(w->sh, "storm", 0, round, gid, sizeof gid);
+  bench_key_name(w->sh, "storm", 0, round, gid, sizeof gid);
   idem_step_key k = {gid, "bench", "storm", IDEM_FORWARD};
   int rc = begin_complete(client_of(w->sh, w->id), &k, &w->begin);
   return rc == IDEM_ABORTED ? IDEM_OK : rc;
@@ -116,7 +116,7 @@ static void *setup_main(void *p) {
   setup_arg *a = p;
   for (int i = a->id; i < a->sh->cf->keys && !atomic_load(a->failed); i += a->n) {
     char gid[128];
-    key_name(a->sh, "r", 0, i, gid, sizeof gid);
+    bench_key_name(a->sh, "r", 0, i, gid, sizeof gid);
     idem_step_key k = {gid, "bench", "replay", IDEM_FORWARD};
     int rc = begin_complete(client_of(a->sh, a->id), &k, NULL);
     if (rc != IDEM_OK && !atomic_exchange(a->failed, rc)) {

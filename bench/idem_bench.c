@@ -5,7 +5,9 @@
  *              [--rate N] [--json]
  *
  * --concurrency callers each keep one operation in flight (closed loop) through --channels
- * libidem clients (one gRPC channel each). An operation is:
+ * gRPC channels. `pairs` and `replay` without --rate run on one thread and one completion
+ * queue (bench_async.c, so the load generator takes less of the CPU it shares with what it
+ * measures); the others run one thread per caller through libidem. An operation is:
  *   pairs   BeginStep + CompleteStep on a fresh key (the pair counts once)
  *   replay  BeginStep on a key finished beforehand (--keys of them, set up before timing)
  *   storm   all callers BeginStep the same key at once; the one that proceeds completes it;
@@ -34,9 +36,20 @@
 
 static const char *const workload_names[] = {"pairs", "replay", "storm", "saga"};
 
-static void count_error(shared *sh, int code) {
+void bench_count_error(shared *sh, int code) {
   int i = (code >= 0 && code < BENCH_MAX_CODES) ? code : BENCH_MAX_CODES;
   atomic_fetch_add(&sh->errors[i], 1);
+}
+
+/* pairs and replay, closed loop: the single-threaded driver (bench_async.c) in caller 0. */
+static bool async_driver(const conf *cf) {
+  return cf->rate == 0 && (cf->w == W_PAIRS || cf->w == W_REPLAY);
+}
+
+static void *async_main(void *p) {
+  worker *w = p;
+  if (bench_run_async(w->sh, w) != 0) bench_count_error(w->sh, -1);
+  return NULL;
 }
 
 static void *worker_main(void *p) {
@@ -56,7 +69,7 @@ static void *worker_main(void *p) {
     double t0 = now_s();
     int rc = bench_op(w, seq);
     lat_add(&w->lat, (now_s() - t0) * 1000.0);
-    if (rc != IDEM_OK) count_error(sh, rc);
+    if (rc != IDEM_OK) bench_count_error(sh, rc);
     w->ops++;
     if (storm) pthread_barrier_wait(&sh->storm_done);
   }
@@ -200,10 +213,12 @@ int main(int argc, char **argv) {
   }
 
   sh->t0 = now_s();
-  for (int i = 0; i < cf.concurrency; i++) {
+  int threads = async_driver(&cf) ? 1 : cf.concurrency;
+  for (int i = 0; i < threads; i++) {
     ws[i].sh = sh;
     ws[i].id = i;
-    if (pthread_create(&ws[i].th, NULL, worker_main, &ws[i]) != 0) {
+    if (pthread_create(&ws[i].th, NULL, threads == 1 && async_driver(&cf) ? async_main : worker_main,
+                       &ws[i]) != 0) {
       fprintf(stderr, "idem-bench: cannot start caller %d\n", i);
       return 3;
     }
@@ -212,7 +227,7 @@ int main(int argc, char **argv) {
     while (now_s() - sh->t0 < cf.duration_s) usleep(10000);
     atomic_store(&sh->stop, true);
   }
-  for (int i = 0; i < cf.concurrency; i++) pthread_join(ws[i].th, NULL);
+  for (int i = 0; i < threads; i++) pthread_join(ws[i].th, NULL);
   double secs = now_s() - sh->t0;
 
   long ops = 0, total_err = 0;

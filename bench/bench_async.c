@@ -1,0 +1,223 @@
+/* bench_async.c — the closed-loop driver of `pairs` and `replay` without --rate: one thread,
+ * one completion queue, --concurrency slots each keeping one call in flight over --channels
+ * channels. The threaded driver (a blocking libidem call per caller thread) costs the load
+ * generator more CPU than the coordinator on a 2-core machine; this one measures the same
+ * operations (same keys, same latency points) for less. Paced runs (--rate), storm and saga
+ * keep the threaded driver. */
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "idem/v1/coordinator.pb-c.h"
+
+typedef struct slot {
+  int id;
+  long seq;
+  bool completing; /* pairs: the CompleteStep of the pair is in flight */
+  double t_op, t_call;
+  char gid[128];
+  grpc_call *call;
+  grpc_metadata_array init_md, trail_md;
+  grpc_byte_buffer *send, *recv;
+  grpc_status_code status;
+  grpc_slice details;
+} slot;
+
+typedef struct driver {
+  shared *sh;
+  worker *w;
+  grpc_completion_queue *cq;
+  grpc_channel **ch;
+  grpc_metadata tenant_md;
+  slot *slots;
+  int active;
+} driver;
+
+/* Packs msg into a byte buffer. */
+static grpc_byte_buffer *pack(const ProtobufCMessage *msg) {
+  size_t n = protobuf_c_message_get_packed_size(msg);
+  grpc_slice s = grpc_slice_malloc(n);
+  protobuf_c_message_pack(msg, GRPC_SLICE_START_PTR(s));
+  grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
+  grpc_slice_unref(s);
+  return bb;
+}
+
+/* Unpacks bb as desc (NULL when it does not decode). */
+static ProtobufCMessage *unpack(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc) {
+  if (!bb) return NULL;
+  grpc_byte_buffer_reader r;
+  if (!grpc_byte_buffer_reader_init(&r, bb)) return NULL;
+  grpc_slice s = grpc_byte_buffer_reader_readall(&r);
+  grpc_byte_buffer_reader_destroy(&r);
+  ProtobufCMessage *m =
+      protobuf_c_message_unpack(desc, NULL, GRPC_SLICE_LENGTH(s), GRPC_SLICE_START_PTR(s));
+  grpc_slice_unref(s);
+  return m;
+}
+
+/* Starts one unary call of method with request msg on slot s. */
+static bool start_call(driver *d, slot *s, const char *method, const ProtobufCMessage *msg) {
+  grpc_channel *ch = d->ch[s->id % d->sh->cf->channels];
+  grpc_slice m = grpc_slice_from_static_string(method);
+  gpr_timespec dl = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_seconds(10, GPR_TIMESPAN));
+  s->call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, d->cq, m, NULL, dl, NULL);
+  grpc_slice_unref(m);
+  if (!s->call) return false;
+  grpc_metadata_array_init(&s->init_md);
+  grpc_metadata_array_init(&s->trail_md);
+  s->send = pack(msg);
+  s->recv = NULL;
+  s->details = grpc_empty_slice();
+  grpc_op ops[6];
+  memset(ops, 0, sizeof ops);
+  ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+  ops[0].data.send_initial_metadata.count = 1;
+  ops[0].data.send_initial_metadata.metadata = &d->tenant_md;
+  ops[1].op = GRPC_OP_SEND_MESSAGE;
+  ops[1].data.send_message.send_message = s->send;
+  ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+  ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+  ops[3].data.recv_initial_metadata.recv_initial_metadata = &s->init_md;
+  ops[4].op = GRPC_OP_RECV_MESSAGE;
+  ops[4].data.recv_message.recv_message = &s->recv;
+  ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+  ops[5].data.recv_status_on_client.trailing_metadata = &s->trail_md;
+  ops[5].data.recv_status_on_client.status = &s->status;
+  ops[5].data.recv_status_on_client.status_details = &s->details;
+  s->t_call = now_s();
+  if (grpc_call_start_batch(s->call, ops, 6, s, NULL) != GRPC_CALL_OK) return false;
+  d->active++;
+  return true;
+}
+
+static void end_call(slot *s) {
+  grpc_metadata_array_destroy(&s->init_md);
+  grpc_metadata_array_destroy(&s->trail_md);
+  grpc_byte_buffer_destroy(s->send);
+  if (s->recv) grpc_byte_buffer_destroy(s->recv);
+  grpc_slice_unref(s->details);
+  grpc_call_unref(s->call);
+  s->call = NULL;
+}
+
+static void key_of(const slot *s, Idem__V1__StepKey *k, const char *op) {
+  k->global_id = (char *)s->gid;
+  k->service = "bench";
+  k->operation = (char *)op;
+  k->phase = IDEM__V1__PHASE__PHASE_FORWARD;
+}
+
+/* The next operation on s (false when the run is over or the call cannot start). */
+static bool next_op(driver *d, slot *s) {
+  const conf *cf = d->sh->cf;
+  if (!bench_next_op(d->sh, 1)) return false;
+  s->seq++;
+  s->completing = false;
+  Idem__V1__StepKey k = IDEM__V1__STEP_KEY__INIT;
+  Idem__V1__BeginStepRequest req = IDEM__V1__BEGIN_STEP_REQUEST__INIT;
+  if (cf->w == W_PAIRS) {
+    bench_key_name(d->sh, "p", s->id, s->seq, s->gid, sizeof s->gid);
+    key_of(s, &k, "pair");
+  } else {
+    bench_key_name(d->sh, "r", 0, (s->seq * cf->concurrency + s->id) % cf->keys, s->gid,
+                   sizeof s->gid);
+    key_of(s, &k, "replay");
+  }
+  req.key = &k;
+  s->t_op = now_s();
+  return start_call(d, s, "/idem.v1.Coordinator/BeginStep", &req.base);
+}
+
+/* Ends an operation: its latency, its error (IDEM_* code, IDEM_OK for none). */
+static void op_done(driver *d, slot *s, int rc) {
+  lat_add(&d->w->lat, (now_s() - s->t_op) * 1000.0);
+  d->w->ops++;
+  if (rc != IDEM_OK) bench_count_error(d->sh, rc);
+}
+
+/* A call of s finished (ok: the batch completed). Starts what comes next. */
+static void on_done(driver *d, slot *s, bool ok) {
+  d->active--;
+  double ms = (now_s() - s->t_call) * 1000.0;
+  int rc = !ok ? IDEM_UNKNOWN : (int)s->status;
+  bool was_complete = s->completing;
+  uint64_t attempt = 0;
+  bool proceed = false;
+  if (!was_complete) {
+    lat_add(&d->w->begin, ms);
+    Idem__V1__BeginStepResponse *r = NULL;
+    if (rc == IDEM_OK) {
+      r = (Idem__V1__BeginStepResponse *)unpack(s->recv, &idem__v1__begin_step_response__descriptor);
+      if (!r) rc = IDEM_UNKNOWN;
+    }
+    if (r) {
+      bool want = d->sh->cf->w == W_PAIRS ? r->decision == IDEM__V1__DECISION__DECISION_PROCEED
+                                           : r->decision == IDEM__V1__DECISION__DECISION_REPLAY;
+      if (!want && d->sh->cf->w == W_REPLAY) rc = IDEM_UNKNOWN;
+      proceed = d->sh->cf->w == W_PAIRS && r->decision == IDEM__V1__DECISION__DECISION_PROCEED;
+      attempt = r->attempt;
+      protobuf_c_message_free_unpacked(&r->base, NULL);
+    }
+  }
+  end_call(s);
+  if (proceed) { /* the pair's second half */
+    Idem__V1__StepKey k = IDEM__V1__STEP_KEY__INIT;
+    Idem__V1__CompleteStepRequest req = IDEM__V1__COMPLETE_STEP_REQUEST__INIT;
+    key_of(s, &k, "pair");
+    req.key = &k;
+    req.attempt = attempt;
+    req.outcome = IDEM__V1__OUTCOME__OUTCOME_SUCCEEDED;
+    req.code = 200;
+    req.body.data = (uint8_t *)"ok";
+    req.body.len = 2;
+    s->completing = true;
+    if (start_call(d, s, "/idem.v1.Coordinator/CompleteStep", &req.base)) return;
+    rc = IDEM_UNKNOWN;
+  }
+  op_done(d, s, rc);
+  next_op(d, s);
+}
+
+int bench_run_async(shared *sh, worker *w) {
+  const conf *cf = sh->cf;
+  driver d = {.sh = sh, .w = w};
+  d.cq = grpc_completion_queue_create_for_next(NULL);
+  d.ch = calloc((size_t)cf->channels, sizeof *d.ch);
+  d.slots = calloc((size_t)cf->concurrency, sizeof *d.slots);
+  if (!d.ch || !d.slots) return 3;
+  grpc_channel_credentials *cr = grpc_insecure_credentials_create();
+  for (int i = 0; i < cf->channels; i++) {
+    /* a channel argument of its own per channel, so they do not share one connection */
+    grpc_arg a = {.type = GRPC_ARG_INTEGER, .key = "idem.bench.channel", .value.integer = i};
+    grpc_channel_args args = {.num_args = 1, .args = &a};
+    d.ch[i] = grpc_channel_create(cf->addr, cr, &args);
+  }
+  grpc_channel_credentials_release(cr);
+  d.tenant_md.key = grpc_slice_from_static_string("idem-tenant");
+  d.tenant_md.value = grpc_slice_from_copied_string(cf->tenant);
+  for (int i = 0; i < cf->concurrency; i++) {
+    d.slots[i].id = i;
+    d.slots[i].seq = -1;
+    next_op(&d, &d.slots[i]);
+  }
+  while (d.active > 0) {
+    gpr_timespec dl = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(50, GPR_TIMESPAN));
+    grpc_event ev = grpc_completion_queue_next(d.cq, dl, NULL);
+    if (ev.type == GRPC_OP_COMPLETE) on_done(&d, (slot *)ev.tag, ev.success != 0);
+  }
+  grpc_completion_queue_shutdown(d.cq);
+  while (grpc_completion_queue_next(d.cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type !=
+         GRPC_QUEUE_SHUTDOWN) {
+  }
+  grpc_completion_queue_destroy(d.cq);
+  for (int i = 0; i < cf->channels; i++) grpc_channel_destroy(d.ch[i]);
+  grpc_slice_unref(d.tenant_md.value);
+  free(d.ch);
+  free(d.slots);
+  return 0;
+}
