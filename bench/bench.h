@@ -76,6 +76,9 @@ double now_s(void);
  * ticket's start time t0 + ticket / rate. */
 bool bench_next_op(shared *sh, long n);
 
+/* bench_next_op without the sleep: *at is when the ticket may start (0: at once). */
+bool bench_claim_op(shared *sh, long n, double *at);
+
 /* Runs one operation of the configured workload; returns an IDEM_* code. */
 int bench_op(worker *w, long seq);
 
@@ -85,8 +88,9 @@ void bench_count_error(shared *sh, int code);
 /* The key of a workload's operation: run id, kind, caller, sequence. */
 void bench_key_name(const shared *sh, const char *kind, long a, long b, char *out, size_t n);
 
-/* pairs and replay without --rate: all --concurrency slots driven by the calling thread on
- * one completion queue (bench_async.c); results into w. 0, or 3 when it cannot start. */
+/* pairs and replay: all --concurrency slots driven by the calling thread on one completion
+ * queue (bench_async.c), paced by --rate when set; results into w. 0, or 3 when it cannot
+ * start. */
 int bench_run_async(shared *sh, worker *w);
 
 /* replay: finishes the --keys keys (in parallel, --concurrency callers) before timing. */

@@ -1,9 +1,10 @@
-/* bench_async.c — the closed-loop driver of `pairs` and `replay` without --rate: one thread,
- * one completion queue, --concurrency slots each keeping one call in flight over --channels
- * channels. The threaded driver (a blocking libidem call per caller thread) costs the load
- * generator more CPU than the coordinator on a 2-core machine; this one measures the same
- * operations (same keys, same latency points) for less. Paced runs (--rate), storm and saga
- * keep the threaded driver. */
+/* bench_async.c — the driver of `pairs` and `replay`: one thread, one completion queue,
+ * --concurrency slots each keeping at most one operation in flight over --channels channels.
+ * The threaded driver (a blocking libidem call per caller thread) costs the load generator
+ * more CPU than the coordinator on a 2-core machine; this one measures the same operations
+ * (same keys, same latency points) for less. With --rate a slot whose ticket starts later
+ * waits (without a call in flight) until then; the loop wakes for the earliest such start.
+ * storm and saga keep the threaded driver. */
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
@@ -17,6 +18,7 @@
 typedef struct slot {
   int id;
   long seq;
+  double start_at; /* --rate: the claimed operation starts then (0: no operation waiting) */
   bool completing; /* pairs: the CompleteStep of the pair is in flight */
   double t_op, t_call;
   char gid[128];
@@ -34,7 +36,8 @@ typedef struct driver {
   grpc_channel **ch;
   grpc_metadata tenant_md;
   slot *slots;
-  int active;
+  int active;  /* calls in flight */
+  int waiting; /* slots whose paced operation has not started yet */
 } driver;
 
 /* Packs msg into a byte buffer. */
@@ -112,10 +115,10 @@ static void key_of(const slot *s, Idem__V1__StepKey *k, const char *op) {
   k->phase = IDEM__V1__PHASE__PHASE_FORWARD;
 }
 
-/* The next operation on s (false when the run is over or the call cannot start). */
-static bool next_op(driver *d, slot *s) {
+/* Starts the operation s claimed (false when the call cannot start). */
+static bool start_op(driver *d, slot *s) {
   const conf *cf = d->sh->cf;
-  if (!bench_next_op(d->sh, 1)) return false;
+  s->start_at = 0;
   s->seq++;
   s->completing = false;
   Idem__V1__StepKey k = IDEM__V1__STEP_KEY__INIT;
@@ -131,6 +134,36 @@ static bool next_op(driver *d, slot *s) {
   req.key = &k;
   s->t_op = now_s();
   return start_call(d, s, "/idem.v1.Coordinator/BeginStep", &req.base);
+}
+
+/* Claims s's next operation: starts it now, or (--rate) leaves it waiting for its time.
+ * False when the run is over for s. */
+static bool next_op(driver *d, slot *s) {
+  double at;
+  if (!bench_claim_op(d->sh, 1, &at)) return false;
+  if (at > now_s()) {
+    s->start_at = at;
+    d->waiting++;
+    return true;
+  }
+  return start_op(d, s);
+}
+
+/* Starts the waiting slots whose time has come; returns the earliest start still ahead
+ * (0: none). */
+static double start_due(driver *d) {
+  double now = now_s(), next = 0;
+  for (int i = 0; i < d->sh->cf->concurrency && d->waiting > 0; i++) {
+    slot *s = &d->slots[i];
+    if (s->start_at == 0) continue;
+    if (s->start_at <= now) {
+      d->waiting--;
+      start_op(d, s);
+    } else if (next == 0 || s->start_at < next) {
+      next = s->start_at;
+    }
+  }
+  return next;
 }
 
 /* Ends an operation: its latency, its error (IDEM_* code, IDEM_OK for none). */
@@ -205,8 +238,13 @@ int bench_run_async(shared *sh, worker *w) {
     d.slots[i].seq = -1;
     next_op(&d, &d.slots[i]);
   }
-  while (d.active > 0) {
-    gpr_timespec dl = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(50, GPR_TIMESPAN));
+  while (d.active > 0 || d.waiting > 0) {
+    double next = d.waiting > 0 ? start_due(&d) : 0;
+    int64_t wait_us = 50000; /* re-check at least this often */
+    if (next > 0 && (next - now_s()) * 1e6 < wait_us) wait_us = (int64_t)((next - now_s()) * 1e6);
+    if (wait_us < 0) wait_us = 0;
+    gpr_timespec dl =
+        gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_micros(wait_us, GPR_TIMESPAN));
     grpc_event ev = grpc_completion_queue_next(d.cq, dl, NULL);
     if (ev.type == GRPC_OP_COMPLETE) on_done(&d, (slot *)ev.tag, ev.success != 0);
   }

@@ -15,16 +15,23 @@ static void sleep_until(double t) {
   }
 }
 
-bool bench_next_op(shared *sh, long n) {
+bool bench_claim_op(shared *sh, long n, double *at) {
   const conf *cf = sh->cf;
+  *at = 0;
   if (atomic_load(&sh->stop)) return false;
   long ticket = atomic_fetch_add(&sh->issued, n);
   if (cf->count > 0 && ticket >= cf->count) return false;
   if (cf->rate > 0) {
-    double at = sh->t0 + (double)ticket / cf->rate;
-    if (cf->count == 0 && at >= sh->t0 + cf->duration_s) return false;
-    if (at > now_s()) sleep_until(at);
+    *at = sh->t0 + (double)ticket / cf->rate;
+    if (cf->count == 0 && *at >= sh->t0 + cf->duration_s) return false;
   }
+  return true;
+}
+
+bool bench_next_op(shared *sh, long n) {
+  double at;
+  if (!bench_claim_op(sh, n, &at)) return false;
+  if (at > now_s()) sleep_until(at);
   return true;
 }
 

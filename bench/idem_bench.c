@@ -5,9 +5,9 @@
  *              [--rate N] [--json]
  *
  * --concurrency callers each keep one operation in flight (closed loop) through --channels
- * gRPC channels. `pairs` and `replay` without --rate run on one thread and one completion
- * queue (bench_async.c, so the load generator takes less of the CPU it shares with what it
- * measures); the others run one thread per caller through libidem. An operation is:
+ * gRPC channels. `pairs` and `replay` run on one thread and one completion queue
+ * (bench_async.c, so the load generator takes less of the CPU it shares with what it
+ * measures); `storm` and `saga` run one thread per caller through libidem. An operation is:
  *   pairs   BeginStep + CompleteStep on a fresh key (the pair counts once)
  *   replay  BeginStep on a key finished beforehand (--keys of them, set up before timing)
  *   storm   all callers BeginStep the same key at once; the one that proceeds completes it;
@@ -41,9 +41,9 @@ void bench_count_error(shared *sh, int code) {
   atomic_fetch_add(&sh->errors[i], 1);
 }
 
-/* pairs and replay, closed loop: the single-threaded driver (bench_async.c) in caller 0. */
+/* pairs and replay: the single-threaded driver (bench_async.c) in caller 0. */
 static bool async_driver(const conf *cf) {
-  return cf->rate == 0 && (cf->w == W_PAIRS || cf->w == W_REPLAY);
+  return cf->w == W_PAIRS || cf->w == W_REPLAY;
 }
 
 static void *async_main(void *p) {
