@@ -64,6 +64,10 @@ long long h_sql_int(const char *sql, int nparams, const char *const *params);
 int h_raw_call(const char *addr, const char *method, const char *tenant, const void *req,
                size_t req_len, char *details, size_t details_len);
 
+/* A fingerprint of everything tenant t has stored (steps, sagas, labels, policies, audit):
+ * row counts plus a hash of every column. Equal before and after = nothing changed. */
+long long h_tenant_hash(const char *t);
+
 /* The value of one sample (exact name and labels, e.g. `idem_x_total{k="v"}`) on the
  * coordinator's /metrics at 127.0.0.1:port; -1 when absent (support_metrics.c). */
 double h_metric(int port, const char *series);

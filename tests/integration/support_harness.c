@@ -300,3 +300,20 @@ int h_raw_call(const char *addr, const char *method, const char *tenant, const v
   grpc_shutdown();
   return (int)status;
 }
+
+/* A fingerprint of everything tenant t has stored: rows and a hash of every column. */
+long long h_tenant_hash(const char *t) {
+  const char *p[] = {t};
+  return h_sql_int(
+      "select (select count(*) + coalesce(sum(hashtext(s::text)::bigint), 0) from idem_steps s"
+      " where tenant = $1)"
+      " + (select count(*) + coalesce(sum(hashtext(g::text)::bigint), 0) from idem_sagas g"
+      " where tenant = $1)"
+      " + (select count(*) + coalesce(sum(hashtext(l::text)::bigint), 0) from idem_saga_labels l"
+      " where tenant = $1)"
+      " + (select count(*) + coalesce(sum(hashtext(p::text)::bigint), 0) from idem_policies p"
+      " where tenant = $1)"
+      " + (select count(*) + coalesce(sum(hashtext(a::text)::bigint), 0) from idem_audit a"
+      " where tenant = $1)",
+      1, p);
+}

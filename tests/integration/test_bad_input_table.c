@@ -29,19 +29,6 @@ static void teardown(void) {
 
 TestSuite(bad_input_table, .init = setup, .fini = teardown, .timeout = 120);
 
-static long long tenant_hash(const char *t) {
-  const char *p[] = {t};
-  return h_sql_int(
-      "select (select count(*) + coalesce(sum(hashtext(s::text)::bigint), 0) from idem_steps s"
-      " where tenant = $1)"
-      " + (select count(*) + coalesce(sum(hashtext(g::text)::bigint), 0) from idem_sagas g"
-      " where tenant = $1)"
-      " + (select count(*) from idem_saga_labels where tenant = $1)"
-      " + (select count(*) + coalesce(sum(hashtext(p::text)::bigint), 0) from idem_policies p"
-      " where tenant = $1)"
-      " + (select count(*) from idem_audit where tenant = $1)",
-      1, p);
-}
 
 /* Sends req to /idem.v1.<method> as tenant (NULL = T), expects INVALID_ARGUMENT naming field. */
 static void bad_as(const char *tenant, const char *method, const char *what, pbuf *req,
@@ -268,14 +255,14 @@ Test(bad_input_table, every_bad_input_is_invalid_argument_naming_the_field_nothi
   idem_error e = {0};
   cr_assert_eq(idem_step_begin(C, &k, NULL, 0, 0, &b, &e), IDEM_OK, "%s", e.message);
   idem_begin_clear(&b);
-  long long before = tenant_hash(T);
+  long long before = h_tenant_hash(T);
 
   step_rpcs();
   saga_and_admin_rpcs();
 
   printf("bad inputs tried: %d\n", n_tried);
   cr_assert_geq(n_tried, 40);
-  cr_assert_eq(tenant_hash(T), before, "something was stored");
+  cr_assert_eq(h_tenant_hash(T), before, "something was stored");
   const char *p[] = {"a/b", "a b"};
   cr_assert_eq(h_sql_int("select count(*) from idem_steps where tenant in ($1, $2)", 2, p), 0);
   /* the live step is as it was, and a good request still works */

@@ -28,22 +28,6 @@ static void teardown(void) {
 
 TestSuite(isolation, .init = setup, .fini = teardown, .timeout = 120);
 
-/* A fingerprint of everything tenant t has stored: rows and a hash of every column. */
-static long long tenant_hash(const char *t) {
-  const char *p[] = {t};
-  return h_sql_int(
-      "select (select count(*) + coalesce(sum(hashtext(s::text)::bigint), 0) from idem_steps s"
-      " where tenant = $1)"
-      " + (select count(*) + coalesce(sum(hashtext(g::text)::bigint), 0) from idem_sagas g"
-      " where tenant = $1)"
-      " + (select count(*) + coalesce(sum(hashtext(l::text)::bigint), 0) from idem_saga_labels l"
-      " where tenant = $1)"
-      " + (select count(*) + coalesce(sum(hashtext(p::text)::bigint), 0) from idem_policies p"
-      " where tenant = $1)"
-      " + (select count(*) + coalesce(sum(hashtext(a::text)::bigint), 0) from idem_audit a"
-      " where tenant = $1)",
-      1, p);
-}
 
 static long long tenant_rows(const char *table, const char *t) {
   char sql[128];
@@ -127,7 +111,7 @@ Test(isolation, same_names_run_independently_and_no_rpc_crosses_tenants) {
   cr_assert_eq(idem_policy_set(A, &pa, NULL, &e), IDEM_OK, "%s", e.message);
   idem_policy pa2 = {"only-a", "op", IDEM_FAIL_OPEN, 3600, 4321, 0};
   cr_assert_eq(idem_policy_set(A, &pa2, NULL, &e), IDEM_OK, "%s", e.message);
-  long long before = tenant_hash(TA);
+  long long before = h_tenant_hash(TA);
   cr_assert_gt(tenant_rows("idem_audit", TA), 0);
 
   /* CompleteStep, ExtendLease, LookupStep, ResolveStep on A's in-progress step */
@@ -244,7 +228,7 @@ Test(isolation, same_names_run_independently_and_no_rpc_crosses_tenants) {
   cr_assert_null(strstr(stb.leader_address, TA));
 
   /* A's rows are untouched, and A still sees its own state */
-  cr_assert_eq(tenant_hash(TA), before, "tenant A's rows changed");
+  cr_assert_eq(h_tenant_hash(TA), before, "tenant A's rows changed");
   cr_assert_eq(idem_step_lookup(A, &held, &r, &e), IDEM_OK);
   cr_assert_eq(r.state, IDEM_STATE_IN_PROGRESS);
   cr_assert_eq(r.attempt, 1);
@@ -287,7 +271,7 @@ Test(isolation, compensation_and_takeover_stay_within_the_tenant) {
   cr_assert_eq(idem_step_begin(B, &fwd, NULL, 0, 1, &b, &e), IDEM_OK, "%s", e.message);
   cr_assert_eq(b.decision, IDEM_DECISION_PROCEED, "B's forward saw A's compensation");
   cr_assert_eq(b.attempt, 1);
-  long long a_before = tenant_hash(TA);
+  long long a_before = h_tenant_hash(TA);
   /* B's 1 ms lease expires: only B's own caller may take it over (attempt 2), A cannot see it */
   int64_t until = h_now_ms() + 5000;
   int rc;
@@ -300,6 +284,6 @@ Test(isolation, compensation_and_takeover_stay_within_the_tenant) {
   cr_assert_eq(b.attempt, 2);
   cr_assert_eq(idem_step_begin(A, &fwd, NULL, 0, 0, &b, &e), IDEM_OK);
   cr_assert_eq(b.decision, IDEM_DECISION_SKIP_ALREADY_COMPENSATED, "A's own tombstone decides");
-  cr_assert_eq(tenant_hash(TA), a_before);
+  cr_assert_eq(h_tenant_hash(TA), a_before);
   idem_begin_clear(&b);
 }
