@@ -7,5 +7,6 @@
 
 int64_t clock_wall_ms(void); /* CLOCK_REALTIME, milliseconds since the Unix epoch */
 int64_t clock_mono_ms(void); /* CLOCK_MONOTONIC, milliseconds; only differences mean anything */
+int64_t clock_mono_us(void); /* the same clock in microseconds */
 
 #endif
