@@ -19,7 +19,10 @@
 #include "../store/store.h"
 
 #define REAPER_INTERVAL_S_DEFAULT 60
-#define REAPER_BATCH_DEFAULT 200
+#define REAPER_BATCH_DEFAULT 100
+/* Between batches the reaper rests this many times as long as the batch took: at most 1/(1+4)
+ * of its time deleting. */
+#define REAPER_REST_FACTOR 4
 
 typedef struct reaper_config {
   store *(*open_store)(void *arg); /* the reaper's own store */
@@ -27,7 +30,7 @@ typedef struct reaper_config {
   int64_t interval_ms;      /* between rounds; > 0 */
   uint32_t batch;           /* rows per transaction; 0 = REAPER_BATCH_DEFAULT */
   int64_t pause_ms;         /* least rest between batches of one round; the rest is also at
-                             * least twice what the batch took (a duty cycle of at most 1/3) */
+                             * least REAPER_REST_FACTOR times what the batch took */
   int64_t store_timeout_ms; /* per batch; 0 = 2000 */
   bool (*is_leader)(void *arg); /* NULL = always */
   void *is_leader_arg;
