@@ -135,6 +135,12 @@ err_code pg__fence_sync(pg_store *s, int64_t deadline, err_t *err);
 err_code pg__batch_step_txn(pg_store *s, const step_key *key, int64_t deadline, store_step_fn fn,
                             void *arg, const audit_rec *audit, err_t *err);
 
+/* The batcher's multi-row pair read ($1..$4: tenant, global id, service, operation arrays)
+ * and the planner settings its connections run first (store_pg_batch.c; a test checks the
+ * read's generic plan). */
+extern const char pg__sql_batch_read[];
+extern const char pg__sql_batch_plan_settings[];
+
 /* The statements of one step transaction (store_pg.c), shared with the batcher. */
 extern const char pg__sql_pair_lock[];
 extern const char pg__sql_pair_read[];

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "store/store.h"
+#include "store/store_pg_internal.h"
 #include "util/clock.h"
 
 static const char *pg_url(void) {
@@ -300,4 +301,53 @@ Test(store_batch, the_audit_row_commits_with_its_step) {
   cr_assert_eq(sql_int("SELECT state FROM idem_steps WHERE tenant = $1", tenant), STATE_SUCCEEDED);
   store_close(st);
   store_batcher_stop(b);
+}
+
+/* Runs sql on c (no parameters); the result must be ok. Returns it (PQclear it). */
+static PGresult *run(PGconn *c, const char *sql) {
+  PGresult *r = PQexec(c, sql);
+  ExecStatusType s = PQresultStatus(r);
+  cr_assert(s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK, "%s: %s", sql, PQerrorMessage(c));
+  return r;
+}
+
+/* The batcher prepares its statements once per connection, and a prepared statement keeps its
+ * generic plan. A plan made while idem_steps is empty (a new deployment) must still probe the
+ * primary key for each pair: a join planned then scanned the table, or probed an index by
+ * tenant alone, on every batch as the table grew. Checked on an empty copy of the table (same
+ * indexes) in a schema of its own, with the batch connections' planner settings. */
+Test(store_batch, the_pair_read_planned_on_an_empty_table_probes_the_primary_key) {
+  PGconn *c = PQconnectdb(pg_url());
+  cr_assert_eq(PQstatus(c), CONNECTION_OK, "connect: %s", PQerrorMessage(c));
+  char schema[80], sql[512];
+  snprintf(schema, sizeof schema, "plan_%s", tenant);
+  for (char *p = schema; *p; p++)
+    if (*p == '-') *p = '_';
+  PQclear(run(c, "BEGIN"));
+  snprintf(sql, sizeof sql, "CREATE SCHEMA %s", schema);
+  PQclear(run(c, sql));
+  snprintf(sql, sizeof sql, "CREATE TABLE %s.idem_steps (LIKE public.idem_steps INCLUDING ALL)",
+           schema);
+  PQclear(run(c, sql));
+  snprintf(sql, sizeof sql, "SET LOCAL search_path = %s", schema);
+  PQclear(run(c, sql));
+  PQclear(run(c, "SET LOCAL plan_cache_mode = force_generic_plan"));
+  PQclear(run(c, pg__sql_batch_plan_settings));
+  PGresult *r = PQprepare(c, "batch_read", pg__sql_batch_read, 0, NULL);
+  cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "prepare: %s", PQerrorMessage(c));
+  PQclear(r);
+  r = run(c, "SELECT conname FROM pg_constraint WHERE conrelid = 'idem_steps'::regclass"
+             " AND contype = 'p'");
+  cr_assert_eq(PQntuples(r), 1);
+  char pkey[128];
+  snprintf(pkey, sizeof pkey, "\"Index Name\": \"%s\"", PQgetvalue(r, 0, 0));
+  PQclear(r);
+  r = run(c, "EXPLAIN (FORMAT JSON) EXECUTE batch_read('{t,t}', '{g1,g2}', '{s,s}', '{o,o}')");
+  const char *plan = PQgetvalue(r, 0, 0);
+  cr_assert_not_null(strstr(plan, pkey), "the pair read does not probe %s:\n%s", pkey, plan);
+  cr_assert_null(strstr(plan, "Seq Scan"), "the pair read scans the table:\n%s", plan);
+  cr_assert_null(strstr(plan, "Hash"), "the pair read hashes:\n%s", plan);
+  PQclear(r);
+  PQclear(run(c, "ROLLBACK"));
+  PQfinish(c);
 }
