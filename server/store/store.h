@@ -234,7 +234,10 @@ err_code store_pg_fence_read(const char *conninfo, int64_t deadline, uint64_t *e
  * stays on). A pair is never in two batches at once, so per pair, transactions commit one at a
  * time and in queue order. Locks are taken in key order; a serialization failure or deadlock
  * re-runs the whole batch (the callbacks start from scratch, as store_step_fn allows). The
- * batch runs until the earliest deadline among its transactions. */
+ * batch runs until the earliest deadline among its transactions. The first connection runs
+ * every batch while it keeps up; the others take queued work only while every connection
+ * before them has been busy with one batch for help_after_us (a stalled batch does not hold
+ * up the queue behind it). */
 
 /* Called on a batcher thread after a batch committed, once per step transaction in it, with
  * the pair as it now is in the database (records borrowed: copy what you keep) and the epoch
@@ -244,6 +247,8 @@ typedef void (*store_commit_fn)(void *arg, uint64_t epoch, const step_pair *afte
 typedef struct store_batcher_cfg {
   const char *conninfo;          /* copied */
   int conns;                     /* connections and threads; 0 = 2 */
+  int64_t help_after_us;         /* thread i > 0 takes work only once threads 0..i-1 have each
+                                  * been busy with one batch this long; 0 = 10,000 */
   int max_batch;                 /* step transactions per batch; 0 = 64 */
   const _Atomic uint64_t *epoch; /* fencing source (borrowed), NULL = unfenced */
   store_commit_fn on_commit;     /* may be NULL */

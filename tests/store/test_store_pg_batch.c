@@ -351,3 +351,93 @@ Test(store_batch, the_pair_read_planned_on_an_empty_table_probes_the_primary_key
   PQclear(run(c, "ROLLBACK"));
   PQfinish(c);
 }
+
+/* One step transaction on its own thread (bump_fn), for a batch that waits on a lock. */
+typedef struct stuck_call {
+  store *st;
+  step_key key;
+  err_code rc;
+  atomic_int done;
+} stuck_call;
+
+static void *run_stuck(void *arg) {
+  stuck_call *sc = arg;
+  uint64_t seen = 0;
+  err_t e;
+  sc->rc = store_step_txn(sc->st, &sc->key, clock_mono_ms() + 30000, bump_fn, &seen, &e);
+  atomic_store(&sc->done, 1);
+  return NULL;
+}
+
+typedef struct free_calls {
+  store_batcher *b;
+  int ok;
+  atomic_int done;
+} free_calls;
+
+static void *run_free(void *arg) {
+  free_calls *fc = arg;
+  store *st = store_pg_open(pg_url());
+  store_pg_set_batcher(st, fc->b);
+  for (int i = 0; i < 5; i++) {
+    char gid[32];
+    snprintf(gid, sizeof gid, "free-%d", i);
+    step_key key = mkkey(gid);
+    uint64_t seen = 0;
+    err_t e;
+    err_code rc = store_step_txn(st, &key, clock_mono_ms() + 20000, bump_fn, &seen, &e);
+    if (rc == ERR_OK || rc == ERR_ABORTED) fc->ok++;
+  }
+  store_close(st);
+  atomic_store(&fc->done, 1);
+  return NULL;
+}
+
+/* The first connection runs every batch while it keeps up; when its batch is stalled (here:
+ * waiting for a pair lock another session holds), the second connection takes the queue after
+ * help_after_us, and the stalled caller still gets its answer once the lock is released. With
+ * a single connection the free pairs would wait for the lock too. */
+Test(store_batch, a_stalled_batch_does_not_hold_up_other_pairs) {
+  store_batcher_cfg cfg = {.conninfo = pg_url(), .conns = 2, .help_after_us = 20000};
+  err_t e;
+  store_batcher *b = store_batcher_start(&cfg, &e);
+  cr_assert_not_null(b, "%s", e.msg);
+  PGconn *holder = PQconnectdb(pg_url());
+  cr_assert_eq(PQstatus(holder), CONNECTION_OK, "connect: %s", PQerrorMessage(holder));
+  stuck_call sc = {.st = store_pg_open(pg_url()), .key = mkkey("stuck")};
+  store_pg_set_batcher(sc.st, b);
+  const char *kp[] = {sc.key.tenant, sc.key.global_id, sc.key.service, sc.key.operation};
+  PGresult *r = PQexecParams(holder,
+                             "SELECT pg_advisory_lock(hashtextextended($1 || E'\\x1f' || $2 ||"
+                             " E'\\x1f' || $3 || E'\\x1f' || $4, 0))",
+                             4, NULL, kp, NULL, NULL, 0);
+  cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "lock: %s", PQerrorMessage(holder));
+  PQclear(r);
+
+  pthread_t ts, tf;
+  cr_assert_eq(pthread_create(&ts, NULL, run_stuck, &sc), 0);
+  /* until the stalled batch waits for the lock */
+  int64_t give_up = clock_mono_ms() + 10000;
+  while (sql_int("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
+                 NULL) < 1) {
+    cr_assert_lt(clock_mono_ms(), give_up, "the batch never waited for the lock");
+    usleep(10000);
+  }
+  free_calls fc = {.b = b};
+  cr_assert_eq(pthread_create(&tf, NULL, run_free, &fc), 0);
+  give_up = clock_mono_ms() + 10000;
+  while (!atomic_load(&fc.done) && clock_mono_ms() < give_up) usleep(10000);
+  bool free_done = atomic_load(&fc.done);
+  bool stuck_early = atomic_load(&sc.done);
+
+  PQclear(PQexec(holder, "SELECT pg_advisory_unlock_all()"));
+  pthread_join(tf, NULL);
+  pthread_join(ts, NULL);
+  PQfinish(holder);
+  store_close(sc.st);
+  store_batcher_stop(b);
+  cr_assert(free_done, "the free pairs waited for the stalled batch");
+  cr_assert_eq(fc.ok, 5);
+  cr_assert_not(stuck_early, "the stalled transaction finished while the lock was held");
+  cr_assert(sc.rc == ERR_OK || sc.rc == ERR_ABORTED, "the stalled transaction: %d", sc.rc);
+}
