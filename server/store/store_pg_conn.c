@@ -272,9 +272,7 @@ err_code pg__sql_error(pg_store *s, const PGresult *r, err_t *err) {
   return err_set(err, ERR_INTERNAL, "store error: %s", reason);
 }
 
-err_code pg__exec(pg_store *s, const char *sql, const pg_params *p, int64_t deadline,
-                  PGresult **out, err_t *err) {
-  if (out) *out = NULL;
+err_code pg__round_trip_start(pg_store *s, int64_t deadline, err_t *err) {
   s->retry = PG_RETRY_NONE;
   s->sqlstate[0] = '\0';
   if (!s->conn) {
@@ -288,29 +286,49 @@ err_code pg__exec(pg_store *s, const char *sql, const pg_params *p, int64_t dead
       return err_set(err, ERR_UNAVAILABLE, "store timeout");
     return pg__timeout(s, false, err); /* dropping the connection rolls the transaction back */
   }
-  PGconn *c = s->conn;
   s->call_stmts++;
-  int n = p ? p->n : 0;
-  if (!PQsendQueryParams(c, sql, n, NULL, p ? p->values : NULL, p ? p->lengths : NULL,
-                         p ? p->formats : NULL, 1))
-    return pg__lost(s, err);
-  for (;;) { /* flush the request */
+  return ERR_OK;
+}
+
+err_code pg__flush(pg_store *s, int64_t deadline, err_t *err) {
+  PGconn *c = s->conn;
+  for (;;) {
     int f = PQflush(c);
-    if (f == 0) break;
+    if (f == 0) return ERR_OK;
     if (f < 0) return pg__lost(s, err);
     int w = pg__wait_fd(PQsocket(c), true, deadline);
     if (w == 0) return pg__timeout(s, true, err);
     if (w < 0 || !PQconsumeInput(c)) return pg__lost(s, err);
   }
+}
+
+err_code pg__await(pg_store *s, int64_t deadline, err_t *err) {
+  PGconn *c = s->conn;
+  while (PQisBusy(c)) {
+    int w = pg__wait_fd(PQsocket(c), false, deadline);
+    if (w == 0) return pg__timeout(s, true, err);
+    if (w < 0 || !PQconsumeInput(c)) return pg__lost(s, err);
+  }
+  return ERR_OK;
+}
+
+err_code pg__exec(pg_store *s, const char *sql, const pg_params *p, int64_t deadline,
+                  PGresult **out, err_t *err) {
+  if (out) *out = NULL;
+  err_code rc = pg__round_trip_start(s, deadline, err);
+  if (rc != ERR_OK) return rc;
+  PGconn *c = s->conn;
+  int n = p ? p->n : 0;
+  if (!PQsendQueryParams(c, sql, n, NULL, p ? p->values : NULL, p ? p->lengths : NULL,
+                         p ? p->formats : NULL, 1))
+    return pg__lost(s, err);
+  if ((rc = pg__flush(s, deadline, err)) != ERR_OK) return rc;
   PGresult *ok = NULL, *bad = NULL;
   for (;;) {
-    while (PQisBusy(c)) {
-      int w = pg__wait_fd(PQsocket(c), false, deadline);
-      if (w <= 0 || !PQconsumeInput(c)) {
-        PQclear(ok);
-        PQclear(bad);
-        return w == 0 ? pg__timeout(s, true, err) : pg__lost(s, err);
-      }
+    if ((rc = pg__await(s, deadline, err)) != ERR_OK) {
+      PQclear(ok);
+      PQclear(bad);
+      return rc;
     }
     PGresult *r = PQgetResult(c);
     if (!r) break;
@@ -328,7 +346,7 @@ err_code pg__exec(pg_store *s, const char *sql, const pg_params *p, int64_t dead
     }
   }
   if (bad || !ok) {
-    err_code rc = bad ? pg__sql_error(s, bad, err) : pg__lost(s, err);
+    rc = bad ? pg__sql_error(s, bad, err) : pg__lost(s, err);
     PQclear(ok);
     PQclear(bad);
     return rc;

@@ -88,6 +88,13 @@ int pg__wait_fd(int fd, bool wr, int64_t deadline);
 err_code pg__timeout(pg_store *s, bool cancel, err_t *err);
 err_code pg__lost(pg_store *s, err_t *err);
 err_code pg__sql_error(pg_store *s, const PGresult *r, err_t *err);
+/* The start of every round trip (pg__exec, pg__pipeline): clears s->retry and s->sqlstate,
+ * reconnects a connection dropped earlier in the call, refuses a passed deadline (dropping the
+ * connection when a transaction is open) and counts the statement. Then pg__flush sends what
+ * libpq buffered and pg__await waits until a result can be read without blocking. */
+err_code pg__round_trip_start(pg_store *s, int64_t deadline, err_t *err);
+err_code pg__flush(pg_store *s, int64_t deadline, err_t *err);
+err_code pg__await(pg_store *s, int64_t deadline, err_t *err);
 
 /* One statement of a pipeline: sql and params in; res out (TUPLES_OK or COMMAND_OK). With
  * name set: prepare sql under name (when prepare) or run the statement prepared as name. */

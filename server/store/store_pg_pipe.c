@@ -3,7 +3,6 @@
  * group commit (store_pg_batch.c). */
 #include <string.h>
 
-#include "../util/clock.h"
 #include "store_pg_internal.h"
 
 static void clear_all(pg_stmt *st, int n) {
@@ -11,17 +10,6 @@ static void clear_all(pg_stmt *st, int n) {
     PQclear(st[i].res);
     st[i].res = NULL;
   }
-}
-
-/* Waits until a result can be read without blocking. ERR_OK, or the connection is gone. */
-static err_code wait_result(pg_store *s, int64_t deadline, err_t *err) {
-  PGconn *c = s->conn;
-  while (PQisBusy(c)) {
-    int w = pg__wait_fd(PQsocket(c), false, deadline);
-    if (w == 0) return pg__timeout(s, true, err);
-    if (w < 0 || !PQconsumeInput(c)) return pg__lost(s, err);
-  }
-  return ERR_OK;
 }
 
 /* Sends every statement and the sync, and flushes. */
@@ -43,38 +31,19 @@ static err_code send_all(pg_store *s, pg_stmt *st, int n, int64_t deadline, err_
     if (!ok) return pg__lost(s, err);
   }
   if (PQpipelineSync(c) != 1) return pg__lost(s, err);
-  for (;;) {
-    int f = PQflush(c);
-    if (f == 0) return ERR_OK;
-    if (f < 0) return pg__lost(s, err);
-    int w = pg__wait_fd(PQsocket(c), true, deadline);
-    if (w == 0) return pg__timeout(s, true, err);
-    if (w < 0 || !PQconsumeInput(c)) return pg__lost(s, err);
-  }
+  return pg__flush(s, deadline, err);
 }
 
 err_code pg__pipeline(pg_store *s, pg_stmt *st, int n, int64_t deadline, err_t *err) {
   for (int i = 0; i < n; i++) st[i].res = NULL;
-  s->retry = PG_RETRY_NONE;
-  s->sqlstate[0] = '\0';
-  if (!s->conn) {
-    s->conn_reused = false;
-    err_code rc = pg__connect(s, deadline, err);
-    if (rc != ERR_OK) return rc;
-  }
-  if (clock_mono_ms() >= deadline) {
-    if (PQtransactionStatus(s->conn) == PQTRANS_IDLE)
-      return err_set(err, ERR_UNAVAILABLE, "store timeout");
-    return pg__timeout(s, false, err);
-  }
-  s->call_stmts++;
-  err_code rc = send_all(s, st, n, deadline, err);
+  err_code rc = pg__round_trip_start(s, deadline, err);
+  if (rc == ERR_OK) rc = send_all(s, st, n, deadline, err);
   if (rc != ERR_OK) return rc;
 
   PGresult *bad = NULL; /* the first error result */
   for (int i = 0; i < n; i++) {
     for (;;) { /* a statement's results, then NULL */
-      if ((rc = wait_result(s, deadline, err)) != ERR_OK) goto fail;
+      if ((rc = pg__await(s, deadline, err)) != ERR_OK) goto fail;
       PGresult *r = PQgetResult(s->conn);
       if (!r) break;
       ExecStatusType es = PQresultStatus(r);
@@ -88,7 +57,7 @@ err_code pg__pipeline(pg_store *s, pg_stmt *st, int n, int64_t deadline, err_t *
     }
   }
   for (;;) { /* the sync */
-    if ((rc = wait_result(s, deadline, err)) != ERR_OK) goto fail;
+    if ((rc = pg__await(s, deadline, err)) != ERR_OK) goto fail;
     PGresult *r = PQgetResult(s->conn);
     if (!r) continue;
     bool sync = PQresultStatus(r) == PGRES_PIPELINE_SYNC;
