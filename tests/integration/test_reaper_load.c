@@ -146,8 +146,8 @@ Test(reaper_load, begin_p99_while_reaping_100k_rows, .timeout = 240) {
   h_sleep_ms(1000); /* warm-up, not measured */
 
   /* The database's clock in ms, and the same instant on the monotonic clock. */
-  int64_t wall = h_sql_int("SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint", 0,
-                           NULL);
+  int64_t wall =
+      h_sql_int("SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint", 0, NULL);
   int64_t mono = h_now_ms();
   char now_s[32], first_s[32], gap_s[32], band_s[32];
   snprintf(now_s, sizeof now_s, "%lld", (long long)wall);
@@ -155,13 +155,14 @@ Test(reaper_load, begin_p99_while_reaping_100k_rows, .timeout = 240) {
   snprintf(gap_s, sizeof gap_s, "%d", GAP_MS);
   snprintf(band_s, sizeof band_s, "%d", BAND);
   const char *p[] = {dead, now_s, first_s, gap_s, band_s};
-  h_sql_int("INSERT INTO idem_steps (tenant, global_id, service, operation, phase, state, attempt,"
-            " outcome, code, body, completed_ms, created_ms, updated_ms, expires_ms)"
-            " SELECT $1, 'g-' || i, 'payment', 'charge', 1, 2, 1, 1, 200, '\\x7b7d'::bytea,"
-            " $2::bigint - 60000, $2::bigint - 60000, $2::bigint - 60000,"
-            " $2::bigint + $3::bigint + ((i - 1) / $5::int) * $4::bigint"
-            " FROM generate_series(1, 100000) i",
-            5, p);
+  h_sql_int(
+      "INSERT INTO idem_steps (tenant, global_id, service, operation, phase, state, attempt,"
+      " outcome, code, body, completed_ms, created_ms, updated_ms, expires_ms)"
+      " SELECT $1, 'g-' || i, 'payment', 'charge', 1, 2, 1, 1, 200, '\\x7b7d'::bytea,"
+      " $2::bigint - 60000, $2::bigint - 60000, $2::bigint - 60000,"
+      " $2::bigint + $3::bigint + ((i - 1) / $5::int) * $4::bigint"
+      " FROM generate_series(1, 100000) i",
+      5, p);
   printf("inserted %d rows (%d bands, the first expiring in %d s) in %lld ms\n", ROWS, BANDS,
          FIRST_MS / 1000, (long long)(h_now_ms() - mono));
   h_sql_int("VACUUM ANALYZE idem_steps", 0, NULL);
@@ -187,9 +188,10 @@ Test(reaper_load, begin_p99_while_reaping_100k_rows, .timeout = 240) {
   double pb = p99_ms(base_us, nb), pr = p99_ms(reap_us, nr);
   printf("BeginStep p99 without reaping: %.2f ms (%d calls in %lld ms, %d windows)\n", pb, nb,
          (long long)ms_in[PH_BASE], windows[PH_BASE]);
-  printf("BeginStep p99 while reaping:   %.2f ms (%d calls in %lld ms, %d windows; %d rows"
-         " reaped)\n",
-         pr, nr, (long long)ms_in[PH_REAP], windows[PH_REAP], ROWS);
+  printf(
+      "BeginStep p99 while reaping:   %.2f ms (%d calls in %lld ms, %d windows; %d rows"
+      " reaped)\n",
+      pr, nr, (long long)ms_in[PH_REAP], windows[PH_REAP], ROWS);
   printf("errors: %d\n", atomic_load(&n_errors));
   cr_assert_gt(nb, 100);
   cr_assert_gt(nr, 10, "too few calls while reaping to measure");
