@@ -148,11 +148,24 @@ static const char *const m4_sql[] = {
     NULL,
 };
 
+/* Version 5 (throughput, issue 7): two indexes of version 1 that nothing reads any more, and
+ * that every step write paid for (each Begin inserts a row, each Complete writes a new row
+ * version in every index: the state changes). ListSteps uses idem_steps_list_state_idx (and
+ * filters updated_ms there), the reaper idem_steps_reap_idx; no statement looks steps up by
+ * expiry alone. Measured on pairs at 64 in flight: 1,430 bytes of WAL per pair with them, 1,210
+ * without. */
+static const char *const m5_sql[] = {
+    "DROP INDEX IF EXISTS idem_steps_state_idx",
+    "DROP INDEX IF EXISTS idem_steps_expires_idx",
+    NULL,
+};
+
 static const migration migrations[] = {
     {1, m1_sql},
     {2, m2_sql},
     {3, m3_sql}, /* version 2 (policies) may sit before it: each version applies on its own */
     {4, m4_sql}, /* fencing (issue 4): after 2 and 3, whose tables it guards */
+  {5, m5_sql}, /* throughput (issue 7): unused indexes of version 1 */
 };
 
 /* Applies one migration unless it is recorded; returns ERR_OK either way. */
