@@ -38,6 +38,16 @@ typedef struct store_batcher store_batcher; /* group commit (issue 7), below */
  * during the call; anything fn wants to keep it copies into its own arg. */
 typedef err_code (*store_step_fn)(void *arg, const step_pair *cur, step_writes *w, err_t *err);
 
+/* The answer of a step transaction submitted without waiting (step_txn_submit,
+ * store_batcher_submit): the same rc and err as step_txn would have returned (err is NULL when
+ * rc is ERR_OK). Runs on a batcher thread, holding none of the batcher's locks; it may take its
+ * time, but the batcher's next batch waits for it. */
+typedef void (*store_step_done_fn)(void *arg, err_code rc, const err_t *err);
+
+/* By default at most this many submitted step transactions wait for a batch (per batcher);
+ * more are refused. */
+#define STORE_BATCH_QUEUE_MAX 4096
+
 typedef struct store_ops {
   int version; /* STORE_OPS_VERSION */
 
@@ -49,8 +59,8 @@ typedef struct store_ops {
 
   /* One transaction over the step pair of key (tenant, global_id, service, operation; the
    * phase is ignored): lock the pair, read both records, call fn, write, commit. */
-  err_code (*step_txn)(store *s, const step_key *key, int64_t deadline, store_step_fn fn,
-                       void *arg, err_t *err);
+  err_code (*step_txn)(store *s, const step_key *key, int64_t deadline, store_step_fn fn, void *arg,
+                       err_t *err);
 
   /* Fills an owned record (out->present == false when there is none). Never ERR_NOT_FOUND. */
   err_code (*lookup_step)(store *s, const step_key *key, int64_t deadline, step_rec *out,
@@ -107,13 +117,22 @@ typedef struct store_ops {
 
   /* One short transaction: deletes at most limit finished steps past their retention (never
    * IN_PROGRESS or UNKNOWN; rows locked by a running step transaction are skipped). */
-  err_code (*reap_steps)(store *s, uint32_t limit, int64_t deadline, uint64_t *deleted,
-                         err_t *err);
+  err_code (*reap_steps)(store *s, uint32_t limit, int64_t deadline, uint64_t *deleted, err_t *err);
 
   /* One short transaction: deletes at most limit saga rows past their retention (their
    * labels go with them; their steps are reaped on their own retention). */
-  err_code (*reap_sagas)(store *s, uint32_t limit, int64_t deadline, uint64_t *deleted,
-                         err_t *err);
+  err_code (*reap_sagas)(store *s, uint32_t limit, int64_t deadline, uint64_t *deleted, err_t *err);
+
+  /* throughput (issue 7) */
+
+  /* step_txn without waiting: queues it and returns. ERR_OK: done(done_arg, ...) runs exactly
+   * once, later, on another thread, with step_txn's answer; key, and whatever fn and done read,
+   * must stay valid until then. Otherwise nothing was queued and done never runs:
+   * ERR_UNIMPLEMENTED (this store cannot), ERR_RESOURCE (too many waiting) or
+   * ERR_UNAVAILABLE (stopping). Unlike every other call, safe from any thread at any time.
+   * NULL in a backend that never can. */
+  err_code (*step_txn_submit)(store *s, const step_key *key, int64_t deadline, store_step_fn fn,
+                              void *arg, store_step_done_fn done, void *done_arg, err_t *err);
 } store_ops;
 
 /* Every backend's handle starts with this. */
@@ -130,6 +149,13 @@ static inline err_code store_ping(store *s, int64_t deadline, err_t *err) {
 static inline err_code store_step_txn(store *s, const step_key *key, int64_t deadline,
                                       store_step_fn fn, void *arg, err_t *err) {
   return s->ops->step_txn(s, key, deadline, fn, arg, err);
+}
+static inline err_code store_step_txn_submit(store *s, const step_key *key, int64_t deadline,
+                                             store_step_fn fn, void *arg, store_step_done_fn done,
+                                             void *done_arg, err_t *err) {
+  if (!s->ops->step_txn_submit)
+    return err_set(err, ERR_UNIMPLEMENTED, "store: cannot run a step transaction unwaited");
+  return s->ops->step_txn_submit(s, key, deadline, fn, arg, done, done_arg, err);
 }
 static inline err_code store_lookup_step(store *s, const step_key *key, int64_t deadline,
                                          step_rec *out, err_t *err) {
@@ -159,8 +185,7 @@ static inline err_code store_list_audit(store *s, const char *tenant, const char
                                         audit_list *out, err_t *err) {
   return s->ops->list_audit(s, tenant, global_id, before_id, limit, deadline, out, err);
 }
-static inline err_code store_count_steps(store *s, int64_t deadline, step_counts *out,
-                                         err_t *err) {
+static inline err_code store_count_steps(store *s, int64_t deadline, step_counts *out, err_t *err) {
   return s->ops->count_steps(s, deadline, out, err);
 }
 
@@ -171,8 +196,8 @@ static inline err_code store_policy_put(store *s, const char *tenant, const poli
   return s->ops->policy_put(s, tenant, p, only_if_absent, deadline, written, out, err);
 }
 static inline err_code store_policy_delete(store *s, const char *tenant, const char *service,
-                                           const char *operation, int64_t deadline,
-                                           bool *deleted, err_t *err) {
+                                           const char *operation, int64_t deadline, bool *deleted,
+                                           err_t *err) {
   return s->ops->policy_delete(s, tenant, service, operation, deadline, deleted, err);
 }
 static inline err_code store_policy_list(store *s, const char *tenant, int64_t deadline,
@@ -222,8 +247,7 @@ err_code store_pg_fence_raise(const char *conninfo, uint64_t epoch, int64_t dead
                               bool *superseded, err_t *err);
 
 /* Reads idem_fence's epoch (0 when the row is missing). */
-err_code store_pg_fence_read(const char *conninfo, int64_t deadline, uint64_t *epoch,
-                             err_t *err);
+err_code store_pg_fence_read(const char *conninfo, int64_t deadline, uint64_t *epoch, err_t *err);
 
 /* --- group commit (issue 7, store_pg_batch.c) ---
  * A batcher owns a few connections of its own (one thread each). Step transactions of every
@@ -250,6 +274,7 @@ typedef struct store_batcher_cfg {
   int64_t help_after_us;         /* thread i > 0 takes work only once threads 0..i-1 have each
                                   * been busy with one batch this long; 0 = 10,000 */
   int max_batch;                 /* step transactions per batch; 0 = 64 */
+  int queue_max;                 /* submitted ones waiting; 0 = STORE_BATCH_QUEUE_MAX */
   const _Atomic uint64_t *epoch; /* fencing source (borrowed), NULL = unfenced */
   store_commit_fn on_commit;     /* may be NULL */
   void *on_commit_arg;
@@ -262,8 +287,16 @@ store_batcher *store_batcher_start(const store_batcher_cfg *cfg, err_t *err);
  * the connections and frees b. Stores attached to b must not be used afterwards. */
 void store_batcher_stop(store_batcher *b);
 
-/* Makes a PostgreSQL store run its step transactions (step_txn, step_txn_audit) through b; its
- * other calls keep using its own connection. Set before use. */
+/* step_txn_submit on b (a PostgreSQL store's step_txn_submit when b is its batcher): done
+ * runs on a batcher thread after the batch that carried the transaction committed or failed,
+ * or when b stops ("store stopping"); ERR_RESOURCE when queue_max are waiting. */
+err_code store_batcher_submit(store_batcher *b, const step_key *key, int64_t deadline,
+                              store_step_fn fn, void *arg, store_step_done_fn done, void *done_arg,
+                              err_t *err);
+
+/* Makes a PostgreSQL store run its step transactions (step_txn, step_txn_audit,
+ * step_txn_submit) through b; its other calls keep using its own connection. Set before use.
+ * Without a batcher, step_txn_submit answers ERR_UNIMPLEMENTED. */
 void store_pg_set_batcher(store *s, store_batcher *b);
 
 typedef struct store_batch_stats {

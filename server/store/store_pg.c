@@ -124,7 +124,8 @@ static err_code write_step(pg_store *s, const step_key *key, const step_rec *r, 
   pg_params p;
   pg__write_params(&p, key, r);
   PGresult *res = NULL;
-  err_code rc = pg__exec(s, exists ? pg__sql_step_update : pg__sql_step_insert, &p, deadline, &res, err);
+  err_code rc =
+      pg__exec(s, exists ? pg__sql_step_update : pg__sql_step_insert, &p, deadline, &res, err);
   if (rc != ERR_OK) return rc;
   bool one = strcmp(PQcmdTuples(res), "1") == 0;
   PQclear(res);
@@ -182,8 +183,8 @@ static err_code step_txn_once(pg_store *s, const step_key *key, int64_t deadline
   return pg__exec(s, "COMMIT", NULL, deadline, NULL, err);
 }
 
-err_code pg__step_txn(store *st, const step_key *key, int64_t deadline, store_step_fn fn,
-                     void *arg, const audit_rec *audit, err_t *err) {
+err_code pg__step_txn(store *st, const step_key *key, int64_t deadline, store_step_fn fn, void *arg,
+                      const audit_rec *audit, err_t *err) {
   pg_store *s = (pg_store *)st;
   if (s->batcher) return pg__batch_step_txn(s, key, deadline, fn, arg, audit, err); /* issue 7 */
   err_code rc = ERR_OK, fn_rc = ERR_OK;
@@ -220,6 +221,16 @@ err_code pg__step_txn(store *st, const step_key *key, int64_t deadline, store_st
 static err_code pg_step_txn(store *st, const step_key *key, int64_t deadline, store_step_fn fn,
                             void *arg, err_t *err) {
   return pg__step_txn(st, key, deadline, fn, arg, NULL, err);
+}
+
+/* issue 7: only through the batcher (which is thread-safe; this store's connection is not
+ * touched, so any thread may call it). */
+static err_code pg_step_txn_submit(store *st, const step_key *key, int64_t deadline,
+                                   store_step_fn fn, void *arg, store_step_done_fn done,
+                                   void *done_arg, err_t *err) {
+  store_batcher *b = ((pg_store *)st)->batcher;
+  if (!b) return err_set(err, ERR_UNIMPLEMENTED, "store: no group commit");
+  return store_batcher_submit(b, key, deadline, fn, arg, done, done_arg, err);
 }
 
 static err_code pg_lookup_step(store *st, const step_key *key, int64_t deadline, step_rec *out,
@@ -269,6 +280,8 @@ static const store_ops pg_ops = {
     .policy_list = pg__policy_list,
     .reap_steps = pg__reap_steps,
     .reap_sagas = pg__reap_sagas,
+    /* throughput (issue 7): store_pg_batch.c */
+    .step_txn_submit = pg_step_txn_submit,
 };
 
 store *store_pg_open(const char *conninfo) {

@@ -38,9 +38,12 @@ static const char SQL_LOCK_MANY[] =
  * it whatever the table's statistics (a plain join, planned while the table was empty, probed
  * idem_steps_list_state_idx by tenant alone and filtered every row of the tenant). */
 const char pg__sql_batch_read[] =
-    "SELECT k.i, n.now_ms, " PG_STEP_COLS " FROM " UNNEST_KEYS " WITH ORDINALITY AS k(t, g, s, o, i)"
-    " CROSS JOIN (SELECT " PG_NOW_MS " AS now_ms) n"
-    " LEFT JOIN LATERAL (SELECT " PG_STEP_COLS " FROM idem_steps r WHERE r.tenant = k.t"
+    "SELECT k.i, n.now_ms, " PG_STEP_COLS " FROM " UNNEST_KEYS
+    " WITH ORDINALITY AS k(t, g, s, o, i)"
+    " CROSS JOIN (SELECT " PG_NOW_MS
+    " AS now_ms) n"
+    " LEFT JOIN LATERAL (SELECT " PG_STEP_COLS
+    " FROM idem_steps r WHERE r.tenant = k.t"
     " AND r.global_id = k.g AND r.service = k.s AND r.operation = k.o ORDER BY r.phase) st ON true"
     " ORDER BY k.i, st.phase";
 
@@ -69,7 +72,8 @@ static const char SQL_UPSERT_MANY[] =
 #define BT_MAX_CONNS 16
 #define BT_MAX_BATCH 256
 
-/* One queued step transaction (on its caller's stack). */
+/* One queued step transaction: on its caller's stack (a blocking caller, woken through cv), or
+ * allocated by store_batcher_submit (on_done set, freed after on_done ran). */
 typedef struct bt_item {
   struct bt_item *next;
   const step_key *key;
@@ -77,7 +81,9 @@ typedef struct bt_item {
   store_step_fn fn;
   void *arg;
   const audit_rec *audit;
-  pthread_cond_t cv; /* signalled (under the batcher's mutex) when done */
+  store_step_done_fn on_done; /* NULL: a blocking caller */
+  void *done_arg;
+  pthread_cond_t cv; /* blocking callers: signalled (under the batcher's mutex) when done */
   bool done;
   err_code rc; /* the answer */
   err_t err;
@@ -93,14 +99,14 @@ typedef struct bt_thread {
   store_batcher *b;
   pthread_t thread;
   bool started;
-  int index;       /* 0: the first thread; the others help (see help_wait) */
+  int index;             /* 0: the first thread; the others help (see help_wait) */
   int64_t busy_since_us; /* when its batch in progress started (under b->mu, with n > 0) */
-  store *conn;     /* a pg_store of its own */
-  bt_item **items; /* the batch in progress (read by other threads under b->mu) */
+  store *conn;           /* a pg_store of its own */
+  bt_item **items;       /* the batch in progress (read by other threads under b->mu) */
   int n;
-  PGresult *read;    /* the batch's pair read (records of the items borrow from it) */
-  pg_stmt *stmts;    /* scratch: 4 + max_batch statements */
-  pg_params *params; /* scratch: 2 + max_batch parameter sets */
+  PGresult *read;     /* the batch's pair read (records of the items borrow from it) */
+  pg_stmt *stmts;     /* scratch: 4 + max_batch statements */
+  pg_params *params;  /* scratch: 2 + max_batch parameter sets */
   pg_arr arr[N_COLS]; /* scratch: the multi-row statements' arrays */
 } bt_thread;
 
@@ -110,6 +116,8 @@ struct store_batcher {
   pthread_cond_t help_cv; /* work queued while thread 0 is busy, or stopping (monotonic) */
   int64_t help_after_us;
   bt_item *head, *tail;
+  int queued_async; /* submitted items in the queue (at most queue_max) */
+  int queue_max;
   bool stopping;
   int max_batch;
   int n_threads;
@@ -163,18 +171,37 @@ static void collect(store_batcher *b, bt_thread *t) {
         b->head = next;
       if (b->tail == it) b->tail = prev;
       it->next = NULL;
+      if (it->on_done) b->queued_async--;
       t->items[t->n++] = it;
     }
     it = next;
   }
 }
 
-/* Wakes every caller of t's batch and releases its pairs. */
+/* Gives each submitted item of list (linked by next) its answer, outside b->mu, and frees it. */
+static void run_done(bt_item *list) {
+  while (list) {
+    bt_item *next = list->next;
+    list->on_done(list->done_arg, list->rc, list->rc == ERR_OK ? NULL : &list->err);
+    free(list);
+    list = next;
+  }
+}
+
+/* Wakes every blocking caller of t's batch, releases its pairs, then answers its submitted
+ * items. */
 static void finish(store_batcher *b, bt_thread *t) {
+  bt_item *submitted = NULL, **last = &submitted;
   pthread_mutex_lock(&b->mu);
   for (int i = 0; i < t->n; i++) {
-    t->items[i]->done = true;
-    pthread_cond_signal(&t->items[i]->cv);
+    bt_item *it = t->items[i];
+    if (it->on_done) { /* in batch order */
+      *last = it;
+      last = &it->next;
+      continue;
+    }
+    it->done = true; /* the caller may return (and its item vanish) from here on */
+    pthread_cond_signal(&it->cv);
   }
   bool skipped = b->head != NULL; /* items may have waited for these pairs */
   t->n = 0;
@@ -183,6 +210,7 @@ static void finish(store_batcher *b, bt_thread *t) {
     pthread_cond_broadcast(&b->help_cv);
   }
   pthread_mutex_unlock(&b->mu);
+  run_done(submitted);
 }
 
 /* Thread 0 runs every batch while it keeps up: one connection makes bigger batches, and
@@ -233,7 +261,7 @@ static void drop_read(bt_thread *t) {
 /* The batch's statements, prepared once per connection (parsed and planned once). */
 enum { PS_LOCK, PS_READ, PS_UPSERT, PS_AUDIT, PS_N };
 static const char *const ps_name[PS_N] = {"idem_b_lock", "idem_b_read", "idem_b_upsert",
-                                         "idem_b_audit"};
+                                          "idem_b_audit"};
 
 /* Prepared statements keep their generic plan for the connection's life, and a generic plan
  * made while idem_steps is empty or small (a new deployment, a test, a benchmark) joins the
@@ -243,12 +271,14 @@ static const char *const ps_name[PS_N] = {"idem_b_lock", "idem_b_read", "idem_b_
  * (pg__sql_batch_read) picks the primary key: every pair is one primary-key probe, whatever the
  * statistics said when the plan was made. */
 const char pg__sql_batch_plan_settings[] =
-    "SELECT set_config('enable_seqscan', 'off', false), set_config('enable_hashjoin', 'off', false),"
+    "SELECT set_config('enable_seqscan', 'off', false), set_config('enable_hashjoin', 'off', "
+    "false),"
     " set_config('enable_mergejoin', 'off', false)";
 
 static err_code prepare(pg_store *s, pg_stmt *st, int64_t deadline, err_t *err) {
   if (s->prepared && s->conn) return ERR_OK;
-  const char *sql[PS_N] = {SQL_LOCK_MANY, pg__sql_batch_read, SQL_UPSERT_MANY, pg__sql_audit_insert};
+  const char *sql[PS_N] = {SQL_LOCK_MANY, pg__sql_batch_read, SQL_UPSERT_MANY,
+                           pg__sql_audit_insert};
   st[0] = (pg_stmt){.sql = pg__sql_batch_plan_settings};
   for (int i = 0; i < PS_N; i++)
     st[1 + i] = (pg_stmt){.sql = sql[i], .name = ps_name[i], .prepare = true};
@@ -345,8 +375,7 @@ static void write_arrays(bt_thread *t, const step_key *k, const step_rec *r) {
 }
 
 /* Pipeline 2: every write (one statement), the audit rows, COMMIT. */
-static err_code write_and_commit(bt_thread *t, bt_item **v, int n, int64_t deadline,
-                                 err_t *err) {
+static err_code write_and_commit(bt_thread *t, bt_item **v, int n, int64_t deadline, err_t *err) {
   pg_stmt *st = t->stmts;
   int k = 0, np = 1, writes = 0;
   for (int c = 0; c < N_COLS; c++) pg__arr_reset(&t->arr[c]);
@@ -493,6 +522,20 @@ static void *batcher_main(void *arg) {
 
 /* --- the caller's side --- */
 
+/* Appends it to the queue and tells the thread that should take it. Under b->mu. */
+static void enqueue(store_batcher *b, bt_item *it) {
+  bool was_empty = b->head == NULL;
+  if (b->tail)
+    b->tail->next = it;
+  else
+    b->head = it;
+  b->tail = it;
+  if (b->threads[0].n == 0)
+    pthread_cond_signal(&b->cv);
+  else if (was_empty) /* otherwise the helpers were told when the queue filled */
+    pthread_cond_signal(&b->help_cv);
+}
+
 err_code pg__batch_step_txn(pg_store *s, const step_key *key, int64_t deadline, store_step_fn fn,
                             void *arg, const audit_rec *audit, err_t *err) {
   store_batcher *b = s->batcher;
@@ -510,16 +553,7 @@ err_code pg__batch_step_txn(pg_store *s, const step_key *key, int64_t deadline, 
     pthread_cond_destroy(&it.cv);
     return err_set(err, ERR_UNAVAILABLE, "store stopping");
   }
-  bool was_empty = b->head == NULL;
-  if (b->tail)
-    b->tail->next = &it;
-  else
-    b->head = &it;
-  b->tail = &it;
-  if (b->threads[0].n == 0)
-    pthread_cond_signal(&b->cv);
-  else if (was_empty) /* otherwise the helpers were told when the queue filled */
-    pthread_cond_signal(&b->help_cv);
+  enqueue(b, &it);
   while (!it.done) pthread_cond_wait(&it.cv, &b->mu);
   pthread_mutex_unlock(&b->mu);
   pthread_cond_destroy(&it.cv);
@@ -529,6 +563,32 @@ err_code pg__batch_step_txn(pg_store *s, const step_key *key, int64_t deadline, 
     *err = it.err;
   }
   return it.rc;
+}
+
+err_code store_batcher_submit(store_batcher *b, const step_key *key, int64_t deadline,
+                              store_step_fn fn, void *arg, store_step_done_fn done, void *done_arg,
+                              err_t *err) {
+  bt_item *it = calloc(1, sizeof *it);
+  if (!it) return err_set(err, ERR_RESOURCE, "out of memory");
+  it->key = key;
+  it->deadline = deadline;
+  it->fn = fn;
+  it->arg = arg;
+  it->on_done = done;
+  it->done_arg = done_arg;
+  pthread_mutex_lock(&b->mu);
+  err_code rc = ERR_OK;
+  if (b->stopping)
+    rc = err_set(err, ERR_UNAVAILABLE, "store stopping");
+  else if (b->queued_async >= b->queue_max)
+    rc = err_set(err, ERR_RESOURCE, "server overloaded: too many calls waiting");
+  if (rc == ERR_OK) {
+    b->queued_async++;
+    enqueue(b, it);
+  }
+  pthread_mutex_unlock(&b->mu);
+  if (rc != ERR_OK) free(it);
+  return rc;
 }
 
 void store_pg_set_batcher(store *st, store_batcher *b) {
@@ -544,6 +604,7 @@ store_batcher *store_batcher_start(const store_batcher_cfg *cfg, err_t *err) {
   if (b->n_threads > BT_MAX_CONNS) b->n_threads = BT_MAX_CONNS;
   b->max_batch = cfg->max_batch > 0 ? cfg->max_batch : BT_DEFAULT_MAX;
   if (b->max_batch > BT_MAX_BATCH) b->max_batch = BT_MAX_BATCH;
+  b->queue_max = cfg->queue_max > 0 ? cfg->queue_max : STORE_BATCH_QUEUE_MAX;
   b->on_commit = cfg->on_commit;
   b->on_commit_arg = cfg->on_commit_arg;
   b->help_after_us = cfg->help_after_us > 0 ? cfg->help_after_us : BT_DEFAULT_HELP_AFTER_US;
@@ -589,17 +650,27 @@ void store_batcher_stop(store_batcher *b) {
   pthread_mutex_unlock(&b->mu);
   for (int i = 0; b->threads && i < b->n_threads; i++)
     if (b->threads[i].started) pthread_join(b->threads[i].thread, NULL);
-  pthread_mutex_lock(&b->mu); /* callers still queued (none when the workers stopped first) */
+  /* callers still queued (none when the workers and the rpc server stopped first) */
+  bt_item *submitted = NULL, **last = &submitted;
+  pthread_mutex_lock(&b->mu);
   for (bt_item *it = b->head; it;) {
     bt_item *next = it->next;
     err_t e;
     answer(it, err_set(&e, ERR_UNAVAILABLE, "store stopping"), &e);
-    it->done = true;
-    pthread_cond_signal(&it->cv);
+    if (it->on_done) {
+      it->next = NULL;
+      *last = it;
+      last = &it->next;
+    } else {
+      it->done = true;
+      pthread_cond_signal(&it->cv);
+    }
     it = next;
   }
   b->head = b->tail = NULL;
+  b->queued_async = 0;
   pthread_mutex_unlock(&b->mu);
+  run_done(submitted);
   for (int i = 0; b->threads && i < b->n_threads; i++) {
     store_close(b->threads[i].conn);
     free(b->threads[i].items);

@@ -80,8 +80,8 @@ static err_code bump_fn(void *arg, const step_pair *cur, step_writes *w, err_t *
   r->updated_ms = cur->now_ms;
   r->expires_ms = cur->now_ms + 3600 * 1000;
   *seen = r->attempt;
-  if (r->attempt % 2 == 1) return err_set(err, ERR_ABORTED, "odd attempt %llu",
-                                          (unsigned long long)r->attempt);
+  if (r->attempt % 2 == 1)
+    return err_set(err, ERR_ABORTED, "odd attempt %llu", (unsigned long long)r->attempt);
   return ERR_OK;
 }
 
@@ -144,8 +144,11 @@ static void *run_worker(void *arg) {
 
 Test(store_batch, many_callers_share_commits_and_no_update_is_lost) {
   hook_log h = {.mu = PTHREAD_MUTEX_INITIALIZER};
-  store_batcher_cfg cfg = {.conninfo = pg_url(), .conns = 2, .max_batch = 32,
-                           .on_commit = on_commit, .on_commit_arg = &h};
+  store_batcher_cfg cfg = {.conninfo = pg_url(),
+                           .conns = 2,
+                           .max_batch = 32,
+                           .on_commit = on_commit,
+                           .on_commit_arg = &h};
   err_t e;
   store_batcher *b = store_batcher_start(&cfg, &e);
   cr_assert_not_null(b, "start: %s", e.msg);
@@ -175,8 +178,7 @@ Test(store_batch, many_callers_share_commits_and_no_update_is_lost) {
   }
   cr_assert_eq(s.txns, (uint64_t)(W * KEYS * ROUNDS), "txns %llu", (unsigned long long)s.txns);
   printf("group commit: %llu step transactions in %llu batches (largest %llu)\n",
-         (unsigned long long)s.txns, (unsigned long long)s.batches,
-         (unsigned long long)s.largest);
+         (unsigned long long)s.txns, (unsigned long long)s.batches, (unsigned long long)s.largest);
   cr_assert_gt(s.largest, 1, "no two transactions ever shared a commit");
   cr_assert_lt(s.batches, s.txns, "every transaction had a commit of its own");
   cr_assert_eq(h.calls, W * KEYS * ROUNDS, "hook calls %d", h.calls);
@@ -243,8 +245,8 @@ Test(store_batch, a_stale_epoch_is_fenced_and_nothing_commits) {
   private_db(db, sizeof db, url, sizeof url);
   err_t e;
   bool superseded = false;
-  cr_assert_eq(store_pg_fence_raise(url, 5, clock_mono_ms() + 5000, &superseded, &e), ERR_OK,
-               "%s", e.msg);
+  cr_assert_eq(store_pg_fence_raise(url, 5, clock_mono_ms() + 5000, &superseded, &e), ERR_OK, "%s",
+               e.msg);
   static _Atomic uint64_t epoch;
   atomic_store(&epoch, 4); /* a leader the fence has passed */
   store_batcher_cfg cfg = {.conninfo = url, .epoch = &epoch};
@@ -296,8 +298,8 @@ Test(store_batch, the_audit_row_commits_with_its_step) {
   snprintf(a.reason, sizeof a.reason, "batch test");
   err_code rc = store_step_txn_audit(st, &key, clock_mono_ms() + 5000, audit_fn, &a, &a, &e);
   cr_assert_eq(rc, ERR_OK, "%s", e.msg);
-  cr_assert_eq(sql_int("SELECT count(*) FROM idem_audit WHERE tenant = $1 AND to_state = 2",
-                       tenant), 1);
+  cr_assert_eq(
+      sql_int("SELECT count(*) FROM idem_audit WHERE tenant = $1 AND to_state = 2", tenant), 1);
   cr_assert_eq(sql_int("SELECT state FROM idem_steps WHERE tenant = $1", tenant), STATE_SUCCEEDED);
   store_close(st);
   store_batcher_stop(b);
@@ -336,8 +338,9 @@ Test(store_batch, the_pair_read_planned_on_an_empty_table_probes_the_primary_key
   PGresult *r = PQprepare(c, "batch_read", pg__sql_batch_read, 0, NULL);
   cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "prepare: %s", PQerrorMessage(c));
   PQclear(r);
-  r = run(c, "SELECT conname FROM pg_constraint WHERE conrelid = 'idem_steps'::regclass"
-             " AND contype = 'p'");
+  r = run(c,
+          "SELECT conname FROM pg_constraint WHERE conrelid = 'idem_steps'::regclass"
+          " AND contype = 'p'");
   cr_assert_eq(PQntuples(r), 1);
   char pkey[128];
   snprintf(pkey, sizeof pkey, "\"Index Name\": \"%s\"", PQgetvalue(r, 0, 0));
@@ -440,4 +443,136 @@ Test(store_batch, a_stalled_batch_does_not_hold_up_other_pairs) {
   cr_assert_eq(fc.ok, 5);
   cr_assert_not(stuck_early, "the stalled transaction finished while the lock was held");
   cr_assert(sc.rc == ERR_OK || sc.rc == ERR_ABORTED, "the stalled transaction: %d", sc.rc);
+}
+
+/* --- step transactions submitted without waiting (store_step_txn_submit) --- */
+
+#define SUB_N 20 /* queue_max in the test below */
+
+typedef struct submitted {
+  pthread_mutex_t mu;
+  pthread_t caller;
+  int answers[SUB_N + 2]; /* done calls per transaction (the last: the refused one) */
+  err_code rc[SUB_N + 1];
+  char msg[SUB_N + 1][ERR_MSG_MAX];
+  uint64_t seen[SUB_N + 1]; /* the attempt each one's callback wrote (its last run) */
+  int on_caller_thread;
+  int total;
+} submitted;
+
+typedef struct sub_ref {
+  submitted *s;
+  int i;
+} sub_ref;
+
+static err_code sub_fn(void *arg, const step_pair *cur, step_writes *w, err_t *err) {
+  sub_ref *r = arg;
+  return bump_fn(&r->s->seen[r->i], cur, w, err);
+}
+
+static void sub_done(void *arg, err_code rc, const err_t *err) {
+  sub_ref *r = arg;
+  submitted *s = r->s;
+  pthread_mutex_lock(&s->mu);
+  s->answers[r->i]++;
+  s->rc[r->i] = rc;
+  snprintf(s->msg[r->i], sizeof s->msg[r->i], "%s", err ? err->msg : "");
+  if (pthread_equal(pthread_self(), s->caller)) s->on_caller_thread++;
+  s->total++;
+  pthread_mutex_unlock(&s->mu);
+}
+
+static int sub_total(submitted *s) {
+  pthread_mutex_lock(&s->mu);
+  int n = s->total;
+  pthread_mutex_unlock(&s->mu);
+  return n;
+}
+
+/* issue 7: the rpc layer's completion-queue thread hands BeginStep and CompleteStep to the
+ * batcher without waiting. Each submitted transaction is answered exactly once, on a batcher
+ * thread, after its commit, and per pair in submission order (each one's callback saw the one
+ * before it committed); at most queue_max wait, the next is refused at once with nothing
+ * queued. Here one pair's lock is held by another session, so the first batch stalls and every
+ * later transaction on the pair stays queued. */
+Test(store_batch, submitted_transactions_are_answered_once_in_order_and_the_queue_is_bounded) {
+  store_batcher_cfg cfg = {.conninfo = pg_url(), .conns = 1, .queue_max = SUB_N};
+  err_t e;
+  store_batcher *b = store_batcher_start(&cfg, &e);
+  cr_assert_not_null(b, "%s", e.msg);
+  store *st = store_pg_open(pg_url());
+  store *plain = store_pg_open(pg_url()); /* no batcher: cannot */
+  store_pg_set_batcher(st, b);
+  step_key key = mkkey("submitted");
+  PGconn *holder = PQconnectdb(pg_url());
+  cr_assert_eq(PQstatus(holder), CONNECTION_OK, "connect: %s", PQerrorMessage(holder));
+  const char *kp[] = {key.tenant, key.global_id, key.service, key.operation};
+  PGresult *r = PQexecParams(holder,
+                             "SELECT pg_advisory_lock(hashtextextended($1 || E'\\x1f' || $2 ||"
+                             " E'\\x1f' || $3 || E'\\x1f' || $4, 0))",
+                             4, NULL, kp, NULL, NULL, 0);
+  cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "lock: %s", PQerrorMessage(holder));
+  PQclear(r);
+
+  submitted s;
+  memset(&s, 0, sizeof s);
+  pthread_mutex_init(&s.mu, NULL);
+  s.caller = pthread_self();
+  sub_ref refs[SUB_N + 2];
+  for (int i = 0; i < SUB_N + 2; i++) refs[i] = (sub_ref){.s = &s, .i = i};
+  err_code rc = store_step_txn_submit(plain, &key, clock_mono_ms() + 20000, sub_fn, &refs[0],
+                                      sub_done, &refs[0], &e);
+  cr_assert_eq(rc, ERR_UNIMPLEMENTED, "a store without a batcher: %d (%s)", rc, e.msg);
+
+  /* the first one is taken into a batch, which waits for the lock */
+  rc = store_step_txn_submit(st, &key, clock_mono_ms() + 20000, sub_fn, &refs[0], sub_done,
+                             &refs[0], &e);
+  cr_assert_eq(rc, ERR_OK, "%s", e.msg);
+  int64_t give_up = clock_mono_ms() + 10000;
+  while (sql_int("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
+                 NULL) < 1) {
+    cr_assert_lt(clock_mono_ms(), give_up, "the batch never waited for the lock");
+    usleep(10000);
+  }
+  /* SUB_N more wait in the queue; the one after them is refused */
+  for (int i = 1; i <= SUB_N; i++) {
+    rc = store_step_txn_submit(st, &key, clock_mono_ms() + 20000, sub_fn, &refs[i], sub_done,
+                               &refs[i], &e);
+    cr_assert_eq(rc, ERR_OK, "transaction %d: %s", i, e.msg);
+  }
+  rc = store_step_txn_submit(st, &key, clock_mono_ms() + 20000, sub_fn, &refs[SUB_N + 1], sub_done,
+                             &refs[SUB_N + 1], &e);
+  cr_assert_eq(rc, ERR_RESOURCE, "one over queue_max: %d (%s)", rc, e.msg);
+  cr_assert(strstr(e.msg, "too many calls waiting"), "%s", e.msg);
+  cr_assert_eq(sub_total(&s), 0, "answered while the pair's lock was held");
+
+  PQclear(PQexec(holder, "SELECT pg_advisory_unlock_all()"));
+  give_up = clock_mono_ms() + 30000;
+  while (sub_total(&s) < SUB_N + 1 && clock_mono_ms() < give_up) usleep(10000);
+  store_batcher_stop(b); /* nothing is queued any more: no answer comes from here */
+  PQfinish(holder);
+  store_close(st);
+  store_close(plain);
+
+  cr_assert_eq(s.total, SUB_N + 1, "answers: %d", s.total);
+  cr_assert_eq(s.on_caller_thread, 0, "an answer ran on the submitting thread");
+  for (int i = 0; i <= SUB_N; i++) {
+    cr_assert_eq(s.answers[i], 1, "transaction %d answered %d times", i, s.answers[i]);
+    cr_assert_eq(s.seen[i], (uint64_t)i + 1, "transaction %d wrote attempt %llu", i,
+                 (unsigned long long)s.seen[i]);
+    if (s.seen[i] % 2 == 1) {
+      char want[64];
+      snprintf(want, sizeof want, "odd attempt %llu", (unsigned long long)s.seen[i]);
+      cr_assert_eq(s.rc[i], ERR_ABORTED, "transaction %d: %d (%s)", i, s.rc[i], s.msg[i]);
+      cr_assert_str_eq(s.msg[i], want, "transaction %d", i);
+    } else {
+      cr_assert_eq(s.rc[i], ERR_OK, "transaction %d: %d (%s)", i, s.rc[i], s.msg[i]);
+    }
+  }
+  cr_assert_eq(s.answers[SUB_N + 1], 0, "the refused one was answered");
+  cr_assert_eq(sql_int("SELECT attempt FROM idem_steps WHERE tenant = $1 AND global_id = "
+                       "'submitted' AND phase = 1",
+                       tenant),
+               SUB_N + 1);
+  pthread_mutex_destroy(&s.mu);
 }
