@@ -657,6 +657,7 @@ int main(int argc, char **argv) {
       .coord = &coord,
       .open_store = ha_open_store, /* issue 4: fenced stores */
       .open_store_arg = ha_node,
+      .submit_steps = true, /* issue 7: BeginStep and CompleteStep answered by the batcher */
       .node_id = cfg.node_id,
       .max_recv_bytes = 256 * 1024,
       .default_deadline_ms = 2000,

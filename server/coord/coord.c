@@ -18,7 +18,7 @@
 #include "../util/log.h"
 #include "../util/uuidv7.h"
 #include "coord_log.h"
-#include "decide.h"
+#include "coord_step.h"
 #include "validate.h"
 
 void coord_ctx_init(coord_ctx *ctx) {
@@ -50,8 +50,7 @@ static void resolve(const coord_ctx *ctx, const char *tenant, const char *servic
   if (out->retention_s == 0) out->retention_s = POLICY_DEFAULT_RETENTION_S;
 }
 
-/* min(deadline, now + store_timeout_ms) on the monotonic clock. */
-static int64_t store_deadline(const coord_ctx *ctx, int64_t deadline) {
+int64_t coord__store_deadline(const coord_ctx *ctx, int64_t deadline) {
   int64_t cap = clock_mono_ms() + ctx->store_timeout_ms;
   return deadline < cap ? deadline : cap;
 }
@@ -92,13 +91,8 @@ static err_code proceed_unguarded(const step_key *k, coord_begin_result *out, er
   return ERR_OK;
 }
 
-typedef struct begin_arg {
-  decide_begin_in in;
-  coord_begin_result *out;
-} begin_arg;
-
-static err_code begin_fn(void *argp, const step_pair *cur, step_writes *w, err_t *err) {
-  begin_arg *a = argp;
+err_code coord__begin_fn(void *argp, const step_pair *cur, step_writes *w, err_t *err) {
+  coord__begin_arg *a = argp;
   coord_begin_result_clear(a->out);
   decide_begin_out d;
   err_code rc = decide_begin(&a->in, cur, &d, w, err);
@@ -137,8 +131,8 @@ static bool retained(const step_rec *r, int64_t now) {
 
 /* The answer from the leader's replay cache, when the cached pair gives one that writes
  * nothing: REPLAY, a SKIP or a fingerprint mismatch (the same decision table, on the pair as
- * this leader last committed it). Returns true with *rc (and out / err) set on a hit. */
-static bool begin_from_cache(const coord_ctx *ctx, const step_key *k, begin_arg *a,
+ * this leader last committed it). */
+bool coord__begin_from_cache(const coord_ctx *ctx, const step_key *k, coord__begin_arg *a,
                              bool count_miss, err_code *rc, err_t *err) {
   step_pair pair;
   if (!replay_cache_get(ctx->cache, k, &pair)) {
@@ -152,11 +146,12 @@ static bool begin_from_cache(const coord_ctx *ctx, const step_key *k, begin_arg 
     memset(&w, 0, sizeof w);
     err_t e;
     err_clear(&e);
-    err_code r = begin_fn(a, &pair, &w, &e);
+    err_code r = coord__begin_fn(a, &pair, &w, &e);
     step_decision d = a->out->decision;
-    hit = w.n == 0 && (r == ERR_PRECONDITION ||
-                       (r == ERR_OK && (d == DECISION_REPLAY || d == DECISION_SKIP_NULL_COMPENSATION ||
-                                        d == DECISION_SKIP_ALREADY_COMPENSATED)));
+    hit = w.n == 0 &&
+          (r == ERR_PRECONDITION ||
+           (r == ERR_OK && (d == DECISION_REPLAY || d == DECISION_SKIP_NULL_COMPENSATION ||
+                            d == DECISION_SKIP_ALREADY_COMPENSATED)));
     if (hit) {
       *rc = r;
       if (r != ERR_OK && err) *err = e;
@@ -170,17 +165,17 @@ static bool begin_from_cache(const coord_ctx *ctx, const step_key *k, begin_arg 
   return hit;
 }
 
-/* Validates a BeginStep and resolves its policy into *a and *pol. */
-static err_code begin_prepare(const coord_ctx *ctx, const char *tenant, const coord_key_in *key,
+err_code coord__begin_prepare(const coord_ctx *ctx, const char *tenant, const coord_key_in *key,
                               const uint8_t *fp, size_t fp_len, uint32_t lease_ms, step_key *k,
-                              policy *pol, begin_arg *a, coord_begin_result *out, err_t *err) {
+                              policy *pol, coord__begin_arg *a, coord_begin_result *out,
+                              err_t *err) {
   err_code rc;
   if ((rc = validate_step_key(tenant, key, k, err)) != ERR_OK) return rc;
   if ((rc = validate_fingerprint(fp_len, err)) != ERR_OK) return rc;
   if (fp_len > 0 && !fp) return err_set(err, ERR_INVALID, "fingerprint: missing bytes");
   if ((rc = validate_lease_ms("lease_ms", lease_ms, 1, err)) != ERR_OK) return rc;
   resolve(ctx, k->tenant, k->service, k->operation, pol);
-  *a = (begin_arg){
+  *a = (coord__begin_arg){
       .in = {.key = k,
              .fp = fp,
              .fp_len = fp_len,
@@ -199,41 +194,28 @@ err_code coord_begin_step(const coord_ctx *ctx, store *st, const char *tenant,
   err_clear(err);
   step_key k;
   policy pol;
-  begin_arg a;
-  err_code rc = begin_prepare(ctx, tenant, key, fp, fp_len, lease_ms, &k, &pol, &a, out, err);
+  coord__begin_arg a;
+  err_code rc =
+      coord__begin_prepare(ctx, tenant, key, fp, fp_len, lease_ms, &k, &pol, &a, out, err);
   if (rc != ERR_OK) return rc;
-  if (ctx->cache && begin_from_cache(ctx, &k, &a, true, &rc, err)) return rc;
-  rc = coord__step_txn(st, &k, store_deadline(ctx, deadline), begin_fn, &a, NULL, "begin", err);
-  if (rc != ERR_OK) coord_begin_result_clear(out);
-  if (rc == ERR_UNAVAILABLE && pol.mode == FAILURE_MODE_FAIL_OPEN && store_unreachable(err))
-    return proceed_unguarded(&k, out, err);
-  return rc;
+  if (ctx->cache && coord__begin_from_cache(ctx, &k, &a, true, &rc, err)) return rc;
+  rc = coord__step_txn(st, &k, coord__store_deadline(ctx, deadline), coord__begin_fn, &a, NULL,
+                       "begin", err);
+  return coord__begin_settle(&k, &pol, rc, out, err);
 }
 
-bool coord_begin_step_cached(const coord_ctx *ctx, const char *tenant, const coord_key_in *key,
-                             const uint8_t *fp, size_t fp_len, uint32_t lease_ms,
-                             coord_begin_result *out, err_code *rc, err_t *err) {
-  memset(out, 0, sizeof *out);
-  err_clear(err);
-  if (!ctx->cache) return false;
-  step_key k;
-  policy pol;
-  begin_arg a;
-  err_t verr;
-  if (begin_prepare(ctx, tenant, key, fp, fp_len, lease_ms, &k, &pol, &a, out, &verr) != ERR_OK)
-    return false; /* the full path answers it, naming the field */
-  return begin_from_cache(ctx, &k, &a, false, rc, err);
+err_code coord__begin_settle(const step_key *k, const policy *pol, err_code rc,
+                             coord_begin_result *out, err_t *err) {
+  if (rc != ERR_OK) coord_begin_result_clear(out);
+  if (rc == ERR_UNAVAILABLE && pol->mode == FAILURE_MODE_FAIL_OPEN && store_unreachable(err))
+    return proceed_unguarded(k, out, err);
+  return rc;
 }
 
 /* --- CompleteStep --- */
 
-typedef struct complete_arg {
-  decide_complete_in in;
-  step_rec *out; /* owned copy of the record after the call */
-} complete_arg;
-
-static err_code complete_fn(void *argp, const step_pair *cur, step_writes *w, err_t *err) {
-  complete_arg *a = argp;
+err_code coord__complete_fn(void *argp, const step_pair *cur, step_writes *w, err_t *err) {
+  coord__complete_arg *a = argp;
   step_rec_clear(a->out);
   const step_rec *after = NULL;
   err_code rc = decide_complete(&a->in, cur, w, &after, err);
@@ -245,24 +227,21 @@ static err_code complete_fn(void *argp, const step_pair *cur, step_writes *w, er
   return ERR_OK;
 }
 
-err_code coord_complete_step(const coord_ctx *ctx, store *st, const char *tenant,
-                             const coord_key_in *key, uint64_t attempt, int outcome, int32_t code,
-                             const uint8_t *body, size_t body_len, int64_t deadline, step_rec *out,
-                             err_t *err) {
-  memset(out, 0, sizeof *out);
-  err_clear(err);
-  step_key k;
+err_code coord__complete_prepare(const coord_ctx *ctx, const char *tenant, const coord_key_in *key,
+                                 uint64_t attempt, int outcome, int32_t code, const uint8_t *body,
+                                 size_t body_len, step_key *k, coord__complete_arg *a,
+                                 step_rec *out, err_t *err) {
   err_code rc;
-  if ((rc = validate_step_key(tenant, key, &k, err)) != ERR_OK) return rc;
+  if ((rc = validate_step_key(tenant, key, k, err)) != ERR_OK) return rc;
   if ((rc = validate_attempt(attempt, err)) != ERR_OK) return rc;
   if ((rc = validate_outcome(outcome, err)) != ERR_OK) return rc;
   if ((rc = validate_body(body_len, ctx->body_max, err)) != ERR_OK) return rc;
   if (body_len > 0 && !body) return err_set(err, ERR_INVALID, "body: missing bytes");
 
   policy pol;
-  resolve(ctx, k.tenant, k.service, k.operation, &pol);
-  complete_arg a = {
-      .in = {.key = &k,
+  resolve(ctx, k->tenant, k->service, k->operation, &pol);
+  *a = (coord__complete_arg){
+      .in = {.key = k,
              .attempt = attempt,
              .outcome = (step_outcome)outcome,
              .code = code,
@@ -271,8 +250,22 @@ err_code coord_complete_step(const coord_ctx *ctx, store *st, const char *tenant
              .retention_s = pol.retention_s},
       .out = out,
   };
-  rc = coord__step_txn(st, &k, store_deadline(ctx, deadline), complete_fn, &a, NULL, "complete",
-                       err);
+  return ERR_OK;
+}
+
+err_code coord_complete_step(const coord_ctx *ctx, store *st, const char *tenant,
+                             const coord_key_in *key, uint64_t attempt, int outcome, int32_t code,
+                             const uint8_t *body, size_t body_len, int64_t deadline, step_rec *out,
+                             err_t *err) {
+  memset(out, 0, sizeof *out);
+  err_clear(err);
+  step_key k;
+  coord__complete_arg a;
+  err_code rc = coord__complete_prepare(ctx, tenant, key, attempt, outcome, code, body, body_len,
+                                        &k, &a, out, err);
+  if (rc != ERR_OK) return rc;
+  rc = coord__step_txn(st, &k, coord__store_deadline(ctx, deadline), coord__complete_fn, &a, NULL,
+                       "complete", err);
   if (rc != ERR_OK) step_rec_clear(out);
   return rc;
 }
@@ -305,7 +298,7 @@ err_code coord_extend_lease(const coord_ctx *ctx, store *st, const char *tenant,
   policy pol;
   resolve(ctx, k.tenant, k.service, k.operation, &pol);
   extend_arg a = {.key = &k, .attempt = attempt, .lease_ms = lease_ms ? lease_ms : pol.lease_ms};
-  rc = store_step_txn(st, &k, store_deadline(ctx, deadline), extend_fn, &a, err);
+  rc = store_step_txn(st, &k, coord__store_deadline(ctx, deadline), extend_fn, &a, err);
   if (rc == ERR_OK) *lease_expires_ms = a.lease_expires_ms;
   return rc;
 }
@@ -319,7 +312,7 @@ err_code coord_lookup_step(const coord_ctx *ctx, store *st, const char *tenant,
   step_key k;
   err_code rc;
   if ((rc = validate_step_key(tenant, key, &k, err)) != ERR_OK) return rc;
-  rc = store_lookup_step(st, &k, store_deadline(ctx, deadline), out, err);
+  rc = store_lookup_step(st, &k, coord__store_deadline(ctx, deadline), out, err);
   if (rc != ERR_OK) {
     step_rec_clear(out);
     return rc;
@@ -368,7 +361,7 @@ err_code coord_begin_saga(const coord_ctx *ctx, store *st, const char *tenant,
       .n_labels = n_labels,
       .retention_s = pol.retention_s,
   };
-  rc = store_begin_saga(st, &in, store_deadline(ctx, deadline), out, err);
+  rc = store_begin_saga(st, &in, coord__store_deadline(ctx, deadline), out, err);
   if (rc != ERR_OK) memset(out, 0, sizeof *out);
   return rc;
 }
@@ -382,7 +375,7 @@ err_code coord_get_saga(const coord_ctx *ctx, store *st, const char *tenant, con
   err_code rc;
   if ((rc = validate_tenant(tenant, err)) != ERR_OK) return rc;
   if ((rc = validate_global_id("global_id", global_id, err)) != ERR_OK) return rc;
-  rc = store_get_saga(st, tenant, global_id, store_deadline(ctx, deadline), out, err);
+  rc = store_get_saga(st, tenant, global_id, coord__store_deadline(ctx, deadline), out, err);
   if (rc != ERR_OK) saga_view_clear(out);
   return rc;
 }

@@ -70,22 +70,34 @@ void coord_begin_result_clear(coord_begin_result *r);
  * recorded; counted with metrics_unguarded() and logged); fail-closed stays ERR_UNAVAILABLE. */
 err_code coord_begin_step(const coord_ctx *ctx, store *st, const char *tenant,
                           const coord_key_in *key, const uint8_t *fp, size_t fp_len,
-                          uint32_t lease_ms, int64_t deadline, coord_begin_result *out,
-                          err_t *err);
-
-/* BeginStep from the replay cache alone (issue 7), for a caller that must not wait on the
- * store (the rpc layer's completion-queue thread): true when the answer is *rc (with out /
- * err as coord_begin_step fills them); false when the call needs coord_begin_step — a cache
- * miss, an answer that writes, or invalid input (left for the full path to name). */
-bool coord_begin_step_cached(const coord_ctx *ctx, const char *tenant, const coord_key_in *key,
-                             const uint8_t *fp, size_t fp_len, uint32_t lease_ms,
-                             coord_begin_result *out, err_code *rc, err_t *err);
+                          uint32_t lease_ms, int64_t deadline, coord_begin_result *out, err_t *err);
 
 /* CompleteStep. On ERR_OK fills *out as an owned record (step_rec_clear). */
 err_code coord_complete_step(const coord_ctx *ctx, store *st, const char *tenant,
                              const coord_key_in *key, uint64_t attempt, int outcome, int32_t code,
-                             const uint8_t *body, size_t body_len, int64_t deadline,
-                             step_rec *out, err_t *err);
+                             const uint8_t *body, size_t body_len, int64_t deadline, step_rec *out,
+                             err_t *err);
+
+/* --- the non-blocking forms (issue 7) ---
+ * For a caller that must never wait on the store (the rpc layer's completion-queue thread):
+ * the same answers as coord_begin_step / coord_complete_step, given to done() exactly once —
+ * before the function returns (invalid input, a replay from the cache, a store that cannot
+ * take the call) or later on the store's thread, after the commit (store_step_txn_submit: st
+ * may be shared by any number of threads). *out belongs to the
+ * call: done reads it (or moves what it keeps out of it) and coord clears it afterwards. The
+ * strings of key, fp and body are borrowed until done has run. */
+typedef void (*coord_begin_done_fn)(void *arg, err_code rc, coord_begin_result *out, err_t *err);
+typedef void (*coord_complete_done_fn)(void *arg, err_code rc, step_rec *out, err_t *err);
+
+void coord_begin_step_async(const coord_ctx *ctx, store *st, const char *tenant,
+                            const coord_key_in *key, const uint8_t *fp, size_t fp_len,
+                            uint32_t lease_ms, int64_t deadline, coord_begin_done_fn done,
+                            void *arg);
+
+void coord_complete_step_async(const coord_ctx *ctx, store *st, const char *tenant,
+                               const coord_key_in *key, uint64_t attempt, int outcome, int32_t code,
+                               const uint8_t *body, size_t body_len, int64_t deadline,
+                               coord_complete_done_fn done, void *arg);
 
 /* ExtendLease. lease_ms 0 = the policy's. */
 err_code coord_extend_lease(const coord_ctx *ctx, store *st, const char *tenant,
@@ -98,13 +110,12 @@ err_code coord_lookup_step(const coord_ctx *ctx, store *st, const char *tenant,
 
 /* BeginSaga. request_id "" or NULL = none (always a new saga). Labels borrowed. */
 err_code coord_begin_saga(const coord_ctx *ctx, store *st, const char *tenant,
-                          const char *request_id, const char *saga_type,
-                          const saga_label *labels, size_t n_labels, int64_t deadline,
-                          saga_begun *out, err_t *err);
+                          const char *request_id, const char *saga_type, const saga_label *labels,
+                          size_t n_labels, int64_t deadline, saga_begun *out, err_t *err);
 
 /* GetSaga. *out is owned (saga_view_clear). ERR_NOT_FOUND when unknown in this tenant. */
-err_code coord_get_saga(const coord_ctx *ctx, store *st, const char *tenant,
-                        const char *global_id, int64_t deadline, saga_view *out, err_t *err);
+err_code coord_get_saga(const coord_ctx *ctx, store *st, const char *tenant, const char *global_id,
+                        int64_t deadline, saga_view *out, err_t *err);
 
 /* GetPolicy: the effective policy of (service, operation) for tenant; no store access.
  * Admin.SetPolicy/DeletePolicy/ListPolicies: coord_policy.h. */

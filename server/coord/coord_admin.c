@@ -10,14 +10,10 @@
 #include "../metrics/metrics.h"
 #include "../util/clock.h"
 #include "coord_log.h"
+#include "coord_step.h"
 #include "validate.h"
 
-/* --- shared helpers (as in coord.c) --- */
-
-static int64_t store_deadline(const coord_ctx *ctx, int64_t deadline) {
-  int64_t cap = clock_mono_ms() + ctx->store_timeout_ms;
-  return deadline < cap ? deadline : cap;
-}
+/* --- shared helpers --- */
 
 static const char *nz(const char *s) {
   return s ? s : "";
@@ -204,7 +200,7 @@ err_code coord_list_steps(const coord_ctx *ctx, store *st, const char *tenant,
     if ((rc = coord_steps_token_decode(&f, in->page_token, &f.after, err)) != ERR_OK) return rc;
     f.has_after = true;
   }
-  rc = store_list_steps(st, &f, store_deadline(ctx, deadline), out, err);
+  rc = store_list_steps(st, &f, coord__store_deadline(ctx, deadline), out, err);
   if (rc != ERR_OK) {
     step_list_clear(out);
     return rc;
@@ -344,8 +340,8 @@ err_code coord_resolve_step(const coord_ctx *ctx, store *st, const char *tenant,
                    .retention_s = pol.retention_s ? pol.retention_s : POLICY_DEFAULT_RETENTION_S,
                    .audit = &audit,
                    .out = out};
-  rc = coord__step_txn(st, &k, store_deadline(ctx, deadline), resolve_fn, &a, &audit, "resolve",
-                       err);
+  rc = coord__step_txn(st, &k, coord__store_deadline(ctx, deadline), resolve_fn, &a, &audit,
+                       "resolve", err);
   if (rc != ERR_OK) {
     step_rec_clear(out);
     return rc;
@@ -372,7 +368,7 @@ err_code coord_list_audit(const coord_ctx *ctx, store *st, const char *tenant,
       (rc = coord_audit_token_decode(tenant, global_id, page_token, &before, err)) != ERR_OK)
     return rc;
   rc = store_list_audit(st, tenant, global_id, before, page_size(size),
-                        store_deadline(ctx, deadline), out, err);
+                        coord__store_deadline(ctx, deadline), out, err);
   if (rc != ERR_OK) {
     audit_list_clear(out);
     return rc;

@@ -6,28 +6,20 @@
 
 #include "../util/log.h"
 
-typedef struct change {
-  step_phase phase;
-  uint64_t attempt;
-  step_state from, to;
-} change;
-
-typedef struct txn {
-  store_step_fn fn;
-  void *arg;
-  change changes[2];
-  int n;
-  err_code last_rc;
-  err_t last_err;
-} txn;
-
 static bool live(const step_rec *r, int64_t now) {
   return r->present && (r->state == STATE_UNKNOWN || !(r->expires_ms != 0 && r->expires_ms <= now));
 }
 
+void coord__txn_init(coord__txn *t, store_step_fn fn, void *arg) {
+  memset(t, 0, sizeof *t);
+  t->fn = fn;
+  t->arg = arg;
+  t->last_rc = ERR_OK;
+}
+
 /* Runs the caller's fn and remembers, from this (possibly last) run, what it changes. */
-static err_code wrap(void *argp, const step_pair *cur, step_writes *w, err_t *err) {
-  txn *t = argp;
+err_code coord__txn_wrap(void *argp, const step_pair *cur, step_writes *w, err_t *err) {
+  coord__txn *t = argp;
   t->n = 0;
   err_code rc = t->fn(t->arg, cur, w, err);
   t->last_rc = rc;
@@ -38,7 +30,7 @@ static err_code wrap(void *argp, const step_pair *cur, step_writes *w, err_t *er
     step_state from = live(o, cur->now_ms) ? o->state : STATE_NONE;
     uint64_t from_attempt = live(o, cur->now_ms) ? o->attempt : 0;
     if (from == n->state && from_attempt == n->attempt) continue; /* a lease extension */
-    t->changes[t->n++] = (change){n->key.phase, n->attempt, from, n->state};
+    t->changes[t->n++] = (coord__change){n->key.phase, n->attempt, from, n->state};
   }
   return rc;
 }
@@ -49,19 +41,15 @@ static const char *state_word(step_state s) {
   return (int)s >= 0 && (int)s <= STATE_RELEASED ? names[s] : "invalid";
 }
 
-err_code coord__step_txn(store *st, const step_key *key, int64_t deadline, store_step_fn fn,
-                         void *arg, const audit_rec *audit, const char *via, err_t *err) {
-  txn t = {.fn = fn, .arg = arg, .n = 0, .last_rc = ERR_OK};
-  err_clear(&t.last_err);
-  err_code rc = audit ? store_step_txn_audit(st, key, deadline, wrap, &t, audit, err)
-                      : store_step_txn(st, key, deadline, wrap, &t, err);
+err_code coord__txn_done(const coord__txn *t, const step_key *key, const audit_rec *audit,
+                         const char *via, err_code rc, const err_t *err) {
   /* committed: OK, or fn's own error handed back as is (the store commits fn's writes even
    * then); a store failure carries its own message */
-  bool committed = rc == ERR_OK || (rc == t.last_rc && rc != ERR_UNAVAILABLE &&
-                                    strcmp(err->msg, t.last_err.msg) == 0);
+  bool committed = rc == ERR_OK || (rc == t->last_rc && rc != ERR_UNAVAILABLE && err &&
+                                    strcmp(err->msg, t->last_err.msg) == 0);
   if (!committed) return rc;
-  for (int i = 0; i < t.n; i++) {
-    const change *c = &t.changes[i];
+  for (int i = 0; i < t->n; i++) {
+    const coord__change *c = &t->changes[i];
     char attempt[24];
     snprintf(attempt, sizeof attempt, "%llu", (unsigned long long)c->attempt);
     const char *phase = c->phase == PHASE_COMPENSATION ? "compensation" : "forward";
@@ -77,4 +65,13 @@ err_code coord__step_txn(store *st, const step_key *key, int64_t deadline, store
              (const char *)NULL);
   }
   return rc;
+}
+
+err_code coord__step_txn(store *st, const step_key *key, int64_t deadline, store_step_fn fn,
+                         void *arg, const audit_rec *audit, const char *via, err_t *err) {
+  coord__txn t;
+  coord__txn_init(&t, fn, arg);
+  err_code rc = audit ? store_step_txn_audit(st, key, deadline, coord__txn_wrap, &t, audit, err)
+                      : store_step_txn(st, key, deadline, coord__txn_wrap, &t, err);
+  return coord__txn_done(&t, key, audit, via, rc, err);
 }

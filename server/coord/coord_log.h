@@ -16,4 +16,27 @@
 err_code coord__step_txn(store *st, const step_key *key, int64_t deadline, store_step_fn fn,
                          void *arg, const audit_rec *audit, const char *via, err_t *err);
 
+/* The same in parts, for a step transaction whose answer comes later (store_batcher_submit):
+ * coord__txn_init(&t, fn, arg), then run coord__txn_wrap with &t as the store's callback, then
+ * coord__txn_done with the store's answer (rc, err), which logs and returns rc. */
+typedef struct coord__change {
+  step_phase phase;
+  uint64_t attempt;
+  step_state from, to;
+} coord__change;
+
+typedef struct coord__txn {
+  store_step_fn fn;
+  void *arg;
+  coord__change changes[2];
+  int n;
+  err_code last_rc;
+  err_t last_err;
+} coord__txn;
+
+void coord__txn_init(coord__txn *t, store_step_fn fn, void *arg);
+err_code coord__txn_wrap(void *t, const step_pair *cur, step_writes *w, err_t *err);
+err_code coord__txn_done(const coord__txn *t, const step_key *key, const audit_rec *audit,
+                         const char *via, err_code rc, const err_t *err);
+
 #endif

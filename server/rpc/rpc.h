@@ -3,7 +3,9 @@
  * One completion-queue thread accepts calls and sends replies; it never waits on the store.
  * Each call's request is decoded and handed to a pool of worker threads, each owning one store
  * connection (opened with cfg->open_store); the worker runs the coord_* operation, encodes the
- * reply and starts the send batch. Status codes come from one table (rpc_status.c).
+ * reply and starts the send batch. With cfg->submit_steps, BeginStep and CompleteStep skip the
+ * workers: the store's own thread answers them after its commit. Status codes come from one
+ * table (rpc_status.c).
  */
 #ifndef IDEM_RPC_H
 #define IDEM_RPC_H
@@ -20,14 +22,20 @@
 typedef struct rpc_server rpc_server;
 
 typedef struct rpc_config {
-  const char *listen;  /* "127.0.0.1:50051" */
-  int workers;         /* worker threads = store connections; default 8 */
+  const char *listen;     /* "127.0.0.1:50051" */
+  int workers;            /* worker threads = store connections; default 8 */
   const coord_ctx *coord; /* borrowed, must outlive the server */
   /* Opens one store for one worker (called once per worker at start). */
   store *(*open_store)(void *arg);
   void *open_store_arg;
-  const char *node_id;      /* for GetStatus */
-  size_t max_recv_bytes;    /* default 256 KiB */
+  /* throughput (issue 7): BeginStep and CompleteStep do not take a worker. The
+   * completion-queue thread checks and decodes them and hands them to one more store (from
+   * open_store) with store_step_txn_submit; the store's thread sends the reply after the
+   * commit. The stores open_store gives must then support it (a PostgreSQL store with a
+   * batcher). false: every call runs on a worker. */
+  bool submit_steps;
+  const char *node_id;         /* for GetStatus */
+  size_t max_recv_bytes;       /* default 256 KiB */
   int64_t default_deadline_ms; /* applied to calls without a deadline; default 2000 */
   /* high availability (issue 4): borrowed, must outlive the server; NULL = always the leader.
    * Not the leader: every call but Admin.GetStatus and health answers UNAVAILABLE "not the

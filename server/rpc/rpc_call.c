@@ -333,24 +333,33 @@ void rpc__call_handle(rpc_call *c, store *st) {
   done(c, &err);
 }
 
-bool rpc__call_try_fast(rpc_call *c) {
+bool rpc__call_try_async(rpc_call *c) {
+  rpc_server *srv = c->srv;
   const rpc_method *m = &rpc__methods[c->method];
-  if (!m->fast) return false;
+  if (!m->async || !srv->submit_store) return false;
   err_t err;
   err_clear(&err);
   char tenant[REC_GLOBAL_ID_MAX + 2];
-  if (!admit(c, m, tenant, sizeof tenant, &err)) {
-    c->not_leader = false; /* the worker runs every check again and answers */
-    return false;
+  if (!admit(c, m, tenant, sizeof tenant, &err) ||
+      !(c->in = rpc__decode(c->payload, m->in, &err))) {
+    done(c, &err);
+    return true;
   }
-  ProtobufCMessage *in = rpc__decode(c->payload, m->in, &err);
-  if (!in) return false;
-  rpc_req rq = {.srv = c->srv, .st = NULL, .tenant = tenant, .deadline = c->deadline};
-  err_code code = ERR_OK;
-  bool answered = m->fast(&rq, in, c, &code, &err);
-  protobuf_c_message_free_unpacked(in, NULL);
-  if (!answered) return false;
-  settle(c, code, &err);
-  done(c, &err);
+  pthread_mutex_lock(&srv->mu);
+  srv->async_pending++;
+  pthread_mutex_unlock(&srv->mu);
+  rpc_req rq = {.srv = srv, .st = srv->submit_store, .tenant = tenant, .deadline = c->deadline};
+  m->async(&rq, c->in, c); /* c may be ended, even freed, when it returns */
   return true;
+}
+
+void rpc__async_done(rpc_call *c, err_code code, err_t *err) {
+  rpc_server *srv = c->srv;
+  settle(c, code, err);
+  protobuf_c_message_free_unpacked(c->in, NULL);
+  c->in = NULL;
+  done(c, err); /* c belongs to the cq thread from here on */
+  pthread_mutex_lock(&srv->mu);
+  if (--srv->async_pending == 0) pthread_cond_broadcast(&srv->cv);
+  pthread_mutex_unlock(&srv->mu);
 }

@@ -97,19 +97,27 @@ err_code rpc__begin_step(const rpc_req *rq, const ProtobufCMessage *in, rpc_call
   return reply_begin(c, &out, err);
 }
 
-bool rpc__begin_step_cached(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c,
-                            err_code *code, err_t *err) {
+/* issue 7: BeginStep without a worker (coord_begin_step_async). */
+static void begin_step_done(void *arg, err_code rc, coord_begin_result *out, err_t *err) {
+  rpc_call *c = arg;
+  if (rc == ERR_OK) rc = reply_begin(c, out, err);
+  rpc__async_done(c, rc, err);
+}
+
+void rpc__begin_step_async(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c) {
   const Idem__V1__BeginStepRequest *req = (const Idem__V1__BeginStepRequest *)in;
   coord_key_in key = rpc__key_in(req->key);
-  coord_begin_result out = {0};
-  if (!coord_begin_step_cached(rq->srv->coord, rq->tenant, &key, req->fingerprint.data,
-                               req->fingerprint.len, req->lease_ms, &out, code, err))
-    return false;
-  if (*code == ERR_OK)
-    *code = reply_begin(c, &out, err);
-  else
-    coord_begin_result_clear(&out);
-  return true;
+  coord_begin_step_async(rq->srv->coord, rq->st, rq->tenant, &key, req->fingerprint.data,
+                         req->fingerprint.len, req->lease_ms, rq->deadline, begin_step_done, c);
+}
+
+/* The CompleteStep reply from the record after the call. */
+static err_code reply_complete(rpc_call *c, const step_rec *out, err_t *err) {
+  rpc_rec_pb rec;
+  rpc__rec_to_pb(out, &rec);
+  Idem__V1__CompleteStepResponse resp = IDEM__V1__COMPLETE_STEP_RESPONSE__INIT;
+  resp.record = &rec.rec;
+  return rpc__call_reply(c, &resp.base, err);
 }
 
 err_code rpc__complete_step(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c,
@@ -120,15 +128,24 @@ err_code rpc__complete_step(const rpc_req *rq, const ProtobufCMessage *in, rpc_c
   err_code rc =
       coord_complete_step(rq->srv->coord, rq->st, rq->tenant, &key, req->attempt, (int)req->outcome,
                           req->code, req->body.data, req->body.len, rq->deadline, &out, err);
-  if (rc == ERR_OK) {
-    rpc_rec_pb rec;
-    rpc__rec_to_pb(&out, &rec);
-    Idem__V1__CompleteStepResponse resp = IDEM__V1__COMPLETE_STEP_RESPONSE__INIT;
-    resp.record = &rec.rec;
-    rc = rpc__call_reply(c, &resp.base, err);
-  }
+  if (rc == ERR_OK) rc = reply_complete(c, &out, err);
   step_rec_clear(&out);
   return rc;
+}
+
+/* issue 7: CompleteStep without a worker (coord_complete_step_async). */
+static void complete_step_done(void *arg, err_code rc, step_rec *out, err_t *err) {
+  rpc_call *c = arg;
+  if (rc == ERR_OK) rc = reply_complete(c, out, err);
+  rpc__async_done(c, rc, err);
+}
+
+void rpc__complete_step_async(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c) {
+  const Idem__V1__CompleteStepRequest *req = (const Idem__V1__CompleteStepRequest *)in;
+  coord_key_in key = rpc__key_in(req->key);
+  coord_complete_step_async(rq->srv->coord, rq->st, rq->tenant, &key, req->attempt,
+                            (int)req->outcome, req->code, req->body.data, req->body.len,
+                            rq->deadline, complete_step_done, c);
 }
 
 err_code rpc__extend_lease(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c, err_t *err) {

@@ -9,6 +9,10 @@
  *      batch (send initial metadata, message, status; recv close) with the rpc_call as tag;
  *      kind becomes RPC_TAG_BATCH.
  *   4. the batch completes on the cq (success or not): the cq thread frees the rpc_call.
+ * A method with an async handler (issue 7, with cfg->submit_steps) skips the worker: in step 2
+ * the cq thread checks and decodes the call and starts the handler, which hands the call to
+ * the store; whichever thread has the store's answer (the store's own thread, or the cq thread
+ * at once) ends it with rpc__async_done, which does step 3's reply.
  * A request that completes with success == 0 (server shutdown) is freed at once. Exactly one
  * thread touches an rpc_call at a time: whoever was handed the tag last.
  */
@@ -55,7 +59,7 @@ typedef struct rpc_call rpc_call;
 /* What a handler gets besides the decoded request. */
 typedef struct rpc_req {
   rpc_server *srv;
-  store *st;          /* the worker's own store */
+  store *st;          /* the worker's own store; for an async handler the shared submit store */
   const char *tenant; /* issue 8: from the credentials (valid); with authentication off from
                          metadata idem-tenant, else "default", not yet validated */
   int64_t deadline;   /* absolute, monotonic ms */
@@ -66,17 +70,17 @@ typedef struct rpc_req {
 typedef err_code (*rpc_handler_fn)(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c,
                                    err_t *err);
 
-/* issue 7: a fast path run on the completion-queue thread, which must never wait (rq->st is
- * NULL): true when it answered (as a handler would, the code in *code), false to hand the
- * call to a worker untouched (nothing replied, nothing counted). */
-typedef bool (*rpc_fast_fn)(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c,
-                            err_code *code, err_t *err);
+/* issue 7: a handler started on the completion-queue thread that must never wait (rq->st is
+ * a store for store_step_txn_submit, shared): it ends the call exactly once, now or later from
+ * another thread, with rpc__async_done (after rpc__call_reply on success). `in` stays valid
+ * until then. */
+typedef void (*rpc_async_fn)(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c);
 
 typedef struct rpc_method {
   const char *path;                     /* "/idem.v1.Coordinator/BeginStep" */
   const ProtobufCMessageDescriptor *in; /* request message */
   rpc_handler_fn handler;               /* NULL: UNIMPLEMENTED "not implemented yet" */
-  rpc_fast_fn fast;                     /* NULL: always on a worker */
+  rpc_async_fn async;                   /* NULL (or no cfg->submit_steps): handler on a worker */
 } rpc_method;
 
 extern const rpc_method rpc__methods[];
@@ -102,7 +106,8 @@ struct rpc_call {
   bool not_leader;
   char leader[ELECT_ADDR_MAX];
   int cancelled;
-  rpc_call *next; /* worker queue link */
+  rpc_call *next;       /* worker queue link */
+  ProtobufCMessage *in; /* an async handler's request, freed by rpc__async_done */
 };
 
 /* --- worker pool (rpc_workers.c) --- */
@@ -142,7 +147,7 @@ struct rpc_server {
   size_t max_recv_bytes;
   int64_t default_deadline_ms;
   int workers;
-  elect *elector; /* issue 4: NULL = always the leader */
+  elect *elector;          /* issue 4: NULL = always the leader */
   const auth_config *auth; /* issue 8: NULL = authentication off */
 
   grpc_server *server;
@@ -161,6 +166,10 @@ struct rpc_server {
   bool stopped;
 
   rpc_pool pool;
+  /* issue 7 (cfg->submit_steps): the store async handlers submit to, and how many calls they
+   * have not ended yet (under mu; cv is broadcast when it drops to 0) */
+  store *submit_store;
+  int async_pending;
 };
 
 /* --- per-call state (rpc_call.c) --- */
@@ -170,9 +179,15 @@ void rpc__call_free(rpc_call *c);
 int64_t rpc__deadline_mono(gpr_timespec dl, int64_t default_ms);
 /* Worker side: decode, run the handler, send the reply. */
 void rpc__call_handle(rpc_call *c, store *st);
-/* Completion-queue side (issue 7): runs the method's fast path when it has one and the call
- * passes every check; true when the call was answered (and c finished). */
-bool rpc__call_try_fast(rpc_call *c);
+/* Completion-queue side (issue 7): when the method has an async handler and the server
+ * submits steps, runs every check, decodes and starts the handler; true when the call is
+ * taken (the cq thread must not touch c again). */
+bool rpc__call_try_async(rpc_call *c);
+
+/* Ends a call an async handler took: its answer code (err filled unless ERR_OK), then the
+ * reply as a worker would send it. Any thread. */
+void rpc__async_done(rpc_call *c, err_code code, err_t *err);
+
 /* Encodes msg as the reply message. ERR_INTERNAL (err filled) on allocation failure. */
 err_code rpc__call_reply(rpc_call *c, const ProtobufCMessage *msg, err_t *err);
 /* Starts the single reply batch with e's status; frees c if the batch cannot start. Any
@@ -201,9 +216,9 @@ grpc_status_code rpc__status(err_code code);
 /* --- handlers (rpc_handlers.c, rpc_admin.c) --- */
 err_code rpc__begin_saga(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
 err_code rpc__begin_step(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
-bool rpc__begin_step_cached(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_code *,
-                            err_t *);
 err_code rpc__complete_step(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
+void rpc__begin_step_async(const rpc_req *, const ProtobufCMessage *, rpc_call *);
+void rpc__complete_step_async(const rpc_req *, const ProtobufCMessage *, rpc_call *);
 err_code rpc__extend_lease(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
 err_code rpc__lookup_step(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
 err_code rpc__get_saga(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);

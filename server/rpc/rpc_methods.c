@@ -9,9 +9,11 @@
 
 const rpc_method rpc__methods[] = {
     {COORD "BeginSaga", &idem__v1__begin_saga_request__descriptor, rpc__begin_saga, NULL},
+    /* issue 7: with submit_steps, no worker (replays from the cache on the cq thread) */
     {COORD "BeginStep", &idem__v1__begin_step_request__descriptor, rpc__begin_step,
-     rpc__begin_step_cached}, /* issue 7: replays from the cache on the cq thread */
-    {COORD "CompleteStep", &idem__v1__complete_step_request__descriptor, rpc__complete_step, NULL},
+     rpc__begin_step_async},
+    {COORD "CompleteStep", &idem__v1__complete_step_request__descriptor, rpc__complete_step,
+     rpc__complete_step_async},
     {COORD "ExtendLease", &idem__v1__extend_lease_request__descriptor, rpc__extend_lease, NULL},
     {COORD "LookupStep", &idem__v1__lookup_step_request__descriptor, rpc__lookup_step, NULL},
     {COORD "GetSaga", &idem__v1__get_saga_request__descriptor, rpc__get_saga, NULL},

@@ -57,7 +57,7 @@ static void on_registered(rpc_server *s, rpc_call *c) {
   if (!atomic_load(&s->shutting_down)) post_request(s, c->method);
   c->deadline = rpc__deadline_mono(c->deadline_ts, s->default_deadline_ms);
   c->arrived_us = rpc__mono_us();
-  if (rpc__call_try_fast(c)) return; /* issue 7: a replay from the cache, no worker needed */
+  if (rpc__call_try_async(c)) return; /* issue 7: no worker; the store's thread answers */
   if (!rpc__pool_push(&s->pool, c)) {
     err_t err;
     err_set(&err, ERR_RESOURCE, "server overloaded: too many calls waiting");
@@ -156,6 +156,7 @@ static void abort_unstarted(rpc_server *s) {
   drain(s);
   grpc_completion_queue_destroy(s->cq);
   if (s->pool.workers) rpc__pool_stop(&s->pool);
+  store_close(s->submit_store);
   free_server(s);
 }
 
@@ -235,6 +236,11 @@ rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err) {
     abort_unstarted(s);
     return NULL;
   }
+  if (cfg->submit_steps && !(s->submit_store = cfg->open_store(cfg->open_store_arg))) {
+    err_set(err, ERR_INTERNAL, "cannot open the store for submitted steps");
+    abort_unstarted(s);
+    return NULL;
+  }
   grpc_server_credentials *creds = rpc__server_credentials(cfg); /* issue 8: TLS */
   s->port = grpc_server_add_http2_port(s->server, s->listen, creds);
   grpc_server_credentials_release(creds);
@@ -302,10 +308,17 @@ void rpc_server_stop(rpc_server *s) {
       if (ev.type == GRPC_OP_COMPLETE) on_event(s, ev.tag, ev.success);
     }
   }
+  /* issue 7: calls handed to the store end once it answers (by their store deadline at the
+   * latest), even those cancelled above; their reply batches need the server and the cq */
+  pthread_mutex_lock(&s->mu);
+  while (s->async_pending > 0) pthread_cond_wait(&s->cv, &s->mu);
+  pthread_mutex_unlock(&s->mu);
   grpc_server_destroy(s->server);
   s->server = NULL;
   /* workers finish whatever is queued (nothing, once the tag fired), then close their stores */
   rpc__pool_stop(&s->pool);
+  store_close(s->submit_store);
+  s->submit_store = NULL;
   grpc_completion_queue_shutdown(s->cq);
   if (s->cq_started)
     pthread_join(s->cq_thread, NULL);

@@ -41,8 +41,24 @@ void memstore_put(memstore *m, const step_rec *r) {
   m->recs[m->n_recs++] = copy;
 }
 
+typedef struct memstore_submitted {
+  struct memstore_submitted *next;
+  step_key key; /* a copy: the caller's must stay valid, but the double checks nothing else */
+  const step_key *caller_key;
+  int64_t deadline;
+  store_step_fn fn;
+  void *arg;
+  store_step_done_fn done;
+  void *done_arg;
+} memstore_submitted;
+
 static void ms_close(store *s) {
   memstore *m = (memstore *)s;
+  while (m->submitted) { /* never answered: a test that did not run them */
+    memstore_submitted *q = m->submitted;
+    m->submitted = q->next;
+    free(q);
+  }
   for (size_t i = 0; i < m->n_recs; i++) step_rec_clear(&m->recs[i]);
   free(m->recs);
   free(m);
@@ -209,6 +225,43 @@ static err_code ms_get_saga(store *s, const char *tenant, const char *global_id,
   return ERR_OK;
 }
 
+static err_code ms_step_txn_submit(store *s, const step_key *key, int64_t deadline,
+                                   store_step_fn fn, void *arg, store_step_done_fn done,
+                                   void *done_arg, err_t *err) {
+  memstore *m = (memstore *)s;
+  m->submit_calls++;
+  if (m->submit_rc != ERR_OK) return err_set(err, m->submit_rc, "memstore: submission refused");
+  memstore_submitted *q = calloc(1, sizeof *q);
+  if (!q) abort();
+  *q = (memstore_submitted){.key = *key,
+                            .caller_key = key,
+                            .deadline = deadline,
+                            .fn = fn,
+                            .arg = arg,
+                            .done = done,
+                            .done_arg = done_arg};
+  memstore_submitted **tail = &m->submitted;
+  while (*tail) tail = &(*tail)->next;
+  *tail = q;
+  return ERR_OK;
+}
+
+int memstore_run_submitted(memstore *m) {
+  int n = 0;
+  while (m->submitted) {
+    memstore_submitted *q = m->submitted;
+    m->submitted = q->next;
+    if (memcmp(&q->key, q->caller_key, sizeof q->key) != 0) abort(); /* the key moved */
+    err_t err;
+    err_clear(&err);
+    err_code rc = ms_step_txn(&m->base, q->caller_key, q->deadline, q->fn, q->arg, &err);
+    q->done(q->done_arg, rc, rc == ERR_OK ? NULL : &err);
+    free(q);
+    n++;
+  }
+  return n;
+}
+
 static const store_ops memstore_ops = {
     .version = STORE_OPS_VERSION,
     .close = ms_close,
@@ -217,6 +270,7 @@ static const store_ops memstore_ops = {
     .lookup_step = ms_lookup_step,
     .begin_saga = ms_begin_saga,
     .get_saga = ms_get_saga,
+    .step_txn_submit = ms_step_txn_submit,
 };
 
 memstore *memstore_new(int64_t now_ms) {

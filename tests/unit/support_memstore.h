@@ -46,10 +46,20 @@ typedef struct memstore {
   saga_new last_saga_new;        /* strings point into last_saga below */
   memstore_saga last_saga;       /* deep copy of the last begin_saga input */
   bool last_saga_had_request_id; /* in->request_id != NULL */
+
+  /* step_txn_submit (issue 7): queued here, run by memstore_run_submitted (which models the
+   * store's own thread, later); submit_rc != ERR_OK refuses every submission with it */
+  struct memstore_submitted *submitted;
+  int submit_calls;
+  err_code submit_rc;
 } memstore;
 
 /* A new empty store whose clock reads now_ms. Free with store_close(&m->base). */
 memstore *memstore_new(int64_t now_ms);
+
+/* Runs every queued submission (step_txn, then its done callback) in submission order;
+ * returns how many ran. */
+int memstore_run_submitted(memstore *m);
 
 /* Inserts or replaces a record (deep copy). */
 void memstore_put(memstore *m, const step_rec *r);

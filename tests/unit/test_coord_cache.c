@@ -117,27 +117,3 @@ Test(coord_cache, a_miss_goes_to_the_store) {
   replay_cache_stats_get(cache, &st);
   cr_assert_eq(st.misses, 1);
 }
-
-Test(coord_cache, the_cache_only_call_answers_hits_and_hands_back_the_rest) {
-  cache_finished_forward("g1", 3600 * 1000);
-  coord_key_in hit = {.global_id = "g1", .service = "pay", .operation = "charge", .phase = 1};
-  coord_key_in miss = {.global_id = "g2", .service = "pay", .operation = "charge", .phase = 1};
-  coord_key_in bad = {.global_id = "g 1", .service = "pay", .operation = "charge", .phase = 1};
-  coord_key_in writes = {.global_id = "g1", .service = "pay", .operation = "charge", .phase = 2};
-  coord_begin_result r;
-  err_t e;
-  err_code rc = ERR_INTERNAL;
-  cr_assert(coord_begin_step_cached(&ctx, "acme", &hit, FP, 2, 0, &r, &rc, &e));
-  cr_assert_eq(rc, ERR_OK);
-  cr_assert_eq(r.decision, DECISION_REPLAY);
-  coord_begin_result_clear(&r);
-  cr_assert_not(coord_begin_step_cached(&ctx, "acme", &miss, FP, 2, 0, &r, &rc, &e));
-  cr_assert_not(coord_begin_step_cached(&ctx, "acme", &bad, FP, 2, 0, &r, &rc, &e));
-  cr_assert_not(coord_begin_step_cached(&ctx, "acme", &writes, FP, 2, 0, &r, &rc, &e));
-  cr_assert_null(r.body);
-  cr_assert_eq(m->calls, 0, "the cache-only call asked the store");
-  replay_cache_stats st;
-  replay_cache_stats_get(cache, &st);
-  cr_assert_eq(st.hits, 1);
-  cr_assert_eq(st.misses, 0, "misses are counted by the full path only");
-}
