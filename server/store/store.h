@@ -40,8 +40,9 @@ typedef err_code (*store_step_fn)(void *arg, const step_pair *cur, step_writes *
 
 /* The answer of a step transaction submitted without waiting (step_txn_submit,
  * store_batcher_submit): the same rc and err as step_txn would have returned (err is NULL when
- * rc is ERR_OK). Runs on a batcher thread, holding none of the batcher's locks; it may take its
- * time, but the batcher's next batch waits for it. */
+ * rc is ERR_OK). Runs on the batcher's answer thread (one per batcher, in commit order), holding
+ * none of the batch threads' locks: the next batch runs meanwhile. It must not block for long:
+ * the answers after it wait. */
 typedef void (*store_step_done_fn)(void *arg, err_code rc, const err_t *err);
 
 /* By default at most this many submitted step transactions wait for a batch (per batcher);
@@ -288,7 +289,7 @@ store_batcher *store_batcher_start(const store_batcher_cfg *cfg, err_t *err);
 void store_batcher_stop(store_batcher *b);
 
 /* step_txn_submit on b (a PostgreSQL store's step_txn_submit when b is its batcher): done
- * runs on a batcher thread after the batch that carried the transaction committed or failed,
+ * runs on b's answer thread after the batch that carried the transaction committed or failed,
  * or when b stops ("store stopping"); ERR_RESOURCE when queue_max are waiting. */
 err_code store_batcher_submit(store_batcher *b, const step_key *key, int64_t deadline,
                               store_step_fn fn, void *arg, store_step_done_fn done, void *done_arg,

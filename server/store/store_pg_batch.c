@@ -125,6 +125,13 @@ struct store_batcher {
   store_commit_fn on_commit;
   void *on_commit_arg;
   _Atomic uint64_t batches, txns, largest;
+  /* submitted items, answered: the answer thread runs their callbacks (under done_mu) */
+  pthread_mutex_t done_mu;
+  pthread_cond_t done_cv;
+  bt_item *done_head, **done_tail;
+  bool done_stop;
+  pthread_t answerer;
+  bool answerer_started;
 };
 
 static bool same_pair(const step_key *a, const step_key *b) {
@@ -178,14 +185,39 @@ static void collect(store_batcher *b, bt_thread *t) {
   }
 }
 
-/* Gives each submitted item of list (linked by next) its answer, outside b->mu, and frees it. */
-static void run_done(bt_item *list) {
-  while (list) {
-    bt_item *next = list->next;
-    list->on_done(list->done_arg, list->rc, list->rc == ERR_OK ? NULL : &list->err);
-    free(list);
-    list = next;
+/* Hands answered submitted items (list, linked by next) to the answer thread. */
+static void hand_over(store_batcher *b, bt_item *list) {
+  if (!list) return;
+  pthread_mutex_lock(&b->done_mu);
+  *b->done_tail = list;
+  while (list->next) list = list->next;
+  b->done_tail = &list->next;
+  pthread_cond_signal(&b->done_cv);
+  pthread_mutex_unlock(&b->done_mu);
+}
+
+/* The answer thread: runs the callbacks of submitted items (encoding and sending replies, in
+ * the rpc layer) while the batch threads go on with the next batch, and frees the items. */
+static void *answerer_main(void *arg) {
+  store_batcher *b = arg;
+  pthread_mutex_lock(&b->done_mu);
+  for (;;) {
+    while (!b->done_head && !b->done_stop) pthread_cond_wait(&b->done_cv, &b->done_mu);
+    bt_item *list = b->done_head;
+    if (!list) break; /* stopping, and everything answered */
+    b->done_head = NULL;
+    b->done_tail = &b->done_head;
+    pthread_mutex_unlock(&b->done_mu);
+    while (list) {
+      bt_item *next = list->next;
+      list->on_done(list->done_arg, list->rc, list->rc == ERR_OK ? NULL : &list->err);
+      free(list);
+      list = next;
+    }
+    pthread_mutex_lock(&b->done_mu);
   }
+  pthread_mutex_unlock(&b->done_mu);
+  return NULL;
 }
 
 /* Wakes every blocking caller of t's batch, releases its pairs, then answers its submitted
@@ -210,7 +242,7 @@ static void finish(store_batcher *b, bt_thread *t) {
     pthread_cond_broadcast(&b->help_cv);
   }
   pthread_mutex_unlock(&b->mu);
-  run_done(submitted);
+  hand_over(b, submitted);
 }
 
 /* Thread 0 runs every batch while it keeps up: one connection makes bigger batches, and
@@ -615,6 +647,9 @@ store_batcher *store_batcher_start(const store_batcher_cfg *cfg, err_t *err) {
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&b->help_cv, &ca);
   pthread_condattr_destroy(&ca);
+  pthread_mutex_init(&b->done_mu, NULL);
+  pthread_cond_init(&b->done_cv, NULL);
+  b->done_tail = &b->done_head;
   b->threads = calloc((size_t)b->n_threads, sizeof *b->threads);
   if (!b->threads) goto oom;
   for (int i = 0; i < b->n_threads; i++) {
@@ -628,6 +663,11 @@ store_batcher *store_batcher_start(const store_batcher_cfg *cfg, err_t *err) {
     if (!t->conn || !t->items || !t->stmts || !t->params) goto oom;
     if (cfg->epoch) store_pg_set_epoch_source(t->conn, cfg->epoch);
   }
+  if (pthread_create(&b->answerer, NULL, answerer_main, b) != 0) {
+    store_batcher_stop(b);
+    return err_set(err, ERR_INTERNAL, "cannot start the batcher's answer thread"), NULL;
+  }
+  b->answerer_started = true;
   for (int i = 0; i < b->n_threads; i++) {
     if (pthread_create(&b->threads[i].thread, NULL, batcher_main, &b->threads[i]) != 0) {
       store_batcher_stop(b);
@@ -670,7 +710,14 @@ void store_batcher_stop(store_batcher *b) {
   b->head = b->tail = NULL;
   b->queued_async = 0;
   pthread_mutex_unlock(&b->mu);
-  run_done(submitted);
+  if (b->answerer_started) { /* answers everything handed over, then ends */
+    hand_over(b, submitted);
+    pthread_mutex_lock(&b->done_mu);
+    b->done_stop = true;
+    pthread_cond_signal(&b->done_cv);
+    pthread_mutex_unlock(&b->done_mu);
+    pthread_join(b->answerer, NULL);
+  }
   for (int i = 0; b->threads && i < b->n_threads; i++) {
     store_close(b->threads[i].conn);
     free(b->threads[i].items);
@@ -682,6 +729,8 @@ void store_batcher_stop(store_batcher *b) {
   pthread_cond_destroy(&b->cv);
   pthread_cond_destroy(&b->help_cv);
   pthread_mutex_destroy(&b->mu);
+  pthread_cond_destroy(&b->done_cv);
+  pthread_mutex_destroy(&b->done_mu);
   free(b);
 }
 
