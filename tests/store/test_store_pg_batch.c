@@ -355,6 +355,21 @@ Test(store_batch, the_pair_read_planned_on_an_empty_table_probes_the_primary_key
   PQfinish(c);
 }
 
+/* Another session that holds the pair lock of key (the batcher's lock key) until
+ * pg_advisory_unlock_all or PQfinish. */
+static PGconn *hold_pair_lock(const step_key *key) {
+  PGconn *holder = PQconnectdb(pg_url());
+  cr_assert_eq(PQstatus(holder), CONNECTION_OK, "connect: %s", PQerrorMessage(holder));
+  const char *kp[] = {key->tenant, key->global_id, key->service, key->operation};
+  PGresult *r = PQexecParams(holder,
+                             "SELECT pg_advisory_lock(hashtextextended($1 || E'\\x1f' || $2 ||"
+                             " E'\\x1f' || $3 || E'\\x1f' || $4, 0))",
+                             4, NULL, kp, NULL, NULL, 0);
+  cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "lock: %s", PQerrorMessage(holder));
+  PQclear(r);
+  return holder;
+}
+
 /* One step transaction on its own thread (bump_fn), for a batch that waits on a lock. */
 typedef struct stuck_call {
   store *st;
@@ -405,17 +420,9 @@ Test(store_batch, a_stalled_batch_does_not_hold_up_other_pairs) {
   err_t e;
   store_batcher *b = store_batcher_start(&cfg, &e);
   cr_assert_not_null(b, "%s", e.msg);
-  PGconn *holder = PQconnectdb(pg_url());
-  cr_assert_eq(PQstatus(holder), CONNECTION_OK, "connect: %s", PQerrorMessage(holder));
   stuck_call sc = {.st = store_pg_open(pg_url()), .key = mkkey("stuck")};
   store_pg_set_batcher(sc.st, b);
-  const char *kp[] = {sc.key.tenant, sc.key.global_id, sc.key.service, sc.key.operation};
-  PGresult *r = PQexecParams(holder,
-                             "SELECT pg_advisory_lock(hashtextextended($1 || E'\\x1f' || $2 ||"
-                             " E'\\x1f' || $3 || E'\\x1f' || $4, 0))",
-                             4, NULL, kp, NULL, NULL, 0);
-  cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "lock: %s", PQerrorMessage(holder));
-  PQclear(r);
+  PGconn *holder = hold_pair_lock(&sc.key);
 
   pthread_t ts, tf;
   cr_assert_eq(pthread_create(&ts, NULL, run_stuck, &sc), 0);
@@ -504,15 +511,7 @@ Test(store_batch, submitted_transactions_are_answered_once_in_order_and_the_queu
   store *plain = store_pg_open(pg_url()); /* no batcher: cannot */
   store_pg_set_batcher(st, b);
   step_key key = mkkey("submitted");
-  PGconn *holder = PQconnectdb(pg_url());
-  cr_assert_eq(PQstatus(holder), CONNECTION_OK, "connect: %s", PQerrorMessage(holder));
-  const char *kp[] = {key.tenant, key.global_id, key.service, key.operation};
-  PGresult *r = PQexecParams(holder,
-                             "SELECT pg_advisory_lock(hashtextextended($1 || E'\\x1f' || $2 ||"
-                             " E'\\x1f' || $3 || E'\\x1f' || $4, 0))",
-                             4, NULL, kp, NULL, NULL, 0);
-  cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "lock: %s", PQerrorMessage(holder));
-  PQclear(r);
+  PGconn *holder = hold_pair_lock(&key);
 
   submitted s;
   memset(&s, 0, sizeof s);

@@ -11,6 +11,7 @@
 
 #include "cache/replay_cache.h"
 #include "coord/coord.h"
+#include "support_cache.h"
 #include "support_memstore.h"
 #include "util/clock.h"
 
@@ -130,26 +131,7 @@ Test(coord_async, a_step_is_answered_once_after_the_store_and_as_the_blocking_fo
 Test(coord_async, a_replay_from_the_cache_is_answered_at_once_without_the_store) {
   replay_cache *cache = replay_cache_new(NULL);
   ctx.cache = cache;
-  step_pair p;
-  memset(&p, 0, sizeof p);
-  p.fwd.key = (step_key){.tenant = "acme",
-                         .global_id = "g-1",
-                         .service = "pay",
-                         .operation = "charge",
-                         .phase = PHASE_FORWARD};
-  p.comp.key = p.fwd.key;
-  p.comp.key.phase = PHASE_COMPENSATION;
-  p.fwd.present = true;
-  p.fwd.state = STATE_SUCCEEDED;
-  p.fwd.attempt = 1;
-  memcpy(p.fwd.fp, FP, 2);
-  p.fwd.fp_len = 2;
-  p.fwd.outcome = OUTCOME_SUCCEEDED;
-  p.fwd.code = 200;
-  p.fwd.body = (uint8_t *)"paid";
-  p.fwd.body_len = 4;
-  p.fwd.expires_ms = clock_wall_ms() + 3600 * 1000;
-  replay_cache_committed(cache, 0, &p);
+  cache_finished_forward(cache, "g-1", FP, sizeof FP, 3600 * 1000);
 
   seen s = {0};
   begin_async(&key, &s);

@@ -8,6 +8,7 @@
 
 #include "cache/replay_cache.h"
 #include "coord/coord.h"
+#include "support_cache.h"
 #include "support_memstore.h"
 #include "util/clock.h"
 
@@ -31,31 +32,6 @@ static void teardown(void) {
 }
 TestSuite(coord_cache, .init = setup, .fini = teardown);
 
-/* Commits (as the store's hook would) a pair whose forward finished with body, expiring in
- * expires_in_ms. */
-static void cache_finished_forward(const char *gid, int64_t expires_in_ms) {
-  step_pair p;
-  memset(&p, 0, sizeof p);
-  snprintf(p.fwd.key.tenant, sizeof p.fwd.key.tenant, "acme");
-  snprintf(p.fwd.key.global_id, sizeof p.fwd.key.global_id, "%s", gid);
-  snprintf(p.fwd.key.service, sizeof p.fwd.key.service, "pay");
-  snprintf(p.fwd.key.operation, sizeof p.fwd.key.operation, "charge");
-  p.comp.key = p.fwd.key;
-  p.fwd.key.phase = PHASE_FORWARD;
-  p.comp.key.phase = PHASE_COMPENSATION;
-  p.fwd.present = true;
-  p.fwd.state = STATE_SUCCEEDED;
-  p.fwd.attempt = 1;
-  memcpy(p.fwd.fp, FP, 2);
-  p.fwd.fp_len = 2;
-  p.fwd.outcome = OUTCOME_SUCCEEDED;
-  p.fwd.code = 200;
-  p.fwd.body = (uint8_t *)"paid";
-  p.fwd.body_len = 4;
-  p.fwd.expires_ms = clock_wall_ms() + expires_in_ms;
-  replay_cache_committed(cache, 0, &p);
-}
-
 static err_code begin(const char *gid, int phase, const uint8_t *fp, coord_begin_result *r,
                       err_t *e) {
   coord_key_in k = {.global_id = gid, .service = "pay", .operation = "charge", .phase = phase};
@@ -63,7 +39,7 @@ static err_code begin(const char *gid, int phase, const uint8_t *fp, coord_begin
 }
 
 Test(coord_cache, a_replay_is_answered_without_the_store) {
-  cache_finished_forward("g1", 3600 * 1000);
+  cache_finished_forward(cache, "g1", FP, sizeof FP, 3600 * 1000);
   coord_begin_result r;
   err_t e;
   cr_assert_eq(begin("g1", PHASE_FORWARD, FP, &r, &e), ERR_OK, "%s", e.msg);
@@ -80,7 +56,7 @@ Test(coord_cache, a_replay_is_answered_without_the_store) {
 }
 
 Test(coord_cache, a_fingerprint_mismatch_is_answered_without_the_store) {
-  cache_finished_forward("g1", 3600 * 1000);
+  cache_finished_forward(cache, "g1", FP, sizeof FP, 3600 * 1000);
   const uint8_t other[2] = {9, 9};
   coord_begin_result r;
   err_t e;
@@ -90,7 +66,7 @@ Test(coord_cache, a_fingerprint_mismatch_is_answered_without_the_store) {
 }
 
 Test(coord_cache, anything_that_writes_goes_to_the_store) {
-  cache_finished_forward("g1", 3600 * 1000);
+  cache_finished_forward(cache, "g1", FP, sizeof FP, 3600 * 1000);
   coord_begin_result r;
   err_t e;
   /* a compensation of a finished forward: PROCEED, a write */
@@ -101,7 +77,8 @@ Test(coord_cache, anything_that_writes_goes_to_the_store) {
 }
 
 Test(coord_cache, a_record_near_the_end_of_its_retention_goes_to_the_store) {
-  cache_finished_forward("g1", 5000); /* inside the margin: the reaper may be there first */
+  cache_finished_forward(cache, "g1", FP, sizeof FP,
+                         5000); /* inside the margin: the reaper may be there first */
   coord_begin_result r;
   err_t e;
   cr_assert_eq(begin("g1", PHASE_FORWARD, FP, &r, &e), ERR_UNAVAILABLE);
