@@ -83,9 +83,9 @@ err_code coord_complete_step(const coord_ctx *ctx, store *st, const char *tenant
  * the same answers as coord_begin_step / coord_complete_step, given to done() exactly once —
  * before the function returns (invalid input, a replay from the cache, a store that cannot
  * take the call) or later on the store's thread, after the commit (store_step_txn_submit: st
- * may be shared by any number of threads). *out belongs to the
- * call: done reads it (or moves what it keeps out of it) and coord clears it afterwards. The
- * strings of key, fp and body are borrowed until done has run. */
+ * may be shared by any number of threads). *out belongs to the call: done reads it (or moves
+ * what it keeps out of it) and coord clears it afterwards. The strings of key, fp and body are
+ * borrowed until done has run. */
 typedef void (*coord_begin_done_fn)(void *arg, err_code rc, coord_begin_result *out, err_t *err);
 typedef void (*coord_complete_done_fn)(void *arg, err_code rc, step_rec *out, err_t *err);
 

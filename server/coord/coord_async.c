@@ -1,5 +1,5 @@
 /* coord_async.c — BeginStep and CompleteStep without blocking (see coord.h, "the non-blocking
- * forms"): the parts of coord_step.h around store_batcher_submit. Each call's state lives in
+ * forms"): the parts of coord_step.h around store_step_txn_submit. Each call's state lives in
  * one allocation from the call to its answer. */
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +26,8 @@ static void begin_answer(begin_op *op, err_code rc, err_t *err) {
   free(op);
 }
 
-/* The store's answer, on a batcher thread. */
+/* The store's answer, on the thread the store answers on (PostgreSQL: the batcher's answer
+ * thread). */
 static void begin_committed(void *p, err_code rc, const err_t *store_err) {
   begin_op *op = p;
   err_t err;

@@ -16,7 +16,7 @@
 err_code coord__step_txn(store *st, const step_key *key, int64_t deadline, store_step_fn fn,
                          void *arg, const audit_rec *audit, const char *via, err_t *err);
 
-/* The same in parts, for a step transaction whose answer comes later (store_batcher_submit):
+/* The same in parts, for a step transaction whose answer comes later (store_step_txn_submit):
  * coord__txn_init(&t, fn, arg), then run coord__txn_wrap with &t as the store's callback, then
  * coord__txn_done with the store's answer (rc, err), which logs and returns rc. */
 typedef struct coord__change {
