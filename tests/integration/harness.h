@@ -74,5 +74,9 @@ double h_metric(int port, const char *series);
 
 /* A free TCP port on 127.0.0.1 (support_harness.c). */
 int h_free_port(void);
+/* Whether something accepts TCP connections on 127.0.0.1:port. */
+bool h_port_open(int port);
+/* How many lines of the file at path hold needle (0 without the file): a process's log. */
+int h_log_count(const char *path, const char *needle);
 
 #endif

@@ -52,7 +52,7 @@ int h_free_port(void) {
   return ntohs(a.sin_port);
 }
 
-static bool port_open(int port) {
+bool h_port_open(int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return false;
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
@@ -122,27 +122,18 @@ void h_srv_start(srv *s, const char *pg_url, const char *const *extra_args) {
   h_srv_start_probe(s, pg_url, extra_args, NULL);
 }
 
-void h_srv_start_probe(srv *s, const char *pg_url, const char *const *extra_args,
-                       const idem_options *probe) {
-  const char *bin = h_env("IDEM_COORDINATOR_BIN");
-  if (!pg_url) pg_url = h_env("IDEM_TEST_PG_URL");
-  memset(s, 0, sizeof *s);
-  s->port = h_free_port();
-  snprintf(s->addr, sizeof s->addr, "127.0.0.1:%d", s->port);
-  char tag[64];
-  h_unique("srv", tag, sizeof tag);
-  snprintf(s->log_path, sizeof s->log_path, "/tmp/idem-%s.log", tag);
+int h_log_count(const char *path, const char *needle) {
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  char line[2048];
+  int n = 0;
+  while (fgets(line, sizeof line, f)) n += strstr(line, needle) != NULL;
+  fclose(f);
+  return n;
+}
 
-  const char *argv[32];
-  int argc = 0;
-  argv[argc++] = bin;
-  argv[argc++] = "--listen";
-  argv[argc++] = s->addr;
-  argv[argc++] = "--pg";
-  argv[argc++] = pg_url;
-  for (int i = 0; extra_args && extra_args[i] && argc < 30; i++) argv[argc++] = extra_args[i];
-  argv[argc] = NULL;
-
+/* Forks and execs the coordinator with its output in s->log_path; sets s->pid. */
+static void spawn(srv *s, const char *bin, const char *const *argv) {
   pid_t pid = fork();
   cr_assert(pid >= 0, "fork: %s", strerror(errno));
   if (pid == 0) {
@@ -157,24 +148,60 @@ void h_srv_start_probe(srv *s, const char *pg_url, const char *const *extra_args
   }
   s->pid = pid;
   track(pid, true);
+}
 
-  /* ready = the port accepts connections, then Admin.GetStatus answers. Polling the port
-   * first keeps the client's channel out of gRPC's reconnect backoff. */
-  int64_t deadline = h_now_ms() + 30000;
-  for (;;) {
-    int wst;
-    if (waitpid(pid, &wst, WNOHANG) == pid) {
-      track(pid, false);
-      s->pid = 0;
-      h_srv_dump_log(s);
-      cr_assert_fail("idem-coordinator exited during start-up");
+/* A free port is only free until someone binds it: the test processes Criterion runs side by
+ * side (--jobs=2) each pick ports, and two picked the same one. A coordinator that then cannot
+ * listen exits ("cannot listen"), and the harness tries again on another port. Ready = this
+ * coordinator logged "listening" (it bound the port: nobody else answers there), then
+ * Admin.GetStatus answers. */
+#define START_TRIES 5
+
+void h_srv_start_probe(srv *s, const char *pg_url, const char *const *extra_args,
+                       const idem_options *probe) {
+  const char *bin = h_env("IDEM_COORDINATOR_BIN");
+  if (!pg_url) pg_url = h_env("IDEM_TEST_PG_URL");
+  memset(s, 0, sizeof *s);
+  char tag[64];
+  h_unique("srv", tag, sizeof tag);
+  snprintf(s->log_path, sizeof s->log_path, "/tmp/idem-%s.log", tag);
+  for (int attempt = 1;; attempt++) {
+    s->port = h_free_port();
+    snprintf(s->addr, sizeof s->addr, "127.0.0.1:%d", s->port);
+    const char *argv[32];
+    int argc = 0;
+    argv[argc++] = bin;
+    argv[argc++] = "--listen";
+    argv[argc++] = s->addr;
+    argv[argc++] = "--pg";
+    argv[argc++] = pg_url;
+    for (int i = 0; extra_args && extra_args[i] && argc < 30; i++) argv[argc++] = extra_args[i];
+    argv[argc] = NULL;
+    spawn(s, bin, argv);
+
+    /* polling the port as well keeps the client's channel out of gRPC's reconnect backoff */
+    int64_t deadline = h_now_ms() + 30000;
+    bool retry = false;
+    for (;;) {
+      int wst;
+      if (waitpid(s->pid, &wst, WNOHANG) == s->pid) {
+        track(s->pid, false);
+        s->pid = 0;
+        if (attempt < START_TRIES && h_log_count(s->log_path, "cannot listen") > 0) {
+          retry = true; /* the port was taken after h_free_port chose it */
+          break;
+        }
+        h_srv_dump_log(s);
+        cr_assert_fail("idem-coordinator exited during start-up");
+      }
+      if (h_log_count(s->log_path, "listening") > 0 && h_port_open(s->port)) break;
+      if (h_now_ms() > deadline) {
+        h_srv_dump_log(s);
+        cr_assert_fail("idem-coordinator did not listen within 30 s");
+      }
+      h_sleep_ms(10);
     }
-    if (port_open(s->port)) break;
-    if (h_now_ms() > deadline) {
-      h_srv_dump_log(s);
-      cr_assert_fail("idem-coordinator did not listen within 30 s");
-    }
-    h_sleep_ms(10);
+    if (!retry) break;
   }
   idem_options o = {.tenant = "default", .deadline_ms = 2000};
   if (probe) o = *probe;

@@ -23,20 +23,9 @@ static srv s;
 static int mport;
 static char tenant[64];
 
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  cr_assert(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
-  socklen_t len = sizeof a;
-  getsockname(fd, (struct sockaddr *)&a, &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 static void setup(void) {
   h_tenant(tenant);
-  mport = free_port();
+  mport = h_free_port();
   char addr[64];
   snprintf(addr, sizeof addr, "127.0.0.1:%d", mport);
   const char *args[] = {"--metrics", addr, NULL};
