@@ -78,5 +78,19 @@ int h_free_port(void);
 bool h_port_open(int port);
 /* How many lines of the file at path hold needle (0 without the file): a process's log. */
 int h_log_count(const char *path, const char *needle);
+/* Copies the file at path (a process's log) to stderr. */
+void h_dump_log(const char *path);
+
+/* A free port is only free until someone binds it: the test processes Criterion runs side by
+ * side (--jobs=2) each pick ports, and two once picked the same one. Waits until the process
+ * pid (its output in log) listens on 127.0.0.1:port: one more line than `listened` holds
+ * "listening" (it bound the port, so nobody else answers there) and the port accepts. False
+ * when it exited after one more line than `refused` holding "cannot listen" (the port was
+ * taken after h_free_port chose it: the caller tries another, at most H_START_TRIES times in
+ * all); a process that exits otherwise, or does not listen within 30 s, fails the test with
+ * its log. */
+#define H_START_TRIES 5
+bool h_wait_listening(pid_t pid, const char *log, int port, int listened, int refused,
+                      const char *what);
 
 #endif

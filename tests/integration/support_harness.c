@@ -80,14 +80,16 @@ idem_client *h_client(const srv *s, const char *tenant, int64_t deadline_ms) {
   return c;
 }
 
-void h_srv_dump_log(const srv *s) {
-  FILE *f = fopen(s->log_path, "r");
+void h_dump_log(const char *path) {
+  FILE *f = fopen(path, "r");
   if (!f) return;
   char line[1024];
-  fprintf(stderr, "--- %s\n", s->log_path);
+  fprintf(stderr, "--- %s\n", path);
   while (fgets(line, sizeof line, f)) fputs(line, stderr);
   fclose(f);
 }
+
+void h_srv_dump_log(const srv *s) { h_dump_log(s->log_path); }
 
 /* Servers still running when the test process exits (a failed assertion skips h_srv_stop) are
  * killed then, so a failing test leaves no coordinator behind. */
@@ -150,13 +152,29 @@ static void spawn(srv *s, const char *bin, const char *const *argv) {
   track(pid, true);
 }
 
-/* A free port is only free until someone binds it: the test processes Criterion runs side by
- * side (--jobs=2) each pick ports, and two picked the same one. A coordinator that then cannot
- * listen exits ("cannot listen"), and the harness tries again on another port. Ready = this
- * coordinator logged "listening" (it bound the port: nobody else answers there), then
- * Admin.GetStatus answers. */
-#define START_TRIES 5
+bool h_wait_listening(pid_t pid, const char *log, int port, int listened, int refused,
+                      const char *what) {
+  /* polling the port as well keeps a client's channel out of gRPC's reconnect backoff */
+  int64_t deadline = h_now_ms() + 30000;
+  while (!(h_log_count(log, "listening") > listened && h_port_open(port))) {
+    int wst;
+    if (waitpid(pid, &wst, WNOHANG) == pid) {
+      track(pid, false);
+      if (h_log_count(log, "cannot listen") > refused) return false;
+      h_dump_log(log);
+      cr_assert_fail("%s exited during start-up", what);
+    }
+    if (h_now_ms() > deadline) {
+      h_dump_log(log);
+      cr_assert_fail("%s did not listen within 30 s", what);
+    }
+    h_sleep_ms(5);
+  }
+  return true;
+}
 
+/* Ready = this coordinator logged "listening", then Admin.GetStatus answers; on another port
+ * when the one chosen was taken (h_wait_listening). */
 void h_srv_start_probe(srv *s, const char *pg_url, const char *const *extra_args,
                        const idem_options *probe) {
   const char *bin = h_env("IDEM_COORDINATOR_BIN");
@@ -178,30 +196,12 @@ void h_srv_start_probe(srv *s, const char *pg_url, const char *const *extra_args
     for (int i = 0; extra_args && extra_args[i] && argc < 30; i++) argv[argc++] = extra_args[i];
     argv[argc] = NULL;
     spawn(s, bin, argv);
-
-    /* polling the port as well keeps the client's channel out of gRPC's reconnect backoff */
-    int64_t deadline = h_now_ms() + 30000;
-    bool retry = false;
-    for (;;) {
-      int wst;
-      if (waitpid(s->pid, &wst, WNOHANG) == s->pid) {
-        track(s->pid, false);
-        s->pid = 0;
-        if (attempt < START_TRIES && h_log_count(s->log_path, "cannot listen") > 0) {
-          retry = true; /* the port was taken after h_free_port chose it */
-          break;
-        }
-        h_srv_dump_log(s);
-        cr_assert_fail("idem-coordinator exited during start-up");
-      }
-      if (h_log_count(s->log_path, "listening") > 0 && h_port_open(s->port)) break;
-      if (h_now_ms() > deadline) {
-        h_srv_dump_log(s);
-        cr_assert_fail("idem-coordinator did not listen within 30 s");
-      }
-      h_sleep_ms(10);
+    if (h_wait_listening(s->pid, s->log_path, s->port, 0, 0, "idem-coordinator")) break;
+    s->pid = 0;
+    if (attempt == H_START_TRIES) {
+      h_srv_dump_log(s);
+      cr_assert_fail("idem-coordinator found no free port in %d tries", H_START_TRIES);
     }
-    if (!retry) break;
   }
   idem_options o = {.tenant = "default", .deadline_ms = 2000};
   if (probe) o = *probe;

@@ -29,15 +29,6 @@ static void bin_path(const char *name, char *out, size_t n) {
   snprintf(out, n, "%s/../saga-examples/saga-%s", server_dir, name);
 }
 
-static void dump(const char *path) {
-  FILE *f = fopen(path, "r");
-  if (!f) return;
-  char line[1024];
-  fprintf(stderr, "--- %s\n", path);
-  while (fgets(line, sizeof line, f)) fputs(line, stderr);
-  fclose(f);
-}
-
 /* Forks and execs v with its output appended to v->log; sets v->pid, counts the start. */
 static pid_t svc_spawn(shop *s, svc *v, const char *const *extra) {
   char bin[600], lease[16], threads[16];
@@ -99,39 +90,23 @@ static pid_t svc_spawn(shop *s, svc *v, const char *const *extra) {
   return pid;
 }
 
-
-/* Starts v and waits until it listens. A free port is only free until someone binds it: the
- * test processes Criterion runs side by side (--jobs=2) each pick ports. A service that cannot
- * listen on its first start exits ("cannot listen on"), and it is tried again on another port
- * (later starts keep the port: the other services were given it). Ready = this start logged
- * "listening on" (it bound the port: nobody else answers there) and the port accepts. */
+/* Starts v and waits until it listens (h_wait_listening). Only its first start may move to
+ * another port: later starts keep the one the other services were given. */
 void svc_start(shop *s, svc *v, const char *const *extra) {
   for (int attempt = 1;; attempt++) {
-    int listened = h_log_count(v->log, "listening on "), refused = h_log_count(v->log, "cannot listen");
+    int listened = h_log_count(v->log, "listening"), refused = h_log_count(v->log, "cannot listen");
+    char what[64];
+    snprintf(what, sizeof what, "saga-%s", v->name);
     pid_t pid = svc_spawn(s, v, extra);
-    int64_t deadline = h_now_ms() + 30000;
-    bool retry = false;
-    while (!(h_log_count(v->log, "listening on ") > listened && h_port_open(v->port))) {
-      int st;
-      if (waitpid(pid, &st, WNOHANG) == pid) {
-        v->pid = 0;
-        if (v->starts == 1 && attempt < 5 && h_log_count(v->log, "cannot listen") > refused) {
-          v->starts = 0;
-          v->port = h_free_port();
-          snprintf(v->addr, sizeof v->addr, "127.0.0.1:%d", v->port);
-          retry = true;
-          break;
-        }
-        dump(v->log);
-        cr_assert_fail("saga-%s exited during start-up", v->name);
-      }
-      if (h_now_ms() > deadline) {
-        dump(v->log);
-        cr_assert_fail("saga-%s did not listen within 30 s", v->name);
-      }
-      h_sleep_ms(5);
+    if (h_wait_listening(pid, v->log, v->port, listened, refused, what)) return;
+    v->pid = 0;
+    if (v->starts > 1 || attempt == H_START_TRIES) {
+      h_dump_log(v->log);
+      cr_assert_fail("%s could not listen on %s", what, v->addr);
     }
-    if (!retry) return;
+    v->starts = 0;
+    v->port = h_free_port();
+    snprintf(v->addr, sizeof v->addr, "127.0.0.1:%d", v->port);
   }
 }
 
@@ -231,7 +206,7 @@ void shop_stop(shop *s) {
   PQfinish(s->pg);
   const svc *v[3] = {&s->order, &s->payment, &s->inventory};
   for (int i = 0; i < 3; i++) {
-    if (rc[i] != 0) dump(v[i]->log);
+    if (rc[i] != 0) h_dump_log(v[i]->log);
     cr_expect_eq(rc[i], 0, "saga-%s exited with %d after SIGTERM", v[i]->name, rc[i]);
     if (rc[i] == 0) unlink(v[i]->log);
   }

@@ -15,6 +15,7 @@
 #include "store/store.h"
 #include "store/store_pg_internal.h"
 #include "util/clock.h"
+#include "support_pg.h"
 
 /* --- helpers --- */
 
@@ -606,16 +607,7 @@ Test(store_pg, lock_wait_past_the_deadline_is_cancelled_and_the_store_recovers) 
   err_t e;
   step_key k = mkkey("g-lock", "svc", "op", PHASE_FORWARD);
   /* another session holds the pair's lock */
-  PGconn *c = PQconnectdb(pg_url());
-  cr_assert_eq(PQstatus(c), CONNECTION_OK);
-  PQclear(PQexec(c, "BEGIN"));
-  const char *v[] = {k.tenant, k.global_id, k.service, k.operation};
-  PGresult *r = PQexecParams(c,
-                             "SELECT pg_advisory_xact_lock(hashtextextended($1::text || E'\\x1f'"
-                             " || $2::text || E'\\x1f' || $3::text || E'\\x1f' || $4::text, 0))",
-                             4, NULL, v, NULL, NULL, 0);
-  cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQerrorMessage(c));
-  PQclear(r);
+  PGconn *c = hold_pair_lock(pg_url(), &k);
 
   write_arg a;
   memset(&a, 0, sizeof a);
@@ -629,7 +621,7 @@ Test(store_pg, lock_wait_past_the_deadline_is_cancelled_and_the_store_recovers) 
   cr_assert(took >= 290 && took < 1000, "took %lld ms", (long long)took);
   cr_log_info("lock wait timeout after %lld ms (deadline 300)", (long long)took);
 
-  PQclear(PQexec(c, "COMMIT"));
+  release_pair_lock(c);
   PQfinish(c);
   /* the same store reconnects; nothing was written by the cancelled call */
   step_rec got;

@@ -14,6 +14,7 @@
 
 #include "store/store.h"
 #include "store/store_pg_internal.h"
+#include "support_pg.h"
 #include "util/clock.h"
 
 static const char *pg_url(void) {
@@ -385,21 +386,6 @@ Test(store_batch, the_pair_read_is_planned_once_per_connection) {
   cr_assert_eq(generic, 10, "generic plans: %ld", generic);
 }
 
-/* Another session that holds the pair lock of key (the batcher's lock key) until
- * pg_advisory_unlock_all or PQfinish. */
-static PGconn *hold_pair_lock(const step_key *key) {
-  PGconn *holder = PQconnectdb(pg_url());
-  cr_assert_eq(PQstatus(holder), CONNECTION_OK, "connect: %s", PQerrorMessage(holder));
-  const char *kp[] = {key->tenant, key->global_id, key->service, key->operation};
-  PGresult *r = PQexecParams(holder,
-                             "SELECT pg_advisory_lock(hashtextextended($1 || E'\\x1f' || $2 ||"
-                             " E'\\x1f' || $3 || E'\\x1f' || $4, 0))",
-                             4, NULL, kp, NULL, NULL, 0);
-  cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "lock: %s", PQerrorMessage(holder));
-  PQclear(r);
-  return holder;
-}
-
 /* One step transaction on its own thread (bump_fn), for a batch that waits on a lock. */
 typedef struct stuck_call {
   store *st;
@@ -452,7 +438,7 @@ Test(store_batch, a_stalled_batch_does_not_hold_up_other_pairs) {
   cr_assert_not_null(b, "%s", e.msg);
   stuck_call sc = {.st = store_pg_open(pg_url()), .key = mkkey("stuck")};
   store_pg_set_batcher(sc.st, b);
-  PGconn *holder = hold_pair_lock(&sc.key);
+  PGconn *holder = hold_pair_lock(pg_url(), &sc.key);
 
   pthread_t ts, tf;
   cr_assert_eq(pthread_create(&ts, NULL, run_stuck, &sc), 0);
@@ -470,7 +456,7 @@ Test(store_batch, a_stalled_batch_does_not_hold_up_other_pairs) {
   bool free_done = atomic_load(&fc.done);
   bool stuck_early = atomic_load(&sc.done);
 
-  PQclear(PQexec(holder, "SELECT pg_advisory_unlock_all()"));
+  release_pair_lock(holder);
   pthread_join(tf, NULL);
   pthread_join(ts, NULL);
   PQfinish(holder);
@@ -541,7 +527,7 @@ Test(store_batch, submitted_transactions_are_answered_once_in_order_and_the_queu
   store *plain = store_pg_open(pg_url()); /* no batcher: cannot */
   store_pg_set_batcher(st, b);
   step_key key = mkkey("submitted");
-  PGconn *holder = hold_pair_lock(&key);
+  PGconn *holder = hold_pair_lock(pg_url(), &key);
 
   submitted s;
   memset(&s, 0, sizeof s);
@@ -575,7 +561,7 @@ Test(store_batch, submitted_transactions_are_answered_once_in_order_and_the_queu
   cr_assert(strstr(e.msg, "too many calls waiting"), "%s", e.msg);
   cr_assert_eq(sub_total(&s), 0, "answered while the pair's lock was held");
 
-  PQclear(PQexec(holder, "SELECT pg_advisory_unlock_all()"));
+  release_pair_lock(holder);
   give_up = clock_mono_ms() + 30000;
   while (sub_total(&s) < SUB_N + 1 && clock_mono_ms() < give_up) usleep(10000);
   store_batcher_stop(b); /* nothing is queued any more: no answer comes from here */
