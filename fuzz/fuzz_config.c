@@ -18,7 +18,7 @@
 
 #include "config/config_file.h"
 #include "coord/coord_policy.h"
-#include "coord/validate.h"
+#include "validate/validate.h"
 
 static int fd = -1;
 static char path[64];

@@ -20,7 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../store/record.h"
+#include "../domain/record.h"
 #include "../util/err.h"
 
 #define AUTH_TOKEN_MIN 16

@@ -2,7 +2,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../coord/validate.h"
+#include "../validate/validate.h"
 #include "auth.h"
 
 bool auth_enabled(const auth_config *cfg) {

@@ -20,7 +20,7 @@ auth_keyring *auth_keyring_open(const char *path, err_t *err) {
     free(k);
     free(p);
     auth_tokens_release(t);
-    err_set(err, ERR_INTERNAL, "out of memory");
+    err_oom(err);
     return NULL;
   }
   pthread_mutex_init(&k->mu, NULL);

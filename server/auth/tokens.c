@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../coord/validate.h"
+#include "../validate/validate.h"
 #include "auth.h"
 
 #define DIGEST_LEN 32 /* SHA-256 */
@@ -126,7 +126,7 @@ err_code auth_tokens_parse(const char *text, size_t len, const char *name, auth_
   if (!name) name = "tokens";
   if (memchr(text, '\0', len)) return err_set(err, ERR_INVALID, "%s: contains a NUL byte", name);
   auth_tokens *t = calloc(1, sizeof *t);
-  if (!t) return err_set(err, ERR_INTERNAL, "out of memory");
+  if (!t) return err_oom(err);
   atomic_init(&t->refs, 1);
   size_t cap = 0;
   int lineno = 0;
@@ -146,7 +146,7 @@ err_code auth_tokens_parse(const char *text, size_t len, const char *name, auth_
       size_t ncap = cap ? cap * 2 : 16;
       entry *g = calloc(ncap, sizeof *g);
       if (!g) {
-        rc = err_set(err, ERR_INTERNAL, "out of memory");
+        rc = err_oom(err);
         break;
       }
       if (t->e) {
@@ -184,7 +184,7 @@ err_code auth_tokens_load(const char *path, auth_tokens **out, err_t *err) {
   char *buf = malloc(FILE_MAX + 1);
   if (!buf) {
     fclose(f);
-    return err_set(err, ERR_INTERNAL, "out of memory");
+    return err_oom(err);
   }
   size_t n = fread(buf, 1, FILE_MAX + 1, f);
   bool bad = ferror(f);

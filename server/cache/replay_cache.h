@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../store/record.h"
+#include "../domain/record.h"
 
 typedef struct replay_cache replay_cache;
 

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../policy/policy.h"
+#include "../domain/policy.h"
 
 /* Called for each option line: name with '_' turned into '-', value (both valid only during
  * the call). Return 0 to accept, or non-zero when the name is unknown (the load then fails

@@ -19,7 +19,7 @@
 #include "../util/uuidv7.h"
 #include "coord_log.h"
 #include "coord_step.h"
-#include "validate.h"
+#include "../validate/validate.h"
 
 void coord_ctx_init(coord_ctx *ctx) {
   memset(ctx, 0, sizeof *ctx);
@@ -64,7 +64,7 @@ static err_code validate_step_key(const char *tenant, const coord_key_in *key, s
 }
 
 static err_code out_of_memory(err_t *err) {
-  return err_set(err, ERR_INTERNAL, "out of memory");
+  return err_oom(err);
 }
 
 /* --- BeginStep --- */
@@ -72,7 +72,7 @@ static err_code out_of_memory(err_t *err) {
 /* The store could not be reached or did not answer in time (not a conflict between callers:
  * the database answered then, and guarding still works). */
 static bool store_unreachable(const err_t *err) {
-  return err && strncmp(err->msg, "store conflict", 14) != 0;
+  return err && err->reason != ERR_R_STORE_CONFLICT;
 }
 
 /* Fail-open answer while the store is unreachable: nothing is recorded, so nothing fences

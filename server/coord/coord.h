@@ -18,8 +18,8 @@
 #include <stdint.h>
 
 #include "../cache/replay_cache.h"
-#include "../policy/policy.h"
-#include "../store/record.h"
+#include "../domain/policy.h"
+#include "../domain/record.h"
 #include "../store/store.h"
 #include "../util/err.h"
 

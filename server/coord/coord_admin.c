@@ -11,7 +11,7 @@
 #include "../util/clock.h"
 #include "coord_log.h"
 #include "coord_step.h"
-#include "validate.h"
+#include "../validate/validate.h"
 
 /* --- shared helpers --- */
 
@@ -237,7 +237,7 @@ err_code coord_decide_resolve(const step_key *key, step_outcome outcome, int32_t
   const step_rec *r = key->phase == PHASE_COMPENSATION ? &cur->comp : &cur->fwd;
   if (!live(r, now)) return err_set(err, ERR_NOT_FOUND, "no such step");
   if (r->state != STATE_IN_PROGRESS && r->state != STATE_UNKNOWN)
-    return err_set(err, ERR_PRECONDITION,
+    return err_fail(err, ERR_PRECONDITION, ERR_R_NOT_RESOLVABLE,
                    "step is %s: only in_progress and unknown steps can be resolved",
                    state_word(r->state));
   *from = r->state;
@@ -282,7 +282,7 @@ static err_code resolve_fn(void *argp, const step_pair *cur, step_writes *w, err
   a->audit->to_state = after->state;
   if (!step_rec_copy(a->out, after)) {
     w->n = 0;
-    return err_set(err, ERR_INTERNAL, "out of memory");
+    return err_oom(err);
   }
   return ERR_OK;
 }

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../store/record_admin.h"
+#include "../domain/record_admin.h"
 #include "coord.h"
 
 #define COORD_TOKEN_MAX 600 /* a page token, NUL included */

@@ -47,7 +47,7 @@ void coord_begin_step_async(const coord_ctx *ctx, store *st, const char *tenant,
   begin_op *op = calloc(1, sizeof *op);
   if (!op) {
     coord_begin_result none = {0};
-    done(arg, err_set(&err, ERR_INTERNAL, "out of memory"), &none, &err);
+    done(arg, err_oom(&err), &none, &err);
     return;
   }
   op->done = done;
@@ -102,7 +102,7 @@ void coord_complete_step_async(const coord_ctx *ctx, store *st, const char *tena
   if (!op) {
     step_rec none;
     memset(&none, 0, sizeof none);
-    done(arg, err_set(&err, ERR_INTERNAL, "out of memory"), &none, &err);
+    done(arg, err_oom(&err), &none, &err);
     return;
   }
   op->done = done;

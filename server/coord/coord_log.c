@@ -46,7 +46,7 @@ err_code coord__txn_done(const coord__txn *t, const step_key *key, const audit_r
   /* committed: OK, or fn's own error handed back as is (the store commits fn's writes even
    * then); a store failure carries its own message */
   bool committed = rc == ERR_OK || (rc == t->last_rc && rc != ERR_UNAVAILABLE && err &&
-                                    strcmp(err->msg, t->last_err.msg) == 0);
+                                    !err_from_store(err) && err->reason == t->last_err.reason);
   if (!committed) return rc;
   for (int i = 0; i < t->n; i++) {
     const coord__change *c = &t->changes[i];

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "../util/clock.h"
-#include "validate.h"
+#include "../validate/validate.h"
 
 static bool is_any(const char *s) {
   return s && strcmp(s, POLICY_ANY) == 0;

@@ -74,12 +74,12 @@ static void fresh(step_rec *r, const step_key *key, step_phase phase, int64_t no
 }
 
 static err_code mismatch(err_t *err) {
-  return err_set(err, ERR_PRECONDITION,
-                 "fingerprint mismatch: the key was begun with a different request");
+  return err_fail(err, ERR_PRECONDITION, ERR_R_FINGERPRINT_MISMATCH,
+                  "fingerprint mismatch: the key was begun with a different request");
 }
 
 static err_code in_progress(const step_rec *r, int64_t now, err_t *err) {
-  err_set(err, ERR_ABORTED, "step in progress");
+  err_fail(err, ERR_ABORTED, ERR_R_IN_PROGRESS, "step in progress");
   int64_t left = r->lease_expires_ms - now;
   if (err) err->retry_after_ms = left > 0 ? left : 1;
   return ERR_ABORTED;
@@ -286,12 +286,12 @@ err_code decide_complete(const decide_complete_in *in, const step_pair *cur, ste
   const step_rec *r = own_record(in->key, cur);
   if (!live(r, now)) return err_set(err, ERR_NOT_FOUND, "no such step");
   if (in->attempt > r->attempt)
-    return err_set(err, ERR_PRECONDITION, "attempt %llu was never issued",
+    return err_fail(err, ERR_PRECONDITION, ERR_R_NEVER_ISSUED, "attempt %llu was never issued",
                    (unsigned long long)in->attempt);
   if (r->state == STATE_ABANDONED)
-    return err_set(err, ERR_ABORTED, "lease lost: the step was abandoned");
+    return err_fail(err, ERR_ABORTED, ERR_R_LEASE_LOST, "lease lost: the step was abandoned");
   if (in->attempt < r->attempt)
-    return err_set(err, ERR_ABORTED, "lease lost: attempt %llu was superseded by attempt %llu",
+    return err_fail(err, ERR_ABORTED, ERR_R_LEASE_LOST, "lease lost: attempt %llu was superseded by attempt %llu",
                    (unsigned long long)in->attempt, (unsigned long long)r->attempt);
 
   if (r->state == STATE_IN_PROGRESS) {
@@ -317,7 +317,7 @@ err_code decide_complete(const decide_complete_in *in, const step_pair *cur, ste
     *after = r; /* a retried Complete is harmless */
     return ERR_OK;
   }
-  return err_set(err, ERR_PRECONDITION, "step already finished with a different result");
+  return err_fail(err, ERR_PRECONDITION, ERR_R_FINISHED_DIFFERENTLY, "step already finished with a different result");
 }
 
 err_code decide_extend(const step_key *key, uint64_t attempt, uint32_t lease_ms,
@@ -330,7 +330,7 @@ err_code decide_extend(const step_key *key, uint64_t attempt, uint32_t lease_ms,
   const step_rec *r = own_record(key, cur);
   if (!live(r, now)) return err_set(err, ERR_NOT_FOUND, "no such step");
   if (r->state != STATE_IN_PROGRESS || r->attempt != attempt)
-    return err_set(err, ERR_ABORTED, "lease lost: attempt %llu does not hold the step",
+    return err_fail(err, ERR_ABORTED, ERR_R_LEASE_LOST, "lease lost: attempt %llu does not hold the step",
                    (unsigned long long)attempt);
   step_rec *n = push(w);
   *n = *r;

@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../store/record.h"
+#include "../domain/record.h"
 #include "../util/err.h"
 
 typedef struct decide_begin_in {

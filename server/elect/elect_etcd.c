@@ -74,14 +74,7 @@ typedef struct etcd_elect {
 } etcd_elect;
 
 static void wait_ms(etcd_elect *e, int64_t ms) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  ts.tv_sec += ms / 1000;
-  ts.tv_nsec += (ms % 1000) * 1000000L;
-  if (ts.tv_nsec >= 1000000000L) {
-    ts.tv_sec++;
-    ts.tv_nsec -= 1000000000L;
-  }
+  struct timespec ts = clock_after_us(CLOCK_MONOTONIC, ms * 1000);
   pthread_mutex_lock(&e->mu);
   if (!atomic_load(&e->stop)) pthread_cond_timedwait(&e->cv, &e->mu, &ts);
   pthread_mutex_unlock(&e->mu);
@@ -475,7 +468,7 @@ elect *elect_etcd_new(const elect_etcd_config *cfg, err_t *err) {
   }
   etcd_elect *e = calloc(1, sizeof *e);
   if (!e) {
-    err_set(err, ERR_RESOURCE, "out of memory");
+    err_oom(err);
     return NULL;
   }
   e->base.ops = &etcd_ops;
@@ -498,7 +491,7 @@ elect *elect_etcd_new(const elect_etcd_config *cfg, err_t *err) {
   e->on_elected_arg = cfg->on_elected_arg;
   if (!e->endpoints || !e->prefix || !e->node_id || !e->advertise) {
     etcd_free(&e->base);
-    err_set(err, ERR_RESOURCE, "out of memory");
+    err_oom(err);
     return NULL;
   }
   /* validate the endpoints now (a bad list is a start-up error, not a silent retry loop) */

@@ -106,7 +106,7 @@ etcd_fail etcd__post(etcd_conn *c, const char *path, const cJSON *body, int64_t 
   *out = NULL;
   char *json = cJSON_PrintUnformatted(body);
   if (!json) {
-    err_set(err, ERR_RESOURCE, "out of memory");
+    err_oom(err);
     return ETCD_NOT_SENT;
   }
   char url[512];

@@ -166,14 +166,7 @@ static void *refresh_main(void *arg) {
       log_kv(LOG_INFO, "policies loaded again", (const char *)NULL);
     failing = rc != ERR_OK;
     pthread_mutex_lock(&c->mu);
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += c->refresh_ms / 1000;
-    until.tv_nsec += (c->refresh_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-      until.tv_sec++;
-      until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = clock_after_us(CLOCK_MONOTONIC, c->refresh_ms * 1000);
     while (!c->stopping && !c->kick)
       if (pthread_cond_timedwait(&c->cv, &c->mu, &until) == ETIMEDOUT) break;
   }

@@ -22,7 +22,7 @@
 
 #include "../store/store.h"
 #include "../util/err.h"
-#include "policy.h"
+#include "../domain/policy.h"
 
 #define POLICY_CACHE_REFRESH_MS_DEFAULT 2000
 

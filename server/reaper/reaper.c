@@ -86,14 +86,7 @@ static void *reaper_main(void *arg) {
   reaper *r = arg;
   pthread_mutex_lock(&r->mu);
   for (;;) {
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += r->cfg.interval_ms / 1000;
-    until.tv_nsec += (r->cfg.interval_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-      until.tv_sec++;
-      until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = clock_after_us(CLOCK_MONOTONIC, r->cfg.interval_ms * 1000);
     while (!r->stop)
       if (pthread_cond_timedwait(&r->cv, &r->mu, &until) == ETIMEDOUT) break;
     if (r->stop) break;

@@ -23,7 +23,7 @@ typedef struct rpc_server rpc_server;
 
 typedef struct rpc_config {
   const char *listen;     /* "127.0.0.1:50051" */
-  int workers;            /* worker threads = store connections; default 8 */
+  int workers;            /* worker threads = store connections; 0 = 8 */
   const coord_ctx *coord; /* borrowed, must outlive the server */
   /* Opens one store for one worker (called once per worker at start). */
   store *(*open_store)(void *arg);
@@ -51,6 +51,12 @@ typedef struct rpc_config {
    * else: idem-tenant is ignored, UNAUTHENTICATED / PERMISSION_DENIED refuse the call. */
   const auth_config *auth;
 } rpc_config;
+
+/* The gRPC library's process-wide state: rpc_init before the first rpc_server_start (it starts
+ * threads: block signals first), rpc_shutdown after the last rpc_server_free. Counted: pairs
+ * may nest. */
+void rpc_init(void);
+void rpc_shutdown(void);
 
 /* Binds, starts the threads and begins serving. NULL with err filled when the port cannot be
  * bound or threads cannot start. The config is copied (strings too); coord is borrowed. */

@@ -70,7 +70,7 @@ err_code rpc__list_policies(const rpc_req *rq, const ProtobufCMessage *in, rpc_c
   Idem__V1__Policy *pbs = n ? calloc(n, sizeof *pbs) : NULL;
   Idem__V1__Policy **ptrs = n ? calloc(n, sizeof *ptrs) : NULL;
   if (n && (!pbs || !ptrs)) {
-    rc = err_set(err, ERR_INTERNAL, "out of memory");
+    rc = err_oom(err);
   } else {
     for (size_t i = 0; i < n; i++) {
       policy_to_pb(&rows[i].p, &pbs[i]);

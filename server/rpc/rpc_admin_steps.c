@@ -28,7 +28,7 @@ err_code rpc__list_steps(const rpc_req *rq, const ProtobufCMessage *in, rpc_call
   rpc_rec_pb *recs = l.n ? calloc(l.n, sizeof *recs) : NULL;
   Idem__V1__StepRecord **ptrs = l.n ? calloc(l.n, sizeof *ptrs) : NULL;
   if (l.n && (!recs || !ptrs)) {
-    rc = err_set(err, ERR_INTERNAL, "out of memory");
+    rc = err_oom(err);
   } else {
     for (size_t i = 0; i < l.n; i++) {
       rpc__rec_to_pb(&l.recs[i], &recs[i]);
@@ -80,7 +80,7 @@ err_code rpc__list_audit(const rpc_req *rq, const ProtobufCMessage *in, rpc_call
   Idem__V1__StepKey *keys = l.n ? calloc(l.n, sizeof *keys) : NULL;
   Idem__V1__AuditEntry **ptrs = l.n ? calloc(l.n, sizeof *ptrs) : NULL;
   if (l.n && (!entries || !keys || !ptrs)) {
-    rc = err_set(err, ERR_INTERNAL, "out of memory");
+    rc = err_oom(err);
   } else {
     for (size_t i = 0; i < l.n; i++) {
       const audit_rec *a = &l.recs[i];

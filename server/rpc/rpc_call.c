@@ -198,9 +198,12 @@ void rpc__call_finish(rpc_call *c, const err_t *e) {
     grpc_byte_buffer_destroy(c->reply);
     c->reply = NULL;
   }
-  if (code == ERR_UNAVAILABLE && c->not_leader) { /* issue 4: refused, nothing done */
+  if (code == ERR_UNAVAILABLE && err_is_not_leader(e) && c->srv->elector) {
+    /* refused (nothing done, or the fence refused the commit): send the caller to the leader */
+    elect_status st;
+    elect_status_get(c->srv->elector, &st);
     c->trailing[0].key = grpc_slice_from_static_string(RPC_LEADER_MD);
-    c->trailing[0].value = grpc_slice_from_copied_string(c->leader);
+    c->trailing[0].value = grpc_slice_from_copied_string(e->leader[0] ? e->leader : st.leader_addr);
     c->n_trailing = 1;
   } else if (code == ERR_ABORTED && e->retry_after_ms > 0) {
     char v[24];
@@ -265,13 +268,6 @@ static bool leader_only(const rpc_method *m) {
 }
 
 /* Marks c as refused by a node that is not (or no longer) the leader. */
-static void refuse_not_leader(rpc_call *c) {
-  elect_status st;
-  elect_status_get(c->srv->elector, &st);
-  c->not_leader = true;
-  snprintf(c->leader, sizeof c->leader, "%s", st.leader_addr);
-}
-
 /* The checks every call passes before its handler runs, in order: deadline, handler,
  * identity (issue 8), leadership (issue 4), size (api.md §5). False with err filled. */
 static bool admit(rpc_call *c, const rpc_method *m, char *tenant, size_t cap, err_t *err) {
@@ -284,8 +280,7 @@ static bool admit(rpc_call *c, const rpc_method *m, char *tenant, size_t cap, er
                  : tenant_of(&c->md, tenant, cap, err) != ERR_OK) {
     /* refused: err says why */
   } else if (c->srv->elector && leader_only(m) && !elect_is_leader(c->srv->elector, NULL)) {
-    err_set(err, ERR_UNAVAILABLE, "not the leader");
-    refuse_not_leader(c);
+    err_fail(err, ERR_UNAVAILABLE, ERR_R_NOT_LEADER, "not the leader");
   } else if (c->payload && grpc_byte_buffer_length(c->payload) > c->srv->max_recv_bytes) {
     /* api.md §5: over the limit is INVALID_ARGUMENT, checked before anything is unpacked */
     err_set(err, ERR_INVALID, "message too large: %zu bytes, limit %zu",
@@ -296,16 +291,12 @@ static bool admit(rpc_call *c, const rpc_method *m, char *tenant, size_t cap, er
   return false;
 }
 
-/* The handler's answer in err (trusting its return value), and the fence refusal. */
+/* The handler's answer in err (trusting its return value). */
 static void settle(rpc_call *c, err_code code, err_t *err) {
   if (code == ERR_OK)
     err_clear(err);
   else if (err->code != code)
     err->code = code;
-  /* issue 4: the store refused the commit under an old epoch: nothing was written */
-  if (err->code == ERR_UNAVAILABLE && c->srv->elector &&
-      strncmp(err->msg, STORE_FENCED_MSG, sizeof STORE_FENCED_MSG - 1) == 0)
-    refuse_not_leader(c);
 }
 
 /* Frees the request bytes (before the reply is in flight) and sends the reply. */

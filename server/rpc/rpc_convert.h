@@ -5,7 +5,7 @@
 #define IDEM_RPC_CONVERT_H
 
 #include "../coord/coord.h"
-#include "../store/record.h"
+#include "../domain/record.h"
 #include "idem/v1/coordinator.pb-c.h"
 
 /* A StepRecord and the submessages it points to. */

@@ -43,7 +43,7 @@ err_code rpc__begin_saga(const rpc_req *rq, const ProtobufCMessage *in, rpc_call
   saga_label *labels = NULL;
   if (req->n_labels) {
     labels = calloc(req->n_labels, sizeof *labels);
-    if (!labels) return err_set(err, ERR_INTERNAL, "out of memory");
+    if (!labels) return err_oom(err);
     for (size_t i = 0; i < req->n_labels; i++) {
       labels[i].key = req->labels[i]->key;
       labels[i].value = req->labels[i]->value;
@@ -192,7 +192,7 @@ err_code rpc__get_saga(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *
   Idem__V1__GetSagaResponse__LabelsEntry **label_ptrs =
       v.n_labels ? calloc(v.n_labels, sizeof *label_ptrs) : NULL;
   if ((v.n_steps && (!recs || !rec_ptrs)) || (v.n_labels && (!labels || !label_ptrs))) {
-    rc = err_set(err, ERR_INTERNAL, "out of memory");
+    rc = err_oom(err);
   } else {
     for (size_t i = 0; i < v.n_steps; i++) {
       rpc__rec_to_pb(&v.steps[i], &recs[i]);

@@ -101,10 +101,6 @@ struct rpc_call {
   grpc_byte_buffer *reply;
   grpc_metadata trailing[1];
   size_t n_trailing;
-  /* issue 4: answered UNAVAILABLE as not the leader (nothing was done): idem-leader names
-   * leader (may be "") */
-  bool not_leader;
-  char leader[ELECT_ADDR_MAX];
   int cancelled;
   rpc_call *next;       /* worker queue link */
   ProtobufCMessage *in; /* an async handler's request, freed by rpc__async_done */

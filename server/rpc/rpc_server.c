@@ -60,7 +60,7 @@ static void on_registered(rpc_server *s, rpc_call *c) {
   if (rpc__call_try_async(c)) return; /* issue 7: no worker; the store's thread answers */
   if (!rpc__pool_push(&s->pool, c)) {
     err_t err;
-    err_set(&err, ERR_RESOURCE, "server overloaded: too many calls waiting");
+    err_fail(&err, ERR_RESOURCE, ERR_R_OVERLOADED, "server overloaded: too many calls waiting");
     rpc__call_finish(c, &err);
   }
 }
@@ -160,6 +160,14 @@ static void abort_unstarted(rpc_server *s) {
   free_server(s);
 }
 
+void rpc_init(void) {
+  grpc_init();
+}
+
+void rpc_shutdown(void) {
+  grpc_shutdown();
+}
+
 rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err) {
   if (!cfg || !cfg->listen || !cfg->open_store || !cfg->coord) {
     err_set(err, ERR_INVALID, "invalid rpc configuration");
@@ -167,7 +175,7 @@ rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err) {
   }
   rpc_server *s = calloc(1, sizeof *s);
   if (!s) {
-    err_set(err, ERR_INTERNAL, "out of memory");
+    err_oom(err);
     return NULL;
   }
   pthread_mutex_init(&s->mu, NULL);
@@ -184,7 +192,7 @@ rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err) {
     s->node_id = dup_str(host);
   }
   if (!s->listen || !s->node_id) {
-    err_set(err, ERR_INTERNAL, "out of memory");
+    err_oom(err);
     free_server(s);
     return NULL;
   }
@@ -273,14 +281,7 @@ int rpc_server_port(const rpc_server *s) {
 /* --- stop --- */
 
 static bool wait_notified(rpc_server *s, int64_t timeout_ms) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  ts.tv_sec += timeout_ms / 1000;
-  ts.tv_nsec += (timeout_ms % 1000) * 1000000L;
-  if (ts.tv_nsec >= 1000000000L) {
-    ts.tv_sec++;
-    ts.tv_nsec -= 1000000000L;
-  }
+  struct timespec ts = clock_after_us(CLOCK_REALTIME, timeout_ms * 1000);
   pthread_mutex_lock(&s->mu);
   int rc = 0;
   while (!s->shutdown_notified && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&s->cv, &s->mu, &ts);

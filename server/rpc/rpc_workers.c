@@ -35,7 +35,7 @@ err_code rpc__pool_start(rpc_pool *p, rpc_server *srv, int n, err_t *err) {
   if (!p->workers) {
     pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->mu);
-    return err_set(err, ERR_INTERNAL, "out of memory");
+    return err_oom(err);
   }
   p->n = n;
   for (int i = 0; i < n; i++) {
@@ -90,7 +90,7 @@ void rpc__pool_stop(rpc_pool *p) {
   }
   /* Only reachable when no worker ever started: nothing can be queued then, but stay safe. */
   err_t err;
-  err_set(&err, ERR_UNAVAILABLE, "server stopping");
+  err_fail(&err, ERR_UNAVAILABLE, ERR_R_SHUTTING_DOWN, "server stopping");
   while (p->head) {
     rpc_call *c = p->head;
     p->head = c->next;

@@ -19,14 +19,13 @@
 #define IDEM_STORE_H
 
 #include "../util/err.h"
-#include "record.h"
-#include "record_admin.h"
-#include "../policy/policy.h"
+#include "../domain/record.h"
+#include "../domain/record_admin.h"
+#include "../domain/policy.h"
 
 #define STORE_OPS_VERSION 1
 
 typedef struct store store;
-typedef struct store_batcher store_batcher; /* group commit (issue 7), below */
 
 /* The body of a step transaction. Called with both records of the step pair read under the
  * pair's lock (held until commit) and the database clock; fills w with the records to write.
@@ -39,7 +38,7 @@ typedef struct store_batcher store_batcher; /* group commit (issue 7), below */
 typedef err_code (*store_step_fn)(void *arg, const step_pair *cur, step_writes *w, err_t *err);
 
 /* The answer of a step transaction submitted without waiting (step_txn_submit,
- * store_batcher_submit): the same rc and err as step_txn would have returned (err is NULL when
+ * the PostgreSQL backend's batcher): the same rc and err as step_txn would have returned (err is NULL when
  * rc is ERR_OK). Runs on the batcher's answer thread (one per batcher, in commit order), holding
  * none of the batch threads' locks: the next batch runs meanwhile. It must not block for long:
  * the answers after it wait. */
@@ -213,99 +212,5 @@ static inline err_code store_reap_sagas(store *s, uint32_t limit, int64_t deadli
                                         uint64_t *deleted, err_t *err) {
   return s->ops->reap_sagas(s, limit, deadline, deleted, err);
 }
-
-/* --- the PostgreSQL backend (store_pg.c) --- */
-
-/* Opens a store on conninfo (a libpq URI or key=value string; copied). Does not connect yet:
- * the first call does. Returns NULL only on allocation failure. Free with store_close. */
-store *store_pg_open(const char *conninfo);
-
-/* Creates or migrates the schema (versioned, idempotent, safe when several nodes start at
- * once: serialized with an advisory lock). ERR_UNAVAILABLE when the database cannot be
- * reached before deadline. */
-err_code store_pg_migrate(const char *conninfo, int64_t deadline, err_t *err);
-
-/* --- fencing (issue 4, store_pg_fence.c; api.md §7) ---
- * The epoch is the election revision. A store given an epoch source writes under the value it
- * reads from it at the start of each call; the database (migration 4's trigger on every table
- * the coordinator writes) refuses any INSERT/UPDATE/DELETE under an epoch older than the one
- * in idem_fence, and the call fails with ERR_UNAVAILABLE "not the leader (fenced)" (nothing of
- * its transaction is committed). Stores without a source are not fenced (tools, tests). */
-
-/* Makes s (a PostgreSQL store) write under *epoch from its next call on. The source is
- * borrowed: it must outlive s. Not thread-safe with calls on s (set it before use). */
-void store_pg_set_epoch_source(store *s, const _Atomic uint64_t *epoch);
-
-/* The message of a call the fence refused (ERR_UNAVAILABLE): nothing was committed. */
-#define STORE_FENCED_MSG "not the leader (fenced)"
-
-/* Raises idem_fence to epoch (never lowers it), first ending every transaction other
- * coordinator processes still have open on the database (a paused former leader's). ERR_OK
- * once the fence is at epoch; *superseded (with ERR_UNAVAILABLE) when it is already above
- * (a newer leader exists); ERR_UNAVAILABLE when the database cannot be reached by deadline.
- * Uses a connection of its own. */
-err_code store_pg_fence_raise(const char *conninfo, uint64_t epoch, int64_t deadline,
-                              bool *superseded, err_t *err);
-
-/* Reads idem_fence's epoch (0 when the row is missing). */
-err_code store_pg_fence_read(const char *conninfo, int64_t deadline, uint64_t *epoch, err_t *err);
-
-/* --- group commit (issue 7, store_pg_batch.c) ---
- * A batcher owns a few connections of its own (one thread each). Step transactions of every
- * store it is attached to are queued and run together: one transaction for a batch of up to
- * max_batch of them — BEGIN, every pair lock and read in one round trip (pipeline mode), the
- * callbacks, every write and the COMMIT in a second — so many callers share one commit and one
- * WAL flush. Each caller returns only after the commit of its own batch (synchronous_commit
- * stays on). A pair is never in two batches at once, so per pair, transactions commit one at a
- * time and in queue order. Locks are taken in key order; a serialization failure or deadlock
- * re-runs the whole batch (the callbacks start from scratch, as store_step_fn allows). The
- * batch runs until the earliest deadline among its transactions. The first connection runs
- * every batch while it keeps up; the others take queued work only while every connection
- * before them has been busy with one batch for help_after_us (a stalled batch does not hold
- * up the queue behind it). */
-
-/* Called on a batcher thread after a batch committed, once per step transaction in it, with
- * the pair as it now is in the database (records borrowed: copy what you keep) and the epoch
- * it was written under. For one pair, calls come in commit order. Must not block. */
-typedef void (*store_commit_fn)(void *arg, uint64_t epoch, const step_pair *after);
-
-typedef struct store_batcher_cfg {
-  const char *conninfo;          /* copied */
-  int conns;                     /* connections and threads; 0 = 2 */
-  int64_t help_after_us;         /* thread i > 0 takes work only once threads 0..i-1 have each
-                                  * been busy with one batch this long; 0 = 10,000 */
-  int max_batch;                 /* step transactions per batch; 0 = 64 */
-  int queue_max;                 /* submitted ones waiting; 0 = STORE_BATCH_QUEUE_MAX */
-  const _Atomic uint64_t *epoch; /* fencing source (borrowed), NULL = unfenced */
-  store_commit_fn on_commit;     /* may be NULL */
-  void *on_commit_arg;
-} store_batcher_cfg;
-
-/* Starts the threads (connections open lazily). NULL with err on failure. */
-store_batcher *store_batcher_start(const store_batcher_cfg *cfg, err_t *err);
-
-/* Fails what is still queued with ERR_UNAVAILABLE "store stopping", joins the threads, closes
- * the connections and frees b. Stores attached to b must not be used afterwards. */
-void store_batcher_stop(store_batcher *b);
-
-/* step_txn_submit on b (a PostgreSQL store's step_txn_submit when b is its batcher): done
- * runs on b's answer thread after the batch that carried the transaction committed or failed,
- * or when b stops ("store stopping"); ERR_RESOURCE when queue_max are waiting. */
-err_code store_batcher_submit(store_batcher *b, const step_key *key, int64_t deadline,
-                              store_step_fn fn, void *arg, store_step_done_fn done, void *done_arg,
-                              err_t *err);
-
-/* Makes a PostgreSQL store run its step transactions (step_txn, step_txn_audit,
- * step_txn_submit) through b; its other calls keep using its own connection. Set before use.
- * Without a batcher, step_txn_submit answers ERR_UNIMPLEMENTED. */
-void store_pg_set_batcher(store *s, store_batcher *b);
-
-typedef struct store_batch_stats {
-  uint64_t batches; /* committed batches */
-  uint64_t txns;    /* step transactions in them */
-  uint64_t largest; /* the largest batch */
-} store_batch_stats;
-
-void store_batcher_stats(store_batcher *b, store_batch_stats *out);
 
 #endif

@@ -131,7 +131,7 @@ static err_code write_step(pg_store *s, const step_key *key, const step_rec *r, 
   PQclear(res);
   if (!one) { /* the row vanished under us (it should not: writers hold the pair lock) */
     s->retry = PG_RETRY_SERIAL;
-    return err_set(err, ERR_UNAVAILABLE, "store conflict: too many retries");
+    return err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_CONFLICT, "store conflict: too many retries");
   }
   return ERR_OK;
 }
@@ -206,7 +206,7 @@ err_code pg__step_txn(store *st, const step_key *key, int64_t deadline, store_st
     if (tries + 1 >= PG_TXN_RETRIES) {
       metrics_store_error("conflict");
       log_kv(LOG_WARN, "store conflict: giving up", "sqlstate", s->sqlstate, NULL);
-      return err_set(err, ERR_UNAVAILABLE, "store conflict: too many retries");
+      return err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_CONFLICT, "store conflict: too many retries");
     }
     pg__backoff(tries + 1, deadline);
   }
@@ -252,7 +252,7 @@ static err_code pg_lookup_step(store *st, const step_key *key, int64_t deadline,
     if (!pg__row_step(res, 0, 0, true, out)) {
       PQclear(res);
       memset(out, 0, sizeof *out);
-      return err_set(err, ERR_RESOURCE, "out of memory");
+      return err_oom(err);
     }
     out->key = *key;
   }

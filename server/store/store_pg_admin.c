@@ -115,7 +115,7 @@ err_code pg__list_steps(store *st, const step_filter *f, int64_t deadline, step_
   }
   if (n > 0 && !(out->recs = calloc((size_t)n, sizeof *out->recs))) {
     PQclear(res);
-    return err_set(err, ERR_RESOURCE, "out of memory");
+    return err_oom(err);
   }
   for (int i = 0; i < n; i++) {
     step_rec *r = &out->recs[i];
@@ -123,7 +123,7 @@ err_code pg__list_steps(store *st, const step_filter *f, int64_t deadline, step_
     if (!pg__row_step(res, i, 3, true, r)) {
       PQclear(res);
       step_list_clear(out);
-      return err_set(err, ERR_RESOURCE, "out of memory");
+      return err_oom(err);
     }
     step_phase ph = r->key.phase;
     snprintf(r->key.tenant, sizeof r->key.tenant, "%s", f->tenant);
@@ -187,7 +187,7 @@ err_code pg__list_audit(store *st, const char *tenant, const char *global_id, in
   }
   if (n > 0 && !(out->recs = calloc((size_t)n, sizeof *out->recs))) {
     PQclear(res);
-    return err_set(err, ERR_RESOURCE, "out of memory");
+    return err_oom(err);
   }
   for (int i = 0; i < n; i++) {
     audit_rec *a = &out->recs[i];

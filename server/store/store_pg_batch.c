@@ -264,14 +264,7 @@ static int64_t help_wait(const store_batcher *b, const bt_thread *t) {
 }
 
 static void wait_us(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t us) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  ts.tv_sec += us / 1000000;
-  ts.tv_nsec += (long)(us % 1000000) * 1000L;
-  if (ts.tv_nsec >= 1000000000L) {
-    ts.tv_sec++;
-    ts.tv_nsec -= 1000000000L;
-  }
+  struct timespec ts = clock_after_us(CLOCK_MONOTONIC, us);
   pthread_cond_timedwait(cv, mu, &ts);
 }
 
@@ -350,7 +343,7 @@ static err_code lock_and_read(bt_thread *t, bt_item **v, int n, int64_t deadline
   if (rc != ERR_OK) return rc;
   for (int c = 0; c < 4; c++) pg__arr_reset(&t->arr[c]);
   for (int i = 0; i < n; i++) key_arrays(t, v[i]->key);
-  if (!arrays_to_params(t, 4, &t->params[0])) return err_set(err, ERR_INTERNAL, "out of memory");
+  if (!arrays_to_params(t, 4, &t->params[0])) return err_oom(err);
   st[0] = (pg_stmt){.sql = "BEGIN ISOLATION LEVEL READ COMMITTED"};
   st[1] = (pg_stmt){.name = ps_name[PS_LOCK], .p = &t->params[0]};
   st[2] = (pg_stmt){.name = ps_name[PS_READ], .p = &t->params[0]};
@@ -366,7 +359,7 @@ static err_code lock_and_read(bt_thread *t, bt_item **v, int n, int64_t deadline
     if (r == r0) { /* every pair has a row (LEFT JOIN): anything else is not our statement */
       PQclear(t->read);
       t->read = NULL;
-      return err_set(err, ERR_INTERNAL, "store error: batch read returned no row for a pair");
+      return err_fail(err, ERR_INTERNAL, ERR_R_STORE_ERROR, "store error: batch read returned no row for a pair");
     }
     bool exists[3];
     pg__read_pair(t->read, r0, r, 1, v[i]->key, &v[i]->pair, exists);
@@ -418,7 +411,7 @@ static err_code write_and_commit(bt_thread *t, bt_item **v, int n, int64_t deadl
   }
   if (writes > 0) {
     if (!arrays_to_params(t, N_COLS, &t->params[0]))
-      return err_set(err, ERR_INTERNAL, "out of memory");
+      return err_oom(err);
     st[k++] = (pg_stmt){.name = ps_name[PS_UPSERT], .p = &t->params[0]};
   }
   for (int i = 0; i < n; i++) {
@@ -459,7 +452,7 @@ static int drop_expired(bt_item **v, int n, int64_t *deadline) {
   for (int i = 0; i < n; i++) {
     if (v[i]->deadline <= now) {
       err_t e;
-      answer(v[i], err_set(&e, ERR_UNAVAILABLE, "store timeout"), &e);
+      answer(v[i], err_fail(&e, ERR_UNAVAILABLE, ERR_R_STORE_TIMEOUT, "store timeout"), &e);
       continue;
     }
     if (v[i]->deadline < *deadline) *deadline = v[i]->deadline;
@@ -512,13 +505,13 @@ static void run_batch(bt_thread *t) {
       stale_retried = true;
       continue;
     }
-    bool timed_out = !sql_error && strcmp(err.msg, "store timeout") == 0;
+    bool timed_out = !sql_error && err.reason == ERR_R_STORE_TIMEOUT;
     if (timed_out && !commit_sent) continue; /* the expired go; the others run again */
     if (why != PG_RETRY_SERIAL) break;
     if (tries + 1 >= PG_TXN_RETRIES) {
       metrics_store_error("conflict");
       log_kv(LOG_WARN, "store conflict: giving up", "sqlstate", s->sqlstate, NULL);
-      err_set(&err, ERR_UNAVAILABLE, "store conflict: too many retries");
+      err_fail(&err, ERR_UNAVAILABLE, ERR_R_STORE_CONFLICT, "store conflict: too many retries");
       break;
     }
     pg__backoff(tries + 1, deadline);
@@ -585,7 +578,7 @@ err_code pg__batch_step_txn(pg_store *s, const step_key *key, int64_t deadline, 
   if (b->stopping) {
     pthread_mutex_unlock(&b->mu);
     pthread_cond_destroy(&it.cv);
-    return err_set(err, ERR_UNAVAILABLE, "store stopping");
+    return err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_STOPPING, "store stopping");
   }
   enqueue(b, &it);
   while (!it.done) pthread_cond_wait(&it.cv, &b->mu);
@@ -603,7 +596,7 @@ err_code store_batcher_submit(store_batcher *b, const step_key *key, int64_t dea
                               store_step_fn fn, void *arg, store_step_done_fn done, void *done_arg,
                               err_t *err) {
   bt_item *it = calloc(1, sizeof *it);
-  if (!it) return err_set(err, ERR_RESOURCE, "out of memory");
+  if (!it) return err_oom(err);
   it->key = key;
   it->deadline = deadline;
   it->fn = fn;
@@ -613,9 +606,9 @@ err_code store_batcher_submit(store_batcher *b, const step_key *key, int64_t dea
   pthread_mutex_lock(&b->mu);
   err_code rc = ERR_OK;
   if (b->stopping)
-    rc = err_set(err, ERR_UNAVAILABLE, "store stopping");
+    rc = err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_STOPPING, "store stopping");
   else if (b->queued_async >= b->queue_max)
-    rc = err_set(err, ERR_RESOURCE, "server overloaded: too many calls waiting");
+    rc = err_fail(err, ERR_RESOURCE, ERR_R_OVERLOADED, "server overloaded: too many calls waiting");
   if (rc == ERR_OK) {
     b->queued_async++;
     enqueue(b, it);
@@ -633,7 +626,7 @@ void store_pg_set_batcher(store *st, store_batcher *b) {
 
 store_batcher *store_batcher_start(const store_batcher_cfg *cfg, err_t *err) {
   store_batcher *b = calloc(1, sizeof *b);
-  if (!b) return err_set(err, ERR_INTERNAL, "out of memory"), NULL;
+  if (!b) return err_oom(err), NULL;
   b->n_threads = cfg->conns > 0 ? cfg->conns : BT_DEFAULT_CONNS;
   if (b->n_threads > BT_MAX_CONNS) b->n_threads = BT_MAX_CONNS;
   b->max_batch = cfg->max_batch > 0 ? cfg->max_batch : BT_DEFAULT_MAX;
@@ -680,7 +673,7 @@ store_batcher *store_batcher_start(const store_batcher_cfg *cfg, err_t *err) {
   return b;
 oom:
   store_batcher_stop(b);
-  return err_set(err, ERR_INTERNAL, "out of memory"), NULL;
+  return err_oom(err), NULL;
 }
 
 void store_batcher_stop(store_batcher *b) {
@@ -698,7 +691,7 @@ void store_batcher_stop(store_batcher *b) {
   for (bt_item *it = b->head; it;) {
     bt_item *next = it->next;
     err_t e;
-    answer(it, err_set(&e, ERR_UNAVAILABLE, "store stopping"), &e);
+    answer(it, err_fail(&e, ERR_UNAVAILABLE, ERR_R_STORE_STOPPING, "store stopping"), &e);
     if (it->on_done) {
       it->next = NULL;
       *last = it;

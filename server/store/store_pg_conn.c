@@ -107,7 +107,7 @@ static err_code unavailable(pg_store *s, const char *why, err_t *err) {
   short_reason(why, reason, sizeof reason);
   metrics_store_error("unavailable");
   log_kv(LOG_WARN, "store unavailable", "reason", reason, NULL);
-  return err_set(err, ERR_UNAVAILABLE, "store unavailable: %s", reason);
+  return err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_UNAVAILABLE, "store unavailable: %s", reason);
 }
 
 /* Waits until fd is readable (or writable when wr). 1 ready, 0 deadline passed, -1 error. */
@@ -153,7 +153,7 @@ err_code pg__timeout(pg_store *s, bool cancel, err_t *err) {
   pg__drop(s);
   metrics_store_error("timeout");
   log_kv(LOG_WARN, "store timeout", NULL);
-  return err_set(err, ERR_UNAVAILABLE, "store timeout");
+  return err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_TIMEOUT, "store timeout");
 }
 
 /* Server notices ("relation already exists, skipping") go to the debug log, not stderr. */
@@ -181,7 +181,7 @@ err_code pg__connect(pg_store *s, int64_t deadline, err_t *err) {
   const char *keys[] = {"dbname", "application_name", s->epoch_src ? "options" : NULL, NULL};
   const char *vals[] = {s->conninfo, PG_APP_NAME, s->epoch_src ? fence_opt : NULL, NULL};
   PGconn *c = PQconnectStartParams(keys, vals, 1);
-  if (!c) return err_set(err, ERR_RESOURCE, "out of memory");
+  if (!c) return err_oom(err);
   s->conn = c;
   PQsetNoticeReceiver(c, on_notice, NULL);
   if (PQstatus(c) == CONNECTION_BAD) {
@@ -221,7 +221,7 @@ err_code pg__call_start(pg_store *s, int64_t deadline, err_t *err) {
   if (s->conn &&
       (PQstatus(s->conn) != CONNECTION_OK || PQtransactionStatus(s->conn) != PQTRANS_IDLE))
     pg__drop(s);
-  if (clock_mono_ms() >= deadline) return err_set(err, ERR_UNAVAILABLE, "store timeout");
+  if (clock_mono_ms() >= deadline) return err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_TIMEOUT, "store timeout");
   if (s->conn) {
     s->conn_reused = true;
     return pg__fence_sync(s, deadline, err); /* issue 4: a new epoch since the last call */
@@ -253,23 +253,23 @@ err_code pg__sql_error(pg_store *s, const PGresult *r, err_t *err) {
     return pg__lost(s, err);
   if (sqlstate_is(st, "40001") || sqlstate_is(st, "40P01") || sqlstate_is(st, "23505")) {
     s->retry = PG_RETRY_SERIAL;
-    return err_set(err, ERR_UNAVAILABLE, "store conflict: too many retries");
+    return err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_CONFLICT, "store conflict: too many retries");
   }
   if (sqlstate_is(st, PG_FENCED_SQLSTATE)) /* issue 4: a newer leader raised the fence */
-    return err_set(err, ERR_UNAVAILABLE, "not the leader (fenced)");
+    return err_fail(err, ERR_UNAVAILABLE, ERR_R_FENCED, "not the leader (fenced)");
   /* too many connections, system errors, read-only standby */
   if (strncmp(st, "53", 2) == 0 || strncmp(st, "58", 2) == 0 || sqlstate_is(st, "25006")) {
     char reason[160];
     short_reason(msg, reason, sizeof reason);
     metrics_store_error("unavailable");
     log_kv(LOG_WARN, "store unavailable", "sqlstate", st, "reason", reason, NULL);
-    return err_set(err, ERR_UNAVAILABLE, "store unavailable: %s", reason);
+    return err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_UNAVAILABLE, "store unavailable: %s", reason);
   }
   char reason[160];
   short_reason(msg, reason, sizeof reason);
   metrics_store_error("error");
   log_kv(LOG_ERROR, "store error", "sqlstate", st, "reason", reason, NULL);
-  return err_set(err, ERR_INTERNAL, "store error: %s", reason);
+  return err_fail(err, ERR_INTERNAL, ERR_R_STORE_ERROR, "store error: %s", reason);
 }
 
 err_code pg__round_trip_start(pg_store *s, int64_t deadline, err_t *err) {
@@ -283,7 +283,7 @@ err_code pg__round_trip_start(pg_store *s, int64_t deadline, err_t *err) {
   }
   if (clock_mono_ms() >= deadline) {
     if (PQtransactionStatus(s->conn) == PQTRANS_IDLE)
-      return err_set(err, ERR_UNAVAILABLE, "store timeout");
+      return err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_TIMEOUT, "store timeout");
     return pg__timeout(s, false, err); /* dropping the connection rolls the transaction back */
   }
   s->call_stmts++;
@@ -386,7 +386,7 @@ void pg__backoff(int attempt, int64_t deadline) {
   int64_t left = deadline - clock_mono_ms() - 1;
   if (ms > left) ms = left;
   if (ms <= 0) return;
-  struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
+  struct timespec ts = clock_span_timespec(ms);
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
   }
 }

@@ -70,7 +70,7 @@ err_code store_pg_fence_read(const char *conninfo, int64_t deadline, uint64_t *e
                              err_t *err) {
   pg_store s;
   *epoch = 0;
-  if (!pg__init(&s, conninfo)) return err_set(err, ERR_RESOURCE, "out of memory");
+  if (!pg__init(&s, conninfo)) return err_oom(err);
   PGresult *res = NULL;
   err_code rc = pg__call_start(&s, deadline, err);
   if (rc == ERR_OK) rc = pg__exec(&s, SQL_READ, NULL, deadline, &res, err);
@@ -88,7 +88,7 @@ err_code store_pg_fence_raise(const char *conninfo, uint64_t epoch, int64_t dead
   *superseded = false;
   if (epoch > INT64_MAX) return err_set(err, ERR_INVALID, "epoch out of range");
   pg_store s;
-  if (!pg__init(&s, conninfo)) return err_set(err, ERR_RESOURCE, "out of memory");
+  if (!pg__init(&s, conninfo)) return err_oom(err);
   char num[24];
   snprintf(num, sizeof num, "%" PRIu64, epoch);
   err_code rc = pg__call_start(&s, deadline, err);
@@ -135,7 +135,7 @@ err_code store_pg_fence_raise(const char *conninfo, uint64_t epoch, int64_t dead
       }
       *superseded = true;
       if (rc == ERR_OK)
-        rc = err_set(err, ERR_UNAVAILABLE, "not the leader (fenced): fence at %" PRIu64
+        rc = err_fail(err, ERR_UNAVAILABLE, ERR_R_FENCED, "not the leader (fenced): fence at %" PRIu64
                      ", this epoch %" PRIu64, cur, epoch);
     }
     break;

@@ -13,8 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "record.h"
-#include "store.h"
+#include "../domain/record.h"
+#include "store_pg.h"
 
 #define PG_MAX_PARAMS 72
 #define PG_TXN_RETRIES 10 /* serialization failures, deadlocks, racing inserts */

@@ -215,7 +215,7 @@ static err_code migrate(pg_store *s, int64_t deadline, err_t *err) {
 
 err_code store_pg_migrate(const char *conninfo, int64_t deadline, err_t *err) {
   pg_store s;
-  if (!pg__init(&s, conninfo)) return err_set(err, ERR_RESOURCE, "out of memory");
+  if (!pg__init(&s, conninfo)) return err_oom(err);
   err_code rc = ERR_OK;
   for (int tries = 0; tries < PG_TXN_RETRIES; tries++) {
     rc = migrate(&s, deadline, err);

@@ -130,7 +130,7 @@ err_code pg__policy_list(store *st, const char *tenant, int64_t deadline, policy
     policy_row *r = calloc((size_t)nt, sizeof *r);
     if (!r) {
       PQclear(res);
-      return err_set(err, ERR_RESOURCE, "out of memory");
+      return err_oom(err);
     }
     for (int i = 0; i < nt; i++) {
       snprintf(r[i].tenant, sizeof r[i].tenant, "%s", pg__str(res, i, 0));

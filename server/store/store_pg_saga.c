@@ -148,7 +148,7 @@ err_code pg__begin_saga(store *st, const saga_new *in, int64_t deadline, saga_be
     }
     if (why != PG_RETRY_SERIAL) return rc;
     if (tries + 1 >= PG_TXN_RETRIES)
-      return err_set(err, ERR_UNAVAILABLE, "store conflict: too many retries");
+      return err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_CONFLICT, "store conflict: too many retries");
     pg__backoff(tries + 1, deadline);
   }
   err_clear(err);
@@ -211,7 +211,7 @@ static err_code get_saga_once(pg_store *s, const char *tenant, const char *globa
   goto done;
 oom:
   saga_view_clear(out);
-  rc = err_set(err, ERR_RESOURCE, "out of memory");
+  rc = err_oom(err);
 done:
   PQclear(saga);
   PQclear(labels);

@@ -4,9 +4,18 @@
 #define IDEM_CLOCK_H
 
 #include <stdint.h>
+#include <time.h>
 
 int64_t clock_wall_ms(void); /* CLOCK_REALTIME, milliseconds since the Unix epoch */
 int64_t clock_mono_ms(void); /* CLOCK_MONOTONIC, milliseconds; only differences mean anything */
 int64_t clock_mono_us(void); /* the same clock in microseconds */
+
+/* The one deadline helper: the absolute time us microseconds from now on clock id (CLOCK_MONOTONIC
+ * for condition variables set up with it, CLOCK_REALTIME for the others), normalized, as
+ * pthread_cond_timedwait wants it. us <= 0: now. */
+struct timespec clock_after_us(clockid_t id, int64_t us);
+
+/* A span of ms milliseconds as a relative timespec (sigtimedwait, nanosleep). */
+struct timespec clock_span_timespec(int64_t ms);
 
 #endif

@@ -16,22 +16,89 @@ static const char *const names[] = {
 #undef X
 };
 
-err_code err_set(err_t *e, err_code code, const char *fmt, ...) {
+static const char *const words[] = {
+#define X(name, word) word,
+    ERR_REASONS(X)
+#undef X
+};
+
+static err_code vset(err_t *e, err_code code, err_reason reason, const char *fmt, va_list ap) {
   if (!e) return code;
   e->code = code;
+  e->reason = reason;
   e->retry_after_ms = 0;
+  vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+  e->detail[0] = e->hint[0] = e->leader[0] = '\0';
+  return code;
+}
+
+err_code err_set(err_t *e, err_code code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+  vset(e, code, ERR_R_NONE, fmt, ap);
   va_end(ap);
   return code;
+}
+
+err_code err_fail(err_t *e, err_code code, err_reason reason, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vset(e, code, reason, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+err_code err_oom(err_t *e) {
+  return err_fail(e, ERR_RESOURCE, ERR_R_OUT_OF_MEMORY, "out of memory");
+}
+
+void err_detail(err_t *e, const char *fmt, ...) {
+  if (!e) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(e->detail, sizeof e->detail, fmt, ap);
+  va_end(ap);
+}
+
+void err_hint(err_t *e, const char *fmt, ...) {
+  if (!e) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(e->hint, sizeof e->hint, fmt, ap);
+  va_end(ap);
+}
+
+void err_leader(err_t *e, const char *address) {
+  if (e) snprintf(e->leader, sizeof e->leader, "%s", address ? address : "");
+}
+
+int err_is_not_leader(const err_t *e) {
+  return e && (e->reason == ERR_R_NOT_LEADER || e->reason == ERR_R_FENCED);
+}
+
+int err_from_store(const err_t *e) {
+  if (!e) return 0;
+  switch (e->reason) {
+    case ERR_R_STORE_UNAVAILABLE:
+    case ERR_R_STORE_TIMEOUT:
+    case ERR_R_STORE_CONFLICT:
+    case ERR_R_STORE_STOPPING:
+    case ERR_R_STORE_ERROR:
+    case ERR_R_FENCED:
+    case ERR_R_OUT_OF_MEMORY:
+    case ERR_R_OVERLOADED:
+      return 1;
+    default:
+      return 0;
+  }
 }
 
 void err_clear(err_t *e) {
   if (!e) return;
   e->code = ERR_OK;
+  e->reason = ERR_R_NONE;
   e->retry_after_ms = 0;
-  e->msg[0] = '\0';
+  e->msg[0] = e->detail[0] = e->hint[0] = e->leader[0] = '\0';
 }
 
 const char *err_str(err_code code) {
@@ -40,4 +107,8 @@ const char *err_str(err_code code) {
 
 const char *err_name(err_code code) {
   return (code >= 0 && code < ERR__COUNT) ? names[code] : "UNKNOWN";
+}
+
+const char *err_reason_word(err_reason reason) {
+  return (reason >= 0 && reason < ERR_R__COUNT) ? words[reason] : "unknown";
 }

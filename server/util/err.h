@@ -1,9 +1,16 @@
 /* err.h — the server's one error type.
  *
- * Every module reports failure as an err_t: a stable code from ERR_CODES plus a short,
- * lower-case, factual message (PostgreSQL style) that names the offending field. The
- * mapping from err_code to a gRPC status lives in one table in rpc/ (rpc_status.c).
- * err_t is a plain value: no heap, safe to copy, safe to leave untouched on success.
+ * Every module reports failure as an err_t (PostgreSQL's ereport in miniature):
+ *   code    what kind of failure, for programs: the gRPC status is decided from it (rpc_status.c)
+ *   reason  why, for programs: a stable word ("fenced", "store-timeout", ...); callers branch on
+ *           code and reason, never on the text
+ *   msg     what happened, for people: short, lower-case, factual, no trailing period, naming
+ *           the offending field
+ *   detail  optional: more about what happened ("" when none)
+ *   hint    optional: what to do about it ("" when none)
+ *   leader  with ERR_R_NOT_LEADER / ERR_R_FENCED: the leader's address when known ("" if not)
+ * err_t is a plain value: no heap, safe to copy, safe to leave untouched on success. Every
+ * setter accepts NULL (and then only returns the code).
  */
 #ifndef IDEM_ERR_H
 #define IDEM_ERR_H
@@ -23,7 +30,7 @@
   X(UNAUTHENTICATED, "unauthenticated")                                      \
   X(PERMISSION, "permission denied")                                         \
   X(UNIMPLEMENTED, "unimplemented")                                          \
-  X(RESOURCE, "resource exhausted")
+  X(RESOURCE, "resource exhausted")       /* out of memory, queue full */
 
 typedef enum err_code {
 #define X(name, text) ERR_##name,
@@ -32,19 +39,76 @@ typedef enum err_code {
   ERR__COUNT
 } err_code;
 
+/* X(name, word): why a call failed, where a program needs to know. Stable; add at the end. */
+#define ERR_REASONS(X)                                                                     \
+  X(NONE, "none")                                 /* the code says it all */              \
+  X(OUT_OF_MEMORY, "out-of-memory")               /* ERR_RESOURCE, always */              \
+  X(NOT_LEADER, "not-leader")                     /* this node does not lead */           \
+  X(FENCED, "fenced")                             /* the store refused an old epoch */    \
+  X(STORE_UNAVAILABLE, "store-unavailable")       /* cannot reach the database */         \
+  X(STORE_TIMEOUT, "store-timeout")               /* the deadline passed in the store */  \
+  X(STORE_CONFLICT, "store-conflict")             /* retries of 40001/40P01 exhausted */  \
+  X(STORE_STOPPING, "store-stopping")             /* the batcher is shutting down */      \
+  X(STORE_ERROR, "store-error")                   /* an SQL error */                      \
+  X(OVERLOADED, "overloaded")                     /* too many calls waiting */            \
+  X(IN_PROGRESS, "in-progress")                   /* another caller holds the lease */    \
+  X(LEASE_LOST, "lease-lost")                     /* a newer attempt, or abandoned */     \
+  X(NEVER_ISSUED, "never-issued")                 /* an attempt beyond the current one */ \
+  X(FINGERPRINT_MISMATCH, "fingerprint-mismatch") /* same key, another request */         \
+  X(FINISHED_DIFFERENTLY, "finished-differently") /* a Complete that disagrees */         \
+  X(NOT_RESOLVABLE, "not-resolvable")             /* ResolveStep on a settled step */     \
+  X(SHUTTING_DOWN, "shutting-down")               /* the server is draining */
+
+typedef enum err_reason {
+#define X(name, word) ERR_R_##name,
+  ERR_REASONS(X)
+#undef X
+  ERR_R__COUNT
+} err_reason;
+
 #define ERR_MSG_MAX 240
+#define ERR_DETAIL_MAX 200
+#define ERR_HINT_MAX 160
+#define ERR_LEADER_MAX 128
 
 typedef struct err_t {
   err_code code;
+  err_reason reason;
   int64_t retry_after_ms; /* ERR_ABORTED for a step in progress: when to try again; else 0 */
-  char msg[ERR_MSG_MAX];  /* short, lower-case, no trailing period; "" when code == ERR_OK */
+  char msg[ERR_MSG_MAX];  /* "" when code == ERR_OK */
+  char detail[ERR_DETAIL_MAX];
+  char hint[ERR_HINT_MAX];
+  char leader[ERR_LEADER_MAX];
 } err_t;
 
-/* Sets code and a printf-style message; returns code so callers can `return err_set(...)`. */
+/* Sets code and a printf-style message (reason ERR_R_NONE, no detail or hint); returns code so
+ * callers can `return err_set(...)`. */
 err_code err_set(err_t *e, err_code code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Resets e to ERR_OK with an empty message. */
+/* err_set with a reason. */
+err_code err_fail(err_t *e, err_code code, err_reason reason, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* The one way to report an allocation failure: ERR_RESOURCE, ERR_R_OUT_OF_MEMORY. */
+err_code err_oom(err_t *e);
+
+/* Adds a detail / a hint to an error already set (printf-style; replaces an earlier one). */
+void err_detail(err_t *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void err_hint(err_t *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Records the leader's address (NULL or "" = unknown) on an error already set. */
+void err_leader(err_t *e, const char *address);
+
+/* Whether e says "this node may not write: another node leads" (not the leader, or fenced):
+ * the caller is sent to the leader. */
+int err_is_not_leader(const err_t *e);
+
+/* Whether e is the store's own failure (a STORE_* reason, or out of memory) rather than an
+ * answer the rules gave. */
+int err_from_store(const err_t *e);
+
+/* Resets e to ERR_OK, ERR_R_NONE, with empty texts. */
 void err_clear(err_t *e);
 
 /* The fixed text of a code ("invalid argument"); never NULL. */
@@ -52,5 +116,8 @@ const char *err_str(err_code code);
 
 /* The code's name ("INVALID"); never NULL. */
 const char *err_name(err_code code);
+
+/* The reason's word ("store-timeout"); never NULL. */
+const char *err_reason_word(err_reason reason);
 
 #endif

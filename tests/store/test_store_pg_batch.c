@@ -259,7 +259,8 @@ Test(store_batch, a_stale_epoch_is_fenced_and_nothing_commits) {
   uint64_t seen = 0;
   err_code rc = store_step_txn(st, &key, clock_mono_ms() + 5000, bump_fn, &seen, &e);
   cr_assert_eq(rc, ERR_UNAVAILABLE, "rc %d %s", rc, e.msg);
-  cr_assert_str_eq(e.msg, STORE_FENCED_MSG);
+  cr_assert_eq(e.reason, ERR_R_FENCED, "reason %s", err_reason_word(e.reason));
+  cr_assert_str_eq(e.msg, "not the leader (fenced)");
   const char *q = "SELECT count(*) FROM idem_steps WHERE tenant = $1";
   cr_assert_eq(sql_int_at(url, q, tenant), 0);
   /* the leader of epoch 5 writes */

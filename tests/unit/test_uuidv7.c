@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coord/validate.h"
+#include "validate/validate.h"
 #include "util/uuidv7.h"
 
 static int hexval(char c) {

@@ -2,7 +2,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "coord/validate.h"
+#include "validate/validate.h"
 
 /* A string of n copies of c (static buffer, one per call site is enough for these tests). */
 static char *rep(char *buf, size_t n, char c) {

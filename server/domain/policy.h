@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#include "../store/record.h"
+#include "record.h"
 
 #define POLICY_DEFAULT_RETENTION_S 86400u /* 24 h */
 #define POLICY_DEFAULT_LEASE_MS 30000u    /* 30 s */

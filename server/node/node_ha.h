@@ -1,15 +1,15 @@
 /* main_ha.h — main's high-availability wiring (issue 4): the elector (single node or etcd),
  * the shared epoch every worker's store writes under, and the fence raise a new leader does
  * before it serves. The only place that knows both elect/ and the PostgreSQL store. */
-#ifndef IDEM_MAIN_HA_H
-#define IDEM_MAIN_HA_H
+#ifndef IDEM_NODE_HA_H
+#define IDEM_NODE_HA_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "cache/replay_cache.h"
-#include "elect/elect.h"
-#include "store/store.h"
+#include "../cache/replay_cache.h"
+#include "../elect/elect.h"
+#include "../store/store_pg.h"
 
 typedef struct ha_config {
   const char *pg;          /* conninfo (borrowed for the life of the ha) */

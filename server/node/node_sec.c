@@ -1,23 +1,15 @@
 /* main_sec.c — main's security wiring (issue 8): see main_sec.h. */
-#include "main_sec.h"
+#include "node_sec.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "util/log.h"
+#include "../util/log.h"
 
 int sec_setup(const sec_paths *p, tls_files *tls, auth_keyring **tokens, char *msg, size_t n) {
   memset(tls, 0, sizeof *tls);
   *tokens = NULL;
-  if (!p->tls_cert != !p->tls_key) {
-    snprintf(msg, n, "--tls-cert and --tls-key go together");
-    return -1;
-  }
-  if (p->tls_client_ca && !p->tls_cert) {
-    snprintf(msg, n, "--tls-client-ca needs --tls-cert and --tls-key");
-    return -1;
-  }
   if (p->tls_cert) {
     static const char *const flag[] = {[TLS_FILE_CERT] = "--tls-cert",
                                        [TLS_FILE_KEY] = "--tls-key",

@@ -1,13 +1,13 @@
 /* main_sec.h — main's security wiring (issue 8): the TLS files and the tokens file, read and
  * checked before anything starts, what the log says about them, and the SIGHUP reload. */
-#ifndef IDEM_MAIN_SEC_H
-#define IDEM_MAIN_SEC_H
+#ifndef IDEM_NODE_SEC_H
+#define IDEM_NODE_SEC_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "auth/auth.h"
-#include "auth/tls_files.h"
+#include "../auth/auth.h"
+#include "../auth/tls_files.h"
 
 typedef struct sec_paths {
   const char *tls_cert, *tls_key, *tls_client_ca, *tokens; /* NULL = not given */

@@ -1,5 +1,5 @@
 /* main_ha.c — see main_ha.h. */
-#include "main_ha.h"
+#include "node_ha.h"
 
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/clock.h"
-#include "util/log.h"
+#include "../util/clock.h"
+#include "../util/log.h"
 
 struct ha {
   elect *el;
@@ -24,7 +24,7 @@ struct ha {
 static bool start_throughput(ha *h, const ha_config *c, err_t *err) {
   replay_cache_cfg rc = {.max_entries = c->cache_entries, .epoch = &h->epoch};
   h->cache = replay_cache_new(&rc);
-  if (!h->cache) return err_set(err, ERR_RESOURCE, "out of memory"), false;
+  if (!h->cache) return err_oom(err), false;
   store_batcher_cfg bc = {.conninfo = h->pg,
                           .conns = c->batch_conns,
                           .max_batch = c->batch_max,
@@ -54,7 +54,7 @@ ha *ha_new(const ha_config *c, err_t *err) {
   ha *h = calloc(1, sizeof *h);
   if (!h || !(h->pg = strdup(c->pg))) {
     free(h);
-    err_set(err, ERR_RESOURCE, "out of memory");
+    err_oom(err);
     return NULL;
   }
   h->store_timeout_ms = c->store_timeout_ms > 0 ? c->store_timeout_ms : 2000;
@@ -83,7 +83,7 @@ ha *ha_new(const ha_config *c, err_t *err) {
     atomic_store(&h->epoch, 0); /* nothing may write before the first election's raise */
   }
   if (!h->el || !start_throughput(h, c, err)) {
-    if (err->code == ERR_OK) err_set(err, ERR_RESOURCE, "out of memory");
+    if (err->code == ERR_OK) err_oom(err);
     ha_free(h);
     return NULL;
   }

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../store/record.h"
+#include "../domain/record.h"
 #include "../util/err.h"
 
 /* Fills out from the raw fields of a StepKey (strings borrowed, may be NULL = empty) and the

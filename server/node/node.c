@@ -1,0 +1,381 @@
+/* node.c — see node.h. */
+#include "node.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "../auth/auth.h"
+#include "../auth/tls_files.h"
+#include "../coord/coord.h"
+#include "../policy/policy_cache.h"
+#include "../reaper/reaper.h"
+#include "../rpc/rpc.h"
+#include "../store/store_pg.h"
+#include "../util/clock.h"
+#include "../util/log.h"
+#include "node_ha.h"
+#include "node_metrics.h"
+#include "node_sec.h"
+
+#ifndef IDEM_VERSION
+#define IDEM_VERSION "0.0.0"
+#endif
+
+#define MIGRATE_PATIENCE_MS 60000 /* keep trying to reach Postgres this long at start-up */
+#define MIGRATE_RETRY_MS 1000
+#define MAX_RECV_BYTES (256 * 1024)  /* api.md §9 */
+#define DEFAULT_DEADLINE_MS 2000     /* for calls that come without one */
+#define STEPS_MAX 8
+
+typedef void (*node_undo_fn)(node *nd);
+
+struct node {
+  const idem_options *o;
+  const sigset_t *sigs;
+  char advertise[256];
+  /* the modules, in order of start */
+  auth_keyring *tokens; /* NULL: no --tokens */
+  tls_files tls;        /* wiped once the server holds its credentials */
+  auth_config auth;
+  policy_cache *policies;
+  ha *ha;
+  coord_ctx coord;
+  rpc_server *rpc;
+  reaper *reaper;
+  node_metrics *metrics;
+  /* what started, to be undone backwards */
+  node_undo_fn undo[STEPS_MAX];
+  int n_undo;
+};
+
+void node_signals(sigset_t *set) {
+  sigemptyset(set);
+  sigaddset(set, SIGTERM);
+  sigaddset(set, SIGINT);
+  sigaddset(set, SIGPIPE);
+  sigaddset(set, SIGHUP);
+}
+
+/* Waits up to ms for one of the blocked signals (SIGHUP reloads, SIGPIPE is ignored). True
+ * when a stop signal came. ms < 0: no limit. */
+static bool wait_signal(node *nd, int64_t ms) {
+  struct timespec ts = clock_span_timespec(ms < 0 ? 0 : ms);
+  for (;;) {
+    int sig = 0;
+    if (ms >= 0)
+      sig = sigtimedwait(nd->sigs, NULL, &ts);
+    else if (sigwait(nd->sigs, &sig) != 0)
+      continue;
+    if (sig == SIGPIPE) continue;
+    if (sig == SIGHUP) {
+      sec_reload(nd->tokens);
+      continue;
+    }
+    if (sig > 0) {
+      log_kv(LOG_INFO, "draining", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+             (const char *)NULL);
+      return true;
+    }
+    if (errno == EINTR) continue;
+    return false; /* EAGAIN: the time is up */
+  }
+}
+
+void node_wait(node *nd) {
+  wait_signal(nd, -1);
+}
+
+/* --- the steps of start-up, each with its undo --- */
+
+static void undo_security(node *nd) {
+  tls_files_clear(&nd->tls);
+  auth_keyring_free(nd->tokens);
+  nd->tokens = NULL;
+}
+
+/* The TLS and tokens files, read and checked before anything starts. */
+static node_result start_security(node *nd, char *msg, size_t n) {
+  const idem_options *o = nd->o;
+  sec_paths p = {o->tls_cert, o->tls_key, o->tls_client_ca, o->tokens};
+  if (sec_setup(&p, &nd->tls, &nd->tokens, msg, n) != 0) return NODE_USAGE;
+  bool bad_form;
+  bool local = options_listen_is_local(o->listen, &bad_form);
+  sec_log(&p, nd->tokens, local);
+  nd->auth = (auth_config){.tokens = nd->tokens, .mtls = o->tls_client_ca != NULL};
+  if (!local && !o->tls_cert)
+    log_kv(LOG_WARN, "serving plaintext on a non-loopback address", "address", o->listen,
+           (const char *)NULL);
+  return NODE_RUNNING;
+}
+
+/* Every client connection holds a descriptor: lift the soft limit to the hard one so that a
+ * thousand idle connections cannot starve the listener of accept() (api.md §9, limits). */
+static void raise_fd_limit(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max) return;
+  rl.rlim_cur = rl.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+    log_kv(LOG_WARN, "cannot raise the open-files limit", "error", strerror(errno),
+           (const char *)NULL);
+}
+
+/* Creates or migrates the schema, retrying until Postgres answers or a stop signal comes. */
+static node_result migrate(node *nd) {
+  int64_t give_up = clock_mono_ms() + MIGRATE_PATIENCE_MS;
+  for (int attempt = 1;; attempt++) {
+    err_t err;
+    err_clear(&err);
+    int64_t deadline = clock_mono_ms() + nd->o->store_timeout_ms;
+    if (deadline > give_up) deadline = give_up;
+    if (store_pg_migrate(nd->o->pg, deadline, &err) == ERR_OK) return NODE_RUNNING;
+    char num[16];
+    snprintf(num, sizeof num, "%d", attempt);
+    int64_t left = give_up - clock_mono_ms();
+    log_kv(LOG_WARN,
+           left > 0 ? "cannot migrate the schema, will retry" : "cannot migrate the schema",
+           "attempt", num, "error", err.msg, (const char *)NULL);
+    if (left <= 0) {
+      log_kv(LOG_ERROR, "postgres did not answer, giving up", (const char *)NULL);
+      return NODE_FAILED;
+    }
+    if (wait_signal(nd, left < MIGRATE_RETRY_MS ? left : MIGRATE_RETRY_MS)) {
+      log_kv(LOG_INFO, "stopped before start-up finished", (const char *)NULL);
+      return NODE_STOPPED;
+    }
+  }
+}
+
+static store *open_pg(void *conninfo) {
+  return store_pg_open(conninfo);
+}
+
+static void undo_policies(node *nd) {
+  policy_cache_free(nd->policies);
+  nd->policies = NULL;
+}
+
+/* Seeds the config file's policies (a row already stored is kept: changes made with
+ * Admin.SetPolicy survive restarts), loads every row, starts the refresh thread. */
+static node_result start_policies(node *nd) {
+  const idem_options *o = nd->o;
+  nd->policies = policy_cache_new();
+  store *st = nd->policies ? store_pg_open(o->pg) : NULL;
+  if (!st) {
+    log_kv(LOG_ERROR, "out of memory", (const char *)NULL);
+    undo_policies(nd);
+    return NODE_FAILED;
+  }
+  err_t err;
+  err_clear(&err);
+  for (size_t i = 0; i < o->seeds.n; i++) {
+    const policy_row *r = &o->seeds.rows[i];
+    bool written = false;
+    if (store_policy_put(st, r->tenant, &r->p, true, clock_mono_ms() + o->store_timeout_ms,
+                         &written, NULL, &err) != ERR_OK) {
+      log_kv(LOG_ERROR, "cannot seed a policy from the config file", "service", r->p.service,
+             "operation", r->p.operation, "error", err.msg, (const char *)NULL);
+      store_close(st);
+      undo_policies(nd);
+      return NODE_FAILED;
+    }
+    log_kv(LOG_INFO,
+           written ? "policy seeded from the config file"
+                   : "policy in the config file already stored, kept the stored one",
+           "tenant", r->tenant, "service", r->p.service, "operation", r->p.operation, "mode",
+           policy_mode_name(r->p.mode), (const char *)NULL);
+  }
+  if (policy_cache_reload(nd->policies, st, clock_mono_ms() + o->store_timeout_ms, &err) != ERR_OK)
+    log_kv(LOG_WARN, "cannot load policies yet, will retry", "error", err.msg, (const char *)NULL);
+  store_close(st);
+  if (!policy_cache_start(nd->policies, open_pg, (void *)o->pg, POLICY_CACHE_REFRESH_MS_DEFAULT,
+                          o->store_timeout_ms)) {
+    log_kv(LOG_ERROR, "cannot start the policy refresh", (const char *)NULL);
+    undo_policies(nd);
+    return NODE_FAILED;
+  }
+  return NODE_RUNNING;
+}
+
+static void undo_ha(node *nd) {
+  ha_free(nd->ha);
+  nd->ha = NULL;
+}
+
+/* The elector (single node or etcd), the fenced stores, group commit and the replay cache. */
+static node_result start_ha(node *nd) {
+  const idem_options *o = nd->o;
+  snprintf(nd->advertise, sizeof nd->advertise, "%s", o->advertise ? o->advertise : o->listen);
+  ha_config hc = {.pg = o->pg,
+                  .etcd = o->etcd,
+                  .node_id = o->node_id ? o->node_id : nd->advertise,
+                  .advertise = nd->advertise,
+                  .prefix = o->election_prefix,
+                  .ttl_s = o->election_ttl_s,
+                  .store_timeout_ms = o->store_timeout_ms};
+  err_t err;
+  err_clear(&err);
+  nd->ha = ha_new(&hc, &err);
+  if (!nd->ha) {
+    log_kv(LOG_ERROR, "cannot set up leader election", "error", err.msg, (const char *)NULL);
+    return NODE_FAILED;
+  }
+  return NODE_RUNNING;
+}
+
+static void undo_rpc(node *nd) {
+  rpc_server_stop(nd->rpc); /* drain: finish the calls in flight */
+  rpc_server_free(nd->rpc);
+  nd->rpc = NULL;
+  rpc_shutdown();
+}
+
+static node_result start_rpc(node *nd) {
+  const idem_options *o = nd->o;
+  coord_ctx_init(&nd->coord);
+  nd->coord.store_timeout_ms = o->store_timeout_ms;
+  nd->coord.resolve_policy = policy_cache_resolve;
+  nd->coord.resolve_arg = nd->policies;
+  nd->coord.policies_changed = policy_cache_changed;
+  nd->coord.cache = ha_replay_cache(nd->ha);
+  rpc_config rc = {
+      .listen = o->listen,
+      .workers = o->workers,
+      .coord = &nd->coord,
+      .open_store = ha_open_store, /* fenced, group-committed */
+      .open_store_arg = nd->ha,
+      .submit_steps = true, /* BeginStep and CompleteStep are answered by the batcher */
+      .node_id = o->node_id,
+      .max_recv_bytes = MAX_RECV_BYTES,
+      .default_deadline_ms = DEFAULT_DEADLINE_MS,
+      .elector = ha_elector(nd->ha),
+      .tls_cert_pem = nd->tls.cert_pem,
+      .tls_key_pem = nd->tls.key_pem,
+      .tls_client_ca_pem = nd->tls.client_ca_pem,
+      .auth = &nd->auth,
+  };
+  err_t err;
+  err_clear(&err);
+  rpc_init();
+  nd->rpc = rpc_server_start(&rc, &err);
+  tls_files_clear(&nd->tls); /* grpc keeps its own copy; wipe ours of the key */
+  if (!nd->rpc) {
+    rpc_shutdown();
+    log_kv(LOG_ERROR, "cannot start the server", "error", err.msg, (const char *)NULL);
+    return NODE_FAILED;
+  }
+  return NODE_RUNNING;
+}
+
+static void undo_campaign(node *nd) {
+  ha_resign(nd->ha); /* stop serving and hand over at once; the drain follows */
+}
+
+/* Campaigns once the port is bound, so the address it advertises answers. */
+static node_result start_campaign(node *nd) {
+  err_t err;
+  err_clear(&err);
+  if (ha_start(nd->ha, &err) != ERR_OK) {
+    log_kv(LOG_ERROR, "cannot start leader election", "error", err.msg, (const char *)NULL);
+    return NODE_FAILED;
+  }
+  return NODE_RUNNING;
+}
+
+static void undo_reaper(node *nd) {
+  reaper_stop(nd->reaper);
+  nd->reaper = NULL;
+}
+
+/* Only the leader reaps, through a fenced store. A reaper that cannot start is logged and the
+ * node serves without it. */
+static node_result start_reaper(node *nd) {
+  const idem_options *o = nd->o;
+  if (o->reaper_interval_s <= 0) {
+    log_kv(LOG_INFO, "reaper disabled (--reaper-interval 0)", (const char *)NULL);
+    return NODE_RUNNING;
+  }
+  reaper_config rc = {
+      .open_store = ha_open_store,
+      .open_store_arg = nd->ha,
+      .interval_ms = (int64_t)o->reaper_interval_s * 1000,
+      .batch = REAPER_BATCH_DEFAULT,
+      .pause_ms = 0,
+      .store_timeout_ms = o->store_timeout_ms,
+      .is_leader = ha_is_leader,
+      .is_leader_arg = nd->ha,
+  };
+  nd->reaper = reaper_start(&rc);
+  if (!nd->reaper) log_kv(LOG_ERROR, "cannot start the reaper", (const char *)NULL);
+  return NODE_RUNNING;
+}
+
+static void undo_metrics(node *nd) {
+  node_metrics_stop(nd->metrics);
+  nd->metrics = NULL;
+}
+
+static node_result start_metrics(node *nd) {
+  metrics_set_leader(true, 0); /* single node until the elector says otherwise */
+  if (!nd->o->metrics) return NODE_RUNNING;
+  nd->metrics =
+      node_metrics_start(nd->o->metrics, store_pg_open(nd->o->pg), nd->o->store_timeout_ms);
+  return nd->metrics ? NODE_RUNNING : NODE_FAILED;
+}
+
+/* --- start and stop --- */
+
+node_result node_start(const idem_options *o, const sigset_t *sigs, node **out, char *msg,
+                       size_t n) {
+  *out = NULL;
+  node *nd = calloc(1, sizeof *nd);
+  if (!nd) {
+    log_kv(LOG_ERROR, "out of memory", (const char *)NULL);
+    return NODE_FAILED;
+  }
+  nd->o = o;
+  nd->sigs = sigs;
+  static const struct {
+    node_result (*start)(node *);
+    node_undo_fn undo;
+  } steps[] = {
+      {migrate, NULL},
+      {start_policies, undo_policies},
+      {start_ha, undo_ha},
+      {start_rpc, undo_rpc},
+      {start_campaign, undo_campaign},
+      {start_reaper, undo_reaper},
+      {start_metrics, undo_metrics},
+  };
+  _Static_assert(sizeof steps / sizeof steps[0] <= STEPS_MAX, "raise STEPS_MAX");
+  /* the security files come first: a usage error (msg) before anything connects */
+  node_result rc = start_security(nd, msg, n);
+  if (rc == NODE_RUNNING) nd->undo[nd->n_undo++] = undo_security;
+  raise_fd_limit();
+  /* each step that fails undoes its own part; the steps before it are undone backwards */
+  for (size_t i = 0; i < sizeof steps / sizeof steps[0] && rc == NODE_RUNNING; i++) {
+    rc = steps[i].start(nd);
+    if (rc == NODE_RUNNING && steps[i].undo) nd->undo[nd->n_undo++] = steps[i].undo;
+  }
+  if (rc != NODE_RUNNING) {
+    node_stop(nd);
+    return rc;
+  }
+  char port[16], workers[16];
+  snprintf(port, sizeof port, "%d", rpc_server_port(nd->rpc));
+  snprintf(workers, sizeof workers, "%d", o->workers);
+  log_kv(LOG_INFO, "listening", "address", o->listen, "port", port, "workers", workers, "version",
+         IDEM_VERSION, (const char *)NULL);
+  *out = nd;
+  return NODE_RUNNING;
+}
+
+void node_stop(node *nd) {
+  if (!nd) return;
+  while (nd->n_undo > 0) nd->undo[--nd->n_undo](nd);
+  free(nd);
+}

@@ -1,0 +1,63 @@
+/* node_metrics.c — see node_metrics.h. */
+#include "node_metrics.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "../util/clock.h"
+#include "../util/log.h"
+
+struct node_metrics {
+  pthread_mutex_t mu; /* the store is one connection; scrapes may overlap */
+  store *st;
+  int64_t timeout_ms;
+  metrics_http *http;
+};
+
+static bool counts(void *arg, uint64_t *in_progress, uint64_t *unknown) {
+  node_metrics *m = arg;
+  step_counts n;
+  err_t err;
+  pthread_mutex_lock(&m->mu);
+  err_code rc = store_count_steps(m->st, clock_mono_ms() + m->timeout_ms, &n, &err);
+  pthread_mutex_unlock(&m->mu);
+  if (rc != ERR_OK) return false;
+  *in_progress = n.in_progress;
+  *unknown = n.unknown;
+  return true;
+}
+
+node_metrics *node_metrics_start(const char *address, store *st, int64_t store_timeout_ms) {
+  node_metrics *m = st ? calloc(1, sizeof *m) : NULL;
+  if (!m) {
+    store_close(st);
+    log_kv(LOG_ERROR, "cannot serve /metrics", "error", "out of memory", (const char *)NULL);
+    return NULL;
+  }
+  pthread_mutex_init(&m->mu, NULL);
+  m->st = st;
+  m->timeout_ms = store_timeout_ms < 1000 ? store_timeout_ms : 1000;
+  metrics_set_counts_fn(counts, m);
+  char why[160], port[16];
+  int bound = 0;
+  m->http = metrics_http_start(address, &bound, why, sizeof why);
+  if (!m->http) {
+    log_kv(LOG_ERROR, "cannot serve /metrics", "address", address, "error", why,
+           (const char *)NULL);
+    node_metrics_stop(m);
+    return NULL;
+  }
+  snprintf(port, sizeof port, "%d", bound);
+  log_kv(LOG_INFO, "serving /metrics", "address", address, "port", port, (const char *)NULL);
+  return m;
+}
+
+void node_metrics_stop(node_metrics *m) {
+  if (!m) return;
+  metrics_http_stop(m->http);
+  metrics_set_counts_fn(NULL, NULL);
+  store_close(m->st);
+  pthread_mutex_destroy(&m->mu);
+  free(m);
+}

@@ -1,0 +1,329 @@
+/* options.c — the option table and the code that reads it (see options.h). */
+#include "options.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "../coord/coord_policy.h"
+#include "../reaper/reaper.h"
+#include "../validate/validate.h"
+
+#ifndef IDEM_VERSION
+#define IDEM_VERSION "0.0.0"
+#endif
+
+#define F(field) offsetof(idem_options, field)
+#define STR(v) #v
+#define XSTR(v) STR(v)
+
+/* clang-format off */
+const opt_row options_table[] = {
+  /* group       name               environment             type        field                  default            min max     choices      reload arg          help */
+  {"serving",   "listen",          "IDEM_LISTEN",          OPT_STRING, F(listen),             "127.0.0.1:50051", 0, 0,       NULL,        false, "HOST:PORT", "address to serve gRPC on"},
+  {"serving",   "workers",         "IDEM_WORKERS",         OPT_INT,    F(workers),            "32",              1, 256,     NULL,        false, "N",         "worker threads = store connections for the calls that wait on the store"},
+  {"serving",   "insecure",        "IDEM_INSECURE",        OPT_BOOL,   F(insecure),           NULL,              0, 0,       NULL,        false, NULL,        "allow plaintext (no --tls-cert) on a non-loopback --listen address"},
+  {"store",     "pg",              "IDEM_PG",              OPT_STRING, F(pg),                 NULL,              0, 0,       NULL,        false, "URL",       "PostgreSQL connection string (required)"},
+  {"store",     "store-timeout-ms","IDEM_STORE_TIMEOUT_MS",OPT_INT,    F(store_timeout_ms),   "2000",            1, 600000,  NULL,        false, "MS",        "bound on each store call"},
+  {"high availability", "etcd",    "IDEM_ETCD",            OPT_STRING, F(etcd),               NULL,              0, 0,       NULL,        false, "URLS",      "etcd endpoints (http://h:p[,...]) for leader election (none: single node)"},
+  {"high availability", "node-id", "IDEM_NODE_ID",         OPT_STRING, F(node_id),            NULL,              0, 0,       NULL,        false, "NAME",      "this node's name (none: the --advertise address)"},
+  {"high availability", "advertise","IDEM_ADVERTISE",      OPT_STRING, F(advertise),          NULL,              0, 0,       NULL,        false, "HOST:PORT", "address standbys send clients to (none: --listen)"},
+  {"high availability", "election-prefix","IDEM_ELECTION_PREFIX",OPT_STRING,F(election_prefix),"/idem/leader",   0, 0,       NULL,        false, "PREFIX",    "etcd election key prefix"},
+  {"high availability", "election-ttl","IDEM_ELECTION_TTL", OPT_INT,    F(election_ttl_s),     "5",               2, 60,      NULL,        false, "S",         "election lease TTL in seconds"},
+  {"security",  "tls-cert",        "IDEM_TLS_CERT",        OPT_STRING, F(tls_cert),           NULL,              0, 0,       NULL,        false, "FILE",      "serve TLS with this PEM certificate chain (needs --tls-key)"},
+  {"security",  "tls-key",         "IDEM_TLS_KEY",         OPT_STRING, F(tls_key),            NULL,              0, 0,       NULL,        false, "FILE",      "the PEM private key of --tls-cert"},
+  {"security",  "tls-client-ca",   "IDEM_TLS_CLIENT_CA",   OPT_STRING, F(tls_client_ca),      NULL,              0, 0,       NULL,        false, "FILE",      "require client certificates signed by this CA; tenant = SAN or CN"},
+  {"security",  "tokens",          "IDEM_TOKENS",          OPT_STRING, F(tokens),             NULL,              0, 0,       NULL,        true,  "FILE",      "bearer tokens: TOKEN TENANT ROLE per line (README)"},
+  {"operations","config",          "IDEM_CONFIG",          OPT_STRING, F(config),             NULL,              0, 0,       NULL,        false, "FILE",      "INI file with any of these options and [policy ...] seeds (README)"},
+  {"operations","reaper-interval", "IDEM_REAPER_INTERVAL", OPT_INT,    F(reaper_interval_s),  XSTR(REAPER_INTERVAL_S_DEFAULT), 0, 86400, NULL, false, "S",   "seconds between reaper rounds, 0 = no reaper"},
+  {"operations","metrics",         "IDEM_METRICS",         OPT_STRING, F(metrics),            NULL,              0, 0,       NULL,        false, "HOST:PORT", "serve Prometheus text at http://HOST:PORT/metrics (none: off)"},
+  {"operations","log-format",      "IDEM_LOG_FORMAT",      OPT_CHOICE, F(log_format),         "text",            0, 0,       "text|json", false, "text|json", "log line format on stderr"},
+  {"operations","version",         NULL,                   OPT_ACTION, 0,                     NULL,              0, 0,       NULL,        false, NULL,        "print the version and exit"},
+  {"operations","help",            NULL,                   OPT_ACTION, 0,                     NULL,              0, 0,       NULL,        false, NULL,        "print this help and exit"},
+};
+/* clang-format on */
+const size_t options_count = sizeof options_table / sizeof options_table[0];
+
+#define USAGE_LINE "usage: idem-coordinator --pg URL [--listen HOST:PORT] [options]\n"
+
+void options_help(FILE *f) {
+  fputs(USAGE_LINE "\noptions (each also read from the environment variable shown and from the "
+                   "--config file by its name; flags win; SIGHUP re-reads those marked so):\n",
+        f);
+  const char *group = NULL;
+  for (size_t i = 0; i < options_count; i++) {
+    const opt_row *r = &options_table[i];
+    if (!group || strcmp(group, r->group) != 0) fprintf(f, "\n %s:\n", group = r->group);
+    char left[64];
+    snprintf(left, sizeof left, "--%s%s%s", r->name, r->arg ? " " : "", r->arg ? r->arg : "");
+    fprintf(f, "  %-28s %s", left, r->help);
+    if (r->type == OPT_INT) fprintf(f, ", %ld-%ld", r->min, r->max);
+    if (r->def) fprintf(f, " (default %s)", r->def);
+    if (r->reloadable) fputs(" (SIGHUP reloads)", f);
+    if (r->env) fprintf(f, " [%s]", r->env);
+    fputc('\n', f);
+  }
+}
+
+void options_usage_error(const char *msg) {
+  fprintf(stderr, "idem-coordinator: %s\n" USAGE_LINE "run 'idem-coordinator --help' for every option\n",
+          msg);
+}
+
+static options_result usage(char *msg, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static options_result usage(char *msg, size_t n, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, n, fmt, ap);
+  va_end(ap);
+  return OPTIONS_USAGE;
+}
+
+static bool parse_long(const char *v, long min, long max, long *out) {
+  char *end;
+  errno = 0;
+  long x = strtol(v, &end, 10);
+  if (errno || end == v || *end || x < min || x > max) return false;
+  *out = x;
+  return true;
+}
+
+static bool parse_bool(const char *v, bool *out) {
+  static const char *const yes[] = {"1", "true", "yes", "on"};
+  static const char *const no[] = {"", "0", "false", "no", "off"};
+  for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
+    if (strcasecmp(v, yes[i]) == 0) return *out = true, true;
+  for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
+    if (strcasecmp(v, no[i]) == 0) return *out = false, true;
+  return false;
+}
+
+/* The index of v among "a|b|c", or -1. */
+static int choice_index(const char *choices, const char *v) {
+  int i = 0;
+  for (const char *p = choices; *p; i++) {
+    size_t len = strcspn(p, "|");
+    if (strlen(v) == len && strncmp(p, v, len) == 0) return i;
+    p += len;
+    if (*p == '|') p++;
+  }
+  return -1;
+}
+
+/* Stores one value of row r into o; src names where it came from ("--workers", "IDEM_WORKERS",
+ * "idem.ini: workers"). */
+static options_result apply(idem_options *o, const opt_row *r, const char *v, const char *src,
+                            char *msg, size_t n) {
+  void *field = (char *)o + r->offset;
+  long x;
+  bool b;
+  switch (r->type) {
+    case OPT_STRING:
+      if (strcmp(r->name, "election-prefix") == 0 && v[0] != '/')
+        return usage(msg, n, "%s: expected a key prefix starting with /", src);
+      *(const char **)field = *v ? v : NULL;
+      return OPTIONS_RUN;
+    case OPT_INT:
+      if (!parse_long(v, r->min, r->max, &x)) {
+        const char *unit = strcmp(r->arg, "S") == 0 ? "seconds" : strcmp(r->arg, "MS") == 0 ? "milliseconds" : "an integer";
+        return usage(msg, n, "%s: expected %s from %ld to %ld", src, unit, r->min, r->max);
+      }
+      *(int *)field = (int)x;
+      return OPTIONS_RUN;
+    case OPT_BOOL:
+      if (!parse_bool(v, &b)) return usage(msg, n, "%s: expected true or false", src);
+      *(bool *)field = b;
+      return OPTIONS_RUN;
+    case OPT_CHOICE: {
+      int i = choice_index(r->choices, v);
+      if (i < 0) return usage(msg, n, "%s: expected one of %s", src, r->choices);
+      *(int *)field = i;
+      return OPTIONS_RUN;
+    }
+    case OPT_ACTION:
+      if (strcmp(r->name, "version") == 0)
+        printf("idem-coordinator %s\n", IDEM_VERSION);
+      else
+        options_help(stdout);
+      return OPTIONS_EXIT;
+  }
+  return usage(msg, n, "%s: unknown option", src);
+}
+
+static const opt_row *row_named(const char *name) {
+  for (size_t i = 0; i < options_count; i++)
+    if (strcmp(options_table[i].name, name) == 0) return &options_table[i];
+  return NULL;
+}
+
+/* --- the config file --- */
+
+typedef struct file_ctx {
+  idem_options *o;
+  const char *path;
+  char *msg;
+  size_t n;
+  options_result rc;
+} file_ctx;
+
+/* One option line of the file, applied like its flag (its value kept until options_free). */
+static int file_option(void *arg, const char *name, const char *value) {
+  file_ctx *f = arg;
+  const opt_row *r = row_named(name);
+  if (!r) return 1;
+  if (r->type == OPT_ACTION || strcmp(r->name, "config") == 0 || f->rc != OPTIONS_RUN) return 1;
+  char *kept = strdup(value);
+  char **grown = realloc(f->o->file_values, (f->o->n_file_values + 1) * sizeof *grown);
+  if (grown) f->o->file_values = grown;
+  if (!kept || !grown) {
+    free(kept);
+    f->rc = usage(f->msg, f->n, "out of memory");
+    return 0;
+  }
+  f->o->file_values[f->o->n_file_values++] = kept;
+  char src[320];
+  snprintf(src, sizeof src, "%s: %s", f->path, name);
+  f->rc = apply(f->o, r, kept, src, f->msg, f->n);
+  return 0;
+}
+
+/* --config FILE (or IDEM_CONFIG) is found before the environment and the other flags, whose
+ * values then override the file's. */
+static options_result load_config_file(int argc, char **argv, idem_options *o, char *msg,
+                                       size_t n) {
+  const char *path = getenv(row_named("config")->env);
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--") == 0) break;
+    if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+      path = argv[i + 1];
+    else if (strncmp(argv[i], "--config=", 9) == 0)
+      path = argv[i] + 9;
+  }
+  if (!path || !*path) return OPTIONS_RUN;
+  o->config = path;
+  file_ctx f = {o, path, msg, n, OPTIONS_RUN};
+  char why[512];
+  if (config_file_load(path, file_option, &f, &o->seeds, why, sizeof why) != 0)
+    return f.rc != OPTIONS_RUN ? f.rc : usage(msg, n, "--config %s", why);
+  if (f.rc != OPTIONS_RUN) return f.rc;
+  for (size_t i = 0; i < o->seeds.n; i++) {
+    err_t err;
+    err_clear(&err);
+    const policy_row *r = &o->seeds.rows[i];
+    bool tenant_ok =
+        strcmp(r->tenant, POLICY_ANY) == 0 || validate_tenant(r->tenant, &err) == ERR_OK;
+    if (!tenant_ok || coord_policy_validate(&r->p, &err) != ERR_OK)
+      return usage(msg, n, "--config %s: [policy %s/%s]: %s", path, r->p.service,
+                   r->p.operation, err.msg);
+  }
+  return OPTIONS_RUN;
+}
+
+/* --- --listen --- */
+
+bool options_listen_is_local(const char *listen, bool *bad_form) {
+  *bad_form = false;
+  if (strncmp(listen, "unix:", 5) == 0 || strncmp(listen, "unix-abstract:", 14) == 0) return true;
+  char host[256];
+  if (listen[0] == '[') {
+    const char *close = strchr(listen, ']');
+    if (!close || close[1] != ':' || (size_t)(close - listen - 1) >= sizeof host) {
+      *bad_form = true;
+      return false;
+    }
+    snprintf(host, sizeof host, "%.*s", (int)(close - listen - 1), listen + 1);
+  } else {
+    const char *colon = strrchr(listen, ':');
+    if (!colon || colon == listen || (size_t)(colon - listen) >= sizeof host) {
+      *bad_form = true;
+      return false;
+    }
+    snprintf(host, sizeof host, "%.*s", (int)(colon - listen), listen);
+  }
+  if (strcasecmp(host, "localhost") == 0) return true;
+  struct in_addr a4;
+  if (inet_pton(AF_INET, host, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+  struct in6_addr a6;
+  if (inet_pton(AF_INET6, host, &a6) == 1) {
+    if (IN6_IS_ADDR_LOOPBACK(&a6)) return true;
+    if (IN6_IS_ADDR_V4MAPPED(&a6)) return a6.s6_addr[12] == 127;
+  }
+  return false;
+}
+
+/* The combinations no single row can check. */
+static options_result check(const idem_options *o, char *msg, size_t n) {
+  if (!o->pg) return usage(msg, n, "--pg is required (or IDEM_PG)");
+  if (!o->listen) return usage(msg, n, "--listen: expected HOST:PORT, got an empty value");
+  bool bad_form;
+  bool local = options_listen_is_local(o->listen, &bad_form);
+  if (bad_form) return usage(msg, n, "--listen: expected HOST:PORT, got %s", o->listen);
+  if (!o->tls_cert != !o->tls_key) return usage(msg, n, "--tls-cert and --tls-key go together");
+  if (o->tls_client_ca && !o->tls_cert)
+    return usage(msg, n, "--tls-client-ca needs --tls-cert and --tls-key");
+  if (!local && !o->insecure && !o->tls_cert)
+    return usage(msg, n,
+                 "--listen %s is not a loopback address: without TLS (--tls-cert, --tls-key), "
+                 "pass --insecure to serve plaintext on it",
+                 o->listen);
+  size_t len = strlen(o->listen);
+  if (o->etcd && !o->advertise && len > 2 && strcmp(o->listen + len - 2, ":0") == 0)
+    return usage(msg, n, "--etcd with --listen on port 0 needs --advertise HOST:PORT");
+  return OPTIONS_RUN;
+}
+
+options_result options_parse(int argc, char **argv, idem_options *o, char *msg, size_t n) {
+  memset(o, 0, sizeof *o);
+  options_result rc = OPTIONS_RUN;
+  for (size_t i = 0; i < options_count && rc == OPTIONS_RUN; i++) {
+    const opt_row *r = &options_table[i];
+    if (r->def) rc = apply(o, r, r->def, "default", msg, n);
+  }
+  if (rc == OPTIONS_RUN) rc = load_config_file(argc, argv, o, msg, n);
+  for (size_t i = 0; i < options_count && rc == OPTIONS_RUN; i++) {
+    const opt_row *r = &options_table[i];
+    const char *v = r->env ? getenv(r->env) : NULL;
+    if (v && strcmp(r->name, "config") != 0) rc = apply(o, r, v, r->env, msg, n);
+  }
+  if (rc != OPTIONS_RUN) return rc;
+
+  struct option lopts[64];
+  size_t k = 0;
+  for (; k < options_count && k < 63; k++) {
+    const opt_row *r = &options_table[k];
+    bool flag_only = r->type == OPT_BOOL || r->type == OPT_ACTION;
+    lopts[k] = (struct option){r->name, flag_only ? no_argument : required_argument, NULL,
+                               1000 + (int)k};
+  }
+  lopts[k] = (struct option){0, 0, 0, 0};
+  optind = 1;
+  opterr = 0;
+  int ch;
+  while ((ch = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
+    if (ch < 1000 || ch >= 1000 + (int)options_count) {
+      const char *bad = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
+      return usage(msg, n, "%s: unknown option or missing value", bad);
+    }
+    const opt_row *r = &options_table[ch - 1000];
+    char src[64];
+    snprintf(src, sizeof src, "--%s", r->name);
+    if (strcmp(r->name, "config") == 0) continue; /* read first, above */
+    rc = apply(o, r, r->type == OPT_BOOL ? "true" : optarg, src, msg, n);
+    if (rc != OPTIONS_RUN) return rc;
+  }
+  if (optind < argc) return usage(msg, n, "unexpected argument: %s", argv[optind]);
+  return check(o, msg, n);
+}
+
+void options_free(idem_options *o) {
+  for (size_t i = 0; i < o->n_file_values; i++) free(o->file_values[i]);
+  free(o->file_values);
+  free(o->seeds.rows);
+  memset(o, 0, sizeof *o);
+}
