@@ -1,0 +1,47 @@
+/* names.h — the one table of the contract's enum words (api.md §2), shared by the server,
+ * libidem and idemctl, so that logs, --json, tables and metrics spell a value alike.
+ *
+ * Header-only and self-contained (no other include of ours): each table is indexed by the
+ * proto enum's number; a number outside the table reads as "invalid". Words are lower case
+ * with underscores, as the README and `idemctl --json` print them. State 0 (no record) is
+ * "absent"; outcome and decision 0 are "unspecified".
+ */
+#ifndef IDEM_V1_NAMES_H
+#define IDEM_V1_NAMES_H
+
+#include <stddef.h>
+#include <string.h>
+
+static const char *const idem_state_words[] = {"absent",  "in_progress", "succeeded", "failed",
+                                               "unknown", "abandoned",   "released"};
+static const char *const idem_outcome_words[] = {"unspecified", "succeeded", "failed",
+                                                 "retryable", "unknown"};
+static const char *const idem_decision_words[] = {
+    "unspecified",            "proceed",
+    "replay",                 "skip_null_compensation",
+    "skip_already_compensated", "proceed_unguarded"};
+static const char *const idem_phase_words[] = {"unspecified", "forward", "compensation"};
+static const char *const idem_failure_mode_words[] = {"unspecified", "fail-closed", "fail-open"};
+
+#define IDEM_WORD_OF(table, v)                                                        \
+  ((v) >= 0 && (size_t)(v) < sizeof(table) / sizeof(table)[0] ? (table)[(size_t)(v)] \
+                                                              : "invalid")
+
+static inline const char *idem_word_state(int v) { return IDEM_WORD_OF(idem_state_words, v); }
+static inline const char *idem_word_outcome(int v) { return IDEM_WORD_OF(idem_outcome_words, v); }
+static inline const char *idem_word_decision(int v) { return IDEM_WORD_OF(idem_decision_words, v); }
+static inline const char *idem_word_phase(int v) { return IDEM_WORD_OF(idem_phase_words, v); }
+static inline const char *idem_word_failure_mode(int v) {
+  return IDEM_WORD_OF(idem_failure_mode_words, v);
+}
+
+/* The number whose word is w in table (n entries), from first on; -1 when none is. */
+static inline int idem_word_find(const char *const *table, size_t n, size_t first, const char *w) {
+  for (size_t i = first; i < n; i++)
+    if (strcmp(table[i], w) == 0) return (int)i;
+  return -1;
+}
+
+#define IDEM_WORD_COUNT(table) (sizeof(table) / sizeof(table)[0])
+
+#endif
