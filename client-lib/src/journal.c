@@ -9,6 +9,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "idem/v1/names.h"
 #include "idem_internal.h"
 
 #define JOURNAL_MAGIC "idem1"
@@ -46,12 +47,6 @@ static void put_str(char *buf, size_t *len, const char *s) {
   put_enc(buf, len, s ? s : "", s ? strlen(s) : 0);
 }
 
-static void put_raw(char *buf, size_t *len, const char *s) {
-  size_t n = strlen(s);
-  memcpy(buf + *len, s, n);
-  *len += n;
-}
-
 static int hexval(char ch) {
   if (ch >= '0' && ch <= '9') return ch - '0';
   if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
@@ -80,8 +75,6 @@ static long dec_field(char *f) {
   return (long)o;
 }
 
-static const char *const outcome_words[] = {"", "succeeded", "failed", "retryable", "unknown"};
-
 int idem__journal_append(const char *path, const char *source, const char *tenant,
                          const idem_step_key *key, const uint8_t *fp, size_t fp_len,
                          const idem_result *res, idem_error *err) {
@@ -100,9 +93,12 @@ int idem__journal_append(const char *path, const char *source, const char *tenan
   buf[len++] = ' ';
   put_str(buf, &len, key->operation);
   buf[len++] = ' ';
-  put_raw(buf, &len, key->phase == IDEM_COMPENSATION ? "compensation " : "forward ");
-  int oc = res->outcome >= 1 && res->outcome <= 4 ? (int)res->outcome : 4;
-  len += (size_t)snprintf(buf + len, cap - len, "%s %d ", outcome_words[oc], (int)res->code);
+  /* PHASE and OUTCOME in names.h's words; any other phase is written as forward, any other
+   * outcome as unknown. */
+  int ph = key->phase == IDEM_COMPENSATION ? IDEM_COMPENSATION : IDEM_FORWARD;
+  int oc = res->outcome >= 1 && res->outcome <= 4 ? (int)res->outcome : IDEM_OUTCOME_UNKNOWN;
+  len += (size_t)snprintf(buf + len, cap - len, "%s %s %d ", idem_word_phase(ph),
+                          idem_word_outcome(oc), (int)res->code);
   if (fp_len == 0) buf[len++] = '-';
   for (size_t i = 0; i < fp_len; i++) len += (size_t)snprintf(buf + len, cap - len, "%02x", fp[i]);
   buf[len++] = ' ';
@@ -163,15 +159,11 @@ static bool parse_line(char *line, jline *j) {
   j->global_id = f[4];
   j->service = f[5];
   j->operation = f[6];
-  if (strcmp(f[7], "forward") == 0)
-    j->phase = IDEM_FORWARD;
-  else if (strcmp(f[7], "compensation") == 0)
-    j->phase = IDEM_COMPENSATION;
-  else
-    return false;
-  for (int o = 1; o <= 4; o++)
-    if (strcmp(f[8], outcome_words[o]) == 0) j->outcome = (idem_outcome)o;
-  if (!j->outcome) return false;
+  int ph = idem_word_find(idem_phase_words, IDEM_WORD_COUNT(idem_phase_words), 1, f[7]);
+  int oc = idem_word_find(idem_outcome_words, IDEM_WORD_COUNT(idem_outcome_words), 1, f[8]);
+  if (ph < 0 || oc < 0) return false; /* the "unspecified" words (0) are not accepted */
+  j->phase = (idem_phase)ph;
+  j->outcome = (idem_outcome)oc;
   char *end;
   long code = strtol(f[9], &end, 10);
   if (*end) return false;

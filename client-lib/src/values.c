@@ -4,27 +4,20 @@
 
 #include <openssl/evp.h>
 
+#include "idem/v1/names.h"
 #include "idem_internal.h"
 
-#define NAME_OF(table, v) \
-  ((v) >= 0 && (size_t)(v) < sizeof(table) / sizeof(table)[0] ? (table)[v] : "invalid")
-
+/* The words are names.h's, shared with the server and idemctl: state 0 reads "absent". */
 const char *idem_state_name(int state) {
-  static const char *const names[] = {"unspecified", "in_progress", "succeeded", "failed",
-                                      "unknown",     "abandoned",   "released"};
-  return NAME_OF(names, state);
+  return idem_word_state(state);
 }
 
 const char *idem_outcome_name(int outcome) {
-  static const char *const names[] = {"unspecified", "succeeded", "failed", "retryable", "unknown"};
-  return NAME_OF(names, outcome);
+  return idem_word_outcome(outcome);
 }
 
 const char *idem_decision_name(int decision) {
-  static const char *const names[] = {
-      "unspecified",      "proceed", "replay", "skip_null_compensation", "skip_already_compensated",
-      "proceed_unguarded"};
-  return NAME_OF(names, decision);
+  return idem_word_decision(decision);
 }
 
 void idem_begin_clear(idem_begin *b) {

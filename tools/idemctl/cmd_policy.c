@@ -4,10 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "idem/v1/names.h"
 #include "idemctl.h"
 
 static const char *mode_word(int m) {
-  return m == IDEM_FAIL_OPEN ? "fail-open" : m == IDEM_FAIL_CLOSED ? "fail-closed" : "-";
+  return m == IDEM_FAIL_OPEN || m == IDEM_FAIL_CLOSED ? idem_word_failure_mode(m) : "-";
 }
 
 /* "24h", "90s", "1500ms": the largest unit that divides evenly. */

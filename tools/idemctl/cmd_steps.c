@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "idem/v1/names.h"
 #include "idemctl.h"
 
 /* --- shared --- */
@@ -301,14 +302,10 @@ int cmd_resolve(ctl *c) {
   memset(&res, 0, sizeof res);
   const char *v = ctl_flag_value(c, "outcome");
   if (!v) return ctl_usage_error(c, "--outcome is required (succeeded, failed or retryable)");
-  if (strcmp(v, "succeeded") == 0)
-    res.outcome = IDEM_OUTCOME_SUCCEEDED;
-  else if (strcmp(v, "failed") == 0)
-    res.outcome = IDEM_OUTCOME_FAILED;
-  else if (strcmp(v, "retryable") == 0)
-    res.outcome = IDEM_OUTCOME_RETRYABLE;
-  else
+  int oc = idem_word_find(idem_outcome_words, IDEM_WORD_COUNT(idem_outcome_words), 1, v);
+  if (oc < IDEM_OUTCOME_SUCCEEDED || oc > IDEM_OUTCOME_RETRYABLE)
     return ctl_usage_error(c, "--outcome: expected succeeded, failed or retryable");
+  res.outcome = (idem_outcome)oc;
   res.reason = ctl_flag_value(c, "reason");
   if (!res.reason || !*res.reason) return ctl_usage_error(c, "--reason is required");
   res.actor = ctl_flag_value(c, "actor");

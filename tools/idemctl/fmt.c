@@ -6,6 +6,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "idem/v1/names.h"
 #include "idemctl.h"
 
 /* --- tables --- */
@@ -106,27 +107,24 @@ const char *fmt_age(int64_t unix_ms, char *buf, size_t n) {
   return buf;
 }
 
-static const char *pick(const char *const *names, size_t n, int v) {
-  return v >= 0 && (size_t)v < n ? names[v] : "invalid";
-}
-
+/* The words are names.h's, as the server and libidem spell them. Tables print "-" for 0 (none)
+ * and "in progress" with a space; JSON prints the words as they are. */
 const char *fmt_state(int state) {
-  static const char *const names[] = {"-",       "in progress", "succeeded", "failed",
-                                      "unknown", "abandoned",   "released"};
-  return pick(names, sizeof names / sizeof names[0], state);
+  if (state == IDEM_STATE_UNSPECIFIED) return "-";
+  if (state == IDEM_STATE_IN_PROGRESS) return "in progress";
+  return idem_word_state(state);
 }
 
 const char *fmt_state_key(int state) {
-  return idem_state_name(state);
+  return idem_word_state(state);
 }
 
 const char *fmt_outcome(int outcome) {
-  static const char *const names[] = {"-", "succeeded", "failed", "retryable", "unknown"};
-  return pick(names, sizeof names / sizeof names[0], outcome);
+  return outcome == IDEM_OUTCOME_UNSPECIFIED ? "-" : idem_word_outcome(outcome);
 }
 
 const char *fmt_phase(int phase) {
-  return phase == IDEM_COMPENSATION ? "compensation" : phase == IDEM_FORWARD ? "forward" : "-";
+  return phase == IDEM_FORWARD || phase == IDEM_COMPENSATION ? idem_word_phase(phase) : "-";
 }
 
 bool fmt_parse_duration(const char *s, int64_t *ms) {
@@ -152,17 +150,14 @@ bool fmt_parse_duration(const char *s, int64_t *ms) {
 }
 
 int fmt_parse_state(const char *s) {
-  static const char *const names[] = {"in_progress", "succeeded", "failed",
-                                      "unknown",     "abandoned", "released"};
   char norm[32];
   size_t i = 0;
   for (; s[i] && i + 1 < sizeof norm; i++)
     norm[i] = s[i] == '-' || s[i] == ' ' ? '_' : (char)tolower((unsigned char)s[i]);
   norm[i] = '\0';
   const char *p = strncmp(norm, "step_state_", 11) == 0 ? norm + 11 : norm;
-  for (int k = 0; k < 6; k++)
-    if (strcmp(p, names[k]) == 0) return k + 1;
-  return 0;
+  int k = idem_word_find(idem_state_words, IDEM_WORD_COUNT(idem_state_words), 1, p);
+  return k > 0 ? k : 0; /* from 1: "absent" is no filter */
 }
 
 static bool printable_utf8(const uint8_t *b, size_t len) {
@@ -235,7 +230,7 @@ cJSON *json_record(const idem_record *r) {
   cJSON_AddBoolToObject(o, "lease_expired", expired);
   if (r->has_result) {
     cJSON *res = cJSON_AddObjectToObject(o, "result");
-    cJSON_AddStringToObject(res, "outcome", idem_outcome_name(r->result.outcome));
+    cJSON_AddStringToObject(res, "outcome", idem_word_outcome(r->result.outcome));
     cJSON_AddNumberToObject(res, "code", r->result.code);
     char *enc = b64(r->result.body, r->result.body_len);
     cJSON_AddStringToObject(res, "body_base64", enc);

@@ -96,7 +96,9 @@ typedef enum idem_decision {
   IDEM_DECISION_PROCEED_UNGUARDED = 5,
 } idem_decision;
 
-const char *idem_state_name(int state);       /* "in_progress", ...; never NULL */
+/* The contract's words, as the server and idemctl spell them; "invalid" out of range, never
+ * NULL. State 0 (no record) is "absent"; outcome and decision 0 are "unspecified". */
+const char *idem_state_name(int state);       /* "absent", "in_progress", ... */
 const char *idem_outcome_name(int outcome);   /* "succeeded", ... */
 const char *idem_decision_name(int decision); /* "proceed", "replay", ... */
 
