@@ -125,8 +125,7 @@ err_code coord__begin_fn(void *argp, const step_pair *cur, step_writes *w, err_t
 #define CACHE_RETENTION_MARGIN_MS 10000
 
 static bool retained(const step_rec *r, int64_t now) {
-  return !r->present || r->state == STATE_UNKNOWN || r->expires_ms == 0 ||
-         r->expires_ms > now + CACHE_RETENTION_MARGIN_MS;
+  return !r->present || step_rec_live(r, now + CACHE_RETENTION_MARGIN_MS);
 }
 
 /* The answer from the leader's replay cache, when the cached pair gives one that writes

@@ -215,50 +215,6 @@ err_code coord_list_steps(const coord_ctx *ctx, store *st, const char *tenant,
 
 /* --- ResolveStep --- */
 
-static bool live(const step_rec *r, int64_t now) {
-  return r->present && (r->state == STATE_UNKNOWN || !(r->expires_ms != 0 && r->expires_ms <= now));
-}
-
-static const char *state_word(step_state s) {
-  static const char *const names[] = {"absent",  "in_progress", "succeeded", "failed",
-                                      "unknown", "abandoned",   "released"};
-  return (int)s >= 0 && (int)s <= STATE_RELEASED ? names[s] : "invalid";
-}
-
-err_code coord_decide_resolve(const step_key *key, step_outcome outcome, int32_t code,
-                              const uint8_t *body, size_t body_len, uint32_t retention_s,
-                              const step_pair *cur, step_writes *w, const step_rec **after,
-                              step_state *from, err_t *err) {
-  w->n = 0;
-  *after = NULL;
-  *from = STATE_NONE;
-  err_clear(err);
-  int64_t now = cur->now_ms;
-  const step_rec *r = key->phase == PHASE_COMPENSATION ? &cur->comp : &cur->fwd;
-  if (!live(r, now)) return err_set(err, ERR_NOT_FOUND, "no such step");
-  if (r->state != STATE_IN_PROGRESS && r->state != STATE_UNKNOWN)
-    return err_fail(err, ERR_PRECONDITION, ERR_R_NOT_RESOLVABLE,
-                   "step is %s: only in_progress and unknown steps can be resolved",
-                   state_word(r->state));
-  *from = r->state;
-  step_rec *n = &w->recs[w->n++];
-  *n = *r;
-  n->key = *key;
-  n->state = outcome == OUTCOME_SUCCEEDED ? STATE_SUCCEEDED
-             : outcome == OUTCOME_FAILED  ? STATE_FAILED
-                                          : STATE_RELEASED;
-  n->outcome = outcome;
-  n->code = code;
-  n->body = body_len > 0 ? (uint8_t *)body : NULL;
-  n->body_len = body_len;
-  n->completed_ms = now;
-  n->updated_ms = now;
-  n->lease_expires_ms = 0;
-  n->expires_ms = now + (int64_t)retention_s * 1000;
-  *after = n;
-  return ERR_OK;
-}
-
 typedef struct resolve_arg {
   const step_key *key;
   step_outcome outcome;

@@ -18,6 +18,7 @@
 
 #include "../domain/record_admin.h"
 #include "coord.h"
+#include "decide.h" /* coord_decide_resolve: the rule ResolveStep runs */
 
 #define COORD_TOKEN_MAX 600 /* a page token, NUL included */
 
@@ -67,13 +68,6 @@ err_code coord_list_audit(const coord_ctx *ctx, store *st, const char *tenant,
                           err_t *err);
 
 /* --- pure parts, exposed for unit tests --- */
-
-/* The resolution rule on the pair read under the lock (see coord_resolve_step). On ERR_OK w
- * holds the one write, *after points at it and *from is the state it replaces. */
-err_code coord_decide_resolve(const step_key *key, step_outcome outcome, int32_t code,
-                              const uint8_t *body, size_t body_len, uint32_t retention_s,
-                              const step_pair *cur, step_writes *w, const step_rec **after,
-                              step_state *from, err_t *err);
 
 /* ListSteps tokens: encode the cursor `after` for the filters f (f->tenant included); decode
  * checks the filters' hash and fills after. decode: ERR_INVALID naming page_token. */

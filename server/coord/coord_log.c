@@ -1,13 +1,15 @@
 /* coord_log.c — the logged step transaction (see coord_log.h). */
 #include "coord_log.h"
 
+#include "idem/v1/names.h"
+
 #include <stdio.h>
 #include <string.h>
 
 #include "../util/log.h"
 
 static bool live(const step_rec *r, int64_t now) {
-  return r->present && (r->state == STATE_UNKNOWN || !(r->expires_ms != 0 && r->expires_ms <= now));
+  return step_rec_live(r, now);
 }
 
 void coord__txn_init(coord__txn *t, store_step_fn fn, void *arg) {
@@ -36,9 +38,7 @@ err_code coord__txn_wrap(void *argp, const step_pair *cur, step_writes *w, err_t
 }
 
 static const char *state_word(step_state s) {
-  static const char *const names[] = {"none",    "in_progress", "succeeded", "failed",
-                                      "unknown", "abandoned",   "released"};
-  return (int)s >= 0 && (int)s <= STATE_RELEASED ? names[s] : "invalid";
+  return idem_word_state((int)s);
 }
 
 err_code coord__txn_done(const coord__txn *t, const step_key *key, const audit_rec *audit,

@@ -16,13 +16,13 @@
 
 #include <string.h>
 
+#include "idem/v1/names.h"
+
 /* --- helpers --- */
 
-/* The record exists and its retention has not passed. An UNKNOWN record never expires: it is
- * kept and replayed until an operator resolves it (api.md §4), and the reaper keeps it. */
+/* The record exists and counts (domain/record.h: step_rec_live). */
 static bool live(const step_rec *r, int64_t now) {
-  return r->present &&
-         (r->state == STATE_UNKNOWN || !(r->expires_ms != 0 && r->expires_ms <= now));
+  return step_rec_live(r, now);
 }
 
 static int64_t retention_end(int64_t now, uint32_t retention_s) {
@@ -272,6 +272,38 @@ static const step_rec *own_record(const step_key *key, const step_pair *cur) {
   return key->phase == PHASE_COMPENSATION ? &cur->comp : &cur->fwd;
 }
 
+step_state decide_state_of(step_outcome outcome) {
+  switch (outcome) {
+    case OUTCOME_SUCCEEDED:
+      return STATE_SUCCEEDED;
+    case OUTCOME_FAILED:
+      return STATE_FAILED;
+    case OUTCOME_UNKNOWN:
+      return STATE_UNKNOWN;
+    default:
+      return STATE_RELEASED; /* RETRYABLE: the key is released, its result kept to inspect */
+  }
+}
+
+/* n becomes r finished with a result at now (Complete and ResolveStep alike): the body is
+ * borrowed from the caller's input. Returns n. */
+static const step_rec *finish(step_rec *n, const step_rec *r, const step_key *key,
+                              step_outcome outcome, int32_t code, const uint8_t *body,
+                              size_t body_len, int64_t now, uint32_t retention_s) {
+  *n = *r;
+  n->key = *key;
+  n->state = decide_state_of(outcome);
+  n->outcome = outcome;
+  n->code = code;
+  n->body = body_len > 0 ? (uint8_t *)body : NULL;
+  n->body_len = body_len;
+  n->completed_ms = now;
+  n->updated_ms = now;
+  n->lease_expires_ms = 0;
+  n->expires_ms = retention_end(now, retention_s);
+  return n;
+}
+
 static bool same_result(const step_rec *r, const decide_complete_in *in) {
   if (r->outcome != in->outcome || r->code != in->code || r->body_len != in->body_len) return false;
   return in->body_len == 0 || memcmp(r->body, in->body, in->body_len) == 0;
@@ -296,21 +328,8 @@ err_code decide_complete(const decide_complete_in *in, const step_pair *cur, ste
 
   if (r->state == STATE_IN_PROGRESS) {
     /* accepted even when the lease expired, as long as nobody took over */
-    step_rec *n = push(w);
-    *n = *r;
-    n->state = in->outcome == OUTCOME_SUCCEEDED ? STATE_SUCCEEDED
-               : in->outcome == OUTCOME_FAILED  ? STATE_FAILED
-               : in->outcome == OUTCOME_UNKNOWN ? STATE_UNKNOWN
-                                                : STATE_RELEASED;
-    n->outcome = in->outcome;
-    n->code = in->code;
-    n->body = in->body_len > 0 ? (uint8_t *)in->body : NULL;
-    n->body_len = in->body_len;
-    n->completed_ms = now;
-    n->updated_ms = now;
-    n->lease_expires_ms = 0;
-    n->expires_ms = retention_end(now, in->retention_s);
-    *after = n;
+    *after = finish(push(w), r, in->key, in->outcome, in->code, in->body, in->body_len, now,
+                    in->retention_s);
     return ERR_OK;
   }
   if ((is_finished(r->state) || r->state == STATE_RELEASED) && same_result(r, in)) {
@@ -337,5 +356,25 @@ err_code decide_extend(const step_key *key, uint64_t attempt, uint32_t lease_ms,
   n->lease_expires_ms = now + lease_ms;
   n->updated_ms = now;
   *lease_expires_ms = n->lease_expires_ms;
+  return ERR_OK;
+}
+
+err_code coord_decide_resolve(const step_key *key, step_outcome outcome, int32_t code,
+                              const uint8_t *body, size_t body_len, uint32_t retention_s,
+                              const step_pair *cur, step_writes *w, const step_rec **after,
+                              step_state *from, err_t *err) {
+  w->n = 0;
+  *after = NULL;
+  *from = STATE_NONE;
+  err_clear(err);
+  int64_t now = cur->now_ms;
+  const step_rec *r = own_record(key, cur);
+  if (!live(r, now)) return err_set(err, ERR_NOT_FOUND, "no such step");
+  if (r->state != STATE_IN_PROGRESS && r->state != STATE_UNKNOWN)
+    return err_fail(err, ERR_PRECONDITION, ERR_R_NOT_RESOLVABLE,
+                    "step is %s: only in_progress and unknown steps can be resolved",
+                    idem_word_state((int)r->state));
+  *from = r->state;
+  *after = finish(push(w), r, key, outcome, code, body, body_len, now, retention_s);
   return ERR_OK;
 }

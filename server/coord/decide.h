@@ -73,4 +73,17 @@ err_code decide_extend(const step_key *key, uint64_t attempt, uint32_t lease_ms,
                        const step_pair *cur, step_writes *w, int64_t *lease_expires_ms,
                        err_t *err);
 
+/* The state a result's outcome leaves a step in (Complete and ResolveStep alike):
+ * SUCCEEDED, FAILED, UNKNOWN, and RELEASED for RETRYABLE. */
+step_state decide_state_of(step_outcome outcome);
+
+/* ResolveStep: the resolution rule on the pair read under the lock (see coord_resolve_step).
+ * Only an IN_PROGRESS or UNKNOWN step can be resolved (else ERR_PRECONDITION, reason
+ * not-resolvable; ERR_NOT_FOUND when there is none). On ERR_OK w holds the one write, *after
+ * points at it and *from is the state it replaces; the body is borrowed from the input. */
+err_code coord_decide_resolve(const step_key *key, step_outcome outcome, int32_t code,
+                              const uint8_t *body, size_t body_len, uint32_t retention_s,
+                              const step_pair *cur, step_writes *w, const step_rec **after,
+                              step_state *from, err_t *err);
+
 #endif

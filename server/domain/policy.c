@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "idem/v1/names.h"
+
 void policy_default(const char *service, const char *operation, policy *out) {
   memset(out, 0, sizeof *out);
   snprintf(out->service, sizeof out->service, "%s", service ? service : "*");
@@ -14,12 +16,6 @@ void policy_default(const char *service, const char *operation, policy *out) {
 }
 
 const char *policy_mode_name(failure_mode m) {
-  switch (m) {
-    case FAILURE_MODE_FAIL_OPEN:
-      return "fail-open";
-    case FAILURE_MODE_FAIL_CLOSED:
-      return "fail-closed";
-    default:
-      return "unspecified";
-  }
+  const char *w = idem_word_failure_mode((int)m);
+  return strcmp(w, "invalid") == 0 ? "unspecified" : w;
 }

@@ -29,14 +29,23 @@
 
 typedef enum step_phase { PHASE_UNSPECIFIED = 0, PHASE_FORWARD = 1, PHASE_COMPENSATION = 2 } step_phase;
 
+/* The state numbers as plain macros too, so that SQL text can be built from them
+ * (store/store_pg_sql.h): no state number is written twice. */
+#define REC_STATE_IN_PROGRESS 1
+#define REC_STATE_SUCCEEDED 2
+#define REC_STATE_FAILED 3
+#define REC_STATE_UNKNOWN 4
+#define REC_STATE_ABANDONED 5
+#define REC_STATE_RELEASED 6
+
 typedef enum step_state {
   STATE_NONE = 0, /* proto STEP_STATE_UNSPECIFIED; used for "no record" */
-  STATE_IN_PROGRESS = 1,
-  STATE_SUCCEEDED = 2,
-  STATE_FAILED = 3,
-  STATE_UNKNOWN = 4,
-  STATE_ABANDONED = 5,
-  STATE_RELEASED = 6,
+  STATE_IN_PROGRESS = REC_STATE_IN_PROGRESS,
+  STATE_SUCCEEDED = REC_STATE_SUCCEEDED,
+  STATE_FAILED = REC_STATE_FAILED,
+  STATE_UNKNOWN = REC_STATE_UNKNOWN,
+  STATE_ABANDONED = REC_STATE_ABANDONED,
+  STATE_RELEASED = REC_STATE_RELEASED,
 } step_state;
 
 typedef enum step_outcome {
@@ -138,6 +147,25 @@ typedef struct saga_begun {
   bool created;
   int64_t created_ms;
 } saga_begun;
+
+/* --- retention: the one liveness rule ---
+ * A stored record counts while its retention has not passed (expires_ms 0: no retention yet,
+ * the step is unfinished) or while it is UNKNOWN: an unknown outcome is kept and replayed until
+ * an operator resolves it (api.md §4). A record past its retention reads as absent everywhere
+ * (decisions, Lookup, ListSteps, GetSaga) and the reaper may delete it. The SQL form of the same
+ * rule is PG_LIVE in store/store_pg_sql.h, built from the same constants. */
+#define REC_KEPT_STATE REC_STATE_UNKNOWN /* never expires while in this state */
+
+static inline bool step_rec_live(const step_rec *r, int64_t now_ms) {
+  return r->present && (r->state == (step_state)REC_KEPT_STATE || r->expires_ms == 0 ||
+                        r->expires_ms > now_ms);
+}
+
+/* Whether the reaper may delete a record in state s once its retention has passed: never one
+ * that is IN_PROGRESS (no retention yet) or kept (UNKNOWN). */
+static inline bool step_state_reapable(step_state s) {
+  return s != (step_state)REC_STATE_IN_PROGRESS && s != (step_state)REC_KEPT_STATE;
+}
 
 /* Frees an owned record's body and zeroes the record (present = false). NULL is fine. */
 void step_rec_clear(step_rec *r);

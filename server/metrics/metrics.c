@@ -2,6 +2,8 @@
  * relaxed atomics (a scrape may see one counter a call ahead of another; never torn). */
 #include "metrics.h"
 
+#include "idem/v1/names.h"
+
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,16 +69,13 @@ static const char *const code_names[METRICS_CODES] = {
     "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
     "DATA_LOSS", "UNAUTHENTICATED"};
 
-#define N_DECISIONS 6
-static const char *const decision_names[N_DECISIONS] = {
-    "unspecified",      "proceed", "replay", "skip_null_compensation", "skip_already_compensated",
-    "proceed_unguarded"};
+#define N_DECISIONS ((int)IDEM_WORD_COUNT(idem_decision_words))
+#define decision_names idem_decision_words
 static atomic_uint_fast64_t g_decisions[N_DECISIONS];
 static atomic_uint_fast64_t g_takeovers;
 
-#define N_OUTCOMES 5
-static const char *const outcome_names[N_OUTCOMES] = {"unspecified", "succeeded", "failed",
-                                                      "retryable", "unknown"};
+#define N_OUTCOMES ((int)IDEM_WORD_COUNT(idem_outcome_words))
+#define outcome_names idem_outcome_words
 static atomic_uint_fast64_t g_resolved[N_OUTCOMES];
 
 static const char *const store_kinds[] = {"unavailable", "timeout", "conflict", "error"};

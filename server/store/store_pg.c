@@ -43,7 +43,7 @@ static const char SQL_STEP_LOOKUP[] =
     "SELECT " PG_STEP_COLS
     " FROM idem_steps"
     " WHERE tenant = $1 AND global_id = $2 AND service = $3 AND operation = $4 AND phase = $5"
-    " AND (expires_ms = 0 OR state = 4 OR expires_ms > " PG_NOW_MS ")";
+    " AND " PG_LIVE;
 
 void pg__key_params(pg_params *p, const step_key *k) {
   pg__p_reset(p);

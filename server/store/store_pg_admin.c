@@ -10,7 +10,7 @@
 
 /* A record past its retention is never listed (decide.h treats it as absent); an UNKNOWN
  * record is never forgotten. */
-#define LIVE "(state = 4 OR expires_ms = 0 OR expires_ms > " PG_NOW_MS ")"
+#define LIVE PG_LIVE
 
 const char pg__sql_audit_insert[] =
     "INSERT INTO idem_audit (tenant, at_ms, actor, action, global_id, service, operation, phase,"
@@ -22,7 +22,7 @@ const char pg__sql_audit_insert[] =
 
 /* Live IN_PROGRESS (1) and UNKNOWN (4) steps: the partial index idem_steps_open_idx. */
 static const char SQL_COUNT_OPEN[] =
-    "SELECT state, count(*) FROM idem_steps WHERE state IN (1, 4) AND " LIVE " GROUP BY state";
+    "SELECT state, count(*) FROM idem_steps WHERE state IN " PG_OPEN_STATES " AND " LIVE " GROUP BY state";
 
 /* Runs one read-only statement, reconnecting once when a reused connection was found dead. */
 static err_code read_stmt(pg_store *s, const char *sql, const pg_params *p, int64_t deadline,

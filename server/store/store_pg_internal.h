@@ -15,12 +15,11 @@
 
 #include "../domain/record.h"
 #include "store_pg.h"
+#include "store_pg_sql.h"
 
 #define PG_MAX_PARAMS 72
 #define PG_TXN_RETRIES 10 /* serialization failures, deadlocks, racing inserts */
 #define PG_APP_NAME "idem-coordinator"
-/* The database clock in Unix milliseconds (all nodes agree on it). */
-#define PG_NOW_MS "(extract(epoch from clock_timestamp()) * 1000)::bigint"
 
 typedef enum pg_retry {
   PG_RETRY_NONE = 0,

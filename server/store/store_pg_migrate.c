@@ -88,7 +88,7 @@ static const char *const m2_sql[] = {
     " updated_ms bigint NOT NULL,"
     " PRIMARY KEY (tenant, service, operation))",
     "CREATE INDEX IF NOT EXISTS idem_steps_reap_idx ON idem_steps (expires_ms)"
-    " WHERE expires_ms > 0 AND state NOT IN (1, 4)",
+    " WHERE expires_ms > 0 AND state NOT IN " PG_UNREAPABLE_STATES,
     NULL,
 };
 
@@ -112,7 +112,7 @@ static const char *const m3_sql[] = {
     "CREATE INDEX IF NOT EXISTS idem_audit_saga_idx ON idem_audit (tenant, global_id, id)",
     "CREATE INDEX IF NOT EXISTS idem_steps_list_state_idx ON idem_steps"
     " (tenant, state, global_id, service, operation, phase)",
-    "CREATE INDEX IF NOT EXISTS idem_steps_open_idx ON idem_steps (state) WHERE state IN (1, 4)",
+    "CREATE INDEX IF NOT EXISTS idem_steps_open_idx ON idem_steps (state) WHERE state IN " PG_OPEN_STATES,
     NULL,
 };
 

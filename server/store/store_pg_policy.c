@@ -47,7 +47,7 @@ static const char SQL_POLICY_LIST_ALL[] =
 static const char SQL_REAP_STEPS[] =
     "DELETE FROM idem_steps WHERE ctid = ANY(ARRAY("
     "SELECT ctid FROM idem_steps"
-    " WHERE expires_ms > 0 AND expires_ms <= " REAP_NOW_MS " AND state NOT IN (1, 4)"
+    " WHERE expires_ms > 0 AND expires_ms <= " REAP_NOW_MS " AND state NOT IN " PG_UNREAPABLE_STATES
     " LIMIT $1 FOR UPDATE SKIP LOCKED))";
 
 static const char SQL_REAP_SAGAS[] =

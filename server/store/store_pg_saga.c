@@ -34,8 +34,7 @@ static const char SQL_STEPS_GET[] =
     "SELECT service, operation, " PG_STEP_COLS
     " FROM idem_steps"
     " WHERE tenant = $1 AND global_id = $2"
-    " AND (expires_ms = 0 OR state = 4 OR expires_ms > " PG_NOW_MS
-    ")"
+    " AND " PG_LIVE
     " ORDER BY created_ms, phase, service, operation";
 
 #define LABELS_PER_INSERT 32
