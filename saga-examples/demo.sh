@@ -2,8 +2,9 @@
 # saga-examples/demo.sh BUILD_DIR COORDINATOR_ADDR PG_URL — the order saga against a running
 # idem-coordinator (scripts/quickstart --demo calls it). Starts saga-order, saga-payment and
 # saga-inventory on free loopback ports (schemas demo_order, demo_payment, demo_inventory in
-# PG_URL's database, recreated on every run), plays the issue's scenario, prints every table,
-# and stops the services.
+# PG_URL's database, recreated on every run), plays five scenes (a double "pay", a gateway
+# retry, a late payment callback, an out-of-stock refund, a refund before its charge), prints
+# every table, and stops the services.
 set -euo pipefail
 build=$1 coord=$2 pg=$3
 root=$(cd "$(dirname "$0")/.." && pwd)

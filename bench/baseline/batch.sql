@@ -1,4 +1,4 @@
--- bench/baseline/batch.sql — Postgres's floor for idem's group commit (issue 7): the
+-- bench/baseline/batch.sql — Postgres's floor for idem's group commit: the
 -- statements the coordinator's batcher sends (server/store/store_pg_batch.c), from pgbench,
 -- with no coordinator and no gRPC. One pgbench transaction = one database transaction of
 -- :batch step transactions, committed durably: BEGIN; the pair locks; the pair read; the

@@ -1,4 +1,4 @@
--- bench/baseline/pair.sql — the pgbench baseline for idem-bench's `pairs` workload (issue 7).
+-- bench/baseline/pair.sql — the pgbench baseline for idem-bench's `pairs` workload.
 -- One pgbench transaction = one pair = two database transactions, each committed durably
 -- (synchronous_commit on, fsync on):
 --   1. BeginStep as plain SQL: insert-if-absent of a fresh IN_PROGRESS record;

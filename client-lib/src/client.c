@@ -27,8 +27,8 @@
 #define DEFAULT_DEADLINE_MS 2000
 
 struct idem_client {
-  /* failover (issue 4): one channel per coordinator address (the list given, plus leaders
-   * named by idem-leader), created on first use; cur is the one calls go to first. */
+  /* failover: one channel per coordinator address (the list given, plus leaders named by
+   * idem-leader), created on first use; cur is the one calls go to first. */
   pthread_mutex_t mu;
   int n_eps, cur;
   struct idem__ep {
@@ -38,10 +38,10 @@ struct idem_client {
   } eps[IDEM__MAX_ENDPOINTS];
   char *tenant; /* NULL = send no idem-tenant */
   char *auth;   /* "Bearer <token>", NULL = none */
-  grpc_channel_credentials *creds; /* issue 8: shared by every channel, insecure or TLS */
-  char *server_name;               /* issue 8: TLS name override, NULL = the address's host */
+  grpc_channel_credentials *creds; /* shared by every channel, insecure or TLS */
+  char *server_name;               /* TLS name override, NULL = the address's host */
   int64_t deadline_ms;
-  /* policies and fail-open (issue 5) */
+  /* policies and fail-open: the unguarded-execution journal and the policy cache */
   char *journal_path; /* NULL = none */
   int64_t policy_refresh_ms;
   idem__pcache *pcache;
@@ -161,7 +161,7 @@ static char *dup_or_null(const char *s) {
   return d;
 }
 
-/* --- endpoints (issue 4) ------------------------------------------------------------------ */
+/* --- endpoints ---------------------------------------------------------------------------- */
 
 /* The endpoint for addr[0..len) (added, with its channel, if new); -1 when the list is full or
  * the channel cannot be made. Reconnects are retried quickly: a restarted or newly elected
@@ -191,7 +191,7 @@ static int ep_add(idem_client *c, const char *addr, size_t len) {
       args[2].key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
       args[2].value.integer = 1000;
       size_t nargs = 3;
-      if (c->server_name) { /* issue 8: the name the server's certificate must carry */
+      if (c->server_name) { /* the name the server's certificate must carry */
         args[3].type = GRPC_ARG_STRING;
         args[3].key = (char *)GRPC_SSL_TARGET_NAME_OVERRIDE_ARG;
         args[3].value.string = c->server_name;
@@ -253,14 +253,14 @@ int idem_connect(const idem_options *opt, idem_client **out, idem_error *err) {
     goto nomem;
 
   grpc_init();
-  int crc = idem__credentials(opt, &c->creds, err); /* issue 8: reads the TLS files */
+  int crc = idem__credentials(opt, &c->creds, err); /* reads the TLS files */
   if (crc != IDEM_OK) {
     grpc_shutdown();
     free_client(c);
     return crc;
   }
   pthread_mutex_init(&c->mu, NULL);
-  bool ok = true; /* issue 4: "h1:p1,h2:p2" — every address gets its channel now */
+  bool ok = true; /* "h1:p1,h2:p2": every address gets its channel now */
   for (const char *p = opt->address; *p && ok;) {
     size_t len = strcspn(p, ",");
     if (len > 0 && ep_add(c, p, len) < 0) ok = false;
@@ -453,7 +453,7 @@ done:
   return rc;
 }
 
-/* --- failover (issue 4) -------------------------------------------------------------------- */
+/* --- failover ----------------------------------------------------------------------------- */
 
 /* Whether repeating m after an unknown outcome is harmless: the coordinator's own idempotency
  * makes a repeated request with the same key (or request id) answer as the first did, or refuse

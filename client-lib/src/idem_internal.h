@@ -31,12 +31,12 @@ typedef enum idem__method {
   IDEM__M_COUNT
 } idem__method;
 
-/* failover (issue 4): addresses a client keeps (the list given plus leaders it was sent
- * to), and the least time worth another try before the caller's deadline. */
+/* failover: addresses a client keeps (the list given plus leaders it was sent to), and the
+ * least time worth another try before the caller's deadline. */
 #define IDEM__MAX_ENDPOINTS 16
 #define IDEM__MIN_TRY_MS 50
 
-/* --- security (issue 8): tls.c ---------------------------------------------------------- */
+/* --- security: tls.c ------------------------------------------------------------------- */
 struct grpc_channel_credentials;
 /* Whether opt asks for TLS (tls, or any tls_* file). */
 bool idem__tls_wanted(const idem_options *opt);
@@ -51,7 +51,7 @@ const char *idem__method_path(idem__method m);
 
 /* One unary RPC: packs req, sends it with the client's metadata under a deadline of
  * timeout_ms (0 = the client's deadline_ms), waits for the answer and unpacks it with
- * resp_desc. Failover (issue 4): UNAVAILABLE is retried within that deadline — at once at the
+ * resp_desc. Failover: UNAVAILABLE is retried within that deadline — at once at the
  * leader a standby named (idem-leader), else on the next address after a full-jitter backoff;
  * a try whose outcome is unknown is repeated (same request, same key) only when that is
  * harmless (every method but BeginSaga without a request id), and the final error then says
@@ -105,7 +105,7 @@ void idem__result_clear(idem_result *r);
  * string too long); r may then hold a partial copy: free it with idem_record_clear. */
 int idem__record_from_pb(const Idem__V1__StepRecord *pb, idem_record *r, idem_error *err);
 
-/* --- policies and fail-open (issue 5): policy_cache.c, journal.c ------------------------- */
+/* --- policies and fail-open: policies.c, journal.c --------------------------------------- */
 
 /* The client's policy cache: (service, operation) → failure mode and when it was fetched. */
 typedef struct idem__pcache idem__pcache;

@@ -117,8 +117,8 @@ static int step_run(idem_client *c, const idem_step_key *key, const uint8_t *fp,
   };
   if (conf.max_ms < conf.base_ms) conf.max_ms = conf.base_ms;
 
-  /* policies and fail-open (issue 5): keep the operation's policy fresh while the
-   * coordinator answers, so that it is known when it does not */
+  /* fail-open: keep the operation's policy fresh while the coordinator answers, so that it
+   * is known when it does not */
   const char *svc = key ? key->service : NULL, *op = key ? key->operation : NULL;
   idem__policy_refresh(c, svc, op, conf.call_ms);
 

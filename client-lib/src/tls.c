@@ -1,4 +1,4 @@
-/* tls.c — the channel credentials of a client (security, issue 8): plaintext, or TLS that
+/* tls.c — the channel credentials of a client: plaintext, or TLS that
  * verifies the coordinator's certificate, optionally presenting a client certificate. */
 #include <errno.h>
 #include <stdio.h>

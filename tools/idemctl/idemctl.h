@@ -38,7 +38,7 @@ typedef struct ctl {
   int nflags;
   bool json;
   const char *addr, *tenant, *token;
-  /* security (issue 8): TLS to the coordinator; NULL = not given */
+  /* TLS to the coordinator; NULL = not given */
   bool tls;
   const char *tls_ca, *tls_cert, *tls_key, *tls_server_name;
   int64_t deadline_ms;

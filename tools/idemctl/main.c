@@ -282,7 +282,7 @@ static int run(ctl *c, int argc, char **argv) {
   if (!c->tenant) c->tenant = env_or("IDEM_TENANT", NULL);
   c->token = ctl_flag_value(c, "token");
   if (!c->token) c->token = env_or("IDEM_TOKEN", NULL);
-  /* security (issue 8): the client's own variable names, apart from the server's IDEM_TLS_* */
+  /* TLS: the client's own variable names, apart from the server's IDEM_TLS_* */
   c->tls_ca = flag_or_env(c, "tls-ca", "IDEM_TLS_CA");
   c->tls_cert = flag_or_env(c, "tls-cert", "IDEM_TLS_CLIENT_CERT");
   c->tls_key = flag_or_env(c, "tls-key", "IDEM_TLS_CLIENT_KEY");
