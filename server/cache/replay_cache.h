@@ -1,4 +1,4 @@
-/* replay_cache.h — the leader's replay cache (issue 7): step pairs the leader's own step
+/* replay_cache.h — the leader's replay cache: step pairs the leader's own step
  * transactions committed, kept in memory so a BeginStep that only replays a finished result
  * (or skips, or refuses a different fingerprint) is answered without a database round trip.
  *

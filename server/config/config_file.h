@@ -13,7 +13,7 @@
  *   lease = 30s
  *   tenant = shop                     ; optional: default "*" = every tenant
  *
- * This module only parses; the caller decides what an option means (main.c applies it with
+ * This module only parses; the caller decides what an option means (node/options.c applies it with
  * the same code as the flag; flags and environment variables win over the file).
  */
 #ifndef IDEM_CONFIG_FILE_H

@@ -120,7 +120,7 @@ err_code coord__begin_fn(void *argp, const step_pair *cur, step_writes *w, err_t
   return ERR_OK;
 }
 
-/* issue 7: a cached record this close to the end of its retention is not answered from the
+/* a cached record this close to the end of its retention is not answered from the
  * cache (the reaper may have deleted it by the time the database clock gets there). */
 #define CACHE_RETENTION_MARGIN_MS 10000
 

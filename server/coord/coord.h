@@ -28,10 +28,10 @@ typedef struct coord_ctx {
   void *resolve_arg;
   size_t body_max;          /* result body limit, default REC_BODY_MAX_DEFAULT */
   int64_t store_timeout_ms; /* per store call, default 2000 */
-  /* policies (issue 5): called after Admin.SetPolicy/DeletePolicy committed, with the
+  /* policies: called after Admin.SetPolicy/DeletePolicy committed, with the
    * caller's store, so the resolver sees the change at once (NULL: nothing to do). */
   void (*policies_changed)(void *arg, store *st, int64_t deadline); /* arg = resolve_arg */
-  /* throughput (issue 7): the leader's replay cache (NULL: none). BeginStep first runs the
+  /* throughput: the leader's replay cache (NULL: none). BeginStep first runs the
    * decision on the cached pair; an answer that writes nothing (REPLAY, a SKIP, or a
    * fingerprint mismatch) is given from it, anything else goes to the store. */
   replay_cache *cache;
@@ -78,7 +78,7 @@ err_code coord_complete_step(const coord_ctx *ctx, store *st, const char *tenant
                              const uint8_t *body, size_t body_len, int64_t deadline, step_rec *out,
                              err_t *err);
 
-/* --- the non-blocking forms (issue 7) ---
+/* --- the non-blocking forms ---
  * For a caller that must never wait on the store (the rpc layer's completion-queue thread):
  * the same answers as coord_begin_step / coord_complete_step, given to done() exactly once —
  * before the function returns (invalid input, a replay from the cache, a store that cannot

@@ -29,7 +29,7 @@ uint64_t metrics_reaped_total(const char *kind) {
   return atomic_load(strcmp(kind, "sagas") == 0 ? &g_reaped_sagas : &g_reaped_steps);
 }
 
-/* --- throughput (issue 7) --- */
+/* --- throughput --- */
 
 static atomic_uint_fast64_t g_batches, g_batched, g_cache_hits, g_cache_misses;
 
@@ -46,7 +46,7 @@ uint64_t metrics_replay_cache_total(bool hit) {
   return atomic_load(hit ? &g_cache_hits : &g_cache_misses);
 }
 
-/* --- incident response (issue 6) --- */
+/* --- incident response --- */
 
 /* Latency buckets, upper bounds in microseconds (rendered in seconds); one more for +Inf. */
 static const int64_t bucket_us[] = {500,    1000,   2500,   5000,    10000,   25000,  50000,

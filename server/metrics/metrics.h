@@ -22,7 +22,7 @@ void metrics_reaped(const char *kind, uint64_t n);
 uint64_t metrics_unguarded_total(void);
 uint64_t metrics_reaped_total(const char *kind);
 
-/* --- throughput (issue 7) --- */
+/* --- throughput --- */
 
 /* A group commit committed a batch of n step transactions. */
 void metrics_batch(uint64_t n);
@@ -30,7 +30,7 @@ void metrics_batch(uint64_t n);
 void metrics_replay_cache(bool hit);
 uint64_t metrics_replay_cache_total(bool hit);
 
-/* --- incident response (issue 6) --- */
+/* --- incident response --- */
 
 #define METRICS_METHODS_MAX 32
 #define METRICS_CODES 17 /* gRPC status codes 0..16 */

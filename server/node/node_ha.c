@@ -1,4 +1,4 @@
-/* main_ha.c — see main_ha.h. */
+/* node_ha.c — see node_ha.h. */
 #include "node_ha.h"
 
 #include <inttypes.h>
@@ -16,8 +16,8 @@ struct ha {
   int64_t store_timeout_ms;
   int64_t raise_budget_ms;
   _Atomic uint64_t epoch; /* every fenced store reads this at the start of each call */
-  store_batcher *batcher; /* issue 7: group commit of every worker's step transactions */
-  replay_cache *cache;    /* issue 7: filled by the batcher's commits */
+  store_batcher *batcher; /* group commit of every worker's step transactions */
+  replay_cache *cache;    /* filled by the batcher's commits */
 };
 
 /* Group commit and the replay cache, both keyed to the epoch. */

@@ -1,4 +1,4 @@
-/* main_ha.h — main's high-availability wiring (issue 4): the elector (single node or etcd),
+/* node_ha.h — the node's high-availability wiring: the elector (single node or etcd),
  * the shared epoch every worker's store writes under, and the fence raise a new leader does
  * before it serves. The only place that knows both elect/ and the PostgreSQL store. */
 #ifndef IDEM_NODE_HA_H
@@ -19,7 +19,7 @@ typedef struct ha_config {
   const char *prefix;      /* election prefix; NULL = "/idem/leader" */
   int ttl_s;               /* 0 = 5 */
   int64_t store_timeout_ms;
-  /* throughput (issue 7): group commit and the replay cache, both under the epoch */
+  /* throughput: group commit and the replay cache, both under the epoch */
   int batch_conns;          /* 0 = 2 */
   int batch_max;            /* 0 = 64 */
   size_t cache_entries;     /* 0 = 100000 */
@@ -34,9 +34,9 @@ ha *ha_new(const ha_config *c, err_t *err);
 err_code ha_start(ha *h, err_t *err);
 elect *ha_elector(ha *h);
 /* open_store callback: a PostgreSQL store that writes under the current epoch (fenced), its
- * step transactions group-committed by the ha's batcher (issue 7). */
+ * step transactions group-committed by the ha's batcher. */
 store *ha_open_store(void *h);
-/* The leader's replay cache (issue 7), filled by the batcher's commits; for coord_ctx. */
+/* The leader's replay cache, filled by the batcher's commits; for coord_ctx. */
 replay_cache *ha_replay_cache(ha *h);
 /* is_leader callback (the reaper). */
 bool ha_is_leader(void *h);

@@ -1,4 +1,4 @@
-/* main_sec.c — main's security wiring (issue 8): see main_sec.h. */
+/* node_sec.c — the node's security wiring: see node_sec.h. */
 #include "node_sec.h"
 
 #include <stdio.h>

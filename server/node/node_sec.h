@@ -1,4 +1,4 @@
-/* main_sec.h — main's security wiring (issue 8): the TLS files and the tokens file, read and
+/* node_sec.h — the node's security wiring: the TLS files and the tokens file, read and
  * checked before anything starts, what the log says about them, and the SIGHUP reload. */
 #ifndef IDEM_NODE_SEC_H
 #define IDEM_NODE_SEC_H

@@ -28,7 +28,7 @@ typedef struct rpc_config {
   /* Opens one store for one worker (called once per worker at start). */
   store *(*open_store)(void *arg);
   void *open_store_arg;
-  /* throughput (issue 7): BeginStep and CompleteStep do not take a worker. The
+  /* throughput: BeginStep and CompleteStep do not take a worker. The
    * completion-queue thread checks and decodes them and hands them to one more store (from
    * open_store) with store_step_txn_submit; the store's thread sends the reply after the
    * commit. The stores open_store gives must then support it (a PostgreSQL store with a
@@ -37,13 +37,13 @@ typedef struct rpc_config {
   const char *node_id;         /* for GetStatus */
   size_t max_recv_bytes;       /* default 256 KiB */
   int64_t default_deadline_ms; /* applied to calls without a deadline; default 2000 */
-  /* high availability (issue 4): borrowed, must outlive the server; NULL = always the leader.
+  /* high availability: borrowed, must outlive the server; NULL = always the leader.
    * Not the leader: every call but Admin.GetStatus and health answers UNAVAILABLE "not the
    * leader" with trailing metadata idem-leader: host:port (empty when no leader is known), as
    * does a call the store refused as fenced. Health is SERVING only while the leader with a
    * healthy store. */
   elect *elector;
-  /* security (issue 8): PEM text, copied by grpc at start. tls_cert_pem NULL = plaintext; with
+  /* security: PEM text, copied by grpc at start. tls_cert_pem NULL = plaintext; with
    * tls_client_ca_pem every client must present a certificate that CA signed (verified). */
   const char *tls_cert_pem, *tls_key_pem, *tls_client_ca_pem;
   /* borrowed, must outlive the server; NULL or nothing enabled = authentication off (tenant

@@ -1,5 +1,5 @@
 /* rpc_admin.c — idem.v1.Admin (GetStatus so far) and grpc.health.v1.Health/Check.
- * Both answer from this node's view of the election (issue 4; without an elector: always the
+ * Both answer from this node's view of the election (without an elector: always the
  * leader, epoch 0), on every node, leader or not. */
 #include <string.h>
 

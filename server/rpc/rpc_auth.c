@@ -1,4 +1,4 @@
-/* rpc_auth.c — security (issue 8) on the gRPC side: the server's TLS credentials and, per
+/* rpc_auth.c — security on the gRPC side: the server's TLS credentials and, per
  * call, the raw inputs auth_decide needs (authorization metadata, the verified client
  * certificate's name). The rules themselves live in auth/. */
 #include <grpc/grpc_security.h>

@@ -261,7 +261,7 @@ int64_t rpc__mono_us(void) {
 
 /* --- the worker's part --- */
 
-/* issue 4: the calls every node answers, leader or not (api.md §7). */
+/* the calls every node answers, leader or not (api.md §7). */
 static bool leader_only(const rpc_method *m) {
   return strcmp(m->path, "/idem.v1.Admin/GetStatus") != 0 &&
          strcmp(m->path, "/grpc.health.v1.Health/Check") != 0;
@@ -269,13 +269,13 @@ static bool leader_only(const rpc_method *m) {
 
 /* Marks c as refused by a node that is not (or no longer) the leader. */
 /* The checks every call passes before its handler runs, in order: deadline, handler,
- * identity (issue 8), leadership (issue 4), size (api.md §5). False with err filled. */
+ * identity, leadership, size (api.md §5). False with err filled. */
 static bool admit(rpc_call *c, const rpc_method *m, char *tenant, size_t cap, err_t *err) {
   if (clock_mono_ms() >= c->deadline) {
     err_set(err, ERR_DEADLINE, "deadline exceeded before the call was handled");
   } else if (!m->handler) {
     err_set(err, ERR_UNIMPLEMENTED, "not implemented yet");
-  } else if (auth_enabled(c->srv->auth) /* issue 8: who is calling, before anything else */
+  } else if (auth_enabled(c->srv->auth) /* who is calling, before anything else */
                  ? rpc__authenticate(c, tenant, cap, err) != ERR_OK
                  : tenant_of(&c->md, tenant, cap, err) != ERR_OK) {
     /* refused: err says why */

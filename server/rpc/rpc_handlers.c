@@ -97,7 +97,7 @@ err_code rpc__begin_step(const rpc_req *rq, const ProtobufCMessage *in, rpc_call
   return reply_begin(c, &out, err);
 }
 
-/* issue 7: BeginStep without a worker (coord_begin_step_async). */
+/* BeginStep without a worker (coord_begin_step_async). */
 static void begin_step_done(void *arg, err_code rc, coord_begin_result *out, err_t *err) {
   rpc_call *c = arg;
   if (rc == ERR_OK) rc = reply_begin(c, out, err);
@@ -133,7 +133,7 @@ err_code rpc__complete_step(const rpc_req *rq, const ProtobufCMessage *in, rpc_c
   return rc;
 }
 
-/* issue 7: CompleteStep without a worker (coord_complete_step_async). */
+/* CompleteStep without a worker (coord_complete_step_async). */
 static void complete_step_done(void *arg, err_code rc, step_rec *out, err_t *err) {
   rpc_call *c = arg;
   if (rc == ERR_OK) rc = reply_complete(c, out, err);

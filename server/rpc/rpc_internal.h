@@ -9,7 +9,7 @@
  *      batch (send initial metadata, message, status; recv close) with the rpc_call as tag;
  *      kind becomes RPC_TAG_BATCH.
  *   4. the batch completes on the cq (success or not): the cq thread frees the rpc_call.
- * A method with an async handler (issue 7, with cfg->submit_steps) skips the worker: in step 2
+ * A method with an async handler (with cfg->submit_steps) skips the worker: in step 2
  * the cq thread checks and decodes the call and starts the handler, which hands the call to
  * the store; whichever thread has the store's answer (the store's own thread, or the cq thread
  * at once) ends it with rpc__async_done, which does step 3's reply.
@@ -41,7 +41,7 @@
 #define RPC_TENANT_DEFAULT "default"
 #define RPC_TENANT_MD "idem-tenant"
 #define RPC_RETRY_AFTER_MD "idem-retry-after-ms"
-#define RPC_LEADER_MD "idem-leader" /* issue 4: a standby's (or fenced) refusal */
+#define RPC_LEADER_MD "idem-leader" /* a standby's (or fenced) refusal */
 
 typedef enum rpc_tag_kind {
   RPC_TAG_REQUEST,  /* a registered request is outstanding */
@@ -60,7 +60,7 @@ typedef struct rpc_call rpc_call;
 typedef struct rpc_req {
   rpc_server *srv;
   store *st;          /* the worker's own store; for an async handler the shared submit store */
-  const char *tenant; /* issue 8: from the credentials (valid); with authentication off from
+  const char *tenant; /* from the credentials (valid); with authentication off from
                          metadata idem-tenant, else "default", not yet validated */
   int64_t deadline;   /* absolute, monotonic ms */
 } rpc_req;
@@ -70,7 +70,7 @@ typedef struct rpc_req {
 typedef err_code (*rpc_handler_fn)(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c,
                                    err_t *err);
 
-/* issue 7: a handler started on the completion-queue thread that must never wait (rq->st is
+/* a handler started on the completion-queue thread that must never wait (rq->st is
  * a store for store_step_txn_submit, shared): it ends the call exactly once, now or later from
  * another thread, with rpc__async_done (after rpc__call_reply on success). `in` stays valid
  * until then. */
@@ -143,8 +143,8 @@ struct rpc_server {
   size_t max_recv_bytes;
   int64_t default_deadline_ms;
   int workers;
-  elect *elector;          /* issue 4: NULL = always the leader */
-  const auth_config *auth; /* issue 8: NULL = authentication off */
+  elect *elector;          /* NULL = always the leader */
+  const auth_config *auth; /* NULL = authentication off */
 
   grpc_server *server;
   grpc_completion_queue *cq;
@@ -162,7 +162,7 @@ struct rpc_server {
   bool stopped;
 
   rpc_pool pool;
-  /* issue 7 (cfg->submit_steps): the store async handlers submit to, and how many calls they
+  /* with cfg->submit_steps: the store async handlers submit to, and how many calls they
    * have not ended yet (under mu; cv is broadcast when it drops to 0) */
   store *submit_store;
   int async_pending;
@@ -175,7 +175,7 @@ void rpc__call_free(rpc_call *c);
 int64_t rpc__deadline_mono(gpr_timespec dl, int64_t default_ms);
 /* Worker side: decode, run the handler, send the reply. */
 void rpc__call_handle(rpc_call *c, store *st);
-/* Completion-queue side (issue 7): when the method has an async handler and the server
+/* Completion-queue side: when the method has an async handler and the server
  * submits steps, runs every check, decodes and starts the handler; true when the call is
  * taken (the cq thread must not touch c again). */
 bool rpc__call_try_async(rpc_call *c);
@@ -196,7 +196,7 @@ void rpc__call_finish(rpc_call *c, const err_t *e);
 ProtobufCMessage *rpc__decode(grpc_byte_buffer *payload, const ProtobufCMessageDescriptor *desc,
                               err_t *err);
 
-/* --- security, issue 8 (rpc_auth.c) --- */
+/* --- security (rpc_auth.c) --- */
 /* Insecure credentials, or TLS from cfg's PEM text (client certificates required and verified
  * when a client CA is given). Release with grpc_server_credentials_release. */
 grpc_server_credentials *rpc__server_credentials(const rpc_config *cfg);
@@ -222,14 +222,14 @@ err_code rpc__get_policy(const rpc_req *, const ProtobufCMessage *, rpc_call *, 
 err_code rpc__get_status(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
 err_code rpc__health_check(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
 
-/* incident response (issue 6): rpc_admin_steps.c */
+/* incident response: rpc_admin_steps.c */
 err_code rpc__list_steps(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
 err_code rpc__resolve_step(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
 err_code rpc__list_audit(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
 /* Monotonic clock in microseconds (rpc_call.c). */
 int64_t rpc__mono_us(void);
 
-/* policies (issue 5): rpc_admin_policy.c */
+/* policies: rpc_admin_policy.c */
 err_code rpc__set_policy(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
 err_code rpc__delete_policy(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
 err_code rpc__list_policies(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);

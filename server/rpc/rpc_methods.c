@@ -9,7 +9,7 @@
 
 const rpc_method rpc__methods[] = {
     {COORD "BeginSaga", &idem__v1__begin_saga_request__descriptor, rpc__begin_saga, NULL},
-    /* issue 7: with submit_steps, no worker (replays from the cache on the cq thread) */
+    /* with submit_steps, no worker (replays from the cache on the cq thread) */
     {COORD "BeginStep", &idem__v1__begin_step_request__descriptor, rpc__begin_step,
      rpc__begin_step_async},
     {COORD "CompleteStep", &idem__v1__complete_step_request__descriptor, rpc__complete_step,

@@ -57,7 +57,7 @@ static void on_registered(rpc_server *s, rpc_call *c) {
   if (!atomic_load(&s->shutting_down)) post_request(s, c->method);
   c->deadline = rpc__deadline_mono(c->deadline_ts, s->default_deadline_ms);
   c->arrived_us = rpc__mono_us();
-  if (rpc__call_try_async(c)) return; /* issue 7: no worker; the store's thread answers */
+  if (rpc__call_try_async(c)) return; /* no worker; the store's thread answers */
   if (!rpc__pool_push(&s->pool, c)) {
     err_t err;
     err_fail(&err, ERR_RESOURCE, ERR_R_OVERLOADED, "server overloaded: too many calls waiting");
@@ -249,7 +249,7 @@ rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err) {
     abort_unstarted(s);
     return NULL;
   }
-  grpc_server_credentials *creds = rpc__server_credentials(cfg); /* issue 8: TLS */
+  grpc_server_credentials *creds = rpc__server_credentials(cfg); /* TLS */
   s->port = grpc_server_add_http2_port(s->server, s->listen, creds);
   grpc_server_credentials_release(creds);
   if (s->port == 0) {
@@ -309,7 +309,7 @@ void rpc_server_stop(rpc_server *s) {
       if (ev.type == GRPC_OP_COMPLETE) on_event(s, ev.tag, ev.success);
     }
   }
-  /* issue 7: calls handed to the store end once it answers (by their store deadline at the
+  /* calls handed to the store end once it answers (by their store deadline at the
    * latest), even those cancelled above; their reply batches need the server and the cq */
   pthread_mutex_lock(&s->mu);
   while (s->async_pending > 0) pthread_cond_wait(&s->cv, &s->mu);

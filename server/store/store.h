@@ -77,7 +77,7 @@ typedef struct store_ops {
   err_code (*get_saga)(store *s, const char *tenant, const char *global_id, int64_t deadline,
                        saga_view *out, err_t *err);
 
-  /* incident response (issue 6) */
+  /* --- incident response: listing, resolving with an audit row --- */
 
   /* ListSteps: fills an owned list of at most f->limit records (see step_filter). */
   err_code (*list_steps)(store *s, const step_filter *f, int64_t deadline, step_list *out,
@@ -97,7 +97,7 @@ typedef struct store_ops {
   /* Live IN_PROGRESS and UNKNOWN steps over all tenants (for the /metrics gauges). */
   err_code (*count_steps)(store *s, int64_t deadline, step_counts *out, err_t *err);
 
-  /* policies and reaping (issue 5) */
+  /* --- policies and retention (the reaper) --- */
 
   /* Inserts or replaces the policy row (tenant, p->service, p->operation) (values already
    * validated; tenant "*" = every tenant), stamped with the database clock. With
@@ -123,7 +123,7 @@ typedef struct store_ops {
    * labels go with them; their steps are reaped on their own retention). */
   err_code (*reap_sagas)(store *s, uint32_t limit, int64_t deadline, uint64_t *deleted, err_t *err);
 
-  /* throughput (issue 7) */
+  /* --- a step transaction that does not block its caller --- */
 
   /* step_txn without waiting: queues it and returns. ERR_OK: done(done_arg, ...) runs exactly
    * once, later, on another thread, with step_txn's answer; key, and whatever fn and done read,
@@ -170,7 +170,7 @@ static inline err_code store_get_saga(store *s, const char *tenant, const char *
   return s->ops->get_saga(s, tenant, global_id, deadline, out, err);
 }
 
-/* incident response (issue 6) */
+/* --- incident response --- */
 static inline err_code store_list_steps(store *s, const step_filter *f, int64_t deadline,
                                         step_list *out, err_t *err) {
   return s->ops->list_steps(s, f, deadline, out, err);
@@ -189,7 +189,7 @@ static inline err_code store_count_steps(store *s, int64_t deadline, step_counts
   return s->ops->count_steps(s, deadline, out, err);
 }
 
-/* policies and reaping (issue 5) */
+/* --- policies and retention --- */
 static inline err_code store_policy_put(store *s, const char *tenant, const policy *p,
                                         bool only_if_absent, int64_t deadline, bool *written,
                                         policy *out, err_t *err) {

@@ -186,7 +186,7 @@ static err_code step_txn_once(pg_store *s, const step_key *key, int64_t deadline
 err_code pg__step_txn(store *st, const step_key *key, int64_t deadline, store_step_fn fn, void *arg,
                       const audit_rec *audit, err_t *err) {
   pg_store *s = (pg_store *)st;
-  if (s->batcher) return pg__batch_step_txn(s, key, deadline, fn, arg, audit, err); /* issue 7 */
+  if (s->batcher) return pg__batch_step_txn(s, key, deadline, fn, arg, audit, err);
   err_code rc = ERR_OK, fn_rc = ERR_OK;
   err_t fn_err;
   err_clear(&fn_err);
@@ -223,7 +223,7 @@ static err_code pg_step_txn(store *st, const step_key *key, int64_t deadline, st
   return pg__step_txn(st, key, deadline, fn, arg, NULL, err);
 }
 
-/* issue 7: only through the batcher (which is thread-safe; this store's connection is not
+/* only through the batcher (which is thread-safe; this store's connection is not
  * touched, so any thread may call it). */
 static err_code pg_step_txn_submit(store *st, const step_key *key, int64_t deadline,
                                    store_step_fn fn, void *arg, store_step_done_fn done,
@@ -269,18 +269,18 @@ static const store_ops pg_ops = {
     .lookup_step = pg_lookup_step,
     .begin_saga = pg__begin_saga,
     .get_saga = pg__get_saga,
-    /* incident response (issue 6): store_pg_admin.c */
+    /* incident response: store_pg_admin.c */
     .list_steps = pg__list_steps,
     .step_txn_audit = pg__step_txn,
     .list_audit = pg__list_audit,
     .count_steps = pg__count_steps,
-    /* policies and reaping (issue 5): store_pg_policy.c */
+    /* policies and reaping: store_pg_policy.c */
     .policy_put = pg__policy_put,
     .policy_delete = pg__policy_delete,
     .policy_list = pg__policy_list,
     .reap_steps = pg__reap_steps,
     .reap_sagas = pg__reap_sagas,
-    /* throughput (issue 7): store_pg_batch.c */
+    /* throughput: store_pg_batch.c */
     .step_txn_submit = pg_step_txn_submit,
 };
 

@@ -24,7 +24,7 @@ store *store_pg_open(const char *conninfo);
  * reached before deadline. */
 err_code store_pg_migrate(const char *conninfo, int64_t deadline, err_t *err);
 
-/* --- fencing (issue 4, store_pg_fence.c; api.md §7) ---
+/* --- fencing (store_pg_fence.c; api.md §7) ---
  * The epoch is the election revision. A store given an epoch source writes under the value it
  * reads from it at the start of each call; the database (migration 4's trigger on every table
  * the coordinator writes) refuses any INSERT/UPDATE/DELETE under an epoch older than the one
@@ -46,7 +46,7 @@ err_code store_pg_fence_raise(const char *conninfo, uint64_t epoch, int64_t dead
 /* Reads idem_fence's epoch (0 when the row is missing). */
 err_code store_pg_fence_read(const char *conninfo, int64_t deadline, uint64_t *epoch, err_t *err);
 
-/* --- group commit (issue 7, store_pg_batch.c) ---
+/* --- group commit (store_pg_batch.c) ---
  * A batcher owns a few connections of its own (one thread each). Step transactions of every
  * store it is attached to are queued and run together: one transaction for a batch of up to
  * max_batch of them — BEGIN, every pair lock and read in one round trip (pipeline mode), the

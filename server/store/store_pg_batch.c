@@ -1,4 +1,4 @@
-/* store_pg_batch.c — group commit (issue 7; contract in store.h, "group commit").
+/* store_pg_batch.c — group commit (contract in store.h, "group commit").
  *
  * Callers (rpc workers) queue a bt_item that lives on their stack and wait on it; batcher
  * threads take up to max_batch queued items whose pairs no other batch holds, run them as one

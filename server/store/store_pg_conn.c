@@ -164,7 +164,7 @@ static void on_notice(void *arg, const PGresult *r) {
 }
 
 err_code pg__connect(pg_store *s, int64_t deadline, err_t *err) {
-  /* fencing (issue 4): a fenced store's connections carry idem.epoch from their first
+  /* fencing: a fenced store's connections carry idem.epoch from their first
    * statement on, so no write can run on a connection without it */
   char fence_opt[1024] = "";
   if (s->epoch_src) {
@@ -224,7 +224,7 @@ err_code pg__call_start(pg_store *s, int64_t deadline, err_t *err) {
   if (clock_mono_ms() >= deadline) return err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_TIMEOUT, "store timeout");
   if (s->conn) {
     s->conn_reused = true;
-    return pg__fence_sync(s, deadline, err); /* issue 4: a new epoch since the last call */
+    return pg__fence_sync(s, deadline, err); /* a new epoch since the last call */
   }
   s->conn_reused = false;
   return pg__connect(s, deadline, err);
@@ -255,7 +255,7 @@ err_code pg__sql_error(pg_store *s, const PGresult *r, err_t *err) {
     s->retry = PG_RETRY_SERIAL;
     return err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_CONFLICT, "store conflict: too many retries");
   }
-  if (sqlstate_is(st, PG_FENCED_SQLSTATE)) /* issue 4: a newer leader raised the fence */
+  if (sqlstate_is(st, PG_FENCED_SQLSTATE)) /* a newer leader raised the fence */
     return err_fail(err, ERR_UNAVAILABLE, ERR_R_FENCED, "not the leader (fenced)");
   /* too many connections, system errors, read-only standby */
   if (strncmp(st, "53", 2) == 0 || strncmp(st, "58", 2) == 0 || sqlstate_is(st, "25006")) {

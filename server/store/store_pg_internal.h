@@ -36,12 +36,12 @@ typedef struct pg_store {
   int call_stmts;   /* statements sent during the current call */
   pg_retry retry;   /* set by the last failing pg__exec */
   char sqlstate[6]; /* SQLSTATE of the last SQL error, "" if none */
-  /* fencing (issue 4, store_pg_fence.c): the epoch this store writes under, read at the start
+  /* fencing (store_pg_fence.c): the epoch this store writes under, read at the start
    * of every call; NULL = unfenced (tests, tools). epoch_sent is the value the connection's
    * idem.epoch setting holds (set at connect, updated when the source changes). */
   const _Atomic uint64_t *epoch_src;
   uint64_t epoch_sent;
-  /* group commit (issue 7, store_pg_batch.c): when set, step transactions are handed to the
+  /* group commit (store_pg_batch.c): when set, step transactions are handed to the
    * shared batcher instead of running on this connection. Borrowed. */
   store_batcher *batcher;
   bool prepared; /* the batcher's named statements exist on conn (reset when it drops) */
@@ -129,7 +129,7 @@ const char *pg__str(const PGresult *r, int row, int col); /* NULL → "" */
   "updated_ms, lease_expires_ms, expires_ms"
 bool pg__row_step(const PGresult *r, int row, int col, bool own, step_rec *rec);
 
-/* fencing (issue 4): store_pg_fence.c. The SQLSTATE the fence trigger raises when a write
+/* fencing: store_pg_fence.c. The SQLSTATE the fence trigger raises when a write
  * runs under an epoch older than idem_fence's (mapped to ERR_UNAVAILABLE "not the leader
  * (fenced)"). */
 #define PG_FENCED_SQLSTATE "IF001"
@@ -137,7 +137,7 @@ bool pg__row_step(const PGresult *r, int row, int col, bool own, step_rec *rec);
  * already there). Called by pg__call_start once connected. */
 err_code pg__fence_sync(pg_store *s, int64_t deadline, err_t *err);
 
-/* group commit (issue 7): store_pg_batch.c. Runs the step transaction through s->batcher. */
+/* group commit: store_pg_batch.c. Runs the step transaction through s->batcher. */
 err_code pg__batch_step_txn(pg_store *s, const step_key *key, int64_t deadline, store_step_fn fn,
                             void *arg, const audit_rec *audit, err_t *err);
 
@@ -188,7 +188,7 @@ err_code pg__begin_saga(store *st, const saga_new *in, int64_t deadline, saga_be
 err_code pg__get_saga(store *st, const char *tenant, const char *global_id, int64_t deadline,
                       saga_view *out, err_t *err);
 
-/* incident response (issue 6) */
+/* incident response */
 /* store_pg.c: the step transaction; with audit != NULL the audit row is inserted before the
  * commit when fn returns ERR_OK (the step_txn_audit op). */
 err_code pg__step_txn(store *st, const step_key *key, int64_t deadline, store_step_fn fn,
@@ -204,7 +204,7 @@ err_code pg__count_steps(store *st, int64_t deadline, step_counts *out, err_t *e
  * from f). Returns false when sql_cap is too small. */
 bool store_pg__list_steps_sql(const step_filter *f, char *sql, size_t sql_cap, pg_params *p);
 
-/* policies and reaping (issue 5): store_pg_policy.c */
+/* policies and reaping: store_pg_policy.c */
 err_code pg__policy_put(store *st, const char *tenant, const policy *p, bool only_if_absent,
                         int64_t deadline, bool *written, policy *out, err_t *err);
 err_code pg__policy_delete(store *st, const char *tenant, const char *service,

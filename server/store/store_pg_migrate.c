@@ -74,7 +74,7 @@ static const char *const m1_sql[] = {
     NULL,
 };
 
-/* Version 2 (policies and reaping, issue 5): per-tenant policies (tenant "*" = the
+/* Version 2 (policies and reaping): per-tenant policies (tenant "*" = the
  * server-wide rows seeded from the config file) and the reaper's index: finished steps by
  * retention expiry, never IN_PROGRESS (1) or UNKNOWN (4). */
 static const char *const m2_sql[] = {
@@ -92,7 +92,7 @@ static const char *const m2_sql[] = {
     NULL,
 };
 
-/* Version 3 (incident response, issue 6): the audit trail and the indexes behind ListSteps
+/* Version 3 (incident response): the audit trail and the indexes behind ListSteps
  * (keyset pagination in key order per state) and the /metrics step gauges. */
 static const char *const m3_sql[] = {
     "CREATE TABLE IF NOT EXISTS idem_audit ("
@@ -116,7 +116,7 @@ static const char *const m3_sql[] = {
     NULL,
 };
 
-/* Version 4 (high availability, issue 4): fencing. A statement-level trigger on every table
+/* Version 4 (high availability): fencing. A statement-level trigger on every table
  * the coordinator writes refuses INSERT/UPDATE/DELETE when the session's idem.epoch is older
  * than idem_fence's epoch (SQLSTATE IF001, see store_pg_fence.c). It first takes the fence's
  * advisory lock SHARED (held to the end of the transaction; cheap, unlike FOR SHARE on one hot
@@ -148,7 +148,7 @@ static const char *const m4_sql[] = {
     NULL,
 };
 
-/* Version 5 (throughput, issue 7): two indexes of version 1 that nothing reads any more, and
+/* Version 5 (throughput): two indexes of version 1 that nothing reads any more, and
  * that every step write paid for (each Begin inserts a row, each Complete writes a new row
  * version in every index: the state changes). ListSteps uses idem_steps_list_state_idx (and
  * filters updated_ms there), the reaper idem_steps_reap_idx; no statement looks steps up by
@@ -164,8 +164,8 @@ static const migration migrations[] = {
     {1, m1_sql},
     {2, m2_sql},
     {3, m3_sql}, /* version 2 (policies) may sit before it: each version applies on its own */
-    {4, m4_sql}, /* fencing (issue 4): after 2 and 3, whose tables it guards */
-  {5, m5_sql}, /* throughput (issue 7): unused indexes of version 1 */
+    {4, m4_sql}, /* fencing: after 2 and 3, whose tables it guards */
+  {5, m5_sql}, /* throughput: unused indexes of version 1 */
 };
 
 /* Applies one migration unless it is recorded; returns ERR_OK either way. */
