@@ -9,8 +9,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../elect/etcd_proc.h"
-#include "../integration/harness.h"
+#include "etcd_proc.h"
+#include "harness.h"
 
 #define F_TTL 2          /* --election-ttl for every scenario (seconds) */
 #define F_MAX_NODES 3

@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../integration/harness.h"
+#include "harness.h"
 #include "shop/v1/inventory.pb-c.h"
 #include "shop/v1/orders.pb-c.h"
 #include "shop/v1/payments.pb-c.h"

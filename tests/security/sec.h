@@ -1,6 +1,6 @@
 /* sec.h — security tests (issue 8): certificates made at run time with the openssl CLI, a
  * tokens file, and coordinators started with TLS, client certificates and tokens through the
- * integration harness (../integration/harness.h, support_harness.c linked in).
+ * shared harness (tests/support/harness.h, the idem_test_harness library).
  *
  * Each test makes its own PKI in a fresh temporary directory, with tenant names unique to the
  * test, so tests share the database and run in parallel.
@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../integration/harness.h"
+#include "harness.h"
 
 #define SEC_PATH 256
 

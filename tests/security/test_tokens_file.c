@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../integration/harness.h" /* h_now_ms, h_sleep_ms */
+#include "harness.h" /* h_now_ms, h_sleep_ms */
 #include "auth/auth.h"
 
 #define TOK_A "aaaaaaaaaaaaaaaa-service"

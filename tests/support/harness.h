@@ -1,4 +1,4 @@
-/* harness.h — integration-test support: a real idem-coordinator process on loopback, against
+/* harness.h — the shared test harness: a real idem-coordinator process on loopback, against
  * the real Postgres that scripts/test started (IDEM_TEST_PG_URL), driven through libidem.
  *
  * Every test uses its own tenant, so tests can share the database and run in parallel.
@@ -69,10 +69,10 @@ int h_raw_call(const char *addr, const char *method, const char *tenant, const v
 long long h_tenant_hash(const char *t);
 
 /* The value of one sample (exact name and labels, e.g. `idem_x_total{k="v"}`) on the
- * coordinator's /metrics at 127.0.0.1:port; -1 when absent (support_metrics.c). */
+ * coordinator's /metrics at 127.0.0.1:port; -1 when absent (metrics.c). */
 double h_metric(int port, const char *series);
 
-/* A free TCP port on 127.0.0.1 (support_harness.c). */
+/* A free TCP port on 127.0.0.1. */
 int h_free_port(void);
 /* Whether something accepts TCP connections on 127.0.0.1:port. */
 bool h_port_open(int port);

@@ -1,4 +1,4 @@
-/* support_metrics.c — reading one sample from a coordinator's /metrics (harness.h). */
+/* metrics.c — reading one sample from a coordinator's /metrics (harness.h). */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <netinet/in.h>
