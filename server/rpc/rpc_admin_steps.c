@@ -60,13 +60,7 @@ err_code rpc__resolve_step(const rpc_req *rq, const ProtobufCMessage *in, rpc_ca
   step_rec out = {0};
   err_code rc =
       coord_resolve_step(rq->srv->coord, rq->st, rq->tenant, &ri, rq->deadline, &out, err);
-  if (rc == ERR_OK) {
-    rpc_rec_pb rec;
-    rpc__rec_to_pb(&out, &rec);
-    rc = rpc__call_reply(c, &rec.rec.base, err);
-  }
-  step_rec_clear(&out);
-  return rc;
+  return rpc__reply_record(c, rc, &out, err);
 }
 
 err_code rpc__list_audit(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c, err_t *err) {

@@ -18,6 +18,11 @@ typedef struct rpc_rec_pb {
 /* Fills o from r; o borrows r's strings, fingerprint and body. */
 void rpc__rec_to_pb(const step_rec *r, rpc_rec_pb *o);
 
+/* A handler's last step when its answer is one StepRecord: on rc == ERR_OK replies with *out;
+ * clears *out either way. Returns the call's code. (rpc_handlers.c) */
+struct rpc_call;
+err_code rpc__reply_record(struct rpc_call *c, err_code rc, step_rec *out, err_t *err);
+
 /* A StepKey as coord takes it; a missing key reads as all-empty strings, so validation then
  * names key.global_id. Borrows k's strings. */
 coord_key_in rpc__key_in(const Idem__V1__StepKey *k);

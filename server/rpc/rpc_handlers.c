@@ -160,19 +160,23 @@ err_code rpc__extend_lease(const rpc_req *rq, const ProtobufCMessage *in, rpc_ca
   return rpc__call_reply(c, &resp.base, err);
 }
 
+err_code rpc__reply_record(rpc_call *c, err_code rc, step_rec *out, err_t *err) {
+  if (rc == ERR_OK) {
+    rpc_rec_pb rec;
+    rpc__rec_to_pb(out, &rec);
+    rc = rpc__call_reply(c, &rec.rec.base, err);
+  }
+  step_rec_clear(out);
+  return rc;
+}
+
 err_code rpc__lookup_step(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c, err_t *err) {
   const Idem__V1__LookupStepRequest *req = (const Idem__V1__LookupStepRequest *)in;
   coord_key_in key = rpc__key_in(req->key);
   step_rec out = {0};
   err_code rc =
       coord_lookup_step(rq->srv->coord, rq->st, rq->tenant, &key, rq->deadline, &out, err);
-  if (rc == ERR_OK) {
-    rpc_rec_pb rec;
-    rpc__rec_to_pb(&out, &rec);
-    rc = rpc__call_reply(c, &rec.rec.base, err);
-  }
-  step_rec_clear(&out);
-  return rc;
+  return rpc__reply_record(c, rc, &out, err);
 }
 
 err_code rpc__get_saga(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c, err_t *err) {

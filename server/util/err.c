@@ -32,14 +32,6 @@ static err_code vset(err_t *e, err_code code, err_reason reason, const char *fmt
   return code;
 }
 
-err_code err_set(err_t *e, err_code code, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vset(e, code, ERR_R_NONE, fmt, ap);
-  va_end(ap);
-  return code;
-}
-
 err_code err_fail(err_t *e, err_code code, err_reason reason, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

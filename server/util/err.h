@@ -81,14 +81,13 @@ typedef struct err_t {
   char leader[ERR_LEADER_MAX];
 } err_t;
 
-/* Sets code and a printf-style message (reason ERR_R_NONE, no detail or hint); returns code so
- * callers can `return err_set(...)`. */
-err_code err_set(err_t *e, err_code code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* err_set with a reason. */
+/* Sets code, reason and a printf-style message (no detail or hint); returns code so callers
+ * can `return err_fail(...)`. */
 err_code err_fail(err_t *e, err_code code, err_reason reason, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* err_fail where the code says it all (reason ERR_R_NONE). */
+#define err_set(e, code, ...) err_fail((e), (code), ERR_R_NONE, __VA_ARGS__)
 
 /* The one way to report an allocation failure: ERR_RESOURCE, ERR_R_OUT_OF_MEMORY. */
 err_code err_oom(err_t *e);
