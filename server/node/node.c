@@ -138,7 +138,8 @@ static node_result migrate(node *nd) {
     int64_t left = give_up - clock_mono_ms();
     log_kv(LOG_WARN,
            left > 0 ? "cannot migrate the schema, will retry" : "cannot migrate the schema",
-           "attempt", num, "error", err.msg, (const char *)NULL);
+           "attempt", num, "error", err.msg, "reason", err_reason_word(err.reason), "hint",
+           err.hint[0] ? err.hint : NULL, (const char *)NULL);
     if (left <= 0) {
       log_kv(LOG_ERROR, "postgres did not answer, giving up", (const char *)NULL);
       return NODE_FAILED;

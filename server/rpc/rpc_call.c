@@ -203,7 +203,8 @@ void rpc__call_finish(rpc_call *c, const err_t *e) {
     elect_status st;
     elect_status_get(c->srv->elector, &st);
     c->trailing[0].key = grpc_slice_from_static_string(RPC_LEADER_MD);
-    c->trailing[0].value = grpc_slice_from_copied_string(e->leader[0] ? e->leader : st.leader_addr);
+    c->trailing[0].value =
+        grpc_slice_from_copied_string(e->leader[0] ? e->leader : st.leader_addr);
     c->n_trailing = 1;
   } else if (code == ERR_ABORTED && e->retry_after_ms > 0) {
     char v[24];
@@ -281,6 +282,9 @@ static bool admit(rpc_call *c, const rpc_method *m, char *tenant, size_t cap, er
     /* refused: err says why */
   } else if (c->srv->elector && leader_only(m) && !elect_is_leader(c->srv->elector, NULL)) {
     err_fail(err, ERR_UNAVAILABLE, ERR_R_NOT_LEADER, "not the leader");
+    elect_status es;
+    elect_status_get(c->srv->elector, &es);
+    err_leader(err, es.leader_addr);
   } else if (c->payload && grpc_byte_buffer_length(c->payload) > c->srv->max_recv_bytes) {
     /* api.md §5: over the limit is INVALID_ARGUMENT, checked before anything is unpacked */
     err_set(err, ERR_INVALID, "message too large: %zu bytes, limit %zu",

@@ -107,7 +107,9 @@ static err_code unavailable(pg_store *s, const char *why, err_t *err) {
   short_reason(why, reason, sizeof reason);
   metrics_store_error("unavailable");
   log_kv(LOG_WARN, "store unavailable", "reason", reason, NULL);
-  return err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_UNAVAILABLE, "store unavailable: %s", reason);
+  err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_UNAVAILABLE, "store unavailable: %s", reason);
+  err_hint(err, "check that PostgreSQL runs and that --pg names it");
+  return ERR_UNAVAILABLE;
 }
 
 /* Waits until fd is readable (or writable when wr). 1 ready, 0 deadline passed, -1 error. */
@@ -255,21 +257,28 @@ err_code pg__sql_error(pg_store *s, const PGresult *r, err_t *err) {
     s->retry = PG_RETRY_SERIAL;
     return err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_CONFLICT, "store conflict: too many retries");
   }
-  if (sqlstate_is(st, PG_FENCED_SQLSTATE)) /* a newer leader raised the fence */
-    return err_fail(err, ERR_UNAVAILABLE, ERR_R_FENCED, "not the leader (fenced)");
+  if (sqlstate_is(st, PG_FENCED_SQLSTATE)) { /* a newer leader raised the fence */
+    err_fail(err, ERR_UNAVAILABLE, ERR_R_FENCED, "not the leader (fenced)");
+    err_detail(err, "a newer leader raised the fence: nothing of this call was committed");
+    return ERR_UNAVAILABLE;
+  }
   /* too many connections, system errors, read-only standby */
   if (strncmp(st, "53", 2) == 0 || strncmp(st, "58", 2) == 0 || sqlstate_is(st, "25006")) {
     char reason[160];
     short_reason(msg, reason, sizeof reason);
     metrics_store_error("unavailable");
     log_kv(LOG_WARN, "store unavailable", "sqlstate", st, "reason", reason, NULL);
-    return err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_UNAVAILABLE, "store unavailable: %s", reason);
+    err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_UNAVAILABLE, "store unavailable: %s", reason);
+    err_detail(err, "sqlstate %s", st);
+    return ERR_UNAVAILABLE;
   }
   char reason[160];
   short_reason(msg, reason, sizeof reason);
   metrics_store_error("error");
   log_kv(LOG_ERROR, "store error", "sqlstate", st, "reason", reason, NULL);
-  return err_fail(err, ERR_INTERNAL, ERR_R_STORE_ERROR, "store error: %s", reason);
+  err_fail(err, ERR_INTERNAL, ERR_R_STORE_ERROR, "store error: %s", reason);
+  err_detail(err, "sqlstate %s", st);
+  return ERR_INTERNAL;
 }
 
 err_code pg__round_trip_start(pg_store *s, int64_t deadline, err_t *err) {

@@ -78,6 +78,7 @@ static void emit(log_level lvl, const char *msg, va_list kv) {
     put_json_str(&l, msg);
     while ((k = va_arg(kv, const char *)) != NULL) {
       const char *v = va_arg(kv, const char *);
+      if (!v) continue; /* a NULL value leaves the field out */
       puts_(&l, ",");
       put_json_str(&l, k);
       puts_(&l, ":");
@@ -91,6 +92,7 @@ static void emit(log_level lvl, const char *msg, va_list kv) {
     puts_(&l, msg);
     while ((k = va_arg(kv, const char *)) != NULL) {
       const char *v = va_arg(kv, const char *);
+      if (!v) continue;
       puts_(&l, " ");
       puts_(&l, k);
       puts_(&l, "=");

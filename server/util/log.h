@@ -9,7 +9,8 @@ typedef enum log_format { LOG_TEXT, LOG_JSON } log_format;
 void log_init(log_format fmt, log_level min_level);
 
 /* msg is a short lower-case sentence; kv is an optional NULL-terminated list of
- * key, value string pairs added as fields: log_kv(LOG_INFO, "step begun", "tenant", t, NULL). */
+ * key, value string pairs added as fields: log_kv(LOG_INFO, "step begun", "tenant", t, NULL).
+ * A NULL value leaves its field out. */
 void log_kv(log_level lvl, const char *msg, ...) __attribute__((sentinel));
 
 /* printf-style convenience without fields. */
