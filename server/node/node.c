@@ -43,7 +43,7 @@ struct node {
   tls_files tls;        /* wiped once the server holds its credentials */
   auth_config auth;
   policy_cache *policies;
-  ha *ha;
+  node_ha *ha;
   coord_ctx coord;
   rpc_server *rpc;
   reaper *reaper;
@@ -73,7 +73,7 @@ static bool wait_signal(node *nd, int64_t ms) {
       continue;
     if (sig == SIGPIPE) continue;
     if (sig == SIGHUP) {
-      sec_reload(nd->tokens);
+      node_sec_reload(nd->tokens);
       continue;
     }
     if (sig > 0) {
@@ -101,11 +101,11 @@ static void undo_security(node *nd) {
 /* The TLS and tokens files, read and checked before anything starts. */
 static node_result start_security(node *nd, char *msg, size_t n) {
   const idem_options *o = nd->o;
-  sec_paths p = {o->tls_cert, o->tls_key, o->tls_client_ca, o->tokens};
-  if (sec_setup(&p, &nd->tls, &nd->tokens, msg, n) != 0) return NODE_USAGE;
+  node_sec_paths p = {o->tls_cert, o->tls_key, o->tls_client_ca, o->tokens};
+  if (node_sec_setup(&p, &nd->tls, &nd->tokens, msg, n) != 0) return NODE_USAGE;
   bool bad_form;
   bool local = options_listen_is_local(o->listen, &bad_form);
-  sec_log(&p, nd->tokens, local);
+  node_sec_log(&p, nd->tokens, local);
   nd->auth = (auth_config){.tokens = nd->tokens, .mtls = o->tls_client_ca != NULL};
   if (!local && !o->tls_cert)
     log_kv(LOG_WARN, "serving plaintext on a non-loopback address", "address", o->listen,
@@ -203,7 +203,7 @@ static node_result start_policies(node *nd) {
 }
 
 static void undo_ha(node *nd) {
-  ha_free(nd->ha);
+  node_ha_free(nd->ha);
   nd->ha = NULL;
 }
 
@@ -211,7 +211,7 @@ static void undo_ha(node *nd) {
 static node_result start_ha(node *nd) {
   const idem_options *o = nd->o;
   snprintf(nd->advertise, sizeof nd->advertise, "%s", o->advertise ? o->advertise : o->listen);
-  ha_config hc = {.pg = o->pg,
+  node_ha_config hc = {.pg = o->pg,
                   .etcd = o->etcd,
                   .node_id = o->node_id ? o->node_id : nd->advertise,
                   .advertise = nd->advertise,
@@ -220,7 +220,7 @@ static node_result start_ha(node *nd) {
                   .store_timeout_ms = o->store_timeout_ms};
   err_t err;
   err_clear(&err);
-  nd->ha = ha_new(&hc, &err);
+  nd->ha = node_ha_new(&hc, &err);
   if (!nd->ha) {
     log_kv(LOG_ERROR, "cannot set up leader election", "error", err.msg, (const char *)NULL);
     return NODE_FAILED;
@@ -242,18 +242,18 @@ static node_result start_rpc(node *nd) {
   nd->coord.resolve_policy = policy_cache_resolve;
   nd->coord.resolve_arg = nd->policies;
   nd->coord.policies_changed = policy_cache_changed;
-  nd->coord.cache = ha_replay_cache(nd->ha);
+  nd->coord.cache = node_ha_replay_cache(nd->ha);
   rpc_config rc = {
       .listen = o->listen,
       .workers = o->workers,
       .coord = &nd->coord,
-      .open_store = ha_open_store, /* fenced, group-committed */
+      .open_store = node_ha_open_store, /* fenced, group-committed */
       .open_store_arg = nd->ha,
       .submit_steps = true, /* BeginStep and CompleteStep are answered by the batcher */
       .node_id = o->node_id,
       .max_recv_bytes = MAX_RECV_BYTES,
       .default_deadline_ms = DEFAULT_DEADLINE_MS,
-      .elector = ha_elector(nd->ha),
+      .elector = node_ha_elector(nd->ha),
       .tls_cert_pem = nd->tls.cert_pem,
       .tls_key_pem = nd->tls.key_pem,
       .tls_client_ca_pem = nd->tls.client_ca_pem,
@@ -273,14 +273,14 @@ static node_result start_rpc(node *nd) {
 }
 
 static void undo_campaign(node *nd) {
-  ha_resign(nd->ha); /* stop serving and hand over at once; the drain follows */
+  node_ha_resign(nd->ha); /* stop serving and hand over at once; the drain follows */
 }
 
 /* Campaigns once the port is bound, so the address it advertises answers. */
 static node_result start_campaign(node *nd) {
   err_t err;
   err_clear(&err);
-  if (ha_start(nd->ha, &err) != ERR_OK) {
+  if (node_ha_start(nd->ha, &err) != ERR_OK) {
     log_kv(LOG_ERROR, "cannot start leader election", "error", err.msg, (const char *)NULL);
     return NODE_FAILED;
   }
@@ -301,13 +301,13 @@ static node_result start_reaper(node *nd) {
     return NODE_RUNNING;
   }
   reaper_config rc = {
-      .open_store = ha_open_store,
+      .open_store = node_ha_open_store,
       .open_store_arg = nd->ha,
       .interval_ms = (int64_t)o->reaper_interval_s * 1000,
       .batch = REAPER_BATCH_DEFAULT,
       .pause_ms = 0,
       .store_timeout_ms = o->store_timeout_ms,
-      .is_leader = ha_is_leader,
+      .is_leader = node_ha_is_leader,
       .is_leader_arg = nd->ha,
   };
   nd->reaper = reaper_start(&rc);

@@ -10,7 +10,7 @@
 #include "../util/clock.h"
 #include "../util/log.h"
 
-struct ha {
+struct node_ha {
   elect *el;
   char *pg;
   int64_t store_timeout_ms;
@@ -21,7 +21,7 @@ struct ha {
 };
 
 /* Group commit and the replay cache, both keyed to the epoch. */
-static bool start_throughput(ha *h, const ha_config *c, err_t *err) {
+static bool start_throughput(node_ha *h, const node_ha_config *c, err_t *err) {
   replay_cache_cfg rc = {.max_entries = c->cache_entries, .epoch = &h->epoch};
   h->cache = replay_cache_new(&rc);
   if (!h->cache) return err_oom(err), false;
@@ -37,7 +37,7 @@ static bool start_throughput(ha *h, const ha_config *c, err_t *err) {
 
 /* The elector won: raise the fence to epoch, then let the stores write under it. */
 static bool on_elected(void *arg, uint64_t epoch, bool *superseded) {
-  ha *h = arg;
+  node_ha *h = arg;
   err_t err;
   err_clear(&err);
   err_code rc = store_pg_fence_raise(h->pg, epoch, clock_mono_ms() + h->raise_budget_ms,
@@ -50,8 +50,8 @@ static bool on_elected(void *arg, uint64_t epoch, bool *superseded) {
   return true;
 }
 
-ha *ha_new(const ha_config *c, err_t *err) {
-  ha *h = calloc(1, sizeof *h);
+node_ha *node_ha_new(const node_ha_config *c, err_t *err) {
+  node_ha *h = calloc(1, sizeof *h);
   if (!h || !(h->pg = strdup(c->pg))) {
     free(h);
     err_oom(err);
@@ -84,22 +84,22 @@ ha *ha_new(const ha_config *c, err_t *err) {
   }
   if (!h->el || !start_throughput(h, c, err)) {
     if (err->code == ERR_OK) err_oom(err);
-    ha_free(h);
+    node_ha_free(h);
     return NULL;
   }
   return h;
 }
 
-err_code ha_start(ha *h, err_t *err) {
+err_code node_ha_start(node_ha *h, err_t *err) {
   return elect_start(h->el, err);
 }
 
-elect *ha_elector(ha *h) {
+elect *node_ha_elector(node_ha *h) {
   return h->el;
 }
 
-store *ha_open_store(void *arg) {
-  ha *h = arg;
+store *node_ha_open_store(void *arg) {
+  node_ha *h = arg;
   store *st = store_pg_open(h->pg);
   if (st) {
     store_pg_set_epoch_source(st, &h->epoch);
@@ -108,19 +108,19 @@ store *ha_open_store(void *arg) {
   return st;
 }
 
-replay_cache *ha_replay_cache(ha *h) {
+replay_cache *node_ha_replay_cache(node_ha *h) {
   return h->cache;
 }
 
-bool ha_is_leader(void *arg) {
-  return elect_is_leader(((ha *)arg)->el, NULL);
+bool node_ha_is_leader(void *arg) {
+  return elect_is_leader(((node_ha *)arg)->el, NULL);
 }
 
-void ha_resign(ha *h) {
+void node_ha_resign(node_ha *h) {
   if (h) elect_resign(h->el);
 }
 
-void ha_free(ha *h) {
+void node_ha_free(node_ha *h) {
   if (!h) return;
   elect_free(h->el);
   store_batcher_stop(h->batcher);

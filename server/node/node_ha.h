@@ -11,7 +11,7 @@
 #include "../elect/elect.h"
 #include "../store/store_pg.h"
 
-typedef struct ha_config {
+typedef struct node_ha_config {
   const char *pg;          /* conninfo (borrowed for the life of the ha) */
   const char *etcd;        /* NULL or "": single node, always the leader */
   const char *node_id;     /* for logs */
@@ -23,27 +23,27 @@ typedef struct ha_config {
   int batch_conns;          /* 0 = 2 */
   int batch_max;            /* 0 = 64 */
   size_t cache_entries;     /* 0 = 100000 */
-} ha_config;
+} node_ha_config;
 
-typedef struct ha ha;
+typedef struct node_ha node_ha;
 
 /* Creates the elector (not started). Single node: reads the fence's epoch first (0 when the
  * database cannot be read). NULL with err filled on a bad configuration. */
-ha *ha_new(const ha_config *c, err_t *err);
+node_ha *node_ha_new(const node_ha_config *c, err_t *err);
 /* Starts campaigning (etcd) — call once the server listens. */
-err_code ha_start(ha *h, err_t *err);
-elect *ha_elector(ha *h);
+err_code node_ha_start(node_ha *h, err_t *err);
+elect *node_ha_elector(node_ha *h);
 /* open_store callback: a PostgreSQL store that writes under the current epoch (fenced), its
  * step transactions group-committed by the ha's batcher. */
-store *ha_open_store(void *h);
+store *node_ha_open_store(void *h);
 /* The leader's replay cache, filled by the batcher's commits; for coord_ctx. */
-replay_cache *ha_replay_cache(ha *h);
+replay_cache *node_ha_replay_cache(node_ha *h);
 /* is_leader callback (the reaper). */
-bool ha_is_leader(void *h);
+bool node_ha_is_leader(void *h);
 /* SIGTERM: stop serving and hand leadership over at once. */
-void ha_resign(ha *h);
+void node_ha_resign(node_ha *h);
 /* Resigns if needed, stops the elector's and the batcher's threads, frees. Stores opened with
- * ha_open_store must be closed first. NULL is fine. */
-void ha_free(ha *h);
+ * node_ha_open_store must be closed first. NULL is fine. */
+void node_ha_free(node_ha *h);
 
 #endif

@@ -7,7 +7,7 @@
 
 #include "../util/log.h"
 
-int sec_setup(const sec_paths *p, tls_files *tls, auth_keyring **tokens, char *msg, size_t n) {
+int node_sec_setup(const node_sec_paths *p, tls_files *tls, auth_keyring **tokens, char *msg, size_t n) {
   memset(tls, 0, sizeof *tls);
   *tokens = NULL;
   if (p->tls_cert) {
@@ -42,7 +42,7 @@ static void count(auth_keyring *k, char *buf, size_t n) {
   auth_tokens_release(t);
 }
 
-void sec_log(const sec_paths *p, auth_keyring *tokens, bool local_listen) {
+void node_sec_log(const node_sec_paths *p, auth_keyring *tokens, bool local_listen) {
   if (p->tls_cert)
     log_kv(LOG_INFO, p->tls_client_ca ? "tls on, client certificates required" : "tls on", "cert",
            p->tls_cert, (const char *)NULL);
@@ -62,7 +62,7 @@ void sec_log(const sec_paths *p, auth_keyring *tokens, bool local_listen) {
            (const char *)NULL);
 }
 
-void sec_reload(auth_keyring *tokens) {
+void node_sec_reload(auth_keyring *tokens) {
   if (!tokens) {
     log_kv(LOG_INFO, "SIGHUP ignored: no --tokens file", (const char *)NULL);
     return;
