@@ -11,6 +11,7 @@
 
 #include "../auth/auth.h"
 #include "../auth/tls_files.h"
+#include "../cache/replay_cache.h"
 #include "../coord/coord.h"
 #include "../policy/policy_cache.h"
 #include "../reaper/reaper.h"
@@ -18,7 +19,7 @@
 #include "../store/store_pg.h"
 #include "../util/clock.h"
 #include "../util/log.h"
-#include "node_ha.h"
+#include "node_elect.h"
 #include "node_metrics.h"
 #include "node_sec.h"
 
@@ -30,7 +31,7 @@
 #define MIGRATE_RETRY_MS 1000
 #define MAX_RECV_BYTES (256 * 1024)  /* api.md §9 */
 #define DEFAULT_DEADLINE_MS 2000     /* for calls that come without one */
-#define STEPS_MAX 8
+#define STEPS_MAX 12
 
 typedef void (*node_undo_fn)(node *nd);
 
@@ -43,7 +44,11 @@ struct node {
   tls_files tls;        /* wiped once the server holds its credentials */
   auth_config auth;
   policy_cache *policies;
-  node_ha *ha;
+  _Atomic uint64_t epoch; /* every fenced store writes under it (node_elect.h) */
+  replay_cache *cache;    /* the leader's replay cache, filled by the batcher's commits */
+  store_batcher *batcher; /* group commit of every step transaction */
+  node_fence fence;       /* the elector's callback raises the fence through it */
+  elect *el;              /* single node or etcd */
   coord_ctx coord;
   rpc_server *rpc;
   reaper *reaper;
@@ -202,30 +207,85 @@ static node_result start_policies(node *nd) {
   return NODE_RUNNING;
 }
 
-static void undo_ha(node *nd) {
-  node_ha_free(nd->ha);
-  nd->ha = NULL;
+static void undo_cache(node *nd) {
+  replay_cache_free(nd->cache);
+  nd->cache = NULL;
 }
 
-/* The elector (single node or etcd), the fenced stores, group commit and the replay cache. */
-static node_result start_ha(node *nd) {
-  const idem_options *o = nd->o;
-  snprintf(nd->advertise, sizeof nd->advertise, "%s", o->advertise ? o->advertise : o->listen);
-  node_ha_config hc = {.pg = o->pg,
-                  .etcd = o->etcd,
-                  .node_id = o->node_id ? o->node_id : nd->advertise,
-                  .advertise = nd->advertise,
-                  .prefix = o->election_prefix,
-                  .ttl_s = o->election_ttl_s,
-                  .store_timeout_ms = o->store_timeout_ms};
+/* The leader's replay cache, keyed to the epoch (dropped whole when it changes). */
+static node_result start_cache(node *nd) {
+  replay_cache_cfg rc = {.epoch = &nd->epoch};
+  nd->cache = replay_cache_new(&rc);
+  if (!nd->cache) {
+    log_kv(LOG_ERROR, "cannot start the replay cache", "error", "out of memory",
+           (const char *)NULL);
+    return NODE_FAILED;
+  }
+  return NODE_RUNNING;
+}
+
+static void undo_batcher(node *nd) {
+  store_batcher_stop(nd->batcher);
+  nd->batcher = NULL;
+}
+
+/* Group commit: the batcher's own connections write every step transaction under the epoch,
+ * and hand each committed pair to the replay cache. */
+static node_result start_batcher(node *nd) {
+  store_batcher_cfg bc = {.conninfo = nd->o->pg,
+                          .epoch = &nd->epoch,
+                          .on_commit = replay_cache_committed,
+                          .on_commit_arg = nd->cache};
   err_t err;
   err_clear(&err);
-  nd->ha = node_ha_new(&hc, &err);
-  if (!nd->ha) {
+  nd->batcher = store_batcher_start(&bc, &err);
+  if (!nd->batcher) {
+    log_kv(LOG_ERROR, "cannot start group commit", "error", err.msg, (const char *)NULL);
+    return NODE_FAILED;
+  }
+  return NODE_RUNNING;
+}
+
+static void undo_elector(node *nd) {
+  elect_free(nd->el);
+  nd->el = NULL;
+}
+
+/* The elector (single node or etcd), not yet campaigning. */
+static node_result start_elector(node *nd) {
+  const idem_options *o = nd->o;
+  snprintf(nd->advertise, sizeof nd->advertise, "%s", o->advertise ? o->advertise : o->listen);
+  node_elect_cfg ec = {.etcd = o->etcd,
+                       .node_id = o->node_id ? o->node_id : nd->advertise,
+                       .advertise = nd->advertise,
+                       .prefix = o->election_prefix,
+                       .ttl_s = o->election_ttl_s,
+                       .store_timeout_ms = o->store_timeout_ms};
+  nd->fence = (node_fence){.pg = o->pg, .epoch = &nd->epoch};
+  err_t err;
+  err_clear(&err);
+  nd->el = node_elect_new(&ec, &nd->fence, &err);
+  if (!nd->el) {
     log_kv(LOG_ERROR, "cannot set up leader election", "error", err.msg, (const char *)NULL);
     return NODE_FAILED;
   }
   return NODE_RUNNING;
+}
+
+/* The stores of the workers and the reaper: PostgreSQL connections that write under the epoch
+ * (fenced), their step transactions group-committed by the batcher. */
+static store *open_fenced(void *arg) {
+  node *nd = arg;
+  store *st = store_pg_open(nd->o->pg);
+  if (st) {
+    store_pg_set_epoch_source(st, &nd->epoch);
+    store_pg_set_batcher(st, nd->batcher);
+  }
+  return st;
+}
+
+static bool is_leader(void *arg) {
+  return elect_is_leader(((node *)arg)->el, NULL);
 }
 
 static void undo_rpc(node *nd) {
@@ -242,18 +302,18 @@ static node_result start_rpc(node *nd) {
   nd->coord.resolve_policy = policy_cache_resolve;
   nd->coord.resolve_arg = nd->policies;
   nd->coord.policies_changed = policy_cache_changed;
-  nd->coord.cache = node_ha_replay_cache(nd->ha);
+  nd->coord.cache = nd->cache;
   rpc_config rc = {
       .listen = o->listen,
       .workers = o->workers,
       .coord = &nd->coord,
-      .open_store = node_ha_open_store, /* fenced, group-committed */
-      .open_store_arg = nd->ha,
+      .open_store = open_fenced,
+      .open_store_arg = nd,
       .submit_steps = true, /* BeginStep and CompleteStep are answered by the batcher */
       .node_id = o->node_id,
       .max_recv_bytes = MAX_RECV_BYTES,
       .default_deadline_ms = DEFAULT_DEADLINE_MS,
-      .elector = node_ha_elector(nd->ha),
+      .elector = nd->el,
       .tls_cert_pem = nd->tls.cert_pem,
       .tls_key_pem = nd->tls.key_pem,
       .tls_client_ca_pem = nd->tls.client_ca_pem,
@@ -273,14 +333,14 @@ static node_result start_rpc(node *nd) {
 }
 
 static void undo_campaign(node *nd) {
-  node_ha_resign(nd->ha); /* stop serving and hand over at once; the drain follows */
+  elect_resign(nd->el); /* stop serving and hand over at once; the drain follows */
 }
 
 /* Campaigns once the port is bound, so the address it advertises answers. */
 static node_result start_campaign(node *nd) {
   err_t err;
   err_clear(&err);
-  if (node_ha_start(nd->ha, &err) != ERR_OK) {
+  if (elect_start(nd->el, &err) != ERR_OK) {
     log_kv(LOG_ERROR, "cannot start leader election", "error", err.msg, (const char *)NULL);
     return NODE_FAILED;
   }
@@ -301,14 +361,14 @@ static node_result start_reaper(node *nd) {
     return NODE_RUNNING;
   }
   reaper_config rc = {
-      .open_store = node_ha_open_store,
-      .open_store_arg = nd->ha,
+      .open_store = open_fenced,
+      .open_store_arg = nd,
       .interval_ms = (int64_t)o->reaper_interval_s * 1000,
       .batch = REAPER_BATCH_DEFAULT,
       .pause_ms = 0,
       .store_timeout_ms = o->store_timeout_ms,
-      .is_leader = node_ha_is_leader,
-      .is_leader_arg = nd->ha,
+      .is_leader = is_leader,
+      .is_leader_arg = nd,
   };
   nd->reaper = reaper_start(&rc);
   if (!nd->reaper) log_kv(LOG_ERROR, "cannot start the reaper", (const char *)NULL);
@@ -346,7 +406,9 @@ node_result node_start(const idem_options *o, const sigset_t *sigs, node **out, 
   } steps[] = {
       {migrate, NULL},
       {start_policies, undo_policies},
-      {start_ha, undo_ha},
+      {start_cache, undo_cache},
+      {start_batcher, undo_batcher},
+      {start_elector, undo_elector},
       {start_rpc, undo_rpc},
       {start_campaign, undo_campaign},
       {start_reaper, undo_reaper},

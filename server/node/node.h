@@ -1,7 +1,7 @@
 /* node.h — the composition root: one struct owns every module of a running coordinator, one
  * function starts them in dependency order, one tears them down in the reverse order.
  *
- *   start:  security files -> schema -> policies -> elector + store batcher + replay cache
+ *   start:  security files -> schema -> policies -> replay cache -> batcher -> elector
  *           -> gRPC server -> campaign -> reaper -> /metrics
  *   stop:   the same list walked backwards (a failed start unwinds only what it started)
  *
