@@ -163,9 +163,12 @@ static char *dup_or_null(const char *s) {
 
 /* --- endpoints ---------------------------------------------------------------------------- */
 
+#define EP_NOMEM (-2)
+
 /* The endpoint for addr[0..len) (added, with its channel, if new); -1 when the list is full or
- * the channel cannot be made. Reconnects are retried quickly: a restarted or newly elected
- * node must not sit behind gRPC's default reconnect backoff (up to 120 s). */
+ * the channel cannot be made, EP_NOMEM when there is no memory for it. Reconnects are retried
+ * quickly: a restarted or newly elected node must not sit behind gRPC's default reconnect
+ * backoff (up to 120 s). */
 static int ep_add(idem_client *c, const char *addr, size_t len) {
   while (len > 0 && addr[0] == ' ') addr++, len--;
   while (len > 0 && addr[len - 1] == ' ') len--;
@@ -177,7 +180,9 @@ static int ep_add(idem_client *c, const char *addr, size_t len) {
   if (found < 0 && c->n_eps < IDEM__MAX_ENDPOINTS) {
     struct idem__ep *e = &c->eps[c->n_eps];
     e->addr = malloc(len + 1);
-    if (e->addr) {
+    if (!e->addr) {
+      found = EP_NOMEM;
+    } else {
       memcpy(e->addr, addr, len);
       e->addr[len] = '\0';
       grpc_arg args[4];
@@ -260,14 +265,15 @@ int idem_connect(const idem_options *opt, idem_client **out, idem_error *err) {
     return crc;
   }
   pthread_mutex_init(&c->mu, NULL);
-  bool ok = true; /* "h1:p1,h2:p2": every address gets its channel now */
-  for (const char *p = opt->address; *p && ok;) {
+  int bad = 0; /* "h1:p1,h2:p2": every address gets its channel now; bad = ep_add's error */
+  for (const char *p = opt->address; *p && !bad;) {
     size_t len = strcspn(p, ",");
-    if (len > 0 && ep_add(c, p, len) < 0) ok = false;
+    int i = len > 0 ? ep_add(c, p, len) : 0;
+    if (i < 0) bad = i;
     p += len;
     if (*p == ',') p++;
   }
-  if (!ok || c->n_eps == 0) {
+  if (bad || c->n_eps == 0) {
     for (int i = 0; i < c->n_eps; i++) {
       grpc_channel_destroy(c->eps[i].channel);
       free(c->eps[i].addr);
@@ -276,6 +282,7 @@ int idem_connect(const idem_options *opt, idem_client **out, idem_error *err) {
     grpc_channel_credentials_release(c->creds);
     grpc_shutdown();
     free_client(c);
+    if (bad == EP_NOMEM) return idem__fail(err, IDEM_NOMEM, "out of memory");
     return idem__fail(err, IDEM_INTERNAL, "cannot create a channel to %s", opt->address);
   }
   *out = c;

@@ -221,8 +221,14 @@ static int note(idem_reconcile_report *rep, size_t line_no, idem_reconcile_statu
   return IDEM_OK;
 }
 
+/* The errors that stop a replay: the coordinator stopped answering, or memory ran out (neither
+ * says anything about the line). */
+static bool stops_replay(int rc) {
+  return rc == IDEM_UNAVAILABLE || rc == IDEM_DEADLINE_EXCEEDED || rc == IDEM_NOMEM;
+}
+
 /* One line against the coordinator. Returns IDEM_OK (status in *st, detail filled) or the
- * unreachable error that stops the replay. */
+ * error that stops the replay (stops_replay). */
 static int replay(idem_client *c, const jline *j, idem_reconcile_status *st, int *code,
                   char *detail, size_t dn, idem_error *err) {
   idem_step_key key = {j->global_id, j->service, j->operation, j->phase};
@@ -237,7 +243,7 @@ static int replay(idem_client *c, const jline *j, idem_reconcile_status *st, int
     return IDEM_OK;
   }
   if (rc != IDEM_OK) {
-    if (rc == IDEM_UNAVAILABLE || rc == IDEM_DEADLINE_EXCEEDED) return rc;
+    if (stops_replay(rc)) return rc;
     *st = IDEM_RECONCILE_FAILED;
     *code = rc;
     snprintf(detail, dn, "begin: %.140s", err->message);
@@ -272,7 +278,7 @@ static int replay(idem_client *c, const jline *j, idem_reconcile_status *st, int
   uint64_t attempt = b.attempt;
   idem_begin_clear(&b);
   rc = idem_step_complete(c, &key, attempt, j->outcome, j->code, j->body, j->body_len, NULL, err);
-  if (rc == IDEM_UNAVAILABLE || rc == IDEM_DEADLINE_EXCEEDED) return rc;
+  if (stops_replay(rc)) return rc;
   if (rc != IDEM_OK) {
     *st = IDEM_RECONCILE_FAILED;
     *code = rc;
@@ -322,9 +328,17 @@ int idem_journal_reconcile(idem_client *c, const char *journal_path, idem_reconc
     rc = replay(c, &j, &st, &code, detail, sizeof detail, err);
     if (rc == IDEM_OK) rc = note(rep, line_no, st, &j, code, detail, err);
   }
+  /* getline's -1 is the end of the file only at EOF: otherwise it ran out of memory or could
+   * not read, and the lines after it were never seen */
+  if (rc == IDEM_OK && !feof(f))
+    rc = errno == ENOMEM ? idem__fail(err, IDEM_NOMEM, "out of memory")
+                         : idem__fail(err, IDEM_DATA_LOSS, "journal %s: cannot read: %s",
+                                      journal_path, strerror(errno));
   free(line);
   fclose(f);
-  if (rc == IDEM_NOMEM) idem_reconcile_report_clear(rep);
+  /* only a coordinator that stopped answering leaves the lines done so far in *rep */
+  if (rc != IDEM_OK && rc != IDEM_UNAVAILABLE && rc != IDEM_DEADLINE_EXCEEDED)
+    idem_reconcile_report_clear(rep);
   if (rc == IDEM_OK) idem__err_reset(err);
   return rc;
 }

@@ -428,9 +428,10 @@ void idem_reconcile_report_clear(idem_reconcile_report *r);
  * (with the journaled fingerprint), and on PROCEED CompleteStep with the journaled outcome,
  * code and body. Never deletes or rewrites the file; running it again reports the lines
  * already recorded as ALREADY_PRESENT. Returns IDEM_OK when every line was read (whatever
- * their status); NOT_FOUND when the file cannot be opened; UNAVAILABLE / DEADLINE_EXCEEDED
- * when the coordinator stopped answering (it stops there; unlike other errors *rep then holds
- * the lines done so far). rep is the caller's (idem_reconcile_report_clear). */
+ * their status); NOT_FOUND when the file cannot be opened; DATA_LOSS when it cannot be read to
+ * its end; NOMEM; UNAVAILABLE / DEADLINE_EXCEEDED when the coordinator stopped answering (it
+ * stops there; unlike other errors *rep then holds the lines done so far). rep is the caller's
+ * (idem_reconcile_report_clear). */
 int idem_journal_reconcile(idem_client *c, const char *journal_path, idem_reconcile_report *rep,
                            idem_error *err);
 
