@@ -3,8 +3,8 @@
  *
  * Header-only and self-contained (no other include of ours): each table is indexed by the
  * proto enum's number; a number outside the table reads as "invalid". Words are lower case
- * with underscores, as the README and `idemctl --json` print them. State 0 (no record) is
- * "absent"; outcome and decision 0 are "unspecified".
+ * with underscores, as the README, the logs and `idemctl --json` print them. State 0 (no
+ * record: "from=none" in a log line) is "none"; outcome and decision 0 are "unspecified".
  */
 #ifndef IDEM_V1_NAMES_H
 #define IDEM_V1_NAMES_H
@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <string.h>
 
-static const char *const idem_state_words[] = {"absent",  "in_progress", "succeeded", "failed",
+static const char *const idem_state_words[] = {"none",    "in_progress", "succeeded", "failed",
                                                "unknown", "abandoned",   "released"};
 static const char *const idem_outcome_words[] = {"unspecified", "succeeded", "failed",
                                                  "retryable", "unknown"};
