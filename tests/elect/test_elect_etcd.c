@@ -13,6 +13,7 @@
 #include "elect/elect.h"
 #include "elect/elect_etcd_http.h"
 #include "etcd_proc.h"
+#include "spawn.h"
 #include "util/clock.h"
 
 #define TTL 2
@@ -235,11 +236,12 @@ Test(elect_etcd, serves_only_after_the_fence_and_steps_down_when_the_lease_goes,
 
   /* revoke the lease behind its back: etcd drops the key; the node notices and campaigns
    * again under a new lease and a higher epoch */
-  char cmd[256];
-  snprintf(cmd, sizeof cmd,
-           "curl -sf -m 2 -o /dev/null -X POST %s/v3/lease/revoke -d '{\"ID\":\"%" PRId64 "\"}'",
-           ep.url, elect_etcd__lease(el));
-  cr_assert_eq(system(cmd), 0, "%s", cmd);
+  char url[96], body[64];
+  snprintf(url, sizeof url, "%s/v3/lease/revoke", ep.url);
+  snprintf(body, sizeof body, "{\"ID\":\"%" PRId64 "\"}", elect_etcd__lease(el));
+  const char *curl[] = {"curl", "-sf", "-m", "2", "-o", "/dev/null", "-X", "POST", url, "-d", body,
+                        NULL};
+  cr_assert_eq(spawn_run(curl, NULL, 10000), 0, "curl -X POST %s -d %s", url, body);
   int64_t t0 = clock_mono_ms();
   while (elect_is_leader(el, NULL)) {
     uint64_t e = 0;

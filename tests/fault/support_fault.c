@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 /* The server part of $IDEM_TEST_PG_URL with another database name. */
@@ -152,8 +151,7 @@ int f_wait_leader(cluster *cl, int not, int64_t within_ms, uint64_t *epoch) {
 }
 
 void f_kill(cluster *cl, int i) {
-  kill(cl->nodes[i].pid, SIGKILL);
-  waitpid(cl->nodes[i].pid, NULL, 0);
+  spawn_kill(cl->nodes[i].pid);
   cl->nodes[i].pid = 0;
   cl->up[i] = false;
 }

@@ -10,10 +10,9 @@
 #include "fault.h"
 
 static void pgctl(const char *verb) {
-  char cmd[1024];
-  snprintf(cmd, sizeof cmd, "'%s' %s '%s' >/dev/null", h_env("IDEM_TEST_PGCTL"), verb,
-           h_env("IDEM_TEST_PG_DIR"));
-  cr_assert_eq(system(cmd), 0, "%s failed", cmd);
+  const char *argv[] = {h_env("IDEM_TEST_PGCTL"), verb, h_env("IDEM_TEST_PG_DIR"), NULL};
+  cr_assert_eq(spawn_run(argv, &(spawn_opts){.out_log = "/dev/null"}, 120000), 0,
+               "%s %s %s failed", argv[0], verb, argv[2]);
 }
 
 #define ACKED 20

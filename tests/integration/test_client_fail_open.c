@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -148,13 +147,10 @@ Test(client_fail_open, coordinator_down_then_reconcile, .timeout = 120) {
   if (slash && slash - idemctl > 7 && strncmp(slash - 7, "/server", 7) == 0) {
     snprintf(slash - 7, sizeof idemctl - (size_t)(slash - 7 - idemctl), "/tools/idemctl/idemctl");
     if (access(idemctl, X_OK) == 0) {
-      char cmd[1024];
-      snprintf(cmd, sizeof cmd, "'%s' --addr %s --tenant %s reconcile '%s'", idemctl, s.addr, t,
-               journal);
-      int st = system(cmd);
-      printf("idemctl reconcile exit status %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-      cr_assert(WIFEXITED(st) && WEXITSTATUS(st) != 2 && WEXITSTATUS(st) != 3,
-                "idemctl reconcile: status %d", st);
+      const char *argv[] = {idemctl, "--addr", s.addr, "--tenant", t, "reconcile", journal, NULL};
+      int st = spawn_run(argv, NULL, 60000);
+      printf("idemctl reconcile exit status %d\n", st >= 0 && st < 128 ? st : -1);
+      cr_assert(st >= 0 && st < 128 && st != 2 && st != 3, "idemctl reconcile: status %d", st);
     } else {
       printf("idemctl not built: reconcile checked through the library only\n");
     }

@@ -12,10 +12,8 @@
 #include "harness.h"
 
 static void pgctl(const char *verb) {
-  char cmd[1024];
-  snprintf(cmd, sizeof cmd, "'%s' %s '%s'", h_env("IDEM_TEST_PGCTL"), verb,
-           h_env("IDEM_TEST_PG_DIR"));
-  cr_assert_eq(system(cmd), 0, "%s failed", cmd);
+  const char *argv[] = {h_env("IDEM_TEST_PGCTL"), verb, h_env("IDEM_TEST_PG_DIR"), NULL};
+  cr_assert_eq(spawn_run(argv, NULL, 120000), 0, "%s %s %s failed", argv[0], verb, argv[2]);
 }
 
 static int calls;

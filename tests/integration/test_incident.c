@@ -6,12 +6,10 @@
  * server logged one line per state change (text and JSON). */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -41,11 +39,13 @@ typedef struct run {
   char err[8192];
 } run;
 
-static void slurp(int fd, char *buf, size_t cap) {
-  size_t n = 0;
-  ssize_t r;
-  while ((r = read(fd, buf + n, cap - 1 - n)) > 0) n += (size_t)r;
+/* The file at path into buf (up to cap - 1 bytes, NUL-terminated), then removed. */
+static void slurp(const char *path, char *buf, size_t cap) {
+  FILE *f = fopen(path, "r");
+  size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
   buf[n] = '\0';
+  if (f) fclose(f);
+  unlink(path);
 }
 
 /* Runs idemctl --addr A --tenant T args... (NULL-terminated). */
@@ -63,27 +63,13 @@ static run *ctl(const char *first, ...) {
   va_end(ap);
   argv[argc] = NULL;
   run *r = calloc(1, sizeof *r);
-  int o[2], e[2];
-  cr_assert(pipe(o) == 0 && pipe(e) == 0);
-  pid_t pid = fork();
-  cr_assert(pid >= 0);
-  if (pid == 0) {
-    dup2(o[1], 1);
-    dup2(e[1], 2);
-    close(o[0]);
-    close(e[0]);
-    execv(IDEMCTL_BIN, (char *const *)argv);
-    _exit(127);
-  }
-  close(o[1]);
-  close(e[1]);
-  slurp(o[0], r->out, sizeof r->out); /* small outputs: stderr fits the pipe meanwhile */
-  slurp(e[0], r->err, sizeof r->err);
-  close(o[0]);
-  close(e[0]);
-  int st;
-  waitpid(pid, &st, 0);
-  r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+  char tag[64], out[96], err[96];
+  h_unique("idemctl", tag, sizeof tag);
+  snprintf(out, sizeof out, "/tmp/idem-%s.out", tag);
+  snprintf(err, sizeof err, "/tmp/idem-%s.err", tag);
+  r->status = spawn_run(argv, &(spawn_opts){.out_log = out, .err_log = err}, 60000);
+  slurp(out, r->out, sizeof r->out);
+  slurp(err, r->err, sizeof r->err);
   return r;
 }
 
@@ -255,19 +241,7 @@ Test(incident, drill) {
 Test(incident, unavailable_is_exit_3) {
   const char *argv[] = {IDEMCTL_BIN, "--addr", "127.0.0.1:1", "--deadline-ms",
                         "300",       "status", NULL};
-  pid_t pid = fork();
-  cr_assert(pid >= 0);
-  if (pid == 0) {
-    int devnull = open("/dev/null", O_WRONLY);
-    dup2(devnull, 1);
-    dup2(devnull, 2);
-    execv(IDEMCTL_BIN, (char *const *)argv);
-    _exit(127);
-  }
-  int st;
-  waitpid(pid, &st, 0);
-  cr_assert(WIFEXITED(st));
-  cr_assert_eq(WEXITSTATUS(st), 3);
+  cr_assert_eq(spawn_run(argv, &(spawn_opts){.log = "/dev/null"}, 60000), 3);
 }
 
 Test(incident, json_log_lines) {

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -245,13 +244,13 @@ Test(policy, config_file_seeds_policies_and_flags_win, .timeout = 60) {
 
   /* a bad file: exit status 2 with the line named */
   write_text(file, "[policy a/b]\nretention = 91d\n");
-  char cmd[512];
-  snprintf(cmd, sizeof cmd, "'%s' --pg '%s' --config '%s' >/dev/null 2>&1",
-           h_env("IDEM_COORDINATOR_BIN"), h_env("IDEM_TEST_PG_URL"), file);
-  int st = system(cmd);
-  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "bad config: status %d", st);
+  const char *argv[] = {h_env("IDEM_COORDINATOR_BIN"), "--pg", h_env("IDEM_TEST_PG_URL"),
+                        "--config", file, NULL};
+  const spawn_opts quiet = {.log = "/dev/null"};
+  int st = spawn_run(argv, &quiet, 60000);
+  cr_assert_eq(st, 2, "bad config: status %d", st);
   write_text(file, "reaper-interval = soon\n");
-  st = system(cmd);
-  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "bad option value: status %d", st);
+  st = spawn_run(argv, &quiet, 60000);
+  cr_assert_eq(st, 2, "bad option value: status %d", st);
   unlink(file);
 }

@@ -1,11 +1,11 @@
 /* shop.h — acceptance-test support for the saga example: a real idem-coordinator (the
- * integration harness), the three example services as real processes on loopback, each with its
+ * shared harness), the three example services as real processes on loopback, each with its
  * own schema in $IDEM_TEST_PG_URL, and the cross-check of the four tables.
  *
  * Every shop has its own tenant and schemas (<prefix>_order, _payment, _inventory), so tests
- * run in parallel. Processes are forked from the calling thread with PR_SET_PDEATHSIG, so they
- * die with the test if it is killed: fork, restart and kill services from the test's main
- * thread only. Waits are conditions polled against deadlines.
+ * run in parallel. Processes are started with spawn_start (spawn.h), so they die with the test
+ * if it is killed: start, restart and kill services from the test's main thread only. Waits
+ * are conditions polled against deadlines.
  */
 #ifndef SAGA_SHOP_H
 #define SAGA_SHOP_H

@@ -1,18 +1,10 @@
 /* support_shop.c — see shop.h. */
-#include <arpa/inet.h>
 #include <criterion/criterion.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <libgen.h>
-#include <netinet/in.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "shop.h"
@@ -29,7 +21,7 @@ static void bin_path(const char *name, char *out, size_t n) {
   snprintf(out, n, "%s/../saga-examples/saga-%s", server_dir, name);
 }
 
-/* Forks and execs v with its output appended to v->log; sets v->pid, counts the start. */
+/* Starts v (spawn_start) with its output appended to v->log; sets v->pid, counts the start. */
 static pid_t svc_spawn(shop *s, svc *v, const char *const *extra) {
   char bin[600], lease[16], threads[16];
   bin_path(v->name, bin, sizeof bin);
@@ -70,21 +62,7 @@ static pid_t svc_spawn(shop *s, svc *v, const char *const *extra) {
   for (int i = 0; extra && extra[i] && n < 38; i++) argv[n++] = extra[i];
   argv[n] = NULL;
 
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  cr_assert(pid >= 0, "fork: %s", strerror(errno));
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
-    int fd = open(v->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd >= 0) {
-      dup2(fd, 1);
-      dup2(fd, 2);
-      close(fd);
-    }
-    execv(bin, (char *const *)argv);
-    _exit(127);
-  }
+  pid_t pid = spawn_start(argv, &(spawn_opts){.log = v->log, .append = true});
   v->pid = pid;
   v->starts++;
   return pid;
@@ -112,15 +90,13 @@ void svc_start(shop *s, svc *v, const char *const *extra) {
 
 void svc_kill9(svc *v) {
   if (v->pid <= 0) return;
-  kill(v->pid, SIGKILL);
-  waitpid(v->pid, NULL, 0);
+  spawn_kill(v->pid);
   v->pid = 0;
 }
 
 bool svc_exited(svc *v) {
   if (v->pid <= 0) return true;
-  int st;
-  if (waitpid(v->pid, &st, WNOHANG) == v->pid) {
+  if (spawn_reap(v->pid, NULL)) {
     v->pid = 0;
     return true;
   }
@@ -138,21 +114,9 @@ bool svc_wait_exit(svc *v, int64_t timeout_ms) {
 
 static int svc_stop(svc *v) {
   if (v->pid <= 0) return 0;
-  kill(v->pid, SIGTERM);
-  int64_t end = h_now_ms() + 20000;
-  int st = 0;
-  for (;;) {
-    if (waitpid(v->pid, &st, WNOHANG) == v->pid) break;
-    if (h_now_ms() > end) {
-      kill(v->pid, SIGKILL);
-      waitpid(v->pid, &st, 0);
-      v->pid = 0;
-      return -1;
-    }
-    h_sleep_ms(10);
-  }
+  int st = spawn_stop(v->pid, 20000);
   v->pid = 0;
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return st;
 }
 
 static void init_svc(shop *s, svc *v, const char *name) {

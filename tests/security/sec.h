@@ -55,12 +55,8 @@ idem_options sec_opts(const srv *s, const char *ca, const sec_pair *client, cons
 idem_client *sec_connect(const idem_options *o);
 
 /* Starts idem-coordinator --pg $IDEM_TEST_PG_URL args... (NULL-terminated) with its output
- * into log; returns the pid. */
+ * into log (spawn_start); returns the pid (spawn_stop / spawn_wait end it). */
 pid_t sec_spawn(const char *const *args, const char *log);
-
-/* Waits up to timeout_ms for pid to exit: its exit status (128 + signal), or -1 when it had to
- * be killed. */
-int sec_wait_exit(pid_t pid, int64_t timeout_ms);
 
 /* Runs idem-coordinator with args (NULL-terminated, after --pg) and waits up to 20 s for it to
  * exit; returns its exit status, its stderr in out. For start-up errors. */

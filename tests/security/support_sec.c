@@ -3,39 +3,21 @@
 
 #include <criterion/criterion.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 /* Runs argv (argv[0] looked up in PATH) with stdout and stderr into log; asserts exit 0. */
 static void run(const char *log, const char *const *argv) {
-  pid_t pid = fork();
-  cr_assert(pid >= 0, "fork: %s", strerror(errno));
-  if (pid == 0) {
-    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-    if (fd >= 0) {
-      dup2(fd, 1);
-      dup2(fd, 2);
-      close(fd);
-    }
-    execvp(argv[0], (char *const *)argv);
-    _exit(127);
-  }
-  int st = 0;
-  cr_assert_eq(waitpid(pid, &st, 0), pid);
-  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+  int st = spawn_run(argv, &(spawn_opts){.log = log, .append = true}, 60000);
+  if (st != 0) {
     FILE *f = fopen(log, "r");
     char line[512];
     while (f && fgets(line, sizeof line, f)) fputs(line, stderr);
     if (f) fclose(f);
-    cr_assert_fail("%s %s failed (status %d; 127 = not installed)", argv[0], argv[1],
-                   WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    cr_assert_fail("%s %s failed (status %d; 127 = not installed)", argv[0], argv[1], st);
   }
 }
 
@@ -104,12 +86,7 @@ void sec_pki_make(sec_pki *p) {
 void sec_pki_free(sec_pki *p) {
   if (!p->dir[0]) return;
   const char *argv[] = {"rm", "-rf", p->dir, NULL};
-  pid_t pid = fork();
-  if (pid == 0) {
-    execvp(argv[0], (char *const *)argv);
-    _exit(127);
-  }
-  if (pid > 0) waitpid(pid, NULL, 0);
+  spawn_run(argv, NULL, 30000);
   p->dir[0] = '\0';
 }
 
@@ -157,39 +134,13 @@ pid_t sec_spawn(const char *const *args, const char *log) {
   argv[argc++] = h_env("IDEM_TEST_PG_URL");
   for (int i = 0; args[i] && argc < 31; i++) argv[argc++] = args[i];
   argv[argc] = NULL;
-  pid_t pid = fork();
-  cr_assert(pid >= 0);
-  if (pid == 0) {
-    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd >= 0) {
-      dup2(fd, 1);
-      dup2(fd, 2);
-      close(fd);
-    }
-    execv(argv[0], (char *const *)argv);
-    _exit(127);
-  }
-  return pid;
-}
-
-int sec_wait_exit(pid_t pid, int64_t timeout_ms) {
-  int st = 0;
-  int64_t deadline = h_now_ms() + timeout_ms;
-  while (waitpid(pid, &st, WNOHANG) != pid) {
-    if (h_now_ms() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &st, 0);
-      return -1;
-    }
-    h_sleep_ms(10);
-  }
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return spawn_start(argv, &(spawn_opts){.log = log});
 }
 
 int sec_run_to_exit(const char *const *args, char *out, size_t out_len) {
   char log[64];
   snprintf(log, sizeof log, "/tmp/idem-sec-run-%d.log", (int)getpid());
-  int rc = sec_wait_exit(sec_spawn(args, log), 20000);
+  int rc = spawn_wait(sec_spawn(args, log), 20000);
   cr_assert_neq(rc, -1, "idem-coordinator did not exit within 20 s");
   out[0] = '\0';
   FILE *f = fopen(log, "r");

@@ -1,11 +1,9 @@
 /* idemctl against a coordinator with mTLS and tokens (IDEMCTL_BIN, set by tests/CMakeLists.txt):
  * the --tls-* flags and their environment variables, --token, and the exit codes of refusals. */
 #include <criterion/criterion.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "sec.h"
@@ -53,24 +51,13 @@ static int ctl(const char *const *env, const char *const *args, char *err, size_
   argv[argc] = NULL;
   char errf[SEC_PATH + 16];
   snprintf(errf, sizeof errf, "%s/idemctl.err", P.dir);
-  pid_t pid = fork();
-  cr_assert(pid >= 0);
-  if (pid == 0) {
-    int fd = open(errf, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    int null = open("/dev/null", O_WRONLY);
-    if (fd >= 0) dup2(fd, 2);
-    if (null >= 0) dup2(null, 1);
-    for (int i = 0; env && env[i]; i++) putenv((char *)env[i]);
-    execv(argv[0], (char *const *)argv);
-    _exit(127);
-  }
-  int st = 0;
-  cr_assert_eq(waitpid(pid, &st, 0), pid);
+  int st = spawn_run(argv, &(spawn_opts){.out_log = "/dev/null", .err_log = errf, .env = env},
+                     60000);
   FILE *f = fopen(errf, "r");
   size_t n = f ? fread(err, 1, err_len - 1, f) : 0;
   err[n] = '\0';
   if (f) fclose(f);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+  return st;
 }
 
 Test(idemctl, tls_flags_certificates_and_tokens) {

@@ -2,7 +2,6 @@
  * CA, refusals for a wrong CA, a wrong name and plaintext, and start-up errors naming the flag. */
 #include <criterion/criterion.h>
 #include <stdio.h>
-#include <signal.h>
 #include <string.h>
 
 #include "sec.h"
@@ -116,8 +115,7 @@ Test(tls, off_loopback_needs_tls_or_insecure) {
   snprintf(log, sizeof log, "%s/offloop.log", P.dir);
   pid_t pid = sec_spawn(args, log);
   bool listening = sec_wait_file_contains(log, "listening", 30000);
-  kill(pid, SIGTERM);
-  int rc = sec_wait_exit(pid, 20000);
+  int rc = spawn_stop(pid, 20000);
   cr_expect(listening, "no 'listening' line in %s", log);
   cr_expect_eq(rc, 0);
   cr_expect(!sec_file_contains(log, "plaintext"), "no plaintext warning with TLS");

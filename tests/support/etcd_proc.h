@@ -7,10 +7,10 @@
 #include <sys/types.h>
 
 typedef struct etcd_proc {
-  pid_t pid;          /* 0 when not running */
+  pid_t pid; /* 0 when not running */
   int client_port, peer_port;
-  char url[64];       /* "http://127.0.0.1:PORT" */
-  char dir[128];      /* temporary: data directory and log */
+  char url[64];  /* "http://127.0.0.1:PORT" */
+  char dir[128]; /* temporary: data directory and log */
 } etcd_proc;
 
 /* Starts etcd and waits (15 s) until it answers. Fails the test on error. */

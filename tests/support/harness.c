@@ -1,75 +1,17 @@
+/* harness.c — see harness.h: the coordinator as a process, clients, SQL on the test database,
+ * raw gRPC calls. */
 #include "harness.h"
 
-#include <arpa/inet.h>
 #include <criterion/criterion.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <grpc/byte_buffer.h>
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
 #include <libpq-fe.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
-
-const char *h_env(const char *name) {
-  const char *v = getenv(name);
-  cr_assert(v && *v, "environment variable %s is not set: run the tests through scripts/test",
-            name);
-  return v;
-}
-
-int64_t h_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-void h_sleep_ms(int64_t ms) {
-  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
-
-int h_free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  cr_assert(fd >= 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  cr_assert(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
-  socklen_t len = sizeof a;
-  cr_assert(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-bool h_port_open(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return false;
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bool ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
-  close(fd);
-  return ok;
-}
-
-void h_unique(const char *prefix, char *out, size_t n) {
-  static atomic_int counter;
-  uint32_t r = 0;
-  cr_assert(getrandom(&r, sizeof r, 0) == sizeof r);
-  snprintf(out, n, "%s-%d-%d-%08x", prefix, (int)getpid(), atomic_fetch_add(&counter, 1), r);
-}
-
-void h_tenant(char out[64]) { h_unique("t", out, 64); }
 
 idem_client *h_client(const srv *s, const char *tenant, int64_t deadline_ms) {
   idem_options o = {.address = s->addr, .tenant = tenant, .deadline_ms = deadline_ms};
@@ -80,97 +22,12 @@ idem_client *h_client(const srv *s, const char *tenant, int64_t deadline_ms) {
   return c;
 }
 
-void h_dump_log(const char *path) {
-  FILE *f = fopen(path, "r");
-  if (!f) return;
-  char line[1024];
-  fprintf(stderr, "--- %s\n", path);
-  while (fgets(line, sizeof line, f)) fputs(line, stderr);
-  fclose(f);
-}
-
-void h_srv_dump_log(const srv *s) { h_dump_log(s->log_path); }
-
-/* Servers still running when the test process exits (a failed assertion skips h_srv_stop) are
- * killed then, so a failing test leaves no coordinator behind. */
-#define MAX_LIVE 16
-static pid_t live_pids[MAX_LIVE];
-
-static void kill_live(void) {
-  for (int i = 0; i < MAX_LIVE; i++) {
-    /* only a child that is still running (a pid reaped elsewhere is not ours any more) */
-    if (live_pids[i] > 0 && waitpid(live_pids[i], NULL, WNOHANG) == 0) {
-      kill(live_pids[i], SIGKILL);
-      waitpid(live_pids[i], NULL, 0);
-    }
-    live_pids[i] = 0;
-  }
-}
-
-static void track(pid_t pid, bool add) {
-  static bool registered;
-  if (!registered) {
-    atexit(kill_live);
-    registered = true;
-  }
-  for (int i = 0; i < MAX_LIVE; i++)
-    if (add ? live_pids[i] == 0 : live_pids[i] == pid) {
-      live_pids[i] = add ? pid : 0;
-      return;
-    }
+void h_srv_dump_log(const srv *s) {
+  h_dump_log(s->log_path);
 }
 
 void h_srv_start(srv *s, const char *pg_url, const char *const *extra_args) {
   h_srv_start_probe(s, pg_url, extra_args, NULL);
-}
-
-int h_log_count(const char *path, const char *needle) {
-  FILE *f = fopen(path, "r");
-  if (!f) return 0;
-  char line[2048];
-  int n = 0;
-  while (fgets(line, sizeof line, f)) n += strstr(line, needle) != NULL;
-  fclose(f);
-  return n;
-}
-
-/* Forks and execs the coordinator with its output in s->log_path; sets s->pid. */
-static void spawn(srv *s, const char *bin, const char *const *argv) {
-  pid_t pid = fork();
-  cr_assert(pid >= 0, "fork: %s", strerror(errno));
-  if (pid == 0) {
-    int fd = open(s->log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) {
-      dup2(fd, 1);
-      dup2(fd, 2);
-      close(fd);
-    }
-    execv(bin, (char *const *)argv);
-    _exit(127);
-  }
-  s->pid = pid;
-  track(pid, true);
-}
-
-bool h_wait_listening(pid_t pid, const char *log, int port, int listened, int refused,
-                      const char *what) {
-  /* polling the port as well keeps a client's channel out of gRPC's reconnect backoff */
-  int64_t deadline = h_now_ms() + 30000;
-  while (!(h_log_count(log, "listening") > listened && h_port_open(port))) {
-    int wst;
-    if (waitpid(pid, &wst, WNOHANG) == pid) {
-      track(pid, false);
-      if (h_log_count(log, "cannot listen") > refused) return false;
-      h_dump_log(log);
-      cr_assert_fail("%s exited during start-up", what);
-    }
-    if (h_now_ms() > deadline) {
-      h_dump_log(log);
-      cr_assert_fail("%s did not listen within 30 s", what);
-    }
-    h_sleep_ms(5);
-  }
-  return true;
 }
 
 /* Ready = this coordinator logged "listening", then Admin.GetStatus answers; on another port
@@ -195,7 +52,7 @@ void h_srv_start_probe(srv *s, const char *pg_url, const char *const *extra_args
     argv[argc++] = pg_url;
     for (int i = 0; extra_args && extra_args[i] && argc < 30; i++) argv[argc++] = extra_args[i];
     argv[argc] = NULL;
-    spawn(s, bin, argv);
+    s->pid = spawn_start(argv, &(spawn_opts){.log = s->log_path});
     if (h_wait_listening(s->pid, s->log_path, s->port, 0, 0, "idem-coordinator")) break;
     s->pid = 0;
     if (attempt == H_START_TRIES) {
@@ -220,27 +77,10 @@ void h_srv_start_probe(srv *s, const char *pg_url, const char *const *extra_args
 
 int h_srv_stop(srv *s) {
   if (s->pid <= 0) return -1;
-  track(s->pid, false);
-  kill(s->pid, SIGTERM);
-  int64_t deadline = h_now_ms() + 20000;
-  int wst = 0;
-  for (;;) {
-    pid_t r = waitpid(s->pid, &wst, WNOHANG);
-    if (r == s->pid) break;
-    if (h_now_ms() > deadline) {
-      kill(s->pid, SIGKILL);
-      waitpid(s->pid, &wst, 0);
-      s->pid = 0;
-      return -1;
-    }
-    h_sleep_ms(10);
-  }
+  int st = spawn_stop(s->pid, 20000);
   s->pid = 0;
-  if (WIFEXITED(wst)) {
-    if (WEXITSTATUS(wst) == 0 && !s->keep_log) unlink(s->log_path);
-    return WEXITSTATUS(wst);
-  }
-  return 128 + (WIFSIGNALED(wst) ? WTERMSIG(wst) : 0);
+  if (st == 0 && !s->keep_log) unlink(s->log_path);
+  return st;
 }
 
 long long h_sql_int(const char *sql, int nparams, const char *const *params) {
@@ -264,11 +104,11 @@ int h_raw_call(const char *addr, const char *method, const char *tenant, const v
   grpc_channel *ch = grpc_channel_create(addr, creds, NULL);
   grpc_channel_credentials_release(creds);
   grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
-  gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
-                                       gpr_time_from_millis(5000, GPR_TIMESPAN));
+  gpr_timespec deadline =
+      gpr_time_add(gpr_now(GPR_CLOCK_REALTIME), gpr_time_from_millis(5000, GPR_TIMESPAN));
   grpc_slice mslice = grpc_slice_from_copied_string(method);
-  grpc_call *call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, mslice, NULL,
-                                             deadline, NULL);
+  grpc_call *call =
+      grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, mslice, NULL, deadline, NULL);
   grpc_slice_unref(mslice);
 
   grpc_metadata md = {0};

@@ -13,6 +13,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "spawn.h"
+#include "testutil.h"
+
 typedef struct srv {
   pid_t pid;
   int port;
@@ -20,9 +23,6 @@ typedef struct srv {
   char log_path[256];
   bool keep_log; /* h_srv_stop leaves the log even after a clean exit (the caller reads it) */
 } srv;
-
-/* An environment variable that must be set (fails the test with a clear message if not). */
-const char *h_env(const char *name);
 
 /* Starts idem-coordinator ($IDEM_COORDINATOR_BIN) on a free port against pg_url (NULL =
  * $IDEM_TEST_PG_URL) with extra args (NULL-terminated, may be NULL), and waits until
@@ -40,20 +40,8 @@ int h_srv_stop(srv *s);
 /* Prints the last lines of the server's log to stderr (for failures). */
 void h_srv_dump_log(const srv *s);
 
-/* A fresh tenant name unique to this process and call: "t-<pid>-<n>-<rand>". */
-void h_tenant(char out[64]);
-
-/* A fresh global id / service-safe unique suffix. */
-void h_unique(const char *prefix, char *out, size_t n);
-
 /* Connects a client to s for tenant (deadline_ms 0 = 2000). Fails the test on error. */
 idem_client *h_client(const srv *s, const char *tenant, int64_t deadline_ms);
-
-/* Monotonic milliseconds. */
-int64_t h_now_ms(void);
-
-/* Sleeps ms milliseconds (only between polls of a condition). */
-void h_sleep_ms(int64_t ms);
 
 /* Runs one SQL statement with text params against $IDEM_TEST_PG_URL and returns the first
  * column of the first row as an integer (-1 if no row). Fails the test on error. */
@@ -71,26 +59,5 @@ long long h_tenant_hash(const char *t);
 /* The value of one sample (exact name and labels, e.g. `idem_x_total{k="v"}`) on the
  * coordinator's /metrics at 127.0.0.1:port; -1 when absent (metrics.c). */
 double h_metric(int port, const char *series);
-
-/* A free TCP port on 127.0.0.1. */
-int h_free_port(void);
-/* Whether something accepts TCP connections on 127.0.0.1:port. */
-bool h_port_open(int port);
-/* How many lines of the file at path hold needle (0 without the file): a process's log. */
-int h_log_count(const char *path, const char *needle);
-/* Copies the file at path (a process's log) to stderr. */
-void h_dump_log(const char *path);
-
-/* A free port is only free until someone binds it: the test processes Criterion runs side by
- * side (--jobs=2) each pick ports, and two once picked the same one. Waits until the process
- * pid (its output in log) listens on 127.0.0.1:port: one more line than `listened` holds
- * "listening" (it bound the port, so nobody else answers there) and the port accepts. False
- * when it exited after one more line than `refused` holding "cannot listen" (the port was
- * taken after h_free_port chose it: the caller tries another, at most H_START_TRIES times in
- * all); a process that exits otherwise, or does not listen within 30 s, fails the test with
- * its log. */
-#define H_START_TRIES 5
-bool h_wait_listening(pid_t pid, const char *log, int port, int listened, int refused,
-                      const char *what);
 
 #endif
