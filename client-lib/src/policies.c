@@ -137,7 +137,7 @@ static pentry *lookup(idem__pcache *p, const char *svc, const char *op, bool cre
   return e;
 }
 
-/* Fetches and stores; returns the call's code. */
+/* Fetches and stores; returns the call's code, or IDEM_NOMEM when the answer could not be kept. */
 static int fetch(idem_client *c, const char *svc, const char *op, int64_t timeout_ms,
                  idem_error *err) {
   idem__pcache *p = idem__client_pcache(c);
@@ -159,6 +159,8 @@ static int fetch(idem_client *c, const char *svc, const char *op, int64_t timeou
   }
   pthread_mutex_unlock(&p->mu);
   if (rc == IDEM_OK) idem__v1__policy__free_unpacked(resp, NULL);
+  /* fetched but not kept: no memory for the entry (the coordinator refuses names too long) */
+  if (rc == IDEM_OK && !e) rc = idem__fail(err, IDEM_NOMEM, "out of memory");
   return rc;
 }
 
