@@ -11,31 +11,17 @@
 #include "harness.h"
 #include "pbenc.h"
 
-static srv S;
-static idem_client *C;
-static char T[64];
 static char LIVE[96]; /* the live step's global id: svc/op FORWARD, attempt 1 */
 static int n_tried;
 
-static void setup(void) {
-  h_srv_start(&S, NULL, NULL);
-  h_tenant(T);
-  C = h_client(&S, T, 0);
-}
-static void teardown(void) {
-  idem_close(C);
-  cr_assert_eq(h_srv_stop(&S), 0);
-}
+TestSuite(bad_input_table, .init = h_setup, .fini = h_teardown, .timeout = 120);
 
-TestSuite(bad_input_table, .init = setup, .fini = teardown, .timeout = 120);
-
-
-/* Sends req to /idem.v1.<method> as tenant (NULL = T), expects INVALID_ARGUMENT naming field. */
+/* Sends req to /idem.v1.<method> as tenant (NULL = H.t), expects INVALID_ARGUMENT naming field. */
 static void bad_as(const char *tenant, const char *method, const char *what, pbuf *req,
                    const char *field) {
   char path[96], d[400];
   snprintf(path, sizeof path, "/idem.v1.%s", method);
-  int st = h_raw_call(S.addr, path, tenant ? tenant : T, req->b, req->n, d, sizeof d);
+  int st = h_raw_call(H.s.addr, path, tenant ? tenant : H.t, req->b, req->n, d, sizeof d);
   cr_expect_eq(st, IDEM_INVALID_ARGUMENT, "%s, %s: status %d (%s)", method, what, st, d);
   cr_expect(strstr(d, field), "%s, %s: '%s' does not name %s", method, what, d, field);
   n_tried++;
@@ -253,24 +239,24 @@ Test(bad_input_table, every_bad_input_is_invalid_argument_naming_the_field_nothi
   idem_step_key k = {LIVE, "svc", "op", IDEM_FORWARD};
   idem_begin b = {0};
   idem_error e = {0};
-  cr_assert_eq(idem_step_begin(C, &k, NULL, 0, 0, &b, &e), IDEM_OK, "%s", e.message);
+  cr_assert_eq(idem_step_begin(H.c, &k, NULL, 0, 0, &b, &e), IDEM_OK, "%s", e.message);
   idem_begin_clear(&b);
-  long long before = h_tenant_hash(T);
+  long long before = h_tenant_hash(H.t);
 
   step_rpcs();
   saga_and_admin_rpcs();
 
   printf("bad inputs tried: %d\n", n_tried);
   cr_assert_geq(n_tried, 40);
-  cr_assert_eq(h_tenant_hash(T), before, "something was stored");
+  cr_assert_eq(h_tenant_hash(H.t), before, "something was stored");
   const char *p[] = {"a/b", "a b"};
   cr_assert_eq(h_sql_int("select count(*) from idem_steps where tenant in ($1, $2)", 2, p), 0);
   /* the live step is as it was, and a good request still works */
   idem_record r = {0};
-  cr_assert_eq(idem_step_lookup(C, &k, &r, &e), IDEM_OK, "%s", e.message);
+  cr_assert_eq(idem_step_lookup(H.c, &k, &r, &e), IDEM_OK, "%s", e.message);
   cr_assert_eq(r.state, IDEM_STATE_IN_PROGRESS);
   cr_assert_eq(r.attempt, 1);
   idem_record_clear(&r);
-  cr_assert_eq(idem_step_complete(C, &k, 1, IDEM_OUTCOME_SUCCEEDED, 0, NULL, 0, NULL, &e), IDEM_OK,
-               "%s", e.message);
+  cr_assert_eq(idem_step_complete(H.c, &k, 1, IDEM_OUTCOME_SUCCEEDED, 0, NULL, 0, NULL, &e),
+               IDEM_OK, "%s", e.message);
 }

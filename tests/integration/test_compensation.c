@@ -4,21 +4,7 @@
 
 #include "harness.h"
 
-static srv S;
-static idem_client *C;
-static char T[64];
-
-static void setup(void) {
-  h_srv_start(&S, NULL, NULL);
-  h_tenant(T);
-  C = h_client(&S, T, 0);
-}
-static void teardown(void) {
-  idem_close(C);
-  cr_assert_eq(h_srv_stop(&S), 0);
-}
-
-TestSuite(compensation, .init = setup, .fini = teardown, .timeout = 60);
+TestSuite(compensation, .init = h_setup, .fini = h_teardown, .timeout = 60);
 
 typedef struct pair {
   char gid[96];
@@ -35,13 +21,13 @@ static void mkpair(pair *p) {
 static int begin(const idem_step_key *k, const char *fp, uint32_t lease, idem_begin *b,
                  idem_error *e) {
   memset(b, 0, sizeof *b);
-  return idem_step_begin(C, k, (const uint8_t *)fp, fp ? strlen(fp) : 0, lease, b, e);
+  return idem_step_begin(H.c, k, (const uint8_t *)fp, fp ? strlen(fp) : 0, lease, b, e);
 }
 
 static idem_state state_of(const idem_step_key *k) {
   idem_record r = {0};
   idem_error e = {0};
-  int rc = idem_step_lookup(C, k, &r, &e);
+  int rc = idem_step_lookup(H.c, k, &r, &e);
   cr_assert_eq(rc, IDEM_OK, "lookup: %s", e.message);
   idem_state s = r.state;
   idem_record_clear(&r);
@@ -50,7 +36,7 @@ static idem_state state_of(const idem_step_key *k) {
 
 static void complete(const idem_step_key *k, uint64_t attempt, idem_outcome o) {
   idem_error e = {0};
-  cr_assert_eq(idem_step_complete(C, k, attempt, o, 0, NULL, 0, NULL, &e), IDEM_OK, "%s",
+  cr_assert_eq(idem_step_complete(H.c, k, attempt, o, 0, NULL, 0, NULL, &e), IDEM_OK, "%s",
                e.message);
 }
 
@@ -64,7 +50,7 @@ Test(compensation, no_forward_is_a_null_compensation_and_leaves_a_tombstone) {
   cr_assert_eq(state_of(&p.fwd), IDEM_STATE_ABANDONED);
   cr_assert_eq(state_of(&p.comp), IDEM_STATE_SUCCEEDED);
   idem_record r = {0};
-  cr_assert_eq(idem_step_lookup(C, &p.comp, &r, &e), IDEM_OK);
+  cr_assert_eq(idem_step_lookup(H.c, &p.comp, &r, &e), IDEM_OK);
   cr_assert_eq(r.attempt, 0, "no caller executed the null compensation");
   idem_record_clear(&r);
   /* asked again: the ABANDONED row, the compensation record decides: null again */
@@ -105,7 +91,7 @@ Test(compensation, forward_in_progress_is_aborted) {
   cr_assert_gt(e.retry_after_ms, 0);
   cr_assert_eq(state_of(&p.fwd), IDEM_STATE_IN_PROGRESS);
   idem_record r = {0};
-  cr_assert_eq(idem_step_lookup(C, &p.comp, &r, &e), IDEM_NOT_FOUND, "nothing stored");
+  cr_assert_eq(idem_step_lookup(H.c, &p.comp, &r, &e), IDEM_NOT_FOUND, "nothing stored");
   idem_begin_clear(&f);
 }
 
@@ -126,7 +112,7 @@ Test(compensation, expired_forward_is_abandoned_and_compensation_proceeds) {
   cr_assert_eq(c.attempt, 1);
   cr_assert_eq(state_of(&p.fwd), IDEM_STATE_ABANDONED);
   /* the forward's late Complete is refused */
-  cr_assert_eq(idem_step_complete(C, &p.fwd, 1, IDEM_OUTCOME_SUCCEEDED, 0, NULL, 0, NULL, &e),
+  cr_assert_eq(idem_step_complete(H.c, &p.fwd, 1, IDEM_OUTCOME_SUCCEEDED, 0, NULL, 0, NULL, &e),
                IDEM_ABORTED);
   idem_begin_clear(&f);
   idem_begin_clear(&c);

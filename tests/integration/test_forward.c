@@ -5,21 +5,7 @@
 
 #include "harness.h"
 
-static srv S;
-static idem_client *C;
-static char T[64];
-
-static void setup(void) {
-  h_srv_start(&S, NULL, NULL);
-  h_tenant(T);
-  C = h_client(&S, T, 0);
-}
-static void teardown(void) {
-  idem_close(C);
-  cr_assert_eq(h_srv_stop(&S), 0, "server did not drain and exit 0 on SIGTERM");
-}
-
-TestSuite(forward, .init = setup, .fini = teardown, .timeout = 60);
+TestSuite(forward, .init = h_setup, .fini = h_teardown, .timeout = 60);
 
 static idem_step_key key_fwd(char *gid, size_t n) {
   h_unique("g", gid, n);
@@ -30,14 +16,14 @@ static idem_step_key key_fwd(char *gid, size_t n) {
 static idem_begin begin_ok(const idem_step_key *k, const char *fp, uint32_t lease_ms) {
   idem_begin b = {0};
   idem_error e = {0};
-  int rc = idem_step_begin(C, k, (const uint8_t *)fp, fp ? strlen(fp) : 0, lease_ms, &b, &e);
+  int rc = idem_step_begin(H.c, k, (const uint8_t *)fp, fp ? strlen(fp) : 0, lease_ms, &b, &e);
   cr_assert_eq(rc, IDEM_OK, "BeginStep: %s (%s)", idem_strerror(rc), e.message);
   return b;
 }
 
 static int begin_err(const idem_step_key *k, const char *fp, idem_error *e) {
   idem_begin b = {0};
-  int rc = idem_step_begin(C, k, (const uint8_t *)fp, fp ? strlen(fp) : 0, 0, &b, e);
+  int rc = idem_step_begin(H.c, k, (const uint8_t *)fp, fp ? strlen(fp) : 0, 0, &b, e);
   idem_begin_clear(&b);
   return rc;
 }
@@ -45,7 +31,7 @@ static int begin_err(const idem_step_key *k, const char *fp, idem_error *e) {
 static void complete_ok(const idem_step_key *k, uint64_t attempt, idem_outcome o, int32_t code,
                         const char *body) {
   idem_error e = {0};
-  int rc = idem_step_complete(C, k, attempt, o, code, body, body ? strlen(body) : 0, NULL, &e);
+  int rc = idem_step_complete(H.c, k, attempt, o, code, body, body ? strlen(body) : 0, NULL, &e);
   cr_assert_eq(rc, IDEM_OK, "CompleteStep: %s (%s)", idem_strerror(rc), e.message);
 }
 
@@ -59,10 +45,10 @@ Test(forward, nothing_stored_proceeds_with_attempt_1) {
   cr_assert_gt(b.lease_expires_unix_ms, 0);
   idem_record r = {0};
   idem_error e = {0};
-  cr_assert_eq(idem_step_lookup(C, &k, &r, &e), IDEM_OK, "%s", e.message);
+  cr_assert_eq(idem_step_lookup(H.c, &k, &r, &e), IDEM_OK, "%s", e.message);
   cr_assert_eq(r.state, IDEM_STATE_IN_PROGRESS);
   cr_assert_eq(r.attempt, 1);
-  cr_assert_str_eq(r.tenant, T);
+  cr_assert_str_eq(r.tenant, H.t);
   cr_assert_eq(r.fingerprint_len, 4);
   cr_assert_eq(memcmp(r.fingerprint, "fp-1", 4), 0);
   /* default policy lease: 30 s */
@@ -94,7 +80,7 @@ Test(forward, expired_lease_is_taken_over_with_attempt_2) {
   int64_t deadline = h_now_ms() + 5000;
   for (;;) {
     idem_error e = {0};
-    int rc = idem_step_begin(C, &k, NULL, 0, 0, &b2, &e);
+    int rc = idem_step_begin(H.c, &k, NULL, 0, 0, &b2, &e);
     if (rc == IDEM_OK) break;
     cr_assert_eq(rc, IDEM_ABORTED, "%s", e.message);
     cr_assert_lt(h_now_ms(), deadline, "no takeover within 5 s of a 200 ms lease");
@@ -106,7 +92,7 @@ Test(forward, expired_lease_is_taken_over_with_attempt_2) {
 
   /* the first attempt's late Complete is refused: lease lost */
   idem_error e = {0};
-  int rc = idem_step_complete(C, &k, 1, IDEM_OUTCOME_SUCCEEDED, 0, "late", 4, NULL, &e);
+  int rc = idem_step_complete(H.c, &k, 1, IDEM_OUTCOME_SUCCEEDED, 0, "late", 4, NULL, &e);
   cr_assert_eq(rc, IDEM_ABORTED, "late complete: %s", idem_strerror(rc));
   cr_assert(strstr(e.message, "lease lost"), "message: %s", e.message);
 
@@ -173,7 +159,7 @@ Test(forward, retryable_releases_the_key) {
   complete_ok(&k, 1, IDEM_OUTCOME_RETRYABLE, 429, "rate limited");
   idem_record r = {0};
   idem_error e = {0};
-  cr_assert_eq(idem_step_lookup(C, &k, &r, &e), IDEM_OK);
+  cr_assert_eq(idem_step_lookup(H.c, &k, &r, &e), IDEM_OK);
   cr_assert_eq(r.state, IDEM_STATE_RELEASED);
   cr_assert_eq(r.result.code, 429, "the released attempt's result is kept for inspection");
   idem_record_clear(&r);
@@ -183,7 +169,7 @@ Test(forward, retryable_releases_the_key) {
   cr_assert_eq(b2.attempt, 2);
   cr_assert_not(b2.takeover);
   /* a late Complete of the released attempt is refused */
-  cr_assert_eq(idem_step_complete(C, &k, 1, IDEM_OUTCOME_SUCCEEDED, 0, NULL, 0, NULL, &e),
+  cr_assert_eq(idem_step_complete(H.c, &k, 1, IDEM_OUTCOME_SUCCEEDED, 0, NULL, 0, NULL, &e),
                IDEM_ABORTED);
   idem_begin_clear(&b);
   idem_begin_clear(&b2);
@@ -211,14 +197,14 @@ Test(forward, retried_identical_complete_is_ok_different_is_refused) {
   complete_ok(&k, 1, IDEM_OUTCOME_SUCCEEDED, 200, "ok");
   idem_record rec = {0};
   idem_error e = {0};
-  cr_assert_eq(idem_step_complete(C, &k, 1, IDEM_OUTCOME_SUCCEEDED, 200, "ok", 2, &rec, &e),
+  cr_assert_eq(idem_step_complete(H.c, &k, 1, IDEM_OUTCOME_SUCCEEDED, 200, "ok", 2, &rec, &e),
                IDEM_OK, "%s", e.message);
   cr_assert_eq(rec.state, IDEM_STATE_SUCCEEDED);
   cr_assert_eq(rec.result.code, 200);
   idem_record_clear(&rec);
-  cr_assert_eq(idem_step_complete(C, &k, 1, IDEM_OUTCOME_FAILED, 500, "no", 2, NULL, &e),
+  cr_assert_eq(idem_step_complete(H.c, &k, 1, IDEM_OUTCOME_FAILED, 500, "no", 2, NULL, &e),
                IDEM_FAILED_PRECONDITION);
-  cr_assert_eq(idem_step_complete(C, &k, 1, IDEM_OUTCOME_SUCCEEDED, 200, "ok!", 3, NULL, &e),
+  cr_assert_eq(idem_step_complete(H.c, &k, 1, IDEM_OUTCOME_SUCCEEDED, 200, "ok!", 3, NULL, &e),
                IDEM_FAILED_PRECONDITION);
   idem_begin_clear(&b);
 }
@@ -228,7 +214,7 @@ Test(forward, complete_of_an_attempt_never_issued_is_failed_precondition) {
   idem_step_key k = key_fwd(gid, sizeof gid);
   idem_begin b = begin_ok(&k, NULL, 0);
   idem_error e = {0};
-  cr_assert_eq(idem_step_complete(C, &k, 7, IDEM_OUTCOME_SUCCEEDED, 0, NULL, 0, NULL, &e),
+  cr_assert_eq(idem_step_complete(H.c, &k, 7, IDEM_OUTCOME_SUCCEEDED, 0, NULL, 0, NULL, &e),
                IDEM_FAILED_PRECONDITION);
   cr_assert(strstr(e.message, "never issued"), "message: %s", e.message);
   idem_begin_clear(&b);
@@ -238,10 +224,10 @@ Test(forward, complete_without_a_record_is_not_found) {
   char gid[96];
   idem_step_key k = key_fwd(gid, sizeof gid);
   idem_error e = {0};
-  cr_assert_eq(idem_step_complete(C, &k, 1, IDEM_OUTCOME_SUCCEEDED, 0, NULL, 0, NULL, &e),
+  cr_assert_eq(idem_step_complete(H.c, &k, 1, IDEM_OUTCOME_SUCCEEDED, 0, NULL, 0, NULL, &e),
                IDEM_NOT_FOUND);
   idem_record r = {0};
-  cr_assert_eq(idem_step_lookup(C, &k, &r, &e), IDEM_NOT_FOUND);
+  cr_assert_eq(idem_step_lookup(H.c, &k, &r, &e), IDEM_NOT_FOUND);
 }
 
 Test(forward, extend_lease_pushes_the_lease_of_the_own_attempt) {
@@ -250,15 +236,15 @@ Test(forward, extend_lease_pushes_the_lease_of_the_own_attempt) {
   idem_begin b = begin_ok(&k, NULL, 1000);
   int64_t until = 0;
   idem_error e = {0};
-  cr_assert_eq(idem_step_extend(C, &k, 1, 60000, &until, &e), IDEM_OK, "%s", e.message);
+  cr_assert_eq(idem_step_extend(H.c, &k, 1, 60000, &until, &e), IDEM_OK, "%s", e.message);
   cr_assert_gt(until, b.lease_expires_unix_ms + 50000);
   /* a wrong attempt is refused; no record is not found */
-  cr_assert_eq(idem_step_extend(C, &k, 2, 60000, &until, &e), IDEM_ABORTED);
+  cr_assert_eq(idem_step_extend(H.c, &k, 2, 60000, &until, &e), IDEM_ABORTED);
   idem_step_key other = k;
   other.operation = "refund";
-  cr_assert_eq(idem_step_extend(C, &other, 1, 60000, &until, &e), IDEM_NOT_FOUND);
+  cr_assert_eq(idem_step_extend(H.c, &other, 1, 60000, &until, &e), IDEM_NOT_FOUND);
   complete_ok(&k, 1, IDEM_OUTCOME_SUCCEEDED, 0, NULL);
-  cr_assert_eq(idem_step_extend(C, &k, 1, 60000, &until, &e), IDEM_ABORTED,
+  cr_assert_eq(idem_step_extend(H.c, &k, 1, 60000, &until, &e), IDEM_ABORTED,
                "a finished step has no lease to extend");
   idem_begin_clear(&b);
 }
@@ -273,7 +259,7 @@ Test(forward, abandoned_forward_is_skipped) {
   cr_assert_eq(c.decision, IDEM_DECISION_SKIP_NULL_COMPENSATION);
   idem_record r = {0};
   idem_error e = {0};
-  cr_assert_eq(idem_step_lookup(C, &k, &r, &e), IDEM_OK);
+  cr_assert_eq(idem_step_lookup(H.c, &k, &r, &e), IDEM_OK);
   cr_assert_eq(r.state, IDEM_STATE_ABANDONED);
   cr_assert_eq(r.attempt, 0);
   idem_record_clear(&r);
@@ -289,7 +275,7 @@ Test(forward, tenants_do_not_see_each_other) {
   idem_begin b = begin_ok(&k, NULL, 0);
   char t2[64];
   h_tenant(t2);
-  idem_client *c2 = h_client(&S, t2, 0);
+  idem_client *c2 = h_client(&H.s, t2, 0);
   idem_record r = {0};
   idem_error e = {0};
   cr_assert_eq(idem_step_lookup(c2, &k, &r, &e), IDEM_NOT_FOUND);

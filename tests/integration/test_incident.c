@@ -18,19 +18,11 @@
 #error "IDEMCTL_BIN must name the idemctl binary"
 #endif
 
-static srv s;
-static char tenant[64];
-
 static void setup(void) {
-  h_tenant(tenant);
-  h_srv_start(&s, NULL, NULL);
+  h_fixture_start(&H, &(h_fixture_conf){.no_client = true, .any_exit = true});
 }
 
-static void teardown(void) {
-  h_srv_stop(&s);
-}
-
-TestSuite(incident, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(incident, .init = setup, .fini = h_teardown, .timeout = 120);
 
 /* Output of one idemctl run: stdout and stderr (each up to 64 KiB) and the exit status. */
 typedef struct run {
@@ -54,9 +46,9 @@ static run *ctl(const char *first, ...) {
   int argc = 0;
   argv[argc++] = IDEMCTL_BIN;
   argv[argc++] = "--addr";
-  argv[argc++] = s.addr;
+  argv[argc++] = H.s.addr;
   argv[argc++] = "--tenant";
-  argv[argc++] = tenant;
+  argv[argc++] = H.t;
   va_list ap;
   va_start(ap, first);
   for (const char *a = first; a && argc < 38; a = va_arg(ap, const char *)) argv[argc++] = a;
@@ -104,7 +96,7 @@ static bool has_step(cJSON *arr, const char *svc, const char *state) {
 }
 
 Test(incident, drill) {
-  idem_client *c = h_client(&s, tenant, 0);
+  idem_client *c = h_client(&H.s, H.t, 0);
   char gid[IDEM_GLOBAL_ID_MAX + 1];
   idem_error e = {0};
   cr_assert_eq(idem_saga_begin(c, NULL, "order", NULL, 0, gid, NULL, NULL, &e), IDEM_OK);
@@ -190,7 +182,7 @@ Test(incident, drill) {
                    "warehouse confirmed the reservation");
   cr_assert_str_eq(cJSON_GetObjectItem(a1, "from_state")->valuestring, "unknown");
   cr_assert_str_eq(cJSON_GetObjectItem(a1, "to_state")->valuestring, "succeeded");
-  cr_assert_str_eq(cJSON_GetObjectItem(a1, "tenant")->valuestring, tenant);
+  cr_assert_str_eq(cJSON_GetObjectItem(a1, "tenant")->valuestring, H.t);
   cJSON_Delete(arr);
   free(r);
   r = ctl("audit", NULL);
@@ -219,13 +211,12 @@ Test(incident, drill) {
   free(r);
 
   /* the log: one line per state change, with tenant, ids, phase, attempt, from/to */
-  FILE *f = fopen(s.log_path, "r");
+  FILE *f = fopen(H.s.log_path, "r");
   cr_assert(f);
   char line[2048];
   bool resolved = false, begun = false;
   while (fgets(line, sizeof line, f)) {
-    if (!strstr(line, "step state changed") || !strstr(line, tenant) || !strstr(line, gid))
-      continue;
+    if (!strstr(line, "step state changed") || !strstr(line, H.t) || !strstr(line, gid)) continue;
     if (strstr(line, "service=inventory") && strstr(line, "phase=forward") &&
         strstr(line, "attempt=1") && strstr(line, "from=unknown to=succeeded") &&
         strstr(line, "via=resolve") && strstr(line, "actor=alice"))
@@ -234,7 +225,7 @@ Test(incident, drill) {
       begun = true;
   }
   fclose(f);
-  cr_assert(resolved && begun, "state change lines missing in %s", s.log_path);
+  cr_assert(resolved && begun, "state change lines missing in %s", H.s.log_path);
   idem_close(c);
 }
 
@@ -248,7 +239,7 @@ Test(incident, json_log_lines) {
   srv j;
   const char *args[] = {"--log-format", "json", NULL};
   h_srv_start(&j, NULL, args);
-  idem_client *c = h_client(&j, tenant, 0);
+  idem_client *c = h_client(&j, H.t, 0);
   char gid[64];
   h_unique("g", gid, sizeof gid);
   idem_begin b = begin(c, gid, "payment", "charge", 0);
@@ -265,7 +256,7 @@ Test(incident, json_log_lines) {
     cr_assert(cJSON_IsString(msg));
     if (strcmp(msg->valuestring, "step state changed") == 0 &&
         strcmp(cJSON_GetObjectItem(o, "global_id")->valuestring, gid) == 0) {
-      cr_assert_str_eq(cJSON_GetObjectItem(o, "tenant")->valuestring, tenant);
+      cr_assert_str_eq(cJSON_GetObjectItem(o, "tenant")->valuestring, H.t);
       cr_assert_str_eq(cJSON_GetObjectItem(o, "service")->valuestring, "payment");
       cr_assert_str_eq(cJSON_GetObjectItem(o, "operation")->valuestring, "charge");
       cr_assert_str_eq(cJSON_GetObjectItem(o, "phase")->valuestring, "forward");

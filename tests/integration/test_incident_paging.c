@@ -14,19 +14,11 @@
 #define N_EXISTING 10000
 #define PAGE 100
 
-static srv s;
-static char tenant[64];
-
 static void setup(void) {
-  h_tenant(tenant);
-  h_srv_start(&s, NULL, NULL);
+  h_fixture_start(&H, &(h_fixture_conf){.no_client = true, .any_exit = true});
 }
 
-static void teardown(void) {
-  h_srv_stop(&s);
-}
-
-TestSuite(paging, .init = setup, .fini = teardown, .timeout = 300);
+TestSuite(paging, .init = setup, .fini = h_teardown, .timeout = 300);
 
 typedef struct churn {
   atomic_bool stop;
@@ -35,7 +27,7 @@ typedef struct churn {
 
 static void *churn_main(void *arg) {
   churn *ch = arg;
-  idem_client *c = h_client(&s, tenant, 5000);
+  idem_client *c = h_client(&H.s, H.t, 5000);
   static const char *const prefixes[] = {"a", "g-05", "z"}; /* before, among, after */
   for (int i = 0; !atomic_load(&ch->stop); i++) {
     char gid[96];
@@ -63,7 +55,7 @@ static int cmp_str(const void *a, const void *b) {
 Test(paging, ten_thousand_in_pages_of_100_while_rows_change) {
   char n[16];
   snprintf(n, sizeof n, "%d", N_EXISTING);
-  const char *p[] = {tenant, n};
+  const char *p[] = {H.t, n};
   h_sql_int(
       "INSERT INTO idem_steps (tenant, global_id, service, operation, phase, state, attempt,"
       " created_ms, updated_ms, lease_expires_ms, expires_ms)"
@@ -78,7 +70,7 @@ Test(paging, ten_thousand_in_pages_of_100_while_rows_change) {
   cr_assert_eq(pthread_create(&t, NULL, churn_main, &ch), 0);
   while (atomic_load(&ch.inserted) < 20) h_sleep_ms(5); /* the churn is under way */
 
-  idem_client *c = h_client(&s, tenant, 5000);
+  idem_client *c = h_client(&H.s, H.t, 5000);
   size_t cap = 16384, got = 0;
   char **keys = calloc(cap, sizeof *keys);
   char *token = NULL;
@@ -124,7 +116,7 @@ Test(paging, ten_thousand_in_pages_of_100_while_rows_change) {
 }
 
 Test(paging, token_bound_to_filters) {
-  idem_client *c = h_client(&s, tenant, 0);
+  idem_client *c = h_client(&H.s, H.t, 0);
   for (int i = 0; i < 3; i++) {
     char gid[64];
     h_unique("g", gid, sizeof gid);

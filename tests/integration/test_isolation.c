@@ -9,21 +9,20 @@
 
 #include "harness.h"
 
-static srv S;
 static idem_client *A, *B;
 static char TA[64], TB[64];
 
 static void setup(void) {
-  h_srv_start(&S, NULL, NULL);
+  h_fixture_start(&H, &(h_fixture_conf){.no_client = true});
   h_tenant(TA);
   h_tenant(TB);
-  A = h_client(&S, TA, 0);
-  B = h_client(&S, TB, 0);
+  A = h_client(&H.s, TA, 0);
+  B = h_client(&H.s, TB, 0);
 }
 static void teardown(void) {
   idem_close(A);
   idem_close(B);
-  cr_assert_eq(h_srv_stop(&S), 0);
+  h_teardown();
 }
 
 TestSuite(isolation, .init = setup, .fini = teardown, .timeout = 120);

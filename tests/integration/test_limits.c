@@ -12,21 +12,7 @@
 #define RECV_LIMIT (256 * 1024)
 #define HARD_LIMIT (1024 * 1024) /* server/rpc/rpc_server.c HARD_MAX_RECV */
 
-static srv S;
-static idem_client *C;
-static char T[64];
-
-static void setup(void) {
-  h_srv_start(&S, NULL, NULL);
-  h_tenant(T);
-  C = h_client(&S, T, 0);
-}
-static void teardown(void) {
-  idem_close(C);
-  cr_assert_eq(h_srv_stop(&S), 0);
-}
-
-TestSuite(limits, .init = setup, .fini = teardown, .timeout = 60);
+TestSuite(limits, .init = h_setup, .fini = h_teardown, .timeout = 60);
 
 static long long step_rows(const char *tenant) {
   const char *p[] = {tenant};
@@ -60,19 +46,19 @@ Test(limits, message_over_256_kib_is_invalid_argument_and_nothing_is_stored) {
   idem_step_key k = {gid, "svc", "op", IDEM_FORWARD};
   idem_begin b = {0};
   idem_error e = {0};
-  cr_assert_eq(idem_step_begin(C, &k, NULL, 0, 0, &b, &e), IDEM_OK, "%s", e.message);
+  cr_assert_eq(idem_step_begin(H.c, &k, NULL, 0, 0, &b, &e), IDEM_OK, "%s", e.message);
   const char *m = "/idem.v1.Coordinator/CompleteStep";
   size_t len;
 
   uint8_t *over = complete_of_size(gid, RECV_LIMIT + 1, &len);
-  int st = h_raw_call(S.addr, m, T, over, len, details, sizeof details);
+  int st = h_raw_call(H.s.addr, m, H.t, over, len, details, sizeof details);
   cr_assert_eq(st, IDEM_INVALID_ARGUMENT, "256 KiB + 1: %d (%s)", st, details);
   cr_assert_str_eq(details, "message too large: 262145 bytes, limit 262144");
   free(over);
 
   /* exactly at the limit: decoded and validated as usual (the body is over its own limit) */
   uint8_t *at = complete_of_size(gid, RECV_LIMIT, &len);
-  st = h_raw_call(S.addr, m, T, at, len, details, sizeof details);
+  st = h_raw_call(H.s.addr, m, H.t, at, len, details, sizeof details);
   cr_assert_eq(st, IDEM_INVALID_ARGUMENT, "256 KiB: %d (%s)", st, details);
   cr_assert(strstr(details, "body"), "%s", details);
   cr_assert_null(strstr(details, "too large"), "%s", details);
@@ -80,19 +66,19 @@ Test(limits, message_over_256_kib_is_invalid_argument_and_nothing_is_stored) {
 
   /* over gRPC's own hard cap: the transport refuses it before the server sees it */
   uint8_t *huge = complete_of_size(gid, HARD_LIMIT + 1, &len);
-  st = h_raw_call(S.addr, m, T, huge, len, details, sizeof details);
+  st = h_raw_call(H.s.addr, m, H.t, huge, len, details, sizeof details);
   cr_assert_eq(st, IDEM_RESOURCE_EXHAUSTED, "1 MiB + 1: %d (%s)", st, details);
   free(huge);
 
   /* nothing stored: the step is still in progress, attempt 1; the server still serves */
   idem_record r = {0};
-  cr_assert_eq(idem_step_lookup(C, &k, &r, &e), IDEM_OK, "%s", e.message);
+  cr_assert_eq(idem_step_lookup(H.c, &k, &r, &e), IDEM_OK, "%s", e.message);
   cr_assert_eq(r.state, IDEM_STATE_IN_PROGRESS);
   cr_assert_eq(r.attempt, 1);
-  cr_assert_eq(step_rows(T), 1);
+  cr_assert_eq(step_rows(H.t), 1);
   idem_record_clear(&r);
-  cr_assert_eq(idem_step_complete(C, &k, 1, IDEM_OUTCOME_SUCCEEDED, 0, "ok", 2, NULL, &e), IDEM_OK,
-               "%s", e.message);
+  cr_assert_eq(idem_step_complete(H.c, &k, 1, IDEM_OUTCOME_SUCCEEDED, 0, "ok", 2, NULL, &e),
+               IDEM_OK, "%s", e.message);
   idem_begin_clear(&b);
 }
 
@@ -101,7 +87,7 @@ Test(limits, metadata_over_8_kib_fails_the_call_and_the_server_keeps_serving) {
   char *big = malloc(9 * 1024 + 1);
   memset(big, 't', 9 * 1024);
   big[9 * 1024] = '\0';
-  idem_client *bc = h_client(&S, big, 0);
+  idem_client *bc = h_client(&H.s, big, 0);
   char gid[96];
   h_unique("g", gid, sizeof gid);
   idem_step_key k = {gid, "svc", "op", IDEM_FORWARD};
@@ -116,7 +102,7 @@ Test(limits, metadata_over_8_kib_fails_the_call_and_the_server_keeps_serving) {
 
   /* a 7 KiB tenant fits the header limit: the server answers, and names the tenant */
   big[7 * 1024] = '\0';
-  bc = h_client(&S, big, 0);
+  bc = h_client(&H.s, big, 0);
   rc = idem_step_begin(bc, &k, NULL, 0, 0, &b, &e);
   cr_assert_eq(rc, IDEM_INVALID_ARGUMENT, "got %s (%s)", idem_strerror(rc), e.message);
   cr_assert(strstr(e.message, "tenant"), "%s", e.message);
@@ -124,9 +110,9 @@ Test(limits, metadata_over_8_kib_fails_the_call_and_the_server_keeps_serving) {
   free(big);
 
   /* the server goes on serving normal calls, on old and new connections */
-  cr_assert_eq(idem_step_begin(C, &k, NULL, 0, 0, &b, &e), IDEM_OK, "%s", e.message);
+  cr_assert_eq(idem_step_begin(H.c, &k, NULL, 0, 0, &b, &e), IDEM_OK, "%s", e.message);
   cr_assert_eq(b.attempt, 1);
-  idem_client *fresh = h_client(&S, T, 0);
+  idem_client *fresh = h_client(&H.s, H.t, 0);
   idem_record r = {0};
   cr_assert_eq(idem_step_lookup(fresh, &k, &r, &e), IDEM_OK, "%s", e.message);
   idem_record_clear(&r);

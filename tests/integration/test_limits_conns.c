@@ -24,13 +24,9 @@
 #define N_STREAMS 150
 #define N_IDLE 1100 /* over the usual soft limit of 1024 descriptors */
 
-static srv S;
-static idem_client *C;
-static char T[64];
-
 static void setup(void) {
   grpc_init();
-  h_srv_start(&S, NULL, NULL);
+  h_fixture_start(&H, &(h_fixture_conf){.no_client = true});
   /* the test holds a thousand sockets; raised after the server started, which must raise its
    * own limit (server/main.c) rather than inherit ours */
   struct rlimit rl;
@@ -38,12 +34,10 @@ static void setup(void) {
     rl.rlim_cur = rl.rlim_max;
     setrlimit(RLIMIT_NOFILE, &rl);
   }
-  h_tenant(T);
-  C = h_client(&S, T, 0);
+  H.c = h_client(&H.s, H.t, 0);
 }
 static void teardown(void) {
-  idem_close(C);
-  cr_assert_eq(h_srv_stop(&S), 0);
+  h_teardown();
   grpc_shutdown();
 }
 
@@ -97,7 +91,7 @@ static void stream_open(stream *st, grpc_channel *ch, grpc_completion_queue *cq,
   grpc_slice m = grpc_slice_from_static_string("/idem.v1.Coordinator/BeginStep");
   st->call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, m, NULL, dl, NULL);
   st->md.key = grpc_slice_from_static_string("idem-tenant");
-  st->md.value = grpc_slice_from_copied_string(T);
+  st->md.value = grpc_slice_from_copied_string(H.t);
   st->send = begin_request(gid);
   grpc_metadata_array_init(&st->init_md);
   grpc_metadata_array_init(&st->trail_md);
@@ -144,7 +138,7 @@ Test(limits_conns, streams_over_the_cap_are_queued_and_served_other_connections_
       .type = GRPC_ARG_INTEGER, .key = GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, .value.integer = 1};
   grpc_channel_args args = {.num_args = 1, .args = &a};
   grpc_channel_credentials *creds = grpc_insecure_credentials_create();
-  grpc_channel *ch = grpc_channel_create(S.addr, creds, &args);
+  grpc_channel *ch = grpc_channel_create(H.s.addr, creds, &args);
   grpc_channel_credentials_release(creds);
   grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
 
@@ -187,7 +181,7 @@ Test(limits_conns, streams_over_the_cap_are_queued_and_served_other_connections_
   /* while 150 streams sit open on that connection, others are served at once */
   idem_error e = {0};
   int64_t t0 = h_now_ms();
-  for (int i = 0; i < 20; i++) cr_assert_eq(pair(C, "go", &e), IDEM_OK, "%s", e.message);
+  for (int i = 0; i < 20; i++) cr_assert_eq(pair(H.c, "go", &e), IDEM_OK, "%s", e.message);
   cr_assert_lt(h_now_ms() - t0, 15000, "other connections waited on the stalled streams");
 
   /* the connection over its cap: every stream still gets its answer once slots free up */
@@ -210,7 +204,7 @@ Test(limits_conns, streams_over_the_cap_are_queued_and_served_other_connections_
   }
   printf("streams on one connection: %d of %d served (cap %d)\n", ok, N_STREAMS, STREAM_CAP);
   cr_assert_eq(ok, N_STREAMS);
-  const char *p[] = {T};
+  const char *p[] = {H.t};
   cr_assert_eq(h_sql_int("select count(*) from idem_steps where tenant = $1 and global_id like"
                          " 'gs%' and attempt = 1 and state = 1",
                          1, p),
@@ -238,11 +232,11 @@ static int count_fds(pid_t pid) {
 
 Test(limits_conns, over_a_thousand_idle_connections_do_not_starve_normal_calls) {
   idem_error e = {0};
-  cr_assert_eq(pair(C, "pre", &e), IDEM_OK, "%s", e.message);
-  int base = count_fds(S.pid);
+  cr_assert_eq(pair(H.c, "pre", &e), IDEM_OK, "%s", e.message);
+  int base = count_fds(H.s.pid);
   cr_assert_gt(base, 0);
   static int fd[N_IDLE];
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)S.port)};
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)H.s.port)};
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   /* 9 in 10 say nothing at all; every 10th sends part of the HTTP/2 preface and stalls */
   static const char partial[] = "PRI * HTTP/2.0\r\n";
@@ -256,13 +250,13 @@ Test(limits_conns, over_a_thousand_idle_connections_do_not_starve_normal_calls) 
   }
   /* the server has accepted (and holds) them all */
   int64_t until = h_now_ms() + 20000;
-  while (count_fds(S.pid) < base + N_IDLE && h_now_ms() < until) h_sleep_ms(20);
-  int held = count_fds(S.pid) - base;
+  while (count_fds(H.s.pid) < base + N_IDLE && h_now_ms() < until) h_sleep_ms(20);
+  int held = count_fds(H.s.pid) - base;
   printf("server holds %d extra descriptors for %d idle connections\n", held, N_IDLE);
   cr_assert_geq(held, N_IDLE);
 
   /* the burst of accepts settles (slow under ASan on a busy machine): a bounded wait */
-  idem_client *busy = h_client(&S, T, 10000);
+  idem_client *busy = h_client(&H.s, H.t, 10000);
   int64_t t0 = h_now_ms();
   idem_status status;
   int rc;
@@ -277,7 +271,7 @@ Test(limits_conns, over_a_thousand_idle_connections_do_not_starve_normal_calls) 
   for (int i = 0; i < 100; i++)
     cr_assert_eq(pair(busy, "busy", &e), IDEM_OK, "pair %d: %s", i, e.message);
   idem_close(busy);
-  idem_client *fresh = h_client(&S, T, 10000);
+  idem_client *fresh = h_client(&H.s, H.t, 10000);
   for (int i = 0; i < 20; i++) cr_assert_eq(pair(fresh, "new", &e), IDEM_OK, "%s", e.message);
   idem_close(fresh);
   int64_t took = h_now_ms() - t0;
@@ -287,7 +281,7 @@ Test(limits_conns, over_a_thousand_idle_connections_do_not_starve_normal_calls) 
 
   for (int i = 0; i < N_IDLE; i++) close(fd[i]);
   until = h_now_ms() + 20000;
-  while (count_fds(S.pid) > base + 10 && h_now_ms() < until) h_sleep_ms(20);
-  cr_assert_leq(count_fds(S.pid), base + 10, "the server let go of closed connections");
-  cr_assert_eq(pair(C, "post", &e), IDEM_OK, "%s", e.message);
+  while (count_fds(H.s.pid) > base + 10 && h_now_ms() < until) h_sleep_ms(20);
+  cr_assert_leq(count_fds(H.s.pid), base + 10, "the server let go of closed connections");
+  cr_assert_eq(pair(H.c, "post", &e), IDEM_OK, "%s", e.message);
 }

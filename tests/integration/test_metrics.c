@@ -19,29 +19,16 @@
 #define REPLAYS 25 /* per thread: BeginStep on a finished key */
 #define NOT_FOUND_CALLS 10
 
-static srv s;
-static int mport;
-static char tenant[64];
-
 static void setup(void) {
-  h_tenant(tenant);
-  mport = h_free_port();
-  char addr[64];
-  snprintf(addr, sizeof addr, "127.0.0.1:%d", mport);
-  const char *args[] = {"--metrics", addr, NULL};
-  h_srv_start(&s, NULL, args);
+  h_fixture_start(&H, &(h_fixture_conf){.metrics = true, .no_client = true, .any_exit = true});
 }
 
-static void teardown(void) {
-  h_srv_stop(&s);
-}
-
-TestSuite(metrics, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(metrics, .init = setup, .fini = h_teardown, .timeout = 120);
 
 /* GET path over HTTP/1.0; returns the status code and the malloc'd body in *body. */
 static int http_get(const char *path, char **body) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)mport)};
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)H.metrics_port)};
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   cr_assert(connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect to /metrics");
   char req[256];
@@ -102,7 +89,7 @@ typedef struct load_arg {
 
 static void *load(void *argp) {
   load_arg *a = argp;
-  idem_client *c = h_client(&s, tenant, 5000);
+  idem_client *c = h_client(&H.s, H.t, 5000);
   char gid[64];
   h_unique("g", gid, sizeof gid);
   for (int i = 0; i < PAIRS; i++) {
@@ -161,7 +148,7 @@ Test(metrics, counters_rise_by_the_calls_made) {
   }
   for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
 
-  idem_client *c = h_client(&s, tenant, 0);
+  idem_client *c = h_client(&H.s, H.t, 0);
   for (int i = 0; i < NOT_FOUND_CALLS; i++) {
     idem_saga sg;
     idem_error e = {0};
@@ -202,7 +189,7 @@ Test(metrics, counters_rise_by_the_calls_made) {
   cr_assert_geq(sample(after, "idem_store_errors_total{kind=\"unavailable\"}"), 0);
   cr_assert_geq(sample(after, "idem_unguarded_executions_total"), 0);
   cr_assert_geq(sample(after, "idem_reaped_rows_total{kind=\"steps\"}"), 0);
-  cr_assert(!strstr(after, tenant), "a label carries the tenant");
+  cr_assert(!strstr(after, H.t), "a label carries the tenant");
   cr_assert(!strstr(after, gid), "a label carries a global id");
   cr_assert(!strstr(after, "op-0-"), "a label carries an operation");
   free(before);

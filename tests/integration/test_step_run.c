@@ -7,21 +7,7 @@
 
 #include "harness.h"
 
-static srv S;
-static idem_client *C;
-static char T[64];
-
-static void setup(void) {
-  h_srv_start(&S, NULL, NULL);
-  h_tenant(T);
-  C = h_client(&S, T, 0);
-}
-static void teardown(void) {
-  idem_close(C);
-  cr_assert_eq(h_srv_stop(&S), 0);
-}
-
-TestSuite(step_run, .init = setup, .fini = teardown, .timeout = 60);
+TestSuite(step_run, .init = h_setup, .fini = h_teardown, .timeout = 60);
 
 typedef struct action {
   atomic_int calls;
@@ -50,14 +36,14 @@ Test(step_run, runs_once_then_replays) {
   action a = {.outcome = IDEM_OUTCOME_SUCCEEDED};
   idem_run_report rep = {0};
   idem_error e = {0};
-  cr_assert_eq(idem_step_run(C, &k, fp, sizeof fp, charge, &a, NULL, &rep, &e), IDEM_OK, "%s",
+  cr_assert_eq(idem_step_run(H.c, &k, fp, sizeof fp, charge, &a, NULL, &rep, &e), IDEM_OK, "%s",
                e.message);
   cr_assert(rep.ran);
   cr_assert_not(rep.replayed);
   cr_assert_eq(rep.attempt, 1);
   idem_run_report_clear(&rep);
   for (int i = 0; i < 3; i++) {
-    cr_assert_eq(idem_step_run(C, &k, fp, sizeof fp, charge, &a, NULL, &rep, &e), IDEM_OK);
+    cr_assert_eq(idem_step_run(H.c, &k, fp, sizeof fp, charge, &a, NULL, &rep, &e), IDEM_OK);
     cr_assert_not(rep.ran);
     cr_assert(rep.replayed);
     cr_assert_eq(rep.result.code, 200);
@@ -78,8 +64,8 @@ Test(step_run, fingerprint_mismatch_is_reported) {
   cr_assert_neq(memcmp(f1, f2, sizeof f1), 0);
   action a = {.outcome = IDEM_OUTCOME_SUCCEEDED};
   idem_error e = {0};
-  cr_assert_eq(idem_step_run(C, &k, f1, sizeof f1, charge, &a, NULL, NULL, &e), IDEM_OK);
-  cr_assert_eq(idem_step_run(C, &k, f2, sizeof f2, charge, &a, NULL, NULL, &e),
+  cr_assert_eq(idem_step_run(H.c, &k, f1, sizeof f1, charge, &a, NULL, NULL, &e), IDEM_OK);
+  cr_assert_eq(idem_step_run(H.c, &k, f2, sizeof f2, charge, &a, NULL, NULL, &e),
                IDEM_FAILED_PRECONDITION);
   cr_assert_eq(atomic_load(&a.calls), 1);
 }
@@ -92,12 +78,12 @@ Test(step_run, retryable_outcome_lets_the_next_run_proceed) {
   idem_run_report rep = {0};
   idem_error e = {0};
   /* the action failed before any side effect: not settled, the key is released */
-  cr_assert_eq(idem_step_run(C, &k, NULL, 0, charge, &a, NULL, &rep, &e), IDEM_STEP_FAILED);
+  cr_assert_eq(idem_step_run(H.c, &k, NULL, 0, charge, &a, NULL, &rep, &e), IDEM_STEP_FAILED);
   cr_assert(rep.ran);
   cr_assert_eq(rep.result.outcome, IDEM_OUTCOME_RETRYABLE);
   idem_run_report_clear(&rep);
   a.outcome = IDEM_OUTCOME_SUCCEEDED;
-  cr_assert_eq(idem_step_run(C, &k, NULL, 0, charge, &a, NULL, &rep, &e), IDEM_OK);
+  cr_assert_eq(idem_step_run(H.c, &k, NULL, 0, charge, &a, NULL, &rep, &e), IDEM_OK);
   cr_assert(rep.ran);
   cr_assert_eq(rep.attempt, 2);
   cr_assert_eq(atomic_load(&a.calls), 2);
@@ -111,12 +97,12 @@ Test(step_run, waits_for_a_step_in_progress_and_reports_takeover) {
   /* a crashed caller: began with a short lease and never completed */
   idem_begin b = {0};
   idem_error e = {0};
-  cr_assert_eq(idem_step_begin(C, &k, NULL, 0, 300, &b, &e), IDEM_OK);
+  cr_assert_eq(idem_step_begin(H.c, &k, NULL, 0, 300, &b, &e), IDEM_OK);
   idem_begin_clear(&b);
   action a = {.outcome = IDEM_OUTCOME_SUCCEEDED};
   idem_run_report rep = {0};
   idem_run_options ro = {.deadline_ms = 10000};
-  cr_assert_eq(idem_step_run(C, &k, NULL, 0, charge, &a, &ro, &rep, &e), IDEM_OK, "%s",
+  cr_assert_eq(idem_step_run(H.c, &k, NULL, 0, charge, &a, &ro, &rep, &e), IDEM_OK, "%s",
                e.message);
   cr_assert(rep.ran);
   cr_assert(rep.takeover);
@@ -133,7 +119,7 @@ Test(step_run, compensation_without_forward_does_not_run) {
   action a = {.outcome = IDEM_OUTCOME_SUCCEEDED};
   idem_run_report rep = {0};
   idem_error e = {0};
-  cr_assert_eq(idem_step_run(C, &k, NULL, 0, charge, &a, NULL, &rep, &e), IDEM_OK);
+  cr_assert_eq(idem_step_run(H.c, &k, NULL, 0, charge, &a, NULL, &rep, &e), IDEM_OK);
   cr_assert_eq(rep.decision, IDEM_DECISION_SKIP_NULL_COMPENSATION);
   cr_assert_not(rep.ran);
   cr_assert_eq(atomic_load(&a.calls), 0);

@@ -60,4 +60,35 @@ long long h_tenant_hash(const char *t);
  * coordinator's /metrics at 127.0.0.1:port; -1 when absent (metrics.c). */
 double h_metric(int port, const char *series);
 
+/* --- the fixture the suites share ---
+ * One coordinator against $IDEM_TEST_PG_URL, a fresh tenant, and a client for that tenant. */
+typedef struct h_fixture {
+  srv s;
+  char t[64];       /* the tenant (h_tenant) */
+  idem_client *c;   /* for t; NULL with no_client */
+  int metrics_port; /* with metrics: the --metrics port on 127.0.0.1; else 0 */
+  bool any_exit;    /* h_fixture_stop accepts any exit status */
+} h_fixture;
+
+typedef struct h_fixture_conf {
+  const char *const *args; /* more coordinator arguments (NULL-terminated, may be NULL) */
+  bool metrics;            /* --metrics on a free port */
+  bool no_client;          /* connect no client */
+  int64_t deadline_ms;     /* the client's deadline (0 = 2000) */
+  bool any_exit;           /* stopping does not require exit status 0 */
+} h_fixture_conf;
+
+/* Starts the coordinator, makes the tenant, connects the client (conf may be NULL). */
+void h_fixture_start(h_fixture *f, const h_fixture_conf *conf);
+/* Closes the client and stops the coordinator (SIGTERM): it must drain and exit 0 unless
+ * any_exit. */
+void h_fixture_stop(h_fixture *f);
+
+/* The default fixture H, for TestSuite(name, .init = h_setup, .fini = h_teardown): h_setup
+ * starts it with no conf, h_teardown stops it. A suite that needs a conf calls
+ * h_fixture_start(&H, &conf) from its own .init and keeps h_teardown. */
+extern h_fixture H;
+void h_setup(void);
+void h_teardown(void);
+
 #endif
