@@ -7,7 +7,7 @@
 #include "idem/v1/names.h"
 #include "idem_internal.h"
 
-/* The words are names.h's, shared with the server and idemctl: state 0 reads "absent". */
+/* The words are names.h's, shared with the server and idemctl. */
 const char *idem_state_name(int state) {
   return idem_word_state(state);
 }

@@ -157,7 +157,7 @@ int fmt_parse_state(const char *s) {
   norm[i] = '\0';
   const char *p = strncmp(norm, "step_state_", 11) == 0 ? norm + 11 : norm;
   int k = idem_word_find(idem_state_words, IDEM_WORD_COUNT(idem_state_words), 1, p);
-  return k > 0 ? k : 0; /* from 1: "absent" is no filter */
+  return k > 0 ? k : 0; /* from 1: state 0 (no record) is no filter */
 }
 
 static bool printable_utf8(const uint8_t *b, size_t len) {

@@ -97,8 +97,8 @@ typedef enum idem_decision {
 } idem_decision;
 
 /* The contract's words, as the server and idemctl spell them; "invalid" out of range, never
- * NULL. State 0 (no record) is "absent"; outcome and decision 0 are "unspecified". */
-const char *idem_state_name(int state);       /* "absent", "in_progress", ... */
+ * NULL. State 0 (no record) is "none"; outcome and decision 0 are "unspecified". */
+const char *idem_state_name(int state);       /* "none", "in_progress", ... */
 const char *idem_outcome_name(int outcome);   /* "succeeded", ... */
 const char *idem_decision_name(int decision); /* "proceed", "replay", ... */
 
