@@ -6,30 +6,23 @@
 #include <string.h>
 
 #include "coord/coord_admin.h"
+#include "support_decide.h"
 
-#define NOW 1000000
-
+/* ResolveStep's keys are of service "payment". */
 static step_key key_of(step_phase ph) {
-  step_key k;
-  memset(&k, 0, sizeof k);
-  strcpy(k.tenant, "acme");
-  strcpy(k.global_id, "g-1");
-  strcpy(k.service, "payment");
-  strcpy(k.operation, "charge");
-  k.phase = ph;
-  return k;
+  return sd_key_svc("payment", ph);
 }
 
 static step_pair pair_with(step_state st, int64_t lease_end, int64_t expires) {
   step_pair p;
   memset(&p, 0, sizeof p);
-  p.now_ms = NOW;
+  p.now_ms = SD_NOW;
   p.fwd.present = st != STATE_NONE;
   p.fwd.key = key_of(PHASE_FORWARD);
   p.fwd.state = st;
   p.fwd.attempt = 3;
-  p.fwd.created_ms = NOW - 5000;
-  p.fwd.updated_ms = NOW - 4000;
+  p.fwd.created_ms = SD_NOW - 5000;
+  p.fwd.updated_ms = SD_NOW - 4000;
   p.fwd.lease_expires_ms = lease_end;
   p.fwd.expires_ms = expires;
   p.comp.key = key_of(PHASE_COMPENSATION);
@@ -38,7 +31,7 @@ static step_pair pair_with(step_state st, int64_t lease_end, int64_t expires) {
 
 Test(resolve, in_progress_to_succeeded_keeps_attempt_and_stores_result) {
   step_key k = key_of(PHASE_FORWARD);
-  step_pair cur = pair_with(STATE_IN_PROGRESS, NOW - 1, 0);
+  step_pair cur = pair_with(STATE_IN_PROGRESS, SD_NOW - 1, 0);
   step_writes w;
   const step_rec *after;
   step_state from;
@@ -55,13 +48,13 @@ Test(resolve, in_progress_to_succeeded_keeps_attempt_and_stores_result) {
   cr_assert_eq(after->code, 201);
   cr_assert_eq(after->body_len, 2);
   cr_assert_eq(after->lease_expires_ms, 0);
-  cr_assert_eq(after->completed_ms, NOW);
-  cr_assert_eq(after->expires_ms, NOW + 60000);
+  cr_assert_eq(after->completed_ms, SD_NOW);
+  cr_assert_eq(after->expires_ms, SD_NOW + 60000);
 }
 
 Test(resolve, retryable_releases_the_key) {
   step_key k = key_of(PHASE_FORWARD);
-  step_pair cur = pair_with(STATE_UNKNOWN, 0, NOW - 1); /* unknown is never forgotten */
+  step_pair cur = pair_with(STATE_UNKNOWN, 0, SD_NOW - 1); /* unknown is never forgotten */
   step_writes w;
   const step_rec *after;
   step_state from;
@@ -78,7 +71,7 @@ Test(resolve, finished_and_missing_steps_are_refused) {
   step_key k = key_of(PHASE_FORWARD);
   step_state refused[] = {STATE_SUCCEEDED, STATE_FAILED, STATE_ABANDONED, STATE_RELEASED};
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
-    step_pair cur = pair_with(refused[i], 0, NOW + 1000);
+    step_pair cur = pair_with(refused[i], 0, SD_NOW + 1000);
     step_writes w;
     const step_rec *after;
     step_state from;
@@ -90,7 +83,7 @@ Test(resolve, finished_and_missing_steps_are_refused) {
     cr_assert(strstr(e.msg, "only in_progress and unknown steps can be resolved"), "%s", e.msg);
   }
   step_pair none = pair_with(STATE_NONE, 0, 0);
-  step_pair expired = pair_with(STATE_SUCCEEDED, 0, NOW - 1); /* past retention: absent */
+  step_pair expired = pair_with(STATE_SUCCEEDED, 0, SD_NOW - 1); /* past retention: absent */
   step_writes w;
   const step_rec *after;
   step_state from;
@@ -103,7 +96,7 @@ Test(resolve, finished_and_missing_steps_are_refused) {
       ERR_NOT_FOUND);
   /* the compensation phase has its own record */
   step_key kc = key_of(PHASE_COMPENSATION);
-  step_pair fwd_only = pair_with(STATE_IN_PROGRESS, NOW + 1000, 0);
+  step_pair fwd_only = pair_with(STATE_IN_PROGRESS, SD_NOW + 1000, 0);
   cr_assert_eq(
       coord_decide_resolve(&kc, OUTCOME_FAILED, 0, NULL, 0, 60, &fwd_only, &w, &after, &from, &e),
       ERR_NOT_FOUND);

@@ -4,56 +4,7 @@
 #include <string.h>
 
 #include "coord/decide.h"
-
-#define NOW 1000000
-#define LEASE 5000u
-#define RET_S 60u
-#define RET_END (NOW + (int64_t)RET_S * 1000)
-
-static step_key key_of(step_phase ph) {
-  step_key k;
-  memset(&k, 0, sizeof k);
-  strcpy(k.tenant, "acme");
-  strcpy(k.global_id, "g-1");
-  strcpy(k.service, "payments");
-  strcpy(k.operation, "charge");
-  k.phase = ph;
-  return k;
-}
-
-/* A live record with created/updated in the past. */
-static step_rec rec(step_phase ph, step_state st, uint64_t attempt, const char *fp) {
-  step_rec r;
-  memset(&r, 0, sizeof r);
-  r.present = true;
-  r.key = key_of(ph);
-  r.state = st;
-  r.attempt = attempt;
-  if (fp) {
-    r.fp_len = strlen(fp);
-    memcpy(r.fp, fp, r.fp_len);
-  }
-  r.created_ms = NOW - 9000;
-  r.updated_ms = NOW - 8000;
-  if (st == STATE_IN_PROGRESS) r.lease_expires_ms = NOW + 1234;
-  if (st != STATE_IN_PROGRESS) r.expires_ms = NOW + 3600000;
-  return r;
-}
-
-static uint8_t stored_body[] = "stored-body";
-
-static void with_result(step_rec *r, step_outcome o, int32_t code) {
-  r->outcome = o;
-  r->code = code;
-  r->body = stored_body;
-  r->body_len = sizeof stored_body - 1;
-  r->completed_ms = NOW - 7000;
-}
-
-static void assert_fp(const step_rec *r, const char *fp) {
-  cr_assert_eq(r->fp_len, strlen(fp));
-  cr_assert(memcmp(r->fp, fp, r->fp_len) == 0);
-}
+#include "support_decide.h"
 
 /* ===================== CompleteStep ===================== */
 
@@ -72,14 +23,14 @@ static uint8_t req_body[] = "request-body";
 static cfix cfx(step_phase ph, uint64_t attempt, step_outcome o) {
   cfix c;
   memset(&c, 0, sizeof c);
-  c.key = key_of(ph);
-  c.cur.now_ms = NOW;
+  c.key = sd_key(ph);
+  c.cur.now_ms = SD_NOW;
   c.in.attempt = attempt;
   c.in.outcome = o;
   c.in.code = 201;
   c.in.body = req_body;
   c.in.body_len = sizeof req_body - 1;
-  c.in.retention_s = RET_S;
+  c.in.retention_s = SD_RET_S;
   c.w.n = 7;
   return c;
 }
@@ -90,8 +41,7 @@ static void crun(cfix *c) {
 }
 
 static void assert_cerr(const cfix *c, err_code code, const char *needle) {
-  cr_assert_eq(c->rc, code, "rc %d (want %d): %s", c->rc, code, c->err.msg);
-  cr_assert(strstr(c->err.msg, needle), "message \"%s\" lacks \"%s\"", c->err.msg, needle);
+  sd_assert_err(c->rc, &c->err, code, needle);
   cr_assert_eq(c->w.n, 0);
   cr_assert_null(c->after);
 }
@@ -104,58 +54,58 @@ Test(complete, no_record_is_not_found) {
 
 Test(complete, retention_expired_record_is_not_found) {
   cfix c = cfx(PHASE_FORWARD, 1, OUTCOME_SUCCEEDED);
-  c.cur.fwd = rec(PHASE_FORWARD, STATE_SUCCEEDED, 1, NULL);
-  c.cur.fwd.expires_ms = NOW;
+  c.cur.fwd = sd_rec(PHASE_FORWARD, STATE_SUCCEEDED, 1, NULL);
+  c.cur.fwd.expires_ms = SD_NOW;
   crun(&c);
   assert_cerr(&c, ERR_NOT_FOUND, "no such step");
 }
 
 Test(complete, other_phase_record_does_not_count) {
   cfix c = cfx(PHASE_COMPENSATION, 1, OUTCOME_SUCCEEDED);
-  c.cur.fwd = rec(PHASE_FORWARD, STATE_IN_PROGRESS, 1, NULL);
+  c.cur.fwd = sd_rec(PHASE_FORWARD, STATE_IN_PROGRESS, 1, NULL);
   crun(&c);
   assert_cerr(&c, ERR_NOT_FOUND, "no such step");
 }
 
 Test(complete, attempt_never_issued) {
   cfix c = cfx(PHASE_FORWARD, 3, OUTCOME_SUCCEEDED);
-  c.cur.fwd = rec(PHASE_FORWARD, STATE_IN_PROGRESS, 2, NULL);
+  c.cur.fwd = sd_rec(PHASE_FORWARD, STATE_IN_PROGRESS, 2, NULL);
   crun(&c);
   assert_cerr(&c, ERR_PRECONDITION, "attempt 3 was never issued");
 }
 
 Test(complete, null_compensation_attempt_was_never_issued) {
   cfix c = cfx(PHASE_COMPENSATION, 1, OUTCOME_SUCCEEDED);
-  c.cur.comp = rec(PHASE_COMPENSATION, STATE_SUCCEEDED, 0, NULL);
+  c.cur.comp = sd_rec(PHASE_COMPENSATION, STATE_SUCCEEDED, 0, NULL);
   crun(&c);
   assert_cerr(&c, ERR_PRECONDITION, "never issued");
 }
 
 Test(complete, abandoned_is_lease_lost) {
   cfix c = cfx(PHASE_FORWARD, 2, OUTCOME_SUCCEEDED);
-  c.cur.fwd = rec(PHASE_FORWARD, STATE_ABANDONED, 2, NULL);
+  c.cur.fwd = sd_rec(PHASE_FORWARD, STATE_ABANDONED, 2, NULL);
   crun(&c);
   assert_cerr(&c, ERR_ABORTED, "lease lost: the step was abandoned");
 }
 
 Test(complete, abandoned_precedes_superseded) {
   cfix c = cfx(PHASE_FORWARD, 1, OUTCOME_SUCCEEDED);
-  c.cur.fwd = rec(PHASE_FORWARD, STATE_ABANDONED, 2, NULL);
+  c.cur.fwd = sd_rec(PHASE_FORWARD, STATE_ABANDONED, 2, NULL);
   crun(&c);
   assert_cerr(&c, ERR_ABORTED, "abandoned");
 }
 
 Test(complete, superseded_attempt_is_lease_lost) {
   cfix c = cfx(PHASE_FORWARD, 1, OUTCOME_SUCCEEDED);
-  c.cur.fwd = rec(PHASE_FORWARD, STATE_IN_PROGRESS, 2, NULL);
+  c.cur.fwd = sd_rec(PHASE_FORWARD, STATE_IN_PROGRESS, 2, NULL);
   crun(&c);
   assert_cerr(&c, ERR_ABORTED, "lease lost: attempt 1 was superseded by attempt 2");
 }
 
 Test(complete, superseded_by_a_finished_attempt) {
   cfix c = cfx(PHASE_FORWARD, 1, OUTCOME_SUCCEEDED);
-  c.cur.fwd = rec(PHASE_FORWARD, STATE_SUCCEEDED, 2, NULL);
-  with_result(&c.cur.fwd, OUTCOME_SUCCEEDED, 201);
+  c.cur.fwd = sd_rec(PHASE_FORWARD, STATE_SUCCEEDED, 2, NULL);
+  sd_with_result(&c.cur.fwd, OUTCOME_SUCCEEDED, 201);
   crun(&c);
   assert_cerr(&c, ERR_ABORTED, "superseded");
 }
@@ -163,7 +113,7 @@ Test(complete, superseded_by_a_finished_attempt) {
 static void check_completion(step_outcome o, step_state want, step_phase ph) {
   cfix c = cfx(ph, 2, o);
   step_rec *r = ph == PHASE_FORWARD ? &c.cur.fwd : &c.cur.comp;
-  *r = rec(ph, STATE_IN_PROGRESS, 2, "fp-a");
+  *r = sd_rec(ph, STATE_IN_PROGRESS, 2, "fp-a");
   crun(&c);
   cr_assert_eq(c.rc, ERR_OK, "rc %d: %s", c.rc, c.err.msg);
   cr_assert_eq(c.w.n, 1);
@@ -176,12 +126,12 @@ static void check_completion(step_outcome o, step_state want, step_phase ph) {
   cr_assert_eq(n->code, 201);
   cr_assert_eq(n->body, req_body, "the body is borrowed from the request");
   cr_assert_eq(n->body_len, sizeof req_body - 1);
-  cr_assert_eq(n->completed_ms, NOW);
-  cr_assert_eq(n->updated_ms, NOW);
-  cr_assert_eq(n->created_ms, NOW - 9000);
+  cr_assert_eq(n->completed_ms, SD_NOW);
+  cr_assert_eq(n->updated_ms, SD_NOW);
+  cr_assert_eq(n->created_ms, SD_NOW - 9000);
   cr_assert_eq(n->lease_expires_ms, 0);
-  cr_assert_eq(n->expires_ms, RET_END);
-  assert_fp(n, "fp-a");
+  cr_assert_eq(n->expires_ms, SD_RET_END);
+  sd_assert_fp(n, "fp-a");
 }
 
 Test(complete, succeeded_stores_result) {
@@ -202,8 +152,8 @@ Test(complete, compensation_record) {
 
 Test(complete, expired_lease_without_takeover_is_accepted) {
   cfix c = cfx(PHASE_FORWARD, 1, OUTCOME_SUCCEEDED);
-  c.cur.fwd = rec(PHASE_FORWARD, STATE_IN_PROGRESS, 1, NULL);
-  c.cur.fwd.lease_expires_ms = NOW - 60000;
+  c.cur.fwd = sd_rec(PHASE_FORWARD, STATE_IN_PROGRESS, 1, NULL);
+  c.cur.fwd.lease_expires_ms = SD_NOW - 60000;
   crun(&c);
   cr_assert_eq(c.rc, ERR_OK, "%s", c.err.msg);
   cr_assert_eq(c.w.n, 1);
@@ -214,7 +164,7 @@ Test(complete, empty_body_is_stored_as_null) {
   cfix c = cfx(PHASE_FORWARD, 1, OUTCOME_SUCCEEDED);
   c.in.body = NULL;
   c.in.body_len = 0;
-  c.cur.fwd = rec(PHASE_FORWARD, STATE_IN_PROGRESS, 1, NULL);
+  c.cur.fwd = sd_rec(PHASE_FORWARD, STATE_IN_PROGRESS, 1, NULL);
   crun(&c);
   cr_assert_eq(c.rc, ERR_OK);
   cr_assert_null(c.w.recs[0].body);
@@ -223,12 +173,12 @@ Test(complete, empty_body_is_stored_as_null) {
 
 /* The record as a completion of attempt 1 with cfx's defaults left it. */
 static step_rec finished(step_state st, step_outcome o) {
-  step_rec r = rec(PHASE_FORWARD, st, 1, NULL);
+  step_rec r = sd_rec(PHASE_FORWARD, st, 1, NULL);
   r.outcome = o;
   r.code = 201;
   r.body = req_body;
   r.body_len = sizeof req_body - 1;
-  r.completed_ms = NOW - 100;
+  r.completed_ms = SD_NOW - 100;
   return r;
 }
 
@@ -312,8 +262,8 @@ typedef struct efix {
 static efix efx(step_phase ph) {
   efix e;
   memset(&e, 0, sizeof e);
-  e.key = key_of(ph);
-  e.cur.now_ms = NOW;
+  e.key = sd_key(ph);
+  e.cur.now_ms = SD_NOW;
   e.w.n = 5;
   e.lease = -1;
   return e;
@@ -324,8 +274,7 @@ static void erun(efix *e, uint64_t attempt, uint32_t lease_ms) {
 }
 
 static void assert_eerr(const efix *e, err_code code, const char *needle) {
-  cr_assert_eq(e->rc, code, "rc %d (want %d): %s", e->rc, code, e->err.msg);
-  cr_assert(strstr(e->err.msg, needle), "message \"%s\" lacks \"%s\"", e->err.msg, needle);
+  sd_assert_err(e->rc, &e->err, code, needle);
   cr_assert_eq(e->w.n, 0);
   cr_assert_eq(e->lease, 0);
 }
@@ -338,57 +287,57 @@ Test(extend, no_record_is_not_found) {
 
 Test(extend, retention_expired_is_not_found) {
   efix e = efx(PHASE_FORWARD);
-  e.cur.fwd = rec(PHASE_FORWARD, STATE_RELEASED, 1, NULL);
-  e.cur.fwd.expires_ms = NOW - 1;
+  e.cur.fwd = sd_rec(PHASE_FORWARD, STATE_RELEASED, 1, NULL);
+  e.cur.fwd.expires_ms = SD_NOW - 1;
   erun(&e, 1, 9000);
   assert_eerr(&e, ERR_NOT_FOUND, "no such step");
 }
 
 Test(extend, finished_step_is_lease_lost) {
   efix e = efx(PHASE_FORWARD);
-  e.cur.fwd = rec(PHASE_FORWARD, STATE_SUCCEEDED, 1, NULL);
+  e.cur.fwd = sd_rec(PHASE_FORWARD, STATE_SUCCEEDED, 1, NULL);
   erun(&e, 1, 9000);
   assert_eerr(&e, ERR_ABORTED, "lease lost");
 }
 
 Test(extend, abandoned_step_is_lease_lost) {
   efix e = efx(PHASE_FORWARD);
-  e.cur.fwd = rec(PHASE_FORWARD, STATE_ABANDONED, 1, NULL);
+  e.cur.fwd = sd_rec(PHASE_FORWARD, STATE_ABANDONED, 1, NULL);
   erun(&e, 1, 9000);
   assert_eerr(&e, ERR_ABORTED, "lease lost");
 }
 
 Test(extend, other_attempt_is_lease_lost) {
   efix e = efx(PHASE_FORWARD);
-  e.cur.fwd = rec(PHASE_FORWARD, STATE_IN_PROGRESS, 2, NULL);
+  e.cur.fwd = sd_rec(PHASE_FORWARD, STATE_IN_PROGRESS, 2, NULL);
   erun(&e, 1, 9000);
   assert_eerr(&e, ERR_ABORTED, "lease lost");
   efix g = efx(PHASE_FORWARD);
-  g.cur.fwd = rec(PHASE_FORWARD, STATE_IN_PROGRESS, 2, NULL);
+  g.cur.fwd = sd_rec(PHASE_FORWARD, STATE_IN_PROGRESS, 2, NULL);
   erun(&g, 3, 9000);
   assert_eerr(&g, ERR_ABORTED, "lease lost");
 }
 
 Test(extend, own_attempt_gets_new_lease) {
   efix e = efx(PHASE_COMPENSATION);
-  e.cur.comp = rec(PHASE_COMPENSATION, STATE_IN_PROGRESS, 2, "fp");
+  e.cur.comp = sd_rec(PHASE_COMPENSATION, STATE_IN_PROGRESS, 2, "fp");
   erun(&e, 2, 9000);
   cr_assert_eq(e.rc, ERR_OK, "%s", e.err.msg);
-  cr_assert_eq(e.lease, NOW + 9000);
+  cr_assert_eq(e.lease, SD_NOW + 9000);
   cr_assert_eq(e.w.n, 1);
   cr_assert_eq(e.w.recs[0].key.phase, PHASE_COMPENSATION);
   cr_assert_eq(e.w.recs[0].state, STATE_IN_PROGRESS);
   cr_assert_eq(e.w.recs[0].attempt, 2);
-  cr_assert_eq(e.w.recs[0].lease_expires_ms, NOW + 9000);
-  cr_assert_eq(e.w.recs[0].updated_ms, NOW);
-  cr_assert_eq(e.w.recs[0].created_ms, NOW - 9000);
+  cr_assert_eq(e.w.recs[0].lease_expires_ms, SD_NOW + 9000);
+  cr_assert_eq(e.w.recs[0].updated_ms, SD_NOW);
+  cr_assert_eq(e.w.recs[0].created_ms, SD_NOW - 9000);
 }
 
 Test(extend, expired_lease_without_takeover_is_extended) {
   efix e = efx(PHASE_FORWARD);
-  e.cur.fwd = rec(PHASE_FORWARD, STATE_IN_PROGRESS, 1, NULL);
-  e.cur.fwd.lease_expires_ms = NOW - 100;
+  e.cur.fwd = sd_rec(PHASE_FORWARD, STATE_IN_PROGRESS, 1, NULL);
+  e.cur.fwd.lease_expires_ms = SD_NOW - 100;
   erun(&e, 1, 10);
   cr_assert_eq(e.rc, ERR_OK);
-  cr_assert_eq(e.lease, NOW + 10);
+  cr_assert_eq(e.lease, SD_NOW + 10);
 }
