@@ -54,6 +54,7 @@ typedef struct memstore_submitted {
 
 static void ms_close(store *s) {
   memstore *m = (memstore *)s;
+  free(m->audit);
   while (m->submitted) { /* never answered: a test that did not run them */
     memstore_submitted *q = m->submitted;
     m->submitted = q->next;
@@ -64,22 +65,94 @@ static void ms_close(store *s) {
   free(m);
 }
 
-static err_code enter(memstore *m, int64_t deadline, err_t *err) {
+static const char *const op_names[MEMSTORE_OP__COUNT] = {
+    [MEMSTORE_ANY] = "any",
+    [MEMSTORE_PING] = "ping",
+    [MEMSTORE_STEP_TXN] = "step_txn",
+    [MEMSTORE_STEP_TXN_AUDIT] = "step_txn_audit",
+    [MEMSTORE_LOOKUP_STEP] = "lookup_step",
+    [MEMSTORE_BEGIN_SAGA] = "begin_saga",
+    [MEMSTORE_GET_SAGA] = "get_saga",
+    [MEMSTORE_STEP_TXN_SUBMIT] = "step_txn_submit",
+};
+
+const char *memstore_op_name(memstore_op op) {
+  return (unsigned)op < MEMSTORE_OP__COUNT ? op_names[op] : "?";
+}
+
+static void fail_nth(memstore *m, memstore_op op, int n, bool at_commit) {
+  m->fail_op = op;
+  m->fail_left = n > 0 ? n : 0;
+  m->fail_at_commit = at_commit;
+}
+
+void memstore_fail_nth(memstore *m, memstore_op op, int n) {
+  fail_nth(m, op, n, false);
+}
+
+void memstore_fail_nth_at_commit(memstore *m, memstore_op op, int n) {
+  fail_nth(m, op, n, true);
+}
+
+int memstore_calls(const memstore *m, memstore_op op) {
+  return (unsigned)op < MEMSTORE_OP__COUNT ? m->op_calls[op] : 0;
+}
+
+/* Counts a call of op; true when it is the one memstore_fail_nth chose. */
+static bool count_call(memstore *m, memstore_op op) {
+  m->op_calls[op]++;
+  m->op_calls[MEMSTORE_ANY]++;
+  if (m->fail_left == 0 || (m->fail_op != MEMSTORE_ANY && m->fail_op != op)) return false;
+  if (--m->fail_left > 0) return false;
+  m->faults++;
+  return true;
+}
+
+static err_code injected(memstore *m, memstore_op op, err_t *err) {
+  return err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_UNAVAILABLE,
+                  "memstore: injected failure of %s (call %d)", memstore_op_name(op),
+                  m->op_calls[op]);
+}
+
+/* The start of every call but close and step_txn_submit: counts it, then fails it when every
+ * call fails (fail_rc) or when it is the chosen one (and the failure is not at commit). */
+static err_code enter_op(memstore *m, memstore_op op, int64_t deadline, bool *fail_at_commit,
+                         err_t *err) {
+  bool chosen = count_call(m, op);
   m->calls++;
   m->last_deadline = deadline;
   if (m->fail_rc != ERR_OK) return err_set(err, m->fail_rc, "memstore: injected failure");
+  if (chosen && !(fail_at_commit && m->fail_at_commit)) return injected(m, op, err);
+  if (fail_at_commit) *fail_at_commit = chosen;
   return ERR_OK;
 }
 
-static err_code ms_ping(store *s, int64_t deadline, err_t *err) {
-  return enter((memstore *)s, deadline, err);
+static err_code enter(memstore *m, memstore_op op, int64_t deadline, err_t *err) {
+  return enter_op(m, op, deadline, NULL, err);
 }
 
-static err_code ms_step_txn(store *s, const step_key *key, int64_t deadline, store_step_fn fn,
-                            void *arg, err_t *err) {
-  memstore *m = (memstore *)s;
-  m->step_txn_calls++;
-  err_code rc = enter(m, deadline, err);
+static err_code ms_ping(store *s, int64_t deadline, err_t *err) {
+  return enter((memstore *)s, MEMSTORE_PING, deadline, err);
+}
+
+static void append_audit(memstore *m, const audit_rec *a) {
+  if (m->n_audit == m->cap_audit) {
+    m->cap_audit = m->cap_audit ? 2 * m->cap_audit : 8;
+    m->audit = realloc(m->audit, m->cap_audit * sizeof *m->audit);
+    if (!m->audit) abort();
+  }
+  audit_rec *row = &m->audit[m->n_audit++];
+  *row = *a;
+  row->id = (int64_t)m->n_audit;
+  row->at_ms = m->now_ms;
+}
+
+/* step_txn and step_txn_audit (audit != NULL): lock (nothing to lock here), read the pair,
+ * run fn, write, append the audit row when fn answered ERR_OK, commit. */
+static err_code txn(memstore *m, memstore_op op, const step_key *key, int64_t deadline,
+                    store_step_fn fn, void *arg, const audit_rec *audit, err_t *err) {
+  bool fail_at_commit = false;
+  err_code rc = enter_op(m, op, deadline, &fail_at_commit, err);
   if (rc != ERR_OK) return rc;
 
   step_pair pair;
@@ -109,11 +182,28 @@ static err_code ms_step_txn(store *s, const step_key *key, int64_t deadline, sto
     }
     if (!step_rec_copy(&copies[i], &w.recs[i])) abort();
   }
+  if (fail_at_commit) { /* rolled back: nothing written, nothing audited */
+    for (int i = 0; i < w.n; i++) step_rec_clear(&copies[i]);
+    return injected(m, op, err);
+  }
   for (int i = 0; i < w.n; i++) {
     memstore_put(m, &copies[i]);
     step_rec_clear(&copies[i]);
   }
+  if (audit && rc == ERR_OK) append_audit(m, audit);
   return rc;
+}
+
+static err_code ms_step_txn(store *s, const step_key *key, int64_t deadline, store_step_fn fn,
+                            void *arg, err_t *err) {
+  memstore *m = (memstore *)s;
+  m->step_txn_calls++;
+  return txn(m, MEMSTORE_STEP_TXN, key, deadline, fn, arg, NULL, err);
+}
+
+static err_code ms_step_txn_audit(store *s, const step_key *key, int64_t deadline, store_step_fn fn,
+                                  void *arg, const audit_rec *audit, err_t *err) {
+  return txn((memstore *)s, MEMSTORE_STEP_TXN_AUDIT, key, deadline, fn, arg, audit, err);
 }
 
 static err_code ms_lookup_step(store *s, const step_key *key, int64_t deadline, step_rec *out,
@@ -121,7 +211,7 @@ static err_code ms_lookup_step(store *s, const step_key *key, int64_t deadline, 
   memstore *m = (memstore *)s;
   m->lookup_calls++;
   memset(out, 0, sizeof *out);
-  err_code rc = enter(m, deadline, err);
+  err_code rc = enter(m, MEMSTORE_LOOKUP_STEP, deadline, err);
   if (rc != ERR_OK) return rc;
   const step_rec *r = find(m, key, key->phase);
   if (live(r, m->now_ms) && !step_rec_copy(out, r)) abort();
@@ -151,7 +241,7 @@ static err_code ms_begin_saga(store *s, const saga_new *in, int64_t deadline, sa
   memstore *m = (memstore *)s;
   m->begin_saga_calls++;
   memset(out, 0, sizeof *out);
-  err_code rc = enter(m, deadline, err);
+  err_code rc = enter(m, MEMSTORE_BEGIN_SAGA, deadline, err);
   if (rc != ERR_OK) return rc;
 
   fill_saga(&m->last_saga, in, in->global_id, m->now_ms);
@@ -187,7 +277,7 @@ static err_code ms_get_saga(store *s, const char *tenant, const char *global_id,
   memstore *m = (memstore *)s;
   m->get_saga_calls++;
   memset(out, 0, sizeof *out);
-  err_code rc = enter(m, deadline, err);
+  err_code rc = enter(m, MEMSTORE_GET_SAGA, deadline, err);
   if (rc != ERR_OK) return rc;
 
   const memstore_saga *g = NULL;
@@ -230,7 +320,9 @@ static err_code ms_step_txn_submit(store *s, const step_key *key, int64_t deadli
                                    void *done_arg, err_t *err) {
   memstore *m = (memstore *)s;
   m->submit_calls++;
+  bool chosen = count_call(m, MEMSTORE_STEP_TXN_SUBMIT);
   if (m->submit_rc != ERR_OK) return err_set(err, m->submit_rc, "memstore: submission refused");
+  if (chosen) return injected(m, MEMSTORE_STEP_TXN_SUBMIT, err);
   memstore_submitted *q = calloc(1, sizeof *q);
   if (!q) abort();
   *q = (memstore_submitted){.key = *key,
@@ -271,6 +363,7 @@ static const store_ops memstore_ops = {
     .begin_saga = ms_begin_saga,
     .get_saga = ms_get_saga,
     .step_txn_submit = ms_step_txn_submit,
+    .step_txn_audit = ms_step_txn_audit,
 };
 
 memstore *memstore_new(int64_t now_ms) {

@@ -2,8 +2,11 @@
  *
  * Not a model of concurrency: it exists to check the wiring of coord_* (what reaches the
  * store, what comes back, who owns what). It counts calls, can fail every call with a chosen
- * code, can run a step callback several times (as a store does after a serialization
- * failure), and checks that every write belongs to the transaction's step pair.
+ * code, can fail exactly the Nth call of one operation or of any (memstore_fail_nth: a fault
+ * walk runs an operation once counting its store calls, then fails each of them in turn), can
+ * run a step callback several times (as a store does after a serialization failure), and
+ * checks that every write belongs to the transaction's step pair. step_txn_audit keeps the
+ * audit rows it commits (audit, n_audit).
  */
 #ifndef IDEM_TEST_SUPPORT_MEMSTORE_H
 #define IDEM_TEST_SUPPORT_MEMSTORE_H
@@ -15,6 +18,21 @@
 #include "store/store.h"
 
 #define MEMSTORE_MAX_SAGAS 16
+
+/* The operations the double counts and can fail one call at a time: its store_ops entries.
+ * MEMSTORE_STEP_TXN_SUBMIT is the submission; the submitted transaction, when
+ * memstore_run_submitted runs it, is a MEMSTORE_STEP_TXN call. */
+typedef enum memstore_op {
+  MEMSTORE_ANY = 0, /* all of them */
+  MEMSTORE_PING,
+  MEMSTORE_STEP_TXN,
+  MEMSTORE_STEP_TXN_AUDIT,
+  MEMSTORE_LOOKUP_STEP,
+  MEMSTORE_BEGIN_SAGA,
+  MEMSTORE_GET_SAGA,
+  MEMSTORE_STEP_TXN_SUBMIT,
+  MEMSTORE_OP__COUNT
+} memstore_op;
 
 typedef struct memstore_saga {
   char tenant[REC_GLOBAL_ID_MAX + 1];
@@ -52,6 +70,17 @@ typedef struct memstore {
   struct memstore_submitted *submitted;
   int submit_calls;
   err_code submit_rc;
+
+  /* the audit trail step_txn_audit committed, oldest first (ids 1, 2, ...) */
+  audit_rec *audit;
+  size_t n_audit, cap_audit;
+
+  /* one call at a time (memstore_fail_nth): calls per operation, the pending failure */
+  int op_calls[MEMSTORE_OP__COUNT]; /* [MEMSTORE_ANY]: all operations */
+  memstore_op fail_op;
+  int fail_left;       /* calls of fail_op until the one that fails; 0 = none pending */
+  bool fail_at_commit; /* a step transaction fails after fn ran; its writes are dropped */
+  int faults;          /* failures made so far */
 } memstore;
 
 /* A new empty store whose clock reads now_ms. Free with store_close(&m->base). */
@@ -60,6 +89,23 @@ memstore *memstore_new(int64_t now_ms);
 /* Runs every queued submission (step_txn, then its done callback) in submission order;
  * returns how many ran. */
 int memstore_run_submitted(memstore *m);
+
+/* Makes the nth call from now on (n = 1: the next one) of op (MEMSTORE_ANY: of any operation)
+ * fail with ERR_UNAVAILABLE, reason ERR_R_STORE_UNAVAILABLE (a database that cannot be
+ * reached), before it reads or writes anything. Only that call fails. n <= 0 cancels a
+ * pending failure. */
+void memstore_fail_nth(memstore *m, memstore_op op, int n);
+
+/* memstore_fail_nth, but a step transaction (step_txn, step_txn_audit, a submitted one when it
+ * runs) fails at its commit: fn runs, then its writes and audit row are dropped (the connection
+ * lost while committing, rolled back). Other operations fail before they start. */
+void memstore_fail_nth_at_commit(memstore *m, memstore_op op, int n);
+
+/* The calls of op (MEMSTORE_ANY: of every operation) the store has had. */
+int memstore_calls(const memstore *m, memstore_op op);
+
+/* The name of op ("step_txn", ...), for messages. */
+const char *memstore_op_name(memstore_op op);
 
 /* Inserts or replaces a record (deep copy). */
 void memstore_put(memstore *m, const step_rec *r);
