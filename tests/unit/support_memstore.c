@@ -135,7 +135,7 @@ static err_code ms_ping(store *s, int64_t deadline, err_t *err) {
   return enter((memstore *)s, MEMSTORE_PING, deadline, err);
 }
 
-static void append_audit(memstore *m, const audit_rec *a) {
+void memstore_add_audit(memstore *m, const audit_rec *a) {
   if (m->n_audit == m->cap_audit) {
     m->cap_audit = m->cap_audit ? 2 * m->cap_audit : 8;
     m->audit = realloc(m->audit, m->cap_audit * sizeof *m->audit);
@@ -190,7 +190,7 @@ static err_code txn(memstore *m, memstore_op op, const step_key *key, int64_t de
     memstore_put(m, &copies[i]);
     step_rec_clear(&copies[i]);
   }
-  if (audit && rc == ERR_OK) append_audit(m, audit);
+  if (audit && rc == ERR_OK) memstore_add_audit(m, audit);
   return rc;
 }
 

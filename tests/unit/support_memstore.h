@@ -107,6 +107,10 @@ int memstore_calls(const memstore *m, memstore_op op);
 /* The name of op ("step_txn", ...), for messages. */
 const char *memstore_op_name(memstore_op op);
 
+/* Appends a row to the audit trail as step_txn_audit commits one (the store sets id and
+ * at_ms). */
+void memstore_add_audit(memstore *m, const audit_rec *a);
+
 /* Inserts or replaces a record (deep copy). */
 void memstore_put(memstore *m, const step_rec *r);
 
