@@ -319,12 +319,13 @@ err_code decide_complete(const decide_complete_in *in, const step_pair *cur, ste
   if (!live(r, now)) return err_set(err, ERR_NOT_FOUND, "no such step");
   if (in->attempt > r->attempt)
     return err_fail(err, ERR_PRECONDITION, ERR_R_NEVER_ISSUED, "attempt %llu was never issued",
-                   (unsigned long long)in->attempt);
+                    (unsigned long long)in->attempt);
   if (r->state == STATE_ABANDONED)
     return err_fail(err, ERR_ABORTED, ERR_R_LEASE_LOST, "lease lost: the step was abandoned");
   if (in->attempt < r->attempt)
-    return err_fail(err, ERR_ABORTED, ERR_R_LEASE_LOST, "lease lost: attempt %llu was superseded by attempt %llu",
-                   (unsigned long long)in->attempt, (unsigned long long)r->attempt);
+    return err_fail(err, ERR_ABORTED, ERR_R_LEASE_LOST,
+                    "lease lost: attempt %llu was superseded by attempt %llu",
+                    (unsigned long long)in->attempt, (unsigned long long)r->attempt);
 
   if (r->state == STATE_IN_PROGRESS) {
     /* accepted even when the lease expired, as long as nobody took over */
@@ -336,7 +337,8 @@ err_code decide_complete(const decide_complete_in *in, const step_pair *cur, ste
     *after = r; /* a retried Complete is harmless */
     return ERR_OK;
   }
-  return err_fail(err, ERR_PRECONDITION, ERR_R_FINISHED_DIFFERENTLY, "step already finished with a different result");
+  return err_fail(err, ERR_PRECONDITION, ERR_R_FINISHED_DIFFERENTLY,
+                  "step already finished with a different result");
 }
 
 err_code decide_extend(const step_key *key, uint64_t attempt, uint32_t lease_ms,
@@ -349,8 +351,8 @@ err_code decide_extend(const step_key *key, uint64_t attempt, uint32_t lease_ms,
   const step_rec *r = own_record(key, cur);
   if (!live(r, now)) return err_set(err, ERR_NOT_FOUND, "no such step");
   if (r->state != STATE_IN_PROGRESS || r->attempt != attempt)
-    return err_fail(err, ERR_ABORTED, ERR_R_LEASE_LOST, "lease lost: attempt %llu does not hold the step",
-                   (unsigned long long)attempt);
+    return err_fail(err, ERR_ABORTED, ERR_R_LEASE_LOST,
+                    "lease lost: attempt %llu does not hold the step", (unsigned long long)attempt);
   step_rec *n = push(w);
   *n = *r;
   n->lease_expires_ms = now + lease_ms;

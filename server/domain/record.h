@@ -21,13 +21,17 @@
 #define REC_FP_MAX 64          /* fingerprint: 0–64 bytes */
 #define REC_REQUEST_ID_MAX 255 /* request id: 1–255 printable ASCII */
 #define REC_BODY_MAX_DEFAULT (64 * 1024)
-#define REC_SAGA_TYPE_MAX 128  /* saga_type: 0–128 printable ASCII (README) */
-#define REC_LABELS_MAX 32      /* at most 32 labels per saga */
-#define REC_LABEL_KEY_MAX 63   /* label key: 1–63 of [A-Za-z0-9._/-] */
-#define REC_LABEL_VALUE_MAX 256 /* label value: 0–256 bytes of UTF-8 without NUL */
+#define REC_SAGA_TYPE_MAX 128     /* saga_type: 0–128 printable ASCII (README) */
+#define REC_LABELS_MAX 32         /* at most 32 labels per saga */
+#define REC_LABEL_KEY_MAX 63      /* label key: 1–63 of [A-Za-z0-9._/-] */
+#define REC_LABEL_VALUE_MAX 256   /* label value: 0–256 bytes of UTF-8 without NUL */
 #define REC_LEASE_MS_MAX 3600000u /* a requested lease: 1 ms – 1 h (0 = the policy's) */
 
-typedef enum step_phase { PHASE_UNSPECIFIED = 0, PHASE_FORWARD = 1, PHASE_COMPENSATION = 2 } step_phase;
+typedef enum step_phase {
+  PHASE_UNSPECIFIED = 0,
+  PHASE_FORWARD = 1,
+  PHASE_COMPENSATION = 2
+} step_phase;
 
 /* The state numbers as plain macros too, so that SQL text can be built from them
  * (store/store_pg_sql.h): no state number is written twice. */
@@ -116,7 +120,7 @@ typedef struct step_writes {
 } step_writes;
 
 typedef struct saga_label {
-  char *key;   /* owned by the containing saga_view, or borrowed in inputs */
+  char *key; /* owned by the containing saga_view, or borrowed in inputs */
   char *value;
 } saga_label;
 
@@ -157,8 +161,8 @@ typedef struct saga_begun {
 #define REC_KEPT_STATE REC_STATE_UNKNOWN /* never expires while in this state */
 
 static inline bool step_rec_live(const step_rec *r, int64_t now_ms) {
-  return r->present && (r->state == (step_state)REC_KEPT_STATE || r->expires_ms == 0 ||
-                        r->expires_ms > now_ms);
+  return r->present &&
+         (r->state == (step_state)REC_KEPT_STATE || r->expires_ms == 0 || r->expires_ms > now_ms);
 }
 
 /* Whether the reaper may delete a record in state s once its retention has passed: never one

@@ -29,8 +29,8 @@
 
 #define MIGRATE_PATIENCE_MS 60000 /* keep trying to reach Postgres this long at start-up */
 #define MIGRATE_RETRY_MS 1000
-#define MAX_RECV_BYTES (256 * 1024)  /* api.md §9 */
-#define DEFAULT_DEADLINE_MS 2000     /* for calls that come without one */
+#define MAX_RECV_BYTES (256 * 1024) /* api.md §9 */
+#define DEFAULT_DEADLINE_MS 2000    /* for calls that come without one */
 #define STEPS_MAX 12
 
 typedef void (*node_undo_fn)(node *nd);

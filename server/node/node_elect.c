@@ -10,8 +10,8 @@ static bool on_elected(void *arg, uint64_t epoch, bool *superseded) {
   node_fence *f = arg;
   err_t err;
   err_clear(&err);
-  err_code rc = store_pg_fence_raise(f->pg, epoch, clock_mono_ms() + f->raise_budget_ms,
-                                     superseded, &err);
+  err_code rc =
+      store_pg_fence_raise(f->pg, epoch, clock_mono_ms() + f->raise_budget_ms, superseded, &err);
   if (rc != ERR_OK) {
     log_kv(LOG_WARN, "cannot raise the fence yet", "error", err.msg, (const char *)NULL);
     return false;
@@ -30,8 +30,8 @@ elect *node_elect_new(const node_elect_cfg *c, node_fence *fence, err_t *err) {
     err_clear(&e2);
     if (store_pg_fence_read(fence->pg, clock_mono_ms() + c->store_timeout_ms, &epoch, &e2) !=
         ERR_OK)
-      log_kv(LOG_WARN, "cannot read the fence, single node writes under epoch 0", "error",
-             e2.msg, (const char *)NULL);
+      log_kv(LOG_WARN, "cannot read the fence, single node writes under epoch 0", "error", e2.msg,
+             (const char *)NULL);
     atomic_store(fence->epoch, epoch);
     elect *el = elect_single_new(epoch, c->advertise);
     if (!el) err_oom(err);

@@ -7,7 +7,8 @@
 
 #include "../util/log.h"
 
-int node_sec_setup(const node_sec_paths *p, tls_files *tls, auth_keyring **tokens, char *msg, size_t n) {
+int node_sec_setup(const node_sec_paths *p, tls_files *tls, auth_keyring **tokens, char *msg,
+                   size_t n) {
   memset(tls, 0, sizeof *tls);
   *tokens = NULL;
   if (p->tls_cert) {

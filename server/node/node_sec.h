@@ -17,7 +17,8 @@ typedef struct node_sec_paths {
  * *tokens (NULL when none). Returns 0; or -1 with msg holding the usage error, naming the flag
  * (e.g. "--tls-key /etc/idem/key.pem: cannot open: No such file or directory"; never a token),
  * and nothing left allocated. */
-int node_sec_setup(const node_sec_paths *p, tls_files *tls, auth_keyring **tokens, char *msg, size_t n);
+int node_sec_setup(const node_sec_paths *p, tls_files *tls, auth_keyring **tokens, char *msg,
+                   size_t n);
 
 /* Logs (after log_init) what is on: TLS, client certificates, how many tokens, or that
  * authentication is off; warns when tokens would cross a non-local network in plaintext, and

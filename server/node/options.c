@@ -52,8 +52,9 @@ const size_t options_count = sizeof options_table / sizeof options_table[0];
 #define USAGE_LINE "usage: idem-coordinator --pg URL [--listen HOST:PORT] [options]\n"
 
 void options_help(FILE *f) {
-  fputs(USAGE_LINE "\noptions (each also read from the environment variable shown and from the "
-                   "--config file by its name; flags win; SIGHUP re-reads those marked so):\n",
+  fputs(USAGE_LINE
+        "\noptions (each also read from the environment variable shown and from the "
+        "--config file by its name; flags win; SIGHUP re-reads those marked so):\n",
         f);
   const char *group = NULL;
   for (size_t i = 0; i < options_count; i++) {
@@ -71,7 +72,8 @@ void options_help(FILE *f) {
 }
 
 void options_usage_error(const char *msg) {
-  fprintf(stderr, "idem-coordinator: %s\n" USAGE_LINE "run 'idem-coordinator --help' for every option\n",
+  fprintf(stderr,
+          "idem-coordinator: %s\n" USAGE_LINE "run 'idem-coordinator --help' for every option\n",
           msg);
 }
 
@@ -131,7 +133,9 @@ static options_result apply(idem_options *o, const opt_row *r, const char *v, co
       return OPTIONS_RUN;
     case OPT_INT:
       if (!parse_long(v, r->min, r->max, &x)) {
-        const char *unit = strcmp(r->arg, "S") == 0 ? "seconds" : strcmp(r->arg, "MS") == 0 ? "milliseconds" : "an integer";
+        const char *unit = strcmp(r->arg, "S") == 0    ? "seconds"
+                           : strcmp(r->arg, "MS") == 0 ? "milliseconds"
+                                                       : "an integer";
         return usage(msg, n, "%s: expected %s from %ld to %ld", src, unit, r->min, r->max);
       }
       *(int *)field = (int)x;
@@ -219,8 +223,8 @@ static options_result load_config_file(int argc, char **argv, idem_options *o, c
     bool tenant_ok =
         strcmp(r->tenant, POLICY_ANY) == 0 || validate_tenant(r->tenant, &err) == ERR_OK;
     if (!tenant_ok || coord_policy_validate(&r->p, &err) != ERR_OK)
-      return usage(msg, n, "--config %s: [policy %s/%s]: %s", path, r->p.service,
-                   r->p.operation, err.msg);
+      return usage(msg, n, "--config %s: [policy %s/%s]: %s", path, r->p.service, r->p.operation,
+                   err.msg);
   }
   return OPTIONS_RUN;
 }
@@ -298,8 +302,8 @@ options_result options_parse(int argc, char **argv, idem_options *o, char *msg, 
   for (; k < options_count && k < 63; k++) {
     const opt_row *r = &options_table[k];
     bool flag_only = r->type == OPT_BOOL || r->type == OPT_ACTION;
-    lopts[k] = (struct option){r->name, flag_only ? no_argument : required_argument, NULL,
-                               1000 + (int)k};
+    lopts[k] =
+        (struct option){r->name, flag_only ? no_argument : required_argument, NULL, 1000 + (int)k};
   }
   lopts[k] = (struct option){0, 0, 0, 0};
   optind = 1;

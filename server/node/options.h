@@ -55,17 +55,17 @@ typedef enum opt_type {
 } opt_type;
 
 typedef struct opt_row {
-  const char *group;  /* the heading it is listed under in --help */
-  const char *name;   /* the flag without "--"; also the config-file key */
-  const char *env;    /* environment variable, NULL = none */
+  const char *group; /* the heading it is listed under in --help */
+  const char *name;  /* the flag without "--"; also the config-file key */
+  const char *env;   /* environment variable, NULL = none */
   opt_type type;
-  size_t offset;      /* of the field in idem_options */
-  const char *def;    /* the default as text, NULL = none */
-  long min, max;      /* OPT_INT */
+  size_t offset;       /* of the field in idem_options */
+  const char *def;     /* the default as text, NULL = none */
+  long min, max;       /* OPT_INT */
   const char *choices; /* OPT_CHOICE: "a|b" */
-  bool reloadable;    /* SIGHUP re-reads what it names */
-  const char *arg;    /* the value's placeholder in --help ("HOST:PORT") */
-  const char *help;   /* one line */
+  bool reloadable;     /* SIGHUP re-reads what it names */
+  const char *arg;     /* the value's placeholder in --help ("HOST:PORT") */
+  const char *help;    /* one line */
 } opt_row;
 
 extern const opt_row options_table[];

@@ -203,8 +203,7 @@ void rpc__call_finish(rpc_call *c, const err_t *e) {
     elect_status st;
     elect_status_get(c->srv->elector, &st);
     c->trailing[0].key = grpc_slice_from_static_string(RPC_LEADER_MD);
-    c->trailing[0].value =
-        grpc_slice_from_copied_string(e->leader[0] ? e->leader : st.leader_addr);
+    c->trailing[0].value = grpc_slice_from_copied_string(e->leader[0] ? e->leader : st.leader_addr);
     c->n_trailing = 1;
   } else if (code == ERR_ABORTED && e->retry_after_ms > 0) {
     char v[24];

@@ -38,10 +38,10 @@ typedef struct store store;
 typedef err_code (*store_step_fn)(void *arg, const step_pair *cur, step_writes *w, err_t *err);
 
 /* The answer of a step transaction submitted without waiting (step_txn_submit,
- * the PostgreSQL backend's batcher): the same rc and err as step_txn would have returned (err is NULL when
- * rc is ERR_OK). Runs on the batcher's answer thread (one per batcher, in commit order), holding
- * none of the batch threads' locks: the next batch runs meanwhile. It must not block for long:
- * the answers after it wait. */
+ * the PostgreSQL backend's batcher): the same rc and err as step_txn would have returned (err is
+ * NULL when rc is ERR_OK). Runs on the batcher's answer thread (one per batcher, in commit order),
+ * holding none of the batch threads' locks: the next batch runs meanwhile. It must not block for
+ * long: the answers after it wait. */
 typedef void (*store_step_done_fn)(void *arg, err_code rc, const err_t *err);
 
 /* By default at most this many submitted step transactions wait for a batch (per batcher);

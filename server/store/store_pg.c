@@ -206,7 +206,8 @@ err_code pg__step_txn(store *st, const step_key *key, int64_t deadline, store_st
     if (tries + 1 >= PG_TXN_RETRIES) {
       metrics_store_error("conflict");
       log_kv(LOG_WARN, "store conflict: giving up", "sqlstate", s->sqlstate, NULL);
-      return err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_CONFLICT, "store conflict: too many retries");
+      return err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_CONFLICT,
+                      "store conflict: too many retries");
     }
     pg__backoff(tries + 1, deadline);
   }

@@ -22,7 +22,8 @@ const char pg__sql_audit_insert[] =
 
 /* Live IN_PROGRESS (1) and UNKNOWN (4) steps: the partial index idem_steps_open_idx. */
 static const char SQL_COUNT_OPEN[] =
-    "SELECT state, count(*) FROM idem_steps WHERE state IN " PG_OPEN_STATES " AND " LIVE " GROUP BY state";
+    "SELECT state, count(*) FROM idem_steps WHERE state IN " PG_OPEN_STATES " AND " LIVE
+    " GROUP BY state";
 
 /* Runs one read-only statement, reconnecting once when a reused connection was found dead. */
 static err_code read_stmt(pg_store *s, const char *sql, const pg_params *p, int64_t deadline,

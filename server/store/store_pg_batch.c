@@ -359,7 +359,8 @@ static err_code lock_and_read(bt_thread *t, bt_item **v, int n, int64_t deadline
     if (r == r0) { /* every pair has a row (LEFT JOIN): anything else is not our statement */
       PQclear(t->read);
       t->read = NULL;
-      return err_fail(err, ERR_INTERNAL, ERR_R_STORE_ERROR, "store error: batch read returned no row for a pair");
+      return err_fail(err, ERR_INTERNAL, ERR_R_STORE_ERROR,
+                      "store error: batch read returned no row for a pair");
     }
     bool exists[3];
     pg__read_pair(t->read, r0, r, 1, v[i]->key, &v[i]->pair, exists);
@@ -410,8 +411,7 @@ static err_code write_and_commit(bt_thread *t, bt_item **v, int n, int64_t deadl
     for (int j = 0; j < v[i]->w.n; j++, writes++) write_arrays(t, v[i]->key, &v[i]->w.recs[j]);
   }
   if (writes > 0) {
-    if (!arrays_to_params(t, N_COLS, &t->params[0]))
-      return err_oom(err);
+    if (!arrays_to_params(t, N_COLS, &t->params[0])) return err_oom(err);
     st[k++] = (pg_stmt){.name = ps_name[PS_UPSERT], .p = &t->params[0]};
   }
   for (int i = 0; i < n; i++) {

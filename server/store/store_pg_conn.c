@@ -223,7 +223,8 @@ err_code pg__call_start(pg_store *s, int64_t deadline, err_t *err) {
   if (s->conn &&
       (PQstatus(s->conn) != CONNECTION_OK || PQtransactionStatus(s->conn) != PQTRANS_IDLE))
     pg__drop(s);
-  if (clock_mono_ms() >= deadline) return err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_TIMEOUT, "store timeout");
+  if (clock_mono_ms() >= deadline)
+    return err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_TIMEOUT, "store timeout");
   if (s->conn) {
     s->conn_reused = true;
     return pg__fence_sync(s, deadline, err); /* a new epoch since the last call */

@@ -6,12 +6,13 @@
  * changes). Migration 4 puts a statement-level trigger on every table the coordinator writes
  * (idem_steps, idem_sagas, idem_saga_labels, idem_policies, idem_audit): before any INSERT,
  * UPDATE or DELETE it takes the fence lock shared, reads idem_fence and raises SQLSTATE IF001
- * when the fence is above idem.epoch. So fencing is a property of the write path, whatever the statement: the
- * step transactions, sagas, policies, the audit trail and the reaper are all covered, and so
- * is any later write to those tables. The check holds the fence's advisory lock shared to the
- * commit, and the raise takes it exclusive, so a new leader's raise waits for every
+ * when the fence is above idem.epoch. So fencing is a property of the write path, whatever the
+ * statement: the step transactions, sagas, policies, the audit trail and the reaper are all
+ * covered, and so is any later write to those tables. The check holds the fence's advisory lock
+ * shared to the commit, and the raise takes it exclusive, so a new leader's raise waits for every
  * transaction that passed the check under the old epoch: each old-epoch commit comes before
- * the raise, and the raise before the new leader's first commit. A connection without idem.epoch (tools, tests) is not fenced.
+ * the raise, and the raise before the new leader's first commit. A connection without idem.epoch
+ * (tools, tests) is not fenced.
  */
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -135,8 +136,9 @@ err_code store_pg_fence_raise(const char *conninfo, uint64_t epoch, int64_t dead
       }
       *superseded = true;
       if (rc == ERR_OK)
-        rc = err_fail(err, ERR_UNAVAILABLE, ERR_R_FENCED, "not the leader (fenced): fence at %" PRIu64
-                     ", this epoch %" PRIu64, cur, epoch);
+        rc = err_fail(err, ERR_UNAVAILABLE, ERR_R_FENCED,
+                      "not the leader (fenced): fence at %" PRIu64 ", this epoch %" PRIu64, cur,
+                      epoch);
     }
     break;
   }

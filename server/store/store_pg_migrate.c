@@ -112,7 +112,8 @@ static const char *const m3_sql[] = {
     "CREATE INDEX IF NOT EXISTS idem_audit_saga_idx ON idem_audit (tenant, global_id, id)",
     "CREATE INDEX IF NOT EXISTS idem_steps_list_state_idx ON idem_steps"
     " (tenant, state, global_id, service, operation, phase)",
-    "CREATE INDEX IF NOT EXISTS idem_steps_open_idx ON idem_steps (state) WHERE state IN " PG_OPEN_STATES,
+    "CREATE INDEX IF NOT EXISTS idem_steps_open_idx ON idem_steps (state) WHERE state "
+    "IN " PG_OPEN_STATES,
     NULL,
 };
 
@@ -161,11 +162,10 @@ static const char *const m5_sql[] = {
 };
 
 static const migration migrations[] = {
-    {1, m1_sql},
-    {2, m2_sql},
+    {1, m1_sql}, {2, m2_sql},
     {3, m3_sql}, /* version 2 (policies) may sit before it: each version applies on its own */
     {4, m4_sql}, /* fencing: after 2 and 3, whose tables it guards */
-  {5, m5_sql}, /* throughput: unused indexes of version 1 */
+    {5, m5_sql}, /* throughput: unused indexes of version 1 */
 };
 
 /* Applies one migration unless it is recorded; returns ERR_OK either way. */

@@ -34,8 +34,7 @@ static const char SQL_STEPS_GET[] =
     "SELECT service, operation, " PG_STEP_COLS
     " FROM idem_steps"
     " WHERE tenant = $1 AND global_id = $2"
-    " AND " PG_LIVE
-    " ORDER BY created_ms, phase, service, operation";
+    " AND " PG_LIVE " ORDER BY created_ms, phase, service, operation";
 
 #define LABELS_PER_INSERT 32
 
@@ -147,7 +146,8 @@ err_code pg__begin_saga(store *st, const saga_new *in, int64_t deadline, saga_be
     }
     if (why != PG_RETRY_SERIAL) return rc;
     if (tries + 1 >= PG_TXN_RETRIES)
-      return err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_CONFLICT, "store conflict: too many retries");
+      return err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_CONFLICT,
+                      "store conflict: too many retries");
     pg__backoff(tries + 1, deadline);
   }
   err_clear(err);

@@ -13,7 +13,7 @@
 
 /* step_rec_live in SQL: the row counts while it is kept (UNKNOWN), unfinished (expires_ms 0) or
  * within its retention at now (an SQL expression in Unix ms). */
-#define PG_LIVE_AT(now)                                                   \
+#define PG_LIVE_AT(now) \
   "(state = " PG_SQL_NUM(REC_KEPT_STATE) " OR expires_ms = 0 OR expires_ms > " now ")"
 #define PG_LIVE PG_LIVE_AT(PG_NOW_MS)
 

@@ -18,19 +18,19 @@
 #include <stdint.h>
 
 /* X(name, text): codes are stable; add new ones at the end only. */
-#define ERR_CODES(X)                                                         \
-  X(OK, "ok")                                                                \
-  X(INVALID, "invalid argument")          /* malformed or missing field */   \
-  X(PRECONDITION, "failed precondition")  /* fingerprint mismatch, ... */    \
-  X(ABORTED, "aborted")                   /* in progress; stale attempt */   \
-  X(NOT_FOUND, "not found")                                                  \
-  X(UNAVAILABLE, "unavailable")           /* store down, not the leader */   \
-  X(DEADLINE, "deadline exceeded")                                           \
-  X(INTERNAL, "internal error")                                              \
-  X(UNAUTHENTICATED, "unauthenticated")                                      \
-  X(PERMISSION, "permission denied")                                         \
-  X(UNIMPLEMENTED, "unimplemented")                                          \
-  X(RESOURCE, "resource exhausted")       /* out of memory, queue full */
+#define ERR_CODES(X)                                                      \
+  X(OK, "ok")                                                             \
+  X(INVALID, "invalid argument")         /* malformed or missing field */ \
+  X(PRECONDITION, "failed precondition") /* fingerprint mismatch, ... */  \
+  X(ABORTED, "aborted")                  /* in progress; stale attempt */ \
+  X(NOT_FOUND, "not found")                                               \
+  X(UNAVAILABLE, "unavailable") /* store down, not the leader */          \
+  X(DEADLINE, "deadline exceeded")                                        \
+  X(INTERNAL, "internal error")                                           \
+  X(UNAUTHENTICATED, "unauthenticated")                                   \
+  X(PERMISSION, "permission denied")                                      \
+  X(UNIMPLEMENTED, "unimplemented")                                       \
+  X(RESOURCE, "resource exhausted") /* out of memory, queue full */
 
 typedef enum err_code {
 #define X(name, text) ERR_##name,
@@ -40,7 +40,7 @@ typedef enum err_code {
 } err_code;
 
 /* X(name, word): why a call failed, where a program needs to know. Stable; add at the end. */
-#define ERR_REASONS(X)                                                                     \
+#define ERR_REASONS(X)                                                                    \
   X(NONE, "none")                                 /* the code says it all */              \
   X(OUT_OF_MEMORY, "out-of-memory")               /* ERR_RESOURCE, always */              \
   X(NOT_LEADER, "not-leader")                     /* this node does not lead */           \
@@ -63,7 +63,7 @@ typedef enum err_reason {
 #define X(name, word) ERR_R_##name,
   ERR_REASONS(X)
 #undef X
-  ERR_R__COUNT
+      ERR_R__COUNT
 } err_reason;
 
 #define ERR_MSG_MAX 240

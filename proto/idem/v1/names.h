@@ -14,23 +14,29 @@
 
 static const char *const idem_state_words[] = {"none",    "in_progress", "succeeded", "failed",
                                                "unknown", "abandoned",   "released"};
-static const char *const idem_outcome_words[] = {"unspecified", "succeeded", "failed",
-                                                 "retryable", "unknown"};
+static const char *const idem_outcome_words[] = {"unspecified", "succeeded", "failed", "retryable",
+                                                 "unknown"};
 static const char *const idem_decision_words[] = {
-    "unspecified",            "proceed",
-    "replay",                 "skip_null_compensation",
-    "skip_already_compensated", "proceed_unguarded"};
+    "unspecified",      "proceed", "replay", "skip_null_compensation", "skip_already_compensated",
+    "proceed_unguarded"};
 static const char *const idem_phase_words[] = {"unspecified", "forward", "compensation"};
 static const char *const idem_failure_mode_words[] = {"unspecified", "fail-closed", "fail-open"};
 
-#define IDEM_WORD_OF(table, v)                                                        \
-  ((v) >= 0 && (size_t)(v) < sizeof(table) / sizeof(table)[0] ? (table)[(size_t)(v)] \
-                                                              : "invalid")
+#define IDEM_WORD_OF(table, v) \
+  ((v) >= 0 && (size_t)(v) < sizeof(table) / sizeof(table)[0] ? (table)[(size_t)(v)] : "invalid")
 
-static inline const char *idem_word_state(int v) { return IDEM_WORD_OF(idem_state_words, v); }
-static inline const char *idem_word_outcome(int v) { return IDEM_WORD_OF(idem_outcome_words, v); }
-static inline const char *idem_word_decision(int v) { return IDEM_WORD_OF(idem_decision_words, v); }
-static inline const char *idem_word_phase(int v) { return IDEM_WORD_OF(idem_phase_words, v); }
+static inline const char *idem_word_state(int v) {
+  return IDEM_WORD_OF(idem_state_words, v);
+}
+static inline const char *idem_word_outcome(int v) {
+  return IDEM_WORD_OF(idem_outcome_words, v);
+}
+static inline const char *idem_word_decision(int v) {
+  return IDEM_WORD_OF(idem_decision_words, v);
+}
+static inline const char *idem_word_phase(int v) {
+  return IDEM_WORD_OF(idem_phase_words, v);
+}
 static inline const char *idem_word_failure_mode(int v) {
   return IDEM_WORD_OF(idem_failure_mode_words, v);
 }
