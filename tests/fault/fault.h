@@ -1,4 +1,4 @@
-/* fault.h — fault-test support (issue 4): a private etcd, a fresh database of its own (so the
+/* fault.h — fault-test support: a private etcd, a fresh database of its own (so the
  * one-row fence and the "end a former leader's transactions" step touch nobody else), 2-3
  * idem-coordinator nodes on loopback with --etcd, and the probes the scenarios measure with.
  * Every wait polls a condition against a deadline. Nodes are stopped by PID. */

@@ -1,4 +1,4 @@
-/* test_incident.c — the incident drill of issue 6, against a real coordinator, through the real
+/* test_incident.c — the incident drill, against a real coordinator, through the real
  * idemctl binary (IDEMCTL_BIN, set by tests/CMakeLists.txt): create stuck, expired and unknown
  * steps; find them with `idemctl steps --stuck`; inspect with `idemctl saga`; resolve one as
  * succeeded and one as retryable; check the replays changed, the audit shows both with actor

@@ -1,4 +1,4 @@
-/* test_replay_cache.c — the leader's replay cache seen from a client (issue 7): replays are
+/* test_replay_cache.c — the leader's replay cache seen from a client: replays are
  * answered from it (counted on /metrics), and a record changed by an operator (ResolveStep)
  * or released for a retry is never answered from a stale copy. */
 #include <criterion/criterion.h>

@@ -1,4 +1,4 @@
-/* sec.h — security tests (issue 8): certificates made at run time with the openssl CLI, a
+/* sec.h — security tests: certificates made at run time with the openssl CLI, a
  * tokens file, and coordinators started with TLS, client certificates and tokens through the
  * shared harness (tests/support/harness.h, the idem_test_harness library).
  *

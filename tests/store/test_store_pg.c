@@ -135,7 +135,7 @@ Test(store_pg, ping_and_migrate_twice) {
   PQfinish(c);
 }
 
-/* Issue 7: every index on idem_steps costs each step write; version 5 drops the two of version 1
+/* Every index on idem_steps costs each step write; version 5 drops the two of version 1
  * that nothing reads. A fresh schema runs version 1 (which creates them) and then 5, so this
  * also checks the upgrade of a database at version 4. */
 Test(store_pg, steps_carry_only_the_indexes_something_reads) {

@@ -1,4 +1,4 @@
-/* test_store_pg_batch.c — group commit (issue 7) against a real Postgres ($IDEM_TEST_PG_URL):
+/* test_store_pg_batch.c — group commit against a real Postgres ($IDEM_TEST_PG_URL):
  * many callers' step transactions share commits, each caller gets its own answer, one pair's
  * transactions never overlap or lose an update, the commit hook sees each pair in commit
  * order, the fence still refuses a stale epoch, and an expired deadline writes nothing. */
@@ -513,7 +513,7 @@ static int sub_total(submitted *s) {
   return n;
 }
 
-/* issue 7: the rpc layer's completion-queue thread hands BeginStep and CompleteStep to the
+/* The rpc layer's completion-queue thread hands BeginStep and CompleteStep to the
  * batcher without waiting. Each submitted transaction is answered exactly once, on a batcher
  * thread, after its commit, and per pair in submission order (each one's callback saw the one
  * before it committed); at most queue_max wait, the next is refused at once with nothing

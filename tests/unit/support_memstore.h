@@ -65,7 +65,7 @@ typedef struct memstore {
   memstore_saga last_saga;       /* deep copy of the last begin_saga input */
   bool last_saga_had_request_id; /* in->request_id != NULL */
 
-  /* step_txn_submit (issue 7): queued here, run by memstore_run_submitted (which models the
+  /* step_txn_submit: queued here, run by memstore_run_submitted (which models the
    * store's own thread, later); submit_rc != ERR_OK refuses every submission with it */
   struct memstore_submitted *submitted;
   int submit_calls;

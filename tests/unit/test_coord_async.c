@@ -1,5 +1,5 @@
 /* test_coord_async.c — BeginStep and CompleteStep without blocking (coord.h, "the non-blocking
- * forms", issue 7) over the in-memory store double, whose submissions run only when the test
+ * forms") over the in-memory store double, whose submissions run only when the test
  * says so (memstore_run_submitted: "later, on the store's thread"). What is answered before
  * the call returns (invalid input, a replay from the cache, a refused submission) never
  * reaches the store; everything else is answered exactly once, after the store's answer, with

@@ -1,4 +1,4 @@
-/* test_coord_cache.c — BeginStep and the leader's replay cache (issue 7): what the cache may
+/* test_coord_cache.c — BeginStep and the leader's replay cache: what the cache may
  * answer without the store (REPLAY, SKIP, fingerprint mismatch), and what always goes to the
  * store (anything that writes, records near the end of their retention, misses). The store
  * double fails every call, so an answer that needed it shows up as ERR_UNAVAILABLE. */

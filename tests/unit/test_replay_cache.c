@@ -1,4 +1,4 @@
-/* test_replay_cache.c — the leader's replay cache (issue 7): what it keeps, what it drops. */
+/* test_replay_cache.c — the leader's replay cache: what it keeps, what it drops. */
 #include <criterion/criterion.h>
 #include <stdatomic.h>
 #include <stdio.h>
