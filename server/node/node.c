@@ -97,6 +97,13 @@ void node_wait(node *nd) {
 
 /* --- the steps of start-up, each with its undo --- */
 
+/* A step that could not start: logged with the error's reason and hint; NODE_FAILED. */
+static node_result failed(const char *what, const err_t *err) {
+  log_kv(LOG_ERROR, what, "error", err->msg, "reason", err_reason_word(err->reason), "hint",
+         err->hint[0] ? err->hint : NULL, (const char *)NULL);
+  return NODE_FAILED;
+}
+
 static void undo_security(node *nd) {
   tls_files_clear(&nd->tls);
   auth_keyring_free(nd->tokens);
@@ -240,8 +247,7 @@ static node_result start_batcher(node *nd) {
   err_clear(&err);
   nd->batcher = store_batcher_start(&bc, &err);
   if (!nd->batcher) {
-    log_kv(LOG_ERROR, "cannot start group commit", "error", err.msg, (const char *)NULL);
-    return NODE_FAILED;
+    return failed("cannot start group commit", &err);
   }
   return NODE_RUNNING;
 }
@@ -266,8 +272,7 @@ static node_result start_elector(node *nd) {
   err_clear(&err);
   nd->el = node_elect_new(&ec, &nd->fence, &err);
   if (!nd->el) {
-    log_kv(LOG_ERROR, "cannot set up leader election", "error", err.msg, (const char *)NULL);
-    return NODE_FAILED;
+    return failed("cannot set up leader election", &err);
   }
   return NODE_RUNNING;
 }
@@ -326,8 +331,7 @@ static node_result start_rpc(node *nd) {
   tls_files_clear(&nd->tls); /* grpc keeps its own copy; wipe ours of the key */
   if (!nd->rpc) {
     rpc_shutdown();
-    log_kv(LOG_ERROR, "cannot start the server", "error", err.msg, (const char *)NULL);
-    return NODE_FAILED;
+    return failed("cannot start the server", &err);
   }
   return NODE_RUNNING;
 }
@@ -340,10 +344,7 @@ static void undo_campaign(node *nd) {
 static node_result start_campaign(node *nd) {
   err_t err;
   err_clear(&err);
-  if (elect_start(nd->el, &err) != ERR_OK) {
-    log_kv(LOG_ERROR, "cannot start leader election", "error", err.msg, (const char *)NULL);
-    return NODE_FAILED;
-  }
+  if (elect_start(nd->el, &err) != ERR_OK) return failed("cannot start leader election", &err);
   return NODE_RUNNING;
 }
 

@@ -106,14 +106,7 @@ static void pg_close(store *st) {
 
 static err_code pg_ping(store *st, int64_t deadline, err_t *err) {
   pg_store *s = (pg_store *)st;
-  err_code rc = ERR_OK;
-  for (int tries = 0; tries < 2; tries++) {
-    rc = pg__call_start(s, deadline, err);
-    if (rc == ERR_OK) rc = pg__exec(s, "SELECT 1", NULL, deadline, NULL, err);
-    if (rc == ERR_OK || s->retry != PG_RETRY_STALE) break;
-  }
-  if (rc == ERR_OK) err_clear(err);
-  return rc;
+  return pg__exec_call(s, "SELECT 1", NULL, deadline, NULL, err);
 }
 
 /* Writes one record of the pair: UPDATE when the row was read (or written) in this
@@ -242,12 +235,7 @@ static err_code pg_lookup_step(store *st, const step_key *key, int64_t deadline,
   pg__key_params(&p, key);
   pg__p_i64(&p, key->phase);
   PGresult *res = NULL;
-  err_code rc = ERR_OK;
-  for (int tries = 0; tries < 2; tries++) {
-    rc = pg__call_start(s, deadline, err);
-    if (rc == ERR_OK) rc = pg__exec(s, SQL_STEP_LOOKUP, &p, deadline, &res, err);
-    if (rc == ERR_OK || s->retry != PG_RETRY_STALE) break;
-  }
+  err_code rc = pg__exec_call(s, SQL_STEP_LOOKUP, &p, deadline, &res, err);
   if (rc != ERR_OK) return rc;
   if (PQntuples(res) > 0) {
     if (!pg__row_step(res, 0, 0, true, out)) {

@@ -25,18 +25,6 @@ static const char SQL_COUNT_OPEN[] =
     "SELECT state, count(*) FROM idem_steps WHERE state IN " PG_OPEN_STATES " AND " LIVE
     " GROUP BY state";
 
-/* Runs one read-only statement, reconnecting once when a reused connection was found dead. */
-static err_code read_stmt(pg_store *s, const char *sql, const pg_params *p, int64_t deadline,
-                          PGresult **res, err_t *err) {
-  err_code rc = ERR_OK;
-  for (int tries = 0; tries < 2; tries++) {
-    rc = pg__call_start(s, deadline, err);
-    if (rc == ERR_OK) rc = pg__exec(s, sql, p, deadline, res, err);
-    if (rc == ERR_OK || s->retry != PG_RETRY_STALE) break;
-  }
-  return rc;
-}
-
 static void add(char *sql, size_t cap, size_t *len, const char *fmt, int a) {
   if (*len >= cap) return;
   int n = snprintf(sql + *len, cap - *len, fmt, a);
@@ -107,7 +95,7 @@ err_code pg__list_steps(store *st, const step_filter *f, int64_t deadline, step_
   if (!store_pg__list_steps_sql(f, sql, sizeof sql, &p))
     return err_set(err, ERR_INTERNAL, "list steps: statement too long");
   PGresult *res = NULL;
-  err_code rc = read_stmt(s, sql, &p, deadline, &res, err);
+  err_code rc = pg__exec_call(s, sql, &p, deadline, &res, err);
   if (rc != ERR_OK) return rc;
   int n = PQntuples(res);
   if ((uint32_t)n > f->limit) {
@@ -179,7 +167,7 @@ err_code pg__list_audit(store *st, const char *tenant, const char *global_id, in
   pg__p_i64(&p, (int64_t)limit + 1);
   add(sql, sizeof sql, &len, " ORDER BY id DESC LIMIT $%d", p.n);
   PGresult *res = NULL;
-  err_code rc = read_stmt(s, sql, &p, deadline, &res, err);
+  err_code rc = pg__exec_call(s, sql, &p, deadline, &res, err);
   if (rc != ERR_OK) return rc;
   int n = PQntuples(res);
   if ((uint32_t)n > limit) {
@@ -215,7 +203,7 @@ err_code pg__count_steps(store *st, int64_t deadline, step_counts *out, err_t *e
   pg_store *s = (pg_store *)st;
   memset(out, 0, sizeof *out);
   PGresult *res = NULL;
-  err_code rc = read_stmt(s, SQL_COUNT_OPEN, NULL, deadline, &res, err);
+  err_code rc = pg__exec_call(s, SQL_COUNT_OPEN, NULL, deadline, &res, err);
   if (rc != ERR_OK) return rc;
   for (int i = 0; i < PQntuples(res); i++) {
     int64_t state = pg__int(res, i, 0), n = pg__int(res, i, 1);

@@ -264,22 +264,16 @@ err_code pg__sql_error(pg_store *s, const PGresult *r, err_t *err) {
     return ERR_UNAVAILABLE;
   }
   /* too many connections, system errors, read-only standby */
-  if (strncmp(st, "53", 2) == 0 || strncmp(st, "58", 2) == 0 || sqlstate_is(st, "25006")) {
-    char reason[160];
-    short_reason(msg, reason, sizeof reason);
-    metrics_store_error("unavailable");
-    log_kv(LOG_WARN, "store unavailable", "sqlstate", st, "reason", reason, NULL);
-    err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_UNAVAILABLE, "store unavailable: %s", reason);
-    err_detail(err, "sqlstate %s", st);
-    return ERR_UNAVAILABLE;
-  }
+  bool down = strncmp(st, "53", 2) == 0 || strncmp(st, "58", 2) == 0 || sqlstate_is(st, "25006");
   char reason[160];
   short_reason(msg, reason, sizeof reason);
-  metrics_store_error("error");
-  log_kv(LOG_ERROR, "store error", "sqlstate", st, "reason", reason, NULL);
-  err_fail(err, ERR_INTERNAL, ERR_R_STORE_ERROR, "store error: %s", reason);
+  const char *what = down ? "store unavailable" : "store error";
+  metrics_store_error(down ? "unavailable" : "error");
+  log_kv(down ? LOG_WARN : LOG_ERROR, what, "sqlstate", st, "reason", reason, NULL);
+  err_fail(err, down ? ERR_UNAVAILABLE : ERR_INTERNAL,
+           down ? ERR_R_STORE_UNAVAILABLE : ERR_R_STORE_ERROR, "%s: %s", what, reason);
   err_detail(err, "sqlstate %s", st);
-  return ERR_INTERNAL;
+  return err->code;
 }
 
 err_code pg__round_trip_start(pg_store *s, int64_t deadline, err_t *err) {
@@ -462,4 +456,16 @@ bool pg__row_step(const PGresult *r, int row, int col, bool own, step_rec *rec) 
   rec->lease_expires_ms = pg__int(r, row, col + 10);
   rec->expires_ms = pg__int(r, row, col + 11);
   return true;
+}
+
+err_code pg__exec_call(pg_store *s, const char *sql, const pg_params *p, int64_t deadline,
+                       PGresult **res, err_t *err) {
+  err_code rc = ERR_OK;
+  for (int tries = 0; tries < 2; tries++) {
+    rc = pg__call_start(s, deadline, err);
+    if (rc == ERR_OK) rc = pg__exec(s, sql, p, deadline, res, err);
+    if (rc == ERR_OK || s->retry != PG_RETRY_STALE) break;
+  }
+  if (rc == ERR_OK) err_clear(err);
+  return rc;
 }

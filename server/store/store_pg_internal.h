@@ -71,6 +71,12 @@ void pg__drop(pg_store *s);
 /* Marks the start of a store call (for PG_RETRY_STALE) and connects if needed. */
 err_code pg__call_start(pg_store *s, int64_t deadline, err_t *err);
 
+/* A whole store call of one statement outside a transaction: pg__call_start and pg__exec,
+ * again once when the connection, reused from an earlier call, was found dead before anything
+ * was sent (PG_RETRY_STALE). err is cleared on ERR_OK. */
+err_code pg__exec_call(pg_store *s, const char *sql, const pg_params *p, int64_t deadline,
+                       PGresult **res, err_t *err);
+
 /* Runs one statement. On ERR_OK, *out (if out != NULL) holds the PGresult (TUPLES_OK or
  * COMMAND_OK; the caller PQclears it), else it is cleared. On failure s->retry and
  * s->sqlstate say whether the caller may re-run; an SQL error leaves the connection up

@@ -55,20 +55,6 @@ static const char SQL_REAP_SAGAS[] =
     "SELECT ctid FROM idem_sagas WHERE expires_ms <= " REAP_NOW_MS
     " LIMIT $1 FOR UPDATE SKIP LOCKED))";
 
-/* One statement with one reconnect after a connection found dead before anything was sent. */
-static err_code exec1(pg_store *s, const char *sql, const pg_params *p, int64_t deadline,
-                      PGresult **res, err_t *err) {
-  err_code rc = ERR_OK;
-  for (int tries = 0; tries < 2; tries++) {
-    rc = pg__call_start(s, deadline, err);
-    if (rc != ERR_OK) return rc;
-    rc = pg__exec(s, sql, p, deadline, res, err);
-    if (rc == ERR_OK || s->retry != PG_RETRY_STALE) break;
-  }
-  if (rc == ERR_OK) err_clear(err);
-  return rc;
-}
-
 static void key3(pg_params *p, const char *tenant, const char *service, const char *operation) {
   pg__p_reset(p);
   pg__p_text(p, tenant);
@@ -87,7 +73,7 @@ err_code pg__policy_put(store *st, const char *tenant, const policy *pol, bool o
   pg__p_i64(&p, pol->lease_ms);
   PGresult *res = NULL;
   err_code rc =
-      exec1(s, only_if_absent ? SQL_POLICY_SEED : SQL_POLICY_UPSERT, &p, deadline, &res, err);
+      pg__exec_call(s, only_if_absent ? SQL_POLICY_SEED : SQL_POLICY_UPSERT, &p, deadline, &res, err);
   if (rc != ERR_OK) return rc;
   bool w = PQntuples(res) == 1;
   if (w && out) {
@@ -106,7 +92,7 @@ err_code pg__policy_delete(store *st, const char *tenant, const char *service,
   pg_params p;
   key3(&p, tenant, service, operation);
   PGresult *res = NULL;
-  err_code rc = exec1(s, SQL_POLICY_DELETE, &p, deadline, &res, err);
+  err_code rc = pg__exec_call(s, SQL_POLICY_DELETE, &p, deadline, &res, err);
   if (rc != ERR_OK) return rc;
   *deleted = strcmp(PQcmdTuples(res), "0") != 0;
   PQclear(res);
@@ -123,7 +109,7 @@ err_code pg__policy_list(store *st, const char *tenant, int64_t deadline, policy
   if (tenant) pg__p_text(&p, tenant);
   PGresult *res = NULL;
   err_code rc =
-      exec1(s, tenant ? SQL_POLICY_LIST_ONE : SQL_POLICY_LIST_ALL, &p, deadline, &res, err);
+      pg__exec_call(s, tenant ? SQL_POLICY_LIST_ONE : SQL_POLICY_LIST_ALL, &p, deadline, &res, err);
   if (rc != ERR_OK) return rc;
   int nt = PQntuples(res);
   if (nt > 0) {
@@ -159,8 +145,8 @@ static err_code reap(store *st, const char *sql, uint32_t limit, int64_t deadlin
   /* Reaping needs no durable commit (a delete lost in a crash is redone next round): its
    * commits must not add WAL flushes that BeginStep/CompleteStep wait behind. The reaper owns
    * this connection, and the setting is repeated because a reconnect forgets it. */
-  err_code rc = exec1(s, "SET synchronous_commit TO off", NULL, deadline, NULL, err);
-  if (rc == ERR_OK) rc = exec1(s, sql, &p, deadline, &res, err);
+  err_code rc = pg__exec_call(s, "SET synchronous_commit TO off", NULL, deadline, NULL, err);
+  if (rc == ERR_OK) rc = pg__exec_call(s, sql, &p, deadline, &res, err);
   if (rc != ERR_OK) return rc;
   *deleted = strtoull(PQcmdTuples(res), NULL, 10);
   PQclear(res);

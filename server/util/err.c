@@ -44,19 +44,14 @@ err_code err_oom(err_t *e) {
   return err_fail(e, ERR_RESOURCE, ERR_R_OUT_OF_MEMORY, "out of memory");
 }
 
-void err_detail(err_t *e, const char *fmt, ...) {
+void err_note(err_t *e, int hint, const char *fmt, ...) {
   if (!e) return;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(e->detail, sizeof e->detail, fmt, ap);
-  va_end(ap);
-}
-
-void err_hint(err_t *e, const char *fmt, ...) {
-  if (!e) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(e->hint, sizeof e->hint, fmt, ap);
+  if (hint)
+    vsnprintf(e->hint, sizeof e->hint, fmt, ap);
+  else
+    vsnprintf(e->detail, sizeof e->detail, fmt, ap);
   va_end(ap);
 }
 

@@ -92,9 +92,11 @@ err_code err_fail(err_t *e, err_code code, err_reason reason, const char *fmt, .
 /* The one way to report an allocation failure: ERR_RESOURCE, ERR_R_OUT_OF_MEMORY. */
 err_code err_oom(err_t *e);
 
-/* Adds a detail / a hint to an error already set (printf-style; replaces an earlier one). */
-void err_detail(err_t *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void err_hint(err_t *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Adds a detail (hint = 0) or a hint (hint = 1) to an error already set (printf-style; replaces
+ * an earlier one). Use the two macros below. */
+void err_note(err_t *e, int hint, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#define err_detail(e, ...) err_note((e), 0, __VA_ARGS__)
+#define err_hint(e, ...) err_note((e), 1, __VA_ARGS__)
 
 /* Records the leader's address (NULL or "" = unknown) on an error already set. */
 void err_leader(err_t *e, const char *address);
