@@ -46,14 +46,6 @@ static void step_done(idem_client *c, const idem_step_key *k, const char *body) 
       IDEM_OK, "%s", e.message);
 }
 
-static void set_policy(idem_client *c, const char *svc, const char *op, int mode) {
-  idem_policy p = {.failure_mode = mode, .retention_s = 3600, .lease_ms = 5000};
-  snprintf(p.service, sizeof p.service, "%s", svc);
-  snprintf(p.operation, sizeof p.operation, "%s", op);
-  idem_error e = {0};
-  cr_assert_eq(idem_policy_set(c, &p, NULL, &e), IDEM_OK, "%s", e.message);
-}
-
 static bool zero(const void *p, size_t n) {
   const unsigned char *b = p;
   for (size_t i = 0; i < n; i++)
@@ -336,9 +328,9 @@ Test(client_alloc_rpc, calls, .timeout = 300) {
   total += alloc_walk("step_resolve", &x, setup_fresh_step, run_resolve, check_record);
   total += alloc_walk("audit_list", &x, NULL, run_audit_list, check_audit_list);
 
-  set_policy(x.c, "mail", "send", IDEM_FAIL_OPEN);
-  set_policy(x.c, "mail", "*", IDEM_FAIL_CLOSED);
-  set_policy(x.c, "payment", "*", IDEM_FAIL_CLOSED);
+  h_set_policy(x.c, "mail", "send", IDEM_FAIL_OPEN);
+  h_set_policy(x.c, "mail", "*", IDEM_FAIL_CLOSED);
+  h_set_policy(x.c, "payment", "*", IDEM_FAIL_CLOSED);
   total += alloc_walk("policy_list", &x, NULL, run_policy_list, check_policy_list);
   idem_client *kept = x.c;
   total += alloc_walk("policy_prefetch", &x, setup_fresh_client, run_prefetch, check_prefetch);
@@ -447,7 +439,7 @@ Test(client_alloc_rpc, step_run, .timeout = 300) {
   h_srv_start(&x.s, NULL, NULL);
   h_tenant(x.t);
   idem_client *admin = h_client(&x.s, x.t, 0);
-  set_policy(admin, "mail", "send", IDEM_FAIL_OPEN);
+  h_set_policy(admin, "mail", "send", IDEM_FAIL_OPEN);
 
   /* PROCEED: the policy refresh, the action's body, the completed record */
   x.fresh_client = x.fresh_key = true;
@@ -482,7 +474,7 @@ Test(client_alloc_rpc, step_run_fail_open, .timeout = 300) {
                        .policy_refresh_ms = 3600000}; /* no refresh during the walk */
   idem_error e = {0};
   cr_assert_eq(idem_connect(&x.o, &x.c, &e), IDEM_OK, "%s", e.message);
-  set_policy(x.c, "mail", "send", IDEM_FAIL_OPEN);
+  h_set_policy(x.c, "mail", "send", IDEM_FAIL_OPEN);
   cr_assert_eq(idem_policy_prefetch(x.c, "mail", "send", &e), IDEM_OK, "%s", e.message);
   cr_assert_eq(h_srv_stop(&x.s), 0);
 

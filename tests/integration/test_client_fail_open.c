@@ -26,14 +26,6 @@ static void action(void *arg, const idem_step_ctx *ctx, idem_step_output *out) {
   out->body_len = 7;
 }
 
-static void set_policy(idem_client *c, const char *svc, const char *op, int mode) {
-  idem_policy p = {.failure_mode = mode, .retention_s = 3600, .lease_ms = 5000};
-  snprintf(p.service, sizeof p.service, "%s", svc);
-  snprintf(p.operation, sizeof p.operation, "%s", op);
-  idem_error e = {0};
-  cr_assert_eq(idem_policy_set(c, &p, NULL, &e), IDEM_OK, "%s", e.message);
-}
-
 static int count_lines(const char *path) {
   FILE *f = fopen(path, "r");
   if (!f) return 0;
@@ -52,8 +44,8 @@ Test(client_fail_open, coordinator_down_then_reconcile, .timeout = 120) {
   h_unique("cfo2", g2, sizeof g2);
   h_unique("/tmp/idem-journal", journal, sizeof journal);
   idem_client *admin = h_client(&s, t, 0);
-  set_policy(admin, "mail", "send", IDEM_FAIL_OPEN);
-  set_policy(admin, "payment", "*", IDEM_FAIL_CLOSED);
+  h_set_policy(admin, "mail", "send", IDEM_FAIL_OPEN);
+  h_set_policy(admin, "payment", "*", IDEM_FAIL_CLOSED);
 
   idem_options o = {.address = s.addr, .tenant = t, .journal_path = journal,
                     .deadline_ms = 500};

@@ -25,30 +25,9 @@ static void setup(void) {
 
 TestSuite(metrics, .init = setup, .fini = h_teardown, .timeout = 120);
 
-/* GET path over HTTP/1.0; returns the status code and the malloc'd body in *body. */
+/* GET path from the fixture's /metrics port. */
 static int http_get(const char *path, char **body) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)H.metrics_port)};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  cr_assert(connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect to /metrics");
-  char req[256];
-  int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n", path);
-  cr_assert_eq(write(fd, req, (size_t)n), n);
-  size_t cap = 1 << 16, len = 0;
-  char *buf = malloc(cap);
-  ssize_t r;
-  while ((r = read(fd, buf + len, cap - 1 - len)) > 0) {
-    len += (size_t)r;
-    if (len + 1 == cap) buf = realloc(buf, cap *= 2);
-  }
-  close(fd);
-  buf[len] = '\0';
-  int status = 0;
-  cr_assert_eq(sscanf(buf, "HTTP/1.%*d %d", &status), 1, "%s", buf);
-  char *sep = strstr(buf, "\r\n\r\n");
-  *body = strdup(sep ? sep + 4 : "");
-  free(buf);
-  return status;
+  return h_http_get(H.metrics_port, path, body);
 }
 
 static char *scrape(void) {

@@ -184,3 +184,11 @@ long long h_tenant_hash(const char *t) {
       " where tenant = $1)",
       1, p);
 }
+
+void h_set_policy(idem_client *c, const char *svc, const char *op, int mode) {
+  idem_policy p = {.failure_mode = mode, .retention_s = 3600, .lease_ms = 5000};
+  snprintf(p.service, sizeof p.service, "%s", svc);
+  snprintf(p.operation, sizeof p.operation, "%s", op);
+  idem_error e = {0};
+  cr_assert_eq(idem_policy_set(c, &p, NULL, &e), IDEM_OK, "%s", e.message);
+}

@@ -56,6 +56,13 @@ int h_raw_call(const char *addr, const char *method, const char *tenant, const v
  * row counts plus a hash of every column. Equal before and after = nothing changed. */
 long long h_tenant_hash(const char *t);
 
+/* Sets the policy of (svc, op) for c's tenant: failure mode mode (IDEM_FAIL_*), retention 1 h,
+ * lease 5 s; fails the test unless the coordinator says OK. */
+void h_set_policy(idem_client *c, const char *svc, const char *op, int mode);
+
+/* GET path from 127.0.0.1:port over HTTP/1.0: the status code; the malloc'd body in *body. */
+int h_http_get(int port, const char *path, char **body);
+
 /* The value of one sample (exact name and labels, e.g. `idem_x_total{k="v"}`) on the
  * coordinator's /metrics at 127.0.0.1:port; -1 when absent (metrics.c). */
 double h_metric(int port, const char *series);

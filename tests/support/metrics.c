@@ -1,4 +1,4 @@
-/* metrics.c — reading one sample from a coordinator's /metrics (harness.h). */
+/* metrics.c — an HTTP GET on loopback, and one sample of a coordinator's /metrics (harness.h). */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <netinet/in.h>
@@ -10,13 +10,14 @@
 
 #include "harness.h"
 
-double h_metric(int port, const char *series) {
+int h_http_get(int port, const char *path, char **body) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  cr_assert(connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect to /metrics");
-  const char req[] = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
-  cr_assert_eq(write(fd, req, sizeof req - 1), (ssize_t)(sizeof req - 1));
+  cr_assert(connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect to port %d", port);
+  char req[256];
+  int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n", path);
+  cr_assert_eq(write(fd, req, (size_t)n), n);
   size_t cap = 1 << 16, len = 0;
   char *buf = malloc(cap);
   ssize_t r;
@@ -26,13 +27,24 @@ double h_metric(int port, const char *series) {
   }
   close(fd);
   buf[len] = '\0';
+  int status = 0;
+  cr_assert_eq(sscanf(buf, "HTTP/1.%*d %d", &status), 1, "%s", buf);
+  char *sep = strstr(buf, "\r\n\r\n");
+  *body = strdup(sep ? sep + 4 : "");
+  free(buf);
+  return status;
+}
+
+double h_metric(int port, const char *series) {
+  char *body;
+  h_http_get(port, "/metrics", &body);
   double found = -1;
   size_t sl = strlen(series);
-  for (char *line = strstr(buf, "\r\n\r\n"); line && *line;) {
+  for (char *line = body; line && *line;) {
     line += strspn(line, "\r\n");
     if (strncmp(line, series, sl) == 0 && line[sl] == ' ') found = strtod(line + sl + 1, NULL);
     line = strchr(line, '\n');
   }
-  free(buf);
+  free(body);
   return found;
 }

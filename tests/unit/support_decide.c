@@ -56,3 +56,11 @@ void sd_assert_err(err_code rc, const err_t *err, err_code want, const char *nee
   cr_assert_eq(rc, want, "rc %d (want %d): %s", rc, want, err->msg);
   cr_assert(strstr(err->msg, needle), "message \"%s\" lacks \"%s\"", err->msg, needle);
 }
+
+void sd_fail_open_policy(void *arg, const char *tenant, const char *service, const char *operation,
+                         policy *out) {
+  (void)arg;
+  (void)tenant;
+  policy_default(service, operation, out);
+  out->mode = FAILURE_MODE_FAIL_OPEN;
+}

@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 
+#include "domain/policy.h"
 #include "domain/record.h"
 #include "util/err.h"
 
@@ -39,5 +40,9 @@ void sd_assert_fp(const step_rec *r, const char *fp);
 
 /* Asserts that a decision answered want (rc and err->code) with needle in its message. */
 void sd_assert_err(err_code rc, const err_t *err, err_code want, const char *needle);
+
+/* A policy_resolve_fn: the built-in default made fail-open, for every operation. */
+void sd_fail_open_policy(void *arg, const char *tenant, const char *service, const char *operation,
+                         policy *out);
 
 #endif

@@ -12,6 +12,7 @@
 #include "cache/replay_cache.h"
 #include "coord/coord.h"
 #include "support_cache.h"
+#include "support_decide.h"
 #include "support_memstore.h"
 #include "util/clock.h"
 
@@ -160,14 +161,6 @@ Test(coord_async, a_replay_from_the_cache_is_answered_at_once_without_the_store)
   replay_cache_free(cache);
 }
 
-static void fail_open_policy(void *arg, const char *tenant, const char *service,
-                             const char *operation, policy *out) {
-  (void)arg;
-  (void)tenant;
-  policy_default(service, operation, out);
-  out->mode = FAILURE_MODE_FAIL_OPEN;
-}
-
 Test(coord_async, a_refused_submission_is_answered_at_once_and_fail_open_still_applies) {
   m->submit_rc = ERR_RESOURCE;
   seen s = {0};
@@ -178,7 +171,7 @@ Test(coord_async, a_refused_submission_is_answered_at_once_and_fail_open_still_a
   /* the store unreachable (its answer, later): a fail-open operation proceeds unguarded */
   m->submit_rc = ERR_OK;
   m->fail_rc = ERR_UNAVAILABLE;
-  ctx.resolve_policy = fail_open_policy;
+  ctx.resolve_policy = sd_fail_open_policy;
   seen open = {0};
   begin_async(&key, &open);
   cr_assert_eq(open.calls, 0);

@@ -162,14 +162,6 @@ static void assert_snap_eq(const memstore *m, const snapshot *want, const char *
 
 /* ---------------- the operations ---------------- */
 
-static void fail_open_policy(void *arg, const char *tenant, const char *service,
-                             const char *operation, policy *out) {
-  (void)arg;
-  (void)tenant;
-  policy_default(service, operation, out);
-  out->mode = FAILURE_MODE_FAIL_OPEN;
-}
-
 static int64_t far(void) {
   return clock_mono_ms() + 3600 * 1000;
 }
@@ -299,7 +291,7 @@ static memstore *fresh(const scenario *sc, coord_ctx *ctx) {
   memstore *m = memstore_new(SD_NOW);
   sc->seed(m);
   coord_ctx_init(ctx);
-  if (sc->fail_open) ctx->resolve_policy = fail_open_policy;
+  if (sc->fail_open) ctx->resolve_policy = sd_fail_open_policy;
   return m;
 }
 
