@@ -25,26 +25,26 @@
 /* clang-format off */
 const opt_row options_table[] = {
   /* group       name               environment             type        field                  default            min max     choices      reload arg          help */
-  {"serving",   "listen",          "IDEM_LISTEN",          OPT_STRING, F(listen),             "127.0.0.1:50051", 0, 0,       NULL,        false, "HOST:PORT", "address to serve gRPC on"},
-  {"serving",   "workers",         "IDEM_WORKERS",         OPT_INT,    F(workers),            "32",              1, 256,     NULL,        false, "N",         "worker threads = store connections for the calls that wait on the store"},
-  {"serving",   "insecure",        "IDEM_INSECURE",        OPT_BOOL,   F(insecure),           NULL,              0, 0,       NULL,        false, NULL,        "allow plaintext (no --tls-cert) on a non-loopback --listen address"},
-  {"store",     "pg",              "IDEM_PG",              OPT_STRING, F(pg),                 NULL,              0, 0,       NULL,        false, "URL",       "PostgreSQL connection string (required)"},
-  {"store",     "store-timeout-ms","IDEM_STORE_TIMEOUT_MS",OPT_INT,    F(store_timeout_ms),   "2000",            1, 600000,  NULL,        false, "MS",        "bound on each store call"},
-  {"high availability", "etcd",    "IDEM_ETCD",            OPT_STRING, F(etcd),               NULL,              0, 0,       NULL,        false, "URLS",      "etcd endpoints (http://h:p[,...]) for leader election (none: single node)"},
-  {"high availability", "node-id", "IDEM_NODE_ID",         OPT_STRING, F(node_id),            NULL,              0, 0,       NULL,        false, "NAME",      "this node's name (none: the --advertise address)"},
-  {"high availability", "advertise","IDEM_ADVERTISE",      OPT_STRING, F(advertise),          NULL,              0, 0,       NULL,        false, "HOST:PORT", "address standbys send clients to (none: --listen)"},
-  {"high availability", "election-prefix","IDEM_ELECTION_PREFIX",OPT_STRING,F(election_prefix),"/idem/leader",   0, 0,       NULL,        false, "PREFIX",    "etcd election key prefix"},
-  {"high availability", "election-ttl","IDEM_ELECTION_TTL", OPT_INT,    F(election_ttl_s),     "5",               2, 60,      NULL,        false, "S",         "election lease TTL in seconds"},
-  {"security",  "tls-cert",        "IDEM_TLS_CERT",        OPT_STRING, F(tls_cert),           NULL,              0, 0,       NULL,        false, "FILE",      "serve TLS with this PEM certificate chain (needs --tls-key)"},
-  {"security",  "tls-key",         "IDEM_TLS_KEY",         OPT_STRING, F(tls_key),            NULL,              0, 0,       NULL,        false, "FILE",      "the PEM private key of --tls-cert"},
-  {"security",  "tls-client-ca",   "IDEM_TLS_CLIENT_CA",   OPT_STRING, F(tls_client_ca),      NULL,              0, 0,       NULL,        false, "FILE",      "require client certificates signed by this CA; tenant = SAN or CN"},
-  {"security",  "tokens",          "IDEM_TOKENS",          OPT_STRING, F(tokens),             NULL,              0, 0,       NULL,        true,  "FILE",      "bearer tokens: TOKEN TENANT ROLE per line (README)"},
-  {"operations","config",          "IDEM_CONFIG",          OPT_STRING, F(config),             NULL,              0, 0,       NULL,        false, "FILE",      "INI file with any of these options and [policy ...] seeds (README)"},
-  {"operations","reaper-interval", "IDEM_REAPER_INTERVAL", OPT_INT,    F(reaper_interval_s),  XSTR(REAPER_INTERVAL_S_DEFAULT), 0, 86400, NULL, false, "S",   "seconds between reaper rounds, 0 = no reaper"},
-  {"operations","metrics",         "IDEM_METRICS",         OPT_STRING, F(metrics),            NULL,              0, 0,       NULL,        false, "HOST:PORT", "serve Prometheus text at http://HOST:PORT/metrics (none: off)"},
-  {"operations","log-format",      "IDEM_LOG_FORMAT",      OPT_CHOICE, F(log_format),         "text",            0, 0,       "text|json", false, "text|json", "log line format on stderr"},
-  {"operations","version",         NULL,                   OPT_ACTION, 0,                     NULL,              0, 0,       NULL,        false, NULL,        "print the version and exit"},
-  {"operations","help",            NULL,                   OPT_ACTION, 0,                     NULL,              0, 0,       NULL,        false, NULL,        "print this help and exit"},
+  {"serving",   "listen",          "IDEM_LISTEN",          OPT_STRING, F(listen),             "127.0.0.1:50051", 0, 0,       NULL,        false, "HOST:PORT", "address to serve gRPC on", NULL},
+  {"serving",   "workers",         "IDEM_WORKERS",         OPT_INT,    F(workers),            "32",              1, 256,     NULL,        false, "N",         "worker threads = store connections for the calls that wait on the store", NULL},
+  {"serving",   "insecure",        "IDEM_INSECURE",        OPT_BOOL,   F(insecure),           NULL,              0, 0,       NULL,        false, NULL,        "allow plaintext (no --tls-cert) on a non-loopback --listen address", NULL},
+  {"store",     "pg",              "IDEM_PG",              OPT_STRING, F(pg),                 NULL,              0, 0,       NULL,        false, "URL",       "PostgreSQL connection string (required)", NULL},
+  {"store",     "store-timeout-ms","IDEM_STORE_TIMEOUT_MS",OPT_INT,    F(store_timeout_ms),   "2000",            1, 600000,  NULL,        false, "MS",        "bound on each store call", NULL},
+  {"high availability", "etcd",    "IDEM_ETCD",            OPT_STRING, F(etcd),               NULL,              0, 0,       NULL,        false, "URLS",      "etcd endpoints (http://h:p[,...]) for leader election (none: single node)", NULL},
+  {"high availability", "node-id", "IDEM_NODE_ID",         OPT_STRING, F(node_id),            NULL,              0, 0,       NULL,        false, "NAME",      "this node's name (none: the --advertise address)", NULL},
+  {"high availability", "advertise","IDEM_ADVERTISE",      OPT_STRING, F(advertise),          NULL,              0, 0,       NULL,        false, "HOST:PORT", "address standbys send clients to (none: --listen)", NULL},
+  {"high availability", "election-prefix","IDEM_ELECTION_PREFIX",OPT_STRING,F(election_prefix),"/idem/leader",   0, 0,       NULL,        false, "PREFIX",    "etcd election key prefix", "/"},
+  {"high availability", "election-ttl","IDEM_ELECTION_TTL", OPT_INT,    F(election_ttl_s),     "5",               2, 60,      NULL,        false, "S",         "election lease TTL in seconds", NULL},
+  {"security",  "tls-cert",        "IDEM_TLS_CERT",        OPT_STRING, F(tls_cert),           NULL,              0, 0,       NULL,        false, "FILE",      "serve TLS with this PEM certificate chain (needs --tls-key)", NULL},
+  {"security",  "tls-key",         "IDEM_TLS_KEY",         OPT_STRING, F(tls_key),            NULL,              0, 0,       NULL,        false, "FILE",      "the PEM private key of --tls-cert", NULL},
+  {"security",  "tls-client-ca",   "IDEM_TLS_CLIENT_CA",   OPT_STRING, F(tls_client_ca),      NULL,              0, 0,       NULL,        false, "FILE",      "require client certificates signed by this CA; tenant = SAN or CN", NULL},
+  {"security",  "tokens",          "IDEM_TOKENS",          OPT_STRING, F(tokens),             NULL,              0, 0,       NULL,        true,  "FILE",      "bearer tokens: TOKEN TENANT ROLE per line (README)", NULL},
+  {"operations","config",          "IDEM_CONFIG",          OPT_STRING, F(config),             NULL,              0, 0,       NULL,        false, "FILE",      "INI file with any of these options and [policy ...] seeds (README)", NULL},
+  {"operations","reaper-interval", "IDEM_REAPER_INTERVAL", OPT_INT,    F(reaper_interval_s),  XSTR(REAPER_INTERVAL_S_DEFAULT), 0, 86400, NULL, false, "S",   "seconds between reaper rounds, 0 = no reaper", NULL},
+  {"operations","metrics",         "IDEM_METRICS",         OPT_STRING, F(metrics),            NULL,              0, 0,       NULL,        false, "HOST:PORT", "serve Prometheus text at http://HOST:PORT/metrics (none: off)", NULL},
+  {"operations","log-format",      "IDEM_LOG_FORMAT",      OPT_CHOICE, F(log_format),         "text",            0, 0,       "text|json", false, "text|json", "log line format on stderr", NULL},
+  {"operations","version",         NULL,                   OPT_ACTION, 0,                     NULL,              0, 0,       NULL,        false, NULL,        "print the version and exit", NULL},
+  {"operations","help",            NULL,                   OPT_ACTION, 0,                     NULL,              0, 0,       NULL,        false, NULL,        "print this help and exit", NULL},
 };
 /* clang-format on */
 const size_t options_count = sizeof options_table / sizeof options_table[0];
@@ -127,8 +127,8 @@ static options_result apply(idem_options *o, const opt_row *r, const char *v, co
   bool b;
   switch (r->type) {
     case OPT_STRING:
-      if (strcmp(r->name, "election-prefix") == 0 && v[0] != '/')
-        return usage(msg, n, "%s: expected a key prefix starting with /", src);
+      if (r->prefix && *v && strncmp(v, r->prefix, strlen(r->prefix)) != 0)
+        return usage(msg, n, "%s: expected a value starting with %s", src, r->prefix);
       *(const char **)field = *v ? v : NULL;
       return OPTIONS_RUN;
     case OPT_INT:

@@ -66,6 +66,7 @@ typedef struct opt_row {
   bool reloadable;     /* SIGHUP re-reads what it names */
   const char *arg;     /* the value's placeholder in --help ("HOST:PORT") */
   const char *help;    /* one line */
+  const char *prefix;  /* OPT_STRING: a value must start with it (NULL: any) */
 } opt_row;
 
 extern const opt_row options_table[];

@@ -200,10 +200,14 @@ void rpc__call_finish(rpc_call *c, const err_t *e) {
   }
   if (code == ERR_UNAVAILABLE && err_is_not_leader(e) && c->srv->elector) {
     /* refused (nothing done, or the fence refused the commit): send the caller to the leader */
+    const char *leader = e->leader; /* set by the refusal before the handler */
     elect_status st;
-    elect_status_get(c->srv->elector, &st);
+    if (!leader[0]) { /* the fence refused the commit: ask the elector now */
+      elect_status_get(c->srv->elector, &st);
+      leader = st.leader_addr;
+    }
     c->trailing[0].key = grpc_slice_from_static_string(RPC_LEADER_MD);
-    c->trailing[0].value = grpc_slice_from_copied_string(e->leader[0] ? e->leader : st.leader_addr);
+    c->trailing[0].value = grpc_slice_from_copied_string(leader);
     c->n_trailing = 1;
   } else if (code == ERR_ABORTED && e->retry_after_ms > 0) {
     char v[24];
