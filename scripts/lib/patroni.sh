@@ -1,0 +1,304 @@
+# scripts/lib/patroni.sh — a Patroni pair on loopback: two PostgreSQL nodes (pg1, pg2), each
+# managed by its own `patroni` agent, with the etcd3 DCS on an etcd the caller runs, synchronous
+# replication (synchronous_mode: true, not strict: see docs/ha.md) and the REST API on loopback.
+# For scripts/quickstart --ha, scripts/bench --ha and tests/ha. Installs nothing (deps.sh does).
+#
+# Source it; then:
+#   patroni_start DIR ETCD_URL [OWNER_PID]  configs into DIR (first start: free ports, owned by
+#                       postgres), starts both agents, waits (deadline) until one node is primary
+#                       and the other a streaming synchronous standby; a second start on the same
+#                       DIR finds the data and the ports. With OWNER_PID, a watcher stops the pair
+#                       when that process is gone (a killed test cannot leave it running).
+#   patroni_wait_ready DIR [SECONDS]        that wait alone (default 90 s); 0 when ready
+#   patroni_primary DIR                     the name of the node that answers GET /primary 200
+#   patroni_standby DIR                     the other one
+#   patroni_agent_pid DIR NAME              the agent's PID (empty when not running)
+#   patroni_postmaster_pid DIR NAME         the postmaster's PID: line 1 of postmaster.pid (the
+#                                           agent daemonizes the postmaster; its parent is PID 1)
+#   patroni_start_node DIR NAME             starts one agent again (after a kill)
+#   patroni_kill_host DIR NAME              kill -9 of the agent and its postmaster: a dead host
+#   patroni_switchover DIR                  a planned switchover to the standby (patronictl)
+#   patroni_pg_url DIR [DB]                 the multi-host URL, target_session_attrs=read-write
+#   patroni_createdb DIR DB                 creates DB on the primary unless it exists
+#   patroni_env DIR                         shell assignments: ports, PIDs, REST URLs, settings
+#   patroni_stop DIR                        stops both agents (and their postmasters) by PID
+# Timing: PATRONI_TTL (default 10), PATRONI_LOOP_WAIT (1), PATRONI_RETRY_TIMEOUT (4) seconds,
+# written into the DCS at bootstrap. Every process is found and stopped by PID only.
+
+PATRONI_TTL=${PATRONI_TTL:-10}
+PATRONI_LOOP_WAIT=${PATRONI_LOOP_WAIT:-1}
+PATRONI_RETRY_TIMEOUT=${PATRONI_RETRY_TIMEOUT:-4}
+PATRONI_PG_BIN=${PATRONI_PG_BIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)}
+PATRONI_NODES="pg1 pg2"
+
+patroni__port() {
+  /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# patroni__as CMD...: as the postgres user (initdb and postgres refuse root).
+patroni__as() {
+  if [ "$(id -u)" = 0 ]; then
+    setpriv --reuid=postgres --regid=postgres --init-groups --reset-env -- "$@"
+  else
+    "$@"
+  fi
+}
+
+# patroni__get DIR NAME KEY: a value of the node's state file DIR/NAME.env.
+patroni__get() {
+  sed -n "s/^$3=//p" "$1/$2.env" 2>/dev/null
+}
+
+patroni__http() { # patroni__http URL: the status code (000 when nothing answers)
+  curl -s -m 1 -o /dev/null -w '%{http_code}' "$1" 2>/dev/null || true
+}
+
+patroni__write_config() { # DIR NAME ETCD_URL
+  local dir=$1 name=$2 etcd=$3 pg api
+  pg=$(patroni__get "$dir" "$name" PG_PORT)
+  api=$(patroni__get "$dir" "$name" API_PORT)
+  local hostport=${etcd#http://}
+  hostport=${hostport%%/*}
+  cat >"$dir/$name.yml" <<YML
+scope: idem
+namespace: /idem-patroni/
+name: $name
+log:
+  level: INFO
+restapi:
+  listen: 127.0.0.1:$api
+  connect_address: 127.0.0.1:$api
+etcd3:
+  hosts: [$hostport]
+  protocol: http
+bootstrap:
+  dcs:
+    ttl: $PATRONI_TTL
+    loop_wait: $PATRONI_LOOP_WAIT
+    retry_timeout: $PATRONI_RETRY_TIMEOUT
+    maximum_lag_on_failover: 1048576
+    synchronous_mode: true
+    synchronous_mode_strict: false
+    postgresql:
+      use_pg_rewind: true
+      use_slots: true
+      parameters:
+        max_connections: 300
+        wal_level: replica
+        hot_standby: "on"
+        wal_log_hints: "on"
+        max_wal_senders: 10
+        max_replication_slots: 10
+        synchronous_commit: "on"
+        fsync: "on"
+        wal_keep_size: 256MB
+        logging_collector: "on"
+  initdb:
+  - encoding: UTF8
+  - auth: trust
+postgresql:
+  listen: 127.0.0.1:$pg
+  connect_address: 127.0.0.1:$pg
+  data_dir: $dir/$name/data
+  bin_dir: $PATRONI_PG_BIN
+  pgpass: $dir/$name/pgpass
+  parameters:
+    unix_socket_directories: $dir/$name
+  pg_hba:
+  - local all all trust
+  - host all all 127.0.0.1/32 trust
+  - host replication all 127.0.0.1/32 trust
+  authentication:
+    superuser:
+      username: postgres
+      password: postgres
+    replication:
+      username: replicator
+      password: replicator
+    rewind:
+      username: postgres
+      password: postgres
+YML
+}
+
+# patroni_start_node DIR NAME: starts the node's agent (its config must exist).
+# setpriv and env exec: $! is the agent's own PID.
+patroni_start_node() {
+  local dir=$1 name=$2
+  if [ "$(id -u)" = 0 ]; then
+    setpriv --reuid=postgres --regid=postgres --init-groups --reset-env -- \
+      env HOME="$dir" /usr/bin/patroni "$dir/$name.yml" >>"$dir/$name/agent.log" 2>&1 </dev/null &
+  else
+    env HOME="$dir" /usr/bin/patroni "$dir/$name.yml" >>"$dir/$name/agent.log" 2>&1 </dev/null &
+  fi
+  echo $! >"$dir/$name/agent.pid"
+}
+
+patroni_agent_pid() {
+  local pid
+  pid=$(cat "$1/$2/agent.pid" 2>/dev/null) || return 0
+  [ -n "$pid" ] && [ -d "/proc/$pid" ] && grep -q patroni "/proc/$pid/cmdline" 2>/dev/null && echo "$pid"
+  return 0
+}
+
+patroni_postmaster_pid() {
+  local pid
+  pid=$(head -n 1 "$1/$2/data/postmaster.pid" 2>/dev/null) || return 0
+  [ -n "$pid" ] && [ -d "/proc/$pid" ] && grep -q postgres "/proc/$pid/cmdline" 2>/dev/null && echo "$pid"
+  return 0
+}
+
+patroni_primary() {
+  local n
+  for n in $PATRONI_NODES; do
+    if [ "$(patroni__http "http://127.0.0.1:$(patroni__get "$1" "$n" API_PORT)/primary")" = 200 ]; then
+      echo "$n"
+      return 0
+    fi
+  done
+  return 1
+}
+
+patroni_standby() {
+  local p
+  p=$(patroni_primary "$1") || return 1
+  if [ "$p" = pg1 ]; then echo pg2; else echo pg1; fi
+}
+
+# 0 when the primary streams to a synchronous standby that the DCS knows as such.
+patroni__ready() {
+  local dir=$1 p s
+  p=$(patroni_primary "$dir") || return 1
+  s=$(patroni_standby "$dir")
+  [ "$(patroni__http "http://127.0.0.1:$(patroni__get "$dir" "$s" API_PORT)/sync")" = 200 ] || return 1
+  [ "$(psql -qtAX -h 127.0.0.1 -p "$(patroni__get "$dir" "$p" PG_PORT)" -U postgres -d postgres \
+    -c "select count(*) from pg_stat_replication where state = 'streaming' and sync_state = 'sync'" \
+    2>/dev/null)" = 1 ]
+}
+
+patroni_wait_ready() {
+  local dir=$1 secs=${2:-90} until
+  until=$((SECONDS + secs))
+  while ! patroni__ready "$dir"; do
+    if [ "$SECONDS" -ge "$until" ]; then
+      echo "patroni: no primary with a streaming synchronous standby within ${secs} s" >&2
+      local n
+      for n in $PATRONI_NODES; do tail -n 15 "$dir/$n/agent.log" >&2 2>/dev/null || true; done
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
+# patroni_watch DIR OWNER_PID: in the background, stops the pair once OWNER_PID is gone.
+patroni_watch() {
+  local dir=$1 owner=$2
+  (
+    trap '' INT
+    while kill -0 "$owner" 2>/dev/null && [ -f "$dir/pg1.yml" ]; do sleep 1; done
+    [ -f "$dir/pg1.yml" ] && patroni_stop "$dir"
+  ) </dev/null >/dev/null 2>&1 &
+  echo $! >"$dir/watcher.pid"
+}
+
+patroni_start() {
+  local dir=$1 etcd=$2 owner=${3:-} n
+  mkdir -p "$dir"
+  for n in $PATRONI_NODES; do
+    mkdir -p "$dir/$n"
+    if [ ! -f "$dir/$n.env" ]; then
+      printf 'PG_PORT=%s\nAPI_PORT=%s\n' "$(patroni__port)" "$(patroni__port)" >"$dir/$n.env"
+    fi
+    patroni__write_config "$dir" "$n" "$etcd"
+  done
+  if [ "$(id -u)" = 0 ]; then chown -R postgres:postgres "$dir"; fi
+  chmod 755 "$dir"
+  [ -n "$owner" ] && patroni_watch "$dir" "$owner"
+  # pg1 bootstraps first (a fresh DIR): the other then clones it with pg_basebackup
+  patroni_start_node "$dir" pg1
+  local until=$((SECONDS + 60))
+  if [ ! -f "$dir/pg2/data/PG_VERSION" ]; then
+    while ! patroni_primary "$dir" >/dev/null; do
+      if [ "$SECONDS" -ge "$until" ]; then
+        echo "patroni: pg1 did not become primary within 60 s" >&2
+        tail -n 30 "$dir/pg1/agent.log" >&2
+        return 1
+      fi
+      sleep 0.2
+    done
+  fi
+  patroni_start_node "$dir" pg2
+  patroni_wait_ready "$dir" 90
+}
+
+patroni_kill_host() {
+  local dir=$1 name=$2 a m
+  a=$(patroni_agent_pid "$dir" "$name")
+  m=$(patroni_postmaster_pid "$dir" "$name")
+  [ -n "$a" ] && kill -9 "$a"
+  [ -n "$m" ] && kill -9 "$m"
+  return 0
+}
+
+patroni_switchover() {
+  local dir=$1 p s
+  p=$(patroni_primary "$dir") || return 1
+  s=$(patroni_standby "$dir")
+  patroni__as env HOME="$dir" /usr/bin/patronictl -c "$dir/$p.yml" switchover idem --master "$p" --candidate "$s" --force
+}
+
+patroni_pg_url() {
+  local dir=$1 db=${2:-postgres}
+  echo "postgresql://postgres@127.0.0.1:$(patroni__get "$dir" pg1 PG_PORT),127.0.0.1:$(patroni__get "$dir" pg2 PG_PORT)/$db?target_session_attrs=read-write"
+}
+
+patroni_createdb() {
+  local dir=$1 db=$2 p port
+  p=$(patroni_primary "$dir") || return 1
+  port=$(patroni__get "$dir" "$p" PG_PORT)
+  if ! psql -qtAX -h 127.0.0.1 -p "$port" -U postgres -d postgres \
+    -c "select 1 from pg_database where datname='$db'" | grep -q 1; then
+    psql -q -h 127.0.0.1 -p "$port" -U postgres -d postgres -c "create database \"$db\"" >/dev/null
+  fi
+}
+
+patroni_env() {
+  local dir=$1 n
+  echo "PATRONI_TTL=$PATRONI_TTL PATRONI_LOOP_WAIT=$PATRONI_LOOP_WAIT PATRONI_RETRY_TIMEOUT=$PATRONI_RETRY_TIMEOUT"
+  for n in $PATRONI_NODES; do
+    echo "${n}_PG_PORT=$(patroni__get "$dir" "$n" PG_PORT) ${n}_API_PORT=$(patroni__get "$dir" "$n" API_PORT)" \
+      "${n}_AGENT_PID=$(patroni_agent_pid "$dir" "$n") ${n}_POSTMASTER_PID=$(patroni_postmaster_pid "$dir" "$n")"
+  done
+  echo "PRIMARY=$(patroni_primary "$dir" || true)"
+}
+
+# patroni__wait_gone PID SECONDS: 0 when PID is gone in time.
+patroni__wait_gone() {
+  local pid=$1 until=$((SECONDS + $2))
+  while [ -d "/proc/$pid" ] && ! grep -q '^State:.*Z' "/proc/$pid/status" 2>/dev/null; do
+    [ "$SECONDS" -ge "$until" ] && return 1
+    sleep 0.1
+  done
+}
+
+patroni_stop() {
+  local dir=$1 n a m w
+  w=$(cat "$dir/watcher.pid" 2>/dev/null || true)
+  rm -f "$dir/watcher.pid"
+  if [ -n "$w" ] && [ "$w" != "${BASHPID:-$$}" ] && [ -d "/proc/$w" ]; then kill "$w" 2>/dev/null || true; fi
+  # the standby first: the primary then stops without waiting for a synchronous standby
+  local order="pg2 pg1"
+  [ "$(patroni_primary "$dir" 2>/dev/null)" = pg2 ] && order="pg1 pg2"
+  for n in $order; do
+    a=$(patroni_agent_pid "$dir" "$n")
+    if [ -n "$a" ]; then
+      kill -TERM "$a" 2>/dev/null || true
+      patroni__wait_gone "$a" 30 || kill -9 "$a" 2>/dev/null || true
+    fi
+    m=$(patroni_postmaster_pid "$dir" "$n") # an agent killed earlier left it running
+    if [ -n "$m" ]; then
+      kill -QUIT "$m" 2>/dev/null || true # immediate shutdown
+      patroni__wait_gone "$m" 10 || kill -9 "$m" 2>/dev/null || true
+    fi
+  done
+}
