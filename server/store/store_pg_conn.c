@@ -59,6 +59,7 @@ void pg__drop(pg_store *s) {
   if (s->conn) PQfinish(s->conn);
   s->conn = NULL;
   s->prepared = false;
+  s->read_only = false;
 }
 
 void pg__fini(pg_store *s) {
@@ -158,6 +159,46 @@ err_code pg__timeout(pg_store *s, bool cancel, err_t *err) {
   return err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_TIMEOUT, "store timeout");
 }
 
+/* Why the connected server cannot take writes (NULL: it can). PostgreSQL 14 and later report
+ * both settings at connect and whenever they change (a promoted standby reports
+ * in_hot_standby off); an older server reports neither, and its refusals (25006) drop the
+ * connection instead. */
+static const char *read_only_reason(PGconn *c) {
+  const char *v = PQparameterStatus(c, "in_hot_standby");
+  if (v && strcmp(v, "on") == 0) return "connected to a standby (in_hot_standby), not the primary";
+  v = PQparameterStatus(c, "default_transaction_read_only");
+  if (v && strcmp(v, "on") == 0)
+    return "connected to a read-only server (default_transaction_read_only)";
+  return NULL;
+}
+
+/* A connect failed: answer UNAVAILABLE with why, and hold off the next connect of this store
+ * (PG_RECONNECT_MIN_MS doubling to PG_RECONNECT_MAX_MS, half of it jittered). */
+static err_code connect_failed(pg_store *s, const char *why, err_t *err) {
+  short_reason(why, s->last_failure, sizeof s->last_failure);
+  int n = s->connect_failures < 8 ? s->connect_failures : 8;
+  int64_t ms = (int64_t)PG_RECONNECT_MIN_MS << n;
+  if (ms > PG_RECONNECT_MAX_MS) ms = PG_RECONNECT_MAX_MS;
+  ms = ms / 2 + rand() % (int)(ms / 2 + 1);
+  s->connect_failures++;
+  s->next_connect_ms = clock_mono_ms() + ms;
+  err_code rc = unavailable(s, why, err);
+  pg__drop(s);
+  return rc;
+}
+
+/* Waits out the reconnect backoff when it ends before deadline: true then; false when the
+ * deadline comes first (the call answers with the last failure at once). */
+static bool backoff_passed(const pg_store *s, int64_t deadline) {
+  int64_t now = clock_mono_ms();
+  if (now >= s->next_connect_ms) return true;
+  if (s->next_connect_ms >= deadline) return false;
+  struct timespec ts = clock_span_timespec(s->next_connect_ms - now);
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+  return true;
+}
+
 /* Server notices ("relation already exists, skipping") go to the debug log, not stderr. */
 static void on_notice(void *arg, const PGresult *r) {
   (void)arg;
@@ -166,6 +207,15 @@ static void on_notice(void *arg, const PGresult *r) {
 }
 
 err_code pg__connect(pg_store *s, int64_t deadline, err_t *err) {
+  if (s->connect_failures > 0 && !backoff_passed(s, deadline)) {
+    /* the failure logged already: answer with it, without a log line per call */
+    metrics_store_error("unavailable");
+    err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_UNAVAILABLE, "store unavailable: %s",
+             s->last_failure);
+    err_detail(err, "reconnecting after %d failed attempts", s->connect_failures);
+    err_hint(err, "check that PostgreSQL runs and that --pg names it");
+    return ERR_UNAVAILABLE;
+  }
   /* fencing: a fenced store's connections carry idem.epoch from their first
    * statement on, so no write can run on a connection without it */
   char fence_opt[1024] = "";
@@ -186,33 +236,28 @@ err_code pg__connect(pg_store *s, int64_t deadline, err_t *err) {
   if (!c) return err_oom(err);
   s->conn = c;
   PQsetNoticeReceiver(c, on_notice, NULL);
-  if (PQstatus(c) == CONNECTION_BAD) {
-    err_code rc = unavailable(s, PQerrorMessage(c), err);
-    pg__drop(s);
-    return rc;
-  }
+  if (PQstatus(c) == CONNECTION_BAD) return connect_failed(s, PQerrorMessage(c), err);
   PostgresPollingStatusType st = PGRES_POLLING_WRITING;
   for (;;) {
     if (st == PGRES_POLLING_OK) break;
-    if (st == PGRES_POLLING_FAILED) {
-      err_code rc = unavailable(s, PQerrorMessage(c), err);
-      pg__drop(s);
-      return rc;
-    }
+    if (st == PGRES_POLLING_FAILED) return connect_failed(s, PQerrorMessage(c), err);
     int w = pg__wait_fd(PQsocket(c), st == PGRES_POLLING_WRITING, deadline);
-    if (w == 0) return pg__timeout(s, false, err);
-    if (w < 0) {
-      err_code rc = unavailable(s, "cannot wait on the connection socket", err);
-      pg__drop(s);
+    if (w == 0) {
+      err_code rc = pg__timeout(s, false, err);
+      connect_failed(s, "connect timeout", NULL); /* a silent host: back off too */
       return rc;
     }
+    if (w < 0) return connect_failed(s, "cannot wait on the connection socket", err);
     st = PQconnectPoll(c);
   }
-  if (PQsetnonblocking(c, 1) != 0) {
-    err_code rc = unavailable(s, PQerrorMessage(c), err);
-    pg__drop(s);
+  const char *ro = read_only_reason(c);
+  if (ro) {
+    err_code rc = connect_failed(s, ro, err);
+    err_hint(err, "name every node in --pg with target_session_attrs=read-write");
     return rc;
   }
+  if (PQsetnonblocking(c, 1) != 0) return connect_failed(s, PQerrorMessage(c), err);
+  s->connect_failures = 0;
   return ERR_OK;
 }
 
@@ -221,8 +266,9 @@ err_code pg__call_start(pg_store *s, int64_t deadline, err_t *err) {
   s->retry = PG_RETRY_NONE;
   s->sqlstate[0] = '\0';
   if (s->conn &&
-      (PQstatus(s->conn) != CONNECTION_OK || PQtransactionStatus(s->conn) != PQTRANS_IDLE))
-    pg__drop(s);
+      (PQstatus(s->conn) != CONNECTION_OK || PQtransactionStatus(s->conn) != PQTRANS_IDLE ||
+       s->read_only || read_only_reason(s->conn)))
+    pg__drop(s); /* never write through a standby, nor a demoted primary */
   if (clock_mono_ms() >= deadline)
     return err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_TIMEOUT, "store timeout");
   if (s->conn) {
@@ -263,8 +309,19 @@ err_code pg__sql_error(pg_store *s, const PGresult *r, err_t *err) {
     err_detail(err, "a newer leader raised the fence: nothing of this call was committed");
     return ERR_UNAVAILABLE;
   }
-  /* too many connections, system errors, read-only standby */
-  bool down = strncmp(st, "53", 2) == 0 || strncmp(st, "58", 2) == 0 || sqlstate_is(st, "25006");
+  if (sqlstate_is(st, "25006")) { /* read_only_sql_transaction: a standby, a demoted primary */
+    s->read_only = true;          /* dropped at the next start, after the rollback */
+    s->retry = PG_RETRY_STALE;    /* refused, so nothing committed: once more elsewhere */
+    metrics_store_error("unavailable");
+    log_kv(LOG_WARN, "store unavailable", "sqlstate", st, "reason", "the server is read-only",
+           NULL);
+    err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_UNAVAILABLE,
+             "store unavailable: the server is read-only (a standby)");
+    err_hint(err, "name every node in --pg with target_session_attrs=read-write");
+    return ERR_UNAVAILABLE;
+  }
+  /* too many connections, system errors */
+  bool down = strncmp(st, "53", 2) == 0 || strncmp(st, "58", 2) == 0;
   char reason[160];
   short_reason(msg, reason, sizeof reason);
   const char *what = down ? "store unavailable" : "store error";

@@ -4,6 +4,15 @@
  * (PQsendQueryParams), binary results, bounded by an absolute monotonic deadline. On a timeout
  * the statement is cancelled and the connection dropped; on a lost connection it is dropped;
  * either way the next call reconnects (pg__ensure).
+ *
+ * Failover (api.md §14): conninfo may name several hosts (target_session_attrs=read-write picks
+ * the primary). A connection whose server reports itself read-only (in_hot_standby or
+ * default_transaction_read_only on: a standby, a demoted primary rejoining as one) is never used:
+ * it is dropped at connect and at the start of every call, and a statement refused with SQLSTATE
+ * 25006 drops it too (the call re-runs once on a fresh connection: nothing of it committed).
+ * Reconnects after failures back off per store (PG_RECONNECT_MIN_MS doubling up to
+ * PG_RECONNECT_MAX_MS, jittered): a call waits out the backoff when its deadline allows, else
+ * answers UNAVAILABLE with the last failure's reason at once.
  */
 #ifndef IDEM_STORE_PG_INTERNAL_H
 #define IDEM_STORE_PG_INTERNAL_H
@@ -20,6 +29,8 @@
 #define PG_MAX_PARAMS 72
 #define PG_TXN_RETRIES 10 /* serialization failures, deadlocks, racing inserts */
 #define PG_APP_NAME "idem-coordinator"
+#define PG_RECONNECT_MIN_MS 25
+#define PG_RECONNECT_MAX_MS 400
 
 typedef enum pg_retry {
   PG_RETRY_NONE = 0,
@@ -45,6 +56,11 @@ typedef struct pg_store {
    * shared batcher instead of running on this connection. Borrowed. */
   store_batcher *batcher;
   bool prepared; /* the batcher's named statements exist on conn (reset when it drops) */
+  /* failover */
+  bool read_only;          /* the server refused a write (25006): drop conn at the next start */
+  int connect_failures;    /* consecutive failed connects (0 after a success) */
+  int64_t next_connect_ms; /* monotonic: no connect before this (backoff) */
+  char last_failure[160];  /* the last failed connect's reason, for answers during backoff */
 } pg_store;
 
 /* Parameters of one statement: text format except bytea (binary). Values are borrowed. */
