@@ -323,6 +323,7 @@ static node_result start_rpc(node *nd) {
       .tls_key_pem = nd->tls.key_pem,
       .tls_client_ca_pem = nd->tls.client_ca_pem,
       .auth = &nd->auth,
+      .require_tenant = o->require_tenant,
   };
   err_t err;
   err_clear(&err);

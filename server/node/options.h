@@ -24,6 +24,7 @@ typedef struct idem_options {
   const char *listen;
   int workers;
   bool insecure;
+  bool require_tenant;
   /* the store */
   const char *pg;
   int store_timeout_ms;

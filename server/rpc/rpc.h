@@ -50,6 +50,9 @@ typedef struct rpc_config {
    * from idem-tenant). Otherwise each call is identified with auth_decide before anything
    * else: idem-tenant is ignored, UNAUTHENTICATED / PERMISSION_DENIED refuse the call. */
   const auth_config *auth;
+  /* with authentication off: a call without idem-tenant metadata is refused (INVALID_ARGUMENT)
+   * instead of running as tenant "default" (health and GetStatus excepted) */
+  bool require_tenant;
 } rpc_config;
 
 /* The gRPC library's process-wide state: rpc_init before the first rpc_server_start (it starts

@@ -23,10 +23,18 @@ rpc_call *rpc__call_new(rpc_server *srv, int method) {
   return c;
 }
 
+/* Drops the reply (if any) and its share of the server's reply buffer. */
+static void reply_drop(rpc_call *c) {
+  if (c->reply) grpc_byte_buffer_destroy(c->reply);
+  c->reply = NULL;
+  atomic_fetch_sub(&c->srv->reply_bytes, c->reply_bytes);
+  c->reply_bytes = 0;
+}
+
 void rpc__call_free(rpc_call *c) {
   if (!c) return;
   if (c->payload) grpc_byte_buffer_destroy(c->payload);
-  if (c->reply) grpc_byte_buffer_destroy(c->reply);
+  reply_drop(c);
   for (size_t i = 0; i < c->n_trailing; i++) {
     grpc_slice_unref(c->trailing[i].key);
     grpc_slice_unref(c->trailing[i].value);
@@ -57,9 +65,27 @@ int64_t rpc__deadline_mono(gpr_timespec dl, int64_t default_ms) {
 
 /* --- tenant --- */
 
+/* HTTP/2 header names are lower case (RFC 9113 §8.2.1); gRPC core 1.51 passes others through,
+ * and an `IDEM-TENANT` would then be ignored: the call would run as tenant "default". */
+static err_code metadata_names_lower(const grpc_metadata_array *md, err_t *err) {
+  for (size_t i = 0; i < md->count; i++) {
+    const grpc_slice k = md->metadata[i].key;
+    const uint8_t *p = GRPC_SLICE_START_PTR(k);
+    size_t n = GRPC_SLICE_LENGTH(k);
+    for (size_t j = 0; j < n; j++)
+      if (p[j] >= 'A' && p[j] <= 'Z')
+        return err_set(err, ERR_INVALID,
+                       "metadata name %.*s: must be lower case (HTTP/2 header names are)",
+                       n > 64 ? 64 : (int)n, (const char *)p);
+  }
+  return ERR_OK;
+}
+
 /* Copies the idem-tenant metadata value into buf (cap >= REC_GLOBAL_ID_MAX + 2): a value longer
- * than the limit is cut one past it so that validation still refuses it. */
-static err_code tenant_of(const grpc_metadata_array *md, char *buf, size_t cap, err_t *err) {
+ * than the limit is cut one past it so that validation still refuses it. Without it: "default",
+ * or refused when required. */
+static err_code tenant_of(const grpc_metadata_array *md, bool required, char *buf, size_t cap,
+                          err_t *err) {
   bool found = false;
   snprintf(buf, cap, "%s", RPC_TENANT_DEFAULT);
   for (size_t i = 0; i < md->count; i++) {
@@ -74,114 +100,34 @@ static err_code tenant_of(const grpc_metadata_array *md, char *buf, size_t cap, 
     memcpy(buf, GRPC_SLICE_START_PTR(v), n);
     buf[n] = '\0';
   }
+  if (!found && required)
+    return err_set(err, ERR_INVALID,
+                   "%s metadata: required (the server runs with --require-tenant)", RPC_TENANT_MD);
   return ERR_OK;
-}
-
-/* --- decoding --- */
-
-#define SCAN_DEPTH_MAX 8
-
-static bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
-  uint64_t r = 0;
-  for (int shift = 0; shift < 64 && *p < end; shift += 7) {
-    uint8_t b = *(*p)++;
-    r |= (uint64_t)(b & 0x7f) << shift;
-    if (!(b & 0x80)) {
-      *v = r;
-      return true;
-    }
-  }
-  return false;
-}
-
-/* protobuf-c hands out strings as NUL-terminated char*, so a string field carrying a NUL byte
- * would be silently cut short. This walks the wire bytes with the message descriptor and
- * reports the first string field (dotted path, into bad) that holds a NUL. Runs after a
- * successful unpack; anything it does not understand ends the scan without a verdict. */
-static bool has_nul_string(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t len,
-                           int depth, char *bad, size_t bad_cap) {
-  const uint8_t *end = p + len;
-  while (p < end) {
-    uint64_t key, n;
-    if (!read_varint(&p, end, &key)) return false;
-    switch (key & 7) {
-      case 0:
-        if (!read_varint(&p, end, &n)) return false;
-        break;
-      case 1:
-        if (end - p < 8) return false;
-        p += 8;
-        break;
-      case 5:
-        if (end - p < 4) return false;
-        p += 4;
-        break;
-      case 2: {
-        if (!read_varint(&p, end, &n) || n > (uint64_t)(end - p)) return false;
-        uint64_t tag = key >> 3;
-        const ProtobufCFieldDescriptor *f =
-            tag <= UINT32_MAX ? protobuf_c_message_descriptor_get_field(d, (unsigned)tag) : NULL;
-        if (f && f->type == PROTOBUF_C_TYPE_STRING && memchr(p, '\0', n)) {
-          snprintf(bad, bad_cap, "%s", f->name);
-          return true;
-        }
-        if (f && f->type == PROTOBUF_C_TYPE_MESSAGE && depth < SCAN_DEPTH_MAX) {
-          char sub[128];
-          if (has_nul_string(f->descriptor, p, n, depth + 1, sub, sizeof sub)) {
-            snprintf(bad, bad_cap, "%s.%s", f->name, sub);
-            return true;
-          }
-        }
-        p += n;
-        break;
-      }
-      default: /* groups: not used by our protos */
-        return false;
-    }
-  }
-  return false;
-}
-
-ProtobufCMessage *rpc__decode(grpc_byte_buffer *payload, const ProtobufCMessageDescriptor *desc,
-                              err_t *err) {
-  if (!payload) {
-    err_set(err, ERR_INVALID, "request: no message was sent");
-    return NULL;
-  }
-  grpc_byte_buffer_reader reader;
-  if (!grpc_byte_buffer_reader_init(&reader, payload)) {
-    err_set(err, ERR_INVALID, "request: cannot decode as %s", desc->name);
-    return NULL;
-  }
-  grpc_slice s = grpc_byte_buffer_reader_readall(&reader);
-  grpc_byte_buffer_reader_destroy(&reader);
-  const uint8_t *data = GRPC_SLICE_START_PTR(s);
-  size_t len = GRPC_SLICE_LENGTH(s);
-  ProtobufCMessage *msg = protobuf_c_message_unpack(desc, NULL, len, data);
-  if (!msg) {
-    err_set(err, ERR_INVALID, "request: cannot decode as %s", desc->name);
-  } else {
-    char bad[160];
-    if (has_nul_string(desc, data, len, 0, bad, sizeof bad)) {
-      err_set(err, ERR_INVALID, "%s: must not contain a NUL byte", bad);
-      protobuf_c_message_free_unpacked(msg, NULL);
-      msg = NULL;
-    }
-  }
-  grpc_slice_unref(s);
-  return msg;
 }
 
 /* --- the reply --- */
 
 err_code rpc__call_reply(rpc_call *c, const ProtobufCMessage *msg, err_t *err) {
+  reply_drop(c);
   size_t n = protobuf_c_message_get_packed_size(msg);
+  size_t held = atomic_fetch_add(&c->srv->reply_bytes, n) + n;
+  c->reply_bytes = n;
+  if (held > RPC_REPLY_BUFFER_MAX && c->method >= 0 && rpc__methods[c->method].bulky) {
+    reply_drop(c);
+    return err_fail(err, ERR_RESOURCE, ERR_R_OVERLOADED,
+                    "server overloaded: %zu MiB of replies wait for clients to read them "
+                    "(limit %zu MiB); retry later",
+                    (held - n) >> 20, RPC_REPLY_BUFFER_MAX >> 20);
+  }
   grpc_slice s = grpc_slice_malloc(n);
   protobuf_c_message_pack(msg, GRPC_SLICE_START_PTR(s));
-  if (c->reply) grpc_byte_buffer_destroy(c->reply);
   c->reply = grpc_raw_byte_buffer_create(&s, 1);
   grpc_slice_unref(s);
-  if (!c->reply) return err_set(err, ERR_INTERNAL, "cannot encode the reply");
+  if (!c->reply) {
+    reply_drop(c);
+    return err_set(err, ERR_INTERNAL, "cannot encode the reply");
+  }
   return ERR_OK;
 }
 
@@ -194,10 +140,7 @@ void rpc__call_finish(rpc_call *c, const err_t *e) {
     code = internal.code;
     msg = internal.msg;
   }
-  if (code != ERR_OK && c->reply) {
-    grpc_byte_buffer_destroy(c->reply);
-    c->reply = NULL;
-  }
+  if (code != ERR_OK) reply_drop(c);
   if (code == ERR_UNAVAILABLE && err_is_not_leader(e) && c->srv->elector) {
     /* refused (nothing done, or the fence refused the commit): send the caller to the leader */
     const char *leader = e->leader; /* set by the refusal before the handler */
@@ -279,9 +222,12 @@ static bool admit(rpc_call *c, const rpc_method *m, char *tenant, size_t cap, er
     err_set(err, ERR_DEADLINE, "deadline exceeded before the call was handled");
   } else if (!m->handler) {
     err_set(err, ERR_UNIMPLEMENTED, "not implemented yet");
+  } else if (metadata_names_lower(&c->md, err) != ERR_OK) {
+    /* refused: a header name HTTP/2 does not allow */
   } else if (auth_enabled(c->srv->auth) /* who is calling, before anything else */
                  ? rpc__authenticate(c, tenant, cap, err) != ERR_OK
-                 : tenant_of(&c->md, tenant, cap, err) != ERR_OK) {
+                 : tenant_of(&c->md, c->srv->require_tenant && leader_only(m), tenant, cap, err) !=
+                       ERR_OK) {
     /* refused: err says why */
   } else if (c->srv->elector && leader_only(m) && !elect_is_leader(c->srv->elector, NULL)) {
     err_fail(err, ERR_UNAVAILABLE, ERR_R_NOT_LEADER, "not the leader");

@@ -38,6 +38,12 @@
 /* After this long in rpc_server_stop, calls still in flight are cancelled. */
 #define RPC_DRAIN_GRACE_MS 10000
 #define RPC_MAX_METHODS 32
+/* What the server holds for clients that do not read their replies (api.md §16): every reply
+ * is counted from its encoding until its batch completes (sent, or the call died). A bulky
+ * reply that would take the total past this is refused with RESOURCE_EXHAUSTED instead (a read:
+ * nothing is lost). Other replies are small (a record: at most the body limit) and are always
+ * sent, so that no decision already stored goes unanswered. */
+#define RPC_REPLY_BUFFER_MAX ((size_t)128 << 20)
 #define RPC_TENANT_DEFAULT "default"
 #define RPC_TENANT_MD "idem-tenant"
 #define RPC_RETRY_AFTER_MD "idem-retry-after-ms"
@@ -81,6 +87,7 @@ typedef struct rpc_method {
   const ProtobufCMessageDescriptor *in; /* request message */
   rpc_handler_fn handler;               /* NULL: UNIMPLEMENTED "not implemented yet" */
   rpc_async_fn async;                   /* NULL (or no cfg->submit_steps): handler on a worker */
+  bool bulky; /* a read with replies of up to COORD_PAGE_BYTES: refused when the buffer is full */
 } rpc_method;
 
 extern const rpc_method rpc__methods[];
@@ -99,6 +106,7 @@ struct rpc_call {
   int64_t arrived_us;        /* monotonic microseconds at arrival (latency metrics); 0 unknown */
   /* the reply, alive until the batch completes */
   grpc_byte_buffer *reply;
+  size_t reply_bytes; /* counted in srv->reply_bytes while reply is held */
   grpc_metadata trailing[1];
   size_t n_trailing;
   int cancelled;
@@ -155,6 +163,8 @@ struct rpc_server {
   pthread_t cq_thread;
   bool cq_started;
   atomic_bool shutting_down;
+  bool require_tenant;
+  _Atomic size_t reply_bytes; /* encoded replies not yet sent (RPC_REPLY_BUFFER_MAX) */
   rpc_tag shutdown_tag;
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -191,7 +201,8 @@ err_code rpc__call_reply(rpc_call *c, const ProtobufCMessage *msg, err_t *err);
 void rpc__call_finish(rpc_call *c, const err_t *e);
 
 /* Decodes c's payload as desc. NULL with err filled (INVALID_ARGUMENT) when the payload is
- * missing, malformed, or a string field holds a NUL byte. Free with
+ * missing, malformed, a string field holds a NUL byte, or a singular message field comes twice
+ * (rpc_decode.c). Free with
  * protobuf_c_message_free_unpacked(msg, NULL). */
 ProtobufCMessage *rpc__decode(grpc_byte_buffer *payload, const ProtobufCMessageDescriptor *desc,
                               err_t *err);

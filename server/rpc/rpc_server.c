@@ -181,6 +181,7 @@ rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err) {
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv, NULL);
   atomic_init(&s->shutting_down, false);
+  atomic_init(&s->reply_bytes, 0);
   s->shutdown_tag.kind = RPC_TAG_SHUTDOWN;
   s->listen = dup_str(cfg->listen);
   if (cfg->node_id && cfg->node_id[0]) {
@@ -207,6 +208,7 @@ rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err) {
   s->started_unix_ms = clock_wall_ms();
   s->elector = cfg->elector;
   s->auth = cfg->auth;
+  s->require_tenant = cfg->require_tenant;
 
   grpc_arg args[] = {
       {.type = GRPC_ARG_INTEGER,
@@ -218,6 +220,12 @@ rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err) {
       {.type = GRPC_ARG_INTEGER,
        .key = GRPC_ARG_MAX_CONCURRENT_STREAMS,
        .value.integer = MAX_CONCURRENT_STREAMS},
+      /* identity only (api.md §16): gRPC core inflates a compressed message whole before it
+       * compares it with the receive cap, so a compressed request is refused at its headers
+       * (UNIMPLEMENTED) and never decoded */
+      {.type = GRPC_ARG_INTEGER,
+       .key = GRPC_COMPRESSION_CHANNEL_ENABLED_ALGORITHMS_BITSET,
+       .value.integer = 1u << GRPC_COMPRESS_NONE},
       /* a second server on the same port must fail to bind, not share it silently */
       {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ALLOW_REUSEPORT, .value.integer = 0},
   };
