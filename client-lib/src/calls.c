@@ -137,31 +137,40 @@ int idem_saga_begin(idem_client *c, const char *request_id, const char *saga_typ
   return rc;
 }
 
-int idem_saga_get(idem_client *c, const char *global_id, idem_saga *out, idem_error *err) {
-  if (out) memset(out, 0, sizeof *out);
+/* Appends one GetSaga page's steps to out (the saga's fields and labels from the first page);
+ * *next receives the page's next_page_token (owned, "" on the last page). */
+static int saga_page(idem_client *c, const char *global_id, const char *token, idem_saga *out,
+                     char **next, idem_error *err) {
   Idem__V1__GetSagaRequest req = IDEM__V1__GET_SAGA_REQUEST__INIT;
   req.global_id = str_or_empty(global_id);
+  req.page_token = (char *)token;
   Idem__V1__GetSagaResponse *resp;
   int rc = UNARY(c, IDEM__M_GET_SAGA, req, idem__v1__get_saga_response, 0, &resp, err);
   if (rc != IDEM_OK) return rc;
-  if (!out) goto done;
-
-  if (!copy_str(out->global_id, sizeof out->global_id, resp->global_id)) {
+  bool first = !*token;
+  if (first && !copy_str(out->global_id, sizeof out->global_id, resp->global_id)) {
     rc = too_long(err, "global_id");
     goto done;
   }
-  out->created_unix_ms = resp->created_unix_ms;
-  out->saga_type = strdup(resp->saga_type ? resp->saga_type : "");
-  if (!out->saga_type) goto nomem;
+  if (!(*next = strdup(str_or_empty(resp->next_page_token)))) goto nomem;
+  if (first) {
+    out->created_unix_ms = resp->created_unix_ms;
+    out->saga_type = strdup(resp->saga_type ? resp->saga_type : "");
+    if (!out->saga_type) goto nomem;
+  }
   if (resp->n_steps > 0) {
-    if (!(out->steps = calloc(resp->n_steps, sizeof *out->steps))) goto nomem;
+    idem_record *steps = realloc(out->steps, (out->n_steps + resp->n_steps) * sizeof *steps);
+    if (!steps) goto nomem;
+    out->steps = steps;
     for (size_t i = 0; i < resp->n_steps; i++) {
-      rc = record_from_pb(resp->steps[i], &out->steps[i], err);
-      out->n_steps = i + 1; /* so that a failure frees what the record holds */
+      idem_record *r = &out->steps[out->n_steps];
+      memset(r, 0, sizeof *r);
+      out->n_steps++; /* so that a failure frees what the record holds */
+      rc = record_from_pb(resp->steps[i], r, err);
       if (rc != IDEM_OK) goto done;
     }
   }
-  if (resp->n_labels > 0) {
+  if (first && resp->n_labels > 0) {
     if (!(out->labels = calloc(resp->n_labels, sizeof *out->labels))) goto nomem;
     for (size_t i = 0; i < resp->n_labels; i++) {
       char *k = strdup(resp->labels[i]->key ? resp->labels[i]->key : "");
@@ -173,12 +182,35 @@ int idem_saga_get(idem_client *c, const char *global_id, idem_saga *out, idem_er
     }
   }
   goto done;
-
 nomem:
   rc = idem__fail(err, IDEM_NOMEM, "out of memory");
 done:
-  if (rc != IDEM_OK && out) idem_saga_clear(out);
   idem__v1__get_saga_response__free_unpacked(resp, NULL);
+  return rc;
+}
+
+/* A bound on the pages of one saga: a server that never ends its pages is refused. */
+#define SAGA_PAGES_MAX 100000
+
+int idem_saga_get(idem_client *c, const char *global_id, idem_saga *out, idem_error *err) {
+  idem_saga scratch;
+  idem_saga *s = out ? out : &scratch;
+  memset(s, 0, sizeof *s);
+  char *token = NULL;
+  int rc = IDEM_OK;
+  for (int pages = 0; rc == IDEM_OK; pages++) {
+    if (pages == SAGA_PAGES_MAX) {
+      rc = idem__fail(err, IDEM_BAD_RESPONSE, "GetSaga: more than %d pages", SAGA_PAGES_MAX);
+      break;
+    }
+    char *next = NULL;
+    rc = saga_page(c, global_id, token ? token : "", s, &next, err);
+    free(token);
+    token = next;
+    if (rc == IDEM_OK && (!token || !*token)) break;
+  }
+  free(token);
+  if (rc != IDEM_OK || !out) idem_saga_clear(s);
   return rc;
 }
 

@@ -365,20 +365,6 @@ err_code coord_begin_saga(const coord_ctx *ctx, store *st, const char *tenant,
   return rc;
 }
 
-/* --- GetSaga --- */
-
-err_code coord_get_saga(const coord_ctx *ctx, store *st, const char *tenant, const char *global_id,
-                        int64_t deadline, saga_view *out, err_t *err) {
-  memset(out, 0, sizeof *out);
-  err_clear(err);
-  err_code rc;
-  if ((rc = validate_tenant(tenant, err)) != ERR_OK) return rc;
-  if ((rc = validate_global_id("global_id", global_id, err)) != ERR_OK) return rc;
-  rc = store_get_saga(st, tenant, global_id, coord__store_deadline(ctx, deadline), out, err);
-  if (rc != ERR_OK) saga_view_clear(out);
-  return rc;
-}
-
 /* --- GetPolicy --- */
 
 err_code coord_get_policy(const coord_ctx *ctx, const char *tenant, const char *service,

@@ -113,9 +113,7 @@ err_code coord_begin_saga(const coord_ctx *ctx, store *st, const char *tenant,
                           const char *request_id, const char *saga_type, const saga_label *labels,
                           size_t n_labels, int64_t deadline, saga_begun *out, err_t *err);
 
-/* GetSaga. *out is owned (saga_view_clear). ERR_NOT_FOUND when unknown in this tenant. */
-err_code coord_get_saga(const coord_ctx *ctx, store *st, const char *tenant, const char *global_id,
-                        int64_t deadline, saga_view *out, err_t *err);
+/* GetSaga (paged, as ListSteps): coord_admin.h. */
 
 /* GetPolicy: the effective policy of (service, operation) for tenant; no store access.
  * Admin.SetPolicy/DeletePolicy/ListPolicies: coord_policy.h. */

@@ -22,6 +22,12 @@
 
 #define COORD_TOKEN_MAX 600 /* a page token, NUL included */
 
+/* Replies fit any client's 4 MiB receive limit (api.md §16): a page of ListSteps or GetSaga
+ * ends before the record that would take it past COORD_PAGE_BYTES, as the caller's size
+ * function measures a record in its reply (the encoded size). Always at least one record. */
+#define COORD_PAGE_BYTES (3u << 20)
+typedef size_t (*coord_rec_size_fn)(const step_rec *r); /* NULL: no byte bound */
+
 /* ListStepsRequest as decoded (borrowed strings; NULL = ""). */
 typedef struct coord_list_in {
   int state; /* 0 = any, else a step_state */
@@ -32,12 +38,27 @@ typedef struct coord_list_in {
   bool lease_expired_only;   /* implies state IN_PROGRESS; another state is refused */
   uint32_t page_size;        /* 0 = LIST_PAGE_DEFAULT; larger than LIST_PAGE_MAX = the max */
   const char *page_token;
+  coord_rec_size_fn rec_size; /* the byte bound's measure */
 } coord_list_in;
 
 /* ListSteps. *out is owned (step_list_clear); next_token is "" on the last page. */
 err_code coord_list_steps(const coord_ctx *ctx, store *st, const char *tenant,
                           const coord_list_in *in, int64_t deadline, step_list *out,
                           char next_token[COORD_TOKEN_MAX], err_t *err);
+
+/* GetSagaRequest as decoded. */
+typedef struct coord_saga_in {
+  const char *global_id;
+  const char *page_token; /* NULL or "" = the first page */
+  coord_rec_size_fn rec_size;
+} coord_saga_in;
+
+/* GetSaga: the saga, its labels and one page of its steps in timeline order (created time);
+ * next_token is "" on the last page. *out is owned (saga_view_clear). ERR_NOT_FOUND when the
+ * saga is unknown in this tenant. */
+err_code coord_get_saga(const coord_ctx *ctx, store *st, const char *tenant,
+                        const coord_saga_in *in, int64_t deadline, saga_view *out,
+                        char next_token[COORD_TOKEN_MAX], err_t *err);
 
 /* ResolveStepRequest as decoded. */
 typedef struct coord_resolve_in {
@@ -75,6 +96,13 @@ bool coord_steps_token_encode(const step_filter *f, const step_key *after,
                               char out[COORD_TOKEN_MAX]);
 err_code coord_steps_token_decode(const step_filter *f, const char *token, step_key *after,
                                   err_t *err);
+
+/* GetSaga tokens: the saga and the timeline cursor of the last step; decode fills pg's
+ * has_after and after_* fields. */
+bool coord_saga_token_encode(const char *tenant, const char *global_id, const step_rec *last,
+                             char out[COORD_TOKEN_MAX]);
+err_code coord_saga_token_decode(const char *tenant, const char *global_id, const char *token,
+                                 saga_page *pg, err_t *err);
 
 /* ListAudit tokens: the id of the last row and the scope (tenant, global_id). */
 bool coord_audit_token_encode(const char *tenant, const char *global_id, int64_t last_id,

@@ -22,7 +22,7 @@ static err_code check_pair(const char *service, const char *operation, err_t *er
   if ((rc = check_pattern("operation", operation, err)) != ERR_OK) return rc;
   if (is_any(service) && !is_any(operation))
     return err_set(err, ERR_INVALID,
-                   "invalid service: \"*\" is only allowed together with operation \"*\"");
+                   "service: \"*\" is only allowed together with operation \"*\"");
   return ERR_OK;
 }
 
@@ -32,13 +32,13 @@ err_code coord_policy_validate(const policy *p, err_t *err) {
   if ((rc = check_pair(p->service, p->operation, err)) != ERR_OK) return rc;
   if (p->mode != FAILURE_MODE_FAIL_CLOSED && p->mode != FAILURE_MODE_FAIL_OPEN)
     return err_set(err, ERR_INVALID,
-                   "invalid failure_mode: must be FAILURE_MODE_FAIL_CLOSED or "
+                   "failure_mode: must be FAILURE_MODE_FAIL_CLOSED or "
                    "FAILURE_MODE_FAIL_OPEN");
   if (p->retention_s < POLICY_RETENTION_MIN_S || p->retention_s > POLICY_RETENTION_MAX_S)
-    return err_set(err, ERR_INVALID, "invalid retention_s: must be from %u to %u seconds (90 days)",
+    return err_set(err, ERR_INVALID, "retention_s: must be from %u to %u seconds (90 days)",
                    POLICY_RETENTION_MIN_S, POLICY_RETENTION_MAX_S);
   if (p->lease_ms < 1 || p->lease_ms > POLICY_LEASE_MAX_MS)
-    return err_set(err, ERR_INVALID, "invalid lease_ms: must be from 1 to %u milliseconds (1 h)",
+    return err_set(err, ERR_INVALID, "lease_ms: must be from 1 to %u milliseconds (1 h)",
                    POLICY_LEASE_MAX_MS);
   return ERR_OK;
 }

@@ -26,6 +26,7 @@
 #define REC_LABEL_KEY_MAX 63      /* label key: 1–63 of [A-Za-z0-9._/-] */
 #define REC_LABEL_VALUE_MAX 256   /* label value: 0–256 bytes of UTF-8 without NUL */
 #define REC_LEASE_MS_MAX 3600000u /* a requested lease: 1 ms – 1 h (0 = the policy's) */
+#define REC_SAGA_PAGE_MAX 1000    /* steps in one GetSaga page */
 
 typedef enum step_phase {
   PHASE_UNSPECIFIED = 0,
@@ -133,7 +134,22 @@ typedef struct saga_view {
   size_t n_steps;
   saga_label *labels; /* owned array; keys and values owned */
   size_t n_labels;
+  bool more; /* steps follow the last one listed (saga_page) */
 } saga_view;
+
+/* Which part of a saga's steps GetSaga reads: timeline order (created_ms, phase, service,
+ * operation), strictly after the `after_*` cursor when has_after, at most `limit` steps, and
+ * no more bodies than fit in max_body_bytes (0 = no bound; the step whose body crosses it is
+ * still read, so that the caller can measure it exactly and decide). */
+typedef struct saga_page {
+  uint32_t limit; /* 1..REC_SAGA_PAGE_MAX */
+  size_t max_body_bytes;
+  bool has_after;
+  int64_t after_created_ms;
+  step_phase after_phase;
+  char after_service[REC_NAME_MAX + 1];
+  char after_operation[REC_NAME_MAX + 1];
+} saga_page;
 
 /* A BeginSaga request as the store receives it (all validated; strings borrowed). */
 typedef struct saga_new {

@@ -35,6 +35,8 @@ typedef struct step_filter {
   int64_t updated_before_ms; /* 0 = any; else updated_ms < this (Unix ms) */
   bool lease_expired_only;   /* IN_PROGRESS with lease_expires_ms <= the database clock */
   uint32_t limit;            /* rows wanted, 1..LIST_PAGE_MAX */
+  size_t max_body_bytes;     /* 0 = no bound; else stop once the bodies read pass it (the row
+                                that crosses it is still read: see saga_page) */
   bool has_after;
   step_key after; /* tenant ignored; global_id, service, operation, phase */
 } step_filter;

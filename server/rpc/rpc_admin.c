@@ -41,7 +41,9 @@ err_code rpc__health_check(const rpc_req *rq, const ProtobufCMessage *in, rpc_ca
   const Grpc__Health__V1__HealthCheckRequest *req =
       (const Grpc__Health__V1__HealthCheckRequest *)in;
   if (req->service[0] && strcmp(req->service, "idem.v1.Coordinator") != 0)
-    return err_set(err, ERR_NOT_FOUND, "unknown service %.64s", req->service);
+    /* the name is not echoed: it is the caller's text, control bytes and all */
+    return err_set(err, ERR_NOT_FOUND,
+                   "service: unknown (this server reports \"\" and \"idem.v1.Coordinator\")");
   Grpc__Health__V1__HealthCheckResponse resp = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
   bool leader = !rq->srv->elector || elect_is_leader(rq->srv->elector, NULL);
   resp.status = leader && store_ok(rq)

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "../coord/coord_policy.h"
+#include "../validate/validate.h"
 #include "idem/v1/coordinator.pb-c.h"
 #include "rpc_internal.h"
 
@@ -16,12 +17,12 @@ static void policy_to_pb(const policy *p, Idem__V1__Policy *o) {
   o->updated_unix_ms = p->updated_ms;
 }
 
-/* Copies a name into a fixed field; too long reads as invalid (validation names the field). */
+/* Copies a name into a fixed field; one too long gets validation's own message for it. */
 static err_code copy_name(const char *field, const char *v, char *dst, size_t cap, err_t *err) {
   size_t n = 0;
   if (v)
     while (v[n] && n < cap) n++;
-  if (n >= cap) return err_set(err, ERR_INVALID, "invalid %s: must be 1-64 characters", field);
+  if (n >= cap) return validate_name(field, v, err);
   for (size_t i = 0; i < n; i++) dst[i] = v[i];
   dst[n] = '\0';
   return ERR_OK;

@@ -19,6 +19,7 @@ err_code rpc__list_steps(const rpc_req *rq, const ProtobufCMessage *in, rpc_call
       .lease_expired_only = req->lease_expired_only,
       .page_size = req->page_size,
       .page_token = req->page_token,
+      .rec_size = rpc__rec_size,
   };
   step_list l = {0};
   char next[COORD_TOKEN_MAX];

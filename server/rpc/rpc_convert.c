@@ -40,3 +40,12 @@ coord_key_in rpc__key_in(const Idem__V1__StepKey *k) {
   }
   return out;
 }
+
+/* The bytes r takes in a reply's repeated StepRecord field: tag, length, message. */
+size_t rpc__rec_size(const step_rec *r) {
+  rpc_rec_pb pb;
+  rpc__rec_to_pb(r, &pb);
+  size_t n = protobuf_c_message_get_packed_size(&pb.rec.base), len_bytes = 1;
+  for (size_t v = n; v >= 0x80; v >>= 7) len_bytes++;
+  return 1 + len_bytes + n;
+}

@@ -18,6 +18,10 @@ typedef struct rpc_rec_pb {
 /* Fills o from r; o borrows r's strings, fingerprint and body. */
 void rpc__rec_to_pb(const step_rec *r, rpc_rec_pb *o);
 
+/* The encoded size of r as one element of a repeated StepRecord field (coord_rec_size_fn: the
+ * byte bound of ListSteps and GetSaga pages). */
+size_t rpc__rec_size(const step_rec *r);
+
 /* A handler's last step when its answer is one StepRecord: on rc == ERR_OK replies with *out;
  * clears *out either way. Returns the call's code. (rpc_handlers.c) */
 struct rpc_call;

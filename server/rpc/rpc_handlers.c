@@ -3,6 +3,7 @@
  * before the coord outputs they borrow from are cleared. */
 #include <stdlib.h>
 
+#include "../coord/coord_admin.h"
 #include "../metrics/metrics.h"
 #include "idem/v1/coordinator.pb-c.h"
 #include "rpc_convert.h"
@@ -182,8 +183,11 @@ err_code rpc__lookup_step(const rpc_req *rq, const ProtobufCMessage *in, rpc_cal
 err_code rpc__get_saga(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c, err_t *err) {
   const Idem__V1__GetSagaRequest *req = (const Idem__V1__GetSagaRequest *)in;
   saga_view v = {0};
+  coord_saga_in si = {
+      .global_id = req->global_id, .page_token = req->page_token, .rec_size = rpc__rec_size};
+  char next[COORD_TOKEN_MAX];
   err_code rc =
-      coord_get_saga(rq->srv->coord, rq->st, rq->tenant, req->global_id, rq->deadline, &v, err);
+      coord_get_saga(rq->srv->coord, rq->st, rq->tenant, &si, rq->deadline, &v, next, err);
   if (rc != ERR_OK) {
     saga_view_clear(&v);
     return rc;
@@ -217,6 +221,7 @@ err_code rpc__get_saga(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *
     resp.steps = rec_ptrs;
     resp.n_labels = v.n_labels;
     resp.labels = label_ptrs;
+    resp.next_page_token = next;
     rc = rpc__call_reply(c, &resp.base, err);
   }
   free(recs);

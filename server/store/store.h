@@ -72,10 +72,11 @@ typedef struct store_ops {
   err_code (*begin_saga)(store *s, const saga_new *in, int64_t deadline, saga_begun *out,
                          err_t *err);
 
-  /* Fills an owned view: the saga row (if any) and every step of global_id in tenant, ordered
-   * by created time. ERR_NOT_FOUND when there is neither a saga row nor a step. */
-  err_code (*get_saga)(store *s, const char *tenant, const char *global_id, int64_t deadline,
-                       saga_view *out, err_t *err);
+  /* Fills an owned view: the saga row (if any), its labels, and the page of global_id's steps
+   * that pg selects (saga_page), in timeline order; out->more when steps follow. ERR_NOT_FOUND
+   * when there is neither a saga row nor a step (first page only: a later one may be empty). */
+  err_code (*get_saga)(store *s, const char *tenant, const char *global_id, const saga_page *pg,
+                       int64_t deadline, saga_view *out, err_t *err);
 
   /* --- incident response: listing, resolving with an audit row --- */
 
@@ -166,8 +167,9 @@ static inline err_code store_begin_saga(store *s, const saga_new *in, int64_t de
   return s->ops->begin_saga(s, in, deadline, out, err);
 }
 static inline err_code store_get_saga(store *s, const char *tenant, const char *global_id,
-                                      int64_t deadline, saga_view *out, err_t *err) {
-  return s->ops->get_saga(s, tenant, global_id, deadline, out, err);
+                                      const saga_page *pg, int64_t deadline, saga_view *out,
+                                      err_t *err) {
+  return s->ops->get_saga(s, tenant, global_id, pg, deadline, out, err);
 }
 
 /* --- incident response --- */

@@ -11,6 +11,7 @@
 /* A record past its retention is never listed (decide.h treats it as absent); an UNKNOWN
  * record is never forgotten. */
 #define LIVE PG_LIVE
+#define LIST_ORDER "global_id, service, operation, phase"
 
 const char pg__sql_audit_insert[] =
     "INSERT INTO idem_audit (tenant, at_ms, actor, action, global_id, service, operation, phase,"
@@ -45,6 +46,13 @@ bool store_pg__list_steps_sql(const step_filter *f, char *sql, size_t cap, pg_pa
   pg__p_reset(p);
   size_t len = 0;
   pg__p_text(p, f->tenant);
+  if (f->max_body_bytes > 0) /* the page below, cut where its bodies pass the bound */
+    add_lit(sql, cap, &len,
+            "SELECT global_id, service, operation, " PG_STEP_COLS
+            ", n__ FROM ("
+            "SELECT t.*, count(*) OVER () AS n__, coalesce(octet_length(body), 0) AS len__,"
+            " sum(coalesce(octet_length(body), 0)) OVER (ORDER BY " LIST_ORDER
+            " ROWS UNBOUNDED PRECEDING) AS run__ FROM (");
   add(sql, cap, &len,
       "SELECT global_id, service, operation, " PG_STEP_COLS
       " FROM idem_steps WHERE tenant = $%d AND " LIVE,
@@ -82,7 +90,11 @@ bool store_pg__list_steps_sql(const step_filter *f, char *sql, size_t cap, pg_pa
     add(sql, cap, &len, ", $%d::smallint)", p->n);
   }
   pg__p_i64(p, (int64_t)f->limit + 1); /* one more: is there a next page? */
-  add(sql, cap, &len, " ORDER BY global_id, service, operation, phase LIMIT $%d", p->n);
+  add(sql, cap, &len, " ORDER BY " LIST_ORDER " LIMIT $%d", p->n);
+  if (f->max_body_bytes > 0) { /* the row that crosses the bound is read, the next ones not */
+    pg__p_i64(p, f->max_body_bytes > INT64_MAX ? INT64_MAX : (int64_t)f->max_body_bytes);
+    add(sql, cap, &len, ") t) u WHERE run__ - len__ <= $%d ORDER BY " LIST_ORDER, p->n);
+  }
   return len < cap;
 }
 
@@ -90,7 +102,7 @@ err_code pg__list_steps(store *st, const step_filter *f, int64_t deadline, step_
                         err_t *err) {
   pg_store *s = (pg_store *)st;
   memset(out, 0, sizeof *out);
-  char sql[1024];
+  char sql[2048];
   pg_params p;
   if (!store_pg__list_steps_sql(f, sql, sizeof sql, &p))
     return err_set(err, ERR_INTERNAL, "list steps: statement too long");
@@ -98,6 +110,9 @@ err_code pg__list_steps(store *st, const step_filter *f, int64_t deadline, step_
   err_code rc = pg__exec_call(s, sql, &p, deadline, &res, err);
   if (rc != ERR_OK) return rc;
   int n = PQntuples(res);
+  /* with a byte bound, n__ counts the rows before the cut: fewer returned means more follow */
+  int all_col = f->max_body_bytes > 0 ? PQfnumber(res, "n__") : -1;
+  if (n > 0 && all_col >= 0 && pg__int(res, 0, all_col) > n) out->more = true;
   if ((uint32_t)n > f->limit) {
     out->more = true;
     n = (int)f->limit;

@@ -207,8 +207,8 @@ int store_pg__backend_pid(store *s);
 /* store_pg_saga.c */
 err_code pg__begin_saga(store *st, const saga_new *in, int64_t deadline, saga_begun *out,
                         err_t *err);
-err_code pg__get_saga(store *st, const char *tenant, const char *global_id, int64_t deadline,
-                      saga_view *out, err_t *err);
+err_code pg__get_saga(store *st, const char *tenant, const char *global_id, const saga_page *pg,
+                      int64_t deadline, saga_view *out, err_t *err);
 
 /* incident response */
 /* store_pg.c: the step transaction; with audit != NULL the audit row is inserted before the

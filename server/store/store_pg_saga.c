@@ -29,12 +29,25 @@ static const char SQL_SAGA_GET[] =
 static const char SQL_LABELS_GET[] =
     "SELECT key, value FROM idem_saga_labels WHERE tenant = $1 AND global_id = $2 ORDER BY key";
 
-/* A step past its retention is treated as absent (as decide.h does), except UNKNOWN. */
-static const char SQL_STEPS_GET[] =
-    "SELECT service, operation, " PG_STEP_COLS
-    " FROM idem_steps"
-    " WHERE tenant = $1 AND global_id = $2"
-    " AND " PG_LIVE " ORDER BY created_ms, phase, service, operation";
+/* A page of the saga's steps (saga_page), $1 tenant, $2 global_id, then: the limit, the body
+ * bound, the cursor. A step past its retention is treated as absent (as decide.h does), except
+ * UNKNOWN. The body bound cuts after the step whose body crosses it (n__ counts the steps before
+ * the cut). */
+#define SAGA_ORDER "created_ms, phase, service, operation"
+#define SAGA_STEPS_PAGE(after)                                                       \
+  "SELECT service, operation, " PG_STEP_COLS                                         \
+  ", n__ FROM ("                                                                     \
+  "SELECT t.*, count(*) OVER () AS n__, coalesce(octet_length(body), 0) AS len__,"   \
+  " sum(coalesce(octet_length(body), 0)) OVER (ORDER BY " SAGA_ORDER                 \
+  " ROWS UNBOUNDED PRECEDING) AS run__ FROM ("                                       \
+  "SELECT service, operation, " PG_STEP_COLS                                         \
+  " FROM idem_steps"                                                                 \
+  " WHERE tenant = $1 AND global_id = $2 AND " PG_LIVE after " ORDER BY " SAGA_ORDER \
+  " LIMIT $3) t) u WHERE $4::bigint = 0 OR run__ - len__ <= $4::bigint ORDER BY " SAGA_ORDER
+
+static const char SQL_STEPS_FIRST[] = SAGA_STEPS_PAGE("");
+static const char SQL_STEPS_AFTER[] = SAGA_STEPS_PAGE(
+    " AND (created_ms, phase, service, operation) > ($5::bigint, $6::smallint, $7, $8)");
 
 #define LABELS_PER_INSERT 32
 
@@ -157,25 +170,40 @@ err_code pg__begin_saga(store *st, const saga_new *in, int64_t deadline, saga_be
 /* --- GetSaga --- */
 
 static err_code get_saga_once(pg_store *s, const char *tenant, const char *global_id,
-                              int64_t deadline, saga_view *out, err_t *err) {
+                              const saga_page *pg, int64_t deadline, saga_view *out, err_t *err) {
   pg_params p;
   pg__p_reset(&p);
   pg__p_text(&p, tenant);
   pg__p_text(&p, global_id);
+  pg_params ps = p; /* the steps' parameters: p's two strings, then the page's (in ps.num) */
+  pg__p_i64(&ps, (int64_t)pg->limit + 1); /* one more: is there a next page? */
+  pg__p_i64(&ps, pg->max_body_bytes > INT64_MAX ? INT64_MAX : (int64_t)pg->max_body_bytes);
+  if (pg->has_after) {
+    pg__p_i64(&ps, pg->after_created_ms);
+    pg__p_i64(&ps, pg->after_phase);
+    pg__p_text(&ps, pg->after_service);
+    pg__p_text(&ps, pg->after_operation);
+  }
   PGresult *saga = NULL, *labels = NULL, *steps = NULL;
   /* one snapshot for the three reads */
   err_code rc =
       pg__exec(s, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", NULL, deadline, NULL, err);
   if (rc == ERR_OK) rc = pg__exec(s, SQL_SAGA_GET, &p, deadline, &saga, err);
   if (rc == ERR_OK) rc = pg__exec(s, SQL_LABELS_GET, &p, deadline, &labels, err);
-  if (rc == ERR_OK) rc = pg__exec(s, SQL_STEPS_GET, &p, deadline, &steps, err);
+  if (rc == ERR_OK)
+    rc = pg__exec(s, pg->has_after ? SQL_STEPS_AFTER : SQL_STEPS_FIRST, &ps, deadline, &steps, err);
   if (rc == ERR_OK) rc = pg__exec(s, "COMMIT", NULL, deadline, NULL, err);
   if (rc != ERR_OK) goto done;
 
   int ns = PQntuples(steps), nl = PQntuples(labels);
-  if (PQntuples(saga) == 0 && ns == 0) {
+  if (PQntuples(saga) == 0 && ns == 0 && !pg->has_after) {
     rc = err_set(err, ERR_NOT_FOUND, "saga not found: global_id %s", global_id);
     goto done;
+  }
+  if (ns > 0 && pg__int(steps, 0, PQfnumber(steps, "n__")) > ns) out->more = true;
+  if ((uint32_t)ns > pg->limit) {
+    out->more = true;
+    ns = (int)pg->limit;
   }
   snprintf(out->global_id, sizeof out->global_id, "%s", global_id);
   if (PQntuples(saga) > 0) {
@@ -218,15 +246,15 @@ done:
   return rc;
 }
 
-err_code pg__get_saga(store *st, const char *tenant, const char *global_id, int64_t deadline,
-                      saga_view *out, err_t *err) {
+err_code pg__get_saga(store *st, const char *tenant, const char *global_id, const saga_page *pg,
+                      int64_t deadline, saga_view *out, err_t *err) {
   pg_store *s = (pg_store *)st;
   memset(out, 0, sizeof *out);
   err_code rc = ERR_OK;
   for (int tries = 0; tries < 2; tries++) {
     rc = pg__call_start(s, deadline, err);
     if (rc != ERR_OK) return rc;
-    rc = get_saga_once(s, tenant, global_id, deadline, out, err);
+    rc = get_saga_once(s, tenant, global_id, pg, deadline, out, err);
     if (rc == ERR_OK || rc == ERR_NOT_FOUND) break;
     pg_retry why = s->retry;
     pg__rollback(s, deadline);

@@ -1,7 +1,7 @@
 /* validate.h — input validation of api.md §1, before any store access.
  *
  * Each function returns ERR_OK, or ERR_INVALID with err->msg naming the field in PostgreSQL
- * message style, e.g. "invalid key.global_id: must be 1-128 characters of [A-Za-z0-9._:-]".
+ * message style, e.g. "key.global_id: must be 1 to 128 characters of [A-Za-z0-9._:-]".
  * Field names in messages are the proto field paths (key.global_id, fingerprint, body, ...).
  */
 #ifndef IDEM_VALIDATE_H

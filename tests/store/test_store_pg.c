@@ -475,11 +475,13 @@ Test(store_pg, begin_saga_racers_agree_on_one_saga) {
   cr_assert_eq(created, 1);
 }
 
+static const saga_page all_steps = {.limit = REC_SAGA_PAGE_MAX};
+
 Test(store_pg, get_saga_with_steps_and_labels_and_not_found) {
   store *s = store_pg_open(pg_url());
   err_t e;
   saga_view v;
-  cr_assert_eq(store_get_saga(s, tenant, "nope", in_ms(2000), &v, &e), ERR_NOT_FOUND);
+  cr_assert_eq(store_get_saga(s, tenant, "nope", &all_steps, in_ms(2000), &v, &e), ERR_NOT_FOUND);
   cr_assert_eq(e.code, ERR_NOT_FOUND);
 
   saga_label labels[] = {{"zeta", "last"}, {"alpha", ""}};
@@ -512,7 +514,8 @@ Test(store_pg, get_saga_with_steps_and_labels_and_not_found) {
     step_rec_clear(&a.seen.fwd);
     step_rec_clear(&a.seen.comp);
   }
-  cr_assert_eq(store_get_saga(s, tenant, "saga-g", in_ms(2000), &v, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_get_saga(s, tenant, "saga-g", &all_steps, in_ms(2000), &v, &e), ERR_OK, "%s",
+               e.msg);
   cr_assert_str_eq(v.global_id, "saga-g");
   cr_assert_str_eq(v.saga_type, "trip");
   cr_assert_eq(v.created_ms, out.created_ms);
@@ -532,6 +535,34 @@ Test(store_pg, get_saga_with_steps_and_labels_and_not_found) {
     cr_assert_eq(memcmp(v.steps[i].body, "body", 4), 0);
   }
   saga_view_clear(&v);
+  cr_assert(!v.more);
+
+  /* pages (api.md §16): by count, then by the bodies' bytes; the saga's fields on every page */
+  saga_page pg = {.limit = 2};
+  cr_assert_eq(store_get_saga(s, tenant, "saga-g", &pg, in_ms(2000), &v, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(v.n_steps, 2);
+  cr_assert(v.more);
+  pg = (saga_page){.limit = 2,
+                   .has_after = true,
+                   .after_created_ms = v.steps[1].created_ms,
+                   .after_phase = v.steps[1].key.phase};
+  snprintf(pg.after_service, sizeof pg.after_service, "%s", v.steps[1].key.service);
+  snprintf(pg.after_operation, sizeof pg.after_operation, "%s", v.steps[1].key.operation);
+  saga_view_clear(&v);
+  cr_assert_eq(store_get_saga(s, tenant, "saga-g", &pg, in_ms(2000), &v, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(v.n_steps, 1);
+  cr_assert_str_eq(v.steps[0].key.service, "b");
+  cr_assert_eq(v.steps[0].key.phase, PHASE_COMPENSATION);
+  cr_assert_str_eq(v.saga_type, "trip");
+  cr_assert_eq(v.n_labels, 2);
+  cr_assert(!v.more);
+  saga_view_clear(&v);
+  /* bodies of 4 bytes, a bound of 5: the second body crosses it and is read, the third not */
+  pg = (saga_page){.limit = REC_SAGA_PAGE_MAX, .max_body_bytes = 5};
+  cr_assert_eq(store_get_saga(s, tenant, "saga-g", &pg, in_ms(2000), &v, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(v.n_steps, 2);
+  cr_assert(v.more);
+  saga_view_clear(&v);
 
   /* steps without a saga row: found, with an empty saga_type */
   step_key k = mkkey("saga-steps-only", "svc", "op", PHASE_FORWARD);
@@ -542,7 +573,8 @@ Test(store_pg, get_saga_with_steps_and_labels_and_not_found) {
   cr_assert_eq(store_step_txn(s, &k, in_ms(5000), fn_write, &a, &e), ERR_OK, "%s", e.msg);
   step_rec_clear(&a.seen.fwd);
   step_rec_clear(&a.seen.comp);
-  cr_assert_eq(store_get_saga(s, tenant, "saga-steps-only", in_ms(2000), &v, &e), ERR_OK);
+  cr_assert_eq(store_get_saga(s, tenant, "saga-steps-only", &all_steps, in_ms(2000), &v, &e),
+               ERR_OK);
   cr_assert_str_eq(v.saga_type, "");
   cr_assert_eq(v.created_ms, 0);
   cr_assert_eq(v.n_steps, 1);
@@ -550,7 +582,8 @@ Test(store_pg, get_saga_with_steps_and_labels_and_not_found) {
   saga_view_clear(&v);
 
   /* another tenant sees nothing */
-  cr_assert_eq(store_get_saga(s, "other-tenant-x", "saga-g", in_ms(2000), &v, &e), ERR_NOT_FOUND);
+  cr_assert_eq(store_get_saga(s, "other-tenant-x", "saga-g", &all_steps, in_ms(2000), &v, &e),
+               ERR_NOT_FOUND);
   store_close(s);
 }
 

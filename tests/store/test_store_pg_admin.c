@@ -145,7 +145,7 @@ Test(store_pg_admin, filters_and_keyset_order) {
 
 /* EXPLAIN of the statement the store runs, with its parameters. */
 static char *explain(PGconn *c, const step_filter *f) {
-  char q[1200], stmt[1024];
+  char q[2200], stmt[2048];
   pg_params p;
   cr_assert(store_pg__list_steps_sql(f, stmt, sizeof stmt, &p));
   snprintf(q, sizeof q, "EXPLAIN %s", stmt);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "coord/coord.h"
+#include "coord/coord_admin.h"
 #include "support_memstore.h"
 #include "util/clock.h"
 #include "util/uuidv7.h"
@@ -553,25 +554,60 @@ Test(coord, begin_saga_store_failure_propagates) {
 
 /* ---------------- GetSaga ---------------- */
 
+static size_t two_mib(const step_rec *r) {
+  (void)r;
+  return 2u << 20;
+}
+
 Test(coord, get_saga) {
   saga_view v;
   err_t e;
-  assert_invalid(coord_get_saga(&ctx, &m->base, "acme", "no spaces", far, &v, &e), &e, "global_id");
-  assert_invalid(coord_get_saga(&ctx, &m->base, "a b", "g-1", far, &v, &e), &e, "tenant");
+  char next[COORD_TOKEN_MAX];
+  coord_saga_in bad_id = {.global_id = "no spaces"}, g1 = {.global_id = "g-1"};
+  assert_invalid(coord_get_saga(&ctx, &m->base, "acme", &bad_id, far, &v, next, &e), &e,
+                 "global_id");
+  assert_invalid(coord_get_saga(&ctx, &m->base, "a b", &g1, far, &v, next, &e), &e, "tenant");
 
-  cr_assert_eq(coord_get_saga(&ctx, &m->base, "acme", "g-1", far, &v, &e), ERR_NOT_FOUND);
+  cr_assert_eq(coord_get_saga(&ctx, &m->base, "acme", &g1, far, &v, next, &e), ERR_NOT_FOUND);
   cr_assert_eq(v.n_steps, 0);
   cr_assert_null(v.steps);
 
   begin_and_complete(&fwd_key, OUTCOME_SUCCEEDED, "x");
-  cr_assert_eq(coord_get_saga(&ctx, &m->base, "acme", "g-1", far, &v, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(coord_get_saga(&ctx, &m->base, "acme", &g1, far, &v, next, &e), ERR_OK, "%s", e.msg);
   cr_assert_str_eq(v.global_id, "g-1");
   cr_assert_str_eq(v.saga_type, "");
   cr_assert_eq(v.n_steps, 1);
   cr_assert_eq(v.steps[0].state, STATE_SUCCEEDED);
+  cr_assert_str_eq(next, "");
   saga_view_clear(&v);
 
-  cr_assert_eq(coord_get_saga(&ctx, &m->base, "other", "g-1", far, &v, &e), ERR_NOT_FOUND);
+  cr_assert_eq(coord_get_saga(&ctx, &m->base, "other", &g1, far, &v, next, &e), ERR_NOT_FOUND);
+  LEAK_CHECK();
+}
+
+/* api.md §16: a page ends before the record that would take it past 3 MiB; the token names the
+ * last record kept, for this saga only. */
+Test(coord, get_saga_pages_by_bytes) {
+  saga_view v;
+  err_t e;
+  char next[COORD_TOKEN_MAX];
+  begin_and_complete(&fwd_key, OUTCOME_SUCCEEDED, "x");
+  begin_and_complete(&comp_key, OUTCOME_SUCCEEDED, "y");
+  coord_saga_in in = {.global_id = "g-1", .rec_size = two_mib};
+  cr_assert_eq(coord_get_saga(&ctx, &m->base, "acme", &in, far, &v, next, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(v.n_steps, 1, "two records of 2 MiB must not share a 3 MiB page");
+  cr_assert(v.more);
+  cr_assert_neq(next[0], '\0');
+  saga_page pg = {0};
+  cr_assert_eq(coord_saga_token_decode("acme", "g-1", next, &pg, &e), ERR_OK, "%s", e.msg);
+  cr_assert(pg.has_after);
+  cr_assert_eq(pg.after_created_ms, v.steps[0].created_ms);
+  cr_assert_str_eq(pg.after_service, v.steps[0].key.service);
+  cr_assert_eq(pg.after_phase, v.steps[0].key.phase);
+  cr_assert_eq(coord_saga_token_decode("acme", "g-2", next, &pg, &e), ERR_INVALID);
+  cr_assert(strstr(e.msg, "page_token"), "%s", e.msg);
+  cr_assert_eq(coord_saga_token_decode("other", "g-1", next, &pg, &e), ERR_INVALID);
+  saga_view_clear(&v);
   LEAK_CHECK();
 }
 

@@ -217,7 +217,8 @@ int idem_saga_begin(idem_client *c, const char *request_id, const char *saga_typ
                     char global_id[IDEM_GLOBAL_ID_MAX + 1], bool *created,
                     int64_t *created_unix_ms, idem_error *err);
 
-/* GetSaga. */
+/* GetSaga: the saga and all its steps. The server sends steps in pages of at most 3 MiB
+ * (api.md §16); this follows them, one call per page. */
 int idem_saga_get(idem_client *c, const char *global_id, idem_saga *out, idem_error *err);
 
 /* BeginStep. fp may be NULL with fp_len 0; lease_ms 0 = the policy's. */
