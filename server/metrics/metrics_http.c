@@ -13,6 +13,12 @@ struct metrics_http {
   struct MHD_Daemon *d;
 };
 
+/* Idle or trickling connections must not blind the scrapes (README "Limits"): a scrape takes
+ * milliseconds, so a connection silent for METRICS_HTTP_IDLE_S is closed, and up to
+ * METRICS_HTTP_CONN_MAX are served at once (a client that keeps more than that open, sending a
+ * byte at a time, still can: bind --metrics to an address only the scraper reaches). */
+#define METRICS_HTTP_CONN_MAX 4096u
+#define METRICS_HTTP_IDLE_S 3u
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
 static enum MHD_Result reply(struct MHD_Connection *conn, unsigned int status, char *body,
@@ -98,11 +104,12 @@ metrics_http *metrics_http_start(const char *addr, int *bound_port, char *errbuf
     snprintf(errbuf, errbuf_len, "out of memory");
     return NULL;
   }
-  unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD;
+  /* epoll: no FD_SETSIZE ceiling, so the cap can be high (the node raised RLIMIT_NOFILE) */
+  unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL;
   if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
   h->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                          MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_CONNECTION_TIMEOUT, 10u,
-                          MHD_OPTION_END);
+                          MHD_OPTION_CONNECTION_LIMIT, METRICS_HTTP_CONN_MAX,
+                          MHD_OPTION_CONNECTION_TIMEOUT, METRICS_HTTP_IDLE_S, MHD_OPTION_END);
   freeaddrinfo(ai);
   if (!h->d) {
     free(h);
