@@ -26,14 +26,14 @@ static uint32_t page_size(uint32_t n) {
 
 /* --- byte-bounded pages (api.md §16) --- */
 
-/* Keeps the first records whose sizes fit in COORD_PAGE_BYTES (at least one) and clears the
- * rest; true when any was cut. */
+/* Keeps the first records whose sizes fit in the page (at least one) and clears the rest; true
+ * when any was cut. */
 static bool page_trim(step_rec *recs, size_t *n, coord_rec_size_fn size) {
   if (!size) return false;
   size_t total = 0, keep = *n;
   for (size_t i = 0; i < *n; i++) {
     total += size(&recs[i]);
-    if (total > COORD_PAGE_BYTES && i > 0) {
+    if (total > COORD_PAGE_BYTES - COORD_PAGE_RESERVE && i > 0) {
       keep = i;
       break;
     }

@@ -26,6 +26,9 @@
  * ends before the record that would take it past COORD_PAGE_BYTES, as the caller's size
  * function measures a record in its reply (the encoded size). Always at least one record. */
 #define COORD_PAGE_BYTES (3u << 20)
+/* kept out of the records' share for the reply's other fields: the page token (< 600 bytes),
+ * and on a GetSaga page the saga's fields and up to 32 labels (< 11 KiB) */
+#define COORD_PAGE_RESERVE (16u << 10)
 typedef size_t (*coord_rec_size_fn)(const step_rec *r); /* NULL: no byte bound */
 
 /* ListStepsRequest as decoded (borrowed strings; NULL = ""). */
