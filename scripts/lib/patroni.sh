@@ -16,7 +16,8 @@
 #   patroni_postmaster_pid DIR NAME         the postmaster's PID: line 1 of postmaster.pid (the
 #                                           agent daemonizes the postmaster; its parent is PID 1)
 #   patroni_start_node DIR NAME             starts one agent again (after a kill)
-#   patroni_kill_host DIR NAME              kill -9 of the agent and its postmaster: a dead host
+#   patroni_kill_host DIR NAME              kill -9 of the agent, the postmaster and its children:
+#                                           a dead host
 #   patroni_switchover DIR                  a planned switchover to the standby (patronictl)
 #   patroni_pg_url DIR [DB]                 the multi-host URL, target_session_attrs=read-write
 #   patroni_createdb DIR DB                 creates DB on the primary unless it exists
@@ -231,12 +232,18 @@ patroni_start() {
   patroni_wait_ready "$dir" 90
 }
 
+# The postmaster is stopped first (it forks no more), then it and every child it forked are
+# killed: no backend of the dead host commits anything afterwards.
 patroni_kill_host() {
   local dir=$1 name=$2 a m
   a=$(patroni_agent_pid "$dir" "$name")
   m=$(patroni_postmaster_pid "$dir" "$name")
   [ -n "$a" ] && kill -9 "$a"
-  [ -n "$m" ] && kill -9 "$m"
+  if [ -n "$m" ]; then
+    kill -STOP "$m"
+    # shellcheck disable=SC2046
+    kill -9 $(ps -o pid= --ppid "$m") "$m" 2>/dev/null || true
+  fi
   return 0
 }
 
