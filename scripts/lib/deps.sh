@@ -23,3 +23,15 @@ deps_install() {
   # shellcheck disable=SC2086
   apt-get install -y -q --no-install-recommends $missing </dev/null >/dev/null
 }
+
+# deps_node: Node.js and npm (Debian's, unless a node and npm are already on PATH), then the npm
+# packages of the Node example (client-lib/examples/node, exact versions from its lock file).
+deps_node() {
+  if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    echo "installing: nodejs npm" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >/dev/null
+    apt-get install -y -q --no-install-recommends nodejs npm </dev/null >/dev/null
+  fi
+  (cd "$1/client-lib/examples/node" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+}
