@@ -229,6 +229,29 @@ Test(incident, drill) {
   idem_close(c);
 }
 
+/* The tenant trap (issue 18): an empty list names the tenant it asked, so that a missing or
+ * mistyped --tenant shows; --help describes every command in one line. */
+Test(incident, empty_list_names_the_tenant) {
+  run *r = ctl("steps", "--service", "nothing-here", NULL);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  char want[160];
+  snprintf(want, sizeof want, "(no steps in tenant %s)", H.t);
+  cr_assert(strstr(r->out, want), "got: %s", r->out);
+  free(r);
+  const char *argv[] = {IDEMCTL_BIN, "--addr",       H.s.addr, "steps",
+                        "--service", "nothing-here", NULL};
+  char out[96];
+  snprintf(out, sizeof out, "/tmp/idem-notenant-%d.out", (int)getpid());
+  cr_assert_eq(spawn_run(argv, &(spawn_opts){.out_log = out, .err_log = "/dev/null"}, 60000), 0);
+  char text[4096];
+  slurp(out, text, sizeof text);
+  cr_assert(strstr(text, "default tenant: pass --tenant"), "got: %s", text);
+  r = ctl("--help", NULL);
+  cr_assert(strstr(r->out, "steps                                Steps of the tenant"),
+            "--help lacks descriptions: %s", r->out);
+  free(r);
+}
+
 Test(incident, unavailable_is_exit_3) {
   const char *argv[] = {IDEMCTL_BIN, "--addr", "127.0.0.1:1", "--deadline-ms",
                         "300",       "status", NULL};

@@ -165,7 +165,7 @@ int cmd_saga(ctl *c) {
       printf("%s%s=%s", i ? "," : "  labels ", s.labels[i].key, s.labels[i].value);
     printf("\n\n");
     if (s.n_steps == 0) {
-      printf("(no steps)\n");
+      ctl_print_none(c, "steps");
     } else {
       table *t = step_table(false);
       for (size_t i = 0; i < s.n_steps; i++) step_table_row(t, &s.steps[i], false);
@@ -252,7 +252,7 @@ int cmd_steps(ctl *c) {
       for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(arr, json_record(&all[i]));
       json_print(arr);
     } else if (n == 0) {
-      printf("(no steps)\n");
+      ctl_print_none(c, "steps");
     } else {
       table *t = step_table(true);
       for (size_t i = 0; i < n; i++) step_table_row(t, &all[i], true);

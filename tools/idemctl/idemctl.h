@@ -47,6 +47,10 @@ typedef struct ctl {
 
 typedef int (*ctl_fn)(ctl *c);
 
+/* "(no WHAT in tenant T)": an empty list says which tenant it asked (a mistyped or missing
+ * --tenant is the usual reason); with a token or certificate the server decides the tenant. */
+void ctl_print_none(const ctl *c, const char *what);
+
 typedef struct ctl_cmd {
   const char *name;  /* "steps", "policy set" */
   const char *args;  /* usage after the name */

@@ -58,7 +58,13 @@ static void usage(FILE *f) {
   for (size_t i = 0; i < N_COMMANDS; i++) {
     char left[64];
     snprintf(left, sizeof left, "%s %s", commands[i].name, commands[i].args);
-    fprintf(f, "  %-36s\n", left);
+    /* the description column: the help's first sentence, up to a colon */
+    const char *h = commands[i].help, *stop = strstr(h, ". ");
+    int len = stop ? (int)(stop - h) : (int)strlen(h);
+    int colon = (int)strcspn(h, ":");
+    if (colon < len) len = colon;
+    if (len > 0 && h[len - 1] == '.') len--;
+    fprintf(f, "  %-36s %.*s\n", left, len, h);
   }
   fputs(
       "\nglobal flags (before or after the command):\n"
@@ -309,4 +315,13 @@ int main(int argc, char **argv) {
   idem_close(c.client);
   for (int k = 0; k < c.nflags; k++) free((char *)c.flags[k].name);
   return rc;
+}
+
+void ctl_print_none(const ctl *c, const char *what) {
+  if (c->token || c->tls_cert)
+    printf("(no %s in the tenant of your credentials)\n", what);
+  else if (c->tenant && *c->tenant)
+    printf("(no %s in tenant %s)\n", what, c->tenant);
+  else
+    printf("(no %s in the server's default tenant: pass --tenant T or set IDEM_TENANT)\n", what);
 }
