@@ -1,7 +1,8 @@
 /* main.c — idem-coordinator: read the options, start one node, wait for a signal, stop it.
  *
  * Exit status: 0 after a drain on SIGTERM/SIGINT, 1 when start-up fails, 2 on a usage error
- * (a bad option, or a TLS or tokens file that cannot be read or is invalid).
+ * (a bad option, a TLS or tokens file that cannot be read or is invalid, a --pg that libpq cannot
+ * parse or that Postgres refuses for good: authentication, a missing database).
  */
 #include <pthread.h>
 
@@ -33,5 +34,6 @@ int main(int argc, char **argv) {
     options_usage_error(msg);
   }
   options_free(&opts);
-  return started == NODE_RUNNING || started == NODE_STOPPED ? 0 : (int)started;
+  if (started == NODE_RUNNING || started == NODE_STOPPED) return 0;
+  return started == NODE_REFUSED ? 2 : (int)started;
 }

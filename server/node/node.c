@@ -136,24 +136,38 @@ static void raise_fd_limit(void) {
            (const char *)NULL);
 }
 
-/* Creates or migrates the schema, retrying until Postgres answers or a stop signal comes. */
+/* Creates or migrates the schema, retrying while Postgres may still come (a refused connection,
+ * a timeout) until it answers, MIGRATE_PATIENCE_MS pass or a stop signal comes. Every failure
+ * names where it tried; one no retry can fix (a malformed --pg, authentication, a missing
+ * database) stops the start at once. */
 static node_result migrate(node *nd) {
+  char target[512];
+  err_t err;
+  if (store_pg_target(nd->o->pg, target, sizeof target, &err) != ERR_OK) {
+    log_kv(LOG_ERROR, "cannot use --pg", "error", err.msg, (const char *)NULL);
+    return NODE_REFUSED;
+  }
   int64_t give_up = clock_mono_ms() + MIGRATE_PATIENCE_MS;
   for (int attempt = 1;; attempt++) {
-    err_t err;
     err_clear(&err);
     int64_t deadline = clock_mono_ms() + nd->o->store_timeout_ms;
     if (deadline > give_up) deadline = give_up;
     if (store_pg_migrate(nd->o->pg, deadline, &err) == ERR_OK) return NODE_RUNNING;
-    char num[16];
+    if (store_pg_error_permanent(&err)) {
+      log_kv(LOG_ERROR, "postgres refused the connection; not retrying", "target", target, "error",
+             err.msg, (const char *)NULL);
+      return NODE_REFUSED;
+    }
+    char num[16], left_s[24];
     snprintf(num, sizeof num, "%d", attempt);
     int64_t left = give_up - clock_mono_ms();
-    log_kv(LOG_WARN,
-           left > 0 ? "cannot migrate the schema, will retry" : "cannot migrate the schema",
-           "attempt", num, "error", err.msg, "reason", err_reason_word(err.reason), "hint",
-           err.hint[0] ? err.hint : NULL, (const char *)NULL);
+    snprintf(left_s, sizeof left_s, "%llds", (long long)(left > 0 ? (left + 999) / 1000 : 0));
+    log_kv(LOG_WARN, left > 0 ? "cannot reach postgres, retrying" : "cannot reach postgres",
+           "target", target, "attempt", num, "retrying_for", left > 0 ? left_s : NULL, "error",
+           err.msg, "reason", err_reason_word(err.reason), "hint", err.hint[0] ? err.hint : NULL,
+           (const char *)NULL);
     if (left <= 0) {
-      log_kv(LOG_ERROR, "postgres did not answer, giving up", (const char *)NULL);
+      log_kv(LOG_ERROR, "postgres did not answer, giving up", "target", target, (const char *)NULL);
       return NODE_FAILED;
     }
     if (wait_signal(nd, left < MIGRATE_RETRY_MS ? left : MIGRATE_RETRY_MS)) {

@@ -22,6 +22,7 @@ typedef enum node_result {
   NODE_FAILED = 1,  /* logged; exit 1 */
   NODE_USAGE = 2,   /* a file named by an option is unusable: msg says which; exit 2 */
   NODE_STOPPED = 3, /* a stop signal came during start-up: nothing runs; exit 0 */
+  NODE_REFUSED = 4, /* Postgres refused for good (logged: where and why); exit 2 */
 } node_result;
 
 /* SIGTERM, SIGINT (drain), SIGHUP (reload the tokens file) and SIGPIPE (ignored). */

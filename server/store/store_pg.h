@@ -24,6 +24,16 @@ store *store_pg_open(const char *conninfo);
  * reached before deadline. */
 err_code store_pg_migrate(const char *conninfo, int64_t deadline, err_t *err);
 
+/* --- at start: where, and whether to retry (store_pg_target.c) --- */
+
+/* "host H port P database D user U" for conninfo, with libpq's defaults filled in (never the
+ * password). ERR_INVALID naming --pg when libpq cannot parse it. */
+err_code store_pg_target(const char *conninfo, char *buf, size_t cap, err_t *err);
+
+/* Whether a connection error is one no retry fixes (authentication, a database or role that
+ * does not exist, a host name that does not resolve, a bad option). */
+bool store_pg_error_permanent(const err_t *err);
+
 /* --- fencing (store_pg_fence.c; api.md §7) ---
  * The epoch is the election revision. A store given an epoch source writes under the value it
  * reads from it at the start of each call; the database (migration 4's trigger on every table
