@@ -49,9 +49,54 @@ void pg__p_bytes(pg_params *p, const void *v, size_t len) {
 
 /* --- lifecycle --- */
 
+/* Splits a comma-separated list into out (at most max, each strdup'd); the count, -1 when
+ * there are more than max or an allocation failed (out is then freed). */
+static int split_list(const char *v, char **out, int max) {
+  int n = 0;
+  for (const char *p = v;; n++) {
+    size_t len = strcspn(p, ",");
+    if (n == max || !(out[n] = strndup(p, len))) {
+      for (int i = 0; i < n; i++) free(out[i]);
+      return -1;
+    }
+    if (!p[len]) return n + 1;
+    p += len + 1;
+  }
+}
+
+/* Fills s->hosts (and s->ports when there is one per host) from a conninfo with several
+ * hosts; leaves n_hosts 0 otherwise (one host, hostaddr given, lists that do not match). */
+static void parse_hosts(pg_store *s) {
+  PQconninfoOption *opts = PQconninfoParse(s->conninfo, NULL);
+  const char *host = NULL, *port = NULL, *hostaddr = NULL, *timeout = NULL;
+  for (PQconninfoOption *o = opts; o && o->keyword; o++) {
+    if (!o->val || !*o->val) continue;
+    if (strcmp(o->keyword, "host") == 0) host = o->val;
+    if (strcmp(o->keyword, "port") == 0) port = o->val;
+    if (strcmp(o->keyword, "hostaddr") == 0) hostaddr = o->val;
+    if (strcmp(o->keyword, "connect_timeout") == 0) timeout = o->val;
+  }
+  s->host_budget_ms =
+      timeout && atoi(timeout) > 0 ? (int64_t)atoi(timeout) * 1000 : PG_HOST_BUDGET_MS;
+  if (host && !hostaddr && strchr(host, ',')) {
+    int n = split_list(host, s->hosts, PG_MAX_HOSTS);
+    int np = port && strchr(port, ',') ? split_list(port, s->ports, PG_MAX_HOSTS) : 0;
+    if (n > 1 && (np == 0 || np == n)) {
+      s->n_hosts = n;
+    } else { /* libpq reports the mismatch itself at connect */
+      for (int i = 0; i < n; i++) free(s->hosts[i]);
+      for (int i = 0; i < np; i++) free(s->ports[i]);
+      memset(s->hosts, 0, sizeof s->hosts);
+      memset(s->ports, 0, sizeof s->ports);
+    }
+  }
+  if (opts) PQconninfoFree(opts);
+}
+
 bool pg__init(pg_store *s, const char *conninfo) {
   memset(s, 0, sizeof *s);
   s->conninfo = strdup(conninfo ? conninfo : "");
+  if (s->conninfo) parse_hosts(s);
   return s->conninfo != NULL;
 }
 
@@ -66,6 +111,11 @@ void pg__fini(pg_store *s) {
   pg__drop(s);
   free(s->conninfo);
   s->conninfo = NULL;
+  for (int i = 0; i < s->n_hosts; i++) {
+    free(s->hosts[i]);
+    free(s->ports[i]);
+  }
+  s->n_hosts = 0;
 }
 
 int store_pg__backend_pid(store *st) {
@@ -192,7 +242,7 @@ static err_code connect_failed(pg_store *s, const char *why, err_t *err) {
 static bool backoff_passed(const pg_store *s, int64_t deadline) {
   int64_t now = clock_mono_ms();
   if (now >= s->next_connect_ms) return true;
-  if (s->next_connect_ms >= deadline) return false;
+  if (s->next_connect_ms + 10 >= deadline) return false; /* no time left to connect after it */
   struct timespec ts = clock_span_timespec(s->next_connect_ms - now);
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
   }
@@ -204,6 +254,30 @@ static void on_notice(void *arg, const PGresult *r) {
   (void)arg;
   const char *msg = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
   log_kv(LOG_DEBUG, "store notice", "message", msg ? msg : "", NULL);
+}
+
+/* The host and port lists of s, rotated to begin at host start ("h2,h3,h1"). */
+static void host_lists(const pg_store *s, int start, char *hosts, size_t hn, char *ports,
+                       size_t pn) {
+  size_t hl = 0, pl = 0;
+  hosts[0] = ports[0] = '\0';
+  for (int i = 0; i < s->n_hosts; i++) {
+    int k = (start + i) % s->n_hosts;
+    hl += (size_t)snprintf(hosts + hl, hl < hn ? hn - hl : 0, "%s%s", i ? "," : "", s->hosts[k]);
+    if (s->ports[k])
+      pl += (size_t)snprintf(ports + pl, pl < pn ? pn - pl : 0, "%s%s", i ? "," : "", s->ports[k]);
+  }
+}
+
+/* Which host of the rotated order (from start) libpq is trying now; prev when unknown. */
+static int host_pos(const pg_store *s, PGconn *c, int start, int prev) {
+  const char *h = PQhost(c), *p = PQport(c);
+  for (int i = 0; h && i < s->n_hosts; i++) {
+    int k = (start + i) % s->n_hosts;
+    if (strcmp(s->hosts[k], h) == 0 && (!s->ports[k] || (p && strcmp(s->ports[k], p) == 0)))
+      return i;
+  }
+  return prev;
 }
 
 err_code pg__connect(pg_store *s, int64_t deadline, err_t *err) {
@@ -230,26 +304,57 @@ err_code pg__connect(pg_store *s, int64_t deadline, err_t *err) {
              (unsigned long long)s->epoch_sent);
     if (parsed) PQconninfoFree(parsed);
   }
-  const char *keys[] = {"dbname", "application_name", s->epoch_src ? "options" : NULL, NULL};
-  const char *vals[] = {s->conninfo, PG_APP_NAME, s->epoch_src ? fence_opt : NULL, NULL};
-  PGconn *c = PQconnectStartParams(keys, vals, 1);
-  if (!c) return err_oom(err);
-  s->conn = c;
-  PQsetNoticeReceiver(c, on_notice, NULL);
-  if (PQstatus(c) == CONNECTION_BAD) return connect_failed(s, PQerrorMessage(c), err);
-  PostgresPollingStatusType st = PGRES_POLLING_WRITING;
-  for (;;) {
-    if (st == PGRES_POLLING_OK) break;
-    if (st == PGRES_POLLING_FAILED) return connect_failed(s, PQerrorMessage(c), err);
-    int w = pg__wait_fd(PQsocket(c), st == PGRES_POLLING_WRITING, deadline);
-    if (w == 0) {
-      err_code rc = pg__timeout(s, false, err);
-      connect_failed(s, "connect timeout", NULL); /* a silent host: back off too */
-      return rc;
+  bool rotate = s->n_hosts > 1;
+  int start = rotate ? s->host_first : 0, tried = 0;
+  char hosts[1024], ports[256];
+  for (;;) { /* one libpq connect per try; a new try starts after a silent host */
+    const char *keys[6] = {"dbname", "application_name"}, *vals[6] = {s->conninfo, PG_APP_NAME};
+    int nk = 2;
+    if (s->epoch_src) keys[nk] = "options", vals[nk++] = fence_opt;
+    if (rotate) {
+      host_lists(s, start, hosts, sizeof hosts, ports, sizeof ports);
+      keys[nk] = "host", vals[nk++] = hosts;
+      if (ports[0]) keys[nk] = "port", vals[nk++] = ports;
     }
-    if (w < 0) return connect_failed(s, "cannot wait on the connection socket", err);
-    st = PQconnectPoll(c);
+    keys[nk] = vals[nk] = NULL;
+    PGconn *c = PQconnectStartParams(keys, vals, 1);
+    if (!c) return err_oom(err);
+    s->conn = c;
+    PQsetNoticeReceiver(c, on_notice, NULL);
+    if (PQstatus(c) == CONNECTION_BAD) return connect_failed(s, PQerrorMessage(c), err);
+    PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+    int pos = 0;
+    int64_t host_t0 = clock_mono_ms();
+    bool next_try = false;
+    while (st != PGRES_POLLING_OK) {
+      if (st == PGRES_POLLING_FAILED) return connect_failed(s, PQerrorMessage(c), err);
+      int now_pos = rotate ? host_pos(s, c, start, pos) : 0;
+      if (now_pos != pos) pos = now_pos, host_t0 = clock_mono_ms(); /* libpq moved on */
+      int64_t until = deadline;
+      if (rotate && host_t0 + s->host_budget_ms < until) until = host_t0 + s->host_budget_ms;
+      int w = pg__wait_fd(PQsocket(c), st == PGRES_POLLING_WRITING, until);
+      if (w == 0 && until < deadline && tried + pos + 1 < s->n_hosts) {
+        log_kv(LOG_WARN, "store: a host does not answer, trying the next", "host", PQhost(c),
+               "port", PQport(c), NULL);
+        tried += pos + 1;
+        start = (start + pos + 1) % s->n_hosts;
+        pg__drop(s);
+        next_try = true;
+        break;
+      }
+      if (w == 0) {
+        err_code rc = pg__timeout(s, false, err);
+        connect_failed(s, "connect timeout", NULL); /* a silent host: back off too */
+        return rc;
+      }
+      if (w < 0) return connect_failed(s, "cannot wait on the connection socket", err);
+      st = PQconnectPoll(c);
+    }
+    if (next_try) continue;
+    if (rotate) s->host_first = (start + host_pos(s, c, start, pos)) % s->n_hosts;
+    break;
   }
+  PGconn *c = s->conn;
   const char *ro = read_only_reason(c);
   if (ro) {
     err_code rc = connect_failed(s, ro, err);

@@ -13,6 +13,11 @@
  * Reconnects after failures back off per store (PG_RECONNECT_MIN_MS doubling up to
  * PG_RECONNECT_MAX_MS, jittered): a call waits out the backoff when its deadline allows, else
  * answers UNAVAILABLE with the last failure's reason at once.
+ * libpq's asynchronous connect ignores connect_timeout, so a host that does not answer at all
+ * (a dead machine: no RST) would hold every connect to its whole deadline and the hosts after it
+ * would never be tried. With several hosts (host and port lists in conninfo, no hostaddr) the
+ * store gives each host connect_timeout (else PG_HOST_BUDGET_MS), then starts again after the
+ * silent one, and tries the host that last worked first.
  */
 #ifndef IDEM_STORE_PG_INTERNAL_H
 #define IDEM_STORE_PG_INTERNAL_H
@@ -31,6 +36,8 @@
 #define PG_APP_NAME "idem-coordinator"
 #define PG_RECONNECT_MIN_MS 25
 #define PG_RECONNECT_MAX_MS 400
+#define PG_MAX_HOSTS 8
+#define PG_HOST_BUDGET_MS 1000 /* a silent host of several: the next one after this long */
 
 typedef enum pg_retry {
   PG_RETRY_NONE = 0,
@@ -61,6 +68,12 @@ typedef struct pg_store {
   int connect_failures;    /* consecutive failed connects (0 after a success) */
   int64_t next_connect_ms; /* monotonic: no connect before this (backoff) */
   char last_failure[160];  /* the last failed connect's reason, for answers during backoff */
+  /* several hosts: parsed from conninfo once (n_hosts 0: one host, or libpq's own order) */
+  int n_hosts;
+  char *hosts[PG_MAX_HOSTS];
+  char *ports[PG_MAX_HOSTS]; /* all NULL: one port (or the default) for every host */
+  int host_first;            /* tried first: the host that last worked */
+  int64_t host_budget_ms;    /* how long one host may stay silent */
 } pg_store;
 
 /* Parameters of one statement: text format except bytea (binary). Values are borrowed. */
