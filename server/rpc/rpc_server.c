@@ -7,7 +7,10 @@
  */
 #include <errno.h>
 #include <grpc/grpc_security.h>
+#include <grpc/support/log.h>
 #include <limits.h>
+#include <netdb.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,8 +163,47 @@ static void abort_unstarted(rpc_server *s) {
   free_server(s);
 }
 
+/* gRPC core's own log lines go through ours: one line each, in --log-format (a JSON log stays
+ * JSON), with gRPC's source position as a field. */
+static void grpc_log_line(gpr_log_func_args *a) {
+  char where[160];
+  const char *file = a->file ? strrchr(a->file, '/') : NULL;
+  snprintf(where, sizeof where, "%s:%d", file ? file + 1 : a->file ? a->file : "?", a->line);
+  log_level lvl = a->severity == GPR_LOG_SEVERITY_ERROR  ? LOG_ERROR
+                  : a->severity == GPR_LOG_SEVERITY_INFO ? LOG_INFO
+                                                          : LOG_DEBUG;
+  log_kv(lvl, "grpc", "at", where, "detail", a->message, (const char *)NULL);
+}
+
 void rpc_init(void) {
+  gpr_set_log_function(grpc_log_line);
   grpc_init();
+}
+
+/* Why host:port cannot be bound, found by binding it once ourselves (gRPC only says that no
+ * address was added): "Address already in use", "Cannot assign requested address", ... */
+static const char *bind_failure(const char *listen, char *buf, size_t cap) {
+  snprintf(buf, cap, "gRPC could not bind it");
+  const char *colon = strrchr(listen, ':');
+  if (!colon || strncmp(listen, "unix:", 5) == 0) return buf;
+  char host[256];
+  snprintf(host, sizeof host, "%.*s", (int)(colon - listen), listen);
+  if (host[0] == '[') { /* [v6]:port */
+    memmove(host, host + 1, strlen(host));
+    host[strcspn(host, "]")] = '\0';
+  }
+  struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+  struct addrinfo *ai = NULL;
+  int gai = getaddrinfo(host[0] ? host : NULL, colon + 1, &hints, &ai);
+  if (gai != 0) {
+    snprintf(buf, cap, "%s", gai_strerror(gai));
+    return buf;
+  }
+  int fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+  if (fd >= 0 && bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) snprintf(buf, cap, "%s", strerror(errno));
+  if (fd >= 0) close(fd);
+  freeaddrinfo(ai);
+  return buf;
 }
 
 void rpc_shutdown(void) {
@@ -261,7 +303,10 @@ rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err) {
   s->port = grpc_server_add_http2_port(s->server, s->listen, creds);
   grpc_server_credentials_release(creds);
   if (s->port == 0) {
-    err_set(err, ERR_UNAVAILABLE, "cannot listen on %s", s->listen);
+    char why[128];
+    err_set(err, ERR_UNAVAILABLE, "cannot listen on %s: %s", s->listen,
+            bind_failure(s->listen, why, sizeof why));
+    err_hint(err, "another process may hold the port: choose another with --listen (IDEM_LISTEN)");
     abort_unstarted(s);
     return NULL;
   }

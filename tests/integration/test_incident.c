@@ -252,6 +252,17 @@ Test(incident, empty_list_names_the_tenant) {
   free(r);
 }
 
+/* status: the node asked and where the leader is are two columns (on a standby they differ). */
+Test(incident, status_names_the_node_and_the_leader) {
+  run *r = ctl("status", NULL);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  cr_assert(strstr(r->out, "ADDRESS") && strstr(r->out, "LEADER AT"), "%s", r->out);
+  char row[256];
+  snprintf(row, sizeof row, "%s  yes     %s", H.s.addr, H.s.addr);
+  cr_assert(strstr(r->out, row), "want \"%s\" in:\n%s", row, r->out);
+  free(r);
+}
+
 Test(incident, unavailable_is_exit_3) {
   const char *argv[] = {IDEMCTL_BIN, "--addr", "127.0.0.1:1", "--deadline-ms",
                         "300",       "status", NULL};

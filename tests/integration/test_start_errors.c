@@ -2,7 +2,10 @@
  * (host, port, database, user; never a password), stops at once with exit 2 when no retry can
  * help (a missing database, a malformed string, an unknown option), and says how long it keeps
  * trying when Postgres may still come. */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,4 +114,25 @@ Test(start_errors, unreachable_retries_saying_how_long) {
   cr_assert(strstr(text, "retrying_for="), "no retry line within 10 s:\n%s", text);
   cr_assert(strstr(text, "host 127.0.0.1 port 1 database idem"), "%s", text);
   cr_assert_eq(spawn_stop(pid, 10000), 0, "SIGTERM during the retries:\n%s", text);
+}
+
+/* An address another process holds: the reason and what to change, in one line (issue 18). */
+Test(start_errors, address_in_use_names_the_reason) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  cr_assert(bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 1) == 0);
+  socklen_t len = sizeof a;
+  getsockname(fd, (struct sockaddr *)&a, &len);
+  char listen_addr[64], text[16384];
+  snprintf(listen_addr, sizeof listen_addr, "127.0.0.1:%d", ntohs(a.sin_port));
+  const char *argv[] = {h_env("IDEM_COORDINATOR_BIN"), "--pg", h_env("IDEM_TEST_PG_URL"),
+                        "--listen", listen_addr, NULL};
+  int status = spawn_run(argv, &(spawn_opts){.log = log_path}, 20000);
+  close(fd);
+  read_log(text, sizeof text);
+  cr_assert_eq(status, 1, "exit %d:\n%s", status, text);
+  char want[128];
+  snprintf(want, sizeof want, "cannot listen on %s: Address already in use", listen_addr);
+  cr_assert(strstr(text, want), "%s", text);
+  cr_assert(strstr(text, "IDEM_LISTEN"), "%s", text);
 }

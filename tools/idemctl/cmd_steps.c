@@ -61,14 +61,17 @@ int cmd_status(ctl *c) {
     json_print(o);
   } else {
     char age[32];
-    const char *hdr[] = {"NODE",  "LEADER",   "ADDRESS", "EPOCH",
+    /* ADDRESS is the node asked (--addr); LEADER AT is where it says the leader is (itself, on
+     * the leader; "-" while none is known) */
+    const char *hdr[] = {"NODE",  "ADDRESS", "LEADER",   "LEADER AT", "EPOCH",
                          "STORE", "ELECTION", "VERSION", "STARTED"};
-    table *t = table_new(8, hdr);
+    table *t = table_new(9, hdr);
     char epoch[24];
     snprintf(epoch, sizeof epoch, "%llu", (unsigned long long)st.epoch);
     const char *row[] = {st.node_id,
+                         c->addr,
                          st.leader ? "yes" : "no",
-                         st.leader_address,
+                         st.leader_address[0] ? st.leader_address : "-",
                          epoch,
                          st.store_ok ? "ok" : "unreachable",
                          st.election_ok ? "ok" : "failing",

@@ -68,7 +68,8 @@ static void usage(FILE *f) {
   }
   fputs(
       "\nglobal flags (before or after the command):\n"
-      "  --addr HOST:PORT   the coordinator (default $IDEM_ADDR, else 127.0.0.1:50051)\n"
+      "  --addr HOST:PORT   the coordinator (default $IDEM_ADDRESS, else $IDEM_ADDR, else\n"
+      "                     127.0.0.1:50051)\n"
       "  --tenant T         tenant (default $IDEM_TENANT, else the server's default)\n"
       "  --token T          bearer token sent as authorization (default $IDEM_TOKEN)\n"
       "  --tls-ca F         TLS: verify the coordinator with this CA (default $IDEM_TLS_CA)\n"
@@ -283,7 +284,8 @@ static int run(ctl *c, int argc, char **argv) {
 
   c->json = ctl_has(c, "json");
   c->addr = ctl_flag_value(c, "addr");
-  if (!c->addr) c->addr = env_or("IDEM_ADDR", "127.0.0.1:50051");
+  /* IDEM_ADDRESS, as the examples and client libraries read it; IDEM_ADDR, as idemctl did */
+  if (!c->addr) c->addr = env_or("IDEM_ADDRESS", env_or("IDEM_ADDR", "127.0.0.1:50051"));
   c->tenant = ctl_flag_value(c, "tenant");
   if (!c->tenant) c->tenant = env_or("IDEM_TENANT", NULL);
   c->token = ctl_flag_value(c, "token");
