@@ -108,7 +108,8 @@ double ha_load_rate(const ha_load *L, int64_t from_ms, int64_t to_ms);
 typedef struct ha_report {
   int64_t t0;
   int64_t first_served_ms; /* first pair begun after t0 and acknowledged: its ack - t0 */
-  int64_t full_rate_ms;    /* first 1 s window after t0 at >= 80% of the rate before: - t0 */
+  int64_t full_rate_ms;    /* first 1 s window after t0 at >= 80% of the rate before (or of
+                              rate_end when lower): its start - t0; -1 never */
   int64_t pause_ms;        /* the longest pause in acknowledgements around or after t0 */
   int64_t served_again_ms; /* the first acknowledgement after that pause - t0 */
   double rate_before;
