@@ -30,7 +30,7 @@ Test(ha, postmaster_crash_restarts_in_place, .fini = ha_fini, .timeout = 240) {
       p + 1, (int)pm, p + 1, (int)ha_postmaster_pid(&cl, p), (long long)back);
   fflush(stdout);
   double before = ha_load_rate(&L, t0 - 2000, t0);
-  ha_load_wait_full(&L, t0, before, (back > 0 ? back : bound) + 15000);
+  ha_load_wait_full(&L, t0, before, (back > 0 ? back : bound) + 8000);
   h_sleep_ms(2000); /* the steady rate after recovery: a measurement window */
   int now_primary = ha_primary(&cl);
   ha_load_stop(&L);

@@ -27,7 +27,7 @@ Test(ha, primary_host_loss_promotes_the_standby, .fini = ha_fini, .timeout = 240
          (int)agent, (int)pm, 2 - p, (long long)failover);
   fflush(stdout);
   double before = ha_load_rate(&L, t0 - 2000, t0);
-  ha_load_wait_full(&L, t0, before, (failover > 0 ? failover : bound) + 15000);
+  ha_load_wait_full(&L, t0, before, (failover > 0 ? failover : bound) + 8000);
   h_sleep_ms(2000); /* the steady rate after recovery: a measurement window */
   ha_load_stop(&L);
 

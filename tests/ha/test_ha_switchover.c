@@ -27,7 +27,7 @@ Test(ha, switchover_serves_again_within_5s, .fini = ha_fini, .timeout = 240) {
          (long long)took, 2 - p, (long long)promoted);
   fflush(stdout);
   double before = ha_load_rate(&L, t0 - 2000, t0);
-  ha_load_wait_full(&L, t0, before, 20000);
+  ha_load_wait_full(&L, t0, before, 10000);
   /* the former primary rejoins as the synchronous standby; load goes on meanwhile */
   int ready = ha_lib(&cl, NULL, 0, 90000, "wait_ready", "60");
   int64_t rejoined = h_now_ms() - t0;
