@@ -12,6 +12,7 @@
 #include "../auth/auth.h"
 #include "../auth/tls_files.h"
 #include "../cache/replay_cache.h"
+#include "../console/console.h"
 #include "../coord/coord.h"
 #include "../policy/policy_cache.h"
 #include "../reaper/reaper.h"
@@ -53,6 +54,7 @@ struct node {
   rpc_server *rpc;
   reaper *reaper;
   node_metrics *metrics;
+  console *console;
   /* what started, to be undone backwards */
   node_undo_fn undo[STEPS_MAX];
   int n_undo;
@@ -404,6 +406,50 @@ static node_result start_metrics(node *nd) {
   return nd->metrics ? NODE_RUNNING : NODE_FAILED;
 }
 
+static void undo_console(node *nd) {
+  console_stop(nd->console);
+  nd->console = NULL;
+}
+
+/* The web console (--console): its own threads and its own fenced stores, the Admin API's
+ * coord/ calls; with TLS the same certificate (read again: the server's copy is wiped). */
+static node_result start_console(node *nd) {
+  const idem_options *o = nd->o;
+  if (!o->console) return NODE_RUNNING;
+  tls_files tls = {0};
+  tls_file_which which;
+  char why[256];
+  if (o->tls_cert &&
+      tls_files_load(o->tls_cert, o->tls_key, NULL, &tls, &which, why, sizeof why) != 0) {
+    log_kv(LOG_ERROR, "cannot serve the console", "error", why, (const char *)NULL);
+    return NODE_FAILED;
+  }
+  console_config cc = {.address = o->console,
+                       .coord = &nd->coord,
+                       .open_store = open_fenced,
+                       .open_store_arg = nd,
+                       .elector = nd->el,
+                       .node_id = o->node_id ? o->node_id : nd->advertise,
+                       .advertise = nd->advertise,
+                       .tokens = nd->tokens,
+                       .tls_cert_pem = tls.cert_pem,
+                       .tls_key_pem = tls.key_pem,
+                       .started_ms = clock_wall_ms(),
+                       .version = IDEM_VERSION};
+  err_t err;
+  err_clear(&err);
+  int port = 0;
+  nd->console = console_start(&cc, &port, &err);
+  tls_files_clear(&tls);
+  if (!nd->console) return failed("cannot serve the console", &err);
+  char p[16];
+  snprintf(p, sizeof p, "%d", port);
+  log_kv(LOG_INFO, "serving the console", "address", o->console, "port", p, "tls",
+         o->tls_cert ? "on" : "off", "auth", nd->tokens ? "tokens" : "off (development)",
+         (const char *)NULL);
+  return NODE_RUNNING;
+}
+
 /* --- start and stop --- */
 
 node_result node_start(const idem_options *o, const sigset_t *sigs, node **out, char *msg,
@@ -429,6 +475,7 @@ node_result node_start(const idem_options *o, const sigset_t *sigs, node **out, 
       {start_campaign, undo_campaign},
       {start_reaper, undo_reaper},
       {start_metrics, undo_metrics},
+      {start_console, undo_console},
   };
   _Static_assert(sizeof steps / sizeof steps[0] <= STEPS_MAX, "raise STEPS_MAX");
   /* the security files come first: a usage error (msg) before anything connects */

@@ -2,7 +2,7 @@
  * function starts them in dependency order, one tears them down in the reverse order.
  *
  *   start:  security files -> schema -> policies -> replay cache -> batcher -> elector
- *           -> gRPC server -> campaign -> reaper -> /metrics
+ *           -> gRPC server -> campaign -> reaper -> /metrics -> console
  *   stop:   the same list walked backwards (a failed start unwinds only what it started)
  *
  * The caller (main.c) parses the options, blocks the signals node_signals() names before

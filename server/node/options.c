@@ -43,6 +43,7 @@ const opt_row options_table[] = {
   {"operations","config",          "IDEM_CONFIG",          OPT_STRING, F(config),             NULL,              0, 0,       NULL,        false, "FILE",      "INI file with any of these options and [policy ...] seeds (README)", NULL},
   {"operations","reaper-interval", "IDEM_REAPER_INTERVAL", OPT_INT,    F(reaper_interval_s),  XSTR(REAPER_INTERVAL_S_DEFAULT), 0, 86400, NULL, false, "S",   "seconds between reaper rounds, 0 = no reaper", NULL},
   {"operations","metrics",         "IDEM_METRICS",         OPT_STRING, F(metrics),            NULL,              0, 0,       NULL,        false, "HOST:PORT", "serve Prometheus text at http://HOST:PORT/metrics (none: off)", NULL},
+  {"operations","console",         "IDEM_CONSOLE",         OPT_STRING, F(console),            NULL,              0, 0,       NULL,        false, "HOST:PORT", "serve the web console at http://HOST:PORT/ (https with --tls-cert; none: off)", NULL},
   {"operations","log-format",      "IDEM_LOG_FORMAT",      OPT_CHOICE, F(log_format),         "text",            0, 0,       "text|json", false, "text|json", "log line format on stderr", NULL},
   {"operations","version",         NULL,                   OPT_ACTION, 0,                     NULL,              0, 0,       NULL,        false, NULL,        "print the version and exit", NULL},
   {"operations","help",            NULL,                   OPT_ACTION, 0,                     NULL,              0, 0,       NULL,        false, NULL,        "print this help and exit", NULL},
@@ -277,6 +278,14 @@ static options_result check(const idem_options *o, char *msg, size_t n) {
                  "--listen %s is not a loopback address: without TLS (--tls-cert, --tls-key), "
                  "pass --insecure to serve plaintext on it",
                  o->listen);
+  bool console_local = o->console && options_listen_is_local(o->console, &bad_form);
+  if (o->console && bad_form)
+    return usage(msg, n, "--console: expected HOST:PORT, got %s", o->console);
+  if (o->console && !console_local && !o->insecure && !o->tls_cert)
+    return usage(msg, n,
+                 "--console %s is not a loopback address: without TLS (--tls-cert, --tls-key), "
+                 "pass --insecure to serve plaintext on it",
+                 o->console);
   size_t len = strlen(o->listen);
   if (o->etcd && !o->advertise && len > 2 && strcmp(o->listen + len - 2, ":0") == 0)
     return usage(msg, n, "--etcd with --listen on port 0 needs --advertise HOST:PORT");

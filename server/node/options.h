@@ -40,6 +40,7 @@ typedef struct idem_options {
   const char *config;
   int reaper_interval_s;
   const char *metrics;
+  const char *console; /* the web console's HOST:PORT; NULL: off */
   int log_format; /* log_format: LOG_TEXT, LOG_JSON */
   /* the config file's [policy ...] seeds and the strings its options point into */
   config_seeds seeds;

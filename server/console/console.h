@@ -1,0 +1,59 @@
+/* console.h — the web console for incident response (api.md §13): server-rendered HTML over
+ * HTTP/1.1 (libmicrohttpd, TLS with the server's certificate when it has one), on its own
+ * threads, reading and writing through the same coord/ functions as the Admin API.
+ *
+ * Pages: /  /steps  /sagas/{global_id}  /steps/{global_id}/{service}/{operation}/{phase}
+ * /audit  /policies  /login  /logout  (and /style.css, embedded).
+ *
+ * Threads and the store: MHD runs `threads` polling threads; a request that needs the store
+ * takes one of `threads` store handles from a small pool (opened on first use with
+ * open_store, the same fenced stores the gRPC workers use, but never theirs), so a slow page
+ * never holds a gRPC worker or the batcher.
+ *
+ * Security: with tokens (--tokens) a session comes from /login: a random id in an HttpOnly,
+ * SameSite=Strict cookie (Secure under TLS), 8 h, tenant and role from the token, a CSRF token
+ * per session checked on every POST; `service` may read, `admin` may also resolve and edit
+ * policies. Without tokens (development) every visitor gets an admin session of the tenant
+ * ?tenant= names (default "default") and every page says so. A token is never stored in a
+ * cookie or written to a log.
+ */
+#ifndef IDEM_CONSOLE_H
+#define IDEM_CONSOLE_H
+
+#include <stdint.h>
+
+#include "../auth/auth.h"
+#include "../coord/coord.h"
+#include "../elect/elect.h"
+#include "../store/store.h"
+#include "../util/err.h"
+
+#define CONSOLE_THREADS_DEFAULT 4
+#define CONSOLE_SESSION_TTL_MS (8 * 3600 * 1000LL)
+
+typedef struct console console;
+
+typedef struct console_config {
+  const char *address;             /* HOST:PORT ([V6]:PORT); port 0 = any (see bound_port) */
+  const coord_ctx *coord;          /* borrowed for the console's life (the Admin API's own) */
+  store *(*open_store)(void *arg); /* opens one store handle; borrowed */
+  void *open_store_arg;
+  elect *elector;           /* borrowed; NULL = single node, always the leader */
+  const char *node_id;      /* shown on the overview */
+  const char *advertise;    /* this node's gRPC address (shown; the leader link of a standby) */
+  auth_keyring *tokens;     /* borrowed; NULL = development mode (no login) */
+  const char *tls_cert_pem; /* NULL = plaintext; both copied (the key wiped at stop) */
+  const char *tls_key_pem;
+  int threads;        /* 0 = CONSOLE_THREADS_DEFAULT */
+  int64_t started_ms; /* wall clock, shown on the overview */
+  const char *version;
+} console_config;
+
+/* Starts serving. NULL with err filled (the address cannot be parsed or bound, TLS is not
+ * available, out of memory). *bound_port (may be NULL) gets the port bound. */
+console *console_start(const console_config *cfg, int *bound_port, err_t *err);
+
+/* Stops the threads (requests in flight finish), closes the stores, frees c. NULL is fine. */
+void console_stop(console *c);
+
+#endif

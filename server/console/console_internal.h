@@ -1,0 +1,151 @@
+/* console_internal.h — what the console's files share: the output buffer and HTML escaping
+ * (console_html.c), sessions (console_session.c), the store pool (console_pool.c), one request
+ * (console_http.c) and the pages (console_pages.c, console_saga.c, console_admin.c). */
+#ifndef IDEM_CONSOLE_INTERNAL_H
+#define IDEM_CONSOLE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "console.h"
+
+/* --- the output buffer: grows; on allocation failure it stops growing and sets oom --- */
+typedef struct cbuf {
+  char *p;
+  size_t n, cap;
+  bool oom;
+} cbuf;
+
+void cb_putn(cbuf *b, const char *s, size_t n);
+void cb_put(cbuf *b, const char *s);
+void cb_printf(cbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* s (NULL = "") HTML-escaped: & < > " ' become entities; control bytes other than \t \n \r
+ * become U+FFFD, so nothing of s can open a tag or leave an attribute. */
+void cb_esc(cbuf *b, const char *s);
+void cb_escn(cbuf *b, const char *s, size_t n);
+/* s percent-encoded for a path segment or a query value (unreserved characters kept). */
+void cb_url(cbuf *b, const char *s);
+/* ms (wall, Unix ms) as "2026-12-04 03:01:02 UTC" and its distance from now ("4 min ago",
+ * "in 12 s"); 0 prints "—". */
+void cb_time(cbuf *b, int64_t ms, int64_t now_ms);
+/* A step result's body: escaped text in <pre> when it is UTF-8 without control bytes (tab and
+ * newlines allowed), else a hex dump; at most max bytes shown (0 = all), the rest counted. */
+void cb_body(cbuf *b, const uint8_t *body, size_t len, size_t max);
+void cb_free(cbuf *b);
+/* Whether s[0..n) is valid UTF-8 (no overlongs, no surrogates). */
+bool console_utf8_ok(const uint8_t *s, size_t n);
+
+/* --- sessions --- */
+#define CONSOLE_ID_HEX 64 /* 32 random bytes */
+typedef struct csession {
+  char id[CONSOLE_ID_HEX + 1];
+  char csrf[CONSOLE_ID_HEX + 1];
+  char tenant[REC_GLOBAL_ID_MAX + 1];
+  auth_role role;
+  bool dev;             /* development mode: no login */
+  int64_t expires_mono; /* monotonic ms */
+} csession;
+typedef struct sessions sessions;
+sessions *sessions_new(size_t max);
+void sessions_free(sessions *s);
+/* A new session (the oldest dropped when the table is full). False: no randomness or memory. */
+bool sessions_create(sessions *s, const char *tenant, auth_role role, bool dev, csession *out);
+/* The live session whose id is id (compared in constant time); false when none. */
+bool sessions_find(sessions *s, const char *id, csession *out);
+void sessions_set_tenant(sessions *s, const char *id, const char *tenant);
+void sessions_drop(sessions *s, const char *id);
+/* nbytes random bytes (getrandom) as 2*nbytes hex characters + NUL. */
+bool console_random_hex(char *out, size_t nbytes);
+/* Constant-time equality of two NUL-terminated strings of the same length (else false). */
+bool console_secret_equal(const char *a, const char *b);
+
+/* --- the store pool --- */
+typedef struct cpool cpool;
+cpool *cpool_new(int n, store *(*open)(void *), void *arg);
+void cpool_free(cpool *p);
+store *cpool_get(cpool *p); /* blocks while all are taken; NULL when one cannot be opened */
+void cpool_put(cpool *p, store *st);
+
+/* --- one request --- */
+struct console {
+  console_config cfg;
+  char *cert, *key; /* owned copies of the PEM text */
+  int port;
+  bool tls;
+  sessions *sess;
+  cpool *pool;
+  struct MHD_Daemon *d;
+};
+
+typedef struct cfield {
+  char *name, *value; /* decoded, owned by the request */
+  size_t value_len;
+} cfield;
+
+typedef struct creq {
+  console *c;
+  void *conn; /* struct MHD_Connection */
+  const char *method;
+  const char *path;
+  csession s;
+  bool has_session;
+  cfield *form;
+  size_t n_form;
+  store *st;
+  int64_t now_ms, deadline; /* wall clock; the monotonic deadline of store calls */
+  cbuf out;
+  unsigned status;
+  char location[1024];  /* set: a 303 redirect there */
+  char set_cookie[256]; /* set: a Set-Cookie header */
+} creq;
+
+const char *cr_query(const creq *r, const char *name); /* NULL when absent */
+const char *cr_form(const creq *r, const char *name);  /* NULL when absent */
+const cfield *cr_field(const creq *r, const char *name);
+store *cr_store(creq *r); /* the request's store (taken from the pool on first use) */
+bool cr_is_leader(const creq *r, char leader[ELECT_ADDR_MAX]);
+void cr_redirect(creq *r, const char *location);
+
+/* The page frame: <head>, the navigation, the banners (development mode, standby, user). */
+void page_begin(creq *r, const char *title);
+void page_end(creq *r);
+/* A whole error page: status and a short message. */
+void page_error(creq *r, unsigned status, const char *msg);
+/* An error page for a coord/ error (mapped to an HTTP status; a standby names the leader). */
+void page_err(creq *r, const err_t *err);
+/* The hidden CSRF input every form carries. */
+void form_csrf(creq *r);
+/* A link to the leader's console (same port and scheme) at path; "" leader = unknown. */
+void leader_link(creq *r, const char *leader, const char *path);
+/* The CSS class and word of a record's state, "stuck" when the lease ran out or the outcome is
+ * unknown. */
+const char *state_class(const step_rec *rec, int64_t now_ms);
+size_t console_rec_size(const step_rec *r);
+/* The path of a step's page. */
+void step_href(cbuf *b, const step_key *k);
+/* A record's state as a coloured word, with "stuck: ..." when it is. */
+void state_badge(creq *r, const step_rec *rec);
+/* Who a console change is made by, for the audit trail: "TENANT/ROLE", or "console" in
+ * development mode. */
+void console_actor(const creq *r, char *out, size_t n);
+
+/* The pages (each fills r->out or r->location). */
+void page_overview(creq *r);
+void page_steps(creq *r);
+void page_saga(creq *r, const char *global_id);
+void page_step(creq *r, const coord_key_in *key);
+void post_resolve(creq *r, const coord_key_in *key);
+void page_audit(creq *r);
+void page_policies(creq *r);
+void post_policy(creq *r, bool del);
+void page_login(creq *r, unsigned status, const char *note);
+void post_login(creq *r);
+void post_logout(creq *r);
+/* POST checks, in order: a session, its CSRF token, the admin role, leadership. False with the
+ * refusal page already written. */
+bool post_allowed(creq *r, bool needs_admin);
+
+extern const char console_css[];
+
+#endif

@@ -1,0 +1,205 @@
+/* console_saga.c — a saga as a timeline (/sagas/{global_id}): every GetSaga page followed, one
+ * row per (service, operation) with the forward and its compensation side by side, then the
+ * saga's audit entries in time order. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../coord/coord_admin.h"
+#include "console_internal.h"
+#include "idem/v1/names.h"
+
+#define SAGA_PAGES_MAX 20  /* GetSaga pages followed (up to 20,000 steps) */
+#define AUDIT_PAGES_MAX 10 /* ListAudit pages of the saga */
+#define BODY_SHOWN 512     /* bytes of a body on the timeline (all of it on the step page) */
+
+typedef struct pair_row {
+  const step_rec *fwd, *comp;
+} pair_row;
+
+/* All pages of the saga: the first page's view, with the later pages' steps moved into it. */
+static err_code read_saga(creq *r, const char *gid, saga_view *v, bool *cut, err_t *err) {
+  char token[COORD_TOKEN_MAX] = "", next[COORD_TOKEN_MAX];
+  *cut = false;
+  for (int page = 0; page < SAGA_PAGES_MAX; page++) {
+    coord_saga_in in = {.global_id = gid, .page_token = token, .rec_size = console_rec_size};
+    saga_view pv = {0};
+    err_code rc = coord_get_saga(r->c->cfg.coord, cr_store(r), r->s.tenant, &in, r->deadline,
+                                 page ? &pv : v, next, err);
+    if (rc != ERR_OK) return rc;
+    if (page) {
+      step_rec *grown = realloc(v->steps, (v->n_steps + pv.n_steps) * sizeof *grown);
+      if (!grown && pv.n_steps) {
+        saga_view_clear(&pv);
+        return err_oom(err);
+      }
+      v->steps = grown;
+      memcpy(v->steps + v->n_steps, pv.steps, pv.n_steps * sizeof *pv.steps);
+      v->n_steps += pv.n_steps;
+      memset(pv.steps, 0, pv.n_steps * sizeof *pv.steps); /* moved: their bodies are v's */
+      saga_view_clear(&pv);
+    }
+    if (!next[0]) return ERR_OK;
+    snprintf(token, sizeof token, "%s", next);
+  }
+  *cut = true;
+  return ERR_OK;
+}
+
+static void step_cell(creq *r, const step_rec *rec) {
+  cbuf *b = &r->out;
+  if (!rec) {
+    cb_put(b, "<td class=\"muted\">\xE2\x80\x94</td>");
+    return;
+  }
+  cb_printf(b, "<td class=\"%s\">", *state_class(rec, r->now_ms) ? "stuck" : "");
+  state_badge(r, rec);
+  cb_printf(b, " attempt %llu \xC2\xB7 <a href=\"", (unsigned long long)rec->attempt);
+  step_href(b, &rec->key);
+  cb_put(b, "\">open</a><br><span class=\"muted\">updated</span> ");
+  cb_time(b, rec->updated_ms, r->now_ms);
+  if (rec->state == STATE_IN_PROGRESS) {
+    cb_put(b, "<br><span class=\"muted\">lease</span> ");
+    cb_time(b, rec->lease_expires_ms, r->now_ms);
+  }
+  if (rec->outcome) {
+    cb_printf(b, "<br>%s, code %d", idem_word_outcome(rec->outcome), rec->code);
+    cb_body(b, rec->body, rec->body_len, BODY_SHOWN);
+  }
+  cb_put(b, "</td>");
+}
+
+static void timeline(creq *r, const saga_view *v) {
+  pair_row *rows = calloc(v->n_steps ? v->n_steps : 1, sizeof *rows);
+  if (!rows) {
+    r->out.oom = true;
+    return;
+  }
+  size_t n = 0;
+  for (size_t i = 0; i < v->n_steps; i++) { /* in timeline order of each pair's first step */
+    const step_rec *s = &v->steps[i];
+    size_t k = 0;
+    const step_rec *any;
+    for (; k < n; k++) {
+      any = rows[k].fwd ? rows[k].fwd : rows[k].comp;
+      if (!strcmp(any->key.service, s->key.service) &&
+          !strcmp(any->key.operation, s->key.operation))
+        break;
+    }
+    if (k == n) n++;
+    if (s->key.phase == PHASE_COMPENSATION)
+      rows[k].comp = s;
+    else
+      rows[k].fwd = s;
+  }
+  cbuf *b = &r->out;
+  cb_put(b,
+         "<table id=\"timeline\"><tr><th>#</th><th>service</th><th>operation</th>"
+         "<th>forward</th><th>compensation</th></tr>");
+  for (size_t k = 0; k < n; k++) {
+    const step_rec *any = rows[k].fwd ? rows[k].fwd : rows[k].comp;
+    cb_printf(b, "<tr><td class=\"num\">%zu</td><td>", k + 1);
+    cb_esc(b, any->key.service);
+    cb_put(b, "</td><td>");
+    cb_esc(b, any->key.operation);
+    cb_put(b, "</td>");
+    step_cell(r, rows[k].fwd);
+    step_cell(r, rows[k].comp);
+    cb_put(b, "</tr>");
+  }
+  cb_put(b, "</table>");
+  free(rows);
+}
+
+static void audit_trail(creq *r, const char *gid) {
+  audit_list all = {0};
+  char token[COORD_TOKEN_MAX] = "", next[COORD_TOKEN_MAX];
+  err_t err;
+  err_clear(&err);
+  for (int page = 0; page < AUDIT_PAGES_MAX; page++) {
+    audit_list l = {0};
+    if (coord_list_audit(r->c->cfg.coord, cr_store(r), r->s.tenant, gid, LIST_PAGE_MAX, token,
+                         r->deadline, &l, next, &err) != ERR_OK)
+      break;
+    audit_rec *grown = realloc(all.recs, (all.n + l.n + 1) * sizeof *grown);
+    if (!grown) {
+      audit_list_clear(&l);
+      err_oom(&err);
+      break;
+    }
+    all.recs = grown;
+    memcpy(all.recs + all.n, l.recs, l.n * sizeof *l.recs);
+    all.n += l.n;
+    audit_list_clear(&l);
+    if (!next[0]) break;
+    snprintf(token, sizeof token, "%s", next);
+  }
+  cbuf *b = &r->out;
+  cb_put(b, "<h2>Audit trail</h2>");
+  if (err.code != ERR_OK) {
+    cb_put(b, "<div class=\"banner err\">cannot read the audit trail: ");
+    cb_esc(b, err.msg);
+    cb_put(b, "</div>");
+  }
+  cb_put(b,
+         "<table id=\"audit\"><tr><th>when</th><th>actor</th><th>action</th><th>step</th>"
+         "<th>change</th><th>reason</th></tr>");
+  for (size_t i = all.n; i-- > 0;) { /* ListAudit is newest first: oldest first here */
+    const audit_rec *a = &all.recs[i];
+    cb_put(b, "<tr><td>");
+    cb_time(b, a->at_ms, r->now_ms);
+    cb_put(b, "</td><td>");
+    cb_esc(b, a->actor);
+    cb_put(b, "</td><td>");
+    cb_esc(b, a->action);
+    cb_put(b, "</td><td>");
+    cb_esc(b, a->key.service);
+    cb_put(b, " / ");
+    cb_esc(b, a->key.operation);
+    cb_printf(b, " / %s</td><td>%s \xE2\x86\x92 %s</td><td>", idem_word_phase(a->key.phase),
+              idem_word_state(a->from_state), idem_word_state(a->to_state));
+    cb_esc(b, a->reason);
+    cb_put(b, "</td></tr>");
+  }
+  cb_put(b, "</table>");
+  if (!all.n) cb_put(b, "<p class=\"muted\">No operator action on this saga.</p>");
+  audit_list_clear(&all);
+}
+
+void page_saga(creq *r, const char *gid) {
+  saga_view v = {0};
+  bool cut;
+  err_t err;
+  err_clear(&err);
+  if (!cr_store(r)) return page_error(r, 503, "cannot open a store connection");
+  if (read_saga(r, gid, &v, &cut, &err) != ERR_OK) {
+    saga_view_clear(&v);
+    return page_err(r, &err);
+  }
+  page_begin(r, "Saga");
+  cbuf *b = &r->out;
+  if (cr_query(r, "resolved"))
+    cb_put(b,
+           "<div class=\"banner ok\" id=\"resolved\">Resolved: the change and its audit row "
+           "are below.</div>");
+  cb_put(b, "<div class=\"card kv\"><span>global id</span><span id=\"gid\">");
+  cb_esc(b, v.global_id);
+  cb_put(b, "</span><span>type</span><span>");
+  cb_esc(b, v.saga_type[0] ? v.saga_type : "(not begun with BeginSaga)");
+  cb_put(b, "</span><span>created</span><span>");
+  cb_time(b, v.created_ms, r->now_ms);
+  cb_put(b, "</span><span>labels</span><span id=\"labels\">");
+  for (size_t i = 0; i < v.n_labels; i++) {
+    cb_put(b, "<code>");
+    cb_esc(b, v.labels[i].key);
+    cb_put(b, "=");
+    cb_esc(b, v.labels[i].value);
+    cb_put(b, "</code> ");
+  }
+  cb_printf(b, "</span><span>steps</span><span>%zu%s</span></div>", v.n_steps,
+            cut ? " (more not shown)" : "");
+  timeline(r, &v);
+  audit_trail(r, gid);
+  saga_view_clear(&v);
+  page_end(r);
+}

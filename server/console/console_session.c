@@ -1,0 +1,178 @@
+/* console_session.c — the server-side session table and the store pool (console_internal.h).
+ * A session id and a CSRF token are 32 bytes from getrandom(2), in hex; the table holds at most
+ * `max` sessions (the oldest goes first) and each lives CONSOLE_SESSION_TTL_MS. */
+#include <errno.h>
+#include <openssl/crypto.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "../util/clock.h"
+#include "console_internal.h"
+
+struct sessions {
+  pthread_mutex_t mu;
+  csession *rows; /* id[0] == '\0': free */
+  size_t max;
+};
+
+bool console_random_hex(char *out, size_t nbytes) {
+  unsigned char raw[64];
+  if (nbytes > sizeof raw) return false;
+  size_t got = 0;
+  while (got < nbytes) {
+    ssize_t n = getrandom(raw + got, nbytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    got += (size_t)n;
+  }
+  static const char hex[] = "0123456789abcdef";
+  for (size_t i = 0; i < nbytes; i++) {
+    out[2 * i] = hex[raw[i] >> 4];
+    out[2 * i + 1] = hex[raw[i] & 15];
+  }
+  out[2 * nbytes] = '\0';
+  OPENSSL_cleanse(raw, sizeof raw);
+  return true;
+}
+
+bool console_secret_equal(const char *a, const char *b) {
+  size_t n = strlen(a);
+  if (n == 0 || n != strlen(b)) return false;
+  return CRYPTO_memcmp(a, b, n) == 0;
+}
+
+sessions *sessions_new(size_t max) {
+  sessions *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->rows = calloc(max, sizeof *s->rows);
+  if (!s->rows) {
+    free(s);
+    return NULL;
+  }
+  s->max = max;
+  pthread_mutex_init(&s->mu, NULL);
+  return s;
+}
+
+void sessions_free(sessions *s) {
+  if (!s) return;
+  OPENSSL_cleanse(s->rows, s->max * sizeof *s->rows);
+  free(s->rows);
+  pthread_mutex_destroy(&s->mu);
+  free(s);
+}
+
+bool sessions_create(sessions *s, const char *tenant, auth_role role, bool dev, csession *out) {
+  csession n = {.role = role, .dev = dev};
+  if (!console_random_hex(n.id, CONSOLE_ID_HEX / 2) ||
+      !console_random_hex(n.csrf, CONSOLE_ID_HEX / 2))
+    return false;
+  snprintf(n.tenant, sizeof n.tenant, "%s", tenant);
+  int64_t now = clock_mono_ms();
+  n.expires_mono = now + CONSOLE_SESSION_TTL_MS;
+  pthread_mutex_lock(&s->mu);
+  size_t pick = 0;
+  for (size_t i = 0; i < s->max; i++) { /* a free or expired row, else the oldest */
+    if (!s->rows[i].id[0] || s->rows[i].expires_mono <= now) {
+      pick = i;
+      break;
+    }
+    if (s->rows[i].expires_mono < s->rows[pick].expires_mono) pick = i;
+  }
+  s->rows[pick] = n;
+  pthread_mutex_unlock(&s->mu);
+  *out = n;
+  return true;
+}
+
+/* The row of id, or NULL; every live row is compared (constant time in the match). */
+static csession *find_locked(sessions *s, const char *id, int64_t now) {
+  csession *hit = NULL;
+  if (strlen(id) != CONSOLE_ID_HEX) return NULL;
+  for (size_t i = 0; i < s->max; i++) {
+    csession *r = &s->rows[i];
+    bool live = r->id[0] && r->expires_mono > now;
+    if (CRYPTO_memcmp(r->id, id, CONSOLE_ID_HEX) == 0 && live) hit = r;
+  }
+  return hit;
+}
+
+bool sessions_find(sessions *s, const char *id, csession *out) {
+  pthread_mutex_lock(&s->mu);
+  csession *r = find_locked(s, id, clock_mono_ms());
+  if (r) *out = *r;
+  pthread_mutex_unlock(&s->mu);
+  return r != NULL;
+}
+
+void sessions_set_tenant(sessions *s, const char *id, const char *tenant) {
+  pthread_mutex_lock(&s->mu);
+  csession *r = find_locked(s, id, clock_mono_ms());
+  if (r) snprintf(r->tenant, sizeof r->tenant, "%s", tenant);
+  pthread_mutex_unlock(&s->mu);
+}
+
+void sessions_drop(sessions *s, const char *id) {
+  pthread_mutex_lock(&s->mu);
+  csession *r = find_locked(s, id, clock_mono_ms());
+  if (r) OPENSSL_cleanse(r, sizeof *r);
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* --- the store pool --- */
+
+struct cpool {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  store *(*open)(void *);
+  void *arg;
+  store **free_st; /* opened and idle */
+  int n_free;
+  int slots; /* how many more may be taken (opened or idle) */
+};
+
+cpool *cpool_new(int n, store *(*open)(void *), void *arg) {
+  cpool *p = calloc(1, sizeof *p);
+  if (!p) return NULL;
+  p->free_st = calloc((size_t)n, sizeof *p->free_st);
+  if (!p->free_st) {
+    free(p);
+    return NULL;
+  }
+  p->open = open;
+  p->arg = arg;
+  p->slots = n;
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->cv, NULL);
+  return p;
+}
+
+void cpool_free(cpool *p) {
+  if (!p) return;
+  for (int i = 0; i < p->n_free; i++) store_close(p->free_st[i]);
+  free(p->free_st);
+  pthread_cond_destroy(&p->cv);
+  pthread_mutex_destroy(&p->mu);
+  free(p);
+}
+
+store *cpool_get(cpool *p) {
+  pthread_mutex_lock(&p->mu);
+  while (p->slots == 0) pthread_cond_wait(&p->cv, &p->mu);
+  p->slots--;
+  store *st = p->n_free > 0 ? p->free_st[--p->n_free] : NULL;
+  pthread_mutex_unlock(&p->mu);
+  if (!st) st = p->open(p->arg); /* outside the lock: a connect may take a while */
+  if (!st) cpool_put(p, NULL);
+  return st;
+}
+
+void cpool_put(cpool *p, store *st) {
+  pthread_mutex_lock(&p->mu);
+  if (st) p->free_st[p->n_free++] = st;
+  p->slots++;
+  pthread_cond_signal(&p->cv);
+  pthread_mutex_unlock(&p->mu);
+}
