@@ -35,3 +35,10 @@ deps_node() {
   fi
   (cd "$1/client-lib/examples/node" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 }
+
+# deps_console: the console's browser tests (tests/console): Debian's chromium, and playwright-core
+# from npm at the version its lock file pins (no browser download: the tests use /usr/bin/chromium).
+deps_console() {
+  deps_install chromium
+  (cd "$1/tests/console" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+}

@@ -1,0 +1,170 @@
+// http_test.mjs — the console's HTTP layer without a browser (fast): status codes, security
+// headers, cookies, escaping, filters and paging, CSRF and role refusals, the two-step
+// resolution, policies, logout, development mode. Against a coordinator of its own.
+import { startCoordinator, fixture, Session, run, assert, eq } from './lib.mjs';
+
+process.on('unhandledRejection', e => { console.log(`FAIL  ${e.stack || e}`); process.exit(1); });
+const co = await startCoordinator();
+const dev = await startCoordinator({ tokens: false });
+const { tok } = co;
+const scene = fixture(co.grpc, tok.admin, 'scene');
+const gid = scene.gid;
+const stepPath = (svc, op) => `/steps/${gid}/${svc}/${op}/forward`;
+const admin = new Session(co.url);
+const stateOf = (svc, op) => fixture(co.grpc, tok.admin, 'state', gid, svc, op).state;
+const auditCount = () => fixture(co.grpc, tok.admin, 'audit', gid).entries;
+
+function securityHeaders(r, what) {
+  assert((r.headers.get('content-security-policy') || '').startsWith("default-src 'self'"), `${what}: CSP`);
+  eq(r.headers.get('x-frame-options'), 'DENY', `${what}: X-Frame-Options`);
+  eq(r.headers.get('x-content-type-options'), 'nosniff', `${what}: X-Content-Type-Options`);
+}
+
+const failed = await run([
+  ['without a session: pages send to /login, a POST is refused', async () => {
+    const anon = new Session(co.url);
+    const r = await anon.get('/');
+    eq(r.status, 303, 'GET /');
+    eq(r.headers.get('location'), '/login', 'redirect');
+    securityHeaders(r, 'redirect');
+    eq((await anon.post(stepPath('payment', 'charge') + '/resolve', { outcome: 'succeeded', reason: 'x' })).status, 403, 'POST');
+    const l = await anon.get('/login');
+    eq(l.status, 200, 'GET /login');
+    securityHeaders(l, '/login');
+  }],
+  ['a wrong token is refused without saying why, and never echoed or logged', async () => {
+    const bodies = [];
+    for (const t of ['short', 'x'.repeat(40), tok.admin.slice(0, -1) + 'z']) {
+      const s = new Session(co.url);
+      const r = await s.post('/login', { token: t });
+      eq(r.status, 401, `login with ${t.length} chars`);
+      assert(!r.headers.get('set-cookie'), 'no cookie on a refusal');
+      assert(r.text.includes('Login refused.'), 'says refused');
+      assert(!r.text.includes(t), 'the token is not echoed');
+      bodies.push(r.text);
+    }
+    assert(bodies.every(b => b === bodies[0]), 'every refusal reads the same');
+  }],
+  ['login: a random session id in an HttpOnly SameSite=Strict cookie, never the token', async () => {
+    const r = await admin.login(tok.admin);
+    const c = r.headers.get('set-cookie');
+    assert(/^idem_session=[0-9a-f]{64}; HttpOnly; SameSite=Strict; Path=\/; Max-Age=28800$/.test(c), `cookie: ${c}`);
+    assert(!c.includes(tok.admin), 'the token is not in the cookie');
+    assert(!co.log().includes(tok.admin), 'the token is not in the log');
+    const o = await admin.get('/');
+    eq(o.status, 200, 'overview');
+    securityHeaders(o, 'overview');
+    assert(o.text.includes(co.tenant) && o.text.includes('· admin'), 'tenant and role shown');
+  }],
+  ['the overview counts stuck steps per service and operation', async () => {
+    const o = await admin.get('/');
+    assert(/<td>payment<\/td><td>charge<\/td><td class="num"><a[^>]*>1<\/a><\/td><td class="num stuckword"><a href="\/steps\?lease_expired=1&amp;service=payment&amp;operation=charge">1<\/a>/.test(o.text), 'payment/charge: 1 in progress, 1 expired');
+    assert(/<td>shipping<\/td><td>book<\/td>.*state=unknown&amp;service=shipping&amp;operation=book">1<\/a>/.test(o.text), 'shipping/book: 1 unknown');
+  }],
+  ['every value is escaped: a hostile body and label render as text', async () => {
+    const r = await admin.get(`/sagas/${gid}`);
+    eq(r.status, 200, 'saga page');
+    assert(r.text.includes('&lt;img src=x onerror=alert(1)&gt;'), 'the body as text');
+    assert(r.text.includes('&lt;script&gt;window.__xss=1;alert(&#39;label&#39;)&lt;/script&gt;'), 'the label as text');
+    assert(!r.text.includes('<img') && !/<script/i.test(r.text), 'no element from the data');
+  }],
+  ['steps: the ListSteps filters and paging with next_page_token', async () => {
+    const ex = await admin.get('/steps?lease_expired=1');
+    assert(ex.text.includes('stuck: lease expired') && ex.text.includes('>charge<'), 'expired lease listed');
+    assert(!ex.text.includes('>book<'), 'the unknown step is not an expired lease');
+    const un = await admin.get(`/steps?state=unknown&global_id=${gid}`);
+    assert(un.text.includes('stuck: outcome unknown') && un.text.includes('>book<'), 'unknown listed');
+    const seen = new Set();
+    let path = `/steps?global_id=${gid}&page_size=1`, pages = 0;
+    while (path && pages < 10) {
+      const p = await admin.get(path);
+      eq(p.status, 200, `page ${pages}`);
+      for (const m of p.text.matchAll(/href="(\/steps\/[^"]+)"/g)) seen.add(m[1]);
+      const next = p.text.match(/id="next" href="([^"]+)"/);
+      path = next ? next[1].replaceAll('&amp;', '&') : null;
+      pages++;
+    }
+    eq(seen.size, 4, 'four steps over the pages');
+    eq(pages, 4, 'one step a page');
+    eq((await admin.get('/steps?state=nonsense')).status, 400, 'a bad state word');
+    eq((await admin.get('/sagas/no-such-saga')).status, 404, 'an unknown saga');
+    eq((await admin.get('/nowhere')).status, 404, 'an unknown page');
+  }],
+  ['POSTs without the CSRF token, with another session\'s, or by a service token change nothing', async () => {
+    const other = new Session(co.url);
+    await other.login(tok.admin2);
+    const otherCsrf = await other.csrf();
+    const svc = new Session(co.url);
+    await svc.login(tok.service);
+    const svcCsrf = await svc.csrf();
+    const form = { outcome: 'succeeded', code: '200', body: 'x', reason: 'r', confirm: 'yes' };
+    const target = stepPath('shipping', 'book') + '/resolve';
+    eq((await admin.post(target, form)).status, 403, 'no csrf');
+    eq((await admin.post(target, { ...form, csrf: '' })).status, 403, 'empty csrf');
+    eq((await admin.post(target, { ...form, csrf: otherCsrf })).status, 403, "another session's csrf");
+    const s = await svc.post(target, { ...form, csrf: svcCsrf });
+    eq(s.status, 403, 'service role');
+    assert(s.text.includes('may read only'), 'says the role may read only');
+    eq((await svc.post('/policies', { csrf: svcCsrf, service: 'a', operation: '*', mode: 'fail-open', retention_s: '60', lease_ms: '1000' })).status, 403, 'service: policies');
+    const page = await svc.get(stepPath('shipping', 'book'));
+    assert(!page.text.includes('id="resolve"'), 'no resolve form for a service token');
+    eq(stateOf('shipping', 'book'), 'unknown', 'state unchanged');
+    eq(auditCount(), 0, 'no audit row');
+  }],
+  ['resolve: a confirmation that says what will change, then the change, audited as the token', async () => {
+    const csrf = await admin.csrf(stepPath('shipping', 'book'));
+    const form = { csrf, outcome: 'failed', code: '409', body: 'carrier says: never booked', reason: 'carrier support ticket 1234' };
+    const c = await admin.post(stepPath('shipping', 'book') + '/resolve', form);
+    eq(c.status, 200, 'confirmation');
+    assert(/goes from <span class="state s-unknown">unknown<\/span> to <span class="state s-failed">failed/.test(c.text), 'says unknown -> failed');
+    eq(stateOf('shipping', 'book'), 'unknown', 'nothing changed before the confirmation');
+    const d = await admin.post(stepPath('shipping', 'book') + '/resolve', { ...form, confirm: 'yes' });
+    eq(d.status, 303, 'resolved');
+    eq(d.headers.get('location'), `/sagas/${gid}?resolved=1`, 'to the saga');
+    eq(stateOf('shipping', 'book'), 'failed', 'new state');
+    const saga = await admin.get(`/sagas/${gid}`);
+    assert(saga.text.includes(`<td>${co.tenant}/admin</td><td>resolve</td>`), 'audit actor = the token identity');
+    assert(saga.text.includes('carrier support ticket 1234'), 'the reason');
+    const b = fixture(co.grpc, tok.admin, 'begin', gid, 'shipping', 'book');
+    eq(b.decision, 'replay', 'BeginStep replays');
+    eq(b.code, 409, 'code');
+    eq(b.body, 'carrier says: never booked', 'body');
+    eq((await admin.post(stepPath('shipping', 'book') + '/resolve', { ...form, confirm: 'yes' })).status, 409, 'a settled step');
+  }],
+  ['policies: an admin sets and deletes', async () => {
+    const csrf = await admin.csrf('/policies');
+    eq((await admin.post('/policies', { csrf, service: 'payment', operation: '*', mode: 'fail-open', retention_s: '3600', lease_ms: '5000' })).status, 303, 'set');
+    let p = await admin.get('/policies');
+    assert(/<td>payment<\/td><td>\*<\/td><td>fail-open<\/td><td class="num">3600<\/td>/.test(p.text), 'listed');
+    eq((await admin.post('/policies', { csrf, service: 'Bad!', operation: '*', mode: 'fail-open', retention_s: '3600', lease_ms: '5000' })).status, 400, 'invalid');
+    eq((await admin.post('/policies/delete', { csrf, service: 'payment', operation: '*' })).status, 303, 'delete');
+    p = await admin.get('/policies');
+    assert(!p.text.includes('<td>payment</td>'), 'gone');
+  }],
+  ['logout ends the session', async () => {
+    const csrf = await admin.csrf();
+    const r = await admin.post('/logout', { csrf });
+    eq(r.status, 303, 'logout');
+    eq((await admin.get('/')).status, 303, 'back to /login');
+  }],
+  ['development mode: a banner, ?tenant= picks the tenant, the actor is "console"', async () => {
+    const s = new Session(dev.url);
+    const g = fixture(dev.grpc, null, 'scene').gid;
+    const o = await s.get('/');
+    eq(o.status, 200, 'no login');
+    assert(o.text.includes('Development mode: authentication is off'), 'banner');
+    assert(/SameSite=Strict/.test(Object.keys(s.cookies).length ? 'SameSite=Strict' : ''), 'a session cookie');
+    const other = await s.get('/steps?tenant=someone-else');
+    assert(other.text.includes('tenant <b>someone-else</b>') && !other.text.includes(g), 'another tenant sees nothing');
+    await s.get('/?tenant=default');
+    const csrf = await s.csrf(`/steps/${g}/payment/charge/forward`);
+    const form = { csrf, outcome: 'retryable', code: '0', body: '', reason: 'dev', confirm: 'yes' };
+    eq((await s.post(`/steps/${g}/payment/charge/forward/resolve`, form)).status, 303, 'resolved');
+    const saga = await s.get(`/sagas/${g}`);
+    assert(saga.text.includes('<td>console</td><td>resolve</td>'), 'actor console');
+  }],
+]);
+
+const codes = [await co.stop(), await dev.stop()];
+if (codes.some(c => c !== 0)) { console.log(`coordinator exit: ${codes}`); process.exit(1); }
+process.exit(failed ? 1 : 0);
