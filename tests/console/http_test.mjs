@@ -1,11 +1,12 @@
 // http_test.mjs — the console's HTTP layer without a browser (fast): status codes, security
 // headers, cookies, escaping, filters and paging, CSRF and role refusals, the two-step
 // resolution, policies, logout, development mode. Against a coordinator of its own.
-import { startCoordinator, fixture, Session, run, assert, eq } from './lib.mjs';
+import { startCoordinator, fixture, Session, run, assert, eq, httpsGet } from './lib.mjs';
 
 process.on('unhandledRejection', e => { console.log(`FAIL  ${e.stack || e}`); process.exit(1); });
 const co = await startCoordinator();
 const dev = await startCoordinator({ tokens: false });
+const tls = await startCoordinator({ tls: true });
 const { tok } = co;
 const scene = fixture(co.grpc, tok.admin, 'scene');
 const gid = scene.gid;
@@ -163,8 +164,20 @@ const failed = await run([
     const saga = await s.get(`/sagas/${g}`);
     assert(saga.text.includes('<td>console</td><td>resolve</td>'), 'actor console');
   }],
+  ['TLS: the console speaks TLS with the server certificate, and the cookie is Secure', async () => {
+    const r = await httpsGet(tls.url + '/login', tls.ca);
+    eq(r.status, 200, 'GET /login over TLS');
+    eq(r.headers['x-frame-options'], 'DENY', 'headers over TLS');
+    const l = await httpsGet(tls.url + '/login', tls.ca, { method: 'POST', form: { token: tls.tok.service } });
+    eq(l.status, 303, 'login over TLS');
+    const c = l.headers['set-cookie'][0];
+    assert(/; HttpOnly; SameSite=Strict; Path=\/; Max-Age=28800; Secure$/.test(c), `cookie: ${c}`);
+    let plain = null;
+    try { plain = await fetch(tls.url.replace('https:', 'http:') + '/login'); } catch { plain = null; }
+    assert(!plain || plain.status >= 400, 'no plaintext page on the TLS port');
+  }],
 ]);
 
-const codes = [await co.stop(), await dev.stop()];
+const codes = [await co.stop(), await dev.stop(), await tls.stop()];
 if (codes.some(c => c !== 0)) { console.log(`coordinator exit: ${codes}`); process.exit(1); }
 process.exit(failed ? 1 : 0);

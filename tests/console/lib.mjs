@@ -7,6 +7,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
+import { request as httpsRequest } from 'node:https';
 
 export function env(name) {
   const v = process.env[name];
@@ -52,6 +53,16 @@ export async function startCoordinator(opts = {}) {
   const tenant = 'tc-' + randomBytes(6).toString('hex');
   const tok = tokens();
   const args = ['--pg', pg, '--reaper-interval', '0'];
+  if (opts.tls) { // a CA and a server certificate for 127.0.0.1, as tests/security makes them
+    const o = (...a) => execFileSync('openssl', a, { cwd: dir, stdio: 'ignore' });
+    const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
+    o('req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=idem console test CA');
+    o('req', ...ec, '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=idem console test');
+    writeFileSync(join(dir, 'server.ext'), 'basicConstraints=CA:FALSE\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n');
+    o('x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial',
+      '-out', 'server.pem', '-days', '2', '-extfile', 'server.ext');
+    args.push('--tls-cert', join(dir, 'server.pem'), '--tls-key', join(dir, 'server.key'));
+  }
   if (opts.tokens !== false) {
     writeFileSync(join(dir, 'tokens'), `${tok.admin} ${tenant} admin\n${tok.admin2} ${tenant} admin\n` +
       `${tok.service} ${tenant} service\n`, { mode: 0o600 });
@@ -66,12 +77,13 @@ export async function startCoordinator(opts = {}) {
     let exited = null;
     children.add(child);
     child.on('exit', (code, sig) => { exited = code ?? sig; children.delete(child); });
-    const url = `http://127.0.0.1:${cport}`;
+    const url = `${opts.tls ? 'https' : 'http'}://127.0.0.1:${cport}`;
+    const ca = opts.tls ? readFileSync(join(dir, 'ca.pem')) : null;
     const log = () => readFileSync(logPath, 'utf8');
     try {
       await waitFor('the console and gRPC to answer', async () => {
         if (exited !== null) throw new Error(`coordinator exited (${exited}):\n${log()}`);
-        const r = await fetch(url + '/style.css');
+        const r = ca ? await httpsGet(url + '/style.css', ca) : await fetch(url + '/style.css');
         return r.status === 200 && log().includes('listening');
       });
     } catch (e) {
@@ -89,8 +101,26 @@ export async function startCoordinator(opts = {}) {
       rmSync(dir, { recursive: true, force: true });
       return exited;
     };
-    return { grpc: `127.0.0.1:${gport}`, url, tenant, tok, stop, log, dir };
+    return { grpc: `127.0.0.1:${gport}`, url, tenant, tok, stop, log, dir, ca };
   }
+}
+
+// One HTTPS request verified against ca: { status, headers (lower-case names), text }.
+export function httpsGet(url, ca, { method = 'GET', form } = {}) {
+  return new Promise((resolve, reject) => {
+    const body = form ? new URLSearchParams(form).toString() : undefined;
+    const req = httpsRequest(url, {
+      method, ca,
+      headers: body ? { 'content-type': 'application/x-www-form-urlencoded', 'content-length': Buffer.byteLength(body) } : {},
+    }, res => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', d => { text += d; });
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, text }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
 }
 
 // Runs console_fixture (libidem) and parses its JSON line.
