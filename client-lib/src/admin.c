@@ -1,4 +1,5 @@
-/* admin.c — Admin calls for incident response: ListSteps, ResolveStep, ListAudit. */
+/* admin.c — Admin calls for incident response: ListSteps, ResolveStep, ResolveSteps,
+ * ListAudit. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,9 +125,57 @@ int idem_audit_list(idem_client *c, const char *global_id, uint32_t page_size,
     }
     a->from_state = (idem_state)e->from_state;
     a->to_state = (idem_state)e->to_state;
+    copy_trunc(a->batch_id, sizeof a->batch_id, e->batch_id);
     if (!(a->reason = strdup(str_or_empty(e->reason)))) rc = nomem(err);
   }
   idem__v1__list_audit_response__free_unpacked(resp, NULL);
   if (rc != IDEM_OK) idem_audit_page_clear(out);
+  return rc;
+}
+
+int idem_steps_resolve(idem_client *c, const idem_bulk_resolution *in, int64_t timeout_ms,
+                       idem_bulk_result *out, idem_error *err) {
+  if (out) memset(out, 0, sizeof *out);
+  if (!in) return idem__fail(err, IDEM_INVALID_ARGUMENT, "bulk resolution: missing");
+  const idem_steps_filter *f = &in->filter;
+  Idem__V1__ListStepsRequest filter = IDEM__V1__LIST_STEPS_REQUEST__INIT;
+  filter.state = (Idem__V1__StepState)f->state;
+  filter.service = str_or_empty(f->service);
+  filter.operation = str_or_empty(f->operation);
+  filter.global_id = str_or_empty(f->global_id);
+  filter.updated_before_unix_ms = f->updated_before_unix_ms;
+  filter.lease_expired_only = f->lease_expired_only;
+  Idem__V1__ResolveStepsRequest req = IDEM__V1__RESOLVE_STEPS_REQUEST__INIT;
+  req.filter = &filter;
+  req.outcome = (Idem__V1__Outcome)in->res.outcome;
+  req.code = in->res.code;
+  req.body.len = in->res.body ? in->res.body_len : 0;
+  req.body.data = (uint8_t *)(req.body.len ? in->res.body : NULL);
+  req.reason = str_or_empty(in->res.reason);
+  req.actor = str_or_empty(in->res.actor);
+  req.dry_run = in->dry_run;
+  req.max_steps = in->max_steps;
+  req.request_id = str_or_empty(in->request_id);
+  Idem__V1__ResolveStepsResponse *resp = NULL;
+  int rc = idem__unary(c, IDEM__M_RESOLVE_STEPS, &req.base,
+                       &idem__v1__resolve_steps_response__descriptor, timeout_ms,
+                       (ProtobufCMessage **)&resp, err);
+  if (rc != IDEM_OK) return rc;
+  if (out) {
+    out->matched = resp->matched;
+    out->resolved = resp->resolved;
+    out->dry_run = resp->dry_run;
+    out->replayed = resp->replayed;
+    copy_trunc(out->batch_id, sizeof out->batch_id, resp->batch_id);
+    for (size_t i = 0; i < resp->n_sample && i < sizeof out->sample / sizeof out->sample[0]; i++) {
+      const Idem__V1__StepKey *k = resp->sample[i];
+      idem_bulk_key *o = &out->sample[out->n_sample++];
+      copy_trunc(o->global_id, sizeof o->global_id, k->global_id);
+      copy_trunc(o->service, sizeof o->service, k->service);
+      copy_trunc(o->operation, sizeof o->operation, k->operation);
+      o->phase = (idem_phase)k->phase;
+    }
+  }
+  idem__v1__resolve_steps_response__free_unpacked(resp, NULL);
   return rc;
 }

@@ -62,6 +62,7 @@ static const char *const method_paths[IDEM__M_COUNT] = {
     [IDEM__M_LIST_POLICIES] = "/idem.v1.Admin/ListPolicies",
     [IDEM__M_LIST_AUDIT] = "/idem.v1.Admin/ListAudit",
     [IDEM__M_GET_STATUS] = "/idem.v1.Admin/GetStatus",
+    [IDEM__M_RESOLVE_STEPS] = "/idem.v1.Admin/ResolveSteps",
 };
 
 const char *idem__method_path(idem__method m) {

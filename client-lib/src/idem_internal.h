@@ -28,6 +28,7 @@ typedef enum idem__method {
   IDEM__M_LIST_POLICIES,
   IDEM__M_LIST_AUDIT,
   IDEM__M_GET_STATUS,
+  IDEM__M_RESOLVE_STEPS,
   IDEM__M_COUNT
 } idem__method;
 

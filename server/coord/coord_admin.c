@@ -10,6 +10,7 @@
 #include "../metrics/metrics.h"
 #include "../util/clock.h"
 #include "coord_log.h"
+#include "coord_resolve.h"
 #include "coord_step.h"
 #include "../validate/validate.h"
 
@@ -46,12 +47,8 @@ static bool page_trim(step_rec *recs, size_t *n, coord_rec_size_fn size) {
 
 /* --- ListSteps --- */
 
-err_code coord_list_steps(const coord_ctx *ctx, store *st, const char *tenant,
-                          const coord_list_in *in, int64_t deadline, step_list *out,
-                          char next_token[COORD_TOKEN_MAX], err_t *err) {
-  memset(out, 0, sizeof *out);
-  next_token[0] = '\0';
-  err_clear(err);
+err_code coord__list_filter(const char *tenant, const coord_list_in *in, step_filter *f,
+                            err_t *err) {
   err_code rc;
   if ((rc = validate_tenant(tenant, err)) != ERR_OK) return rc;
   if (in->state < STATE_NONE || in->state > STATE_RELEASED)
@@ -65,8 +62,7 @@ err_code coord_list_steps(const coord_ctx *ctx, store *st, const char *tenant,
     return rc;
   if (in->updated_before_ms < 0)
     return err_set(err, ERR_INVALID, "updated_before_unix_ms: must not be negative");
-
-  step_filter f = {
+  *f = (step_filter){
       .tenant = tenant,
       .state = (step_state)in->state,
       .service = nz(in->service),
@@ -76,6 +72,18 @@ err_code coord_list_steps(const coord_ctx *ctx, store *st, const char *tenant,
       .lease_expired_only = in->lease_expired_only,
       .limit = page_size(in->page_size),
   };
+  return ERR_OK;
+}
+
+err_code coord_list_steps(const coord_ctx *ctx, store *st, const char *tenant,
+                          const coord_list_in *in, int64_t deadline, step_list *out,
+                          char next_token[COORD_TOKEN_MAX], err_t *err) {
+  memset(out, 0, sizeof *out);
+  next_token[0] = '\0';
+  err_clear(err);
+  step_filter f;
+  err_code rc = coord__list_filter(tenant, in, &f, err);
+  if (rc != ERR_OK) return rc;
   if (*nz(in->page_token)) {
     if ((rc = coord_steps_token_decode(&f, in->page_token, &f.after, err)) != ERR_OK) return rc;
     f.has_after = true;
@@ -128,19 +136,8 @@ err_code coord_get_saga(const coord_ctx *ctx, store *st, const char *tenant,
 
 /* --- ResolveStep --- */
 
-typedef struct resolve_arg {
-  const step_key *key;
-  step_outcome outcome;
-  int32_t code;
-  const uint8_t *body;
-  size_t body_len;
-  uint32_t retention_s;
-  audit_rec *audit; /* from/to filled here; inserted by the store on ERR_OK */
-  step_rec *out;
-} resolve_arg;
-
-static err_code resolve_fn(void *argp, const step_pair *cur, step_writes *w, err_t *err) {
-  resolve_arg *a = argp;
+err_code coord__resolve_fn(void *argp, const step_pair *cur, step_writes *w, err_t *err) {
+  coord__resolve_arg *a = argp;
   step_rec_clear(a->out);
   const step_rec *after = NULL;
   step_state from;
@@ -163,6 +160,37 @@ static bool clean_utf8(const char *s) {
   return validate_text("text", s, SIZE_MAX, &e) == ERR_OK;
 }
 
+err_code coord__resolution_check(const coord_ctx *ctx, const char *tenant, int outcome,
+                                 const uint8_t *body, size_t body_len, const char *reason,
+                                 const char **actor, err_t *err) {
+  err_code rc;
+  if (outcome != OUTCOME_SUCCEEDED && outcome != OUTCOME_FAILED && outcome != OUTCOME_RETRYABLE)
+    return err_set(err, ERR_INVALID,
+                   "outcome: must be OUTCOME_SUCCEEDED, OUTCOME_FAILED or "
+                   "OUTCOME_RETRYABLE");
+  if ((rc = validate_body(body_len, ctx->body_max, err)) != ERR_OK) return rc;
+  if (body_len > 0 && !body) return err_set(err, ERR_INVALID, "body: missing bytes");
+  reason = nz(reason);
+  if (!*reason) return err_set(err, ERR_INVALID, "reason: a reason is required to resolve a step");
+  if (strlen(reason) > AUDIT_REASON_MAX || !clean_utf8(reason))
+    return err_set(err, ERR_INVALID,
+                   "reason: must be at most %d bytes of UTF-8 without control characters",
+                   AUDIT_REASON_MAX);
+  if (!*nz(*actor)) *actor = tenant; /* the caller is known by its tenant (its credentials) */
+  if (strlen(*actor) > AUDIT_ACTOR_MAX || !clean_utf8(*actor))
+    return err_set(err, ERR_INVALID,
+                   "actor: must be at most %d bytes of UTF-8 without control characters",
+                   AUDIT_ACTOR_MAX);
+  return ERR_OK;
+}
+
+uint32_t coord__retention_of(const coord_ctx *ctx, const step_key *k) {
+  policy pol;
+  err_t ignored;
+  coord_get_policy(ctx, k->tenant, k->service, k->operation, &pol, &ignored);
+  return pol.retention_s ? pol.retention_s : POLICY_DEFAULT_RETENTION_S;
+}
+
 err_code coord_resolve_step(const coord_ctx *ctx, store *st, const char *tenant,
                             const coord_resolve_in *in, int64_t deadline, step_rec *out,
                             err_t *err) {
@@ -172,43 +200,26 @@ err_code coord_resolve_step(const coord_ctx *ctx, store *st, const char *tenant,
   err_code rc = validate_key(nz(tenant), nz(in->key.global_id), nz(in->key.service),
                              nz(in->key.operation), in->key.phase, &k, err);
   if (rc != ERR_OK) return rc;
-  if (in->outcome != OUTCOME_SUCCEEDED && in->outcome != OUTCOME_FAILED &&
-      in->outcome != OUTCOME_RETRYABLE)
-    return err_set(err, ERR_INVALID,
-                   "outcome: must be OUTCOME_SUCCEEDED, OUTCOME_FAILED or "
-                   "OUTCOME_RETRYABLE");
-  if ((rc = validate_body(in->body_len, ctx->body_max, err)) != ERR_OK) return rc;
-  if (in->body_len > 0 && !in->body) return err_set(err, ERR_INVALID, "body: missing bytes");
-  const char *reason = nz(in->reason), *actor = nz(in->actor);
-  if (!*reason) return err_set(err, ERR_INVALID, "reason: a reason is required to resolve a step");
-  if (strlen(reason) > AUDIT_REASON_MAX || !clean_utf8(reason))
-    return err_set(err, ERR_INVALID,
-                   "reason: must be at most %d bytes of UTF-8 without control characters",
-                   AUDIT_REASON_MAX);
-  if (!*actor) actor = k.tenant; /* the caller is known by its tenant (from its credentials) */
-  if (strlen(actor) > AUDIT_ACTOR_MAX || !clean_utf8(actor))
-    return err_set(err, ERR_INVALID,
-                   "actor: must be at most %d bytes of UTF-8 without control characters",
-                   AUDIT_ACTOR_MAX);
-
-  policy pol;
-  coord_get_policy(ctx, k.tenant, k.service, k.operation, &pol, err);
-  err_clear(err);
+  const char *actor = in->actor;
+  rc = coord__resolution_check(ctx, k.tenant, in->outcome, in->body, in->body_len, in->reason,
+                               &actor, err);
+  if (rc != ERR_OK) return rc;
+  const char *reason = in->reason;
   audit_rec audit;
   memset(&audit, 0, sizeof audit);
   audit.key = k;
   snprintf(audit.actor, sizeof audit.actor, "%s", actor);
   snprintf(audit.action, sizeof audit.action, "resolve");
   snprintf(audit.reason, sizeof audit.reason, "%s", reason);
-  resolve_arg a = {.key = &k,
-                   .outcome = (step_outcome)in->outcome,
-                   .code = in->code,
-                   .body = in->body,
-                   .body_len = in->body_len,
-                   .retention_s = pol.retention_s ? pol.retention_s : POLICY_DEFAULT_RETENTION_S,
-                   .audit = &audit,
-                   .out = out};
-  rc = coord__step_txn(st, &k, coord__store_deadline(ctx, deadline), resolve_fn, &a, &audit,
+  coord__resolve_arg a = {.key = &k,
+                          .outcome = (step_outcome)in->outcome,
+                          .code = in->code,
+                          .body = in->body,
+                          .body_len = in->body_len,
+                          .retention_s = coord__retention_of(ctx, &k),
+                          .audit = &audit,
+                          .out = out};
+  rc = coord__step_txn(st, &k, coord__store_deadline(ctx, deadline), coord__resolve_fn, &a, &audit,
                        "resolve", err);
   if (rc != ERR_OK) {
     step_rec_clear(out);

@@ -85,6 +85,36 @@ err_code coord_resolve_step(const coord_ctx *ctx, store *st, const char *tenant,
                             const coord_resolve_in *in, int64_t deadline, step_rec *out,
                             err_t *err);
 
+/* ResolveStepsRequest as decoded (api.md §12). */
+typedef struct coord_bulk_in {
+  coord_list_in filter; /* page_size, page_token and rec_size are not read; must select
+                           IN_PROGRESS or UNKNOWN steps (state, or lease_expired_only) */
+  int outcome;          /* as ResolveStep: SUCCEEDED, FAILED or RETRYABLE */
+  int32_t code;
+  const uint8_t *body;
+  size_t body_len;
+  const char *reason; /* required */
+  const char *actor;  /* "" or NULL = the tenant's name */
+  bool dry_run;
+  uint32_t max_steps;     /* 1–BULK_STEPS_MAX, required */
+  const char *request_id; /* required: the same id again answers the first answer */
+} coord_bulk_in;
+
+typedef struct coord_bulk_out {
+  bulk_rec rec; /* matched, resolved, sample, batch_id ("" on a dry run) */
+  bool dry_run;
+  bool replayed; /* the answer of an earlier request with this id: nothing was done now */
+} coord_bulk_out;
+
+/* ResolveSteps: every step the filter selects, each resolved under its pair lock by the
+ * ResolveStep rule with an audit row carrying the batch id; a step that changed since it matched
+ * (state, attempt or update time) is skipped (matched - resolved). More than max_steps matches:
+ * ERR_PRECONDITION and nothing is resolved. Answers are remembered a day by request id. A run cut
+ * short by the store or the deadline remembers nothing: repeating it resolves what is left. */
+err_code coord_resolve_steps(const coord_ctx *ctx, store *st, const char *tenant,
+                             const coord_bulk_in *in, int64_t deadline, coord_bulk_out *out,
+                             err_t *err);
+
 /* ListAudit: newest first; global_id "" = the whole tenant. *out is owned (audit_list_clear). */
 err_code coord_list_audit(const coord_ctx *ctx, store *st, const char *tenant,
                           const char *global_id, uint32_t page_size, const char *page_token,
@@ -92,6 +122,10 @@ err_code coord_list_audit(const coord_ctx *ctx, store *st, const char *tenant,
                           err_t *err);
 
 /* --- pure parts, exposed for unit tests --- */
+
+/* ResolveSteps' rule for a step that matched as `matched`: resolve it only while it is the same
+ * record (state, attempt, update time); anything else changed it since. */
+bool coord_bulk_unchanged(const step_rec *matched, const step_rec *cur);
 
 /* ListSteps tokens: encode the cursor `after` for the filters f (f->tenant included); decode
  * checks the filters' hash and fills after. decode: ERR_INVALID naming page_token. */

@@ -19,6 +19,9 @@
 #define AUDIT_ACTOR_MAX 128   /* actor: 1–128 printable characters (default: the tenant) */
 #define AUDIT_REASON_MAX 1024 /* reason: 1–1024 bytes of UTF-8, no control characters */
 #define AUDIT_ACTION_MAX 31   /* "resolve" */
+#define BULK_ID_MAX 36        /* a ResolveSteps batch id: a UUIDv7 */
+#define BULK_STEPS_MAX 10000  /* max_steps of one ResolveSteps */
+#define BULK_SAMPLE_MAX 20    /* keys a ResolveSteps answer shows */
 #define LIST_PAGE_DEFAULT 100
 #define LIST_PAGE_MAX 1000
 
@@ -59,6 +62,7 @@ typedef struct audit_rec {
   char reason[AUDIT_REASON_MAX + 1];
   step_state from_state;
   step_state to_state;
+  char batch_id[BULK_ID_MAX + 1]; /* "" unless the resolution was part of a ResolveSteps */
 } audit_rec;
 
 typedef struct audit_list {
@@ -85,5 +89,16 @@ static inline void audit_list_clear(audit_list *l) {
   free(l->recs);
   memset(l, 0, sizeof *l);
 }
+
+/* A ResolveSteps answer as remembered under its request id (api.md §12): the same request id
+ * again gets it back (replayed) and resolves nothing. */
+typedef struct bulk_rec {
+  char tenant[REC_GLOBAL_ID_MAX + 1];
+  char request_id[REC_REQUEST_ID_MAX + 1];
+  char batch_id[BULK_ID_MAX + 1];
+  uint32_t matched, resolved;
+  step_key sample[BULK_SAMPLE_MAX]; /* tenant fields unused */
+  size_t n_sample;
+} bulk_rec;
 
 #endif

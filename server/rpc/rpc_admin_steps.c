@@ -93,6 +93,7 @@ err_code rpc__list_audit(const rpc_req *rq, const ProtobufCMessage *in, rpc_call
       entries[i].from_state = (Idem__V1__StepState)a->from_state;
       entries[i].to_state = (Idem__V1__StepState)a->to_state;
       entries[i].tenant = (char *)a->key.tenant;
+      entries[i].batch_id = (char *)a->batch_id;
       ptrs[i] = &entries[i];
     }
     Idem__V1__ListAuditResponse resp = IDEM__V1__LIST_AUDIT_RESPONSE__INIT;

@@ -237,6 +237,7 @@ err_code rpc__health_check(const rpc_req *, const ProtobufCMessage *, rpc_call *
 err_code rpc__list_steps(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
 err_code rpc__resolve_step(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
 err_code rpc__list_audit(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
+err_code rpc__resolve_steps(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
 /* Monotonic clock in microseconds (rpc_call.c). */
 int64_t rpc__mono_us(void);
 

@@ -31,6 +31,8 @@ const rpc_method rpc__methods[] = {
      false},
     {ADMIN "ListAudit", &idem__v1__list_audit_request__descriptor, rpc__list_audit, NULL, true},
     {ADMIN "GetStatus", &idem__v1__get_status_request__descriptor, rpc__get_status, NULL, false},
+    {ADMIN "ResolveSteps", &idem__v1__resolve_steps_request__descriptor, rpc__resolve_steps, NULL,
+     false},
 
     {"/grpc.health.v1.Health/Check", &grpc__health__v1__health_check_request__descriptor,
      rpc__health_check, NULL, false},

@@ -95,6 +95,14 @@ typedef struct store_ops {
   err_code (*list_audit)(store *s, const char *tenant, const char *global_id, int64_t before_id,
                          uint32_t limit, int64_t deadline, audit_list *out, err_t *err);
 
+  /* ResolveSteps' memory of answers by request id (api.md §12). bulk_get: *found and *out
+   * when tenant has an answer under request_id. bulk_put: stores *in unless an answer is there
+   * already, in which case *out is that one and *stored false (a concurrent twin won). */
+  err_code (*bulk_get)(store *s, const char *tenant, const char *request_id, int64_t deadline,
+                       bulk_rec *out, bool *found, err_t *err);
+  err_code (*bulk_put)(store *s, const bulk_rec *in, uint32_t keep_s, int64_t deadline,
+                       bulk_rec *out, bool *stored, err_t *err);
+
   /* Live IN_PROGRESS and UNKNOWN steps over all tenants (for the /metrics gauges). */
   err_code (*count_steps)(store *s, int64_t deadline, step_counts *out, err_t *err);
 
@@ -186,6 +194,14 @@ static inline err_code store_list_audit(store *s, const char *tenant, const char
                                         int64_t before_id, uint32_t limit, int64_t deadline,
                                         audit_list *out, err_t *err) {
   return s->ops->list_audit(s, tenant, global_id, before_id, limit, deadline, out, err);
+}
+static inline err_code store_bulk_get(store *s, const char *tenant, const char *request_id,
+                                      int64_t deadline, bulk_rec *out, bool *found, err_t *err) {
+  return s->ops->bulk_get(s, tenant, request_id, deadline, out, found, err);
+}
+static inline err_code store_bulk_put(store *s, const bulk_rec *in, uint32_t keep_s,
+                                      int64_t deadline, bulk_rec *out, bool *stored, err_t *err) {
+  return s->ops->bulk_put(s, in, keep_s, deadline, out, stored, err);
 }
 static inline err_code store_count_steps(store *s, int64_t deadline, step_counts *out, err_t *err) {
   return s->ops->count_steps(s, deadline, out, err);

@@ -262,6 +262,8 @@ static const store_ops pg_ops = {
     .list_steps = pg__list_steps,
     .step_txn_audit = pg__step_txn,
     .list_audit = pg__list_audit,
+    .bulk_get = pg__bulk_get,
+    .bulk_put = pg__bulk_put,
     .count_steps = pg__count_steps,
     /* policies and reaping: store_pg_policy.c */
     .policy_put = pg__policy_put,

@@ -15,11 +15,12 @@
 
 const char pg__sql_audit_insert[] =
     "INSERT INTO idem_audit (tenant, at_ms, actor, action, global_id, service, operation, phase,"
-    " reason, from_state, to_state)"
-    " VALUES ($1, " PG_NOW_MS ", $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+    " reason, from_state, to_state, batch_id)"
+    " VALUES ($1, " PG_NOW_MS ", $2, $3, $4, $5, $6, $7, $8, $9, $10, NULLIF($11, ''))";
 
-#define AUDIT_COLS \
-  "id, at_ms, actor, action, global_id, service, operation, phase, reason, from_state, to_state"
+#define AUDIT_COLS                                                                                \
+  "id, at_ms, actor, action, global_id, service, operation, phase, reason, from_state, to_state," \
+  " coalesce(batch_id, '')"
 
 /* Live IN_PROGRESS (1) and UNKNOWN (4) steps: the partial index idem_steps_open_idx. */
 static const char SQL_COUNT_OPEN[] =
@@ -153,6 +154,7 @@ void pg__audit_params(pg_params *p, const audit_rec *a) {
   pg__p_text(p, a->reason);
   pg__p_i64(p, a->from_state);
   pg__p_i64(p, a->to_state);
+  pg__p_text(p, a->batch_id);
 }
 
 err_code pg__audit_insert(pg_store *s, const audit_rec *a, int64_t deadline, err_t *err) {
@@ -207,6 +209,7 @@ err_code pg__list_audit(store *st, const char *tenant, const char *global_id, in
     snprintf(a->reason, sizeof a->reason, "%s", pg__str(res, i, 8));
     a->from_state = (step_state)pg__int(res, i, 9);
     a->to_state = (step_state)pg__int(res, i, 10);
+    snprintf(a->batch_id, sizeof a->batch_id, "%s", pg__str(res, i, 11));
     out->n = (size_t)i + 1;
   }
   PQclear(res);

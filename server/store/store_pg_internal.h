@@ -217,6 +217,12 @@ void pg__audit_params(pg_params *p, const audit_rec *a);
 /* Test hook: the server process id of the store's connection, 0 when not connected. */
 int store_pg__backend_pid(store *s);
 
+/* store_pg_bulk.c: ResolveSteps' answers by request id */
+err_code pg__bulk_get(store *st, const char *tenant, const char *request_id, int64_t deadline,
+                      bulk_rec *out, bool *found, err_t *err);
+err_code pg__bulk_put(store *st, const bulk_rec *in, uint32_t keep_s, int64_t deadline,
+                      bulk_rec *out, bool *stored, err_t *err);
+
 /* store_pg_saga.c */
 err_code pg__begin_saga(store *st, const saga_new *in, int64_t deadline, saga_begun *out,
                         err_t *err);

@@ -161,11 +161,32 @@ static const char *const m5_sql[] = {
     NULL,
 };
 
+/* Version 6 (bulk resolution, api.md §12): the batch a resolution belonged to, and the answers
+ * of ResolveSteps by request id (kept a day; the reaper drops older ones), fenced like the rest. */
+static const char *const m6_sql[] = {
+    "ALTER TABLE idem_audit ADD COLUMN IF NOT EXISTS batch_id text",
+    "CREATE TABLE IF NOT EXISTS idem_bulk ("
+    " tenant text NOT NULL,"
+    " request_id text NOT NULL,"
+    " batch_id text NOT NULL,"
+    " matched int NOT NULL,"
+    " resolved int NOT NULL,"
+    " sample text NOT NULL," /* "gid/service/operation/phase" separated by spaces */
+    " created_ms bigint NOT NULL,"
+    " expires_ms bigint NOT NULL,"
+    " PRIMARY KEY (tenant, request_id))",
+    "DROP TRIGGER IF EXISTS idem_bulk_fence ON idem_bulk",
+    "CREATE TRIGGER idem_bulk_fence BEFORE INSERT OR UPDATE OR DELETE ON idem_bulk"
+    " FOR EACH STATEMENT EXECUTE FUNCTION idem_fence_check()",
+    NULL,
+};
+
 static const migration migrations[] = {
     {1, m1_sql}, {2, m2_sql},
     {3, m3_sql}, /* version 2 (policies) may sit before it: each version applies on its own */
     {4, m4_sql}, /* fencing: after 2 and 3, whose tables it guards */
     {5, m5_sql}, /* throughput: unused indexes of version 1 */
+    {6, m6_sql}, /* bulk resolution: audit batch ids, answers by request id */
 };
 
 /* Applies one migration unless it is recorded; returns ERR_OK either way. */

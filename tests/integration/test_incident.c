@@ -252,6 +252,45 @@ Test(incident, empty_list_names_the_tenant) {
   free(r);
 }
 
+/* resolve --where (Admin.ResolveSteps): a dry run counts, no terminal and no --yes refuses,
+ * --yes resolves and prints the request id, the same --request-id replays the first answer. */
+Test(incident, resolve_where) {
+  idem_client *c = h_client(&H.s, H.t, 0);
+  for (int i = 0; i < 3; i++) {
+    char gid[32];
+    snprintf(gid, sizeof gid, "where-%d", i);
+    idem_begin b = begin(c, gid, "bulkctl", "charge", 0);
+    complete(c, gid, "bulkctl", "charge", b.attempt, IDEM_OUTCOME_UNKNOWN);
+  }
+  idem_close(c);
+  run *r = ctl("resolve", "--where", "--state", "unknown", "--service", "bulkctl", "--outcome",
+               "failed", "--reason", "outage", "--dry-run", NULL);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  cr_assert(strstr(r->out, "3 step(s) match (dry run: nothing resolved)"), "%s", r->out);
+  cr_assert(strstr(r->out, "where-0 bulkctl/charge (forward)"), "%s", r->out);
+  free(r);
+  r = ctl("resolve", "--where", "--state", "unknown", "--service", "bulkctl", "--outcome", "failed",
+          "--reason", "outage", NULL); /* stdin is not a terminal here */
+  cr_assert_eq(r->status, 2, "%s%s", r->out, r->err);
+  cr_assert(strstr(r->err, "--yes"), "%s", r->err);
+  free(r);
+  r = ctl("resolve", "--where", "--state", "unknown", "--service", "bulkctl", "--outcome", "failed",
+          "--reason", "outage", "--yes", "--request-id", "ctl-bulk-1", NULL);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  cr_assert(strstr(r->out, "3 matched, 3 resolved as failed"), "%s", r->out);
+  cr_assert(strstr(r->out, "request id ctl-bulk-1"), "%s", r->out);
+  free(r);
+  r = ctl("resolve", "--where", "--state", "unknown", "--service", "bulkctl", "--outcome", "failed",
+          "--reason", "outage", "--yes", "--request-id", "ctl-bulk-1", NULL);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  cr_assert(strstr(r->out, "(replayed: the first answer) 3 matched, 3 resolved"), "%s", r->out);
+  free(r);
+  r = ctl("resolve", "--where", "--service", "bulkctl", "--outcome", "failed", "--reason", "x",
+          "--yes", NULL);
+  cr_assert_eq(r->status, 2, "no state: %s", r->out);
+  free(r);
+}
+
 /* status: the node asked and where the leader is are two columns (on a standby they differ). */
 Test(incident, status_names_the_node_and_the_leader) {
   run *r = ctl("status", NULL);

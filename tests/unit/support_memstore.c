@@ -155,6 +155,7 @@ static err_code txn(memstore *m, memstore_op op, const step_key *key, int64_t de
   err_code rc = enter_op(m, op, deadline, &fail_at_commit, err);
   if (rc != ERR_OK) return rc;
 
+  if (m->before_txn) m->before_txn(m, key, m->before_txn_arg);
   step_pair pair;
   memset(&pair, 0, sizeof pair);
   pair.now_ms = m->now_ms;
@@ -356,6 +357,100 @@ int memstore_run_submitted(memstore *m) {
   return n;
 }
 
+/* --- incident response: ListSteps and ResolveSteps' answers --- */
+
+static int key_cmp(const step_key *a, const step_key *b) {
+  int c = strcmp(a->global_id, b->global_id);
+  if (!c) c = strcmp(a->service, b->service);
+  if (!c) c = strcmp(a->operation, b->operation);
+  if (!c) c = (int)a->phase - (int)b->phase;
+  return c;
+}
+
+static int rec_cmp(const void *a, const void *b) {
+  return key_cmp(&(*(const step_rec *const *)a)->key, &(*(const step_rec *const *)b)->key);
+}
+
+static bool set(const char *s) {
+  return s && *s;
+}
+
+static bool matches(const memstore *m, const step_filter *f, const step_rec *r) {
+  step_state want = f->lease_expired_only ? STATE_IN_PROGRESS : f->state;
+  return strcmp(r->key.tenant, f->tenant) == 0 && live(r, m->now_ms) &&
+         (want == STATE_NONE || r->state == want) &&
+         (!f->lease_expired_only || r->lease_expires_ms <= m->now_ms) &&
+         (!set(f->service) || strcmp(r->key.service, f->service) == 0) &&
+         (!set(f->operation) || strcmp(r->key.operation, f->operation) == 0) &&
+         (!set(f->global_id) || strcmp(r->key.global_id, f->global_id) == 0) &&
+         (f->updated_before_ms <= 0 || r->updated_ms < f->updated_before_ms) &&
+         (!f->has_after || key_cmp(&r->key, &f->after) > 0);
+}
+
+/* Key order, after the cursor, at most f->limit (max_body_bytes is the PostgreSQL store's). */
+static err_code ms_list_steps(store *s, const step_filter *f, int64_t deadline, step_list *out,
+                              err_t *err) {
+  memstore *m = (memstore *)s;
+  memset(out, 0, sizeof *out);
+  m->calls++;
+  (void)deadline;
+  if (m->fail_rc != ERR_OK) return err_set(err, m->fail_rc, "memstore: failing");
+  const step_rec **hit = calloc(m->n_recs ? m->n_recs : 1, sizeof *hit);
+  if (!hit) abort();
+  size_t n = 0;
+  for (size_t i = 0; i < m->n_recs; i++)
+    if (matches(m, f, &m->recs[i])) hit[n++] = &m->recs[i];
+  qsort(hit, n, sizeof *hit, rec_cmp);
+  if (n > f->limit) {
+    out->more = true;
+    n = f->limit;
+  }
+  out->recs = calloc(n ? n : 1, sizeof *out->recs);
+  if (!out->recs) abort();
+  for (size_t i = 0; i < n; i++)
+    if (!step_rec_copy(&out->recs[i], hit[i])) abort();
+  out->n = n;
+  free(hit);
+  err_clear(err);
+  return ERR_OK;
+}
+
+static err_code ms_bulk_get(store *s, const char *tenant, const char *request_id, int64_t deadline,
+                            bulk_rec *out, bool *found, err_t *err) {
+  memstore *m = (memstore *)s;
+  m->calls++;
+  (void)deadline;
+  *found = false;
+  if (m->fail_rc != ERR_OK) return err_set(err, m->fail_rc, "memstore: failing");
+  size_t n_bulk = m->n_bulk < sizeof m->bulk / sizeof m->bulk[0]
+                      ? m->n_bulk
+                      : sizeof m->bulk / sizeof m->bulk[0];
+  for (size_t i = 0; i < n_bulk; i++)
+    if (strcmp(m->bulk[i].tenant, tenant) == 0 && strcmp(m->bulk[i].request_id, request_id) == 0) {
+      *out = m->bulk[i];
+      *found = true;
+    }
+  err_clear(err);
+  return ERR_OK;
+}
+
+static err_code ms_bulk_put(store *s, const bulk_rec *in, uint32_t keep_s, int64_t deadline,
+                            bulk_rec *out, bool *stored, err_t *err) {
+  memstore *m = (memstore *)s;
+  (void)keep_s;
+  bool found = false;
+  err_code rc = ms_bulk_get(s, in->tenant, in->request_id, deadline, out, &found, err);
+  if (rc != ERR_OK) return rc;
+  *stored = !found;
+  if (!found) { /* the oldest of a full memory is overwritten (a fuzzer stores many) */
+    size_t cap = sizeof m->bulk / sizeof m->bulk[0];
+    m->bulk[m->n_bulk++ % cap] = *in;
+    if (m->n_bulk == 2 * cap) m->n_bulk = cap;
+    *out = *in;
+  }
+  return ERR_OK;
+}
+
 static const store_ops memstore_ops = {
     .version = STORE_OPS_VERSION,
     .close = ms_close,
@@ -366,6 +461,9 @@ static const store_ops memstore_ops = {
     .get_saga = ms_get_saga,
     .step_txn_submit = ms_step_txn_submit,
     .step_txn_audit = ms_step_txn_audit,
+    .list_steps = ms_list_steps,
+    .bulk_get = ms_bulk_get,
+    .bulk_put = ms_bulk_put,
 };
 
 memstore *memstore_new(int64_t now_ms) {

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "domain/record_admin.h"
 #include "store/store.h"
 
 #define MEMSTORE_MAX_SAGAS 16
@@ -81,6 +82,15 @@ typedef struct memstore {
   int fail_left;       /* calls of fail_op until the one that fails; 0 = none pending */
   bool fail_at_commit; /* a step transaction fails after fn ran; its writes are dropped */
   int faults;          /* failures made so far */
+
+  /* called at the start of every step transaction, before the pair is read: a test changes a
+   * record here as a concurrent caller would have (NULL = none) */
+  void (*before_txn)(void *m, const step_key *key, void *arg); /* m: the memstore */
+  void *before_txn_arg;
+
+  /* ResolveSteps' answers by request id (bulk_get / bulk_put) */
+  bulk_rec bulk[8];
+  size_t n_bulk;
 } memstore;
 
 /* A new empty store whose clock reads now_ms. Free with store_close(&m->base). */

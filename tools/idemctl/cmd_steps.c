@@ -216,20 +216,27 @@ static int collect(ctl *c, idem_steps_filter f, uint64_t limit, idem_record **al
   return rc;
 }
 
-int cmd_steps(ctl *c) {
-  idem_steps_filter f;
-  memset(&f, 0, sizeof f);
+int ctl_parse_filter(ctl *c, idem_steps_filter *f) {
+  memset(f, 0, sizeof *f);
   const char *v;
-  if ((v = ctl_flag_value(c, "state")) && !(f.state = (idem_state)fmt_parse_state(v)))
+  if ((v = ctl_flag_value(c, "state")) && !(f->state = (idem_state)fmt_parse_state(v)))
     return ctl_usage_error(c, "--state: unknown state %s", v);
-  f.service = ctl_flag_value(c, "service");
-  f.operation = ctl_flag_value(c, "operation");
-  f.global_id = ctl_flag_value(c, "global-id");
+  f->service = ctl_flag_value(c, "service");
+  f->operation = ctl_flag_value(c, "operation");
+  f->global_id = ctl_flag_value(c, "global-id");
   if ((v = ctl_flag_value(c, "older-than"))) {
     int64_t ms;
     if (!fmt_parse_duration(v, &ms)) return ctl_usage_error(c, "--older-than: expected e.g. 5m");
-    f.updated_before_unix_ms = fmt_now_ms() - ms;
+    f->updated_before_unix_ms = fmt_now_ms() - ms;
   }
+  return EXIT_OK;
+}
+
+int cmd_steps(ctl *c) {
+  idem_steps_filter f;
+  int prc = ctl_parse_filter(c, &f);
+  if (prc != EXIT_OK) return prc;
+  const char *v;
   uint64_t limit = 100;
   if ((v = ctl_flag_value(c, "limit")) && !parse_u64(v, 1000000, &limit))
     return ctl_usage_error(c, "--limit: expected a number (0 = all)");
@@ -300,40 +307,50 @@ static int read_file(const char *path, uint8_t **out, size_t *len) {
   return 0;
 }
 
-int cmd_resolve(ctl *c) {
-  idem_resolution res;
-  memset(&res, 0, sizeof res);
+int ctl_parse_resolution(ctl *c, idem_resolution *res, uint8_t **body) {
+  memset(res, 0, sizeof *res);
+  *body = NULL;
   const char *v = ctl_flag_value(c, "outcome");
   if (!v) return ctl_usage_error(c, "--outcome is required (succeeded, failed or retryable)");
   int oc = idem_word_find(idem_outcome_words, IDEM_WORD_COUNT(idem_outcome_words), 1, v);
   if (oc < IDEM_OUTCOME_SUCCEEDED || oc > IDEM_OUTCOME_RETRYABLE)
     return ctl_usage_error(c, "--outcome: expected succeeded, failed or retryable");
-  res.outcome = (idem_outcome)oc;
-  res.reason = ctl_flag_value(c, "reason");
-  if (!res.reason || !*res.reason) return ctl_usage_error(c, "--reason is required");
-  res.actor = ctl_flag_value(c, "actor");
-  if (!res.actor) res.actor = getenv("USER"); /* NULL: the server records the tenant */
+  res->outcome = (idem_outcome)oc;
+  res->reason = ctl_flag_value(c, "reason");
+  if (!res->reason || !*res->reason) return ctl_usage_error(c, "--reason is required");
+  res->actor = ctl_flag_value(c, "actor");
+  if (!res->actor) res->actor = getenv("USER"); /* NULL: the server records the tenant */
   if ((v = ctl_flag_value(c, "code"))) {
     char *end;
     errno = 0;
     long code = strtol(v, &end, 10);
     if (errno || *end || end == v || code < INT32_MIN || code > INT32_MAX)
       return ctl_usage_error(c, "--code: expected an integer");
-    res.code = (int32_t)code;
+    res->code = (int32_t)code;
   }
-  uint8_t *body = NULL;
   if ((v = ctl_flag_value(c, "body-file"))) {
     size_t len = 0;
-    if (read_file(v, &body, &len) != 0) {
+    if (read_file(v, body, &len) != 0) {
       fprintf(stderr, "idemctl: cannot read %s: %s\n", v, strerror(errno));
       return EXIT_USAGE;
     }
-    res.body = body;
-    res.body_len = len;
+    res->body = *body;
+    res->body_len = len;
   } else if ((v = ctl_flag_value(c, "body"))) {
-    res.body = v;
-    res.body_len = strlen(v);
+    res->body = v;
+    res->body_len = strlen(v);
   }
+  return EXIT_OK;
+}
+
+int cmd_resolve(ctl *c) {
+  if (ctl_has(c, "where")) return cmd_resolve_where(c);
+  if (c->npos != 3)
+    return ctl_usage_error(c, "expected GLOBAL_ID SERVICE OPERATION (or --where with filters)");
+  idem_resolution res;
+  uint8_t *body = NULL;
+  int prc = ctl_parse_resolution(c, &res, &body);
+  if (prc != EXIT_OK) return prc;
   idem_step_key key = {c->pos[0], c->pos[1], c->pos[2],
                        ctl_has(c, "compensation") ? IDEM_COMPENSATION : IDEM_FORWARD};
   idem_record r;

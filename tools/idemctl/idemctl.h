@@ -74,6 +74,13 @@ int cmd_step(ctl *c);
 int cmd_saga(ctl *c);
 int cmd_steps(ctl *c);
 int cmd_resolve(ctl *c);
+int cmd_resolve_where(ctl *c); /* cmd_bulk.c: resolve --where (Admin.ResolveSteps) */
+/* --outcome, --reason, --actor, --code, --body/--body-file into *res (*body: owned, may stay
+ * NULL). EXIT_OK or the usage error's exit status (printed). */
+int ctl_parse_resolution(ctl *c, idem_resolution *res, uint8_t **body);
+/* The filters of `steps` (--state, --service, --operation, --global-id, --older-than) into *f.
+ * EXIT_OK or the usage error's exit status (printed). */
+int ctl_parse_filter(ctl *c, idem_steps_filter *f);
 int cmd_audit(ctl *c);
 int cmd_policy_list(ctl *c);
 int cmd_policy_get(ctl *c);

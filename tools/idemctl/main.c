@@ -25,13 +25,19 @@ static const ctl_cmd commands[] = {
      "released; --older-than 5m = not updated for 5 minutes; --stuck = in progress with an "
      "expired lease, or unknown; --limit N rows (default 100, 0 = all).",
      cmd_steps},
-    {"resolve", "GLOBAL_ID SERVICE OPERATION",
-     "outcome=,code=,body-file=,body=,reason=,actor=,compensation", 3, 3,
+    {"resolve", "GLOBAL_ID SERVICE OPERATION | --where FILTERS",
+     "outcome=,code=,body-file=,body=,reason=,actor=,compensation,where,state=,service=,"
+     "operation=,global-id=,older-than=,stuck,max=,dry-run,yes,request-id=",
+     0, 3,
      "Settles an in-progress or unknown step by hand: --outcome succeeded|failed (stored and "
      "replayed) or retryable (releases the key: the next BeginStep runs the step again). "
      "--reason is required and kept in the audit trail with --actor (default $USER, else the "
      "server records the tenant's name). --code N and --body-file F (or --body TEXT) give the "
-     "result replayed to callers.",
+     "result replayed to callers. With --where instead of a step: every step the filters of "
+     "`steps` select (--state in_progress|unknown, --service, --operation, --global-id, "
+     "--older-than D, or --stuck), at most --max N (default 1000, up to 10000); --dry-run shows "
+     "the count and a sample; without --yes on a terminal it shows them and asks. Repeat-safe: "
+     "the request id is printed, --request-id R repeats it.",
      cmd_resolve},
     {"policy list", "", "", 0, 0, "The tenant's stored policies.", cmd_policy_list},
     {"policy get", "SERVICE OPERATION", "", 2, 2, "The effective policy of an operation.",

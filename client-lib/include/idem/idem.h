@@ -321,6 +321,7 @@ typedef struct idem_audit_entry {
   idem_state from_state;
   idem_state to_state;
   char tenant[IDEM_GLOBAL_ID_MAX + 1];
+  char batch_id[37]; /* the ResolveSteps that made this resolution; "" for a single one */
 } idem_audit_entry;
 
 typedef struct idem_audit_page {
@@ -333,6 +334,40 @@ void idem_audit_page_clear(idem_audit_page *p);
 /* Admin.ListAudit: global_id NULL or "" = the whole tenant; page_size 0 = 100. */
 int idem_audit_list(idem_client *c, const char *global_id, uint32_t page_size,
                     const char *page_token, idem_audit_page *out, idem_error *err);
+
+/* Admin.ResolveSteps (api.md §12): every step the filter selects (IN_PROGRESS or UNKNOWN: the
+ * filter must name one of those states, or lease_expired_only), resolved by the ResolveStep rule
+ * with an audit row each (batch_id). More than max_steps matches: FAILED_PRECONDITION, nothing
+ * resolved. A step that changed since it matched is skipped (matched - resolved). Repeat-safe:
+ * the same request_id again answers the first answer (replayed) and resolves nothing; a run cut
+ * short (UNAVAILABLE, the deadline) remembers nothing, and repeating it resolves the rest. */
+typedef struct idem_bulk_resolution {
+  idem_steps_filter filter; /* page_size and page_token are not used */
+  idem_resolution res;
+  bool dry_run;           /* count and sample only */
+  uint32_t max_steps;     /* 1–10000, required */
+  const char *request_id; /* required, 1–255 printable ASCII */
+} idem_bulk_resolution;
+
+typedef struct idem_bulk_key {
+  char global_id[IDEM_GLOBAL_ID_MAX + 1];
+  char service[IDEM_NAME_MAX + 1];
+  char operation[IDEM_NAME_MAX + 1];
+  idem_phase phase;
+} idem_bulk_key;
+
+typedef struct idem_bulk_result {
+  uint32_t matched, resolved;
+  idem_bulk_key sample[20]; /* the first matches, in key order */
+  size_t n_sample;
+  char batch_id[37]; /* "" on a dry run */
+  bool dry_run, replayed;
+} idem_bulk_result;
+
+/* timeout_ms: the whole call (0 = the client's deadline_ms); a bulk resolution of thousands of
+ * steps takes seconds. */
+int idem_steps_resolve(idem_client *c, const idem_bulk_resolution *in, int64_t timeout_ms,
+                       idem_bulk_result *out, idem_error *err);
 
 /* --- helpers ------------------------------------------------------------------------------- */
 

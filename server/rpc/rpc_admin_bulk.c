@@ -1,0 +1,52 @@
+/* rpc_admin_bulk.c — idem.v1.Admin ResolveSteps (api.md §12) over coord_resolve_steps. */
+#include "../coord/coord_admin.h"
+#include "idem/v1/coordinator.pb-c.h"
+#include "rpc_internal.h"
+
+err_code rpc__resolve_steps(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c,
+                            err_t *err) {
+  const Idem__V1__ResolveStepsRequest *req = (const Idem__V1__ResolveStepsRequest *)in;
+  const Idem__V1__ListStepsRequest *f = req->filter;
+  coord_bulk_in bi = {
+      .outcome = (int)req->outcome,
+      .code = req->code,
+      .body = req->body.data,
+      .body_len = req->body.len,
+      .reason = req->reason,
+      .actor = req->actor,
+      .dry_run = req->dry_run,
+      .max_steps = req->max_steps,
+      .request_id = req->request_id,
+  };
+  if (f)
+    bi.filter = (coord_list_in){.state = (int)f->state,
+                                .service = f->service,
+                                .operation = f->operation,
+                                .global_id = f->global_id,
+                                .updated_before_ms = f->updated_before_unix_ms,
+                                .lease_expired_only = f->lease_expired_only};
+  coord_bulk_out out;
+  err_code rc =
+      coord_resolve_steps(rq->srv->coord, rq->st, rq->tenant, &bi, rq->deadline, &out, err);
+  if (rc != ERR_OK) return rc;
+  Idem__V1__StepKey keys[BULK_SAMPLE_MAX];
+  Idem__V1__StepKey *ptrs[BULK_SAMPLE_MAX];
+  for (size_t i = 0; i < out.rec.n_sample; i++) {
+    const step_key *k = &out.rec.sample[i];
+    keys[i] = (Idem__V1__StepKey)IDEM__V1__STEP_KEY__INIT;
+    keys[i].global_id = (char *)k->global_id;
+    keys[i].service = (char *)k->service;
+    keys[i].operation = (char *)k->operation;
+    keys[i].phase = (Idem__V1__Phase)k->phase;
+    ptrs[i] = &keys[i];
+  }
+  Idem__V1__ResolveStepsResponse resp = IDEM__V1__RESOLVE_STEPS_RESPONSE__INIT;
+  resp.matched = out.rec.matched;
+  resp.resolved = out.rec.resolved;
+  resp.n_sample = out.rec.n_sample;
+  resp.sample = out.rec.n_sample ? ptrs : NULL;
+  resp.batch_id = out.rec.batch_id;
+  resp.dry_run = out.dry_run;
+  resp.replayed = out.replayed;
+  return rpc__call_reply(c, &resp.base, err);
+}
