@@ -175,7 +175,7 @@ static void add_security_headers(struct MHD_Response *resp) {
   MHD_add_response_header(resp, "Cache-Control", "no-store");
 }
 
-static enum MHD_Result respond(struct MHD_Connection *conn, creq *r, bool css) {
+static enum MHD_Result respond(struct MHD_Connection *conn, creq *r, bool css, int64_t t0_us) {
   struct MHD_Response *resp;
   if (r->out.oom) {
     cb_free(&r->out);
@@ -192,6 +192,9 @@ static enum MHD_Result respond(struct MHD_Connection *conn, creq *r, bool css) {
                           css ? "text/css; charset=utf-8" : "text/html; charset=utf-8");
   if (r->location[0]) MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, r->location);
   if (r->set_cookie[0]) MHD_add_response_header(resp, MHD_HTTP_HEADER_SET_COOKIE, r->set_cookie);
+  char timing[48]; /* the server's time for this page, store calls included (docs/console.md) */
+  snprintf(timing, sizeof timing, "app;dur=%.2f", (double)(clock_mono_us() - t0_us) / 1000.0);
+  MHD_add_response_header(resp, "Server-Timing", timing);
   enum MHD_Result ret = MHD_queue_response(conn, r->status ? r->status : MHD_HTTP_OK, resp);
   MHD_destroy_response(resp);
   return ret;
@@ -222,7 +225,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
   r.deadline = clock_mono_ms() + c->cfg.coord->store_timeout_ms;
   if (strcmp(url, "/style.css") == 0) {
     cb_put(&r.out, console_css);
-    return respond(conn, &r, true);
+    return respond(conn, &r, true, t0);
   }
   find_session(&r);
   if (up->too_big || up->body.oom) {
@@ -234,7 +237,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     route(&r);
   }
   if (r.st) cpool_put(c->pool, r.st);
-  enum MHD_Result ret = respond(conn, &r, false);
+  enum MHD_Result ret = respond(conn, &r, false, t0);
   if (up->body.p) OPENSSL_cleanse(up->body.p, up->body.n); /* a login token, maybe */
   free(r.form);
   cb_free(&r.out);

@@ -187,16 +187,19 @@ static void status_card(creq *r) {
   cbuf *b = &r->out;
   cb_put(b, "<div class=\"card kv\"><span>node</span><span>");
   cb_esc(b, cfg->node_id);
-  cb_put(b, " (");
-  cb_esc(b, cfg->advertise);
-  cb_printf(b, ")</span><span>role</span><span><span class=\"state %s\">%s</span></span>",
+  if (strcmp(cfg->node_id, cfg->advertise) != 0) {
+    cb_put(b, " (");
+    cb_esc(b, cfg->advertise);
+    cb_put(b, ")");
+  }
+  cb_printf(b, "</span><span>role</span><span><span class=\"state %s\">%s</span></span>",
             es.leader ? "s-succeeded" : "s-in_progress", es.leader ? "leader" : "standby");
   cb_put(b, "<span>leader</span><span>");
   cb_esc(b, cfg->elector ? es.leader_addr : cfg->advertise);
   cb_printf(b, "</span><span>epoch</span><span>%llu</span>", (unsigned long long)es.epoch);
-  cb_printf(b, "<span>store</span><span class=\"state %s\">%s</span>",
+  cb_printf(b, "<span>store</span><span><span class=\"state %s\">%s</span></span>",
             store_ok ? "s-succeeded" : "s-failed", store_ok ? "ok" : "unreachable");
-  cb_printf(b, "<span>election</span><span class=\"state %s\">%s</span>",
+  cb_printf(b, "<span>election</span><span><span class=\"state %s\">%s</span></span>",
             es.election_ok ? "s-succeeded" : "s-failed", es.election_ok ? "ok" : "unsure");
   cb_put(b, "<span>version</span><span>");
   cb_esc(b, cfg->version);

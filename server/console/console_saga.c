@@ -27,9 +27,9 @@ static err_code read_saga(creq *r, const char *gid, saga_view *v, bool *cut, err
     err_code rc = coord_get_saga(r->c->cfg.coord, cr_store(r), r->s.tenant, &in, r->deadline,
                                  page ? &pv : v, next, err);
     if (rc != ERR_OK) return rc;
-    if (page) {
+    if (page && pv.n_steps) {
       step_rec *grown = realloc(v->steps, (v->n_steps + pv.n_steps) * sizeof *grown);
-      if (!grown && pv.n_steps) {
+      if (!grown) {
         saga_view_clear(&pv);
         return err_oom(err);
       }
@@ -37,8 +37,8 @@ static err_code read_saga(creq *r, const char *gid, saga_view *v, bool *cut, err
       memcpy(v->steps + v->n_steps, pv.steps, pv.n_steps * sizeof *pv.steps);
       v->n_steps += pv.n_steps;
       memset(pv.steps, 0, pv.n_steps * sizeof *pv.steps); /* moved: their bodies are v's */
-      saga_view_clear(&pv);
     }
+    if (page) saga_view_clear(&pv);
     if (!next[0]) return ERR_OK;
     snprintf(token, sizeof token, "%s", next);
   }
@@ -128,7 +128,7 @@ static void audit_trail(creq *r, const char *gid) {
       break;
     }
     all.recs = grown;
-    memcpy(all.recs + all.n, l.recs, l.n * sizeof *l.recs);
+    if (l.n) memcpy(all.recs + all.n, l.recs, l.n * sizeof *l.recs);
     all.n += l.n;
     audit_list_clear(&l);
     if (!next[0]) break;

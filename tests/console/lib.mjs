@@ -98,6 +98,7 @@ export async function startCoordinator(opts = {}) {
         await waitFor('the coordinator to exit', () => exited !== null, 20000)
           .catch(() => child.kill('SIGKILL'));
       }
+      if (exited !== 0) console.log(`coordinator exit ${exited}; its log:\n${log()}`);
       rmSync(dir, { recursive: true, force: true });
       return exited;
     };
