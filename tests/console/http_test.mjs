@@ -1,7 +1,7 @@
 // http_test.mjs — the console's HTTP layer without a browser (fast): status codes, security
 // headers, cookies, escaping, filters and paging, CSRF and role refusals, the two-step
 // resolution, policies, logout, development mode. Against a coordinator of its own.
-import { startCoordinator, fixture, Session, run, assert, eq, httpsGet } from './lib.mjs';
+import { startCoordinator, startEtcd, fixture, Session, run, assert, eq, httpsGet, waitFor } from './lib.mjs';
 
 process.on('unhandledRejection', e => { console.log(`FAIL  ${e.stack || e}`); process.exit(1); });
 const co = await startCoordinator();
@@ -175,6 +175,41 @@ const failed = await run([
     let plain = null;
     try { plain = await fetch(tls.url.replace('https:', 'http:') + '/login'); } catch { plain = null; }
     assert(!plain || plain.status >= 400, 'no plaintext page on the TLS port');
+  }],
+  ['a standby: every page reads, a change names the leader and changes nothing', async () => {
+    const etcd = await startEtcd();
+    const prefix = `/idem-console-test/${Date.now()}`;
+    const a = await startCoordinator({ etcd: etcd.url, nodeId: 'n1', prefix });
+    const sa = new Session(a.url);
+    await sa.login(a.tok.admin);
+    await waitFor('n1 to lead', async () => (await sa.get('/')).text.includes('>leader</span>'), 20000);
+    const b = await startCoordinator({ etcd: etcd.url, nodeId: 'n2', prefix, same: a });
+    try {
+      const sb = new Session(b.url);
+      await sb.login(a.tok.admin);
+      const o = await waitFor('n2 to see the leader', async () => {
+        const r = await sb.get('/');
+        return r.text.includes(`<b>${a.grpc}</b>`) && r;
+      }, 20000);
+      assert(o.text.includes('This node is a standby'), 'the standby banner');
+      assert(o.text.includes(`href="http://127.0.0.1:${new URL(b.url).port}/"`), "a link to the leader's console");
+      const g = fixture(a.grpc, a.tok.admin, 'scene').gid;
+      const saga = await sb.get(`/sagas/${g}`);
+      eq(saga.status, 200, 'the saga reads on the standby');
+      assert(saga.text.includes('stuck: outcome unknown'), 'with its steps');
+      const step = await sb.get(`/steps/${g}/shipping/book/forward`);
+      assert(!step.text.includes('id="resolve"') && step.text.includes('Resolve on the leader'), 'no form: the leader');
+      const csrf = await sb.csrf('/');
+      const r = await sb.post(`/steps/${g}/shipping/book/forward/resolve`, { csrf, outcome: 'failed', code: '1', body: '', reason: 'r', confirm: 'yes' });
+      eq(r.status, 503, 'a change on the standby');
+      assert(r.text.includes(a.grpc) && r.text.includes('standby'), 'names the leader');
+      eq(fixture(a.grpc, a.tok.admin, 'state', g, 'shipping', 'book').state, 'unknown', 'nothing changed');
+      eq((await sb.post('/policies', { csrf, service: 'a', operation: '*', mode: 'fail-open', retention_s: '60', lease_ms: '1000' })).status, 503, 'policies on the standby');
+    } finally {
+      const codes = [await b.stop(), await a.stop()];
+      await etcd.stop();
+      eq(codes.join(), '0,0', 'both drained');
+    }
   }],
 ]);
 

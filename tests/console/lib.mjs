@@ -45,14 +45,16 @@ process.on('exit', () => { for (const c of children) try { c.kill('SIGKILL'); } 
 for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(1));
 
 // Starts idem-coordinator with --console on free ports; tenant is fresh. opts.tokens: false =
-// development mode. Returns { grpc, url, tenant, tok, stop(), log() }.
+// development mode; opts.etcd, nodeId, prefix: high availability. Returns { grpc, url, tenant, tok, stop(), log() }.
 export async function startCoordinator(opts = {}) {
   const bin = env('IDEM_COORDINATOR_BIN');
   const pg = env('IDEM_TEST_PG_URL');
   const dir = mkdtempSync(join(tmpdir(), 'idem-console-'));
-  const tenant = 'tc-' + randomBytes(6).toString('hex');
-  const tok = tokens();
+  const tenant = opts.same ? opts.same.tenant : 'tc-' + randomBytes(6).toString('hex');
+  const tok = opts.same ? opts.same.tok : tokens(); // opts.same: the tokens of another node
   const args = ['--pg', pg, '--reaper-interval', '0'];
+  if (opts.etcd) args.push('--etcd', opts.etcd, '--node-id', opts.nodeId, '--election-ttl', '2',
+    '--election-prefix', opts.prefix);
   if (opts.tls) { // a CA and a server certificate for 127.0.0.1, as tests/security makes them
     const o = (...a) => execFileSync('openssl', a, { cwd: dir, stdio: 'ignore' });
     const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
@@ -104,6 +106,32 @@ export async function startCoordinator(opts = {}) {
     };
     return { grpc: `127.0.0.1:${gport}`, url, tenant, tok, stop, log, dir, ca };
   }
+}
+
+// A private etcd (leader election) on free ports: { url, stop() }.
+export async function startEtcd() {
+  const dir = mkdtempSync(join(tmpdir(), 'idem-console-etcd-'));
+  const cport = await freePort(), pport = await freePort();
+  const url = `http://127.0.0.1:${cport}`, peer = `http://127.0.0.1:${pport}`;
+  const child = spawn(process.env.IDEM_ETCD_BIN || '/usr/bin/etcd', ['--name', 'default',
+    '--data-dir', join(dir, 'data'), '--listen-client-urls', url, '--advertise-client-urls', url,
+    '--listen-peer-urls', peer, '--initial-advertise-peer-urls', peer,
+    '--initial-cluster', `default=${peer}`, '--log-level', 'error'], { stdio: 'ignore' });
+  let exited = null;
+  children.add(child);
+  child.on('exit', c => { exited = c; children.delete(child); });
+  await waitFor('etcd to answer', async () => {
+    if (exited !== null) throw new Error(`etcd exited (${exited})`);
+    return (await fetch(url + '/health')).ok;
+  }, 15000);
+  return {
+    url,
+    stop: async () => {
+      if (exited === null) child.kill('SIGTERM');
+      await waitFor('etcd to exit', () => exited !== null, 10000).catch(() => child.kill('SIGKILL'));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 // One HTTPS request verified against ca: { status, headers (lower-case names), text }.
