@@ -1,6 +1,7 @@
 /* console_http.c — the console's HTTP side (console.h): libmicrohttpd threads, the request's
  * session, its form, the routes, the security headers; start and stop. */
 #include <microhttpd.h>
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <openssl/crypto.h>
 #include <stdio.h>
@@ -119,6 +120,20 @@ static void find_session(creq *r) {
   }
 }
 
+/* Development mode has no login, so a page must not be readable by a web site that rebinds its
+ * DNS name to this address: the Host header must name an IP address or localhost. */
+static bool host_ok(const creq *r) {
+  const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+  if (!h || !*h) return false;
+  if (h[0] == '[') return strchr(h, ']') != NULL; /* an IPv6 literal */
+  char host[256];
+  size_t n = strcspn(h, ":");
+  if (n >= sizeof host) return false;
+  snprintf(host, sizeof host, "%.*s", (int)n, h);
+  struct in_addr a4;
+  return strcmp(host, "localhost") == 0 || inet_pton(AF_INET, host, &a4) == 1;
+}
+
 /* Splits the path after prefix into n segments (percent-decoded, each non-empty); false when
  * the count differs. buf holds the decoded text. */
 static bool segments(const char *path, const char *prefix, char *buf, size_t bn, char **seg,
@@ -227,8 +242,13 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     cb_put(&r.out, console_css);
     return respond(conn, &r, true, t0);
   }
-  find_session(&r);
-  if (up->too_big || up->body.oom) {
+  bool host_refused = !c->cfg.tokens && !host_ok(&r);
+  if (!host_refused) find_session(&r);
+  if (host_refused) {
+    page_error(&r, 403,
+               "development mode (no --tokens) answers only to an IP address or localhost in "
+               "the Host header");
+  } else if (up->too_big || up->body.oom) {
     page_error(&r, 413, "the form is too large");
   } else if (strcmp(method, "POST") == 0 &&
              !parse_form(&r, up->body.p ? up->body.p : (char[]){0})) {

@@ -164,6 +164,18 @@ const failed = await run([
     const saga = await s.get(`/sagas/${g}`);
     assert(saga.text.includes('<td>console</td><td>resolve</td>'), 'actor console');
   }],
+  ['development mode answers only to an IP address or localhost (no DNS rebinding)', async () => {
+    const { request } = await import('node:http');
+    const get = host => new Promise((resolve, reject) => {
+      const u = new URL(dev.url);
+      request({ host: u.hostname, port: u.port, path: '/', headers: { host } }, r => { r.resume(); resolve(r.statusCode); })
+        .on('error', reject).end();
+    });
+    const port = new URL(dev.url).port;
+    eq(await get(`attacker.example:${port}`), 403, 'a DNS name');
+    eq(await get(`localhost:${port}`), 200, 'localhost');
+    eq(await get(`127.0.0.1:${port}`), 200, 'the address');
+  }],
   ['TLS: the console speaks TLS with the server certificate, and the cookie is Secure', async () => {
     const r = await httpsGet(tls.url + '/login', tls.ca);
     eq(r.status, 200, 'GET /login over TLS');
