@@ -24,7 +24,9 @@ typedef struct worker_arg {
 
 static worker_arg args[HA_THREADS];
 
-/* The errors a caller may see while the store fails over. */
+/* The errors a caller may see while the store fails over: UNAVAILABLE, any error whose outcome
+ * libidem marks unknown (an answer lost), and ABORTED "in progress" on a repeat after such a
+ * lost answer (our own first try began the step). */
 static bool expected_error(int rc, const idem_error *e, bool unknown) {
   return rc == IDEM_UNAVAILABLE || e->outcome_unknown || (unknown && rc == IDEM_ABORTED);
 }
