@@ -2,6 +2,10 @@
 // arrival to the response queued, store calls included) for a saga page of 200 steps and a steps
 // page of 100 rows, on a coordinator of its own. A benchmark, not a test: it prints, it does not
 // assert. Usage (the environment scripts/test sets): node tests/console/bench_console.mjs [N]
+// With IDEM_BENCH_BIN (build/bench/idem-bench) it then runs `idem-bench --workload pairs` for
+// 10 s twice, alone and with a scraper fetching a console page 20 times a second, and prints
+// BeginStep+CompleteStep p50/p99 of both runs.
+import { execFileSync } from 'node:child_process';
 import { startCoordinator, fixture, Session } from './lib.mjs';
 
 const n = Number(process.argv[2] || 50);
@@ -26,6 +30,32 @@ try {
   await measure('saga page, 200 steps', `/sagas/${gid}`, t => (t.match(/<tr>/g) || []).length >= 200);
   await measure('steps page, 100 rows', '/steps?state=unknown&page_size=100', t => (t.match(/<tr class/g) || []).length === 100);
   await measure('overview', '/', t => t.includes('counts'));
+  const bench = process.env.IDEM_BENCH_BIN;
+  if (bench) {
+    const pairs = () => JSON.parse(execFileSync(bench, ['--addr', co.grpc, '--workload', 'pairs',
+      '--concurrency', '16', '--duration', '10', '--json'], { encoding: 'utf8' }));
+    const show = (label, r) => console.log(`${label}: ${r.throughput.toFixed(0)} pairs/s, p50 ${r.p50_ms.toFixed(2)} ms, p99 ${r.p99_ms.toFixed(2)} ms`);
+    show('idem-bench pairs, console idle', await new Promise(r => setImmediate(() => r(pairs()))));
+    let scraped = 0, stop = false;
+    const pages = ['/', `/sagas/${gid}`, '/steps?state=unknown&page_size=100'];
+    const scraper = (async () => { // 20 requests a second, spread evenly
+      const s2 = new Session(co.url);
+      for (let t = Date.now(); !stop; t += 50) {
+        await s2.get(pages[scraped++ % pages.length]);
+        await new Promise(r => setTimeout(r, Math.max(0, t + 50 - Date.now())));
+      }
+    })();
+    const { spawn } = await import('node:child_process');
+    const r = await new Promise((resolve, reject) => { // the bench in a child: the scraper keeps running here
+      const c = spawn(bench, ['--addr', co.grpc, '--workload', 'pairs', '--concurrency', '16', '--duration', '10', '--json']);
+      let out = '';
+      c.stdout.on('data', d => { out += d; });
+      c.on('exit', code => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`idem-bench exit ${code}`))));
+    });
+    stop = true;
+    await scraper;
+    show(`idem-bench pairs, console scraped (${scraped} pages in the run)`, r);
+  }
 } finally {
   await co.stop();
 }
