@@ -176,6 +176,12 @@ const failed = await run([
     eq(await get(`localhost:${port}`), 200, 'localhost');
     eq(await get(`127.0.0.1:${port}`), 200, 'the address');
   }],
+  ['off loopback the console needs TLS or --insecure (exit 2, says which)', async () => {
+    const { spawnSync } = await import('node:child_process');
+    const r = spawnSync(process.env.IDEM_COORDINATOR_BIN, ['--pg', 'postgresql://unused', '--console', '0.0.0.0:1'], { encoding: 'utf8' });
+    eq(r.status, 2, 'exit status');
+    assert(r.stderr.includes('--console 0.0.0.0:1 is not a loopback address') && r.stderr.includes('--insecure'), r.stderr);
+  }],
   ['TLS: the console speaks TLS with the server certificate, and the cookie is Secure', async () => {
     const r = await httpsGet(tls.url + '/login', tls.ca);
     eq(r.status, 200, 'GET /login over TLS');
