@@ -134,8 +134,8 @@ static bool host_ok(const creq *r) {
   return strcmp(host, "localhost") == 0 || inet_pton(AF_INET, host, &a4) == 1;
 }
 
-/* Splits the path after prefix into n segments (percent-decoded, each non-empty); false when
- * the count differs. buf holds the decoded text. */
+/* Splits the path after prefix into n non-empty segments; false when the count differs. buf
+ * holds their text. */
 static bool segments(const char *path, const char *prefix, char *buf, size_t bn, char **seg,
                      int n) {
   size_t pl = strlen(prefix);
@@ -144,8 +144,7 @@ static bool segments(const char *path, const char *prefix, char *buf, size_t bn,
   int k = 0;
   for (char *save = NULL, *s = strtok_r(buf, "/", &save); s; s = strtok_r(NULL, "/", &save)) {
     if (k == n) return false;
-    url_decode(s);
-    seg[k++] = s;
+    seg[k++] = s; /* libmicrohttpd has percent-decoded the path already */
   }
   return k == n;
 }
