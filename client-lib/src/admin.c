@@ -30,21 +30,27 @@ static int nomem(idem_error *err) {
   return idem__fail(err, IDEM_NOMEM, "out of memory");
 }
 
+/* ListStepsRequest from f (strings borrowed). */
+static void filter_to_pb(const idem_steps_filter *f, Idem__V1__ListStepsRequest *req) {
+  *req = (Idem__V1__ListStepsRequest)IDEM__V1__LIST_STEPS_REQUEST__INIT;
+  req->state = (Idem__V1__StepState)f->state;
+  req->service = str_or_empty(f->service);
+  req->operation = str_or_empty(f->operation);
+  req->global_id = str_or_empty(f->global_id);
+  req->updated_before_unix_ms = f->updated_before_unix_ms;
+  req->lease_expired_only = f->lease_expired_only;
+  req->page_size = f->page_size;
+  req->page_token = str_or_empty(f->page_token);
+}
+
 int idem_steps_list(idem_client *c, const idem_steps_filter *f, idem_step_page *out,
                     idem_error *err) {
   memset(out, 0, sizeof *out);
   idem_steps_filter none;
   memset(&none, 0, sizeof none);
   if (!f) f = &none;
-  Idem__V1__ListStepsRequest req = IDEM__V1__LIST_STEPS_REQUEST__INIT;
-  req.state = (Idem__V1__StepState)f->state;
-  req.service = str_or_empty(f->service);
-  req.operation = str_or_empty(f->operation);
-  req.global_id = str_or_empty(f->global_id);
-  req.updated_before_unix_ms = f->updated_before_unix_ms;
-  req.lease_expired_only = f->lease_expired_only;
-  req.page_size = f->page_size;
-  req.page_token = str_or_empty(f->page_token);
+  Idem__V1__ListStepsRequest req;
+  filter_to_pb(f, &req);
   Idem__V1__ListStepsResponse *resp = NULL;
   int rc = idem__unary(c, IDEM__M_LIST_STEPS, &req.base, &idem__v1__list_steps_response__descriptor,
                        0, (ProtobufCMessage **)&resp, err);
@@ -137,14 +143,8 @@ int idem_steps_resolve(idem_client *c, const idem_bulk_resolution *in, int64_t t
                        idem_bulk_result *out, idem_error *err) {
   if (out) memset(out, 0, sizeof *out);
   if (!in) return idem__fail(err, IDEM_INVALID_ARGUMENT, "bulk resolution: missing");
-  const idem_steps_filter *f = &in->filter;
-  Idem__V1__ListStepsRequest filter = IDEM__V1__LIST_STEPS_REQUEST__INIT;
-  filter.state = (Idem__V1__StepState)f->state;
-  filter.service = str_or_empty(f->service);
-  filter.operation = str_or_empty(f->operation);
-  filter.global_id = str_or_empty(f->global_id);
-  filter.updated_before_unix_ms = f->updated_before_unix_ms;
-  filter.lease_expired_only = f->lease_expired_only;
+  Idem__V1__ListStepsRequest filter;
+  filter_to_pb(&in->filter, &filter); /* the server ignores its page fields here */
   Idem__V1__ResolveStepsRequest req = IDEM__V1__RESOLVE_STEPS_REQUEST__INIT;
   req.filter = &filter;
   req.outcome = (Idem__V1__Outcome)in->res.outcome;

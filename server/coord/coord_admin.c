@@ -191,6 +191,26 @@ uint32_t coord__retention_of(const coord_ctx *ctx, const step_key *k) {
   return pol.retention_s ? pol.retention_s : POLICY_DEFAULT_RETENTION_S;
 }
 
+void coord__resolve_prepare(const coord_ctx *ctx, const step_key *key, int outcome, int32_t code,
+                            const uint8_t *body, size_t body_len, const char *actor,
+                            const char *reason, const char *batch_id, audit_rec *audit,
+                            step_rec *out, coord__resolve_arg *a) {
+  memset(audit, 0, sizeof *audit);
+  audit->key = *key;
+  snprintf(audit->actor, sizeof audit->actor, "%s", actor);
+  snprintf(audit->action, sizeof audit->action, "resolve");
+  snprintf(audit->reason, sizeof audit->reason, "%s", nz(reason));
+  snprintf(audit->batch_id, sizeof audit->batch_id, "%s", batch_id);
+  *a = (coord__resolve_arg){.key = key,
+                            .outcome = (step_outcome)outcome,
+                            .code = code,
+                            .body = body,
+                            .body_len = body_len,
+                            .retention_s = coord__retention_of(ctx, key),
+                            .audit = audit,
+                            .out = out};
+}
+
 err_code coord_resolve_step(const coord_ctx *ctx, store *st, const char *tenant,
                             const coord_resolve_in *in, int64_t deadline, step_rec *out,
                             err_t *err) {
@@ -204,21 +224,10 @@ err_code coord_resolve_step(const coord_ctx *ctx, store *st, const char *tenant,
   rc = coord__resolution_check(ctx, k.tenant, in->outcome, in->body, in->body_len, in->reason,
                                &actor, err);
   if (rc != ERR_OK) return rc;
-  const char *reason = in->reason;
   audit_rec audit;
-  memset(&audit, 0, sizeof audit);
-  audit.key = k;
-  snprintf(audit.actor, sizeof audit.actor, "%s", actor);
-  snprintf(audit.action, sizeof audit.action, "resolve");
-  snprintf(audit.reason, sizeof audit.reason, "%s", reason);
-  coord__resolve_arg a = {.key = &k,
-                          .outcome = (step_outcome)in->outcome,
-                          .code = in->code,
-                          .body = in->body,
-                          .body_len = in->body_len,
-                          .retention_s = coord__retention_of(ctx, &k),
-                          .audit = &audit,
-                          .out = out};
+  coord__resolve_arg a;
+  coord__resolve_prepare(ctx, &k, in->outcome, in->code, in->body, in->body_len, actor, in->reason,
+                         "", &audit, out, &a);
   rc = coord__step_txn(st, &k, coord__store_deadline(ctx, deadline), coord__resolve_fn, &a, &audit,
                        "resolve", err);
   if (rc != ERR_OK) {

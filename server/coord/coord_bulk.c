@@ -118,22 +118,10 @@ static err_code resolve_all(const coord_ctx *ctx, store *st, const coord_bulk_in
                      *resolved, n);
     const step_key *k = &m[i].seen.key;
     audit_rec audit;
-    memset(&audit, 0, sizeof audit);
-    audit.key = *k;
-    snprintf(audit.actor, sizeof audit.actor, "%s", actor);
-    snprintf(audit.action, sizeof audit.action, "resolve");
-    snprintf(audit.reason, sizeof audit.reason, "%s", in->reason);
-    snprintf(audit.batch_id, sizeof audit.batch_id, "%s", batch_id);
     step_rec after = {0};
-    bulk_arg a = {.r = {.key = k,
-                        .outcome = (step_outcome)in->outcome,
-                        .code = in->code,
-                        .body = in->body,
-                        .body_len = in->body_len,
-                        .retention_s = coord__retention_of(ctx, k),
-                        .audit = &audit,
-                        .out = &after},
-                  .seen = &m[i].seen};
+    bulk_arg a = {.seen = &m[i].seen};
+    coord__resolve_prepare(ctx, k, in->outcome, in->code, in->body, in->body_len, actor, in->reason,
+                           batch_id, &audit, &after, &a.r);
     err_t e;
     err_code rc = coord__step_txn(st, k, coord__store_deadline(ctx, deadline), bulk_fn, &a, &audit,
                                   "resolve", &e);

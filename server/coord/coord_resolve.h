@@ -33,4 +33,11 @@ typedef struct coord__resolve_arg {
 } coord__resolve_arg;
 err_code coord__resolve_fn(void *argp, const step_pair *cur, step_writes *w, err_t *err);
 
+/* What a resolution of key needs: its audit row (actor, "resolve", reason, batch id: "" for a
+ * single one) into *audit and the callback's argument into *a, pointing at audit and out. */
+void coord__resolve_prepare(const coord_ctx *ctx, const step_key *key, int outcome, int32_t code,
+                            const uint8_t *body, size_t body_len, const char *actor,
+                            const char *reason, const char *batch_id, audit_rec *audit,
+                            step_rec *out, coord__resolve_arg *a);
+
 #endif

@@ -141,17 +141,24 @@ bool coord_audit_token_encode(const char *tenant, const char *global_id, int64_t
   return b64_encode((const uint8_t *)raw, (size_t)n, out, COORD_TOKEN_MAX);
 }
 
-err_code coord_audit_token_decode(const char *tenant, const char *global_id, const char *token,
-                                  int64_t *last_id, err_t *err) {
-  char raw[TOKEN_RAW_MAX];
-  err_code rc = token_open(token, 'a', audit_hash(tenant, global_id), raw, sizeof raw, err);
-  if (rc != ERR_OK) return rc;
+/* The decimal int64 at s (>= min), ended by `stop`; *next after it. False when it is not one
+ * (a saturating 30-digit number included). */
+static bool read_i64(char *s, int64_t min, char stop, int64_t *v, char **next) {
   char *end;
   errno = 0;
-  long long v = strtoll(raw + 17, &end, 10);
-  if (end == raw + 17 || *end || v <= 0 || errno == ERANGE) return bad_token(err);
-  *last_id = v;
-  return ERR_OK;
+  long long x = strtoll(s, &end, 10);
+  if (end == s || *end != stop || x < min || errno == ERANGE) return false;
+  *v = x;
+  *next = end;
+  return true;
+}
+
+err_code coord_audit_token_decode(const char *tenant, const char *global_id, const char *token,
+                                  int64_t *last_id, err_t *err) {
+  char raw[TOKEN_RAW_MAX], *end;
+  err_code rc = token_open(token, 'a', audit_hash(tenant, global_id), raw, sizeof raw, err);
+  if (rc != ERR_OK) return rc;
+  return read_i64(raw + 17, 1, '\0', last_id, &end) ? ERR_OK : bad_token(err);
 }
 
 /* GetSaga tokens: the saga (tenant, global_id) and the timeline cursor of the last step. */
@@ -171,9 +178,8 @@ err_code coord_saga_token_decode(const char *tenant, const char *global_id, cons
   err_code rc = token_open(token, 'g', audit_hash(tenant, global_id), raw, sizeof raw, err);
   if (rc != ERR_OK) return rc;
   char *end;
-  errno = 0;
-  long long created = strtoll(raw + 17, &end, 10);
-  if (end == raw + 17 || *end != '\x1f' || created < 0 || errno == ERANGE) return bad_token(err);
+  int64_t created;
+  if (!read_i64(raw + 17, 0, '\x1f', &created, &end)) return bad_token(err);
   char *phase = end + 1, *service = strchr(phase, '\x1f');
   char *operation = service ? strchr(service + 1, '\x1f') : NULL;
   if (!operation || strchr(operation + 1, '\x1f')) return bad_token(err);

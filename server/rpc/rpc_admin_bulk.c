@@ -1,13 +1,14 @@
 /* rpc_admin_bulk.c — idem.v1.Admin ResolveSteps (api.md §12) over coord_resolve_steps. */
 #include "../coord/coord_admin.h"
 #include "idem/v1/coordinator.pb-c.h"
+#include "rpc_convert.h"
 #include "rpc_internal.h"
 
 err_code rpc__resolve_steps(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c,
                             err_t *err) {
   const Idem__V1__ResolveStepsRequest *req = (const Idem__V1__ResolveStepsRequest *)in;
-  const Idem__V1__ListStepsRequest *f = req->filter;
   coord_bulk_in bi = {
+      .filter = rpc__list_in(req->filter), /* its page fields are not read */
       .outcome = (int)req->outcome,
       .code = req->code,
       .body = req->body.data,
@@ -18,13 +19,6 @@ err_code rpc__resolve_steps(const rpc_req *rq, const ProtobufCMessage *in, rpc_c
       .max_steps = req->max_steps,
       .request_id = req->request_id,
   };
-  if (f)
-    bi.filter = (coord_list_in){.state = (int)f->state,
-                                .service = f->service,
-                                .operation = f->operation,
-                                .global_id = f->global_id,
-                                .updated_before_ms = f->updated_before_unix_ms,
-                                .lease_expired_only = f->lease_expired_only};
   coord_bulk_out out;
   err_code rc =
       coord_resolve_steps(rq->srv->coord, rq->st, rq->tenant, &bi, rq->deadline, &out, err);

@@ -8,19 +8,23 @@
 #include "rpc_convert.h"
 #include "rpc_internal.h"
 
+coord_list_in rpc__list_in(const Idem__V1__ListStepsRequest *req) {
+  coord_list_in li = {0};
+  if (req)
+    li = (coord_list_in){.state = (int)req->state,
+                         .service = req->service,
+                         .operation = req->operation,
+                         .global_id = req->global_id,
+                         .updated_before_ms = req->updated_before_unix_ms,
+                         .lease_expired_only = req->lease_expired_only,
+                         .page_size = req->page_size,
+                         .page_token = req->page_token};
+  return li;
+}
+
 err_code rpc__list_steps(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c, err_t *err) {
-  const Idem__V1__ListStepsRequest *req = (const Idem__V1__ListStepsRequest *)in;
-  coord_list_in li = {
-      .state = (int)req->state,
-      .service = req->service,
-      .operation = req->operation,
-      .global_id = req->global_id,
-      .updated_before_ms = req->updated_before_unix_ms,
-      .lease_expired_only = req->lease_expired_only,
-      .page_size = req->page_size,
-      .page_token = req->page_token,
-      .rec_size = rpc__rec_size,
-  };
+  coord_list_in li = rpc__list_in((const Idem__V1__ListStepsRequest *)in);
+  li.rec_size = rpc__rec_size;
   step_list l = {0};
   char next[COORD_TOKEN_MAX];
   err_code rc =

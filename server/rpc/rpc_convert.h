@@ -5,6 +5,7 @@
 #define IDEM_RPC_CONVERT_H
 
 #include "../coord/coord.h"
+#include "../coord/coord_admin.h"
 #include "../domain/record.h"
 #include "idem/v1/coordinator.pb-c.h"
 
@@ -21,6 +22,10 @@ void rpc__rec_to_pb(const step_rec *r, rpc_rec_pb *o);
 /* The encoded size of r as one element of a repeated StepRecord field (coord_rec_size_fn: the
  * byte bound of ListSteps and GetSaga pages). */
 size_t rpc__rec_size(const step_rec *r);
+
+/* ListStepsRequest's filters and page as coord takes them (a missing one: all zero); strings
+ * borrowed from req. (rpc_admin_steps.c) */
+coord_list_in rpc__list_in(const Idem__V1__ListStepsRequest *req);
 
 /* A handler's last step when its answer is one StepRecord: on rc == ERR_OK replies with *out;
  * clears *out either way. Returns the call's code. (rpc_handlers.c) */
