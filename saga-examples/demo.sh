@@ -67,6 +67,26 @@ echo "== 4. another order runs out of stock (gadget: 1 left, 2 wanted): refund a
 echo "== 5. a refund that arrives before its charge (null compensation), then the charge (hanging)"
 "$client" "$pay" refund hanging-saga-1 | sed 's/^/   refund: /'
 "$client" "$pay" charge hanging-saga-1 carol 700 | sed 's/^/   charge: /'
+echo "== 6. a payment service dies in the middle of a charge: its lease runs out, the step is stuck"
+/usr/bin/python3 - "$coord" "$tenant" "$root/proto" "$work" <<'PY' | sed 's/^/   /'
+import subprocess, sys
+addr, tenant, proto, work = sys.argv[1:5]
+subprocess.run(["protoc", f"--python_out={work}", "-I", proto, "idem/v1/coordinator.proto"], check=True)
+sys.path.insert(0, work)
+import grpc
+from idem.v1 import coordinator_pb2 as pb
+with grpc.insecure_channel(addr) as ch:
+    md = (("idem-tenant", tenant),)
+    call = lambda m, req, resp: ch.unary_unary(f"/idem.v1.Coordinator/{m}",
+        request_serializer=req.SerializeToString, response_deserializer=resp.FromString)(
+        req, metadata=md, timeout=5)
+    saga = call("BeginSaga", pb.BeginSagaRequest(request_id="pay-44", saga_type="order",
+                                                 labels={"customer": "dave"}), pb.BeginSagaResponse)
+    key = pb.StepKey(global_id=saga.global_id, service="payment", operation="charge",
+                     phase=pb.PHASE_FORWARD)
+    b = call("BeginStep", pb.BeginStepRequest(key=key, lease_ms=1000), pb.BeginStepResponse)
+    print(f"charge of saga {saga.global_id}: attempt {b.attempt} began, never completed")
+PY
 
 q() { psql -X "$pg" -c "$1"; }
 echo
@@ -87,3 +107,7 @@ echo "== coordinator steps (idem_steps, tenant $tenant; phase 1 forward, 2 compe
 echo "   state 2 succeeded, 3 failed, 5 abandoned; attempt 0 = never executed)"
 q "SELECT global_id, service, operation, phase, state, attempt, convert_from(body, 'UTF8') AS result
    FROM idem_steps WHERE tenant = '$tenant' ORDER BY global_id, created_ms, phase"
+echo
+echo "The stuck charge of scene 6 stays for on-call: start scripts/quickstart again and open"
+echo "http://${IDEM_CONSOLE:-127.0.0.1:8080}/?tenant=$tenant (the web console), or run"
+echo "idemctl --tenant $tenant steps --stuck"
