@@ -50,8 +50,13 @@ static const char SQL_REAP_STEPS[] =
     " WHERE expires_ms > 0 AND expires_ms <= " REAP_NOW_MS " AND state NOT IN " PG_UNREAPABLE_STATES
     " LIMIT $1 FOR UPDATE SKIP LOCKED))";
 
+/* Sagas past their retention, and with them ResolveSteps' remembered answers past theirs
+ * (idem_bulk: a few rows a day, no index needed). The count is the sagas'. */
 static const char SQL_REAP_SAGAS[] =
-    "DELETE FROM idem_sagas WHERE ctid = ANY(ARRAY("
+    "WITH bulk AS (DELETE FROM idem_bulk WHERE ctid = ANY(ARRAY("
+    "SELECT ctid FROM idem_bulk WHERE expires_ms <= " REAP_NOW_MS
+    " LIMIT $1 FOR UPDATE SKIP LOCKED)))"
+    " DELETE FROM idem_sagas WHERE ctid = ANY(ARRAY("
     "SELECT ctid FROM idem_sagas WHERE expires_ms <= " REAP_NOW_MS
     " LIMIT $1 FOR UPDATE SKIP LOCKED))";
 

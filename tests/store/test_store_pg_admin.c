@@ -193,6 +193,45 @@ Test(store_pg_admin, body_bytes_bound_the_page) {
   store_close(st);
 }
 
+/* ResolveSteps' answers by request id: stored once (a twin gets the first), read back with the
+ * sample, and reaped with the sagas once past their time. */
+Test(store_pg_admin, bulk_answers_stored_once_and_reaped) {
+  store *st = store_pg_open(pg_url());
+  err_t e;
+  bulk_rec in, out;
+  memset(&in, 0, sizeof in);
+  snprintf(in.tenant, sizeof in.tenant, "%s", tenant);
+  snprintf(in.request_id, sizeof in.request_id, "req-1");
+  snprintf(in.batch_id, sizeof in.batch_id, "batch-a");
+  in.matched = 3;
+  in.resolved = 2;
+  in.n_sample = 2;
+  snprintf(in.sample[0].global_id, sizeof in.sample[0].global_id, "g-1");
+  snprintf(in.sample[0].service, sizeof in.sample[0].service, "payment");
+  snprintf(in.sample[0].operation, sizeof in.sample[0].operation, "charge");
+  in.sample[0].phase = PHASE_FORWARD;
+  in.sample[1] = in.sample[0];
+  in.sample[1].phase = PHASE_COMPENSATION;
+  bool stored = false, found = false;
+  cr_assert_eq(store_bulk_put(st, &in, 0, in_ms(5000), &out, &stored, &e), ERR_OK, "%s", e.msg);
+  cr_assert(stored);
+  bulk_rec twin = in;
+  snprintf(twin.batch_id, sizeof twin.batch_id, "batch-b");
+  cr_assert_eq(store_bulk_put(st, &twin, 0, in_ms(5000), &out, &stored, &e), ERR_OK, "%s", e.msg);
+  cr_assert(!stored, "a second answer under one request id was stored");
+  cr_assert_str_eq(out.batch_id, "batch-a");
+  cr_assert_eq(out.matched, 3);
+  cr_assert_eq(out.resolved, 2);
+  cr_assert_eq(out.n_sample, 2);
+  cr_assert_str_eq(out.sample[1].operation, "charge");
+  cr_assert_eq(out.sample[1].phase, PHASE_COMPENSATION);
+  uint64_t deleted = 0;
+  cr_assert_eq(store_reap_sagas(st, 1000, in_ms(5000), &deleted, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_bulk_get(st, tenant, "req-1", in_ms(5000), &out, &found, &e), ERR_OK);
+  cr_assert(!found, "an answer past its time was not reaped");
+  store_close(st);
+}
+
 Test(store_pg_admin, common_filters_use_indexes) {
   PGconn *c = sql_conn();
   seed(c, 2000);
