@@ -48,7 +48,9 @@ for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(1));
 // development mode; opts.etcd, nodeId, prefix: high availability. Returns { grpc, url, tenant, tok, stop(), log() }.
 export async function startCoordinator(opts = {}) {
   const bin = env('IDEM_COORDINATOR_BIN');
-  const pg = env('IDEM_TEST_PG_URL');
+  // high availability raises the fence epoch in its database: a database of its own, so that
+  // the shared test database stays unfenced for the suites after this one
+  const pg = opts.same ? opts.same.pg : opts.etcd ? freshDatabase() : env('IDEM_TEST_PG_URL');
   const dir = mkdtempSync(join(tmpdir(), 'idem-console-'));
   const tenant = opts.same ? opts.same.tenant : 'tc-' + randomBytes(6).toString('hex');
   const tok = opts.same ? opts.same.tok : tokens(); // opts.same: the tokens of another node
@@ -104,8 +106,18 @@ export async function startCoordinator(opts = {}) {
       rmSync(dir, { recursive: true, force: true });
       return exited;
     };
-    return { grpc: `127.0.0.1:${gport}`, url, tenant, tok, stop, log, dir, ca };
+    return { grpc: `127.0.0.1:${gport}`, url, tenant, tok, stop, log, dir, ca, pg };
   }
+}
+
+// A new database next to $IDEM_TEST_PG_URL's (same server and user): its URL.
+function freshDatabase() {
+  const base = env('IDEM_TEST_PG_URL');
+  const name = 'idem_console_' + randomBytes(6).toString('hex');
+  execFileSync('psql', ['-qX', base, '-c', `CREATE DATABASE ${name}`], { stdio: 'ignore' });
+  const u = new URL(base);
+  u.pathname = '/' + name;
+  return u.toString();
 }
 
 // A private etcd (leader election) on free ports: { url, stop() }.
