@@ -1,4 +1,4 @@
-/* store_pg_target.c — what a person needs when the store cannot be reached at start (issue 18):
+/* store_pg_target.c — what a person needs when the store cannot be reached at start:
  * where the coordinator was trying to connect (host, port, database, user; never a password)
  * and whether trying again can help. */
 #include <libpq-fe.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/install/test_quickstart.sh — scripts/quickstart fails loudly (issue 18): --help, an
+# tests/install/test_quickstart.sh — scripts/quickstart fails loudly: --help, an
 # unknown flag (usage, exit 2), an address in use (names the port and the variable, exit 1), a
 # second quickstart on the same data (names the first one's PID and address, exit 1). None of
 # these builds or starts anything: they are checked before.

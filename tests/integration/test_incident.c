@@ -229,7 +229,7 @@ Test(incident, drill) {
   idem_close(c);
 }
 
-/* The tenant trap (issue 18): an empty list names the tenant it asked, so that a missing or
+/* The tenant trap: an empty list names the tenant it asked, so that a missing or
  * mistyped --tenant shows; --help describes every command in one line. */
 Test(incident, empty_list_names_the_tenant) {
   run *r = ctl("steps", "--service", "nothing-here", NULL);

@@ -1,4 +1,4 @@
-/* test_start_errors.c — a wrong --pg at start (issue 18): the coordinator names where it tried
+/* test_start_errors.c — a wrong --pg at start: the coordinator names where it tried
  * (host, port, database, user; never a password), stops at once with exit 2 when no retry can
  * help (a missing database, a malformed string, an unknown option), and says how long it keeps
  * trying when Postgres may still come. */
@@ -116,7 +116,7 @@ Test(start_errors, unreachable_retries_saying_how_long) {
   cr_assert_eq(spawn_stop(pid, 10000), 0, "SIGTERM during the retries:\n%s", text);
 }
 
-/* An address another process holds: the reason and what to change, in one line (issue 18). */
+/* An address another process holds: the reason and what to change, in one line. */
 Test(start_errors, address_in_use_names_the_reason) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
