@@ -3,7 +3,33 @@
 
 #include <criterion/criterion.h>
 
+#include "store/store_pg.h"
 #include "store/store_pg_internal.h"
+#include "util/clock.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *sp_pg_url(void) {
+  const char *u = getenv("IDEM_TEST_PG_URL");
+  if (!u || !*u) cr_assert_fail("IDEM_TEST_PG_URL is not set: point it at a PostgreSQL database");
+  return u;
+}
+
+void sp_setup(const char *prefix, char *tenant, size_t cap) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  snprintf(tenant, cap, "%s-%d-%ld", prefix, (int)getpid(), (long)ts.tv_nsec);
+  err_t e;
+  cr_assert_eq(store_pg_migrate(sp_pg_url(), clock_mono_ms() + 10000, &e), ERR_OK, "migrate: %s",
+               e.msg);
+}
+
+int64_t sp_in_ms(int64_t ms) {
+  return clock_mono_ms() + ms;
+}
 
 PGconn *hold_pair_lock(const char *url, const step_key *key) {
   PGconn *holder = PQconnectdb(url);

@@ -4,7 +4,19 @@
 
 #include <libpq-fe.h>
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "store/store.h"
+
+/* $IDEM_TEST_PG_URL (fails the test when unset). */
+const char *sp_pg_url(void);
+
+/* A suite's set-up: a fresh tenant name "PREFIX-pid-ns" into tenant, and the schema migrated. */
+void sp_setup(const char *prefix, char *tenant, size_t cap);
+
+/* A deadline ms from now (monotonic). */
+int64_t sp_in_ms(int64_t ms);
 
 /* Another session on url that holds key's pair lock, taken with the store's own statement
  * (pg__sql_pair_lock) in a transaction it leaves open: release_pair_lock (or PQfinish) frees

@@ -18,20 +18,13 @@
 #include "util/clock.h"
 
 static const char *pg_url(void) {
-  const char *u = getenv("IDEM_TEST_PG_URL");
-  if (!u || !*u) cr_assert_fail("IDEM_TEST_PG_URL is not set: point it at a PostgreSQL database");
-  return u;
+  return sp_pg_url();
 }
 
 static char tenant[64];
 
 static void setup(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  snprintf(tenant, sizeof tenant, "tb-%d-%ld", (int)getpid(), (long)ts.tv_nsec);
-  err_t e;
-  cr_assert_eq(store_pg_migrate(pg_url(), clock_mono_ms() + 10000, &e), ERR_OK, "migrate: %s",
-               e.msg);
+  sp_setup("tb", tenant, sizeof tenant);
 }
 
 TestSuite(store_batch, .init = setup, .timeout = 120);

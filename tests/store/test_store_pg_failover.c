@@ -23,29 +23,23 @@
 #include "store/store.h"
 #include "store/store_pg.h"
 #include "store/store_pg_internal.h"
+#include "support_pg.h"
 #include "util/clock.h"
 
 static const char *pg_url(void) {
-  const char *u = getenv("IDEM_TEST_PG_URL");
-  if (!u || !*u) cr_assert_fail("IDEM_TEST_PG_URL is not set: point it at a PostgreSQL database");
-  return u;
+  return sp_pg_url();
 }
 
 static char tenant[64];
 
 static void setup(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  snprintf(tenant, sizeof tenant, "ro-%d-%ld", (int)getpid(), (long)ts.tv_nsec);
-  err_t e;
-  cr_assert_eq(store_pg_migrate(pg_url(), clock_mono_ms() + 10000, &e), ERR_OK, "migrate: %s",
-               e.msg);
+  sp_setup("ro", tenant, sizeof tenant);
 }
 
 TestSuite(store_failover, .init = setup, .timeout = 60);
 
 static int64_t in_ms(int64_t ms) {
-  return clock_mono_ms() + ms;
+  return sp_in_ms(ms);
 }
 
 static void sql(const char *stmt) {
