@@ -23,6 +23,10 @@
 #   patroni_createdb DIR DB                 creates DB on the primary unless it exists
 #   patroni_env DIR                         shell assignments: ports, PIDs, REST URLs, settings
 #   patroni_stop DIR                        stops both agents (and their postmasters) by PID
+# Placement (scripts/chaos): PATRONI_HOST_<name> is the address node <name> listens on (default
+# 127.0.0.1), PATRONI_NETNS_<name> the network namespace its agent runs in, PATRONI_CTL_NETNS the
+# namespace this script's own probes (curl, psql, patronictl) run from, and PATRONI_HBA_NET one
+# more network that may connect (e.g. 10.77.0.0/24).
 # Timing: PATRONI_TTL (default 10), PATRONI_LOOP_WAIT (1), PATRONI_RETRY_TIMEOUT (4) seconds,
 # written into the DCS at bootstrap. Every process is found and stopped by PID only.
 
@@ -31,6 +35,21 @@ PATRONI_LOOP_WAIT=${PATRONI_LOOP_WAIT:-1}
 PATRONI_RETRY_TIMEOUT=${PATRONI_RETRY_TIMEOUT:-4}
 PATRONI_PG_BIN=${PATRONI_PG_BIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)}
 PATRONI_NODES="pg1 pg2"
+
+patroni__host() { # NAME: the node's address
+  local v="PATRONI_HOST_$1"
+  echo "${!v:-127.0.0.1}"
+}
+
+patroni__in() { # NAME CMD...: CMD in the node's network namespace, when it has one
+  local v="PATRONI_NETNS_$1"
+  shift
+  if [ -n "${!v:-}" ]; then ip netns exec "${!v}" "$@"; else "$@"; fi
+}
+
+patroni__ctl() { # CMD...: CMD where the probes run (PATRONI_CTL_NETNS, else here)
+  if [ -n "${PATRONI_CTL_NETNS:-}" ]; then ip netns exec "$PATRONI_CTL_NETNS" "$@"; else "$@"; fi
+}
 
 patroni__port() {
   /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
@@ -51,11 +70,17 @@ patroni__get() {
 }
 
 patroni__http() { # patroni__http URL: the status code (000 when nothing answers)
-  curl -s -m 1 -o /dev/null -w '%{http_code}' "$1" 2>/dev/null || true
+  patroni__ctl curl -s -m 1 -o /dev/null -w '%{http_code}' "$1" 2>/dev/null || true
 }
 
 patroni__write_config() { # DIR NAME ETCD_URL
-  local dir=$1 name=$2 etcd=$3 pg api
+  local dir=$1 name=$2 etcd=$3 pg api host hba=""
+  host=$(patroni__host "$name")
+  if [ -n "${PATRONI_HBA_NET:-}" ]; then
+    hba="
+  - host all all $PATRONI_HBA_NET trust
+  - host replication all $PATRONI_HBA_NET trust"
+  fi
   pg=$(patroni__get "$dir" "$name" PG_PORT)
   api=$(patroni__get "$dir" "$name" API_PORT)
   local hostport=${etcd#http://}
@@ -67,8 +92,8 @@ name: $name
 log:
   level: INFO
 restapi:
-  listen: 127.0.0.1:$api
-  connect_address: 127.0.0.1:$api
+  listen: $host:$api
+  connect_address: $host:$api
 etcd3:
   hosts: [$hostport]
   protocol: http
@@ -98,8 +123,8 @@ bootstrap:
   - encoding: UTF8
   - auth: trust
 postgresql:
-  listen: 127.0.0.1:$pg
-  connect_address: 127.0.0.1:$pg
+  listen: $host:$pg
+  connect_address: $host:$pg
   data_dir: $dir/$name/data
   bin_dir: $PATRONI_PG_BIN
   pgpass: $dir/$name/pgpass
@@ -108,7 +133,7 @@ postgresql:
   pg_hba:
   - local all all trust
   - host all all 127.0.0.1/32 trust
-  - host replication all 127.0.0.1/32 trust
+  - host replication all 127.0.0.1/32 trust$hba
   authentication:
     superuser:
       username: postgres
@@ -127,10 +152,10 @@ YML
 patroni_start_node() {
   local dir=$1 name=$2
   if [ "$(id -u)" = 0 ]; then
-    setpriv --reuid=postgres --regid=postgres --init-groups --reset-env -- \
+    patroni__in "$name" setpriv --reuid=postgres --regid=postgres --init-groups --reset-env -- \
       env HOME="$dir" /usr/bin/patroni "$dir/$name.yml" >>"$dir/$name/agent.log" 2>&1 </dev/null &
   else
-    env HOME="$dir" /usr/bin/patroni "$dir/$name.yml" >>"$dir/$name/agent.log" 2>&1 </dev/null &
+    patroni__in "$name" env HOME="$dir" /usr/bin/patroni "$dir/$name.yml" >>"$dir/$name/agent.log" 2>&1 </dev/null &
   fi
   echo $! >"$dir/$name/agent.pid"
 }
@@ -152,7 +177,7 @@ patroni_postmaster_pid() {
 patroni_primary() {
   local n
   for n in $PATRONI_NODES; do
-    if [ "$(patroni__http "http://127.0.0.1:$(patroni__get "$1" "$n" API_PORT)/primary")" = 200 ]; then
+    if [ "$(patroni__http "http://$(patroni__host "$n"):$(patroni__get "$1" "$n" API_PORT)/primary")" = 200 ]; then
       echo "$n"
       return 0
     fi
@@ -171,8 +196,8 @@ patroni__ready() {
   local dir=$1 p s
   p=$(patroni_primary "$dir") || return 1
   s=$(patroni_standby "$dir")
-  [ "$(patroni__http "http://127.0.0.1:$(patroni__get "$dir" "$s" API_PORT)/sync")" = 200 ] || return 1
-  [ "$(psql -qtAX -h 127.0.0.1 -p "$(patroni__get "$dir" "$p" PG_PORT)" -U postgres -d postgres \
+  [ "$(patroni__http "http://$(patroni__host "$s"):$(patroni__get "$dir" "$s" API_PORT)/sync")" = 200 ] || return 1
+  [ "$(patroni__ctl psql -qtAX -h "$(patroni__host "$p")" -p "$(patroni__get "$dir" "$p" PG_PORT)" -U postgres -d postgres \
     -c "select count(*) from pg_stat_replication where state = 'streaming' and sync_state = 'sync'" \
     2>/dev/null)" = 1 ]
 }
@@ -251,21 +276,26 @@ patroni_switchover() {
   local dir=$1 p s
   p=$(patroni_primary "$dir") || return 1
   s=$(patroni_standby "$dir")
-  patroni__as env HOME="$dir" /usr/bin/patronictl -c "$dir/$p.yml" switchover idem --master "$p" --candidate "$s" --force
+  local ctl=(env HOME="$dir" /usr/bin/patronictl -c "$dir/$p.yml" switchover idem --master "$p" --candidate "$s" --force)
+  if [ "$(id -u)" = 0 ]; then
+    patroni__ctl setpriv --reuid=postgres --regid=postgres --init-groups --reset-env -- "${ctl[@]}"
+  else
+    patroni__ctl "${ctl[@]}"
+  fi
 }
 
 patroni_pg_url() {
   local dir=$1 db=${2:-postgres}
-  echo "postgresql://postgres@127.0.0.1:$(patroni__get "$dir" pg1 PG_PORT),127.0.0.1:$(patroni__get "$dir" pg2 PG_PORT)/$db?target_session_attrs=read-write"
+  echo "postgresql://postgres@$(patroni__host pg1):$(patroni__get "$dir" pg1 PG_PORT),$(patroni__host pg2):$(patroni__get "$dir" pg2 PG_PORT)/$db?target_session_attrs=read-write"
 }
 
 patroni_createdb() {
   local dir=$1 db=$2 p port
   p=$(patroni_primary "$dir") || return 1
   port=$(patroni__get "$dir" "$p" PG_PORT)
-  if ! psql -qtAX -h 127.0.0.1 -p "$port" -U postgres -d postgres \
+  if ! patroni__ctl psql -qtAX -h "$(patroni__host "$p")" -p "$port" -U postgres -d postgres \
     -c "select 1 from pg_database where datname='$db'" | grep -q 1; then
-    psql -q -h 127.0.0.1 -p "$port" -U postgres -d postgres -c "create database \"$db\"" >/dev/null
+    patroni__ctl psql -q -h "$(patroni__host "$p")" -p "$port" -U postgres -d postgres -c "create database \"$db\"" >/dev/null
   fi
 }
 
