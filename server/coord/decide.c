@@ -322,10 +322,12 @@ err_code decide_complete(const decide_complete_in *in, const step_pair *cur, ste
                     (unsigned long long)in->attempt);
   if (r->state == STATE_ABANDONED)
     return err_fail(err, ERR_ABORTED, ERR_R_LEASE_LOST, "lease lost: the step was abandoned");
+#ifndef IDEM_PLANTED_SKIP_FENCE /* a bug planted on purpose, for the fault campaign's checker */
   if (in->attempt < r->attempt)
     return err_fail(err, ERR_ABORTED, ERR_R_LEASE_LOST,
                     "lease lost: attempt %llu was superseded by attempt %llu",
                     (unsigned long long)in->attempt, (unsigned long long)r->attempt);
+#endif
 
   if (r->state == STATE_IN_PROGRESS) {
     /* accepted even when the lease expired, as long as nobody took over */
