@@ -22,6 +22,7 @@
 #include "../domain/record.h"
 #include "../store/store.h"
 #include "../util/err.h"
+#include "coord_wait.h"
 
 typedef struct coord_ctx {
   policy_resolve_fn resolve_policy; /* NULL: the built-in default */
@@ -35,6 +36,9 @@ typedef struct coord_ctx {
    * decision on the cached pair; an answer that writes nothing (REPLAY, a SKIP, or a
    * fingerprint mismatch) is given from it, anything else goes to the store. */
   replay_cache *cache;
+  /* the leader's parked BeginStep calls (coord_wait.h; NULL: no call waits, wait_ms is
+   * checked and then answered as 0). Used by coord_begin_step_wait_async only. */
+  coord_waiters *waiters;
 } coord_ctx;
 
 /* Sets the defaults above. */
@@ -98,6 +102,22 @@ void coord_complete_step_async(const coord_ctx *ctx, store *st, const char *tena
                                const coord_key_in *key, uint64_t attempt, int outcome, int32_t code,
                                const uint8_t *body, size_t body_len, int64_t deadline,
                                coord_complete_done_fn done, void *arg);
+
+/* BeginStep with waiting (api.md §12): as coord_begin_step_async, but where the answer would be
+ * ERR_ABORTED for a step (or a compensation's forward) in progress, the call waits in
+ * ctx->waiters (coord_wait.h) for up to wait_ms (0 to REC_WAIT_MS_MAX, else ERR_INVALID naming
+ * wait_ms), and at most until shortly before deadline, holding no thread and no store
+ * connection; it then runs BeginStep again each time the step's pair changes or its lease
+ * ends. done still runs exactly once: with the answer on the new state, ERR_ABORTED when the
+ * wait ran out (or the table is full), or ERR_UNAVAILABLE when this node stopped leading
+ * (err->leader set) or is shutting down. Strings of key and fp stay borrowed until done ran. */
+void coord_begin_step_wait_async(const coord_ctx *ctx, store *st, const char *tenant,
+                                 const coord_key_in *key, const uint8_t *fp, size_t fp_len,
+                                 uint32_t lease_ms, uint32_t wait_ms, int64_t deadline,
+                                 coord_begin_done_fn done, void *arg);
+
+/* wait_ms as BeginStep accepts it (for a caller that answers without waiting). */
+err_code coord_check_wait_ms(uint32_t wait_ms, err_t *err);
 
 /* ExtendLease. lease_ms 0 = the policy's. */
 err_code coord_extend_lease(const coord_ctx *ctx, store *st, const char *tenant,

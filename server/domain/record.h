@@ -26,6 +26,7 @@
 #define REC_LABEL_KEY_MAX 63      /* label key: 1–63 of [A-Za-z0-9._/-] */
 #define REC_LABEL_VALUE_MAX 256   /* label value: 0–256 bytes of UTF-8 without NUL */
 #define REC_LEASE_MS_MAX 3600000u /* a requested lease: 1 ms – 1 h (0 = the policy's) */
+#define REC_WAIT_MS_MAX 60000u    /* BeginStep's wait on a step in progress: 0 – 60 s */
 #define REC_SAGA_PAGE_MAX 1000    /* steps in one GetSaga page */
 
 typedef enum step_phase {

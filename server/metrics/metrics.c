@@ -29,6 +29,23 @@ uint64_t metrics_reaped_total(const char *kind) {
   return atomic_load(strcmp(kind, "sagas") == 0 ? &g_reaped_sagas : &g_reaped_steps);
 }
 
+/* --- waiting --- */
+
+static atomic_uint_fast64_t g_waiting, g_wait_timeouts;
+
+void metrics_set_waiting(uint64_t n) {
+  atomic_store(&g_waiting, n);
+}
+void metrics_wait_timed_out(void) {
+  atomic_fetch_add(&g_wait_timeouts, 1);
+}
+uint64_t metrics_waiting(void) {
+  return atomic_load(&g_waiting);
+}
+uint64_t metrics_wait_timed_out_total(void) {
+  return atomic_load(&g_wait_timeouts);
+}
+
 /* --- throughput --- */
 
 static atomic_uint_fast64_t g_batches, g_batched, g_cache_hits, g_cache_misses;
@@ -192,6 +209,12 @@ static void render_counters(FILE *f) {
   help(f, "idem_unguarded_executions_total", "counter",
        "PROCEED_UNGUARDED answers (fail-open while the store was unreachable).");
   fprintf(f, "idem_unguarded_executions_total %llu\n", ld(&g_unguarded));
+  help(f, "idem_begin_step_waiters", "gauge",
+       "BeginStep calls waiting on a step in progress (wait_ms).");
+  fprintf(f, "idem_begin_step_waiters %llu\n", ld(&g_waiting));
+  help(f, "idem_begin_step_wait_timeouts_total", "counter",
+       "Waiting BeginStep calls answered ABORTED because their wait ran out.");
+  fprintf(f, "idem_begin_step_wait_timeouts_total %llu\n", ld(&g_wait_timeouts));
   help(f, "idem_reaped_rows_total", "counter", "Expired rows deleted by the reaper, by table.");
   fprintf(f, "idem_reaped_rows_total{kind=\"steps\"} %llu\n", ld(&g_reaped_steps));
   fprintf(f, "idem_reaped_rows_total{kind=\"sagas\"} %llu\n", ld(&g_reaped_sagas));

@@ -30,6 +30,15 @@ void metrics_batch(uint64_t n);
 void metrics_replay_cache(bool hit);
 uint64_t metrics_replay_cache_total(bool hit);
 
+/* --- BeginStep calls waiting on a step in progress (wait_ms) --- */
+
+/* How many calls wait now (the gauge idem_begin_step_waiters). */
+void metrics_set_waiting(uint64_t n);
+/* A waiting call's wait ran out and it was answered ABORTED. */
+void metrics_wait_timed_out(void);
+uint64_t metrics_waiting(void);
+uint64_t metrics_wait_timed_out_total(void);
+
 /* --- incident response --- */
 
 #define METRICS_METHODS_MAX 32

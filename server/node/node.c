@@ -47,6 +47,7 @@ struct node {
   policy_cache *policies;
   _Atomic uint64_t epoch; /* every fenced store writes under it (node_elect.h) */
   replay_cache *cache;    /* the leader's replay cache, filled by the batcher's commits */
+  coord_waiters *waiters; /* BeginStep calls parked on a step in progress, woken by commits */
   store_batcher *batcher; /* group commit of every step transaction */
   node_fence fence;       /* the elector's callback raises the fence through it */
   elect *el;              /* single node or etcd */
@@ -247,9 +248,48 @@ static node_result start_cache(node *nd) {
   return NODE_RUNNING;
 }
 
+/* Whether this node leads (the waiters' check); the leader's address when it does not. */
+static bool leading(void *arg, char *leader, size_t cap) {
+  node *nd = arg;
+  if (!nd->el || elect_is_leader(nd->el, NULL)) return true;
+  elect_status es;
+  elect_status_get(nd->el, &es);
+  snprintf(leader, cap, "%s", es.leader_addr);
+  return false;
+}
+
+static void undo_waiters(node *nd) {
+  coord_waiters_free(nd->waiters);
+  nd->waiters = NULL;
+}
+
+/* The table of BeginStep calls waiting on a step in progress (--max-waiters; 0: none waits). */
+static node_result start_waiters(node *nd) {
+  if (nd->o->max_waiters <= 0) return NODE_RUNNING;
+  coord_waiters_cfg wc = {
+      .max_waiters = (size_t)nd->o->max_waiters, .leading = leading, .leading_arg = nd};
+  nd->waiters = coord_waiters_new(&wc);
+  err_t err;
+  err_clear(&err);
+  if (!nd->waiters) {
+    err_oom(&err);
+    return failed("cannot start the waiters", &err);
+  }
+  if (coord_waiters_start(nd->waiters, &err) != ERR_OK) {
+    undo_waiters(nd);
+    return failed("cannot start the waiters", &err);
+  }
+  return NODE_RUNNING;
+}
+
 static void undo_batcher(node *nd) {
   store_batcher_stop(nd->batcher);
   nd->batcher = NULL;
+}
+
+/* A committed write to a step pair wakes the calls waiting on it. */
+static void changed(void *waiters, const step_key *key) {
+  coord_waiters_changed(waiters, key);
 }
 
 /* Group commit: the batcher's own connections write every step transaction under the epoch,
@@ -258,7 +298,9 @@ static node_result start_batcher(node *nd) {
   store_batcher_cfg bc = {.conninfo = nd->o->pg,
                           .epoch = &nd->epoch,
                           .on_commit = replay_cache_committed,
-                          .on_commit_arg = nd->cache};
+                          .on_commit_arg = nd->cache,
+                          .on_change = changed,
+                          .on_change_arg = nd->waiters};
   err_t err;
   err_clear(&err);
   nd->batcher = store_batcher_start(&bc, &err);
@@ -310,7 +352,8 @@ static bool is_leader(void *arg) {
 }
 
 static void undo_rpc(node *nd) {
-  rpc_server_stop(nd->rpc); /* drain: finish the calls in flight */
+  coord_waiters_close(nd->waiters); /* waiting calls are answered before the drain waits */
+  rpc_server_stop(nd->rpc);         /* drain: finish the calls in flight */
   rpc_server_free(nd->rpc);
   nd->rpc = NULL;
   rpc_shutdown();
@@ -324,6 +367,7 @@ static node_result start_rpc(node *nd) {
   nd->coord.resolve_arg = nd->policies;
   nd->coord.policies_changed = policy_cache_changed;
   nd->coord.cache = nd->cache;
+  nd->coord.waiters = nd->waiters;
   rpc_config rc = {
       .listen = o->listen,
       .workers = o->workers,
@@ -469,6 +513,7 @@ node_result node_start(const idem_options *o, const sigset_t *sigs, node **out, 
       {migrate, NULL},
       {start_policies, undo_policies},
       {start_cache, undo_cache},
+      {start_waiters, undo_waiters},
       {start_batcher, undo_batcher},
       {start_elector, undo_elector},
       {start_rpc, undo_rpc},

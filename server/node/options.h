@@ -23,6 +23,7 @@ typedef struct idem_options {
   /* serving */
   const char *listen;
   int workers;
+  int max_waiters; /* BeginStep calls that may wait on a step in progress at once; 0 = none */
   bool insecure;
   bool require_tenant;
   /* the store */

@@ -292,7 +292,12 @@ bool rpc__call_try_async(rpc_call *c) {
   pthread_mutex_lock(&srv->mu);
   srv->async_pending++;
   pthread_mutex_unlock(&srv->mu);
-  rpc_req rq = {.srv = srv, .st = srv->submit_store, .tenant = tenant, .deadline = c->deadline};
+  rpc_req rq = {.srv = srv,
+                .st = srv->submit_store,
+                .tenant = tenant,
+                .deadline = c->deadline,
+                .no_deadline = c->deadline_ts.tv_sec == INT64_MAX ||
+                               c->deadline_ts.clock_type == GPR_TIMESPAN};
   m->async(&rq, c->in, c); /* c may be ended, even freed, when it returns */
   return true;
 }

@@ -89,8 +89,12 @@ err_code rpc__begin_step(const rpc_req *rq, const ProtobufCMessage *in, rpc_call
   const Idem__V1__BeginStepRequest *req = (const Idem__V1__BeginStepRequest *)in;
   coord_key_in key = rpc__key_in(req->key);
   coord_begin_result out = {0};
-  err_code rc = coord_begin_step(rq->srv->coord, rq->st, rq->tenant, &key, req->fingerprint.data,
-                                 req->fingerprint.len, req->lease_ms, rq->deadline, &out, err);
+  /* on a worker nothing waits (that would hold the thread): wait_ms is checked, then the
+   * answer is as with 0 */
+  err_code rc = coord_check_wait_ms(req->wait_ms, err);
+  if (rc != ERR_OK) return rc;
+  rc = coord_begin_step(rq->srv->coord, rq->st, rq->tenant, &key, req->fingerprint.data,
+                        req->fingerprint.len, req->lease_ms, rq->deadline, &out, err);
   if (rc != ERR_OK) {
     coord_begin_result_clear(&out);
     return rc;
@@ -108,8 +112,13 @@ static void begin_step_done(void *arg, err_code rc, coord_begin_result *out, err
 void rpc__begin_step_async(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c) {
   const Idem__V1__BeginStepRequest *req = (const Idem__V1__BeginStepRequest *)in;
   coord_key_in key = rpc__key_in(req->key);
-  coord_begin_step_async(rq->srv->coord, rq->st, rq->tenant, &key, req->fingerprint.data,
-                         req->fingerprint.len, req->lease_ms, rq->deadline, begin_step_done, c);
+  /* a call without a deadline of its own may wait its whole wait_ms (the server's default
+   * deadline then counts from the end of the wait) */
+  int64_t deadline = rq->deadline;
+  if (rq->no_deadline && req->wait_ms <= REC_WAIT_MS_MAX) deadline += req->wait_ms;
+  coord_begin_step_wait_async(rq->srv->coord, rq->st, rq->tenant, &key, req->fingerprint.data,
+                              req->fingerprint.len, req->lease_ms, req->wait_ms, deadline,
+                              begin_step_done, c);
 }
 
 /* The CompleteStep reply from the record after the call. */

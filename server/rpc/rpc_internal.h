@@ -69,6 +69,7 @@ typedef struct rpc_req {
   const char *tenant; /* from the credentials (valid); with authentication off from
                          metadata idem-tenant, else "default", not yet validated */
   int64_t deadline;   /* absolute, monotonic ms */
+  bool no_deadline;   /* the client set none: deadline is the server's default */
 } rpc_req;
 
 /* A handler answers ERR_OK after setting the reply with rpc__call_reply, or an error code with

@@ -75,6 +75,11 @@ err_code store_pg_fence_read(const char *conninfo, int64_t deadline, uint64_t *e
  * it was written under. For one pair, calls come in commit order. Must not block. */
 typedef void (*store_commit_fn)(void *arg, uint64_t epoch, const step_pair *after);
 
+/* Called on a batcher thread after a batch committed, once per step transaction in it that
+ * wrote to its pair (after on_commit), with the pair's key (the phase means nothing). Must not
+ * block. */
+typedef void (*store_change_fn)(void *arg, const step_key *key);
+
 typedef struct store_batcher_cfg {
   const char *conninfo;          /* copied */
   int conns;                     /* connections and threads; 0 = 2 */
@@ -85,6 +90,8 @@ typedef struct store_batcher_cfg {
   const _Atomic uint64_t *epoch; /* fencing source (borrowed), NULL = unfenced */
   store_commit_fn on_commit;     /* may be NULL */
   void *on_commit_arg;
+  store_change_fn on_change;     /* may be NULL */
+  void *on_change_arg;
 } store_batcher_cfg;
 
 /* Starts the threads (connections open lazily). NULL with err on failure. */

@@ -124,6 +124,8 @@ struct store_batcher {
   bt_thread *threads;
   store_commit_fn on_commit;
   void *on_commit_arg;
+  store_change_fn on_change;
+  void *on_change_arg;
   _Atomic uint64_t batches, txns, largest;
   /* submitted items, answered: the answer thread runs their callbacks (under done_mu) */
   pthread_mutex_t done_mu;
@@ -427,19 +429,23 @@ static err_code write_and_commit(bt_thread *t, bt_item **v, int n, int64_t deadl
   return ERR_OK;
 }
 
-/* Tells the commit hook each item's pair as committed (the read with the writes applied). */
+/* Tells the commit hook each item's pair as committed (the read with the writes applied), then
+ * the change hook each pair that was written to (so that what it wakes finds the cache
+ * current). */
 static void report(store_batcher *b, uint64_t epoch, bt_item **v, int n) {
-  if (!b->on_commit) return;
   for (int i = 0; i < n; i++) {
-    step_pair after = v[i]->pair;
-    for (int j = 0; j < v[i]->w.n; j++) {
-      const step_rec *r = &v[i]->w.recs[j];
-      if (r->key.phase == PHASE_FORWARD)
-        after.fwd = *r;
-      else
-        after.comp = *r;
+    if (b->on_commit) {
+      step_pair after = v[i]->pair;
+      for (int j = 0; j < v[i]->w.n; j++) {
+        const step_rec *r = &v[i]->w.recs[j];
+        if (r->key.phase == PHASE_FORWARD)
+          after.fwd = *r;
+        else
+          after.comp = *r;
+      }
+      b->on_commit(b->on_commit_arg, epoch, &after);
     }
-    b->on_commit(b->on_commit_arg, epoch, &after);
+    if (b->on_change && v[i]->w.n > 0) b->on_change(b->on_change_arg, v[i]->key);
   }
 }
 
@@ -634,6 +640,8 @@ store_batcher *store_batcher_start(const store_batcher_cfg *cfg, err_t *err) {
   b->queue_max = cfg->queue_max > 0 ? cfg->queue_max : STORE_BATCH_QUEUE_MAX;
   b->on_commit = cfg->on_commit;
   b->on_commit_arg = cfg->on_commit_arg;
+  b->on_change = cfg->on_change;
+  b->on_change_arg = cfg->on_change_arg;
   b->help_after_us = cfg->help_after_us > 0 ? cfg->help_after_us : BT_DEFAULT_HELP_AFTER_US;
   pthread_mutex_init(&b->mu, NULL);
   pthread_cond_init(&b->cv, NULL);

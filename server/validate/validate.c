@@ -168,6 +168,11 @@ err_code validate_lease_ms(const char *field, uint32_t v, int zero_ok, err_t *er
   return err_set(err, ERR_INVALID, "%s: must be 1 to %u", field, REC_LEASE_MS_MAX);
 }
 
+err_code validate_wait_ms(uint32_t v, err_t *err) {
+  if (v <= REC_WAIT_MS_MAX) return ERR_OK;
+  return err_set(err, ERR_INVALID, "wait_ms: must be 0 to %u, got %u", REC_WAIT_MS_MAX, v);
+}
+
 err_code validate_outcome(int outcome, err_t *err) {
   if (outcome >= OUTCOME_SUCCEEDED && outcome <= OUTCOME_UNKNOWN) return ERR_OK;
   return err_set(err, ERR_INVALID, "outcome: must be one of SUCCEEDED, FAILED, RETRYABLE, UNKNOWN");

@@ -28,6 +28,8 @@ err_code validate_request_id(const char *v,
 err_code validate_saga_type(const char *v, err_t *err); /* 0–128 printable ASCII */
 err_code validate_label(const char *key, const char *value, err_t *err);
 err_code validate_lease_ms(const char *field, uint32_t v, int zero_ok, err_t *err);
+/* BeginStep's wait_ms: 0 to REC_WAIT_MS_MAX. */
+err_code validate_wait_ms(uint32_t v, err_t *err);
 err_code validate_outcome(int outcome, err_t *err);      /* SUCCEEDED, FAILED, RETRYABLE, UNKNOWN */
 err_code validate_attempt(uint64_t attempt, err_t *err); /* >= 1 */
 /* Free text (reasons, actors): 0–max bytes of strict UTF-8 (RFC 3629: no overlong forms, no

@@ -192,6 +192,7 @@ static err_code txn(memstore *m, memstore_op op, const step_key *key, int64_t de
     step_rec_clear(&copies[i]);
   }
   if (audit && rc == ERR_OK) memstore_add_audit(m, audit);
+  if (w.n > 0 && m->on_change) m->on_change(m->on_change_arg, key);
   return rc;
 }
 

@@ -88,6 +88,11 @@ typedef struct memstore {
   void (*before_txn)(void *m, const step_key *key, void *arg); /* m: the memstore */
   void *before_txn_arg;
 
+  /* called after a step transaction that wrote to its pair committed, as the batcher's change
+   * hook is (NULL = none) */
+  void (*on_change)(void *arg, const step_key *key);
+  void *on_change_arg;
+
   /* ResolveSteps' answers by request id (bulk_get / bulk_put) */
   bulk_rec bulk[8];
   size_t n_bulk;

@@ -1,0 +1,112 @@
+/* coord_wait.h — BeginStep calls parked on a step in progress (api.md §12, wait_ms).
+ *
+ * Where BeginStep would answer ABORTED because the step (or a compensation's forward) is
+ * IN_PROGRESS under a running lease, a call with wait_ms > 0 is parked here instead of being
+ * answered: no thread and no store connection is held for it, only its small record in this
+ * table. It is taken out again, exactly once, by whichever comes first:
+ *   - a committed write to its step pair (coord_waiters_changed, the store's commit hook): the
+ *     call runs BeginStep again through the normal path, and is parked again if that answers
+ *     "in progress" once more (another caller took the step over);
+ *   - its lease's end (the table's timer): the same, so that exactly one waiter takes over;
+ *   - the end of its wait (wait_ms, or just before the call's deadline): answered ABORTED as
+ *     without waiting (counted by metrics_wait_timed_out);
+ *   - this node no longer leading (cfg.leading): answered UNAVAILABLE "not the leader" with the
+ *     leader's address;
+ *   - coord_waiters_close (shutdown): answered UNAVAILABLE "server stopping".
+ * A write that commits while a call's BeginStep is on its way to the store is not lost: each
+ * evaluation notes a change counter of the pair (coord__wait_mark) before it is submitted, and a
+ * call whose counter moved since is run again instead of being parked.
+ *
+ * At most cfg.max_waiters calls wait at once (from their first park until answered); the next
+ * one is answered ABORTED at once. The timer and the re-runs are serviced by one thread
+ * (coord_waiters_start), or by the caller of coord_waiters_poll (tests).
+ *
+ * Thread-safety: every function may be called from any thread.
+ */
+#ifndef IDEM_COORD_WAIT_H
+#define IDEM_COORD_WAIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../domain/record.h"
+#include "../util/err.h"
+
+#define COORD_WAITERS_DEFAULT 10000
+
+typedef struct coord_waiters coord_waiters;
+
+typedef struct coord_waiters_cfg {
+  size_t max_waiters; /* 0 = COORD_WAITERS_DEFAULT */
+  /* Whether this node leads (NULL: always). When it does not, fills leader (the leader's
+   * address, "" unknown) and returns false: every parked call is then answered UNAVAILABLE. */
+  bool (*leading)(void *arg, char *leader, size_t cap);
+  void *leading_arg;
+} coord_waiters_cfg;
+
+/* NULL on allocation failure. Nothing runs until coord_waiters_start (or polls). */
+coord_waiters *coord_waiters_new(const coord_waiters_cfg *cfg);
+
+/* Starts the table's thread (timers, re-runs, the leadership check). */
+err_code coord_waiters_start(coord_waiters *w, err_t *err);
+
+/* The store's commit hook: a step transaction that wrote to key's pair (tenant, global_id,
+ * service, operation; the phase is ignored) has committed. Cheap: never blocks on anything but
+ * the table's mutex. */
+void coord_waiters_changed(coord_waiters *w, const step_key *key);
+
+/* Does what is due at now_ms (monotonic): re-runs woken calls, answers the timed-out ones,
+ * checks leadership. Returns when the next timer is due (INT64_MAX: none). For a table without
+ * a thread (tests); callbacks run on the caller's thread. */
+int64_t coord_waiters_poll(coord_waiters *w, int64_t now_ms);
+
+/* Stops the thread, answers every parked call UNAVAILABLE "server stopping", and answers any
+ * call that tries to park from now on the same way. Idempotent. */
+void coord_waiters_close(coord_waiters *w);
+
+/* Frees a closed table (closes it first if needed). No call may still be waiting: the store
+ * that runs re-evaluations must have stopped. NULL is fine. */
+void coord_waiters_free(coord_waiters *w);
+
+/* Calls waiting now (parked, or being run again between parks). */
+size_t coord_waiters_count(coord_waiters *w);
+
+/* --- internal to coord/: the parked call --- */
+
+typedef struct coord__waiter coord__waiter;
+struct coord__waiter {
+  coord__waiter *prev, *next; /* in a bucket, or in the ready list */
+  size_t heap_i;              /* in the timer heap while parked */
+  int where;                  /* internal: none, parked, ready */
+  bool counted;               /* holds one of the max_waiters places */
+  uint32_t slot;              /* the pair's change counter */
+  uint64_t seen;              /* its value when the last evaluation was submitted */
+  const step_key *key;
+  int64_t give_up_ms; /* monotonic: the end of the wait */
+  int64_t lease_end_ms; /* monotonic: when the lease waited on ends (as last seen) */
+  int64_t wake_ms;    /* monotonic: the next timer (lease end or give_up_ms) */
+  /* Runs BeginStep again (on the table's thread or the poller's). */
+  void (*retry)(coord__waiter *wt);
+  /* Answers the call with rc / err (never ERR_OK); wt is not touched by the table after it. */
+  void (*give_up)(coord__waiter *wt, err_code rc, err_t *err);
+};
+
+/* Notes the pair's change counter before an evaluation is submitted. */
+void coord__wait_mark(coord_waiters *w, coord__waiter *wt);
+
+typedef enum coord__park {
+  COORD_PARKED,  /* the table owns wt now (it may already be queued to run again) */
+  COORD_FULL,    /* max_waiters reached: answer the ABORTED */
+  COORD_REFUSED, /* not leading, or closed: answer *err */
+} coord__park;
+
+/* Parks wt, whose evaluation answered "in progress" with retry_after_ms left on the lease, at
+ * monotonic time now_ms. wt->give_up_ms must be set and later than now_ms. */
+coord__park coord__wait_park(coord_waiters *w, coord__waiter *wt, int64_t retry_after_ms,
+                             int64_t now_ms, err_t *err);
+
+/* A waiting call is answered (by its owner, after a re-run): gives back its place. */
+void coord__wait_done(coord_waiters *w, coord__waiter *wt);
+
+#endif
