@@ -21,17 +21,18 @@ effect (if at all) at one instant inside [ti, tc] (its linearization point).
   * ok: took effect and its answer is known.
   * definite fail: a refusal that proves nothing happened (ABORTED, FAILED_PRECONDITION,
     NOT_FOUND, INVALID_ARGUMENT, ALREADY_EXISTS, PERMISSION_DENIED, UNAUTHENTICATED,
-    OUT_OF_RANGE, UNIMPLEMENTED, CLIENT_ERROR). The client library reports a refusal that came
+    OUT_OF_RANGE, UNIMPLEMENTED). The client library reports a refusal that came
     after a try that may have acted as `info`, so a `fail` with one of these codes is trusted.
   * maybe: `info`, unanswered, or a `fail` with any other code (DEADLINE_EXCEEDED, UNAVAILABLE,
     CANCELLED, INTERNAL, UNKNOWN, ...). It may have taken effect at any instant after ti, with no
     upper bound (a request stuck in a paused leader can still commit later), and its answer is
     unknown. Maybe operations are never used to prove that something happened, only to excuse:
     wherever a rule asks "could this have been written / issued?", a maybe operation invoked
-    early enough counts as yes.
+    early enough counts as yes. (A standby's UNAVAILABLE, which the client library knows did
+    nothing, is still treated as maybe: that can only hide a violation, never invent one.)
 
 The only ordering the checker uses is real time: A precedes B when A was answered ok (or
-with a definite refusal) and A.tc < B.ti. Two calls that overlap are concurrent and may have
+with a definite refusal) and A.tc < B.ti (strictly; the clients share one host clock). Two calls that overlap are concurrent and may have
 taken effect in either order. Retention is taken to be longer than the run (a forgotten key
 would begin again at attempt 1); a read carrying `result_expired` is compared on outcome and code
 only.
@@ -75,8 +76,9 @@ rule 4 (no acknowledged result changes or disappears)
         different result would change an acknowledged one).
     Exception: F's outcome is `unknown` and a resolve of K (ok or maybe) may have taken effect
     between F and X (resolve.ti < X.tc and resolve not answered before F.ti); for a proceed, an
-    in_progress or a released lookup that resolve must have outcome retryable. An absent or
-    abandoned record is never excused.
+    in_progress, released or abandoned lookup that resolve must have outcome retryable (it
+    releases the key, which may then proceed again or be abandoned by a compensation). An absent
+    record is never excused.
     (Violations between two reads are reported as rule 3b.)
 rule 5 (no forward action after its compensation was decided)
     The compensation of (g, s, o) is decided once any ok call shows its record: a compensation
@@ -114,7 +116,7 @@ INF = math.inf
 
 DEFINITE = frozenset({
     "ABORTED", "FAILED_PRECONDITION", "NOT_FOUND", "INVALID_ARGUMENT", "ALREADY_EXISTS",
-    "PERMISSION_DENIED", "UNAUTHENTICATED", "OUT_OF_RANGE", "UNIMPLEMENTED", "CLIENT_ERROR",
+    "PERMISSION_DENIED", "UNAUTHENTICATED", "OUT_OF_RANGE", "UNIMPLEMENTED",
 })
 FINISHED = frozenset({"succeeded", "failed", "unknown"})
 FUNCS = frozenset({"begin", "complete", "extend", "lookup", "resolve"})
@@ -541,9 +543,10 @@ class Checker:
                 f = os_[0]
                 if r[0] == "unknown" and resolves:
                     f = late[j - 1]
-                    need_retryable = kind == "proceed" or (kind == "gone" and
-                                                           x.state in ("in_progress", "released"))
-                    never = kind == "gone" and x.state not in ("in_progress", "released")
+                    # a retryable resolution releases the key: it may then proceed again,
+                    # or be abandoned by a compensation; nothing makes it absent
+                    need_retryable = kind in ("proceed", "gone")
+                    never = kind == "gone" and x.state == "absent"
                     if not never and any(
                             s.ti < x.tc and s.teff > f.ti and
                             (not need_retryable or (s.res and s.res[0] == "retryable"))
