@@ -216,11 +216,20 @@ int idem_saga_get(idem_client *c, const char *global_id, idem_saga *out, idem_er
 
 int idem_step_begin(idem_client *c, const idem_step_key *key, const uint8_t *fp, size_t fp_len,
                     uint32_t lease_ms, idem_begin *out, idem_error *err) {
-  return idem__step_begin(c, key, fp, fp_len, lease_ms, 0, out, err);
+  return idem__step_begin(c, key, fp, fp_len, lease_ms, 0, 0, out, err);
+}
+
+int idem_step_begin_wait(idem_client *c, const idem_step_key *key, const uint8_t *fp,
+                         size_t fp_len, uint32_t lease_ms, uint32_t wait_ms, idem_begin *out,
+                         idem_error *err) {
+  /* the call's deadline covers the wait: the client's per-call deadline after it */
+  int64_t timeout = c ? idem__client_deadline_ms(c) + (int64_t)wait_ms : 0;
+  return idem__step_begin(c, key, fp, fp_len, lease_ms, wait_ms, timeout, out, err);
 }
 
 int idem__step_begin(idem_client *c, const idem_step_key *key, const uint8_t *fp, size_t fp_len,
-                     uint32_t lease_ms, int64_t timeout_ms, idem_begin *out, idem_error *err) {
+                     uint32_t lease_ms, uint32_t wait_ms, int64_t timeout_ms, idem_begin *out,
+                     idem_error *err) {
   if (out) memset(out, 0, sizeof *out);
   Idem__V1__StepKey pkey;
   idem__key_to_pb(key, &pkey);
@@ -231,6 +240,7 @@ int idem__step_begin(idem_client *c, const idem_step_key *key, const uint8_t *fp
     req.fingerprint.len = fp_len;
   }
   req.lease_ms = lease_ms;
+  req.wait_ms = wait_ms;
   Idem__V1__BeginStepResponse *resp;
   int rc = UNARY(c, IDEM__M_BEGIN_STEP, req, idem__v1__begin_step_response, timeout_ms, &resp, err);
   if (rc != IDEM_OK) return rc;

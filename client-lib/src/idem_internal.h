@@ -88,7 +88,8 @@ int64_t idem__backoff_ms(int64_t base_ms, int64_t max_ms, int n);
 
 /* idem_step_begin / idem_step_complete with an explicit per-call timeout (0 = the client's). */
 int idem__step_begin(idem_client *c, const idem_step_key *key, const uint8_t *fp, size_t fp_len,
-                     uint32_t lease_ms, int64_t timeout_ms, idem_begin *out, idem_error *err);
+                     uint32_t lease_ms, uint32_t wait_ms, int64_t timeout_ms, idem_begin *out,
+                     idem_error *err);
 int idem__step_complete(idem_client *c, const idem_step_key *key, uint64_t attempt,
                         idem_outcome outcome, int32_t code, const void *body, size_t body_len,
                         int64_t timeout_ms, idem_record *out, idem_error *err);

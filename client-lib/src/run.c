@@ -1,5 +1,8 @@
 /* run.c — idem_step_run: BeginStep (with retries) → the caller's action → CompleteStep.
  *
+ * BeginStep waits on the coordinator (wait_ms: what is left of the run, at most 60 s) while the
+ * step is in progress elsewhere, unless no_wait; an ABORTED that still comes back (the wait ran
+ * out, or the coordinator holds too many waiting calls) is retried like any other.
  * Waits use exponential backoff with full jitter: sleep = random(0, min(max, base * 2^n)),
  * raised to the server's idem-retry-after-ms hint (capped at max) after an ABORTED. Nothing
  * sleeps past the run's deadline: when the next wait would cross it, the last error is returned.
@@ -19,7 +22,10 @@ typedef struct run_conf {
   int64_t base_ms;
   int64_t max_ms;
   int64_t call_ms; /* the client's per-call deadline */
+  bool wait;       /* BeginStep waits on a step in progress (wait_ms) */
 } run_conf;
+
+#define WAIT_MS_MAX 60000
 
 static int64_t min64(int64_t a, int64_t b) {
   return a < b ? a : b;
@@ -43,8 +49,10 @@ static int begin_with_retries(idem_client *c, const idem_step_key *key, const ui
   for (int n = 0;; n++) {
     int64_t left = conf->end_ms - idem__now_ms();
     if (left <= 0) break; /* err holds the last error (n > 0 here) */
-    int rc =
-        idem__step_begin(c, key, fp, fp_len, conf->lease_ms, min64(conf->call_ms, left), b, err);
+    /* waiting: the coordinator answers when the step changes, within what is left */
+    uint32_t wait_ms = conf->wait ? (uint32_t)min64(left, WAIT_MS_MAX) : 0;
+    int64_t timeout = min64(conf->call_ms + wait_ms, left);
+    int rc = idem__step_begin(c, key, fp, fp_len, conf->lease_ms, wait_ms, timeout, b, err);
     if (rc != IDEM_ABORTED && rc != IDEM_UNAVAILABLE) return rc;
     if (!wait_before_retry(conf, n, rc == IDEM_ABORTED ? err->retry_after_ms : 0)) return rc;
     (*retries)++;
@@ -114,6 +122,7 @@ static int step_run(idem_client *c, const idem_step_key *key, const uint8_t *fp,
       .base_ms = o.backoff_base_ms > 0 ? o.backoff_base_ms : DEFAULT_BACKOFF_BASE_MS,
       .max_ms = o.backoff_max_ms > 0 ? o.backoff_max_ms : DEFAULT_BACKOFF_MAX_MS,
       .call_ms = idem__client_deadline_ms(c),
+      .wait = !o.no_wait,
   };
   if (conf.max_ms < conf.base_ms) conf.max_ms = conf.base_ms;
 

@@ -61,6 +61,7 @@ static bool park(begin_op *op, err_code *rc, err_t *err) {
     case COORD_PARKED:
       return true; /* the table (perhaps already another thread) owns op now */
     case COORD_FULL:
+    case COORD_NO_TWIN:
       return false;
     case COORD_REFUSED:
       *err = perr;
@@ -71,6 +72,7 @@ static bool park(begin_op *op, err_code *rc, err_t *err) {
 }
 
 static void submit(begin_op *op);
+static bool still_may_join(begin_op *op, err_t *err, err_code *rc);
 
 /* The store's answer, on the thread the store answers on (PostgreSQL: the batcher's answer
  * thread). */
@@ -116,6 +118,11 @@ static void begin_retry(coord__waiter *wt) {
     begin_answer(op, rc, &err);
     return;
   }
+  if (still_may_join(op, &err, &rc)) return; /* another woken twin parked again already */
+  if (rc != ERR_OK) {
+    begin_answer(op, rc, &err);
+    return;
+  }
   submit(op);
 }
 
@@ -123,6 +130,23 @@ static void begin_give_up(coord__waiter *wt, err_code rc, err_t *err) {
   begin_op *op = op_of(wt);
   coord_begin_result_clear(&op->out);
   begin_answer(op, rc, err);
+}
+
+/* Joins a parked twin without asking the store. True when the table took op; otherwise *rc is
+ * ERR_OK (evaluate it) or the answer to give (err filled). */
+static bool still_may_join(begin_op *op, err_t *err, err_code *rc) {
+  *rc = ERR_OK;
+  switch (coord__wait_join(op->ctx->waiters, &op->wt, clock_mono_ms(), err)) {
+    case COORD_PARKED:
+      return true;
+    case COORD_FULL:
+    case COORD_REFUSED:
+      *rc = err->code;
+      return false;
+    case COORD_NO_TWIN:
+      return false;
+  }
+  return false;
 }
 
 err_code coord_check_wait_ms(uint32_t wait_ms, err_t *err) {
@@ -159,9 +183,16 @@ void coord_begin_step_wait_async(const coord_ctx *ctx, store *st, const char *te
     if (end > deadline - WAIT_DEADLINE_MARGIN_MS) end = deadline - WAIT_DEADLINE_MARGIN_MS;
     op->waits = true;
     op->wt.key = &op->k;
+    op->wt.fp = fp;
+    op->wt.fp_len = fp_len;
     op->wt.give_up_ms = end;
     op->wt.retry = begin_retry;
     op->wt.give_up = begin_give_up;
+    if (end > clock_mono_ms() && still_may_join(op, &err, &rc)) return;
+    if (rc != ERR_OK) {
+      begin_answer(op, rc, &err);
+      return;
+    }
   }
   submit(op);
 }

@@ -136,6 +136,18 @@ static void make_ready(coord_waiters *w, coord__waiter *wt) {
   w->ready_tail = wt;
 }
 
+/* Parks wt in its bucket and the heap (under mu); false when out of memory. */
+static bool put_parked(coord_waiters *w, coord__waiter *wt) {
+  wt->prev = wt->next = NULL;
+  if (!heap_push(w, wt)) return false;
+  wt->where = W_PARKED;
+  wt->next = w->buckets[wt->slot];
+  if (wt->next) wt->next->prev = wt;
+  w->buckets[wt->slot] = wt;
+  if (wt->heap_i == 0) pthread_cond_signal(&w->cv); /* the earliest timer now */
+  return true;
+}
+
 /* Takes every waiting call (parked or ready) out of the table into a list. */
 static coord__waiter *take_all(coord_waiters *w) {
   coord__waiter *list = w->ready_head;
@@ -268,14 +280,46 @@ coord__park coord__wait_park(coord_waiters *w, coord__waiter *wt, int64_t retry_
     if (w->changes[wt->slot] != wt->seen) { /* changed while it was being evaluated */
       make_ready(w, wt);
       pthread_cond_signal(&w->cv);
-    } else if (!heap_push(w, wt)) {
+    } else if (!put_parked(w, wt)) {
       rc = COORD_FULL; /* out of memory: answer as without waiting */
+    }
+  }
+  pthread_mutex_unlock(&w->mu);
+  return rc;
+}
+
+static bool same_call(const coord__waiter *a, const coord__waiter *b) {
+  return a->key->phase == b->key->phase && same_pair(a->key, b->key) &&
+         a->fp_len == b->fp_len && (a->fp_len == 0 || memcmp(a->fp, b->fp, a->fp_len) == 0);
+}
+
+static void in_progress(err_t *err, int64_t left_ms) {
+  err_fail(err, ERR_ABORTED, ERR_R_IN_PROGRESS, "step in progress");
+  err->retry_after_ms = left_ms > 0 ? left_ms : 1;
+}
+
+coord__park coord__wait_join(coord_waiters *w, coord__waiter *wt, int64_t now_ms, err_t *err) {
+  wt->slot = slot_of(wt->key);
+  pthread_mutex_lock(&w->mu);
+  const coord__waiter *twin = NULL;
+  for (const coord__waiter *o = w->buckets[wt->slot]; o && !twin; o = o->next)
+    if (o->where == W_PARKED && o->lease_end_ms > now_ms + LEASE_SLACK_MS && same_call(o, wt))
+      twin = o;
+  coord__park rc = COORD_NO_TWIN;
+  if (twin && !w->closed) {
+    if (w->count >= w->max) {
+      in_progress(err, twin->lease_end_ms - now_ms);
+      rc = COORD_FULL;
     } else {
-      wt->where = W_PARKED;
-      wt->next = w->buckets[wt->slot];
-      if (wt->next) wt->next->prev = wt;
-      w->buckets[wt->slot] = wt;
-      if (wt->heap_i == 0) pthread_cond_signal(&w->cv); /* the earliest timer now */
+      wt->seen = w->changes[wt->slot];
+      wt->lease_end_ms = twin->lease_end_ms;
+      wt->wake_ms = wt->lease_end_ms + LEASE_SLACK_MS;
+      if (wt->wake_ms > wt->give_up_ms) wt->wake_ms = wt->give_up_ms;
+      if (put_parked(w, wt)) {
+        wt->counted = true;
+        metrics_set_waiting(++w->count);
+        rc = COORD_PARKED;
+      }
     }
   }
   pthread_mutex_unlock(&w->mu);
@@ -325,9 +369,7 @@ int64_t coord_waiters_poll(coord_waiters *w, int64_t now_ms) {
     wt->next = NULL;
     metrics_wait_timed_out();
     err_t e;
-    err_fail(&e, ERR_ABORTED, ERR_R_IN_PROGRESS, "step in progress");
-    int64_t left = wt->lease_end_ms - now_ms;
-    e.retry_after_ms = left > 0 ? left : 1;
+    in_progress(&e, wt->lease_end_ms - now_ms);
     wt->give_up(wt, ERR_ABORTED, &e);
   }
   while (run) {

@@ -13,6 +13,8 @@
  *   - this node no longer leading (cfg.leading): answered UNAVAILABLE "not the leader" with the
  *     leader's address;
  *   - coord_waiters_close (shutdown): answered UNAVAILABLE "server stopping".
+ * A call whose twin (same key, phase and fingerprint) is parked joins it without asking the
+ * store (coord__wait_join): the store's answer could only be the twin's.
  * A write that commits while a call's BeginStep is on its way to the store is not lost: each
  * evaluation notes a change counter of the pair (coord__wait_mark) before it is submitted, and a
  * call whose counter moved since is run again instead of being parked.
@@ -82,7 +84,9 @@ struct coord__waiter {
   bool counted;               /* holds one of the max_waiters places */
   uint32_t slot;              /* the pair's change counter */
   uint64_t seen;              /* its value when the last evaluation was submitted */
-  const step_key *key;
+  const step_key *key;  /* with its phase */
+  const uint8_t *fp;    /* the call's fingerprint (borrowed) */
+  size_t fp_len;
   int64_t give_up_ms; /* monotonic: the end of the wait */
   int64_t lease_end_ms; /* monotonic: when the lease waited on ends (as last seen) */
   int64_t wake_ms;    /* monotonic: the next timer (lease end or give_up_ms) */
@@ -99,7 +103,15 @@ typedef enum coord__park {
   COORD_PARKED,  /* the table owns wt now (it may already be queued to run again) */
   COORD_FULL,    /* max_waiters reached: answer the ABORTED */
   COORD_REFUSED, /* not leading, or closed: answer *err */
+  COORD_NO_TWIN, /* coord__wait_join: nothing known, evaluate it */
 } coord__park;
+
+/* A call about to be evaluated joins the wait without a store round trip when a call of the
+ * same key, phase and fingerprint is parked: nothing has been committed to the pair since that
+ * one was evaluated (it would have been woken) and its lease has not ended, so the store would
+ * answer "in progress" again. COORD_PARKED: the table owns wt; COORD_FULL: answer *err (ABORTED,
+ * in progress, with retry_after_ms); COORD_REFUSED: answer *err; COORD_NO_TWIN: evaluate. */
+coord__park coord__wait_join(coord_waiters *w, coord__waiter *wt, int64_t now_ms, err_t *err);
 
 /* Parks wt, whose evaluation answered "in progress" with retry_after_ms left on the lease, at
  * monotonic time now_ms. wt->give_up_ms must be set and later than now_ms. */

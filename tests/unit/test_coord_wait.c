@@ -181,11 +181,11 @@ Test(coord_wait, at_the_lease_end_exactly_one_waiter_takes_over_and_the_others_w
   for (int i = 0; i < 3; i++) begin(&fwd, 1000, 60000, &v[i]);
   settle_at(t0);
   cr_assert_eq(coord_waiters_count(w), 3);
-  settle_at(t0 + 500); /* no timer is due yet */
+  settle_at(t0 + 500); /* no timer is due yet (the lease ends 1 s after they parked) */
   for (int i = 0; i < 3; i++) cr_assert_eq(v[i].calls, 0);
 
   m->now_ms += 1001; /* the lease ends on the database clock... */
-  settle_at(t0 + 1100); /* ...and the timer fires */
+  settle_at(clock_mono_ms() + 1100); /* ...and the timer fires */
   int proceeds = 0, answered = 0;
   for (int i = 0; i < 3; i++) {
     answered += v[i].calls;
@@ -200,7 +200,7 @@ Test(coord_wait, at_the_lease_end_exactly_one_waiter_takes_over_and_the_others_w
   cr_assert_eq(coord_waiters_count(w), 2);
 
   uint64_t timeouts = metrics_wait_timed_out_total();
-  settle_at(t0 + 60001); /* their wait runs out before the new lease does */
+  settle_at(clock_mono_ms() + 61000); /* their wait (60 s from when they began) runs out */
   for (int i = 0; i < 3; i++) {
     cr_assert_eq(v[i].calls, 1, "every waiter is answered exactly once");
     if (v[i].begin.decision != DECISION_PROCEED) {
@@ -217,10 +217,11 @@ Test(coord_wait, at_the_lease_end_exactly_one_waiter_takes_over_and_the_others_w
 
 Test(coord_wait, a_wait_that_runs_out_is_answered_aborted) {
   seen a = {0}, b = {0};
+  int64_t before = clock_mono_ms();
   first_and_waiter(&a, &b, 100);
-  settle_at(t0 + 50);
+  settle_at(before + 50);
   cr_assert_eq(b.calls, 0);
-  settle_at(t0 + 150);
+  settle_at(clock_mono_ms() + 150);
   cr_assert_eq(b.calls, 1);
   cr_assert_eq(b.rc, ERR_ABORTED);
   cr_assert_eq(b.err.reason, ERR_R_IN_PROGRESS);
@@ -325,4 +326,28 @@ Test(coord_wait, a_write_between_evaluation_and_parking_is_not_missed) {
   cr_assert_eq(b.begin.decision, DECISION_REPLAY);
   coord_begin_result_clear(&a.begin);
   coord_begin_result_clear(&b.begin);
+}
+
+Test(coord_wait, a_duplicate_of_a_parked_call_joins_it_without_the_store) {
+  seen a = {0}, b = {0}, c = {0}, other = {0};
+  first_and_waiter(&a, &b, 10000);
+  int submits = m->submit_calls;
+  begin(&fwd, 0, 10000, &c);
+  cr_assert_eq(m->submit_calls, submits, "the twin's answer is known: no store round trip");
+  cr_assert_eq(coord_waiters_count(w), 2);
+  /* another fingerprint is not a twin: the store refuses it */
+  static const uint8_t FP2[2] = {9, 9};
+  coord_begin_step_wait_async(&ctx, &m->base, "acme", &fwd, FP2, sizeof FP2, 0, 10000, far,
+                              on_begin, &other);
+  settle_at(t0);
+  cr_assert_eq(other.calls, 1);
+  cr_assert_eq(other.rc, ERR_PRECONDITION);
+  complete(&fwd, 1, OUTCOME_SUCCEEDED, "paid");
+  settle_at(t0);
+  cr_assert_eq(b.calls + c.calls, 2);
+  cr_assert_eq(b.begin.decision, DECISION_REPLAY);
+  cr_assert_eq(c.begin.decision, DECISION_REPLAY);
+  coord_begin_result_clear(&a.begin);
+  coord_begin_result_clear(&b.begin);
+  coord_begin_result_clear(&c.begin);
 }

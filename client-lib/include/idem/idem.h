@@ -225,6 +225,17 @@ int idem_saga_get(idem_client *c, const char *global_id, idem_saga *out, idem_er
 int idem_step_begin(idem_client *c, const idem_step_key *key, const uint8_t *fp, size_t fp_len,
                     uint32_t lease_ms, idem_begin *out, idem_error *err);
 
+/* BeginStep that waits (api.md §12): where the answer would be ABORTED because the step (or a
+ * compensation's forward) is in progress, the coordinator holds the call for up to wait_ms
+ * (0 to 60000; more is INVALID_ARGUMENT) and answers as soon as the step changes: REPLAY of its
+ * result, PROCEED after a release or when the lease ran out (exactly one waiter gets it), or a
+ * SKIP. ABORTED (with retry_after_ms) when the wait ran out first, or at once when the
+ * coordinator holds too many waiting calls (--max-waiters). The call's deadline is the client's
+ * per-call deadline plus wait_ms. wait_ms 0 is idem_step_begin. */
+int idem_step_begin_wait(idem_client *c, const idem_step_key *key, const uint8_t *fp,
+                         size_t fp_len, uint32_t lease_ms, uint32_t wait_ms, idem_begin *out,
+                         idem_error *err);
+
 /* CompleteStep. out may be NULL. */
 int idem_step_complete(idem_client *c, const idem_step_key *key, uint64_t attempt,
                        idem_outcome outcome, int32_t code, const void *body, size_t body_len,
@@ -498,6 +509,11 @@ typedef struct idem_run_options {
   uint32_t lease_ms;     /* 0 = the policy's */
   int64_t backoff_base_ms; /* first retry waits up to this; 0 = 50 */
   int64_t backoff_max_ms;  /* cap of one wait; 0 = 1000 */
+  /* By default a BeginStep that meets the step in progress waits on the coordinator for it
+   * (idem_step_begin_wait, for what is left of the deadline, at most 60 s) instead of sleeping
+   * between ABORTED retries; true: never wait there, retry with backoff (servers older than
+   * wait_ms ignore it and answer ABORTED at once, which is then retried with backoff too). */
+  bool no_wait;
 } idem_run_options;
 
 typedef struct idem_run_report {
@@ -516,8 +532,9 @@ typedef struct idem_run_report {
 } idem_run_report;
 void idem_run_report_clear(idem_run_report *r);
 
-/* Runs one guarded step: BeginStep (retrying ABORTED and UNAVAILABLE with exponential backoff
- * and full jitter inside the deadline); on PROCEED calls fn, then CompleteStep with its output
+/* Runs one guarded step: BeginStep (waiting on the coordinator while the step is in progress
+ * elsewhere, see idem_run_options.no_wait; retrying ABORTED and UNAVAILABLE with exponential
+ * backoff and full jitter inside the deadline); on PROCEED calls fn, then CompleteStep with its output
  * (retrying UNAVAILABLE: a repeated identical Complete is harmless); on REPLAY returns the
  * stored result without calling fn; on a SKIP decision calls nothing. Returns IDEM_OK when the
  * step is settled (see rep->decision, rep->ran, rep->replayed, rep->result), or the error that
