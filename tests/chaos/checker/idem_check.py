@@ -304,12 +304,10 @@ def read_history(path):
     return h
 
 
-_KIND = {"ok": 0, "fail": 1, "info": 2, None: 2}
-
-
 def _close(h, op, k, typ=None):
     """Files a finished (or abandoned) call under its key."""
-    h.inv_times.append((op.ti, _KIND[typ]))
+    # OK, FAIL (a definite refusal: an answer, e.g. ABORTED "in progress") or MAYBE
+    h.inv_times.append((op.ti, op.st if typ is not None else MAYBE))
     # A definite refusal changes nothing; only lookups' NOT_FOUND is kept, as a read.
     if op.st == FAIL and op.state != "absent":
         return
@@ -678,14 +676,15 @@ def figures(h, faults):
             baseline = _median(free)
     rows = {}
     for kind, s, e in windows:
-        r = rows.setdefault(kind, {"fault": kind, "injected": 0, "ok": 0, "calls": 0,
+        r = rows.setdefault(kind, {"fault": kind, "injected": 0, "ok": 0, "answered": 0, "calls": 0,
                                    "first_ok_ms": [], "full_ms": [], "unhealed": 0})
         r["injected"] += 1
         e2 = t_end if e is None else e
         lo = bisect.bisect_left(inv_t, s)
         hi = bisect.bisect_right(inv_t, e2)
         r["calls"] += hi - lo
-        r["ok"] += sum(1 for i in range(lo, hi) if inv[i][1] == 0)
+        r["ok"] += sum(1 for i in range(lo, hi) if inv[i][1] == OK)
+        r["answered"] += sum(1 for i in range(lo, hi) if inv[i][1] != MAYBE)
         if e is None:
             r["unhealed"] += 1
             continue
@@ -708,6 +707,7 @@ def figures(h, faults):
         out.append({
             "fault": kind, "injected": r["injected"], "calls": r["calls"], "ok": r["ok"],
             "ok_share": (r["ok"] / r["calls"]) if r["calls"] else None,
+            "answered_share": (r["answered"] / r["calls"]) if r["calls"] else None,
             "first_ok_ms_median": _median(r["first_ok_ms"]) if r["first_ok_ms"] else None,
             "first_ok_ms_max": max(r["first_ok_ms"]) if r["first_ok_ms"] else None,
             "full_ms_median": _median(r["full_ms"]) if r["full_ms"] else None,
@@ -729,12 +729,13 @@ def format_figures(fig):
 
     def sec(v):
         return "-" if v is None else f"{v / 1000:.1f}"
-    head = ["fault", "injected", "calls", "ok share", "heal->1st ok ms (med/max)",
+    head = ["fault", "injected", "calls", "ok share", "answered", "heal->1st ok ms (med/max)",
             "heal->full s (med/max, reached)"]
     rows = [head]
     for r in fig["kinds"]:
         share = "-" if r["ok_share"] is None else f"{100 * r['ok_share']:.1f} %"
-        rows.append([r["fault"], str(r["injected"]), str(r["calls"]), share,
+        ans = "-" if r.get("answered_share") is None else f"{100 * r['answered_share']:.1f} %"
+        rows.append([r["fault"], str(r["injected"]), str(r["calls"]), share, ans,
                      f"{ms(r['first_ok_ms_median'])}/{ms(r['first_ok_ms_max'])}",
                      f"{sec(r['full_ms_median'])}/{sec(r['full_ms_max'])}, "
                      f"{r['full_reached']} of {r['healed']}"])
@@ -746,6 +747,8 @@ def format_figures(fig):
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
     b = fig["baseline_ok_per_s"]
+    lines.append("ok share: calls invoked while the fault lasted that were answered ok; answered: "
+                 "ok or a definite refusal (ABORTED in progress, FAILED_PRECONDITION, NOT_FOUND)")
     lines.append("full throughput: the first 1-s window after the heal (slid in 100-ms steps) "
                  "with at least 80 % of the median ok/s of " + fig["baseline_from"] +
                  (f" ({b:g} ok/s)" if b is not None else " (no ok answers)"))
