@@ -41,12 +41,6 @@ patroni__host() { # NAME: the node's address
   echo "${!v:-127.0.0.1}"
 }
 
-patroni__in() { # NAME CMD...: CMD in the node's network namespace, when it has one
-  local v="PATRONI_NETNS_$1"
-  shift
-  if [ -n "${!v:-}" ]; then ip netns exec "${!v}" "$@"; else "$@"; fi
-}
-
 patroni__ctl() { # CMD...: CMD where the probes run (PATRONI_CTL_NETNS, else here)
   if [ -n "${PATRONI_CTL_NETNS:-}" ]; then ip netns exec "$PATRONI_CTL_NETNS" "$@"; else "$@"; fi
 }
@@ -150,12 +144,14 @@ YML
 # patroni_start_node DIR NAME: starts the node's agent (its config must exist).
 # setpriv and env exec: $! is the agent's own PID.
 patroni_start_node() {
-  local dir=$1 name=$2
+  local dir=$1 name=$2 ns="PATRONI_NETNS_$2" pre=()
+  # no shell function in the background job: $! must be the process that becomes the agent
+  [ -n "${!ns:-}" ] && pre=(ip netns exec "${!ns}")
   if [ "$(id -u)" = 0 ]; then
-    patroni__in "$name" setpriv --reuid=postgres --regid=postgres --init-groups --reset-env -- \
+    "${pre[@]}" setpriv --reuid=postgres --regid=postgres --init-groups --reset-env -- \
       env HOME="$dir" /usr/bin/patroni "$dir/$name.yml" >>"$dir/$name/agent.log" 2>&1 </dev/null &
   else
-    patroni__in "$name" env HOME="$dir" /usr/bin/patroni "$dir/$name.yml" >>"$dir/$name/agent.log" 2>&1 </dev/null &
+    "${pre[@]}" env HOME="$dir" /usr/bin/patroni "$dir/$name.yml" >>"$dir/$name/agent.log" 2>&1 </dev/null &
   fi
   echo $! >"$dir/$name/agent.pid"
 }
