@@ -8,10 +8,11 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define BENCH_MAX_CODES 17 /* gRPC codes 0-16; index BENCH_MAX_CODES: library errors */
 
-typedef enum workload { W_PAIRS, W_REPLAY, W_STORM, W_SAGA } workload;
+typedef enum workload { W_PAIRS, W_REPLAY, W_STORM, W_SAGA, W_DUPS } workload;
 
 typedef struct conf {
   const char *addr;
@@ -23,6 +24,8 @@ typedef struct conf {
   long count;  /* 0: run for duration_s */
   int keys;    /* replay: keys finished before timing starts */
   double rate; /* 0: closed loop; else operations started per second, all slots together */
+  uint32_t wait_ms; /* storm: BeginStep's wait_ms; dups: > 0 = idem_step_run waits */
+  int action_ms;    /* dups: how long the step's action takes */
   bool json;
 } conf;
 
@@ -55,6 +58,7 @@ typedef struct shared {
   atomic_long issued; /* operation tickets handed out (for --count and --rate) */
   atomic_bool stop;
   atomic_long errors[BENCH_MAX_CODES + 1];
+  atomic_long calls; /* storm and dups: BeginStep and CompleteStep RPCs made */
   /* storm: rounds in lock step */
   pthread_barrier_t storm_go, storm_done;
   bool storm_run; /* written by worker 0 before storm_go, read by all after it */

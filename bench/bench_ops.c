@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "bench.h"
@@ -94,13 +95,52 @@ static int op_saga(worker *w, long seq) {
 }
 
 /* storm: every caller begins the same key; the one that proceeds completes it. ABORTED is the
- * expected answer for all but one and is not an error. */
+ * expected answer for all but one and is not an error. With --wait-ms the others wait for the
+ * one that proceeds and replay its result. */
 static int op_storm(worker *w, long round) {
   char gid[128];
   bench_key_name(w->sh, "storm", 0, round, gid, sizeof gid);
   idem_step_key k = {gid, "bench", "storm", IDEM_FORWARD};
-  int rc = begin_complete(client_of(w->sh, w->id), &k, &w->begin);
+  idem_client *c = client_of(w->sh, w->id);
+  idem_begin b = {0};
+  idem_error e = {0};
+  double t0 = now_s();
+  int rc = idem_step_begin_wait(c, &k, NULL, 0, 0, w->sh->cf->wait_ms, &b, &e);
+  lat_add(&w->begin, (now_s() - t0) * 1000.0);
+  atomic_fetch_add(&w->sh->calls, 1);
+  if (rc == IDEM_OK && b.decision == IDEM_DECISION_PROCEED) {
+    atomic_fetch_add(&w->sh->calls, 1);
+    rc = idem_step_complete(c, &k, b.attempt, IDEM_OUTCOME_SUCCEEDED, 200, "ok", 2, NULL, &e);
+  }
+  idem_begin_clear(&b);
   return rc == IDEM_ABORTED ? IDEM_OK : rc;
+}
+
+/* dups: --concurrency duplicates of one step (a saga's "pay", retried by every caller at once)
+ * through idem_step_run; the one that proceeds runs an action of --action-ms, the others get its
+ * result: waiting on the coordinator (--wait-ms > 0) or retrying ABORTED with backoff. */
+static void slow_action(void *arg, const idem_step_ctx *ctx, idem_step_output *out) {
+  (void)ctx;
+  usleep((useconds_t)(*(const int *)arg) * 1000);
+  out->outcome = IDEM_OUTCOME_SUCCEEDED;
+  out->code = 200;
+  out->body = "paid";
+  out->body_len = 4;
+}
+
+static int op_dups(worker *w, long round) {
+  char gid[128];
+  bench_key_name(w->sh, "dups", 0, round, gid, sizeof gid);
+  idem_step_key k = {gid, "bench", "pay", IDEM_FORWARD};
+  idem_run_options ro = {.deadline_ms = 30000, .no_wait = w->sh->cf->wait_ms == 0};
+  idem_run_report rep;
+  idem_error e = {0};
+  int rc = idem_step_run(client_of(w->sh, w->id), &k, NULL, 0, slow_action,
+                         (void *)&w->sh->cf->action_ms, &ro, &rep, &e);
+  atomic_fetch_add(&w->sh->calls, 1 + rep.begin_retries + (rep.ran ? 1 : 0));
+  if (rc == IDEM_OK && !rep.ran && !rep.replayed) rc = IDEM_UNKNOWN;
+  idem_run_report_clear(&rep);
+  return rc;
 }
 
 int bench_op(worker *w, long seq) {
@@ -109,6 +149,7 @@ int bench_op(worker *w, long seq) {
     case W_REPLAY: return op_replay(w, seq);
     case W_STORM: return op_storm(w, seq);
     case W_SAGA: return op_saga(w, seq);
+    case W_DUPS: return op_dups(w, seq);
   }
   return IDEM_UNKNOWN;
 }

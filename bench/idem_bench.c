@@ -1,8 +1,8 @@
 /* idem-bench — a load generator for idem-coordinator (api.md §11).
  *
- *   idem-bench --addr HOST:PORT [--tenant T] --workload pairs|replay|storm|saga
+ *   idem-bench --addr HOST:PORT [--tenant T] --workload pairs|replay|storm|saga|dups
  *              [--concurrency 64] [--channels 4] [--duration 10 | --count N] [--keys N]
- *              [--rate N] [--json]
+ *              [--rate N] [--wait-ms MS] [--action-ms 50] [--json]
  *
  * --concurrency callers each keep one operation in flight (closed loop) through --channels
  * gRPC channels. `pairs` and `replay` run on one thread and one completion queue
@@ -13,7 +13,13 @@
  *   storm   all callers BeginStep the same key at once; the one that proceeds completes it;
  *           then the next key (each caller's Begin counts once; ABORTED is the expected answer;
  *           --count is rounded up to whole rounds of --concurrency)
+ *           With --wait-ms MS each BeginStep waits (wait_ms) for the one that proceeds and
+ *           replays its result instead of answering ABORTED.
  *   saga    BeginSaga + three steps (begin + complete each)
+ *   dups    a saga's step retried by all callers at once: each runs idem_step_run on the same
+ *           key (one key per round); the one that proceeds runs an action of --action-ms
+ *           (default 50) and completes, the others get its result — waiting on the
+ *           coordinator with --wait-ms > 0, else retrying ABORTED with libidem's backoff
  * --duration S runs for S seconds (default 10); --count N runs exactly N operations instead.
  * --rate N paces the starts: operation i (over all callers) starts no earlier than i/N s after
  * the start, so at most N operations/s begin (still at most --concurrency in flight); latency
@@ -21,7 +27,8 @@
  * Prints operations, seconds, throughput, latency p50/p90/p99/max (ms), the BeginStep RPC's own
  * latency, and errors by gRPC code. --json prints one object with workload, ops, seconds,
  * throughput, p50_ms, p90_ms, p99_ms, max_ms, errors (api.md §11) and, in addition,
- * concurrency, rate, begins, begin_p50_ms, begin_p90_ms, begin_p99_ms, begin_max_ms.
+ * concurrency, rate, begins, begin_p50_ms, begin_p90_ms, begin_p99_ms, begin_max_ms, and calls
+ * (storm and dups: BeginStep and CompleteStep RPCs made) and wait_ms.
  * Exit status: 0, or 1 when any operation failed, 2 on bad usage, 3 when it cannot start.
  */
 #include <getopt.h>
@@ -34,7 +41,7 @@
 
 #include "bench.h"
 
-static const char *const workload_names[] = {"pairs", "replay", "storm", "saga"};
+static const char *const workload_names[] = {"pairs", "replay", "storm", "saga", "dups"};
 
 void bench_count_error(shared *sh, int code) {
   int i = (code >= 0 && code < BENCH_MAX_CODES) ? code : BENCH_MAX_CODES;
@@ -55,7 +62,7 @@ static void *async_main(void *p) {
 static void *worker_main(void *p) {
   worker *w = p;
   shared *sh = w->sh;
-  bool storm = sh->cf->w == W_STORM;
+  bool storm = sh->cf->w == W_STORM || sh->cf->w == W_DUPS; /* rounds in lock step */
   for (long seq = 0;; seq++) {
     if (storm) {
       /* rounds in lock step: worker 0 decides before the barrier whether a round runs, and
@@ -78,20 +85,22 @@ static void *worker_main(void *p) {
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: idem-bench --addr HOST:PORT [--tenant T] --workload pairs|replay|storm|saga\n"
+          "usage: idem-bench --addr HOST:PORT [--tenant T] --workload pairs|replay|storm|saga|dups\n"
           "                  [--concurrency 64] [--channels 4] [--duration 10 | --count N]\n"
-          "                  [--keys N] [--rate OPS_PER_S] [--json]\n");
+          "                  [--keys N] [--rate OPS_PER_S] [--wait-ms MS] [--action-ms 50]\n"
+          "                  [--json]\n");
 }
 
 static int parse(int argc, char **argv, conf *cf) {
   *cf = (conf){.tenant = "bench", .w = -1, .concurrency = 64, .channels = 4, .duration_s = 10,
-               .keys = 10000};
+               .keys = 10000, .action_ms = 50};
   static const struct option opts[] = {
       {"addr", required_argument, 0, 'a'},     {"tenant", required_argument, 0, 't'},
       {"workload", required_argument, 0, 'w'}, {"concurrency", required_argument, 0, 'c'},
       {"channels", required_argument, 0, 'm'}, {"duration", required_argument, 0, 'd'},
       {"count", required_argument, 0, 'n'},    {"keys", required_argument, 0, 'k'},
       {"rate", required_argument, 0, 'r'},     {"json", no_argument, 0, 'j'},
+      {"wait-ms", required_argument, 0, 'W'},  {"action-ms", required_argument, 0, 'A'},
       {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
   bool have_duration = false, have_count = false;
   int o;
@@ -100,7 +109,7 @@ static int parse(int argc, char **argv, conf *cf) {
       case 'a': cf->addr = optarg; break;
       case 't': cf->tenant = optarg; break;
       case 'w':
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < 5; i++)
           if (strcmp(optarg, workload_names[i]) == 0) cf->w = (workload)i;
         if ((int)cf->w < 0) {
           fprintf(stderr, "idem-bench: --workload: unknown workload \"%s\"\n", optarg);
@@ -120,6 +129,8 @@ static int parse(int argc, char **argv, conf *cf) {
       case 'k': cf->keys = atoi(optarg); break;
       case 'r': cf->rate = atof(optarg); break;
       case 'j': cf->json = true; break;
+      case 'W': cf->wait_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
+      case 'A': cf->action_ms = atoi(optarg); break;
       case 'h': usage(stdout); exit(0);
       default: usage(stderr); return 2;
     }
@@ -162,7 +173,8 @@ static void report(const conf *cf, shared *sh, long ops, double secs, lat_summar
            "\"p50_ms\":%.3f,\"p90_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f,\"errors\":{",
            workload_names[cf->w], ops, secs, tput, op.p50, op.p90, op.p99, op.max);
     print_errors_json(sh);
-    printf("},\"concurrency\":%d,\"rate\":%.1f,\"begins\":%zu,\"begin_p50_ms\":%.3f,"
+    printf("},\"calls\":%ld,\"wait_ms\":%u,", atomic_load(&sh->calls), cf->wait_ms);
+    printf("\"concurrency\":%d,\"rate\":%.1f,\"begins\":%zu,\"begin_p50_ms\":%.3f,"
            "\"begin_p90_ms\":%.3f,\"begin_p99_ms\":%.3f,\"begin_max_ms\":%.3f}\n",
            cf->concurrency, cf->rate, bg.n, bg.p50, bg.p90, bg.p99, bg.max);
     return;
@@ -177,6 +189,9 @@ static void report(const conf *cf, shared *sh, long ops, double secs, lat_summar
          op.max);
   printf("begin ms     p50 %.3f  p90 %.3f  p99 %.3f  max %.3f  (%zu BeginStep calls)\n", bg.p50,
          bg.p90, bg.p99, bg.max, bg.n);
+  if (cf->w == W_STORM || cf->w == W_DUPS)
+    printf("rpc calls    %ld (BeginStep and CompleteStep; wait_ms %u)\n", atomic_load(&sh->calls),
+           cf->wait_ms);
   printf("errors       %ld\n", total_err);
   for (int i = 0; i <= BENCH_MAX_CODES; i++) {
     long v = atomic_load(&sh->errors[i]);
@@ -207,7 +222,7 @@ int main(int argc, char **argv) {
     }
   }
   if (cf.w == W_REPLAY && bench_setup_replay(sh)) return 3;
-  if (cf.w == W_STORM) {
+  if (cf.w == W_STORM || cf.w == W_DUPS) {
     pthread_barrier_init(&sh->storm_go, NULL, (unsigned)cf.concurrency);
     pthread_barrier_init(&sh->storm_done, NULL, (unsigned)cf.concurrency);
   }
@@ -244,7 +259,7 @@ int main(int argc, char **argv) {
   report(&cf, sh, ops, secs, op, bg, total_err);
 
   for (int i = 0; i < cf.channels; i++) idem_close(sh->clients[i]);
-  if (cf.w == W_STORM) {
+  if (cf.w == W_STORM || cf.w == W_DUPS) {
     pthread_barrier_destroy(&sh->storm_go);
     pthread_barrier_destroy(&sh->storm_done);
   }

@@ -107,8 +107,27 @@ Test(step_run, waits_for_a_step_in_progress_and_reports_takeover) {
   cr_assert(rep.ran);
   cr_assert(rep.takeover);
   cr_assert_eq(rep.attempt, 2);
-  cr_assert_gt(rep.begin_retries, 0, "it had to wait for the lease to expire");
+  cr_assert_eq(rep.begin_retries, 0, "it waited on the coordinator for the lease to expire");
   cr_assert(a.last_takeover);
+  idem_run_report_clear(&rep);
+}
+
+Test(step_run, without_waiting_retries_until_the_lease_expired) {
+  char gid[96];
+  h_unique("run", gid, sizeof gid);
+  idem_step_key k = {gid, "payment", "charge", IDEM_FORWARD};
+  idem_begin b = {0};
+  idem_error e = {0};
+  cr_assert_eq(idem_step_begin(H.c, &k, NULL, 0, 300, &b, &e), IDEM_OK);
+  idem_begin_clear(&b);
+  action a = {.outcome = IDEM_OUTCOME_SUCCEEDED};
+  idem_run_report rep = {0};
+  idem_run_options ro = {.deadline_ms = 10000, .no_wait = true};
+  cr_assert_eq(idem_step_run(H.c, &k, NULL, 0, charge, &a, &ro, &rep, &e), IDEM_OK, "%s",
+               e.message);
+  cr_assert(rep.takeover);
+  cr_assert_eq(rep.attempt, 2);
+  cr_assert_gt(rep.begin_retries, 0, "it slept and retried until the lease expired");
   idem_run_report_clear(&rep);
 }
 
