@@ -8,7 +8,8 @@
  *       Each round is one of: a step run (BeginStep, then after a PROCEED: a Complete with a
  *       random outcome, or an ExtendLease first, or a Complete after the lease ran out, or
  *       nothing at all: a participant that crashed), a Lookup, or a ResolveStep. Leases are
- *       200–1000 ms, so takeovers happen; one BeginStep in ten sends another fingerprint.
+ *       200–1000 ms, so takeovers happen; one BeginStep in ten sends another fingerprint, one in
+ *       four waits up to 1.5 s on a step in progress (wait_ms: parked on the leader).
  *   idem-chaos-client --leader A[,B...]
  *       prints the address of the node whose GetStatus says it leads; exit 1 when none does.
  */
@@ -131,14 +132,17 @@ static void step(ctx *x) {
   idem_step_key k = pick_key(x, rnd(x, 4) == 0 ? IDEM_COMPENSATION : IDEM_FORWARD);
   const char *fp = rnd(x, 10) == 0 ? "b" : "a";
   uint32_t lease = 200 + rnd(x, 800);
+  /* one BeginStep in four waits on a step in progress (parked on the leader) */
+  uint32_t wait = rnd(x, 4) == 0 ? 200 + rnd(x, 1300) : 0;
   hist_line l;
   hist_begin(&l, &x->h, "invoke", "begin", &k);
   hist_str(&l, "fingerprint", fp[0] == 'a' ? "61" : "62");
   hist_int(&l, "lease_ms", lease);
+  if (wait) hist_int(&l, "wait_ms", wait);
   hist_end(&l, &x->h);
   idem_begin b = {0};
   idem_error e = {0};
-  int rc = idem_step_begin(x->c, &k, (const uint8_t *)fp, 1, lease, &b, &e);
+  int rc = idem_step_begin_wait(x->c, &k, (const uint8_t *)fp, 1, lease, wait, &b, &e);
   hist_begin(&l, &x->h, hist_type(rc, &e), "begin", &k);
   if (rc == IDEM_OK) {
     hist_str(&l, "decision", idem_decision_name(b.decision));
