@@ -289,8 +289,8 @@ coord__park coord__wait_park(coord_waiters *w, coord__waiter *wt, int64_t retry_
 }
 
 static bool same_call(const coord__waiter *a, const coord__waiter *b) {
-  return a->key->phase == b->key->phase && same_pair(a->key, b->key) &&
-         a->fp_len == b->fp_len && (a->fp_len == 0 || memcmp(a->fp, b->fp, a->fp_len) == 0);
+  return a->key->phase == b->key->phase && same_pair(a->key, b->key) && a->fp_len == b->fp_len &&
+         (a->fp_len == 0 || memcmp(a->fp, b->fp, a->fp_len) == 0);
 }
 
 static void in_progress(err_t *err, int64_t left_ms) {
@@ -403,8 +403,7 @@ void coord_waiters_close(coord_waiters *w) {
 void coord_waiters_free(coord_waiters *w) {
   if (!w) return;
   coord_waiters_close(w);
-  if (w->count > 0)
-    log_kv(LOG_WARN, "waiters freed while calls still wait", (const char *)NULL);
+  if (w->count > 0) log_kv(LOG_WARN, "waiters freed while calls still wait", (const char *)NULL);
   free(w->heap);
   pthread_cond_destroy(&w->cv);
   pthread_mutex_destroy(&w->mu);

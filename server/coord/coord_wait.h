@@ -84,12 +84,12 @@ struct coord__waiter {
   bool counted;               /* holds one of the max_waiters places */
   uint32_t slot;              /* the pair's change counter */
   uint64_t seen;              /* its value when the last evaluation was submitted */
-  const step_key *key;  /* with its phase */
-  const uint8_t *fp;    /* the call's fingerprint (borrowed) */
+  const step_key *key;        /* with its phase */
+  const uint8_t *fp;          /* the call's fingerprint (borrowed) */
   size_t fp_len;
-  int64_t give_up_ms; /* monotonic: the end of the wait */
+  int64_t give_up_ms;   /* monotonic: the end of the wait */
   int64_t lease_end_ms; /* monotonic: when the lease waited on ends (as last seen) */
-  int64_t wake_ms;    /* monotonic: the next timer (lease end or give_up_ms) */
+  int64_t wake_ms;      /* monotonic: the next timer (lease end or give_up_ms) */
   /* Runs BeginStep again (on the table's thread or the poller's). */
   void (*retry)(coord__waiter *wt);
   /* Answers the call with rc / err (never ERR_OK); wt is not touched by the table after it. */

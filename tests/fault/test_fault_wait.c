@@ -37,8 +37,8 @@ static void *raw_waiter_main(void *p) {
   req[n++] = 4 << 3; /* wait_ms 10000 (h_raw_call's deadline is 5 s), as a varint */
   req[n++] = (uint8_t)(10000 & 0x7f) | 0x80;
   req[n++] = (uint8_t)(10000 >> 7);
-  w->status = h_raw_call(w->addr, "/idem.v1.Coordinator/BeginStep", w->tenant, req, n,
-                         w->details, sizeof w->details);
+  w->status = h_raw_call(w->addr, "/idem.v1.Coordinator/BeginStep", w->tenant, req, n, w->details,
+                         sizeof w->details);
   w->answered_ms = h_now_ms();
   return NULL;
 }

@@ -30,12 +30,12 @@ static double waiting(void) {
 }
 
 /* Polls cond until it holds or ms pass. */
-#define WAIT_FOR(cond, ms)                                                   \
-  do {                                                                       \
-    int64_t end_ = h_now_ms() + (ms);                                        \
-    while (!(cond) && h_now_ms() < end_) h_sleep_ms(10);                     \
-    cr_assert(cond, "condition not met within %d ms: %s (waiting %g)", (int)(ms), #cond,   \
-              waiting());                                                  \
+#define WAIT_FOR(cond, ms)                                                               \
+  do {                                                                                   \
+    int64_t end_ = h_now_ms() + (ms);                                                    \
+    while (!(cond) && h_now_ms() < end_) h_sleep_ms(10);                                 \
+    cr_assert(cond, "condition not met within %d ms: %s (waiting %g)", (int)(ms), #cond, \
+              waiting());                                                                \
   } while (0)
 
 typedef struct waiter {
@@ -286,10 +286,10 @@ static int decision_of(grpc_byte_buffer *bb) {
 
 Test(wait, ten_thousand_calls_at_max_waiters_100_are_each_answered) {
   h_teardown();
-  h_fixture_start(&H, &(h_fixture_conf){.metrics = true,
-                                         .deadline_ms = 5000,
-                                         .args = (const char *const[]){"--max-waiters", "100",
-                                                                       NULL}});
+  h_fixture_start(&H,
+                  &(h_fixture_conf){.metrics = true,
+                                    .deadline_ms = 5000,
+                                    .args = (const char *const[]){"--max-waiters", "100", NULL}});
   char gid[96];
   h_unique("w-10k", gid, sizeof gid);
   idem_step_key k = {gid, "payment", "charge", IDEM_FORWARD};

@@ -95,8 +95,8 @@ static void settle_at(int64_t at) {
 
 static void complete(const coord_key_in *k, uint64_t attempt, int outcome, const char *body) {
   err_code rc = ERR_INTERNAL;
-  coord_complete_step_async(&ctx, &m->base, "acme", k, attempt, outcome, 201,
-                            (const uint8_t *)body, strlen(body), far, on_complete, &rc);
+  coord_complete_step_async(&ctx, &m->base, "acme", k, attempt, outcome, 201, (const uint8_t *)body,
+                            strlen(body), far, on_complete, &rc);
   memstore_run_submitted(m);
   cr_assert_eq(rc, ERR_OK);
 }
@@ -184,7 +184,7 @@ Test(coord_wait, at_the_lease_end_exactly_one_waiter_takes_over_and_the_others_w
   settle_at(t0 + 500); /* no timer is due yet (the lease ends 1 s after they parked) */
   for (int i = 0; i < 3; i++) cr_assert_eq(v[i].calls, 0);
 
-  m->now_ms += 1001; /* the lease ends on the database clock... */
+  m->now_ms += 1001;                 /* the lease ends on the database clock... */
   settle_at(clock_mono_ms() + 1100); /* ...and the timer fires */
   int proceeds = 0, answered = 0;
   for (int i = 0; i < 3; i++) {
