@@ -307,7 +307,7 @@ coord__park coord__wait_join(coord_waiters *w, coord__waiter *wt, int64_t now_ms
       twin = o;
   coord__park rc = COORD_NO_TWIN;
   if (twin && !w->closed) {
-    if (w->count >= w->max) {
+    if (!wt->counted && w->count >= w->max) {
       in_progress(err, twin->lease_end_ms - now_ms);
       rc = COORD_FULL;
     } else {
@@ -316,8 +316,10 @@ coord__park coord__wait_join(coord_waiters *w, coord__waiter *wt, int64_t now_ms
       wt->wake_ms = wt->lease_end_ms + LEASE_SLACK_MS;
       if (wt->wake_ms > wt->give_up_ms) wt->wake_ms = wt->give_up_ms;
       if (put_parked(w, wt)) {
-        wt->counted = true;
-        metrics_set_waiting(++w->count);
+        if (!wt->counted) { /* a woken call that joins again keeps its place */
+          wt->counted = true;
+          metrics_set_waiting(++w->count);
+        }
         rc = COORD_PARKED;
       }
     }

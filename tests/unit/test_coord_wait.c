@@ -351,3 +351,30 @@ Test(coord_wait, a_duplicate_of_a_parked_call_joins_it_without_the_store) {
   coord_begin_result_clear(&b.begin);
   coord_begin_result_clear(&c.begin);
 }
+
+Test(coord_wait, a_woken_call_that_joins_a_parked_twin_keeps_one_place) {
+  seen a = {0}, b = {0}, c = {0};
+  begin(&fwd, 0, 0, &a);
+  settle_at(t0);
+  begin(&fwd, 0, 10000, &b);
+  step_key k = {0};
+  snprintf(k.tenant, sizeof k.tenant, "acme");
+  snprintf(k.global_id, sizeof k.global_id, "g-1");
+  snprintf(k.service, sizeof k.service, "pay");
+  snprintf(k.operation, sizeof k.operation, "charge");
+  coord_waiters_changed(w, &k);
+  memstore_run_submitted(m); /* b: in progress, but the pair moved: ready to run again */
+  begin(&fwd, 0, 10000, &c);
+  memstore_run_submitted(m); /* c parks */
+  cr_assert_eq(coord_waiters_count(w), 2);
+  coord_waiters_poll(w, t0); /* b runs again and joins its parked twin c */
+  cr_assert_eq(coord_waiters_count(w), 2, "b holds one place, not two");
+  complete(&fwd, 1, OUTCOME_SUCCEEDED, "x");
+  settle_at(t0);
+  cr_assert_eq(b.calls + c.calls, 2);
+  cr_assert_eq(coord_waiters_count(w), 0);
+  cr_assert_eq(metrics_waiting(), 0);
+  coord_begin_result_clear(&a.begin);
+  coord_begin_result_clear(&b.begin);
+  coord_begin_result_clear(&c.begin);
+}
