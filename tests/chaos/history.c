@@ -4,6 +4,8 @@
 #include <stdarg.h>
 #include <time.h>
 
+#include <openssl/evp.h>
+
 static void add(hist_line *l, const char *fmt, ...) {
   if (l->len >= sizeof l->buf) return;
   va_list ap;
@@ -35,20 +37,10 @@ void hist_int(hist_line *l, const char *name, long long value) {
 }
 
 void hist_b64(hist_line *l, const char *name, const uint8_t *p, size_t n) {
-  static const char al[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  char out[512];
-  size_t o = 0;
-  for (size_t i = 0; i < n && o + 5 < sizeof out; i += 3) {
-    uint32_t v = (uint32_t)p[i] << 16;
-    if (i + 1 < n) v |= (uint32_t)p[i + 1] << 8;
-    if (i + 2 < n) v |= p[i + 2];
-    out[o++] = al[(v >> 18) & 63];
-    out[o++] = al[(v >> 12) & 63];
-    out[o++] = i + 1 < n ? al[(v >> 6) & 63] : '=';
-    out[o++] = i + 2 < n ? al[v & 63] : '=';
-  }
-  out[o] = '\0';
-  hist_str(l, name, out);
+  unsigned char out[4 * ((HIST_BODY_MAX + 2) / 3) + 1];
+  if (n > HIST_BODY_MAX) n = HIST_BODY_MAX; /* the clients' bodies are far shorter */
+  EVP_EncodeBlock(out, p, (int)n);
+  hist_str(l, name, (const char *)out);
 }
 
 void hist_end(hist_line *l, hist *h) {

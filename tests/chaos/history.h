@@ -28,6 +28,7 @@ typedef struct hist_line {
 void hist_begin(hist_line *l, const hist *h, const char *type, const char *f, const idem_step_key *k);
 void hist_str(hist_line *l, const char *name, const char *value);
 void hist_int(hist_line *l, const char *name, long long value);
+#define HIST_BODY_MAX 256 /* hist_b64 writes at most this many bytes of a body */
 void hist_b64(hist_line *l, const char *name, const uint8_t *p, size_t n);
 void hist_end(hist_line *l, hist *h);
 

@@ -90,15 +90,20 @@ Test(step_run, retryable_outcome_lets_the_next_run_proceed) {
   idem_run_report_clear(&rep);
 }
 
+/* A crashed caller: began k with a 300 ms lease and never completed. */
+static void crashed_caller(const idem_step_key *k) {
+  idem_begin b = {0};
+  idem_error e = {0};
+  cr_assert_eq(idem_step_begin(H.c, k, NULL, 0, 300, &b, &e), IDEM_OK, "%s", e.message);
+  idem_begin_clear(&b);
+}
+
 Test(step_run, waits_for_a_step_in_progress_and_reports_takeover) {
   char gid[96];
   h_unique("run", gid, sizeof gid);
   idem_step_key k = {gid, "payment", "charge", IDEM_FORWARD};
-  /* a crashed caller: began with a short lease and never completed */
-  idem_begin b = {0};
   idem_error e = {0};
-  cr_assert_eq(idem_step_begin(H.c, &k, NULL, 0, 300, &b, &e), IDEM_OK);
-  idem_begin_clear(&b);
+  crashed_caller(&k);
   action a = {.outcome = IDEM_OUTCOME_SUCCEEDED};
   idem_run_report rep = {0};
   idem_run_options ro = {.deadline_ms = 10000};
@@ -116,10 +121,8 @@ Test(step_run, without_waiting_retries_until_the_lease_expired) {
   char gid[96];
   h_unique("run", gid, sizeof gid);
   idem_step_key k = {gid, "payment", "charge", IDEM_FORWARD};
-  idem_begin b = {0};
   idem_error e = {0};
-  cr_assert_eq(idem_step_begin(H.c, &k, NULL, 0, 300, &b, &e), IDEM_OK);
-  idem_begin_clear(&b);
+  crashed_caller(&k);
   action a = {.outcome = IDEM_OUTCOME_SUCCEEDED};
   idem_run_report rep = {0};
   idem_run_options ro = {.deadline_ms = 10000, .no_wait = true};
