@@ -22,6 +22,8 @@ typedef struct crec {
   uint32_t body_len;
   uint8_t *body;
   int64_t completed_ms, created_ms, updated_ms, lease_expires_ms, expires_ms;
+  int64_t result_expires_ms;
+  bool result_expired;
 } crec;
 
 typedef struct entry {
@@ -151,6 +153,8 @@ static bool pack(crec *d, const step_rec *r) {
   d->updated_ms = r->updated_ms;
   d->lease_expires_ms = r->lease_expires_ms;
   d->expires_ms = r->expires_ms;
+  d->result_expires_ms = r->result_expires_ms;
+  d->result_expired = r->result_expired;
   return true;
 }
 
@@ -177,6 +181,8 @@ static bool unpack(step_rec *d, const crec *s, const step_key *key, step_phase p
   d->updated_ms = s->updated_ms;
   d->lease_expires_ms = s->lease_expires_ms;
   d->expires_ms = s->expires_ms;
+  d->result_expires_ms = s->result_expires_ms;
+  d->result_expired = s->result_expired;
   return true;
 }
 

@@ -103,6 +103,8 @@ err_code coord__begin_fn(void *argp, const step_pair *cur, step_writes *w, err_t
   o->lease_expires_ms = d.lease_expires_ms;
   o->takeover = d.takeover;
   o->expires_ms = d.expires_ms;
+  o->result_expires_ms = d.result_expires_ms;
+  o->result_expired = d.result_expired;
   o->has_result = d.has_result;
   o->outcome = d.outcome;
   o->code = d.code;
@@ -121,11 +123,17 @@ err_code coord__begin_fn(void *argp, const step_pair *cur, step_writes *w, err_t
 }
 
 /* a cached record this close to the end of its retention is not answered from the
- * cache (the reaper may have deleted it by the time the database clock gets there). */
+ * cache (the reaper may have deleted it by the time the database clock gets there); nor one
+ * this close to the end of its result's retention, on either side (whether the body is still
+ * answered is the database clock's to say; well past it, the table drops the body itself). */
 #define CACHE_RETENTION_MARGIN_MS 10000
 
 static bool retained(const step_rec *r, int64_t now) {
-  return !r->present || step_rec_live(r, now + CACHE_RETENTION_MARGIN_MS);
+  if (!r->present) return true;
+  if (!step_rec_live(r, now + CACHE_RETENTION_MARGIN_MS)) return false;
+  int64_t re = r->result_expires_ms;
+  return r->state == (step_state)REC_KEPT_STATE || re == 0 || re > now + CACHE_RETENTION_MARGIN_MS ||
+         re < now - CACHE_RETENTION_MARGIN_MS;
 }
 
 /* The answer from the leader's replay cache, when the cached pair gives one that writes
@@ -179,7 +187,8 @@ err_code coord__begin_prepare(const coord_ctx *ctx, const char *tenant, const co
              .fp = fp,
              .fp_len = fp_len,
              .lease_ms = lease_ms ? lease_ms : pol->lease_ms,
-             .retention_s = pol->retention_s},
+             .retention_s = pol->retention_s,
+             .key_retention_s = policy_key_retention(pol)},
       .out = out,
   };
   return ERR_OK;
@@ -246,7 +255,8 @@ err_code coord__complete_prepare(const coord_ctx *ctx, const char *tenant, const
              .code = code,
              .body = body,
              .body_len = body_len,
-             .retention_s = pol.retention_s},
+             .retention_s = pol.retention_s,
+             .key_retention_s = policy_key_retention(&pol)},
       .out = out,
   };
   return ERR_OK;
@@ -358,7 +368,7 @@ err_code coord_begin_saga(const coord_ctx *ctx, store *st, const char *tenant,
       .saga_type = saga_type,
       .labels = n_labels ? labels : NULL,
       .n_labels = n_labels,
-      .retention_s = pol.retention_s,
+      .retention_s = policy_key_retention(&pol), /* a request id is a key (api.md §12) */
   };
   rc = store_begin_saga(st, &in, coord__store_deadline(ctx, deadline), out, err);
   if (rc != ERR_OK) memset(out, 0, sizeof *out);

@@ -57,8 +57,10 @@ typedef struct coord_begin_result {
   uint64_t attempt;
   int64_t lease_expires_ms;
   bool takeover;
-  int64_t expires_ms;
-  bool has_result; /* REPLAY */
+  int64_t expires_ms;        /* when the key is forgotten */
+  int64_t result_expires_ms; /* REPLAY: when the body is (was) dropped */
+  bool result_expired;       /* REPLAY past the result's retention: no body (api.md §12) */
+  bool has_result;           /* REPLAY */
   step_outcome outcome;
   int32_t code;
   uint8_t *body; /* owned */

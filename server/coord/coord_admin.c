@@ -142,7 +142,7 @@ err_code coord__resolve_fn(void *argp, const step_pair *cur, step_writes *w, err
   const step_rec *after = NULL;
   step_state from;
   err_code rc = coord_decide_resolve(a->key, a->outcome, a->code, a->body, a->body_len,
-                                     a->retention_s, cur, w, &after, &from, err);
+                                     a->retention, cur, w, &after, &from, err);
   if (rc != ERR_OK) return rc;
   a->audit->from_state = from;
   a->audit->to_state = after->state;
@@ -184,11 +184,12 @@ err_code coord__resolution_check(const coord_ctx *ctx, const char *tenant, int o
   return ERR_OK;
 }
 
-uint32_t coord__retention_of(const coord_ctx *ctx, const step_key *k) {
+step_retention coord__retention_of(const coord_ctx *ctx, const step_key *k) {
   policy pol;
   err_t ignored;
   coord_get_policy(ctx, k->tenant, k->service, k->operation, &pol, &ignored);
-  return pol.retention_s ? pol.retention_s : POLICY_DEFAULT_RETENTION_S;
+  if (!pol.retention_s) pol.retention_s = POLICY_DEFAULT_RETENTION_S;
+  return (step_retention){.result_s = pol.retention_s, .key_s = policy_key_retention(&pol)};
 }
 
 void coord__resolve_prepare(const coord_ctx *ctx, const step_key *key, int outcome, int32_t code,
@@ -206,7 +207,7 @@ void coord__resolve_prepare(const coord_ctx *ctx, const step_key *key, int outco
                             .code = code,
                             .body = body,
                             .body_len = body_len,
-                            .retention_s = coord__retention_of(ctx, key),
+                            .retention = coord__retention_of(ctx, key),
                             .audit = audit,
                             .out = out};
 }

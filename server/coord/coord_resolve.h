@@ -17,7 +17,7 @@ err_code coord__resolution_check(const coord_ctx *ctx, const char *tenant, int o
                                  const char **actor, err_t *err);
 
 /* The retention of a resolved result for key (its effective policy). */
-uint32_t coord__retention_of(const coord_ctx *ctx, const step_key *k);
+step_retention coord__retention_of(const coord_ctx *ctx, const step_key *k);
 
 /* store_step_fn: coord_decide_resolve on the pair, from/to states into audit, the record
  * after into *out (owned). */
@@ -27,7 +27,7 @@ typedef struct coord__resolve_arg {
   int32_t code;
   const uint8_t *body;
   size_t body_len;
-  uint32_t retention_s;
+  step_retention retention;
   audit_rec *audit; /* from/to filled here; inserted by the store on ERR_OK */
   step_rec *out;
 } coord__resolve_arg;

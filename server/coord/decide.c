@@ -2,7 +2,8 @@
  *
  * Pure functions: no I/O, no clock, no allocation. "now" is always cur->now_ms (the database
  * clock). A record whose retention has passed (expires_ms != 0 && expires_ms <= now) counts as
- * absent. Bodies of written records borrow from the inputs (*cur or the request).
+ * absent; one whose result retention has passed (step_rec_result_expired) is replayed without
+ * its body (api.md §12). Bodies of written records borrow from the inputs (*cur or the request).
  *
  * Choices where api.md is silent (documented in the README):
  *  - A RELEASED forward record is treated like no forward record by a compensation: nothing
@@ -25,8 +26,17 @@ static bool live(const step_rec *r, int64_t now) {
   return step_rec_live(r, now);
 }
 
-static int64_t retention_end(int64_t now, uint32_t retention_s) {
-  return now + (int64_t)retention_s * 1000;
+/* A record finished (or tombstoned) at now is kept: its body for ret.result_s, the rest of it
+ * for ret.key_s (api.md §12; never less than result_s). */
+static void retain(step_rec *r, int64_t now, step_retention ret) {
+  uint32_t key_s = ret.key_s > ret.result_s ? ret.key_s : ret.result_s;
+  r->result_expires_ms = now + (int64_t)ret.result_s * 1000;
+  r->expires_ms = now + (int64_t)key_s * 1000;
+  r->result_expired = false;
+}
+
+static step_retention begin_retention(const decide_begin_in *in) {
+  return (step_retention){.result_s = in->retention_s, .key_s = in->key_retention_s};
 }
 
 /* Both fingerprints are set and differ. */
@@ -56,6 +66,7 @@ static void clear_result(step_rec *r) {
   r->body = NULL;
   r->body_len = 0;
   r->completed_ms = 0;
+  r->result_expired = false;
 }
 
 /* Appends a write slot; the caller fills it. */
@@ -120,6 +131,7 @@ static err_code next_attempt(const decide_begin_in *in, const step_rec *cur_rec,
   r->updated_ms = now;
   r->lease_expires_ms = now + in->lease_ms;
   r->expires_ms = 0;
+  r->result_expires_ms = 0;
   proceed(r, takeover, out);
   return ERR_OK;
 }
@@ -141,11 +153,15 @@ static err_code existing_row(const decide_begin_in *in, const step_rec *r, int64
       out->decision = DECISION_REPLAY;
       out->attempt = r->attempt;
       out->expires_ms = r->expires_ms;
+      out->result_expires_ms = r->result_expires_ms ? r->result_expires_ms : r->expires_ms;
       out->has_result = true;
       out->outcome = r->outcome;
       out->code = r->code;
-      out->body = r->body_len > 0 ? r->body : NULL;
-      out->body_len = r->body_len;
+      out->result_expired = step_rec_result_expired(r, now);
+      if (!out->result_expired && r->body_len > 0) { /* past retention_s: outcome and code only */
+        out->body = r->body;
+        out->body_len = r->body_len;
+      }
       out->completed_ms = r->completed_ms;
       return ERR_OK;
     case STATE_ABANDONED:
@@ -199,7 +215,7 @@ static err_code null_compensation(const decide_begin_in *in, int64_t now, decide
   c->outcome = OUTCOME_SUCCEEDED;
   c->code = 0;
   c->completed_ms = now;
-  c->expires_ms = retention_end(now, in->retention_s);
+  retain(c, now, begin_retention(in));
   out->decision = DECISION_SKIP_NULL_COMPENSATION;
   out->attempt = 0;
   out->expires_ms = c->expires_ms;
@@ -221,7 +237,7 @@ static void abandon_forward(const decide_begin_in *in, const step_rec *f, int64_
   }
   r->state = STATE_ABANDONED;
   r->lease_expires_ms = 0;
-  r->expires_ms = retention_end(now, in->retention_s);
+  retain(r, now, begin_retention(in));
 }
 
 /* The COMPENSATION table of api.md §3. */
@@ -289,7 +305,7 @@ step_state decide_state_of(step_outcome outcome) {
  * borrowed from the caller's input. Returns n. */
 static const step_rec *finish(step_rec *n, const step_rec *r, const step_key *key,
                               step_outcome outcome, int32_t code, const uint8_t *body,
-                              size_t body_len, int64_t now, uint32_t retention_s) {
+                              size_t body_len, int64_t now, step_retention ret) {
   *n = *r;
   n->key = *key;
   n->state = decide_state_of(outcome);
@@ -300,12 +316,16 @@ static const step_rec *finish(step_rec *n, const step_rec *r, const step_key *ke
   n->completed_ms = now;
   n->updated_ms = now;
   n->lease_expires_ms = 0;
-  n->expires_ms = retention_end(now, retention_s);
+  retain(n, now, ret);
   return n;
 }
 
-static bool same_result(const step_rec *r, const decide_complete_in *in) {
-  if (r->outcome != in->outcome || r->code != in->code || r->body_len != in->body_len) return false;
+/* A retried Complete matches the stored result; past retention_s (body dropped) only its
+ * outcome and code can be compared. */
+static bool same_result(const step_rec *r, const decide_complete_in *in, int64_t now) {
+  if (r->outcome != in->outcome || r->code != in->code) return false;
+  if (step_rec_result_expired(r, now)) return true;
+  if (r->body_len != in->body_len) return false;
   return in->body_len == 0 || memcmp(r->body, in->body, in->body_len) == 0;
 }
 
@@ -332,10 +352,10 @@ err_code decide_complete(const decide_complete_in *in, const step_pair *cur, ste
   if (r->state == STATE_IN_PROGRESS) {
     /* accepted even when the lease expired, as long as nobody took over */
     *after = finish(push(w), r, in->key, in->outcome, in->code, in->body, in->body_len, now,
-                    in->retention_s);
+                    (step_retention){.result_s = in->retention_s, .key_s = in->key_retention_s});
     return ERR_OK;
   }
-  if ((is_finished(r->state) || r->state == STATE_RELEASED) && same_result(r, in)) {
+  if ((is_finished(r->state) || r->state == STATE_RELEASED) && same_result(r, in, now)) {
     *after = r; /* a retried Complete is harmless */
     return ERR_OK;
   }
@@ -364,7 +384,7 @@ err_code decide_extend(const step_key *key, uint64_t attempt, uint32_t lease_ms,
 }
 
 err_code coord_decide_resolve(const step_key *key, step_outcome outcome, int32_t code,
-                              const uint8_t *body, size_t body_len, uint32_t retention_s,
+                              const uint8_t *body, size_t body_len, step_retention ret,
                               const step_pair *cur, step_writes *w, const step_rec **after,
                               step_state *from, err_t *err) {
   w->n = 0;
@@ -379,6 +399,6 @@ err_code coord_decide_resolve(const step_key *key, step_outcome outcome, int32_t
                     "step is %s: only in_progress and unknown steps can be resolved",
                     idem_word_state((int)r->state));
   *from = r->state;
-  *after = finish(push(w), r, key, outcome, code, body, body_len, now, retention_s);
+  *after = finish(push(w), r, key, outcome, code, body, body_len, now, ret);
   return ERR_OK;
 }

@@ -6,7 +6,9 @@
  * so under any concurrency exactly one caller gets DECISION_PROCEED for a key and attempt.
  *
  * Records whose retention has passed (expires_ms != 0 && expires_ms <= now) are treated as
- * absent: the key is new again.
+ * absent: the key is new again. Between a record's result retention and its key retention
+ * (api.md §12) it answers as before, but a REPLAY carries outcome and code without the body
+ * (result_expired).
  *
  * Bodies in the written records and in decide_begin_out borrow from the inputs (the request
  * or *cur); the caller copies what it keeps past the store callback.
@@ -25,7 +27,8 @@ typedef struct decide_begin_in {
   const uint8_t *fp;
   size_t fp_len;
   uint32_t lease_ms;    /* effective lease: the request's, else the policy's */
-  uint32_t retention_s; /* the policy's retention (for tombstones and null compensations) */
+  uint32_t retention_s;     /* the policy's retention (for tombstones and null compensations) */
+  uint32_t key_retention_s; /* the policy's key retention (0 or less: retention_s) */
 } decide_begin_in;
 
 typedef struct decide_begin_out {
@@ -34,6 +37,8 @@ typedef struct decide_begin_out {
   int64_t lease_expires_ms; /* PROCEED: the new lease */
   bool takeover;            /* PROCEED after an expired lease of an earlier attempt */
   int64_t expires_ms;       /* when the record will be forgotten (0 while unfinished) */
+  int64_t result_expires_ms; /* REPLAY: when the body is (was) dropped */
+  bool result_expired;       /* REPLAY past result retention: outcome and code, no body */
   /* REPLAY: the stored result (body borrowed from *cur) */
   bool has_result;
   step_outcome outcome;
@@ -58,6 +63,7 @@ typedef struct decide_complete_in {
   const uint8_t *body;
   size_t body_len;
   uint32_t retention_s;
+  uint32_t key_retention_s; /* 0 or less: retention_s */
 } decide_complete_in;
 
 /* CompleteStep (api.md §4). On ERR_OK *after points at the record as it stands after the call
@@ -82,7 +88,7 @@ step_state decide_state_of(step_outcome outcome);
  * not-resolvable; ERR_NOT_FOUND when there is none). On ERR_OK w holds the one write, *after
  * points at it and *from is the state it replaces; the body is borrowed from the input. */
 err_code coord_decide_resolve(const step_key *key, step_outcome outcome, int32_t code,
-                              const uint8_t *body, size_t body_len, uint32_t retention_s,
+                              const uint8_t *body, size_t body_len, step_retention ret,
                               const step_pair *cur, step_writes *w, const step_rec **after,
                               step_state *from, err_t *err);
 

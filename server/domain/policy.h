@@ -22,13 +22,16 @@
 #define POLICY_RETENTION_MIN_S 1u
 #define POLICY_RETENTION_MAX_S (90u * 86400u) /* 90 days */
 #define POLICY_LEASE_MAX_MS REC_LEASE_MS_MAX  /* 1 h */
+#define POLICY_KEY_RETENTION_MAX_S (400u * 86400u) /* 400 days (api.md §12) */
 #define POLICY_ANY "*"                        /* wildcard service/operation, all-tenants row */
 
 typedef struct policy {
   char service[REC_NAME_MAX + 1];   /* "*" matches any */
   char operation[REC_NAME_MAX + 1]; /* "*" matches any */
   failure_mode mode;
-  uint32_t retention_s;
+  uint32_t retention_s;     /* how long a finished step's result (its body) is kept */
+  uint32_t key_retention_s; /* how long its key is kept (api.md §12): 0 = retention_s, else
+                             * retention_s .. POLICY_KEY_RETENTION_MAX_S */
   uint32_t lease_ms;
   int64_t updated_ms; /* 0 for the built-in default */
 } policy;
@@ -38,6 +41,11 @@ typedef struct policy_row {
   char tenant[REC_GLOBAL_ID_MAX + 1];
   policy p;
 } policy_row;
+
+/* The key retention in effect: key_retention_s, or retention_s when that is 0 or smaller. */
+static inline uint32_t policy_key_retention(const policy *p) {
+  return p->key_retention_s > p->retention_s ? p->key_retention_s : p->retention_s;
+}
 
 /* Fills out with the built-in default for (service, operation): fail-closed, 24 h, 30 s. */
 void policy_default(const char *service, const char *operation, policy *out);

@@ -104,8 +104,20 @@ typedef struct step_rec {
   int64_t created_ms;
   int64_t updated_ms;
   int64_t lease_expires_ms; /* IN_PROGRESS only; else 0 */
-  int64_t expires_ms;       /* retention: when the record is forgotten; 0 = not while unfinished */
+  int64_t expires_ms;       /* key retention: when the record is forgotten; 0 = while unfinished */
+  /* result retention (api.md §12): when the body is dropped; 0 = with the record (expires_ms).
+   * From then on the record keeps key, state, attempt, fingerprint, outcome and code. */
+  int64_t result_expires_ms;
+  bool result_expired; /* the store found the result expired when it read the record (its body
+                        * is then empty); see step_rec_result_expired */
 } step_rec;
+
+/* How long a finished record is kept: its body for result_s, the rest for key_s (>= result_s;
+ * 0 or less = result_s). */
+typedef struct step_retention {
+  uint32_t result_s;
+  uint32_t key_s;
+} step_retention;
 
 /* Both records of a step pair (tenant, global_id, service, operation), read under the pair's
  * lock, and the store's clock at that moment (the database clock, shared by all nodes). */
@@ -180,6 +192,15 @@ typedef struct saga_begun {
 static inline bool step_rec_live(const step_rec *r, int64_t now_ms) {
   return r->present &&
          (r->state == (step_state)REC_KEPT_STATE || r->expires_ms == 0 || r->expires_ms > now_ms);
+}
+
+/* Whether a live record's result has expired at now: its body is gone (or about to be dropped
+ * by the reaper) while key, state, attempt, fingerprint, outcome and code remain. Never for an
+ * UNKNOWN record (kept, body and all, until resolved). The SQL form is PG_RESULT_EXPIRED_AT. */
+static inline bool step_rec_result_expired(const step_rec *r, int64_t now_ms) {
+  if (r->result_expired) return true;
+  return r->present && r->state != (step_state)REC_KEPT_STATE && r->result_expires_ms != 0 &&
+         r->result_expires_ms <= now_ms;
 }
 
 /* Whether the reaper may delete a record in state s once its retention has passed: never one

@@ -36,7 +36,7 @@ Test(resolve, in_progress_to_succeeded_keeps_attempt_and_stores_result) {
   const step_rec *after;
   step_state from;
   err_t e;
-  cr_assert_eq(coord_decide_resolve(&k, OUTCOME_SUCCEEDED, 201, (const uint8_t *)"ok", 2, 60, &cur,
+  cr_assert_eq(coord_decide_resolve(&k, OUTCOME_SUCCEEDED, 201, (const uint8_t *)"ok", 2, (step_retention){60, 60}, &cur,
                                     &w, &after, &from, &e),
                ERR_OK);
   cr_assert_eq(w.n, 1);
@@ -60,7 +60,7 @@ Test(resolve, retryable_releases_the_key) {
   step_state from;
   err_t e;
   cr_assert_eq(
-      coord_decide_resolve(&k, OUTCOME_RETRYABLE, 0, NULL, 0, 60, &cur, &w, &after, &from, &e),
+      coord_decide_resolve(&k, OUTCOME_RETRYABLE, 0, NULL, 0, (step_retention){60, 60}, &cur, &w, &after, &from, &e),
       ERR_OK);
   cr_assert_eq(from, STATE_UNKNOWN);
   cr_assert_eq(after->state, STATE_RELEASED);
@@ -77,7 +77,7 @@ Test(resolve, finished_and_missing_steps_are_refused) {
     step_state from;
     err_t e;
     cr_assert_eq(
-        coord_decide_resolve(&k, OUTCOME_SUCCEEDED, 0, NULL, 0, 60, &cur, &w, &after, &from, &e),
+        coord_decide_resolve(&k, OUTCOME_SUCCEEDED, 0, NULL, 0, (step_retention){60, 60}, &cur, &w, &after, &from, &e),
         ERR_PRECONDITION, "state %d", (int)refused[i]);
     cr_assert_eq(w.n, 0);
     cr_assert(strstr(e.msg, "only in_progress and unknown steps can be resolved"), "%s", e.msg);
@@ -89,16 +89,16 @@ Test(resolve, finished_and_missing_steps_are_refused) {
   step_state from;
   err_t e;
   cr_assert_eq(
-      coord_decide_resolve(&k, OUTCOME_FAILED, 0, NULL, 0, 60, &none, &w, &after, &from, &e),
+      coord_decide_resolve(&k, OUTCOME_FAILED, 0, NULL, 0, (step_retention){60, 60}, &none, &w, &after, &from, &e),
       ERR_NOT_FOUND);
   cr_assert_eq(
-      coord_decide_resolve(&k, OUTCOME_FAILED, 0, NULL, 0, 60, &expired, &w, &after, &from, &e),
+      coord_decide_resolve(&k, OUTCOME_FAILED, 0, NULL, 0, (step_retention){60, 60}, &expired, &w, &after, &from, &e),
       ERR_NOT_FOUND);
   /* the compensation phase has its own record */
   step_key kc = key_of(PHASE_COMPENSATION);
   step_pair fwd_only = pair_with(STATE_IN_PROGRESS, SD_NOW + 1000, 0);
   cr_assert_eq(
-      coord_decide_resolve(&kc, OUTCOME_FAILED, 0, NULL, 0, 60, &fwd_only, &w, &after, &from, &e),
+      coord_decide_resolve(&kc, OUTCOME_FAILED, 0, NULL, 0, (step_retention){60, 60}, &fwd_only, &w, &after, &from, &e),
       ERR_NOT_FOUND);
 }
 
