@@ -12,13 +12,20 @@
 static atomic_uint_fast64_t g_unguarded;
 static atomic_uint_fast64_t g_reaped_steps;
 static atomic_uint_fast64_t g_reaped_sagas;
+static atomic_uint_fast64_t g_reaped_bodies; /* bodies dropped past result retention */
 
 void metrics_unguarded(void) {
   atomic_fetch_add(&g_unguarded, 1);
 }
 
+static atomic_uint_fast64_t *reaped_counter(const char *kind) {
+  if (strcmp(kind, "sagas") == 0) return &g_reaped_sagas;
+  if (strcmp(kind, "bodies") == 0) return &g_reaped_bodies;
+  return &g_reaped_steps;
+}
+
 void metrics_reaped(const char *kind, uint64_t n) {
-  atomic_fetch_add(strcmp(kind, "sagas") == 0 ? &g_reaped_sagas : &g_reaped_steps, n);
+  atomic_fetch_add(reaped_counter(kind), n);
 }
 
 uint64_t metrics_unguarded_total(void) {
@@ -26,7 +33,7 @@ uint64_t metrics_unguarded_total(void) {
 }
 
 uint64_t metrics_reaped_total(const char *kind) {
-  return atomic_load(strcmp(kind, "sagas") == 0 ? &g_reaped_sagas : &g_reaped_steps);
+  return atomic_load(reaped_counter(kind));
 }
 
 /* --- waiting --- */
@@ -218,6 +225,9 @@ static void render_counters(FILE *f) {
   help(f, "idem_reaped_rows_total", "counter", "Expired rows deleted by the reaper, by table.");
   fprintf(f, "idem_reaped_rows_total{kind=\"steps\"} %llu\n", ld(&g_reaped_steps));
   fprintf(f, "idem_reaped_rows_total{kind=\"sagas\"} %llu\n", ld(&g_reaped_sagas));
+  help(f, "idem_reaped_bodies_total", "counter",
+       "Bodies of finished steps dropped past their result retention (the key is kept).");
+  fprintf(f, "idem_reaped_bodies_total %llu\n", ld(&g_reaped_bodies));
   help(f, "idem_store_batches_total", "counter", "Group commits (one transaction each).");
   fprintf(f, "idem_store_batches_total %llu\n", ld(&g_batches));
   help(f, "idem_store_batched_steps_total", "counter",

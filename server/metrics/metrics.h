@@ -15,7 +15,7 @@
 /* A BeginStep for a fail-open operation answered PROCEED_UNGUARDED (store unreachable). */
 void metrics_unguarded(void);
 
-/* The reaper deleted n rows of kind ("steps" or "sagas"). */
+/* The reaper deleted n rows of kind ("steps" or "sagas"), or dropped n bodies ("bodies"). */
 void metrics_reaped(const char *kind, uint64_t n);
 
 /* Current counts (for tests and GetStatus); the /metrics text is the public interface. */

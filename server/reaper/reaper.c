@@ -32,8 +32,23 @@ static bool stopped(const bool *stop) {
   return stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE);
 }
 
+typedef enum reap_kind_t { REAP_BODIES, REAP_STEPS, REAP_SAGAS } reap_kind_t;
+static const char *const kind_name[] = {"bodies", "steps", "sagas"};
+
+static err_code reap_batch(store *st, reap_kind_t kind, uint32_t batch, int64_t deadline,
+                           uint64_t *n, err_t *err) {
+  switch (kind) {
+    case REAP_BODIES:
+      return store_reap_bodies(st, batch, deadline, n, err);
+    case REAP_STEPS:
+      return store_reap_steps(st, batch, deadline, n, err);
+    default:
+      return store_reap_sagas(st, batch, deadline, n, err);
+  }
+}
+
 /* Batches of one kind until a short batch, a store error or stop. *failed on a store error. */
-static uint64_t reap_kind(store *st, const reaper_config *cfg, const bool *stop, bool sagas,
+static uint64_t reap_kind(store *st, const reaper_config *cfg, const bool *stop, reap_kind_t kind,
                           bool *failed) {
   uint32_t batch = cfg->batch ? cfg->batch : REAPER_BATCH_DEFAULT;
   int64_t timeout = cfg->store_timeout_ms > 0 ? cfg->store_timeout_ms : 2000;
@@ -43,15 +58,14 @@ static uint64_t reap_kind(store *st, const reaper_config *cfg, const bool *stop,
     err_t err;
     err_clear(&err);
     int64_t started_us = clock_mono_us(), deadline = clock_mono_ms() + timeout;
-    err_code rc = sagas ? store_reap_sagas(st, batch, deadline, &n, &err)
-                        : store_reap_steps(st, batch, deadline, &n, &err);
+    err_code rc = reap_batch(st, kind, batch, deadline, &n, &err);
     if (rc != ERR_OK) {
       *failed = true;
       log_kv(LOG_WARN, "reaper: store call failed, will retry next round", "kind",
-             sagas ? "sagas" : "steps", "error", err.msg, (const char *)NULL);
+             kind_name[kind], "error", err.msg, (const char *)NULL);
       break;
     }
-    if (n > 0) metrics_reaped(sagas ? "sagas" : "steps", n);
+    if (n > 0) metrics_reaped(kind_name[kind], n);
     total += n;
     if (n < batch) break;
     /* At most a fifth of the time deleting: rest REAPER_REST_FACTOR times as long as the batch
@@ -69,17 +83,19 @@ uint64_t reaper_round(store *st, const reaper_config *cfg, const bool *stop) {
   if (cfg->is_leader && !cfg->is_leader(cfg->is_leader_arg)) return 0;
   int64_t t0 = clock_mono_ms();
   bool failed = false;
-  uint64_t steps = reap_kind(st, cfg, stop, false, &failed);
-  uint64_t sagas = failed ? 0 : reap_kind(st, cfg, stop, true, &failed);
-  if (steps + sagas > 0) {
-    char s[24], g[24], ms[24];
+  uint64_t bodies = reap_kind(st, cfg, stop, REAP_BODIES, &failed);
+  uint64_t steps = failed ? 0 : reap_kind(st, cfg, stop, REAP_STEPS, &failed);
+  uint64_t sagas = failed ? 0 : reap_kind(st, cfg, stop, REAP_SAGAS, &failed);
+  if (bodies + steps + sagas > 0) {
+    char b[24], s[24], g[24], ms[24];
+    snprintf(b, sizeof b, "%llu", (unsigned long long)bodies);
     snprintf(s, sizeof s, "%llu", (unsigned long long)steps);
     snprintf(g, sizeof g, "%llu", (unsigned long long)sagas);
     snprintf(ms, sizeof ms, "%lld", (long long)(clock_mono_ms() - t0));
-    log_kv(LOG_INFO, "reaper: expired rows deleted", "steps", s, "sagas", g, "ms", ms,
-           (const char *)NULL);
+    log_kv(LOG_INFO, "reaper: expired rows deleted", "bodies_dropped", b, "steps", s, "sagas", g,
+           "ms", ms, (const char *)NULL);
   }
-  return steps + sagas;
+  return bodies + steps + sagas;
 }
 
 static void *reaper_main(void *arg) {

@@ -1,5 +1,7 @@
-/* reaper.h — deletes what retention has forgotten: finished steps past their expiry (never
- * IN_PROGRESS or UNKNOWN) and saga rows (request ids) past theirs, with their labels.
+/* reaper.h — deletes what retention has forgotten, in two stages for steps (api.md §12): first
+ * the bodies of finished steps past their result retention whose key is kept longer
+ * (key_retention_s), then finished steps past their key's expiry (never IN_PROGRESS or UNKNOWN);
+ * and saga rows (request ids) past theirs, with their labels.
  *
  * One thread with its own store. Every interval it asks is_leader (only the leader reaps; a
  * single node is always the leader) and then deletes in batches of at most batch rows, each
@@ -42,7 +44,8 @@ typedef struct reaper reaper;
  * cannot be created. The config is copied. */
 reaper *reaper_start(const reaper_config *cfg);
 
-/* Runs one round now on the calling thread with st (tests, tools). Returns rows deleted. */
+/* Runs one round now on the calling thread with st (tests, tools). Returns rows deleted plus
+ * bodies dropped. */
 uint64_t reaper_round(store *st, const reaper_config *cfg, const bool *stop);
 
 /* Stops (an ongoing round ends after its current batch), joins, closes the store, frees.

@@ -17,6 +17,7 @@ void rpc__rec_to_pb(const step_rec *r, rpc_rec_pb *o) {
   o->rec.updated_unix_ms = r->updated_ms;
   o->rec.lease_expires_unix_ms = r->lease_expires_ms;
   o->rec.expires_unix_ms = r->expires_ms;
+  o->rec.result_expired = r->result_expired; /* the store read it past result retention */
   o->rec.tenant = (char *)r->key.tenant;
 
   if (r->outcome != OUTCOME_UNSPECIFIED) {

@@ -71,6 +71,8 @@ static err_code reply_begin(rpc_call *c, coord_begin_result *out, err_t *err) {
   resp.lease_expires_unix_ms = out->lease_expires_ms;
   resp.takeover = out->takeover;
   resp.expires_unix_ms = out->expires_ms;
+  resp.result_expired = out->result_expired;
+  resp.result_expires_unix_ms = out->result_expires_ms;
   metrics_decision((int)out->decision, out->takeover);
   if (out->has_result) {
     result.outcome = (Idem__V1__Outcome)out->outcome;
@@ -252,6 +254,7 @@ err_code rpc__get_policy(const rpc_req *rq, const ProtobufCMessage *in, rpc_call
   resp.operation = pol.operation;
   resp.failure_mode = (Idem__V1__FailureMode)pol.mode;
   resp.retention_s = pol.retention_s;
+  resp.key_retention_s = policy_key_retention(&pol); /* in effect: never below retention_s */
   resp.lease_ms = pol.lease_ms;
   resp.updated_unix_ms = pol.updated_ms;
   return rpc__call_reply(c, &resp.base, err);

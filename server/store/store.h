@@ -132,6 +132,13 @@ typedef struct store_ops {
    * labels go with them; their steps are reaped on their own retention). */
   err_code (*reap_sagas)(store *s, uint32_t limit, int64_t deadline, uint64_t *deleted, err_t *err);
 
+  /* One short transaction (api.md §12): drops the body of at most limit finished steps whose
+   * result retention has passed while their key is kept longer (never IN_PROGRESS or UNKNOWN;
+   * locked rows skipped). Reads already treat such a body as gone (step_rec.result_expired);
+   * this reclaims the space. NULL in a backend that keeps no bodies apart. */
+  err_code (*reap_bodies)(store *s, uint32_t limit, int64_t deadline, uint64_t *dropped,
+                          err_t *err);
+
   /* --- a step transaction that does not block its caller --- */
 
   /* step_txn without waiting: queues it and returns. ERR_OK: done(done_arg, ...) runs exactly
@@ -225,6 +232,12 @@ static inline err_code store_policy_list(store *s, const char *tenant, int64_t d
 static inline err_code store_reap_steps(store *s, uint32_t limit, int64_t deadline,
                                         uint64_t *deleted, err_t *err) {
   return s->ops->reap_steps(s, limit, deadline, deleted, err);
+}
+static inline err_code store_reap_bodies(store *s, uint32_t limit, int64_t deadline,
+                                         uint64_t *dropped, err_t *err) {
+  *dropped = 0;
+  if (!s->ops->reap_bodies) return ERR_OK;
+  return s->ops->reap_bodies(s, limit, deadline, dropped, err);
 }
 static inline err_code store_reap_sagas(store *s, uint32_t limit, int64_t deadline,
                                         uint64_t *deleted, err_t *err) {

@@ -20,7 +20,7 @@ const char pg__sql_pair_lock[] =
 /* Both phases of the pair and the database clock; one row with NULL columns when there is
  * no record. */
 const char pg__sql_pair_read[] =
-    "SELECT n.now_ms, " PG_STEP_COLS " FROM (SELECT " PG_NOW_MS
+    "SELECT n.now_ms, " PG_STEP_COLS_AT("n.now_ms") " FROM (SELECT " PG_NOW_MS
     " AS now_ms) n"
     " LEFT JOIN idem_steps s ON s.tenant = $1 AND s.global_id = $2 AND s.service = $3"
     " AND s.operation = $4";
@@ -28,14 +28,14 @@ const char pg__sql_pair_read[] =
 const char pg__sql_step_insert[] =
     "INSERT INTO idem_steps (tenant, global_id, service, operation, phase, state, attempt,"
     " fingerprint, outcome, code, body, completed_ms, created_ms, updated_ms,"
-    " lease_expires_ms, expires_ms)"
+    " lease_expires_ms, expires_ms, result_expires_ms)"
     " VALUES ($1, $2, $3, $4, $5, $6, $7, $8::bytea, $9, $10, $11::bytea, $12, $13, $14, $15,"
-    " $16)";
+    " $16, $17)";
 
 const char pg__sql_step_update[] =
     "UPDATE idem_steps SET state = $6, attempt = $7, fingerprint = $8::bytea, outcome = $9,"
     " code = $10, body = $11::bytea, completed_ms = $12, created_ms = $13, updated_ms = $14,"
-    " lease_expires_ms = $15, expires_ms = $16"
+    " lease_expires_ms = $15, expires_ms = $16, result_expires_ms = $17"
     " WHERE tenant = $1 AND global_id = $2 AND service = $3 AND operation = $4 AND phase = $5";
 
 /* A record past its retention is treated as absent (as decide.h does). */
@@ -67,6 +67,7 @@ void pg__write_params(pg_params *p, const step_key *key, const step_rec *r) {
   pg__p_i64(p, r->updated_ms);
   pg__p_i64(p, r->lease_expires_ms);
   pg__p_i64(p, r->expires_ms);
+  pg__p_i64(p, r->result_expires_ms);
 }
 
 void pg__read_pair(const PGresult *res, int row0, int row1, int col, const step_key *key,
@@ -271,6 +272,7 @@ static const store_ops pg_ops = {
     .policy_list = pg__policy_list,
     .reap_steps = pg__reap_steps,
     .reap_sagas = pg__reap_sagas,
+    .reap_bodies = pg__reap_bodies,
     /* throughput: store_pg_batch.c */
     .step_txn_submit = pg_step_txn_submit,
 };

@@ -597,7 +597,10 @@ bool pg__row_step(const PGresult *r, int row, int col, bool own, step_rec *rec) 
   rec->fp_len = fl;
   rec->outcome = (step_outcome)pg__int(r, row, col + 4);
   rec->code = (int32_t)pg__int(r, row, col + 5);
-  size_t bl = (size_t)PQgetlength(r, row, col + 6);
+  rec->result_expires_ms = pg__int(r, row, col + 12);
+  rec->result_expired = !PQgetisnull(r, row, col + 13) && PQgetlength(r, row, col + 13) == 1 &&
+                        PQgetvalue(r, row, col + 13)[0] != 0; /* binary bool */
+  size_t bl = rec->result_expired ? 0 : (size_t)PQgetlength(r, row, col + 6);
   rec->body_len = bl;
   rec->body = NULL;
   if (bl > 0) {

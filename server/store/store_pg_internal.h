@@ -157,11 +157,15 @@ bool pg__isnull(const PGresult *r, int row, int col);
 int64_t pg__int(const PGresult *r, int row, int col);     /* int2, int4 or int8; NULL → 0 */
 const char *pg__str(const PGresult *r, int row, int col); /* NULL → "" */
 
-/* Fills rec from the 12 columns PG_STEP_COLS starting at col. With own, the body is copied
- * (an owned record); otherwise it points into r. Returns false on allocation failure. */
-#define PG_STEP_COLS                                                                    \
+/* Fills rec from the 14 columns PG_STEP_COLS starting at col. With own, the body is copied
+ * (an owned record); otherwise it points into r. A result past its retention at the statement's
+ * now (the last column, PG_RESULT_EXPIRED_AT) is read without its body, result_expired set, even
+ * before the reaper drops it. Returns false on allocation failure. */
+#define PG_STEP_COLS_AT(now)                                                            \
   "phase, state, attempt, fingerprint, outcome, code, body, completed_ms, created_ms, " \
-  "updated_ms, lease_expires_ms, expires_ms"
+  "updated_ms, lease_expires_ms, expires_ms, result_expires_ms, " PG_RESULT_EXPIRED_AT(now) \
+  " AS result_expired"
+#define PG_STEP_COLS PG_STEP_COLS_AT(PG_NOW_MS)
 bool pg__row_step(const PGresult *r, int row, int col, bool own, step_rec *rec);
 
 /* fencing: store_pg_fence.c. The SQLSTATE the fence trigger raises when a write
@@ -254,6 +258,8 @@ err_code pg__policy_list(store *st, const char *tenant, int64_t deadline, policy
                          size_t *n, err_t *err);
 err_code pg__reap_steps(store *st, uint32_t limit, int64_t deadline, uint64_t *deleted,
                         err_t *err);
+err_code pg__reap_bodies(store *st, uint32_t limit, int64_t deadline, uint64_t *dropped,
+                         err_t *err);
 err_code pg__reap_sagas(store *st, uint32_t limit, int64_t deadline, uint64_t *deleted,
                         err_t *err);
 

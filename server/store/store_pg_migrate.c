@@ -181,12 +181,26 @@ static const char *const m6_sql[] = {
     NULL,
 };
 
+/* Version 7 (keys remembered longer than results, api.md §12): when a step's body is dropped
+ * (0 = with the row, as every row written before this version), the policy's key retention
+ * (0 = its retention), and the reaper's first stage: rows whose body goes before the row does,
+ * while they still hold one (the update to an empty body takes the row out of the index). */
+static const char *const m7_sql[] = {
+    "ALTER TABLE idem_steps ADD COLUMN IF NOT EXISTS result_expires_ms bigint NOT NULL DEFAULT 0",
+    "ALTER TABLE idem_policies ADD COLUMN IF NOT EXISTS key_retention_s bigint NOT NULL DEFAULT 0",
+    "CREATE INDEX IF NOT EXISTS idem_steps_body_reap_idx ON idem_steps (result_expires_ms)"
+    " WHERE result_expires_ms > 0 AND result_expires_ms < expires_ms AND body <> ''::bytea"
+    " AND state NOT IN " PG_UNREAPABLE_STATES,
+    NULL,
+};
+
 static const migration migrations[] = {
     {1, m1_sql}, {2, m2_sql},
     {3, m3_sql}, /* version 2 (policies) may sit before it: each version applies on its own */
     {4, m4_sql}, /* fencing: after 2 and 3, whose tables it guards */
     {5, m5_sql}, /* throughput: unused indexes of version 1 */
     {6, m6_sql}, /* bulk resolution: audit batch ids, answers by request id */
+    {7, m7_sql}, /* key retention: body expiry, policies' key_retention_s */
 };
 
 /* Applies one migration unless it is recorded; returns ERR_OK either way. */

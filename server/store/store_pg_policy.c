@@ -50,6 +50,17 @@ static const char SQL_REAP_STEPS[] =
     " WHERE expires_ms > 0 AND expires_ms <= " REAP_NOW_MS " AND state NOT IN " PG_UNREAPABLE_STATES
     " LIMIT $1 FOR UPDATE SKIP LOCKED))";
 
+/* The first stage (api.md §12): finished steps whose result's retention has passed while the
+ * row itself is kept longer (the partial index idem_steps_body_reap_idx, whose predicate this
+ * repeats) lose their body; the update takes them out of that index. Locked and updated by ctid
+ * like the deletes. */
+static const char SQL_REAP_BODIES[] =
+    "UPDATE idem_steps SET body = ''::bytea WHERE ctid = ANY(ARRAY("
+    "SELECT ctid FROM idem_steps"
+    " WHERE result_expires_ms > 0 AND result_expires_ms < expires_ms AND body <> ''::bytea"
+    " AND state NOT IN " PG_UNREAPABLE_STATES " AND result_expires_ms <= " REAP_NOW_MS
+    " LIMIT $1 FOR UPDATE SKIP LOCKED))";
+
 /* Sagas past their retention, and with them ResolveSteps' remembered answers past theirs
  * (idem_bulk: a few rows a day, no index needed). The count is the sagas'. */
 static const char SQL_REAP_SAGAS[] =
@@ -166,4 +177,9 @@ err_code pg__reap_steps(store *st, uint32_t limit, int64_t deadline, uint64_t *d
 err_code pg__reap_sagas(store *st, uint32_t limit, int64_t deadline, uint64_t *deleted,
                         err_t *err) {
   return reap(st, SQL_REAP_SAGAS, limit, deadline, deleted, err);
+}
+
+err_code pg__reap_bodies(store *st, uint32_t limit, int64_t deadline, uint64_t *dropped,
+                         err_t *err) {
+  return reap(st, SQL_REAP_BODIES, limit, deadline, dropped, err);
 }
