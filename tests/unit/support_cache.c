@@ -8,6 +8,11 @@
 
 void cache_finished_forward(replay_cache *c, const char *gid, const uint8_t *fp, size_t fp_len,
                             int64_t expires_in_ms) {
+  cache_finished_forward_result(c, gid, fp, fp_len, expires_in_ms, expires_in_ms);
+}
+
+void cache_finished_forward_result(replay_cache *c, const char *gid, const uint8_t *fp,
+                                   size_t fp_len, int64_t expires_in_ms, int64_t result_in_ms) {
   step_pair p;
   memset(&p, 0, sizeof p);
   snprintf(p.fwd.key.tenant, sizeof p.fwd.key.tenant, "acme");
@@ -27,5 +32,6 @@ void cache_finished_forward(replay_cache *c, const char *gid, const uint8_t *fp,
   p.fwd.body = (uint8_t *)"paid";
   p.fwd.body_len = 4;
   p.fwd.expires_ms = clock_wall_ms() + expires_in_ms;
+  p.fwd.result_expires_ms = clock_wall_ms() + result_in_ms;
   replay_cache_committed(c, 0, &p);
 }

@@ -94,3 +94,32 @@ Test(coord_cache, a_miss_goes_to_the_store) {
   replay_cache_stats_get(cache, &st);
   cr_assert_eq(st.misses, 1);
 }
+
+/* api.md §12: well past its result retention the cache answers the REPLAY itself, without the
+ * body; near that moment (either side) the database clock decides. */
+Test(coord_cache, a_result_well_past_its_retention_is_replayed_without_its_body) {
+  cache_finished_forward_result(cache, "g1", FP, sizeof FP, 3600 * 1000, -60000);
+  coord_begin_result r;
+  err_t e;
+  cr_assert_eq(begin("g1", PHASE_FORWARD, FP, &r, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(r.decision, DECISION_REPLAY);
+  cr_assert(r.result_expired);
+  cr_assert_eq(r.code, 200);
+  cr_assert_eq(r.body_len, 0);
+  cr_assert_null(r.body);
+  cr_assert_eq(m->calls, 0, "the store was asked");
+  coord_begin_result_clear(&r);
+  const uint8_t other[2] = {9, 9};
+  cr_assert_eq(begin("g1", PHASE_FORWARD, other, &r, &e), ERR_PRECONDITION);
+  cr_assert_eq(m->calls, 0);
+}
+
+Test(coord_cache, a_result_near_the_end_of_its_retention_goes_to_the_store) {
+  cache_finished_forward_result(cache, "g1", FP, sizeof FP, 3600 * 1000, 3000);
+  cache_finished_forward_result(cache, "g2", FP, sizeof FP, 3600 * 1000, -3000);
+  coord_begin_result r;
+  err_t e;
+  cr_assert_eq(begin("g1", PHASE_FORWARD, FP, &r, &e), ERR_UNAVAILABLE);
+  cr_assert_eq(begin("g2", PHASE_FORWARD, FP, &r, &e), ERR_UNAVAILABLE);
+  cr_assert_eq(m->step_txn_calls, 2);
+}
