@@ -75,6 +75,7 @@ static int record_from_pb(const Idem__V1__StepRecord *pb, idem_record *r, idem_e
   r->updated_unix_ms = pb->updated_unix_ms;
   r->lease_expires_unix_ms = pb->lease_expires_unix_ms;
   r->expires_unix_ms = pb->expires_unix_ms;
+  r->result_expired = pb->result_expired;
   if (pb->result) {
     int rc = idem__result_from_pb(pb->result, &r->result, err);
     if (rc != IDEM_OK) return rc;
@@ -250,6 +251,8 @@ int idem__step_begin(idem_client *c, const idem_step_key *key, const uint8_t *fp
     out->lease_expires_unix_ms = resp->lease_expires_unix_ms;
     out->takeover = resp->takeover;
     out->expires_unix_ms = resp->expires_unix_ms;
+    out->result_expired = resp->result_expired;
+    out->result_expires_unix_ms = resp->result_expires_unix_ms;
     if (resp->result) {
       rc = idem__result_from_pb(resp->result, &out->result, err);
       out->has_result = rc == IDEM_OK;
@@ -343,6 +346,7 @@ int idem_policy_get(idem_client *c, const char *service, const char *operation, 
       rc = too_long(err, "operation");
     out->failure_mode = (int)resp->failure_mode;
     out->retention_s = resp->retention_s;
+    out->key_retention_s = resp->key_retention_s;
     out->lease_ms = resp->lease_ms;
     out->updated_unix_ms = resp->updated_unix_ms;
     if (rc != IDEM_OK) memset(out, 0, sizeof *out);

@@ -23,6 +23,7 @@ static int policy_from_pb(const Idem__V1__Policy *pb, idem_policy *out, idem_err
   memcpy(out->operation, op, strlen(op) + 1);
   out->failure_mode = (int)pb->failure_mode;
   out->retention_s = pb->retention_s;
+  out->key_retention_s = pb->key_retention_s;
   out->lease_ms = pb->lease_ms;
   out->updated_unix_ms = pb->updated_unix_ms;
   return IDEM_OK;
@@ -38,6 +39,7 @@ int idem_policy_set(idem_client *c, const idem_policy *p, idem_policy *out, idem
   req.operation = (char *)p->operation;
   req.failure_mode = (Idem__V1__FailureMode)p->failure_mode;
   req.retention_s = p->retention_s;
+  req.key_retention_s = p->key_retention_s;
   req.lease_ms = p->lease_ms;
   Idem__V1__Policy *resp;
   int rc = UNARY(c, IDEM__M_SET_POLICY, req, idem__v1__policy, 0, &resp, err);

@@ -167,9 +167,13 @@ typedef struct idem_begin {
   uint64_t attempt;
   int64_t lease_expires_unix_ms;
   bool takeover;
-  int64_t expires_unix_ms;
+  int64_t expires_unix_ms; /* when the key is forgotten (the policy's key_retention_s) */
   bool has_result; /* REPLAY */
   idem_result result;
+  /* REPLAY past the policy's retention_s (api.md §12): outcome and code only, the body was
+   * dropped; the key is still remembered until expires_unix_ms. */
+  bool result_expired;
+  int64_t result_expires_unix_ms; /* REPLAY: when the body is (was) dropped */
 } idem_begin;
 void idem_begin_clear(idem_begin *b);
 
@@ -189,6 +193,7 @@ typedef struct idem_record {
   int64_t updated_unix_ms;
   int64_t lease_expires_unix_ms;
   int64_t expires_unix_ms;
+  bool result_expired; /* past retention_s: the result has outcome and code, no body (§12) */
 } idem_record;
 void idem_record_clear(idem_record *r);
 
@@ -256,6 +261,9 @@ typedef struct idem_policy {
   uint32_t retention_s;
   uint32_t lease_ms;
   int64_t updated_unix_ms;
+  /* how long a finished step's key outlives its body (api.md §12): 0 = retention_s, else
+   * retention_s .. 400 days. GetPolicy answers the value in effect (never 0). */
+  uint32_t key_retention_s;
 } idem_policy;
 
 /* GetPolicy: the effective policy of (service, operation). */
