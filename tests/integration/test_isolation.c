@@ -106,9 +106,9 @@ Test(isolation, same_names_run_independently_and_no_rpc_crosses_tenants) {
   cr_assert_eq(idem_step_begin(A, &res, NULL, 0, 0, &b, &e), IDEM_OK);
   idem_resolution rs = {IDEM_OUTCOME_SUCCEEDED, 200, "x", 1, "a's secret reason", "alice"};
   cr_assert_eq(idem_step_resolve(A, &res, &rs, NULL, &e), IDEM_OK, "%s", e.message);
-  idem_policy pa = {"pay", "charge", IDEM_FAIL_OPEN, 7200, 12345, 0};
+  idem_policy pa = {"pay", "charge", IDEM_FAIL_OPEN, 7200, 12345, 0, 0};
   cr_assert_eq(idem_policy_set(A, &pa, NULL, &e), IDEM_OK, "%s", e.message);
-  idem_policy pa2 = {"only-a", "op", IDEM_FAIL_OPEN, 3600, 4321, 0};
+  idem_policy pa2 = {"only-a", "op", IDEM_FAIL_OPEN, 3600, 4321, 0, 0};
   cr_assert_eq(idem_policy_set(A, &pa2, NULL, &e), IDEM_OK, "%s", e.message);
   long long before = h_tenant_hash(TA);
   cr_assert_gt(tenant_rows("idem_audit", TA), 0);
@@ -209,7 +209,7 @@ Test(isolation, same_names_run_independently_and_no_rpc_crosses_tenants) {
   cr_assert_eq(idem_policy_list(B, &pl, &e), IDEM_OK);
   cr_assert_eq(pl.n, 0, "A's policies listed for B");
   idem_policies_clear(&pl);
-  idem_policy pbset = {"pay", "charge", IDEM_FAIL_CLOSED, 60, 999, 0};
+  idem_policy pbset = {"pay", "charge", IDEM_FAIL_CLOSED, 60, 999, 0, 0};
   cr_assert_eq(idem_policy_set(B, &pbset, NULL, &e), IDEM_OK, "%s", e.message);
   cr_assert_eq(idem_policy_list(B, &pl, &e), IDEM_OK);
   cr_assert_eq(pl.n, 1);
