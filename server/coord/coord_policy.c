@@ -37,6 +37,12 @@ err_code coord_policy_validate(const policy *p, err_t *err) {
   if (p->retention_s < POLICY_RETENTION_MIN_S || p->retention_s > POLICY_RETENTION_MAX_S)
     return err_set(err, ERR_INVALID, "retention_s: must be from %u to %u seconds (90 days)",
                    POLICY_RETENTION_MIN_S, POLICY_RETENTION_MAX_S);
+  if (p->key_retention_s != 0 &&
+      (p->key_retention_s < p->retention_s || p->key_retention_s > POLICY_KEY_RETENTION_MAX_S))
+    return err_set(err, ERR_INVALID,
+                   "key_retention_s: must be 0 (as long as retention_s) or from retention_s (%u) "
+                   "to %u seconds (400 days)",
+                   p->retention_s, POLICY_KEY_RETENTION_MAX_S);
   if (p->lease_ms < 1 || p->lease_ms > POLICY_LEASE_MAX_MS)
     return err_set(err, ERR_INVALID, "lease_ms: must be from 1 to %u milliseconds (1 h)",
                    POLICY_LEASE_MAX_MS);

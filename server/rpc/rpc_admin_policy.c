@@ -14,6 +14,7 @@ static void policy_to_pb(const policy *p, Idem__V1__Policy *o) {
   o->failure_mode = (Idem__V1__FailureMode)p->mode;
   o->retention_s = p->retention_s;
   o->lease_ms = p->lease_ms;
+  o->key_retention_s = p->key_retention_s;
   o->updated_unix_ms = p->updated_ms;
 }
 
@@ -40,6 +41,7 @@ err_code rpc__set_policy(const rpc_req *rq, const ProtobufCMessage *in, rpc_call
   p.mode = (failure_mode)req->failure_mode;
   p.retention_s = req->retention_s;
   p.lease_ms = req->lease_ms;
+  p.key_retention_s = req->key_retention_s;
   policy out;
   rc = coord_set_policy(rq->srv->coord, rq->st, rq->tenant, &p, rq->deadline, &out, err);
   if (rc != ERR_OK) return rc;

@@ -13,21 +13,22 @@
 
 static const char SQL_POLICY_UPSERT[] =
     "INSERT INTO idem_policies (tenant, service, operation, failure_mode, retention_s, lease_ms,"
-    " updated_ms) VALUES ($1, $2, $3, $4, $5, $6, " PG_NOW_MS
+    " key_retention_s, updated_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, " PG_NOW_MS
     ") ON CONFLICT (tenant, service, operation) DO UPDATE SET"
     " failure_mode = EXCLUDED.failure_mode, retention_s = EXCLUDED.retention_s,"
-    " lease_ms = EXCLUDED.lease_ms, updated_ms = EXCLUDED.updated_ms"
-    " RETURNING updated_ms";
+    " lease_ms = EXCLUDED.lease_ms, key_retention_s = EXCLUDED.key_retention_s,"
+    " updated_ms = EXCLUDED.updated_ms RETURNING updated_ms";
 
 static const char SQL_POLICY_SEED[] =
     "INSERT INTO idem_policies (tenant, service, operation, failure_mode, retention_s, lease_ms,"
-    " updated_ms) VALUES ($1, $2, $3, $4, $5, $6, " PG_NOW_MS
+    " key_retention_s, updated_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, " PG_NOW_MS
     ") ON CONFLICT (tenant, service, operation) DO NOTHING RETURNING updated_ms";
 
 static const char SQL_POLICY_DELETE[] =
     "DELETE FROM idem_policies WHERE tenant = $1 AND service = $2 AND operation = $3";
 
-#define POLICY_COLS "tenant, service, operation, failure_mode, retention_s, lease_ms, updated_ms"
+#define POLICY_COLS \
+  "tenant, service, operation, failure_mode, retention_s, lease_ms, updated_ms, key_retention_s"
 
 static const char SQL_POLICY_LIST_ONE[] =
     "SELECT " POLICY_COLS " FROM idem_policies WHERE tenant = $1"
@@ -87,6 +88,7 @@ err_code pg__policy_put(store *st, const char *tenant, const policy *pol, bool o
   pg__p_i64(&p, pol->mode);
   pg__p_i64(&p, pol->retention_s);
   pg__p_i64(&p, pol->lease_ms);
+  pg__p_i64(&p, pol->key_retention_s);
   PGresult *res = NULL;
   err_code rc =
       pg__exec_call(s, only_if_absent ? SQL_POLICY_SEED : SQL_POLICY_UPSERT, &p, deadline, &res, err);
@@ -142,6 +144,7 @@ err_code pg__policy_list(store *st, const char *tenant, int64_t deadline, policy
       r[i].p.retention_s = (uint32_t)pg__int(res, i, 4);
       r[i].p.lease_ms = (uint32_t)pg__int(res, i, 5);
       r[i].p.updated_ms = pg__int(res, i, 6);
+      r[i].p.key_retention_s = (uint32_t)pg__int(res, i, 7);
     }
     *rows = r;
     *n = (size_t)nt;

@@ -151,11 +151,30 @@ Test(policy, validation, .timeout = 60) {
   refused(c, P("payment", "", IDEM_FAIL_OPEN, 60, 1000), "operation");
   set_ok(c, P("payment", "charge", IDEM_FAIL_OPEN, 1, 1));                /* the minimums */
   set_ok(c, P("payment", "charge", IDEM_FAIL_OPEN, 90 * 86400, 3600000)); /* the maximums */
+  /* key_retention_s (api.md §12): 0, or from retention_s to 400 days */
+  idem_policy kr = P("payment", "refund", IDEM_FAIL_CLOSED, 3600, 1000);
+  kr.key_retention_s = 3599;
+  refused(c, kr, "key_retention_s");
+  kr.key_retention_s = 400 * 86400 + 1;
+  refused(c, kr, "key_retention_s");
   idem_policies l = {0};
   idem_error e = {0};
   cr_assert_eq(idem_policy_list(c, &l, &e), IDEM_OK);
   cr_assert_eq(l.n, 1, "nothing refused was stored");
   idem_policies_clear(&l);
+  kr.key_retention_s = 400 * 86400; /* the maximum */
+  set_ok(c, kr);
+  cr_assert_eq(get(c, "payment", "refund").key_retention_s, 400 * 86400);
+  cr_assert_eq(idem_policy_list(c, &l, &e), IDEM_OK);
+  cr_assert_eq(l.n, 2);
+  for (size_t i = 0; i < l.n; i++)
+    if (strcmp(l.policies[i].operation, "refund") == 0)
+      cr_assert_eq(l.policies[i].key_retention_s, 400 * 86400, "listed as stored");
+    else
+      cr_assert_eq(l.policies[i].key_retention_s, 0, "0 stored, listed as 0");
+  idem_policies_clear(&l);
+  /* GetPolicy answers the key retention in effect: 0 stored = the retention */
+  cr_assert_eq(get(c, "payment", "charge").key_retention_s, 90 * 86400);
   bool deleted;
   cr_assert_eq(idem_policy_delete(c, "*", "charge", &deleted, &e), IDEM_INVALID_ARGUMENT);
   idem_close(c);

@@ -59,6 +59,29 @@ Test(policy_validate, ranges_and_wildcards) {
   invalid(pol("payment", "**", FAILURE_MODE_FAIL_OPEN, 60, 1000), "operation");
 }
 
+/* api.md §12: key_retention_s is 0 (as long as retention_s) or retention_s .. 400 days. */
+Test(policy_validate, key_retention) {
+  err_t e;
+  policy p = pol("payment", "charge", FAILURE_MODE_FAIL_CLOSED, 3600, 1000);
+  uint32_t ok[] = {0, 3600, 86400, POLICY_KEY_RETENTION_MAX_S};
+  for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+    p.key_retention_s = ok[i];
+    cr_assert_eq(coord_policy_validate(&p, &e), ERR_OK, "%u: %s", ok[i], e.msg);
+  }
+  p.key_retention_s = 3599; /* shorter than the results it would outlive */
+  invalid(p, "key_retention_s");
+  p.key_retention_s = 1;
+  invalid(p, "key_retention_s");
+  p.key_retention_s = POLICY_KEY_RETENTION_MAX_S + 1;
+  invalid(p, "key_retention_s");
+  cr_assert_eq(POLICY_KEY_RETENTION_MAX_S, 400u * 86400u);
+  /* in effect: never below the retention */
+  p.key_retention_s = 0;
+  cr_assert_eq(policy_key_retention(&p), 3600);
+  p.key_retention_s = 7200;
+  cr_assert_eq(policy_key_retention(&p), 7200);
+}
+
 /* --- precedence --- */
 
 static policy_row row(const char *tenant, policy p) {
@@ -193,6 +216,7 @@ Test(config_file, options_and_policy_seeds) {
              "[policy \"payment charge\"]\n"
              "failure_mode = fail-open\n"
              "retention = 7d\n"
+             "key_retention = 365d\n"
              "lease = 45s\n"
              "[policy mail/*]\n"
              "tenant = shop\n"
@@ -213,6 +237,8 @@ Test(config_file, options_and_policy_seeds) {
   cr_assert_eq(seeds.rows[0].p.mode, FAILURE_MODE_FAIL_OPEN);
   cr_assert_eq(seeds.rows[0].p.retention_s, 7 * 86400);
   cr_assert_eq(seeds.rows[0].p.lease_ms, 45000);
+  cr_assert_eq(seeds.rows[0].p.key_retention_s, 365 * 86400);
+  cr_assert_eq(seeds.rows[1].p.key_retention_s, 0, "unset: as long as the retention");
   cr_assert_str_eq(seeds.rows[1].tenant, "shop");
   cr_assert_str_eq(seeds.rows[1].p.operation, "*");
   cr_assert_eq(seeds.rows[1].p.mode, FAILURE_MODE_FAIL_CLOSED); /* default */
@@ -229,6 +255,8 @@ Test(config_file, errors_name_the_line) {
       "[policy a/b]\nfailure_mode = sometimes\n",
       "[policy a/b]\nretention = 91d\n",
       "[policy a/b]\nretention = 1500ms\n",
+      "[policy a/b]\nkey_retention = 401d\n",
+      "[policy a/b]\nkey-retention = 2500ms\n",
       "[policy a/b]\ncolour = blue\n",
       "[nonsense]\nx = 1\n",
       "no equals sign here\n",
