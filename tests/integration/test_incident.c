@@ -342,3 +342,42 @@ Test(incident, json_log_lines) {
   cr_assert_eq(changes, 2, "begin and complete: one line each");
   h_srv_stop(&j);
 }
+
+/* api.md §12 through idemctl: --key-retention is stored and listed, kept when only the
+ * retention changes, refused below the retention (naming the field), and 0 returns to "as long
+ * as the retention". */
+Test(incident, policy_key_retention) {
+  run *r = ctl("--json", "policy", "set", "payment", "charge", "--retention", "1h",
+               "--key-retention", "365d", NULL);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  cJSON *o = cJSON_Parse(r->out);
+  cr_assert_not_null(o, "%s", r->out);
+  cr_assert_eq(cJSON_GetObjectItem(o, "key_retention_s")->valuedouble, 365 * 86400);
+  cJSON_Delete(o);
+  free(r);
+  r = ctl("--json", "policy", "set", "payment", "charge", "--retention", "2h", NULL);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  o = cJSON_Parse(r->out);
+  cr_assert_eq(cJSON_GetObjectItem(o, "retention_s")->valuedouble, 7200);
+  cr_assert_eq(cJSON_GetObjectItem(o, "key_retention_s")->valuedouble, 365 * 86400, "kept");
+  cJSON_Delete(o);
+  free(r);
+  r = ctl("policy", "set", "payment", "charge", "--key-retention", "1h", NULL);
+  cr_assert_neq(r->status, 0, "a key retention below the retention was accepted");
+  cr_assert(strstr(r->err, "key_retention_s"), "%s", r->err);
+  free(r);
+  r = ctl("policy", "list", NULL);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  cr_assert(strstr(r->out, "KEYS KEPT") && strstr(r->out, "365d"), "%s", r->out);
+  free(r);
+  r = ctl("--json", "policy", "set", "payment", "charge", "--key-retention", "0", NULL);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  o = cJSON_Parse(r->out);
+  cr_assert_eq(cJSON_GetObjectItem(o, "key_retention_s")->valuedouble, 0);
+  cJSON_Delete(o);
+  free(r);
+  r = ctl("policy", "set", "payment", "charge", "--key-retention", "soon", NULL);
+  cr_assert_eq(r->status, 2, "a usage error");
+  cr_assert(strstr(r->err, "--key-retention"), "%s", r->err);
+  free(r);
+}

@@ -32,22 +32,25 @@ static cJSON *json_policy(const idem_policy *p) {
   cJSON_AddStringToObject(o, "operation", p->operation);
   cJSON_AddStringToObject(o, "failure_mode", mode_word(p->failure_mode));
   cJSON_AddNumberToObject(o, "retention_s", p->retention_s);
+  cJSON_AddNumberToObject(o, "key_retention_s", p->key_retention_s);
   cJSON_AddNumberToObject(o, "lease_ms", p->lease_ms);
   cJSON_AddNumberToObject(o, "updated_unix_ms", (double)p->updated_unix_ms);
   return o;
 }
 
 static void print_policies(const idem_policy *ps, size_t n) {
-  static const char *const hdr[] = {"SERVICE",   "OPERATION", "MODE",
-                                    "RETENTION", "LEASE",     "UPDATED"};
-  table *t = table_new(6, hdr);
+  static const char *const hdr[] = {"SERVICE", "OPERATION",     "MODE",   "RETENTION",
+                                    "KEYS KEPT", "LEASE", "UPDATED"};
+  table *t = table_new(7, hdr);
   for (size_t i = 0; i < n; i++) {
-    char r[32], l[32], u[32];
+    char r[32], k[32], l[32], u[32];
+    bool same = ps[i].key_retention_s <= ps[i].retention_s;
     const char *row[] = {
         ps[i].service,
         ps[i].operation,
         mode_word(ps[i].failure_mode),
         dur_words((int64_t)ps[i].retention_s * 1000, r, sizeof r),
+        same ? "same" : dur_words((int64_t)ps[i].key_retention_s * 1000, k, sizeof k),
         dur_words(ps[i].lease_ms, l, sizeof l),
         ps[i].updated_unix_ms ? fmt_age(ps[i].updated_unix_ms, u, sizeof u) : "built-in"};
     table_row(t, row);
@@ -89,11 +92,16 @@ int cmd_policy_get(ctl *c) {
 int cmd_policy_set(ctl *c) {
   if (ctl_has(c, "fail-open") && ctl_has(c, "fail-closed"))
     return ctl_usage_error(c, "--fail-open and --fail-closed exclude each other");
-  int64_t retention_ms = 0, lease_ms = 0;
+  int64_t retention_ms = 0, lease_ms = 0, key_ms = -1;
   const char *v;
   if ((v = ctl_flag_value(c, "retention")) &&
       (!fmt_parse_duration(v, &retention_ms) || retention_ms < 1000 || retention_ms % 1000))
     return ctl_usage_error(c, "--retention: expected whole seconds, e.g. 24h");
+  if ((v = ctl_flag_value(c, "key-retention")) &&
+      (!fmt_parse_duration(v, &key_ms) || key_ms < 0 || key_ms % 1000 ||
+       key_ms > 400LL * 86400 * 1000))
+    return ctl_usage_error(c, "--key-retention: expected 0 (same as --retention) or whole "
+                              "seconds up to 400d, e.g. 365d");
   if ((v = ctl_flag_value(c, "lease")) &&
       (!fmt_parse_duration(v, &lease_ms) || lease_ms < 1 || lease_ms > 3600000))
     return ctl_usage_error(c, "--lease: expected 1ms to 1h, e.g. 30s");
@@ -116,6 +124,11 @@ int cmd_policy_set(ctl *c) {
                        : (cur.failure_mode ? cur.failure_mode : IDEM_FAIL_CLOSED);
   p.retention_s = retention_ms ? (uint32_t)(retention_ms / 1000) : cur.retention_s;
   p.lease_ms = lease_ms ? (uint32_t)lease_ms : cur.lease_ms;
+  /* GetPolicy answers the key retention in effect: one no longer than the retention was "the
+   * same", and stays so when only the retention changes */
+  p.key_retention_s = key_ms >= 0                              ? (uint32_t)(key_ms / 1000)
+                      : cur.key_retention_s > cur.retention_s ? cur.key_retention_s
+                                                              : 0;
   if (idem_policy_set(ctl_client(c), &p, &out, &e) != IDEM_OK) return ctl_fail("policy set", &e);
   if (c->json)
     json_print(json_policy(&out));

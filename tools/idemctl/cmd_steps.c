@@ -26,7 +26,9 @@ static const char *state_words(const idem_record *r, char *buf, size_t n) {
 static const char *result_words(const idem_record *r, char *buf, size_t n) {
   if (!r->has_result) return "-";
   char body[96];
-  const char *b = fmt_body(r->result.body, r->result.body_len, 40, body, sizeof body);
+  const char *b = r->result_expired ? "(body expired)"
+                                    : fmt_body(r->result.body, r->result.body_len, 40, body,
+                                               sizeof body);
   snprintf(buf, n, "%s %d%s%s", fmt_outcome(r->result.outcome), (int)r->result.code, *b ? " " : "",
            b);
   return buf;
@@ -104,7 +106,9 @@ static void print_record(const idem_record *r) {
     printf("outcome     %s\n", fmt_outcome(r->result.outcome));
     printf("code        %d\n", (int)r->result.code);
     printf("body        %s\n",
-           fmt_body(r->result.body, r->result.body_len, 500, body, sizeof body));
+           r->result_expired
+               ? "(expired: dropped after the policy's retention; the key is kept until forgotten)"
+               : fmt_body(r->result.body, r->result.body_len, 500, body, sizeof body));
   }
 }
 

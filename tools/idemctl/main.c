@@ -42,9 +42,11 @@ static const ctl_cmd commands[] = {
     {"policy list", "", "", 0, 0, "The tenant's stored policies.", cmd_policy_list},
     {"policy get", "SERVICE OPERATION", "", 2, 2, "The effective policy of an operation.",
      cmd_policy_get},
-    {"policy set", "SERVICE OPERATION", "fail-open,fail-closed,retention=,lease=", 2, 2,
+    {"policy set", "SERVICE OPERATION", "fail-open,fail-closed,retention=,key-retention=,lease=", 2,
+     2,
      "Stores a policy (SERVICE/OPERATION may be *): --fail-open or --fail-closed (default), "
-     "--retention 24h, --lease 30s.",
+     "--retention 24h (how long results are kept), --key-retention 365d (how long keys are "
+     "kept: 0 = as long as results, else retention to 400d), --lease 30s.",
      cmd_policy_set},
     {"policy delete", "SERVICE OPERATION", "", 2, 2, "Deletes a stored policy.", cmd_policy_delete},
     {"audit", "[GLOBAL_ID]", "limit=", 0, 1,
