@@ -110,15 +110,17 @@ void page_policies(creq *r) {
          "<p class=\"muted\">This tenant's own rows; the rest fall back to the server's "
          "rows and the built-in default (fail-closed, 24 h, 30 s).</p><table id=\"policies\">"
          "<tr><th>service</th><th>operation</th><th>failure mode</th><th>retention (s)</th>"
-         "<th>lease (ms)</th><th>updated</th><th></th></tr>");
+         "<th>keys kept (s)</th><th>lease (ms)</th><th>updated</th><th></th></tr>");
   for (size_t i = 0; i < n; i++) {
     const policy *p = &rows[i].p;
     cb_put(b, "<tr><td>");
     cb_esc(b, p->service);
     cb_put(b, "</td><td>");
     cb_esc(b, p->operation);
-    cb_printf(b, "</td><td>%s</td><td class=\"num\">%u</td><td class=\"num\">%u</td><td>",
-              idem_word_failure_mode(p->mode), p->retention_s, p->lease_ms);
+    cb_printf(b, "</td><td>%s</td><td class=\"num\">%u</td><td class=\"num\">%u</td>"
+              "<td class=\"num\">%u</td><td>",
+              idem_word_failure_mode(p->mode), p->retention_s, policy_key_retention(p),
+              p->lease_ms);
     cb_time(b, p->updated_ms, r->now_ms);
     cb_put(b, "</td><td>");
     if (may_edit) {
@@ -151,6 +153,8 @@ void page_policies(creq *r) {
          "<label>failure mode<select name=\"mode\"><option>fail-closed</option>"
          "<option>fail-open</option></select></label>"
          "<label>retention (s)<input name=\"retention_s\" value=\"86400\" size=\"8\"></label>"
+         "<label>keys kept (s, 0 = as long)<input name=\"key_retention_s\" value=\"0\" "
+         "size=\"8\"></label>"
          "<label>lease (ms)<input name=\"lease_ms\" value=\"30000\" size=\"8\"></label>"
          "<button type=\"submit\">Set</button></form>");
   page_end(r);
@@ -187,6 +191,9 @@ void post_policy(creq *r, bool del) {
   if (m < 0) return page_error(r, 400, "failure mode: fail-closed or fail-open");
   if (!parse_u32(cr_form(r, "retention_s"), &p.retention_s))
     return page_error(r, 400, "retention_s: expected seconds");
+  const char *kr = cr_form(r, "key_retention_s");
+  if (kr && *kr && !parse_u32(kr, &p.key_retention_s)) /* absent: 0, as long as the retention */
+    return page_error(r, 400, "key_retention_s: expected seconds");
   if (!parse_u32(cr_form(r, "lease_ms"), &p.lease_ms))
     return page_error(r, 400, "lease_ms: expected milliseconds");
   if (!svc || strlen(svc) >= sizeof p.service || !op || strlen(op) >= sizeof p.operation)

@@ -164,6 +164,14 @@ static bool printable_text(const uint8_t *s, size_t n) {
   return console_utf8_ok(s, n);
 }
 
+void cb_rec_body(cbuf *b, const step_rec *rec, size_t max) {
+  if (rec->result_expired)
+    cb_put(b, "<span class=\"muted expired\">(expired: the body was dropped after the policy's "
+              "retention; the key is kept until it is forgotten)</span>");
+  else
+    cb_body(b, rec->body, rec->body_len, max);
+}
+
 void cb_body(cbuf *b, const uint8_t *body, size_t len, size_t max) {
   if (len == 0) {
     cb_put(b, "<span class=\"muted\">(empty)</span>");

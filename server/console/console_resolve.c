@@ -60,7 +60,7 @@ static void record_card(creq *r, const step_rec *rec) {
     cb_printf(b, "%s, code %d, completed ", idem_word_outcome(rec->outcome), rec->code);
     cb_time(b, rec->completed_ms, r->now_ms);
     kv(b, "body");
-    cb_body(b, rec->body, rec->body_len, 0);
+    cb_rec_body(b, rec, 0);
   }
   cb_put(b, "</span></div>");
 }

@@ -64,7 +64,7 @@ static void step_cell(creq *r, const step_rec *rec) {
   }
   if (rec->outcome) {
     cb_printf(b, "<br>%s, code %d", idem_word_outcome(rec->outcome), rec->code);
-    cb_body(b, rec->body, rec->body_len, BODY_SHOWN);
+    cb_rec_body(b, rec, BODY_SHOWN);
   }
   cb_put(b, "</td>");
 }

@@ -138,6 +138,13 @@ const failed = await run([
     let p = await admin.get('/policies');
     assert(/<td>payment<\/td><td>\*<\/td><td>fail-open<\/td><td class="num">3600<\/td>/.test(p.text), 'listed');
     eq((await admin.post('/policies', { csrf, service: 'Bad!', operation: '*', mode: 'fail-open', retention_s: '3600', lease_ms: '5000' })).status, 400, 'invalid');
+    // keys kept longer than bodies (api.md §12): listed; shorter than the retention refused, naming the field
+    eq((await admin.post('/policies', { csrf, service: 'payment', operation: '*', mode: 'fail-open', retention_s: '3600', key_retention_s: '86400', lease_ms: '5000' })).status, 303, 'set with key retention');
+    p = await admin.get('/policies');
+    assert(/<td class="num">3600<\/td><td class="num">86400<\/td><td class="num">5000<\/td>/.test(p.text), 'key retention listed');
+    const short = await admin.post('/policies', { csrf, service: 'payment', operation: '*', mode: 'fail-open', retention_s: '3600', key_retention_s: '60', lease_ms: '5000' });
+    eq(short.status, 400, 'key retention below the retention');
+    assert(short.text.includes('key_retention_s'), 'the message names key_retention_s');
     eq((await admin.post('/policies/delete', { csrf, service: 'payment', operation: '*' })).status, 303, 'delete');
     p = await admin.get('/policies');
     assert(!p.text.includes('<td>payment</td>'), 'gone');
