@@ -51,6 +51,11 @@ static err_code reap_batch(store *st, reap_kind_t kind, uint32_t batch, int64_t 
 static uint64_t reap_kind(store *st, const reaper_config *cfg, const bool *stop, reap_kind_t kind,
                           bool *failed) {
   uint32_t batch = cfg->batch ? cfg->batch : REAPER_BATCH_DEFAULT;
+  int64_t factor = REAPER_REST_FACTOR;
+  if (kind == REAP_BODIES) { /* see REAPER_BODY_DIVISOR */
+    batch = (batch + REAPER_BODY_DIVISOR - 1) / REAPER_BODY_DIVISOR;
+    factor = REAPER_BODY_REST_FACTOR;
+  }
   int64_t timeout = cfg->store_timeout_ms > 0 ? cfg->store_timeout_ms : 2000;
   uint64_t total = 0;
   while (!stopped(stop)) {
@@ -73,7 +78,7 @@ static uint64_t reap_kind(store *st, const reaper_config *cfg, const bool *stop,
      * and the disk. Measured in microseconds: batches take about a millisecond. With a third
      * (and 200-row batches) BeginStep's p99 under load was 1.1-2.6x its value without reaping
      * (test_reaper_load); with a fifth and 100-row batches, 1.0-1.2x. */
-    int64_t rest_us = REAPER_REST_FACTOR * (clock_mono_us() - started_us);
+    int64_t rest_us = factor * (clock_mono_us() - started_us);
     sleep_us(rest_us > cfg->pause_ms * 1000 ? rest_us : cfg->pause_ms * 1000);
   }
   return total;

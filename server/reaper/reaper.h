@@ -25,6 +25,13 @@
 /* Between batches the reaper rests this many times as long as the batch took: at most 1/(1+4)
  * of its time deleting. */
 #define REAPER_REST_FACTOR 4
+/* The first stage (bodies) in batches of batch / REAPER_BODY_DIVISOR rows, resting
+ * REAPER_BODY_REST_FACTOR times as long as each took: dropping a body rewrites the row (a new
+ * row version and its index entries, unlike a delete), and nothing waits for it (reads already
+ * hide an expired body), so it goes in shorter bursts and at a gentler pace
+ * (bench/key-retention measures what it costs BeginStep's p99). */
+#define REAPER_BODY_DIVISOR 4
+#define REAPER_BODY_REST_FACTOR 9
 
 typedef struct reaper_config {
   store *(*open_store)(void *arg); /* the reaper's own store */

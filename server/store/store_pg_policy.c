@@ -54,13 +54,15 @@ static const char SQL_REAP_STEPS[] =
 /* The first stage (api.md §12): finished steps whose result's retention has passed while the
  * row itself is kept longer (the partial index idem_steps_body_reap_idx, whose predicate this
  * repeats) lose their body; the update takes them out of that index. Locked and updated by ctid
- * like the deletes. */
+ * like the deletes. The ORDER BY holds the plan to that index: without it, once most of a big
+ * table qualified, the planner chose a sequential scan for the LIMIT, which then read past every
+ * row already emptied on each batch (bench/key-retention: a few dozen bodies in 15 s). */
 static const char SQL_REAP_BODIES[] =
     "UPDATE idem_steps SET body = ''::bytea WHERE ctid = ANY(ARRAY("
     "SELECT ctid FROM idem_steps"
     " WHERE result_expires_ms > 0 AND result_expires_ms < expires_ms AND body <> ''::bytea"
     " AND state NOT IN " PG_UNREAPABLE_STATES " AND result_expires_ms <= " REAP_NOW_MS
-    " LIMIT $1 FOR UPDATE SKIP LOCKED))";
+    " ORDER BY result_expires_ms LIMIT $1 FOR UPDATE SKIP LOCKED))";
 
 /* Sagas past their retention, and with them ResolveSteps' remembered answers past theirs
  * (idem_bulk: a few rows a day, no index needed). The count is the sagas'. */
