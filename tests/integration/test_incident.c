@@ -380,4 +380,41 @@ Test(incident, policy_key_retention) {
   cr_assert_eq(r->status, 2, "a usage error");
   cr_assert(strstr(r->err, "--key-retention"), "%s", r->err);
   free(r);
+
+  /* a step past its retention: idemctl step says the body expired (text and JSON) */
+  r = ctl("policy", "set", "notify", "email", "--retention", "1s", "--key-retention", "1h", NULL);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  free(r);
+  idem_client *c = h_client(&H.s, H.t, 0);
+  char gid[96];
+  h_unique("kr", gid, sizeof gid);
+  idem_begin b = begin(c, gid, "notify", "email", 0);
+  complete(c, gid, "notify", "email", b.attempt, IDEM_OUTCOME_FAILED);
+  idem_begin_clear(&b);
+  int64_t t0 = h_now_ms();
+  for (;;) { /* the database clock decides when the result expires: wait for it */
+    idem_step_key k = {gid, "notify", "email", IDEM_FORWARD};
+    idem_record rec;
+    idem_error e = {0};
+    cr_assert_eq(idem_step_lookup(c, &k, &rec, &e), IDEM_OK, "%s", e.message);
+    bool expired = rec.result_expired;
+    idem_record_clear(&rec);
+    if (expired) break;
+    cr_assert_lt(h_now_ms() - t0, 15000, "the result did not expire within 15 s");
+    h_sleep_ms(100);
+  }
+  idem_close(c);
+  r = ctl("step", gid, "notify", "email", NULL);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  cr_assert(strstr(r->out, "body        (expired"), "%s", r->out);
+  cr_assert(strstr(r->out, "code        502"), "outcome and code are kept:\n%s", r->out);
+  free(r);
+  r = ctl("--json", "step", gid, "notify", "email", NULL);
+  o = cJSON_Parse(r->out);
+  cr_assert_not_null(o, "%s", r->out);
+  cJSON *res = cJSON_GetObjectItem(o, "result");
+  cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(res, "expired")), "%s", r->out);
+  cr_assert_str_eq(cJSON_GetObjectItem(res, "body_base64")->valuestring, "");
+  cJSON_Delete(o);
+  free(r);
 }
