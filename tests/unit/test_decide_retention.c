@@ -30,6 +30,18 @@ static decide_begin_in begin_in(const step_key *k, const char *fp) {
                            .key_retention_s = KEY_RET_S};
 }
 
+/* A Complete of attempt 1 with SUCCEEDED, code 201 and body, under the test's retentions. */
+static decide_complete_in complete_in(const step_key *k, const char *body) {
+  return (decide_complete_in){.key = k,
+                              .attempt = 1,
+                              .outcome = OUTCOME_SUCCEEDED,
+                              .code = 201,
+                              .body = (const uint8_t *)body,
+                              .body_len = strlen(body),
+                              .retention_s = SD_RET_S,
+                              .key_retention_s = KEY_RET_S};
+}
+
 static err_code begin(const step_key *k, const char *fp, const step_pair *cur,
                       decide_begin_out *out, step_writes *w, err_t *err) {
   decide_begin_in in = begin_in(k, fp);
@@ -40,14 +52,7 @@ Test(decide_retention, a_complete_keeps_the_body_for_retention_and_the_key_for_k
   step_key k = sd_key(PHASE_FORWARD);
   step_pair cur = {.now_ms = SD_NOW};
   cur.fwd = sd_rec(PHASE_FORWARD, STATE_IN_PROGRESS, 1, "fp-a");
-  decide_complete_in in = {.key = &k,
-                           .attempt = 1,
-                           .outcome = OUTCOME_SUCCEEDED,
-                           .code = 201,
-                           .body = (const uint8_t *)"paid",
-                           .body_len = 4,
-                           .retention_s = SD_RET_S,
-                           .key_retention_s = KEY_RET_S};
+  decide_complete_in in = complete_in(&k, "paid");
   step_writes w;
   const step_rec *after = NULL;
   err_t err;
@@ -153,14 +158,7 @@ Test(decide_retention, an_unknown_outcome_keeps_its_body_past_result_retention) 
 Test(decide_retention, a_retried_complete_past_result_retention_compares_outcome_and_code) {
   step_key k = sd_key(PHASE_FORWARD);
   step_pair cur = {.now_ms = SD_NOW, .fwd = finished(SD_NOW - 1, SD_NOW + 500000)};
-  decide_complete_in in = {.key = &k,
-                           .attempt = 1,
-                           .outcome = OUTCOME_SUCCEEDED,
-                           .code = 201,
-                           .body = (const uint8_t *)"a body the store no longer has",
-                           .body_len = 30,
-                           .retention_s = SD_RET_S,
-                           .key_retention_s = KEY_RET_S};
+  decide_complete_in in = complete_in(&k, "a body the store no longer has");
   step_writes w;
   const step_rec *after = NULL;
   err_t err;
