@@ -229,6 +229,7 @@ Test(policy, config_file_seeds_policies_and_flags_win, .timeout = 60) {
            "[policy \"%s charge\"]\n"
            "failure_mode = fail-open\n"
            "retention = 2h\n"
+           "key_retention = 30d\n"
            "lease = 5s\n"
            "[policy %s/*]\n"
            "tenant = %s\n"
@@ -249,6 +250,7 @@ Test(policy, config_file_seeds_policies_and_flags_win, .timeout = 60) {
   p = get(co, svc, "charge");
   cr_assert_eq(p.failure_mode, IDEM_FAIL_OPEN);
   cr_assert_eq(p.retention_s, 7200);
+  cr_assert_eq(p.key_retention_s, 30 * 86400, "seeded key_retention");
   cr_assert_eq(p.lease_ms, 5000);
   /* an Admin change survives a restart with the same file (seeds never overwrite) */
   set_ok(c, P(svc, "*", IDEM_FAIL_OPEN, 30, 1000));
@@ -271,5 +273,19 @@ Test(policy, config_file_seeds_policies_and_flags_win, .timeout = 60) {
   write_text(file, "reaper-interval = soon\n");
   st = spawn_run(argv, &quiet, 60000);
   cr_assert_eq(st, 2, "bad option value: status %d", st);
+  /* a key retention shorter than the retention: refused at start, naming the field */
+  char log[200];
+  snprintf(log, sizeof log, "/tmp/idem-%s.log", path);
+  write_text(file, "[policy a/b]\nretention = 2h\nkey_retention = 1h\n");
+  st = spawn_run(argv, &(spawn_opts){.log = log}, 60000);
+  cr_assert_eq(st, 2, "key_retention below retention: status %d", st);
+  FILE *lf = fopen(log, "r");
+  cr_assert_not_null(lf);
+  char said[2048];
+  size_t got = fread(said, 1, sizeof said - 1, lf);
+  said[got] = '\0';
+  fclose(lf);
+  unlink(log);
+  cr_assert(strstr(said, "key_retention_s"), "%s", said);
   unlink(file);
 }
