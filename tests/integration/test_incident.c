@@ -376,6 +376,18 @@ Test(incident, policy_key_retention) {
   cr_assert_eq(cJSON_GetObjectItem(o, "key_retention_s")->valuedouble, 0);
   cJSON_Delete(o);
   free(r);
+  /* policy get answers the key retention in effect: "same" as the retention, in JSON its value */
+  r = ctl("policy", "get", "payment", "charge", NULL);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  cr_assert(strstr(r->out, "KEYS KEPT") && strstr(r->out, "same"), "%s", r->out);
+  free(r);
+  r = ctl("--json", "policy", "get", "payment", "charge", NULL);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  o = cJSON_Parse(r->out);
+  cr_assert_not_null(o, "%s", r->out);
+  cr_assert_eq(cJSON_GetObjectItem(o, "key_retention_s")->valuedouble, 7200, "%s", r->out);
+  cJSON_Delete(o);
+  free(r);
   r = ctl("policy", "set", "payment", "charge", "--key-retention", "soon", NULL);
   cr_assert_eq(r->status, 2, "a usage error");
   cr_assert(strstr(r->err, "--key-retention"), "%s", r->err);
@@ -415,6 +427,29 @@ Test(incident, policy_key_retention) {
   cJSON *res = cJSON_GetObjectItem(o, "result");
   cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(res, "expired")), "%s", r->out);
   cr_assert_str_eq(cJSON_GetObjectItem(res, "body_base64")->valuestring, "");
+  cJSON_Delete(o);
+  free(r);
+  /* policy get shows the longer key retention */
+  r = ctl("policy", "get", "notify", "email", NULL);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  cr_assert(strstr(r->out, "KEYS KEPT") && strstr(r->out, "1h"), "%s", r->out);
+  free(r);
+  /* the saga and steps tables say so too, with outcome and code, never the body */
+  r = ctl("saga", gid, NULL);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  cr_assert(strstr(r->out, "failed 502 (body expired)"), "%s", r->out);
+  cr_assert(!strstr(r->out, "gateway timeout"), "%s", r->out);
+  free(r);
+  r = ctl("steps", "--global-id", gid, NULL);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  cr_assert(strstr(r->out, "failed 502 (body expired)"), "%s", r->out);
+  free(r);
+  r = ctl("--json", "steps", "--global-id", gid, NULL);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  o = cJSON_Parse(r->out);
+  cr_assert(cJSON_IsArray(o) && cJSON_GetArraySize(o) == 1, "%s", r->out);
+  res = cJSON_GetObjectItem(cJSON_GetArrayItem(o, 0), "result");
+  cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(res, "expired")), "%s", r->out);
   cJSON_Delete(o);
   free(r);
 }
