@@ -10,6 +10,8 @@
  *   console_fixture ADDR TOKEN audit GID      prints {"entries": N} (ListAudit of the saga)
  *   console_fixture ADDR TOKEN many N         a saga of N forward steps with bodies and N
  *                                             unknown steps on other sagas; prints {"gid": ...}
+ *   console_fixture ADDR TOKEN finished SVC OP BODY   a saga of one forward step completed
+ *                                             SUCCEEDED 200 with BODY; prints {"gid": ...}
  * TOKEN "-" = none (development mode; tenant "default"). Exit 0, or 1 with the error on
  * stderr. */
 #include <idem/idem.h>
@@ -58,7 +60,8 @@ static void new_saga(const char *label, char gid[IDEM_GLOBAL_ID_MAX + 1]) {
 
 int main(int argc, char **argv) {
   if (argc < 4) {
-    fprintf(stderr, "usage: console_fixture ADDR TOKEN scene|begin|state|audit|many ...\n");
+    fprintf(stderr,
+            "usage: console_fixture ADDR TOKEN scene|begin|state|audit|many|finished ...\n");
     return 2;
   }
   idem_options o = {.address = argv[1],
@@ -96,6 +99,10 @@ int main(int argc, char **argv) {
       snprintf(other, sizeof other, "%s-u%d", gid, i);
       step(other, "bench", "unknown", IDEM_FORWARD, 0, IDEM_OUTCOME_UNKNOWN, 504, body);
     }
+    printf("{\"gid\": \"%s\"}\n", gid);
+  } else if (!strcmp(cmd, "finished") && argc == 7) {
+    new_saga("finished", gid);
+    step(gid, argv[4], argv[5], IDEM_FORWARD, 0, IDEM_OUTCOME_SUCCEEDED, 200, argv[6]);
     printf("{\"gid\": \"%s\"}\n", gid);
   } else if ((!strcmp(cmd, "begin") || !strcmp(cmd, "state")) && argc == 7) {
     idem_step_key k = {argv[4], argv[5], argv[6], IDEM_FORWARD};

@@ -1,6 +1,7 @@
 // http_test.mjs — the console's HTTP layer without a browser (fast): status codes, security
 // headers, cookies, escaping, filters and paging, CSRF and role refusals, the two-step
-// resolution, policies, logout, development mode. Against a coordinator of its own.
+// resolution, policies, an expired result's body, logout, development mode. Against a
+// coordinator of its own.
 import { startCoordinator, startEtcd, fixture, Session, run, assert, eq, httpsGet, waitFor } from './lib.mjs';
 
 process.on('unhandledRejection', e => { console.log(`FAIL  ${e.stack || e}`); process.exit(1); });
@@ -148,6 +149,26 @@ const failed = await run([
     eq((await admin.post('/policies/delete', { csrf, service: 'payment', operation: '*' })).status, 303, 'delete');
     p = await admin.get('/policies');
     assert(!p.text.includes('<td>payment</td>'), 'gone');
+  }],
+  ['a result past its retention (api.md §12): the step and saga pages say the body expired, outcome and code kept', async () => {
+    const csrf = await admin.csrf('/policies');
+    eq((await admin.post('/policies', { csrf, service: 'mail', operation: '*', mode: 'fail-closed', retention_s: '1', key_retention_s: '3600', lease_ms: '5000' })).status, 303, 'set');
+    const g = fixture(co.grpc, tok.admin, 'finished', 'mail', 'send', 'receipt mailed to c-42').gid;
+    const page = `/steps/${g}/mail/send/forward`;
+    // the database clock decides when the body goes: wait for it
+    const step = await waitFor('the body to expire', async () => {
+      const r = await admin.get(page);
+      return r.status === 200 && r.text.includes('class="muted expired"') && r;
+    }, 15000);
+    assert(step.text.includes('succeeded, code 200'), 'step page: outcome and code kept');
+    assert(!step.text.includes('receipt mailed'), 'step page: no body');
+    assert(!step.text.includes('(empty)'), 'step page: not shown as an empty body');
+    const saga = await admin.get(`/sagas/${g}`);
+    eq(saga.status, 200, 'saga page');
+    assert(saga.text.includes('class="muted expired"'), 'saga page: the body expired');
+    assert(saga.text.includes('succeeded, code 200'), 'saga page: outcome and code kept');
+    assert(!saga.text.includes('receipt mailed'), 'saga page: no body');
+    eq((await admin.post('/policies/delete', { csrf, service: 'mail', operation: '*' })).status, 303, 'delete');
   }],
   ['logout ends the session', async () => {
     const csrf = await admin.csrf();
