@@ -362,6 +362,19 @@ Test(incident, policy_key_retention) {
   cr_assert_eq(cJSON_GetObjectItem(o, "key_retention_s")->valuedouble, 365 * 86400, "kept");
   cJSON_Delete(o);
   free(r);
+  /* a retention longer than the key retention it would keep: said in terms of the flags */
+  r = ctl("policy", "set", "payment", "charge", "--key-retention", "3h", NULL);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  free(r);
+  r = ctl("policy", "set", "payment", "charge", "--retention", "4h", NULL);
+  cr_assert_eq(r->status, 2, "a retention past the kept key retention is a usage error");
+  cr_assert(strstr(r->err, "--retention") && strstr(r->err, "--key-retention") &&
+                strstr(r->err, "3h"),
+            "%s", r->err);
+  free(r);
+  r = ctl("policy", "set", "payment", "charge", "--key-retention", "365d", NULL);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  free(r);
   r = ctl("policy", "set", "payment", "charge", "--key-retention", "1h", NULL);
   cr_assert_neq(r->status, 0, "a key retention below the retention was accepted");
   cr_assert(strstr(r->err, "key_retention_s"), "%s", r->err);

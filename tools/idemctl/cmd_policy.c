@@ -129,6 +129,13 @@ int cmd_policy_set(ctl *c) {
   p.key_retention_s = key_ms >= 0                              ? (uint32_t)(key_ms / 1000)
                       : cur.key_retention_s > cur.retention_s ? cur.key_retention_s
                                                               : 0;
+  if (key_ms < 0 && p.key_retention_s && p.key_retention_s < p.retention_s) {
+    char k[32];
+    return ctl_usage_error(c,
+                           "--retention: longer than the keys' retention (%s) kept from the "
+                           "current policy; give --key-retention too (0 = as long as results)",
+                           dur_words((int64_t)p.key_retention_s * 1000, k, sizeof k));
+  }
   if (idem_policy_set(ctl_client(c), &p, &out, &e) != IDEM_OK) return ctl_fail("policy set", &e);
   if (c->json)
     json_print(json_policy(&out));
