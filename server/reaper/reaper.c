@@ -32,30 +32,28 @@ static bool stopped(const bool *stop) {
   return stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE);
 }
 
-typedef enum reap_kind_t { REAP_BODIES, REAP_STEPS, REAP_SAGAS } reap_kind_t;
-static const char *const kind_name[] = {"bodies", "steps", "sagas"};
+/* One kind of reaping: its store call (one batch) and how hard it goes. Bodies go in shorter
+ * batches and at a gentler pace (REAPER_BODY_DIVISOR, REAPER_BODY_REST_FACTOR). */
+typedef struct reap_kind {
+  const char *name; /* metrics_reaped's kind */
+  err_code (*batch)(store *s, uint32_t limit, int64_t deadline, uint64_t *n, err_t *err);
+  uint32_t divisor;    /* of the configured batch */
+  int64_t rest_factor; /* rest this many times as long as a batch took */
+} reap_kind;
 
-static err_code reap_batch(store *st, reap_kind_t kind, uint32_t batch, int64_t deadline,
-                           uint64_t *n, err_t *err) {
-  switch (kind) {
-    case REAP_BODIES:
-      return store_reap_bodies(st, batch, deadline, n, err);
-    case REAP_STEPS:
-      return store_reap_steps(st, batch, deadline, n, err);
-    default:
-      return store_reap_sagas(st, batch, deadline, n, err);
-  }
-}
+/* In the order of a round: bodies first (their rows stay), then rows, then sagas. */
+static const reap_kind kinds[] = {
+    {"bodies", store_reap_bodies, REAPER_BODY_DIVISOR, REAPER_BODY_REST_FACTOR},
+    {"steps", store_reap_steps, 1, REAPER_REST_FACTOR},
+    {"sagas", store_reap_sagas, 1, REAPER_REST_FACTOR},
+};
+#define N_KINDS (sizeof kinds / sizeof kinds[0])
 
 /* Batches of one kind until a short batch, a store error or stop. *failed on a store error. */
-static uint64_t reap_kind(store *st, const reaper_config *cfg, const bool *stop, reap_kind_t kind,
-                          bool *failed) {
+static uint64_t reap_all_of(store *st, const reaper_config *cfg, const bool *stop,
+                            const reap_kind *kind, bool *failed) {
   uint32_t batch = cfg->batch ? cfg->batch : REAPER_BATCH_DEFAULT;
-  int64_t factor = REAPER_REST_FACTOR;
-  if (kind == REAP_BODIES) { /* see REAPER_BODY_DIVISOR */
-    batch = (batch + REAPER_BODY_DIVISOR - 1) / REAPER_BODY_DIVISOR;
-    factor = REAPER_BODY_REST_FACTOR;
-  }
+  batch = (batch + kind->divisor - 1) / kind->divisor;
   int64_t timeout = cfg->store_timeout_ms > 0 ? cfg->store_timeout_ms : 2000;
   uint64_t total = 0;
   while (!stopped(stop)) {
@@ -63,14 +61,14 @@ static uint64_t reap_kind(store *st, const reaper_config *cfg, const bool *stop,
     err_t err;
     err_clear(&err);
     int64_t started_us = clock_mono_us(), deadline = clock_mono_ms() + timeout;
-    err_code rc = reap_batch(st, kind, batch, deadline, &n, &err);
+    err_code rc = kind->batch(st, batch, deadline, &n, &err);
     if (rc != ERR_OK) {
       *failed = true;
       log_kv(LOG_WARN, "reaper: store call failed, will retry next round", "kind",
-             kind_name[kind], "error", err.msg, (const char *)NULL);
+             kind->name, "error", err.msg, (const char *)NULL);
       break;
     }
-    if (n > 0) metrics_reaped(kind_name[kind], n);
+    if (n > 0) metrics_reaped(kind->name, n);
     total += n;
     if (n < batch) break;
     /* At most a fifth of the time deleting: rest REAPER_REST_FACTOR times as long as the batch
@@ -78,7 +76,7 @@ static uint64_t reap_kind(store *st, const reaper_config *cfg, const bool *stop,
      * and the disk. Measured in microseconds: batches take about a millisecond. With a third
      * (and 200-row batches) BeginStep's p99 under load was 1.1-2.6x its value without reaping
      * (test_reaper_load); with a fifth and 100-row batches, 1.0-1.2x. */
-    int64_t rest_us = factor * (clock_mono_us() - started_us);
+    int64_t rest_us = kind->rest_factor * (clock_mono_us() - started_us);
     sleep_us(rest_us > cfg->pause_ms * 1000 ? rest_us : cfg->pause_ms * 1000);
   }
   return total;
@@ -88,19 +86,21 @@ uint64_t reaper_round(store *st, const reaper_config *cfg, const bool *stop) {
   if (cfg->is_leader && !cfg->is_leader(cfg->is_leader_arg)) return 0;
   int64_t t0 = clock_mono_ms();
   bool failed = false;
-  uint64_t bodies = reap_kind(st, cfg, stop, REAP_BODIES, &failed);
-  uint64_t steps = failed ? 0 : reap_kind(st, cfg, stop, REAP_STEPS, &failed);
-  uint64_t sagas = failed ? 0 : reap_kind(st, cfg, stop, REAP_SAGAS, &failed);
-  if (bodies + steps + sagas > 0) {
+  uint64_t n[N_KINDS] = {0}, total = 0;
+  for (size_t i = 0; i < N_KINDS && !failed; i++) {
+    n[i] = reap_all_of(st, cfg, stop, &kinds[i], &failed);
+    total += n[i];
+  }
+  if (total > 0) {
     char b[24], s[24], g[24], ms[24];
-    snprintf(b, sizeof b, "%llu", (unsigned long long)bodies);
-    snprintf(s, sizeof s, "%llu", (unsigned long long)steps);
-    snprintf(g, sizeof g, "%llu", (unsigned long long)sagas);
+    snprintf(b, sizeof b, "%llu", (unsigned long long)n[0]); /* in the order of kinds[] */
+    snprintf(s, sizeof s, "%llu", (unsigned long long)n[1]);
+    snprintf(g, sizeof g, "%llu", (unsigned long long)n[2]);
     snprintf(ms, sizeof ms, "%lld", (long long)(clock_mono_ms() - t0));
     log_kv(LOG_INFO, "reaper: expired rows deleted", "bodies_dropped", b, "steps", s, "sagas", g,
            "ms", ms, (const char *)NULL);
   }
-  return bodies + steps + sagas;
+  return total;
 }
 
 static void *reaper_main(void *arg) {
