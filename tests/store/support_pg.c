@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,6 +26,17 @@ void sp_setup(const char *prefix, char *tenant, size_t cap) {
   err_t e;
   cr_assert_eq(store_pg_migrate(sp_pg_url(), clock_mono_ms() + 10000, &e), ERR_OK, "migrate: %s",
                e.msg);
+}
+
+step_key sp_key(const char *tenant, const char *gid, const char *service, const char *operation) {
+  step_key k;
+  memset(&k, 0, sizeof k);
+  snprintf(k.tenant, sizeof k.tenant, "%s", tenant);
+  snprintf(k.global_id, sizeof k.global_id, "%s", gid);
+  snprintf(k.service, sizeof k.service, "%s", service);
+  snprintf(k.operation, sizeof k.operation, "%s", operation);
+  k.phase = PHASE_FORWARD;
+  return k;
 }
 
 int64_t sp_in_ms(int64_t ms) {

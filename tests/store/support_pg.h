@@ -15,6 +15,9 @@ const char *sp_pg_url(void);
 /* A suite's set-up: a fresh tenant name "PREFIX-pid-ns" into tenant, and the schema migrated. */
 void sp_setup(const char *prefix, char *tenant, size_t cap);
 
+/* The key (tenant, gid, service, operation, FORWARD), every field zero-padded. */
+step_key sp_key(const char *tenant, const char *gid, const char *service, const char *operation);
+
 /* A deadline ms from now (monotonic). */
 int64_t sp_in_ms(int64_t ms);
 

@@ -30,14 +30,7 @@ static void setup(void) {
 TestSuite(store_batch, .init = setup, .timeout = 120);
 
 static step_key mkkey(const char *gid) {
-  step_key k;
-  memset(&k, 0, sizeof k);
-  snprintf(k.tenant, sizeof k.tenant, "%s", tenant);
-  snprintf(k.global_id, sizeof k.global_id, "%s", gid);
-  snprintf(k.service, sizeof k.service, "svc");
-  snprintf(k.operation, sizeof k.operation, "op");
-  k.phase = PHASE_FORWARD;
-  return k;
+  return sp_key(tenant, gid, "svc", "op");
 }
 
 static long long sql_int_at(const char *url, const char *sql, const char *param) {

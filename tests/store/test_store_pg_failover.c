@@ -71,14 +71,7 @@ static int closed_port(void) {
 }
 
 static step_key mkkey(const char *gid) {
-  step_key k;
-  memset(&k, 0, sizeof k);
-  snprintf(k.tenant, sizeof k.tenant, "%s", tenant);
-  snprintf(k.global_id, sizeof k.global_id, "%s", gid);
-  snprintf(k.service, sizeof k.service, "svc");
-  snprintf(k.operation, sizeof k.operation, "op");
-  k.phase = PHASE_FORWARD;
-  return k;
+  return sp_key(tenant, gid, "svc", "op");
 }
 
 /* The step callback: counts its runs and writes an IN_PROGRESS forward record. */

@@ -20,14 +20,7 @@ static void setup(void) {
 TestSuite(store_retention, .init = setup, .timeout = 60);
 
 static step_key key_of(const char *gid) {
-  step_key k;
-  memset(&k, 0, sizeof k);
-  snprintf(k.tenant, sizeof k.tenant, "%s", tenant);
-  snprintf(k.global_id, sizeof k.global_id, "%s", gid);
-  snprintf(k.service, sizeof k.service, "pay");
-  snprintf(k.operation, sizeof k.operation, "charge");
-  k.phase = PHASE_FORWARD;
-  return k;
+  return sp_key(tenant, gid, "pay", "charge");
 }
 
 typedef struct put_arg {
