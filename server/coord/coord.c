@@ -187,8 +187,7 @@ err_code coord__begin_prepare(const coord_ctx *ctx, const char *tenant, const co
              .fp = fp,
              .fp_len = fp_len,
              .lease_ms = lease_ms ? lease_ms : pol->lease_ms,
-             .retention_s = pol->retention_s,
-             .key_retention_s = policy_key_retention(pol)},
+             .retention = policy_retention(pol)},
       .out = out,
   };
   return ERR_OK;
@@ -255,8 +254,7 @@ err_code coord__complete_prepare(const coord_ctx *ctx, const char *tenant, const
              .code = code,
              .body = body,
              .body_len = body_len,
-             .retention_s = pol.retention_s,
-             .key_retention_s = policy_key_retention(&pol)},
+             .retention = policy_retention(&pol)},
       .out = out,
   };
   return ERR_OK;

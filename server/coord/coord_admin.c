@@ -189,7 +189,7 @@ step_retention coord__retention_of(const coord_ctx *ctx, const step_key *k) {
   err_t ignored;
   coord_get_policy(ctx, k->tenant, k->service, k->operation, &pol, &ignored);
   if (!pol.retention_s) pol.retention_s = POLICY_DEFAULT_RETENTION_S;
-  return (step_retention){.result_s = pol.retention_s, .key_s = policy_key_retention(&pol)};
+  return policy_retention(&pol);
 }
 
 void coord__resolve_prepare(const coord_ctx *ctx, const step_key *key, int outcome, int32_t code,

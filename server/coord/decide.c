@@ -35,9 +35,6 @@ static void retain(step_rec *r, int64_t now, step_retention ret) {
   r->result_expired = false;
 }
 
-static step_retention begin_retention(const decide_begin_in *in) {
-  return (step_retention){.result_s = in->retention_s, .key_s = in->key_retention_s};
-}
 
 /* Both fingerprints are set and differ. */
 static bool fp_mismatch(const step_rec *r, const uint8_t *fp, size_t fp_len) {
@@ -215,7 +212,7 @@ static err_code null_compensation(const decide_begin_in *in, int64_t now, decide
   c->outcome = OUTCOME_SUCCEEDED;
   c->code = 0;
   c->completed_ms = now;
-  retain(c, now, begin_retention(in));
+  retain(c, now, in->retention);
   out->decision = DECISION_SKIP_NULL_COMPENSATION;
   out->attempt = 0;
   out->expires_ms = c->expires_ms;
@@ -237,7 +234,7 @@ static void abandon_forward(const decide_begin_in *in, const step_rec *f, int64_
   }
   r->state = STATE_ABANDONED;
   r->lease_expires_ms = 0;
-  retain(r, now, begin_retention(in));
+  retain(r, now, in->retention);
 }
 
 /* The COMPENSATION table of api.md §3. */
@@ -352,7 +349,7 @@ err_code decide_complete(const decide_complete_in *in, const step_pair *cur, ste
   if (r->state == STATE_IN_PROGRESS) {
     /* accepted even when the lease expired, as long as nobody took over */
     *after = finish(push(w), r, in->key, in->outcome, in->code, in->body, in->body_len, now,
-                    (step_retention){.result_s = in->retention_s, .key_s = in->key_retention_s});
+                    in->retention);
     return ERR_OK;
   }
   if ((is_finished(r->state) || r->state == STATE_RELEASED) && same_result(r, in, now)) {

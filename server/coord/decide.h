@@ -27,8 +27,7 @@ typedef struct decide_begin_in {
   const uint8_t *fp;
   size_t fp_len;
   uint32_t lease_ms;    /* effective lease: the request's, else the policy's */
-  uint32_t retention_s;     /* the policy's retention (for tombstones and null compensations) */
-  uint32_t key_retention_s; /* the policy's key retention (0 or less: retention_s) */
+  step_retention retention; /* the policy's (for tombstones and null compensations) */
 } decide_begin_in;
 
 typedef struct decide_begin_out {
@@ -62,8 +61,7 @@ typedef struct decide_complete_in {
   int32_t code;
   const uint8_t *body;
   size_t body_len;
-  uint32_t retention_s;
-  uint32_t key_retention_s; /* 0 or less: retention_s */
+  step_retention retention; /* the policy's */
 } decide_complete_in;
 
 /* CompleteStep (api.md §4). On ERR_OK *after points at the record as it stands after the call

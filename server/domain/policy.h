@@ -47,6 +47,11 @@ static inline uint32_t policy_key_retention(const policy *p) {
   return p->key_retention_s > p->retention_s ? p->key_retention_s : p->retention_s;
 }
 
+/* How long a finished step under p is kept: its body, and its key (record.h). */
+static inline step_retention policy_retention(const policy *p) {
+  return (step_retention){.result_s = p->retention_s, .key_s = policy_key_retention(p)};
+}
+
 /* Fills out with the built-in default for (service, operation): fail-closed, 24 h, 30 s. */
 void policy_default(const char *service, const char *operation, policy *out);
 

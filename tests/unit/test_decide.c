@@ -24,7 +24,7 @@ static fixture fx(step_phase ph, const char *fp) {
   f.in.fp = (const uint8_t *)fp;
   f.in.fp_len = fp ? strlen(fp) : 0;
   f.in.lease_ms = SD_LEASE;
-  f.in.retention_s = SD_RET_S;
+  f.in.retention = (step_retention){SD_RET_S, SD_RET_S};
   f.w.n = 99; /* must be reset by decide */
   return f;
 }

@@ -30,7 +30,7 @@ static cfix cfx(step_phase ph, uint64_t attempt, step_outcome o) {
   c.in.code = 201;
   c.in.body = req_body;
   c.in.body_len = sizeof req_body - 1;
-  c.in.retention_s = SD_RET_S;
+  c.in.retention = (step_retention){SD_RET_S, SD_RET_S};
   c.w.n = 7;
   return c;
 }

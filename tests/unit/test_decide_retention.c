@@ -26,8 +26,7 @@ static decide_begin_in begin_in(const step_key *k, const char *fp) {
                            .fp = (const uint8_t *)fp,
                            .fp_len = strlen(fp),
                            .lease_ms = SD_LEASE,
-                           .retention_s = SD_RET_S,
-                           .key_retention_s = KEY_RET_S};
+                           .retention = {SD_RET_S, KEY_RET_S}};
 }
 
 /* A Complete of attempt 1 with SUCCEEDED, code 201 and body, under the test's retentions. */
@@ -38,8 +37,7 @@ static decide_complete_in complete_in(const step_key *k, const char *body) {
                               .code = 201,
                               .body = (const uint8_t *)body,
                               .body_len = strlen(body),
-                              .retention_s = SD_RET_S,
-                              .key_retention_s = KEY_RET_S};
+                              .retention = {SD_RET_S, KEY_RET_S}};
 }
 
 static err_code begin(const step_key *k, const char *fp, const step_pair *cur,
@@ -64,7 +62,7 @@ Test(decide_retention, a_complete_keeps_the_body_for_retention_and_the_key_for_k
 
   /* key_retention_s 0, or below retention_s, means retention_s: one expiry for both */
   for (uint32_t kr = 0; kr <= 1; kr++) {
-    in.key_retention_s = kr;
+    in.retention.key_s = kr;
     cr_assert_eq(decide_complete(&in, &cur, &w, &after, &err), ERR_OK, "%s", err.msg);
     cr_assert_eq(after->result_expires_ms, SD_RET_END);
     cr_assert_eq(after->expires_ms, SD_RET_END, "key_retention_s %u", kr);
