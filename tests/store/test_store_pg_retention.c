@@ -164,10 +164,14 @@ Test(store_retention, past_key_retention_the_row_reads_as_absent_and_is_deleted)
   step_rec got;
   cr_assert_eq(store_lookup_step(s, &k, sp_in_ms(2000), &got, &e), ERR_OK, "%s", e.msg);
   cr_assert_not(got.present);
+  /* Reaped until the row is gone, within a deadline: the reaper skips locked rows, and the
+   * other case of this suite (run beside this one by Criterion) may hold this row locked in its
+   * own reap, deleting it a moment later. */
+  int64_t until = clock_wall_ms() + 10000;
   uint64_t n = 0;
-  do {
+  long long left;
+  while ((left = body_bytes("gone")) != -1 && clock_wall_ms() < until)
     cr_assert_eq(store_reap_steps(s, 100, sp_in_ms(5000), &n, &e), ERR_OK, "%s", e.msg);
-  } while (n == 100);
-  cr_assert_eq(body_bytes("gone"), -1, "the row is deleted");
+  cr_assert_eq(left, -1, "the row is deleted");
   store_close(s);
 }
