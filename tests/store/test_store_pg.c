@@ -19,41 +19,16 @@
 
 /* --- helpers --- */
 
-static const char *pg_url(void) {
-  const char *u = getenv("IDEM_TEST_PG_URL");
-  if (!u || !*u) cr_assert_fail("IDEM_TEST_PG_URL is not set: point it at a PostgreSQL database");
-  return u;
-}
-
 static char tenant[64];
 
-static void unique_tenant(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  srand((unsigned)(ts.tv_nsec ^ getpid()));
-  snprintf(tenant, sizeof tenant, "t-%d-%ld-%d", (int)getpid(), (long)ts.tv_nsec, rand());
-}
-
-static int64_t in_ms(int64_t ms) {
-  return clock_mono_ms() + ms;
-}
-
 static void setup(void) {
-  unique_tenant();
-  err_t e;
-  err_code rc = store_pg_migrate(pg_url(), in_ms(10000), &e);
-  cr_assert_eq(rc, ERR_OK, "migrate: %s", e.msg);
+  sp_setup("t", tenant, sizeof tenant);
 }
 
 TestSuite(store_pg, .init = setup, .timeout = 60);
 
 static step_key mkkey(const char *gid, const char *svc, const char *op, step_phase ph) {
-  step_key k;
-  memset(&k, 0, sizeof k);
-  snprintf(k.tenant, sizeof k.tenant, "%s", tenant);
-  snprintf(k.global_id, sizeof k.global_id, "%s", gid);
-  snprintf(k.service, sizeof k.service, "%s", svc);
-  snprintf(k.operation, sizeof k.operation, "%s", op);
+  step_key k = sp_key(tenant, gid, svc, op);
   k.phase = ph;
   return k;
 }
@@ -65,7 +40,7 @@ static void quiet(void *arg, const char *msg) {
 
 /* Runs one SQL statement on a fresh libpq connection (test set-up only). */
 static void sql(const char *q, int n, const char *const *vals) {
-  PGconn *c = PQconnectdb(pg_url());
+  PGconn *c = PQconnectdb(sp_pg_url());
   cr_assert_eq(PQstatus(c), CONNECTION_OK, "connect: %s", PQerrorMessage(c));
   PQsetNoticeProcessor(c, quiet, NULL);
   PGresult *r = PQexecParams(c, q, n, NULL, vals, NULL, NULL, 0);
@@ -119,15 +94,15 @@ static void assert_rec_eq(const step_rec *got, const step_rec *want) {
 
 Test(store_pg, ping_and_migrate_twice) {
   err_t e;
-  cr_assert_eq(store_pg_migrate(pg_url(), in_ms(5000), &e), ERR_OK, "%s", e.msg);
-  cr_assert_eq(store_pg_migrate(pg_url(), in_ms(5000), &e), ERR_OK, "%s", e.msg);
-  store *s = store_pg_open(pg_url());
+  cr_assert_eq(store_pg_migrate(sp_pg_url(), sp_in_ms(5000), &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_pg_migrate(sp_pg_url(), sp_in_ms(5000), &e), ERR_OK, "%s", e.msg);
+  store *s = store_pg_open(sp_pg_url());
   cr_assert_not_null(s);
-  cr_assert_eq(store_ping(s, in_ms(2000), &e), ERR_OK, "%s", e.msg);
-  cr_assert_eq(store_ping(s, in_ms(2000), &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_ping(s, sp_in_ms(2000), &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_ping(s, sp_in_ms(2000), &e), ERR_OK, "%s", e.msg);
   store_close(s);
   sql("SELECT 1 FROM idem_schema_version WHERE version = 1", 0, NULL);
-  PGconn *c = PQconnectdb(pg_url());
+  PGconn *c = PQconnectdb(sp_pg_url());
   PGresult *r = PQexec(c, "SELECT epoch FROM idem_fence WHERE id = 1");
   cr_assert_eq(PQntuples(r), 1);
   cr_assert_str_eq(PQgetvalue(r, 0, 0), "0");
@@ -141,9 +116,9 @@ Test(store_pg, ping_and_migrate_twice) {
  * rows whose key outlives their body (key_retention_s) are in it. */
 Test(store_pg, steps_carry_only_the_indexes_something_reads) {
   err_t e;
-  cr_assert_eq(store_pg_migrate(pg_url(), in_ms(5000), &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_pg_migrate(sp_pg_url(), sp_in_ms(5000), &e), ERR_OK, "%s", e.msg);
   sql("SELECT 1 FROM idem_schema_version WHERE version = 5", 0, NULL);
-  PGconn *c = PQconnectdb(pg_url());
+  PGconn *c = PQconnectdb(sp_pg_url());
   PGresult *r = PQexec(c,
                        "SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes"
                        " WHERE tablename = 'idem_steps' AND schemaname = current_schema()");
@@ -163,7 +138,7 @@ typedef struct mig_arg {
 
 static void *mig_thread(void *p) {
   mig_arg *a = p;
-  a->rc = store_pg_migrate(a->url, in_ms(20000), &a->e);
+  a->rc = store_pg_migrate(a->url, sp_in_ms(20000), &a->e);
   return NULL;
 }
 
@@ -174,7 +149,7 @@ Test(store_pg, migrate_concurrently_into_a_fresh_schema) {
   snprintf(create, sizeof create, "CREATE SCHEMA %s", schema);
   snprintf(drop, sizeof drop, "DROP SCHEMA %s CASCADE", schema);
   sql(create, 0, NULL);
-  const char *base = pg_url();
+  const char *base = sp_pg_url();
   snprintf(url, sizeof url, "%s%soptions=-csearch_path%%3D%s", base, strchr(base, '?') ? "&" : "?",
            schema);
   mig_arg a[2] = {{.url = url}, {.url = url}};
@@ -211,7 +186,7 @@ static step_rec mkrec(step_phase ph, step_state st, uint64_t attempt, const void
 }
 
 Test(store_pg, step_txn_insert_then_update_round_trips_every_field) {
-  store *s = store_pg_open(pg_url());
+  store *s = store_pg_open(sp_pg_url());
   err_t e;
   step_key k = mkkey("g-rt", "payments", "charge", PHASE_FORWARD);
   static const uint8_t fp1[] = {0, 1, 2, 0, 255, 0};
@@ -223,7 +198,7 @@ Test(store_pg, step_txn_insert_then_update_round_trips_every_field) {
   a.recs[0] =
       mkrec(PHASE_FORWARD, STATE_IN_PROGRESS, 1, fp1, sizeof fp1, body1, sizeof body1, base);
   a.n = 1;
-  cr_assert_eq(store_step_txn(s, &k, in_ms(5000), fn_write, &a, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_step_txn(s, &k, sp_in_ms(5000), fn_write, &a, &e), ERR_OK, "%s", e.msg);
   cr_assert_eq(a.calls, 1);
   cr_assert_not(a.seen.fwd.present);
   cr_assert_not(a.seen.comp.present);
@@ -233,7 +208,7 @@ Test(store_pg, step_txn_insert_then_update_round_trips_every_field) {
 
   /* lookup sees the insert */
   step_rec got;
-  cr_assert_eq(store_lookup_step(s, &k, in_ms(2000), &got, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_lookup_step(s, &k, sp_in_ms(2000), &got, &e), ERR_OK, "%s", e.msg);
   assert_rec_eq(&got, &a.recs[0]);
   cr_assert_str_eq(got.key.tenant, tenant);
   cr_assert_str_eq(got.key.operation, "charge");
@@ -249,16 +224,16 @@ Test(store_pg, step_txn_insert_then_update_round_trips_every_field) {
   b.recs[0].code = 2147483647;
   b.recs[1] = mkrec(PHASE_COMPENSATION, STATE_SUCCEEDED, 0, NULL, 0, NULL, 0, base + 2000);
   b.n = 2;
-  cr_assert_eq(store_step_txn(s, &k, in_ms(5000), fn_write, &b, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_step_txn(s, &k, sp_in_ms(5000), fn_write, &b, &e), ERR_OK, "%s", e.msg);
   assert_rec_eq(&b.seen.fwd, &a.recs[0]);
   cr_assert_not(b.seen.comp.present);
 
-  cr_assert_eq(store_lookup_step(s, &k, in_ms(2000), &got, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_lookup_step(s, &k, sp_in_ms(2000), &got, &e), ERR_OK, "%s", e.msg);
   assert_rec_eq(&got, &b.recs[0]);
   step_rec_clear(&got);
   step_key kc = k;
   kc.phase = PHASE_COMPENSATION;
-  cr_assert_eq(store_lookup_step(s, &kc, in_ms(2000), &got, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_lookup_step(s, &kc, sp_in_ms(2000), &got, &e), ERR_OK, "%s", e.msg);
   assert_rec_eq(&got, &b.recs[1]);
   cr_assert_null(got.body);
   step_rec_clear(&got);
@@ -266,7 +241,7 @@ Test(store_pg, step_txn_insert_then_update_round_trips_every_field) {
   /* a third transaction sees both phases */
   write_arg c;
   memset(&c, 0, sizeof c);
-  cr_assert_eq(store_step_txn(s, &kc, in_ms(5000), fn_write, &c, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_step_txn(s, &kc, sp_in_ms(5000), fn_write, &c, &e), ERR_OK, "%s", e.msg);
   assert_rec_eq(&c.seen.fwd, &b.recs[0]);
   assert_rec_eq(&c.seen.comp, &b.recs[1]);
   cr_assert_eq(c.seen.comp.key.phase, PHASE_COMPENSATION);
@@ -280,7 +255,7 @@ Test(store_pg, step_txn_insert_then_update_round_trips_every_field) {
 }
 
 Test(store_pg, fn_error_is_returned_and_writes_are_committed) {
-  store *s = store_pg_open(pg_url());
+  store *s = store_pg_open(sp_pg_url());
   err_t e;
   step_key k = mkkey("g-err", "inventory", "reserve", PHASE_FORWARD);
   write_arg a;
@@ -288,10 +263,10 @@ Test(store_pg, fn_error_is_returned_and_writes_are_committed) {
   a.recs[0] = mkrec(PHASE_FORWARD, STATE_ABANDONED, 3, NULL, 0, "x", 1, clock_wall_ms());
   a.n = 1;
   a.ret = ERR_ABORTED;
-  cr_assert_eq(store_step_txn(s, &k, in_ms(5000), fn_write, &a, &e), ERR_ABORTED);
+  cr_assert_eq(store_step_txn(s, &k, sp_in_ms(5000), fn_write, &a, &e), ERR_ABORTED);
   cr_assert_str_eq(e.msg, "step in progress: global_id");
   step_rec got;
-  cr_assert_eq(store_lookup_step(s, &k, in_ms(2000), &got, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_lookup_step(s, &k, sp_in_ms(2000), &got, &e), ERR_OK, "%s", e.msg);
   assert_rec_eq(&got, &a.recs[0]);
   step_rec_clear(&got);
   step_rec_clear(&a.seen.fwd);
@@ -300,11 +275,11 @@ Test(store_pg, fn_error_is_returned_and_writes_are_committed) {
 }
 
 Test(store_pg, lookup_of_missing_and_expired) {
-  store *s = store_pg_open(pg_url());
+  store *s = store_pg_open(sp_pg_url());
   err_t e;
   step_key k = mkkey("g-none", "svc", "op", PHASE_FORWARD);
   step_rec got;
-  cr_assert_eq(store_lookup_step(s, &k, in_ms(2000), &got, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_lookup_step(s, &k, sp_in_ms(2000), &got, &e), ERR_OK, "%s", e.msg);
   cr_assert_not(got.present);
 
   /* a record past its retention reads as absent */
@@ -313,8 +288,8 @@ Test(store_pg, lookup_of_missing_and_expired) {
   a.recs[0] = mkrec(PHASE_FORWARD, STATE_SUCCEEDED, 1, NULL, 0, NULL, 0, 1000);
   a.recs[0].expires_ms = 5000; /* 1970 */
   a.n = 1;
-  cr_assert_eq(store_step_txn(s, &k, in_ms(5000), fn_write, &a, &e), ERR_OK, "%s", e.msg);
-  cr_assert_eq(store_lookup_step(s, &k, in_ms(2000), &got, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_step_txn(s, &k, sp_in_ms(5000), fn_write, &a, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_lookup_step(s, &k, sp_in_ms(2000), &got, &e), ERR_OK, "%s", e.msg);
   cr_assert_not(got.present);
   store_close(s);
 }
@@ -348,12 +323,13 @@ static err_code fn_insert_if_absent(void *arg, const step_pair *cur, step_writes
 
 static void *race_thread(void *p) {
   race_arg *a = p;
-  store *s = store_pg_open(pg_url());
+  store *s = store_pg_open(sp_pg_url());
   err_t e;
-  err_code prc = store_ping(s, in_ms(5000), &e); /* connect before the start line */
+  err_code prc = store_ping(s, sp_in_ms(5000), &e); /* connect before the start line */
   pthread_barrier_wait(a->bar);
-  a->rc =
-      prc != ERR_OK ? prc : store_step_txn(s, &a->key, in_ms(10000), fn_insert_if_absent, a, &a->e);
+  a->rc = prc != ERR_OK
+              ? prc
+              : store_step_txn(s, &a->key, sp_in_ms(10000), fn_insert_if_absent, a, &a->e);
   store_close(s);
   return NULL;
 }
@@ -386,7 +362,7 @@ Test(store_pg, sixteen_racers_exactly_one_inserts) {
 /* --- sagas --- */
 
 Test(store_pg, begin_saga_request_id_is_idempotent_until_it_expires) {
-  store *s = store_pg_open(pg_url());
+  store *s = store_pg_open(sp_pg_url());
   err_t e;
   saga_label labels[] = {{"order", "o-1"}, {"region", "eu"}};
   saga_new in = {.tenant = tenant,
@@ -397,21 +373,21 @@ Test(store_pg, begin_saga_request_id_is_idempotent_until_it_expires) {
                  .n_labels = 2,
                  .retention_s = 3600};
   saga_begun out;
-  cr_assert_eq(store_begin_saga(s, &in, in_ms(5000), &out, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_begin_saga(s, &in, sp_in_ms(5000), &out, &e), ERR_OK, "%s", e.msg);
   cr_assert(out.created);
   cr_assert_str_eq(out.global_id, "saga-1");
   int64_t created = out.created_ms;
   cr_assert(created > clock_wall_ms() - 60000);
 
   in.global_id = "saga-2";
-  cr_assert_eq(store_begin_saga(s, &in, in_ms(5000), &out, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_begin_saga(s, &in, sp_in_ms(5000), &out, &e), ERR_OK, "%s", e.msg);
   cr_assert_not(out.created);
   cr_assert_str_eq(out.global_id, "saga-1");
   cr_assert_eq(out.created_ms, created);
 
   /* without a request id: always a new saga */
   saga_new anon = {.tenant = tenant, .global_id = "saga-anon", .saga_type = "", .retention_s = 60};
-  cr_assert_eq(store_begin_saga(s, &anon, in_ms(5000), &out, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_begin_saga(s, &anon, sp_in_ms(5000), &out, &e), ERR_OK, "%s", e.msg);
   cr_assert(out.created);
   cr_assert_str_eq(out.global_id, "saga-anon");
 
@@ -419,11 +395,11 @@ Test(store_pg, begin_saga_request_id_is_idempotent_until_it_expires) {
   const char *v[] = {tenant};
   sql("UPDATE idem_sagas SET expires_ms = 1 WHERE tenant = $1 AND global_id = 'saga-1'", 1, v);
   in.global_id = "saga-3";
-  cr_assert_eq(store_begin_saga(s, &in, in_ms(5000), &out, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_begin_saga(s, &in, sp_in_ms(5000), &out, &e), ERR_OK, "%s", e.msg);
   cr_assert(out.created);
   cr_assert_str_eq(out.global_id, "saga-3");
   in.global_id = "saga-4";
-  cr_assert_eq(store_begin_saga(s, &in, in_ms(5000), &out, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_begin_saga(s, &in, sp_in_ms(5000), &out, &e), ERR_OK, "%s", e.msg);
   cr_assert_not(out.created);
   cr_assert_str_eq(out.global_id, "saga-3");
   store_close(s);
@@ -439,16 +415,16 @@ typedef struct saga_race_arg {
 
 static void *saga_race_thread(void *p) {
   saga_race_arg *a = p;
-  store *s = store_pg_open(pg_url());
+  store *s = store_pg_open(sp_pg_url());
   err_t e;
-  store_ping(s, in_ms(5000), &e);
+  store_ping(s, sp_in_ms(5000), &e);
   saga_new in = {.tenant = tenant,
                  .global_id = a->gid,
                  .request_id = "req-race",
                  .saga_type = "t",
                  .retention_s = 600};
   pthread_barrier_wait(a->bar);
-  a->rc = store_begin_saga(s, &in, in_ms(10000), &a->out, &a->e);
+  a->rc = store_begin_saga(s, &in, sp_in_ms(10000), &a->out, &a->e);
   store_close(s);
   return NULL;
 }
@@ -479,10 +455,11 @@ Test(store_pg, begin_saga_racers_agree_on_one_saga) {
 static const saga_page all_steps = {.limit = REC_SAGA_PAGE_MAX};
 
 Test(store_pg, get_saga_with_steps_and_labels_and_not_found) {
-  store *s = store_pg_open(pg_url());
+  store *s = store_pg_open(sp_pg_url());
   err_t e;
   saga_view v;
-  cr_assert_eq(store_get_saga(s, tenant, "nope", &all_steps, in_ms(2000), &v, &e), ERR_NOT_FOUND);
+  cr_assert_eq(store_get_saga(s, tenant, "nope", &all_steps, sp_in_ms(2000), &v, &e),
+               ERR_NOT_FOUND);
   cr_assert_eq(e.code, ERR_NOT_FOUND);
 
   saga_label labels[] = {{"zeta", "last"}, {"alpha", ""}};
@@ -494,7 +471,7 @@ Test(store_pg, get_saga_with_steps_and_labels_and_not_found) {
                  .n_labels = 2,
                  .retention_s = 3600};
   saga_begun out;
-  cr_assert_eq(store_begin_saga(s, &in, in_ms(5000), &out, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_begin_saga(s, &in, sp_in_ms(5000), &out, &e), ERR_OK, "%s", e.msg);
 
   /* three steps, written in created order b(fwd) < a(fwd) < b(comp) */
   int64_t base = clock_wall_ms();
@@ -511,12 +488,12 @@ Test(store_pg, get_saga_with_steps_and_labels_and_not_found) {
     memset(&a, 0, sizeof a);
     a.recs[0] = mkrec(steps[i].ph, STATE_SUCCEEDED, 1, "f", 1, "body", 4, steps[i].at - 2);
     a.n = 1;
-    cr_assert_eq(store_step_txn(s, &k, in_ms(5000), fn_write, &a, &e), ERR_OK, "%s", e.msg);
+    cr_assert_eq(store_step_txn(s, &k, sp_in_ms(5000), fn_write, &a, &e), ERR_OK, "%s", e.msg);
     step_rec_clear(&a.seen.fwd);
     step_rec_clear(&a.seen.comp);
   }
-  cr_assert_eq(store_get_saga(s, tenant, "saga-g", &all_steps, in_ms(2000), &v, &e), ERR_OK, "%s",
-               e.msg);
+  cr_assert_eq(store_get_saga(s, tenant, "saga-g", &all_steps, sp_in_ms(2000), &v, &e), ERR_OK,
+               "%s", e.msg);
   cr_assert_str_eq(v.global_id, "saga-g");
   cr_assert_str_eq(v.saga_type, "trip");
   cr_assert_eq(v.created_ms, out.created_ms);
@@ -540,7 +517,8 @@ Test(store_pg, get_saga_with_steps_and_labels_and_not_found) {
 
   /* pages (api.md §16): by count, then by the bodies' bytes; the saga's fields on every page */
   saga_page pg = {.limit = 2};
-  cr_assert_eq(store_get_saga(s, tenant, "saga-g", &pg, in_ms(2000), &v, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_get_saga(s, tenant, "saga-g", &pg, sp_in_ms(2000), &v, &e), ERR_OK, "%s",
+               e.msg);
   cr_assert_eq(v.n_steps, 2);
   cr_assert(v.more);
   pg = (saga_page){.limit = 2,
@@ -550,7 +528,8 @@ Test(store_pg, get_saga_with_steps_and_labels_and_not_found) {
   snprintf(pg.after_service, sizeof pg.after_service, "%s", v.steps[1].key.service);
   snprintf(pg.after_operation, sizeof pg.after_operation, "%s", v.steps[1].key.operation);
   saga_view_clear(&v);
-  cr_assert_eq(store_get_saga(s, tenant, "saga-g", &pg, in_ms(2000), &v, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_get_saga(s, tenant, "saga-g", &pg, sp_in_ms(2000), &v, &e), ERR_OK, "%s",
+               e.msg);
   cr_assert_eq(v.n_steps, 1);
   cr_assert_str_eq(v.steps[0].key.service, "b");
   cr_assert_eq(v.steps[0].key.phase, PHASE_COMPENSATION);
@@ -560,7 +539,8 @@ Test(store_pg, get_saga_with_steps_and_labels_and_not_found) {
   saga_view_clear(&v);
   /* bodies of 4 bytes, a bound of 5: the second body crosses it and is read, the third not */
   pg = (saga_page){.limit = REC_SAGA_PAGE_MAX, .max_body_bytes = 5};
-  cr_assert_eq(store_get_saga(s, tenant, "saga-g", &pg, in_ms(2000), &v, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_get_saga(s, tenant, "saga-g", &pg, sp_in_ms(2000), &v, &e), ERR_OK, "%s",
+               e.msg);
   cr_assert_eq(v.n_steps, 2);
   cr_assert(v.more);
   saga_view_clear(&v);
@@ -571,10 +551,10 @@ Test(store_pg, get_saga_with_steps_and_labels_and_not_found) {
   memset(&a, 0, sizeof a);
   a.recs[0] = mkrec(PHASE_FORWARD, STATE_IN_PROGRESS, 1, NULL, 0, NULL, 0, base);
   a.n = 1;
-  cr_assert_eq(store_step_txn(s, &k, in_ms(5000), fn_write, &a, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_step_txn(s, &k, sp_in_ms(5000), fn_write, &a, &e), ERR_OK, "%s", e.msg);
   step_rec_clear(&a.seen.fwd);
   step_rec_clear(&a.seen.comp);
-  cr_assert_eq(store_get_saga(s, tenant, "saga-steps-only", &all_steps, in_ms(2000), &v, &e),
+  cr_assert_eq(store_get_saga(s, tenant, "saga-steps-only", &all_steps, sp_in_ms(2000), &v, &e),
                ERR_OK);
   cr_assert_str_eq(v.saga_type, "");
   cr_assert_eq(v.created_ms, 0);
@@ -583,7 +563,7 @@ Test(store_pg, get_saga_with_steps_and_labels_and_not_found) {
   saga_view_clear(&v);
 
   /* another tenant sees nothing */
-  cr_assert_eq(store_get_saga(s, "other-tenant-x", "saga-g", &all_steps, in_ms(2000), &v, &e),
+  cr_assert_eq(store_get_saga(s, "other-tenant-x", "saga-g", &all_steps, sp_in_ms(2000), &v, &e),
                ERR_NOT_FOUND);
   store_close(s);
 }
@@ -622,26 +602,26 @@ Test(store_pg, unreachable_server_fails_fast_then_a_real_one_works) {
   cr_assert_eq(store_lookup_step(bad, &k, clock_mono_ms() + 2000, &r, &e), ERR_UNAVAILABLE);
   store_close(bad);
 
-  store *good = store_pg_open(pg_url());
-  cr_assert_eq(store_ping(good, in_ms(2000), &e), ERR_OK, "%s", e.msg);
+  store *good = store_pg_open(sp_pg_url());
+  cr_assert_eq(store_ping(good, sp_in_ms(2000), &e), ERR_OK, "%s", e.msg);
   store_close(good);
 }
 
 Test(store_pg, passed_deadline_is_a_timeout) {
-  store *s = store_pg_open(pg_url());
+  store *s = store_pg_open(sp_pg_url());
   err_t e;
   cr_assert_eq(store_ping(s, clock_mono_ms() - 1, &e), ERR_UNAVAILABLE);
   cr_assert_str_eq(e.msg, "store timeout");
-  cr_assert_eq(store_ping(s, in_ms(2000), &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_ping(s, sp_in_ms(2000), &e), ERR_OK, "%s", e.msg);
   store_close(s);
 }
 
 Test(store_pg, lock_wait_past_the_deadline_is_cancelled_and_the_store_recovers) {
-  store *s = store_pg_open(pg_url());
+  store *s = store_pg_open(sp_pg_url());
   err_t e;
   step_key k = mkkey("g-lock", "svc", "op", PHASE_FORWARD);
   /* another session holds the pair's lock */
-  PGconn *c = hold_pair_lock(pg_url(), &k);
+  PGconn *c = hold_pair_lock(sp_pg_url(), &k);
 
   write_arg a;
   memset(&a, 0, sizeof a);
@@ -659,10 +639,10 @@ Test(store_pg, lock_wait_past_the_deadline_is_cancelled_and_the_store_recovers) 
   PQfinish(c);
   /* the same store reconnects; nothing was written by the cancelled call */
   step_rec got;
-  cr_assert_eq(store_lookup_step(s, &k, in_ms(2000), &got, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_lookup_step(s, &k, sp_in_ms(2000), &got, &e), ERR_OK, "%s", e.msg);
   cr_assert_not(got.present);
-  cr_assert_eq(store_step_txn(s, &k, in_ms(5000), fn_write, &a, &e), ERR_OK, "%s", e.msg);
-  cr_assert_eq(store_lookup_step(s, &k, in_ms(2000), &got, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_step_txn(s, &k, sp_in_ms(5000), fn_write, &a, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_lookup_step(s, &k, sp_in_ms(2000), &got, &e), ERR_OK, "%s", e.msg);
   cr_assert(got.present);
   step_rec_clear(&got);
   step_rec_clear(&a.seen.fwd);
@@ -671,9 +651,9 @@ Test(store_pg, lock_wait_past_the_deadline_is_cancelled_and_the_store_recovers) 
 }
 
 Test(store_pg, a_killed_connection_is_replaced_on_the_next_call) {
-  store *s = store_pg_open(pg_url());
+  store *s = store_pg_open(sp_pg_url());
   err_t e;
-  cr_assert_eq(store_ping(s, in_ms(2000), &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_ping(s, sp_in_ms(2000), &e), ERR_OK, "%s", e.msg);
   for (int round = 0; round < 3; round++) {
     int pid = store_pg__backend_pid(s);
     cr_assert(pid > 0);
@@ -684,14 +664,14 @@ Test(store_pg, a_killed_connection_is_replaced_on_the_next_call) {
     step_key k = mkkey("g-kill", "svc", "op", PHASE_FORWARD);
     err_code rc;
     if (round == 0) {
-      rc = store_ping(s, in_ms(2000), &e);
+      rc = store_ping(s, sp_in_ms(2000), &e);
     } else if (round == 1) {
       step_rec got;
-      rc = store_lookup_step(s, &k, in_ms(2000), &got, &e);
+      rc = store_lookup_step(s, &k, sp_in_ms(2000), &got, &e);
     } else {
       write_arg a;
       memset(&a, 0, sizeof a);
-      rc = store_step_txn(s, &k, in_ms(2000), fn_write, &a, &e);
+      rc = store_step_txn(s, &k, sp_in_ms(2000), fn_write, &a, &e);
       step_rec_clear(&a.seen.fwd);
       step_rec_clear(&a.seen.comp);
     }
@@ -731,15 +711,15 @@ static err_code fn_sneaky(void *arg, const step_pair *cur, step_writes *w, err_t
 }
 
 Test(store_pg, a_unique_violation_reruns_the_transaction) {
-  store *s = store_pg_open(pg_url());
+  store *s = store_pg_open(sp_pg_url());
   err_t e;
   step_key k = mkkey("g-retry", "svc", "op", PHASE_FORWARD);
   sneaky_arg a = {0};
-  cr_assert_eq(store_step_txn(s, &k, in_ms(5000), fn_sneaky, &a, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_step_txn(s, &k, sp_in_ms(5000), fn_sneaky, &a, &e), ERR_OK, "%s", e.msg);
   cr_assert_eq(a.calls, 2);
   cr_assert(a.saw_present);
   step_rec got;
-  cr_assert_eq(store_lookup_step(s, &k, in_ms(2000), &got, &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_lookup_step(s, &k, sp_in_ms(2000), &got, &e), ERR_OK, "%s", e.msg);
   cr_assert(got.present);
   cr_assert_eq(got.attempt, 100);
   cr_assert_eq(got.state, STATE_SUCCEEDED);
