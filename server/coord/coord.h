@@ -112,11 +112,13 @@ void coord_complete_step_async(const coord_ctx *ctx, store *st, const char *tena
  * connection; it then runs BeginStep again each time the step's pair changes or its lease
  * ends. done still runs exactly once: with the answer on the new state, ERR_ABORTED when the
  * wait ran out (or the table is full), or ERR_UNAVAILABLE when this node stopped leading
- * (err->leader set) or is shutting down. Strings of key and fp stay borrowed until done ran. */
+ * (err->leader set) or is shutting down. Strings of key and fp stay borrowed until done ran.
+ * cell (NULL: none) links the call to its caller's cancellation: coord_waiters_cancel on it
+ * answers a parked call at once (ERR_ABORTED "cancelled by the caller") and frees its place. */
 void coord_begin_step_wait_async(const coord_ctx *ctx, store *st, const char *tenant,
                                  const coord_key_in *key, const uint8_t *fp, size_t fp_len,
                                  uint32_t lease_ms, uint32_t wait_ms, int64_t deadline,
-                                 coord_begin_done_fn done, void *arg);
+                                 coord_wait_cell *cell, coord_begin_done_fn done, void *arg);
 
 /* wait_ms as BeginStep accepts it (for a caller that answers without waiting). */
 err_code coord_check_wait_ms(uint32_t wait_ms, err_t *err);

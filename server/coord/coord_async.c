@@ -156,7 +156,7 @@ err_code coord_check_wait_ms(uint32_t wait_ms, err_t *err) {
 void coord_begin_step_wait_async(const coord_ctx *ctx, store *st, const char *tenant,
                                  const coord_key_in *key, const uint8_t *fp, size_t fp_len,
                                  uint32_t lease_ms, uint32_t wait_ms, int64_t deadline,
-                                 coord_begin_done_fn done, void *arg) {
+                                 coord_wait_cell *cell, coord_begin_done_fn done, void *arg) {
   err_t err;
   err_clear(&err);
   begin_op *op = calloc(1, sizeof *op);
@@ -188,6 +188,11 @@ void coord_begin_step_wait_async(const coord_ctx *ctx, store *st, const char *te
     op->wt.give_up_ms = end;
     op->wt.retry = begin_retry;
     op->wt.give_up = begin_give_up;
+    if (!coord__wait_link(ctx->waiters, &op->wt, cell)) {
+      err_set(&err, ERR_ABORTED, "cancelled by the caller");
+      begin_answer(op, ERR_ABORTED, &err);
+      return;
+    }
     if (end > clock_mono_ms() && still_may_join(op, &err, &rc)) return;
     if (rc != ERR_OK) {
       begin_answer(op, rc, &err);
@@ -201,7 +206,8 @@ void coord_begin_step_async(const coord_ctx *ctx, store *st, const char *tenant,
                             const coord_key_in *key, const uint8_t *fp, size_t fp_len,
                             uint32_t lease_ms, int64_t deadline, coord_begin_done_fn done,
                             void *arg) {
-  coord_begin_step_wait_async(ctx, st, tenant, key, fp, fp_len, lease_ms, 0, deadline, done, arg);
+  coord_begin_step_wait_async(ctx, st, tenant, key, fp, fp_len, lease_ms, 0, deadline, NULL, done,
+                              arg);
 }
 
 /* --- CompleteStep --- */

@@ -258,6 +258,14 @@ static void stopping(err_t *err) {
   err_fail(err, ERR_UNAVAILABLE, ERR_R_SHUTTING_DOWN, "server stopping");
 }
 
+static void cancelled(err_t *err) {
+  err_set(err, ERR_ABORTED, "cancelled by the caller");
+}
+
+static bool gone(const coord__waiter *wt) { /* under mu */
+  return wt->cell && wt->cell->cancelled;
+}
+
 coord__park coord__wait_park(coord_waiters *w, coord__waiter *wt, int64_t retry_after_ms,
                              int64_t now_ms, err_t *err) {
   if (!still_leading(w, err)) return COORD_REFUSED;
@@ -265,6 +273,9 @@ coord__park coord__wait_park(coord_waiters *w, coord__waiter *wt, int64_t retry_
   coord__park rc = COORD_PARKED;
   if (w->closed) {
     stopping(err);
+    rc = COORD_REFUSED;
+  } else if (gone(wt)) {
+    cancelled(err);
     rc = COORD_REFUSED;
   } else if (!wt->counted && w->count >= w->max) {
     rc = COORD_FULL;
@@ -306,7 +317,10 @@ coord__park coord__wait_join(coord_waiters *w, coord__waiter *wt, int64_t now_ms
     if (o->where == W_PARKED && o->lease_end_ms > now_ms + LEASE_SLACK_MS && same_call(o, wt))
       twin = o;
   coord__park rc = COORD_NO_TWIN;
-  if (twin && !w->closed) {
+  if (gone(wt)) {
+    cancelled(err);
+    rc = COORD_REFUSED;
+  } else if (twin && !w->closed) {
     if (!wt->counted && w->count >= w->max) {
       in_progress(err, twin->lease_end_ms - now_ms);
       rc = COORD_FULL;
@@ -328,12 +342,46 @@ coord__park coord__wait_join(coord_waiters *w, coord__waiter *wt, int64_t now_ms
   return rc;
 }
 
-void coord__wait_done(coord_waiters *w, coord__waiter *wt) {
-  if (!wt->counted) return;
+bool coord__wait_link(coord_waiters *w, coord__waiter *wt, coord_wait_cell *cell) {
+  if (!cell) return true;
   pthread_mutex_lock(&w->mu);
-  wt->counted = false;
-  metrics_set_waiting(--w->count);
+  bool ok = !cell->cancelled;
+  if (ok) {
+    wt->cell = cell;
+    cell->wt = wt;
+  }
   pthread_mutex_unlock(&w->mu);
+  return ok;
+}
+
+void coord__wait_done(coord_waiters *w, coord__waiter *wt) {
+  pthread_mutex_lock(&w->mu);
+  if (wt->cell) {
+    wt->cell->wt = NULL;
+    wt->cell = NULL;
+  }
+  if (wt->counted) {
+    wt->counted = false;
+    metrics_set_waiting(--w->count);
+  }
+  pthread_mutex_unlock(&w->mu);
+}
+
+void coord_waiters_cancel(coord_waiters *w, coord_wait_cell *cell) {
+  if (!w || !cell) return;
+  coord__waiter *wt;
+  pthread_mutex_lock(&w->mu);
+  cell->cancelled = true;
+  wt = cell->wt;
+  if (wt && wt->where == W_PARKED)
+    unpark(w, wt); /* ours now: no commit, timer or close can take it any more */
+  else
+    wt = NULL; /* not waiting (answered, or being run: its next park refuses it) */
+  pthread_mutex_unlock(&w->mu);
+  if (!wt) return;
+  err_t e;
+  cancelled(&e);
+  wt->give_up(wt, e.code, &e);
 }
 
 int64_t coord_waiters_poll(coord_waiters *w, int64_t now_ms) {

@@ -12,7 +12,9 @@
  *     without waiting (counted by metrics_wait_timed_out);
  *   - this node no longer leading (cfg.leading): answered UNAVAILABLE "not the leader" with the
  *     leader's address;
- *   - coord_waiters_close (shutdown): answered UNAVAILABLE "server stopping".
+ *   - coord_waiters_close (shutdown): answered UNAVAILABLE "server stopping";
+ *   - its caller going away (coord_waiters_cancel, through the call's coord_wait_cell): answered
+ *     ABORTED "cancelled by the caller" at once, its place freed for the next call.
  * A call whose twin (same key, phase and fingerprint) is parked joins it without asking the
  * store (coord__wait_join): the store's answer could only be the twin's.
  * A write that commits while a call's BeginStep is on its way to the store is not lost: each
@@ -74,9 +76,27 @@ void coord_waiters_free(coord_waiters *w);
 /* Calls waiting now (parked, or being run again between parks). */
 size_t coord_waiters_count(coord_waiters *w);
 
+typedef struct coord__waiter coord__waiter;
+
+/* The link between a call that may wait and its caller's cancellation: the rpc layer keeps one,
+ * zeroed, in each such call and hands it to coord_begin_step_wait_async; it must stay valid
+ * until the call is answered and coord_waiters_cancel (if called) has returned. The table
+ * touches it only under its mutex. */
+typedef struct coord_wait_cell {
+  coord__waiter *wt; /* internal: the waiting call, while it waits */
+  bool cancelled;    /* internal: coord_waiters_cancel ran */
+} coord_wait_cell;
+
+/* The caller of the call linked to cell went away. A parked call is taken out of the table and
+ * answered ABORTED "cancelled by the caller" at once, on this thread, which frees its place; a
+ * call being run again (woken, or its BeginStep on its way to the store) is answered with its
+ * store's answer, or so at its next park instead of parking. Exactly once, whatever it races
+ * with (a commit waking it, its timer, leadership, close); nothing happens for a call already
+ * answered or never linked. */
+void coord_waiters_cancel(coord_waiters *w, coord_wait_cell *cell);
+
 /* --- internal to coord/: the parked call --- */
 
-typedef struct coord__waiter coord__waiter;
 struct coord__waiter {
   coord__waiter *prev, *next; /* in a bucket, or in the ready list */
   size_t heap_i;              /* in the timer heap while parked */
@@ -90,6 +110,7 @@ struct coord__waiter {
   int64_t give_up_ms;   /* monotonic: the end of the wait */
   int64_t lease_end_ms; /* monotonic: when the lease waited on ends (as last seen) */
   int64_t wake_ms;      /* monotonic: the next timer (lease end or give_up_ms) */
+  coord_wait_cell *cell; /* the caller's cancellation (NULL: none), under the table's mutex */
   /* Runs BeginStep again (on the table's thread or the poller's). */
   void (*retry)(coord__waiter *wt);
   /* Answers the call with rc / err (never ERR_OK); wt is not touched by the table after it. */
@@ -102,7 +123,7 @@ void coord__wait_mark(coord_waiters *w, coord__waiter *wt);
 typedef enum coord__park {
   COORD_PARKED,  /* the table owns wt now (it may already be queued to run again) */
   COORD_FULL,    /* max_waiters reached: answer the ABORTED */
-  COORD_REFUSED, /* not leading, or closed: answer *err */
+  COORD_REFUSED, /* not leading, closed, or its caller went away: answer *err */
   COORD_NO_TWIN, /* coord__wait_join: nothing known, evaluate it */
 } coord__park;
 
@@ -118,7 +139,12 @@ coord__park coord__wait_join(coord_waiters *w, coord__waiter *wt, int64_t now_ms
 coord__park coord__wait_park(coord_waiters *w, coord__waiter *wt, int64_t retry_after_ms,
                              int64_t now_ms, err_t *err);
 
-/* A waiting call is answered (by its owner, after a re-run): gives back its place. */
+/* Links wt to its caller's cancellation (cell may be NULL) before its first evaluation. False
+ * when the caller went away already: answer it without waiting. */
+bool coord__wait_link(coord_waiters *w, coord__waiter *wt, coord_wait_cell *cell);
+
+/* A waiting call is answered (by its owner, after a re-run): gives back its place and unlinks
+ * it from its cell. */
 void coord__wait_done(coord_waiters *w, coord__waiter *wt);
 
 #endif

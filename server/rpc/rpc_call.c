@@ -1,5 +1,5 @@
-/* rpc_call.c — per-call state: allocation, deadline, tenant, decoding, and the one reply batch.
- * See rpc_internal.h for the life of a call. */
+/* rpc_call.c — per-call state: allocation, deadline, tenant, decoding, the reply batch, and
+ * the early close batch of a call that may wait. See rpc_internal.h for the life of a call. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +18,8 @@ rpc_call *rpc__call_new(rpc_server *srv, int method) {
   c->tag.kind = method >= 0 ? RPC_TAG_REQUEST : RPC_TAG_GENERIC;
   c->srv = srv;
   c->method = method;
+  c->close_tag.kind = RPC_TAG_CLOSE;
+  atomic_init(&c->batches, 1);
   grpc_metadata_array_init(&c->md);
   grpc_call_details_init(&c->details);
   return c;
@@ -43,6 +45,31 @@ void rpc__call_free(rpc_call *c) {
   grpc_call_details_destroy(&c->details);
   if (c->call) grpc_call_unref(c->call);
   free(c);
+}
+
+void rpc__call_batch_done(rpc_call *c) {
+  if (atomic_fetch_sub(&c->batches, 1) == 1) rpc__call_free(c);
+}
+
+bool rpc__call_watch_close(rpc_call *c) {
+  grpc_op op;
+  memset(&op, 0, sizeof op);
+  op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+  op.data.recv_close_on_server.cancelled = &c->cancelled;
+  atomic_store(&c->batches, 2);
+  c->close_early = true;
+  if (grpc_call_start_batch(c->call, &op, 1, &c->close_tag, NULL) == GRPC_CALL_OK) return true;
+  c->close_early = false;
+  atomic_store(&c->batches, 1);
+  return false;
+}
+
+void rpc__call_closed(rpc_call *c) {
+  /* cancelled: the client went away (or the server cancelled the call) before the status
+   * went out; a parked wait is answered at once, freeing its place (c lives on until the reply
+   * batch completes too) */
+  if (c->cancelled && c->srv->coord) coord_waiters_cancel(c->srv->coord->waiters, &c->cell);
+  rpc__call_batch_done(c);
 }
 
 /* --- deadline --- */
@@ -185,9 +212,11 @@ void rpc__call_finish(rpc_call *c, const err_t *e) {
   ops[n].data.send_status_from_server.status = rpc__status(code);
   ops[n].data.send_status_from_server.status_details = &details;
   n++;
-  ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-  ops[n].data.recv_close_on_server.cancelled = &c->cancelled;
-  n++;
+  if (!c->close_early) { /* else in a batch of its own, started when the call arrived */
+    ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    ops[n].data.recv_close_on_server.cancelled = &c->cancelled;
+    n++;
+  }
 
   c->tag.kind = RPC_TAG_BATCH;
   grpc_call_error ce = grpc_call_start_batch(c->call, ops, n, &c->tag, NULL);
@@ -196,7 +225,7 @@ void rpc__call_finish(rpc_call *c, const err_t *e) {
     char num[16];
     snprintf(num, sizeof num, "%d", (int)ce);
     log_kv(LOG_ERROR, "cannot start reply batch", "code", num, (const char *)NULL);
-    rpc__call_free(c);
+    rpc__call_batch_done(c); /* freed now, or when the close batch completes */
   }
 }
 

@@ -118,8 +118,11 @@ void rpc__begin_step_async(const rpc_req *rq, const ProtobufCMessage *in, rpc_ca
    * deadline then counts from the end of the wait) */
   int64_t deadline = rq->deadline;
   if (rq->no_deadline && req->wait_ms <= REC_WAIT_MS_MAX) deadline += req->wait_ms;
+  /* a call that may park learns at once of its client going away, which frees its place */
+  coord_wait_cell *cell = NULL;
+  if (req->wait_ms > 0 && rq->srv->coord->waiters && rpc__call_watch_close(c)) cell = &c->cell;
   coord_begin_step_wait_async(rq->srv->coord, rq->st, rq->tenant, &key, req->fingerprint.data,
-                              req->fingerprint.len, req->lease_ms, req->wait_ms, deadline,
+                              req->fingerprint.len, req->lease_ms, req->wait_ms, deadline, cell,
                               begin_step_done, c);
 }
 

@@ -9,6 +9,12 @@
  *      batch (send initial metadata, message, status; recv close) with the rpc_call as tag;
  *      kind becomes RPC_TAG_BATCH.
  *   4. the batch completes on the cq (success or not): the cq thread frees the rpc_call.
+ * A call that may wait (BeginStep with wait_ms) also watches for its client going away: before
+ * its handler starts, the cq thread starts a second batch of its own (RECV_CLOSE_ON_SERVER
+ * alone, tag close_tag, kind RPC_TAG_CLOSE), and the reply batch then leaves that op out. When
+ * it completes with cancelled set, the cq thread cancels the call's wait (coord_waiters_cancel
+ * on its cell), which answers a parked call at once. Such a call is freed when the last of its
+ * two batches completes (batches counts them down).
  * A method with an async handler (with cfg->submit_steps) skips the worker: in step 2
  * the cq thread checks and decodes the call and starts the handler, which hands the call to
  * the store; whichever thread has the store's answer (the store's own thread, or the cq thread
@@ -53,6 +59,7 @@ typedef enum rpc_tag_kind {
   RPC_TAG_REQUEST,  /* a registered request is outstanding */
   RPC_TAG_GENERIC,  /* a generic (unknown method) request is outstanding */
   RPC_TAG_BATCH,    /* the reply batch is in flight */
+  RPC_TAG_CLOSE,    /* the early RECV_CLOSE_ON_SERVER batch (close_tag) is in flight */
   RPC_TAG_SHUTDOWN, /* grpc_server_shutdown_and_notify */
 } rpc_tag_kind;
 
@@ -111,6 +118,12 @@ struct rpc_call {
   grpc_metadata trailing[1];
   size_t n_trailing;
   int cancelled;
+  /* a call that may wait (see the top of this file): the early close batch's tag, the batches
+   * not yet completed (1, or 2 with the close batch), and its link to the wait's cancellation */
+  rpc_tag close_tag;
+  bool close_early;
+  atomic_int batches;
+  coord_wait_cell cell;
   rpc_call *next;       /* worker queue link */
   ProtobufCMessage *in; /* an async handler's request, freed by rpc__async_done */
 };
@@ -182,6 +195,14 @@ struct rpc_server {
 /* --- per-call state (rpc_call.c) --- */
 rpc_call *rpc__call_new(rpc_server *srv, int method);
 void rpc__call_free(rpc_call *c);
+/* One of c's batches completed (cq thread): frees c after the last one. */
+void rpc__call_batch_done(rpc_call *c);
+/* The cq thread, before the handler of a call that may wait: starts the close batch that
+ * learns of the client going away (see the top of this file). False if it could not start (the
+ * call then waits unwatched, as before). */
+bool rpc__call_watch_close(rpc_call *c);
+/* The close batch completed (cq thread): cancels the call's wait if the client went away. */
+void rpc__call_closed(rpc_call *c);
 /* Absolute monotonic ms deadline of a call from its gRPC deadline (default when none). */
 int64_t rpc__deadline_mono(gpr_timespec dl, int64_t default_ms);
 /* Worker side: decode, run the handler, send the reply. */

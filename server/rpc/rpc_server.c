@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <netdb.h>
 #include <sys/socket.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,7 +92,10 @@ static void on_event(rpc_server *s, void *tag, int ok) {
       pthread_mutex_unlock(&s->mu);
       break;
     case RPC_TAG_BATCH: /* the reply went out (ok) or the call died (!ok): either way, done */
-      rpc__call_free((rpc_call *)t);
+      rpc__call_batch_done((rpc_call *)t);
+      break;
+    case RPC_TAG_CLOSE: /* a call that may wait: its client closed, or went away */
+      rpc__call_closed((rpc_call *)((char *)t - offsetof(rpc_call, close_tag)));
       break;
     case RPC_TAG_REQUEST:
       if (ok)

@@ -401,3 +401,113 @@ Test(wait, ten_thousand_calls_at_max_waiters_100_are_each_answered) {
   grpc_shutdown();
   WAIT_FOR(waiting() == 0, 5000);
 }
+
+/* --- a waiter whose client hangs up gives back its place at once --- */
+
+#define N_HANGUP 50
+
+Test(wait, waiters_whose_clients_hang_up_free_their_places_within_a_second) {
+  h_teardown();
+  h_fixture_start(&H, &(h_fixture_conf){.metrics = true,
+                                        .deadline_ms = 5000,
+                                        .args = (const char *const[]){"--max-waiters", "50", NULL}});
+  char gid[96];
+  h_unique("w-hangup", gid, sizeof gid);
+  idem_step_key k = {gid, "payment", "charge", IDEM_FORWARD};
+  begin_first(&k, 60000, 1);
+
+  pbuf *req = pb_new();
+  pb_sub(req, 1, pb_key(gid, "payment", "charge", 1));
+  pb_len(req, 2, FP, sizeof FP);
+  pb_varint(req, 4, 60000); /* wait_ms: the longest there is */
+
+  grpc_init();
+  grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
+  grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+  grpc_channel *ch = grpc_channel_create(H.s.addr, creds, NULL);
+  grpc_channel_credentials_release(creds);
+  raw_call calls[N_HANGUP];
+  memset(calls, 0, sizeof calls);
+  gpr_timespec deadline =
+      gpr_time_add(gpr_now(GPR_CLOCK_REALTIME), gpr_time_from_millis(90000, GPR_TIMESPAN));
+  grpc_slice method = grpc_slice_from_static_string("/idem.v1.Coordinator/BeginStep");
+  for (int i = 0; i < N_HANGUP; i++) {
+    raw_call *c = &calls[i];
+    c->call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, method, NULL,
+                                       deadline, NULL);
+    c->md.key = grpc_slice_from_static_string("idem-tenant");
+    c->md.value = grpc_slice_from_copied_string(H.t);
+    grpc_slice payload = grpc_slice_from_copied_buffer((const char *)req->b, req->n);
+    c->send = grpc_raw_byte_buffer_create(&payload, 1);
+    grpc_slice_unref(payload);
+    grpc_metadata_array_init(&c->init_md);
+    grpc_metadata_array_init(&c->trail_md);
+    c->details = grpc_empty_slice();
+    grpc_op ops[6];
+    memset(ops, 0, sizeof ops);
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[0].data.send_initial_metadata.count = 1;
+    ops[0].data.send_initial_metadata.metadata = &c->md;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = c->send;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &c->init_md;
+    ops[4].op = GRPC_OP_RECV_MESSAGE;
+    ops[4].data.recv_message.recv_message = &c->recv;
+    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[5].data.recv_status_on_client.trailing_metadata = &c->trail_md;
+    ops[5].data.recv_status_on_client.status = &c->status;
+    ops[5].data.recv_status_on_client.status_details = &c->details;
+    cr_assert_eq(grpc_call_start_batch(c->call, ops, 6, c, NULL), GRPC_CALL_OK);
+  }
+  pb_free(req);
+  WAIT_FOR(waiting() == N_HANGUP, 10000);
+
+  /* the table is full: one more waiter is refused at once */
+  waiter full = {.key = &k, .wait_ms = 20000};
+  cr_assert_eq(pthread_create(&full.th, NULL, waiter_main, &full), 0);
+  pthread_join(full.th, NULL);
+  cr_assert_eq(full.rc, IDEM_ABORTED, "rc %d", full.rc);
+
+  /* every client hangs up: each place is given back at once, not when wait_ms runs out */
+  int64_t t = h_now_ms();
+  for (int i = 0; i < N_HANGUP; i++) grpc_call_cancel(calls[i].call, NULL);
+  WAIT_FOR(waiting() == 0, 1000);
+  fprintf(stderr, "%d waiters whose clients hung up freed their places in %lld ms\n", N_HANGUP,
+          (long long)(h_now_ms() - t));
+  for (int done = 0; done < N_HANGUP;) {
+    grpc_event ev = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    if (ev.type != GRPC_OP_COMPLETE) continue;
+    cr_assert_eq(((raw_call *)ev.tag)->status, GRPC_STATUS_CANCELLED);
+    done++;
+  }
+
+  /* and the next waiter parks again, answered by the step's end */
+  waiter next = {.key = &k, .wait_ms = 20000};
+  cr_assert_eq(pthread_create(&next.th, NULL, waiter_main, &next), 0);
+  WAIT_FOR(waiting() == 1, 5000);
+  complete(&k, 1, IDEM_OUTCOME_SUCCEEDED, "paid");
+  pthread_join(next.th, NULL);
+  cr_assert_eq(next.rc, IDEM_OK, "%s", next.e.message);
+  cr_assert_eq(next.b.decision, IDEM_DECISION_REPLAY);
+  idem_begin_clear(&next.b);
+
+  for (int i = 0; i < N_HANGUP; i++) {
+    raw_call *c = &calls[i];
+    grpc_call_unref(c->call);
+    grpc_byte_buffer_destroy(c->send);
+    if (c->recv) grpc_byte_buffer_destroy(c->recv);
+    grpc_metadata_array_destroy(&c->init_md);
+    grpc_metadata_array_destroy(&c->trail_md);
+    grpc_slice_unref(c->details);
+    grpc_slice_unref(c->md.value);
+  }
+  grpc_channel_destroy(ch);
+  grpc_completion_queue_shutdown(cq);
+  while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+         GRPC_QUEUE_SHUTDOWN) {
+  }
+  grpc_completion_queue_destroy(cq);
+  grpc_shutdown();
+}

@@ -81,6 +81,12 @@ static const uint8_t FP[2] = {1, 2};
 
 static void begin(const coord_key_in *k, uint32_t lease_ms, uint32_t wait_ms, seen *s) {
   coord_begin_step_wait_async(&ctx, &m->base, "acme", k, FP, sizeof FP, lease_ms, wait_ms, far,
+                              NULL, on_begin, s);
+}
+
+/* begin, linked to a cancellation cell */
+static void begin_cell(const coord_key_in *k, uint32_t wait_ms, coord_wait_cell *cell, seen *s) {
+  coord_begin_step_wait_async(&ctx, &m->base, "acme", k, FP, sizeof FP, 0, wait_ms, far, cell,
                               on_begin, s);
 }
 
@@ -268,6 +274,63 @@ Test(coord_wait, beyond_max_waiters_the_answer_is_aborted_at_once) {
   coord_begin_result_clear(&a.begin);
 }
 
+Test(coord_wait, a_cancelled_waiter_is_answered_at_once_and_frees_its_place) {
+  coord_waiters_free(w);
+  store_close(&m->base);
+  start(2);
+  seen a = {0}, v[2] = {0}, next = {0};
+  coord_wait_cell cells[2] = {0};
+  begin(&fwd, 0, 0, &a);
+  settle_at(t0);
+  for (int i = 0; i < 2; i++) begin_cell(&fwd, 10000, &cells[i], &v[i]);
+  settle_at(t0);
+  cr_assert_eq(coord_waiters_count(w), 2, "both parked: the table is full");
+  coord_waiters_cancel(w, &cells[0]);
+  cr_assert_eq(v[0].calls, 1, "answered by the cancel itself");
+  cr_assert_eq(v[0].rc, ERR_ABORTED);
+  cr_assert_str_eq(v[0].err.msg, "cancelled by the caller");
+  cr_assert_eq(coord_waiters_count(w), 1, "its place is free");
+  cr_assert_null(cells[0].wt);
+  coord_waiters_cancel(w, &cells[0]); /* a second cancel, and one after the answer: nothing */
+  cr_assert_eq(v[0].calls, 1);
+  begin(&fwd, 0, 10000, &next);
+  settle_at(t0);
+  cr_assert_eq(next.calls, 0, "the freed place is taken by the next waiter");
+  cr_assert_eq(coord_waiters_count(w), 2);
+  complete(&fwd, 1, OUTCOME_SUCCEEDED, "ok");
+  settle_at(t0);
+  cr_assert_eq(v[0].calls, 1, "never answered twice");
+  cr_assert_eq(v[1].begin.decision, DECISION_REPLAY);
+  cr_assert_eq(next.begin.decision, DECISION_REPLAY);
+  cr_assert_null(cells[1].wt, "unlinked once answered");
+  coord_waiters_cancel(w, &cells[1]); /* after its answer: nothing */
+  cr_assert_eq(v[1].calls, 1);
+  coord_begin_result_clear(&a.begin);
+  coord_begin_result_clear(&v[1].begin);
+  coord_begin_result_clear(&next.begin);
+}
+
+Test(coord_wait, a_call_cancelled_while_it_runs_again_is_not_parked) {
+  seen a = {0}, b = {0};
+  coord_wait_cell cell = {0};
+  begin(&fwd, 0, 0, &a);
+  settle_at(t0);
+  begin_cell(&fwd, 10000, &cell, &b);
+  settle_at(t0);
+  cr_assert_eq(coord_waiters_count(w), 1);
+  /* a commit wakes it (ready, not parked): the cancel only marks it */
+  step_key k = {.tenant = "acme", .global_id = "g-1", .service = "pay", .operation = "charge"};
+  coord_waiters_changed(w, &k);
+  coord_waiters_cancel(w, &cell);
+  cr_assert_eq(b.calls, 0, "being run again: answered by its run");
+  settle_at(t0);
+  cr_assert_eq(b.calls, 1);
+  cr_assert_eq(b.rc, ERR_ABORTED);
+  cr_assert_str_eq(b.err.msg, "cancelled by the caller", "not parked again");
+  cr_assert_eq(coord_waiters_count(w), 0);
+  coord_begin_result_clear(&a.begin);
+}
+
 Test(coord_wait, a_node_that_stops_leading_answers_its_waiters_unavailable_with_the_leader) {
   seen a = {0}, b = {0};
   first_and_waiter(&a, &b, 10000);
@@ -338,7 +401,7 @@ Test(coord_wait, a_duplicate_of_a_parked_call_joins_it_without_the_store) {
   /* another fingerprint is not a twin: the store refuses it */
   static const uint8_t FP2[2] = {9, 9};
   coord_begin_step_wait_async(&ctx, &m->base, "acme", &fwd, FP2, sizeof FP2, 0, 10000, far,
-                              on_begin, &other);
+                              NULL, on_begin, &other);
   settle_at(t0);
   cr_assert_eq(other.calls, 1);
   cr_assert_eq(other.rc, ERR_PRECONDITION);
