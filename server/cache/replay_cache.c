@@ -4,6 +4,7 @@
 #include "replay_cache.h"
 
 #include "../metrics/metrics.h"
+#include "../util/clock.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -31,6 +32,8 @@ typedef struct entry {
   struct entry *older, *newer; /* write order */
   uint64_t hash;
   size_t bytes;
+  int64_t db_now_ms; /* the database's clock when the pair was read for its commit */
+  int64_t mono_ms;   /* this node's monotonic clock when the commit was reported */
   crec rec[2]; /* forward, compensation */
   char key[];  /* tenant \x1f global_id \x1f service \x1f operation */
 } entry;
@@ -191,13 +194,16 @@ void replay_cache_committed(void *arg, uint64_t epoch, const step_pair *after) {
   char key[4 * (REC_GLOBAL_ID_MAX + 2)];
   size_t kl = key_str(&after->fwd.key, key, sizeof key);
   uint64_t h = fnv1a(key, kl);
-  bool keep = finished(&after->fwd) || finished(&after->comp);
+  /* without the database's clock nothing could say when the pair expires: not kept */
+  bool keep = after->now_ms > 0 && (finished(&after->fwd) || finished(&after->comp));
   entry *e = NULL;
   if (keep) { /* built outside the lock */
     e = malloc(sizeof *e + kl + 1);
     if (e) {
       memset(e, 0, sizeof *e);
       e->hash = h;
+      e->db_now_ms = after->now_ms;
+      e->mono_ms = clock_mono_ms();
       memcpy(e->key, key, kl + 1);
       if (!pack(&e->rec[0], &after->fwd) || !pack(&e->rec[1], &after->comp)) {
         entry_free(e);
@@ -243,6 +249,8 @@ bool replay_cache_get(replay_cache *c, const step_key *key, step_pair *out) {
   if (epoch_current(c, c->epoch ? atomic_load(c->epoch) : 0)) e = find(c, h, ks);
   bool ok = e && unpack(&out->fwd, &e->rec[0], key, PHASE_FORWARD) &&
             unpack(&out->comp, &e->rec[1], key, PHASE_COMPENSATION);
+  /* the database's clock now, as carried forward from the commit on the monotonic clock */
+  if (ok) out->now_ms = e->db_now_ms + (clock_mono_ms() - e->mono_ms);
   pthread_mutex_unlock(&c->mu);
   if (!ok) {
     step_rec_clear(&out->fwd);

@@ -10,6 +10,14 @@
  * commit on the pair removes it. Records close to the end of their retention are not answered
  * from the cache (the reaper may delete them); coord decides what a cached pair may answer.
  *
+ * Expiry is the database's clock's to decide, never this node's wall clock (which may be
+ * skewed): each entry keeps the database's clock at its commit (the pair's now_ms, read in the
+ * commit's transaction) and this node's monotonic clock when the commit was reported, and
+ * replay_cache_get gives the database's clock carried forward on the monotonic clock
+ * (db_now + monotonic time since). It lags the database's real clock by the commit's own
+ * duration at most, which coord's retention margin covers. A pair without the database's clock
+ * (now_ms 0) is not kept.
+ *
  * Bounded: at most max_entries pairs and max_bytes (entries plus result bodies); the oldest
  * written entry goes first. Thread-safe (one mutex).
  */
@@ -40,7 +48,8 @@ void replay_cache_free(replay_cache *c);
 void replay_cache_committed(void *cache, uint64_t epoch, const step_pair *after);
 
 /* Copies the cached pair of key's (tenant, global_id, service, operation) into *out as owned
- * records (free with step_rec_clear on out->fwd and out->comp); out->now_ms is 0. */
+ * records (free with step_rec_clear on out->fwd and out->comp); out->now_ms is the database's
+ * clock now as the entry tells it (see the top of this file): judge every expiry by it. */
 bool replay_cache_get(replay_cache *c, const step_key *key, step_pair *out);
 
 typedef struct replay_cache_stats {

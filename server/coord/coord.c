@@ -146,7 +146,8 @@ bool coord__begin_from_cache(const coord_ctx *ctx, const step_key *k, coord__beg
     if (count_miss) replay_cache_count(ctx->cache, false);
     return false;
   }
-  pair.now_ms = clock_wall_ms();
+  /* pair.now_ms: the database's clock as the cache carries it forward, never this node's
+   * wall clock (which may be skewed): expiry is the database's to decide */
   bool hit = false;
   if (retained(&pair.fwd, pair.now_ms) && retained(&pair.comp, pair.now_ms)) {
     step_writes w;

@@ -33,5 +33,6 @@ void cache_finished_forward_result(replay_cache *c, const char *gid, const uint8
   p.fwd.body_len = 4;
   p.fwd.expires_ms = clock_wall_ms() + expires_in_ms;
   p.fwd.result_expires_ms = clock_wall_ms() + result_in_ms;
+  p.now_ms = clock_wall_ms(); /* the database's clock at the commit (the same clock here) */
   replay_cache_committed(c, 0, &p);
 }

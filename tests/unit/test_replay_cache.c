@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cache/replay_cache.h"
+#include "util/clock.h"
 
 static step_key key_of(const char *gid) {
   step_key k;
@@ -38,6 +39,7 @@ static step_pair pair_of(const char *gid, step_state st, const char *body) {
     p.fwd.code = 201;
   }
   p.fwd.expires_ms = 1234567;
+  p.now_ms = 1000000; /* the database's clock at the commit */
   return p;
 }
 
@@ -93,6 +95,26 @@ Test(replay_cache, a_commit_that_leaves_nothing_finished_removes_the_pair) {
   replay_cache_stats_get(c, &st);
   cr_assert_eq(st.entries, 0);
   cr_assert_eq(st.bytes, 0);
+  replay_cache_free(c);
+}
+
+Test(replay_cache, the_clock_given_back_is_the_databases_carried_forward_never_the_nodes) {
+  replay_cache *c = replay_cache_new(NULL);
+  step_pair p = pair_of("g1", STATE_SUCCEEDED, "ok");
+  int64_t t0 = clock_mono_ms();
+  replay_cache_committed(c, 0, &p);
+  step_key k = key_of("g1");
+  step_pair out;
+  cr_assert(replay_cache_get(c, &k, &out));
+  int64_t t1 = clock_mono_ms();
+  /* 1,000,000 (the database's clock at the commit) plus the monotonic time since: nothing
+   * of this node's wall clock (about 1.8e12 today) */
+  cr_assert_geq(out.now_ms, 1000000);
+  cr_assert_leq(out.now_ms, 1000000 + (t1 - t0), "now_ms %lld", (long long)out.now_ms);
+  clear_pair(&out);
+  p.now_ms = 0; /* no database clock: nothing could say when it expires, so not kept */
+  replay_cache_committed(c, 0, &p);
+  cr_assert_not(replay_cache_get(c, &k, &out));
   replay_cache_free(c);
 }
 
