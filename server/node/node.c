@@ -236,8 +236,12 @@ static void undo_cache(node *nd) {
   nd->cache = NULL;
 }
 
-/* The leader's replay cache, keyed to the epoch (dropped whole when it changes). */
+/* The leader's replay cache, keyed to the epoch (dropped whole when it changes). Only with an
+ * elector that fences the store (--etcd): the cache holds only this node's own commits, which
+ * is every commit only while the fence keeps every other process out. Without etcd any number
+ * of processes may write to one database, so none keeps a cache (README "Replay cache"). */
 static node_result start_cache(node *nd) {
+  if (!nd->o->etcd) return NODE_RUNNING;
   replay_cache_cfg rc = {.epoch = &nd->epoch};
   nd->cache = replay_cache_new(&rc);
   if (!nd->cache) {
@@ -297,7 +301,7 @@ static void changed(void *waiters, const step_key *key) {
 static node_result start_batcher(node *nd) {
   store_batcher_cfg bc = {.conninfo = nd->o->pg,
                           .epoch = &nd->epoch,
-                          .on_commit = replay_cache_committed,
+                          .on_commit = nd->cache ? replay_cache_committed : NULL,
                           .on_commit_arg = nd->cache,
                           .on_change = changed,
                           .on_change_arg = nd->waiters};

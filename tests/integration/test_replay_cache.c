@@ -1,6 +1,8 @@
 /* test_replay_cache.c — the leader's replay cache seen from a client: replays are
  * answered from it (counted on /metrics), and a record changed by an operator (ResolveStep)
- * or released for a retry is never answered from a stale copy. */
+ * or released for a retry is never answered from a stale copy. The cache runs only on a node
+ * elected through etcd (the fence keeps every other writer out), so this suite's coordinator
+ * is; test_cache_coherence.c has the deployments where it must not answer. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,7 +12,8 @@
 #define HITS "idem_replay_cache_lookups_total{result=\"hit\"}"
 
 static void setup(void) {
-  h_fixture_start(&H, &(h_fixture_conf){.metrics = true, .deadline_ms = 5000, .any_exit = true});
+  h_fixture_start(&H, &(h_fixture_conf){
+                          .metrics = true, .deadline_ms = 5000, .any_exit = true, .etcd = true});
 }
 
 TestSuite(replay_cache, .init = setup, .fini = h_teardown, .timeout = 60);

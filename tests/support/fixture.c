@@ -21,20 +21,47 @@ void h_fixture_start(h_fixture *f, const h_fixture_conf *conf) {
     args[n++] = "--metrics";
     args[n++] = metrics;
   }
+  char prefix[96];
+  if (conf->etcd) {
+    h_db_create(f->db, sizeof f->db, f->pg_url, sizeof f->pg_url);
+    etcd_start(&f->etcd);
+    h_unique("/idem-test/leader-", prefix, sizeof prefix);
+    args[n++] = "--etcd";
+    args[n++] = f->etcd.url;
+    args[n++] = "--election-prefix";
+    args[n++] = prefix;
+  }
   for (int i = 0; conf->args && conf->args[i]; i++) {
     cr_assert_lt(n, 31, "too many coordinator arguments");
     args[n++] = conf->args[i];
   }
   args[n] = NULL;
-  h_srv_start(&f->s, NULL, args);
+  h_srv_start_env(&f->s, f->db[0] ? f->pg_url : NULL, args, conf->env);
   h_tenant(f->t);
   if (!conf->no_client) f->c = h_client(&f->s, f->t, conf->deadline_ms);
+  if (conf->etcd) { /* GetStatus answers before the election: wait until it leads */
+    idem_client *c = f->c ? f->c : h_client(&f->s, f->t, 0);
+    int64_t end = h_now_ms() + 15000;
+    idem_status st = {0};
+    for (;;) {
+      idem_error e = {0};
+      if (idem_get_status(c, &st, &e) == IDEM_OK && st.leader) break;
+      if (h_now_ms() > end) break;
+      h_sleep_ms(20);
+    }
+    if (c != f->c) idem_close(c);
+    if (!st.leader) h_srv_dump_log(&f->s);
+    cr_assert(st.leader, "the coordinator did not lead within 15 s");
+  }
 }
 
 void h_fixture_stop(h_fixture *f) {
   idem_close(f->c);
   f->c = NULL;
   int st = h_srv_stop(&f->s);
+  etcd_stop(&f->etcd);
+  h_db_drop(f->db);
+  f->db[0] = '\0';
   if (!f->any_exit) cr_assert_eq(st, 0, "the coordinator did not drain and exit 0 on SIGTERM");
 }
 

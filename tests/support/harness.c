@@ -26,14 +26,27 @@ void h_srv_dump_log(const srv *s) {
   h_dump_log(s->log_path);
 }
 
+static void srv_start(srv *s, const char *pg_url, const char *const *extra_args,
+                      const idem_options *probe, const char *const *env);
+
 void h_srv_start(srv *s, const char *pg_url, const char *const *extra_args) {
-  h_srv_start_probe(s, pg_url, extra_args, NULL);
+  srv_start(s, pg_url, extra_args, NULL, NULL);
+}
+
+void h_srv_start_env(srv *s, const char *pg_url, const char *const *extra_args,
+                     const char *const *env) {
+  srv_start(s, pg_url, extra_args, NULL, env);
+}
+
+void h_srv_start_probe(srv *s, const char *pg_url, const char *const *extra_args,
+                       const idem_options *probe) {
+  srv_start(s, pg_url, extra_args, probe, NULL);
 }
 
 /* Ready = this coordinator logged "listening", then Admin.GetStatus answers; on another port
  * when the one chosen was taken (h_wait_listening). */
-void h_srv_start_probe(srv *s, const char *pg_url, const char *const *extra_args,
-                       const idem_options *probe) {
+static void srv_start(srv *s, const char *pg_url, const char *const *extra_args,
+                      const idem_options *probe, const char *const *env) {
   const char *bin = h_env("IDEM_COORDINATOR_BIN");
   if (!pg_url) pg_url = h_env("IDEM_TEST_PG_URL");
   memset(s, 0, sizeof *s);
@@ -52,7 +65,7 @@ void h_srv_start_probe(srv *s, const char *pg_url, const char *const *extra_args
     argv[argc++] = pg_url;
     for (int i = 0; extra_args && extra_args[i] && argc < 30; i++) argv[argc++] = extra_args[i];
     argv[argc] = NULL;
-    s->pid = spawn_start(argv, &(spawn_opts){.log = s->log_path});
+    s->pid = spawn_start(argv, &(spawn_opts){.log = s->log_path, .env = env});
     if (h_wait_listening(s->pid, s->log_path, s->port, 0, 0, "idem-coordinator")) break;
     s->pid = 0;
     if (attempt == H_START_TRIES) {
@@ -183,6 +196,42 @@ long long h_tenant_hash(const char *t) {
       " + (select count(*) + coalesce(sum(hashtext(a::text)::bigint), 0) from idem_audit a"
       " where tenant = $1)",
       1, p);
+}
+
+/* One statement that returns no rows, on $IDEM_TEST_PG_URL. */
+static void admin_sql(const char *sql) {
+  PGconn *c = PQconnectdb(h_env("IDEM_TEST_PG_URL"));
+  cr_assert(PQstatus(c) == CONNECTION_OK, "postgres: %s", PQerrorMessage(c));
+  PGresult *r = PQexec(c, sql);
+  cr_assert(PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s", sql, PQerrorMessage(c));
+  PQclear(r);
+  PQfinish(c);
+}
+
+void h_db_create(char *db, size_t db_cap, char *url, size_t url_cap) {
+  char tag[64];
+  h_unique("d", tag, sizeof tag);
+  snprintf(db, db_cap, "idem_h_%.40s", tag + 2);
+  for (char *p = db; *p; p++)
+    if (*p == '-') *p = '_';
+  char sql[160];
+  snprintf(sql, sizeof sql, "CREATE DATABASE %s", db);
+  admin_sql(sql);
+  const char *base = h_env("IDEM_TEST_PG_URL");
+  const char *q = strchr(base, '?');
+  size_t blen = q ? (size_t)(q - base) : strlen(base);
+  const char *slash = NULL;
+  for (const char *p = base + strlen("postgresql://"); p < base + blen; p++)
+    if (*p == '/') slash = p;
+  cr_assert(slash, "cannot find the database name in IDEM_TEST_PG_URL");
+  snprintf(url, url_cap, "%.*s/%s%s", (int)(slash - base), base, db, q ? q : "");
+}
+
+void h_db_drop(const char *db) {
+  if (!db[0]) return;
+  char sql[160];
+  snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s WITH (FORCE)", db);
+  admin_sql(sql);
 }
 
 void h_set_policy(idem_client *c, const char *svc, const char *op, int mode) {

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "etcd_proc.h"
 #include "spawn.h"
 #include "testutil.h"
 
@@ -34,6 +35,11 @@ void h_srv_start(srv *s, const char *pg_url, const char *const *extra_args);
 void h_srv_start_probe(srv *s, const char *pg_url, const char *const *extra_args,
                        const idem_options *probe);
 
+/* h_srv_start with NAME=VALUE entries added to the coordinator's environment (env
+ * NULL-terminated, may be NULL; e.g. libfaketime's LD_PRELOAD and FAKETIME). */
+void h_srv_start_env(srv *s, const char *pg_url, const char *const *extra_args,
+                     const char *const *env);
+
 /* SIGTERM, wait up to 20 s for exit; returns the exit status (or -1 if it had to be killed). */
 int h_srv_stop(srv *s);
 
@@ -46,6 +52,13 @@ idem_client *h_client(const srv *s, const char *tenant, int64_t deadline_ms);
 /* Runs one SQL statement with text params against $IDEM_TEST_PG_URL and returns the first
  * column of the first row as an integer (-1 if no row). Fails the test on error. */
 long long h_sql_int(const char *sql, int nparams, const char *const *params);
+
+/* Creates a database of its own on $IDEM_TEST_PG_URL's server (name from h_unique, into db,
+ * cap >= 64) and writes its URL into url (cap >= 256). For a coordinator elected through etcd:
+ * its fence would shut every other test's coordinator out of a shared database. */
+void h_db_create(char *db, size_t db_cap, char *url, size_t url_cap);
+/* Drops a database h_db_create made (and its connections). "" is fine. */
+void h_db_drop(const char *db);
 
 /* A raw unary call with arbitrary request bytes (to send malformed protobuf). Returns the gRPC
  * status code; details copied into details (may be NULL). */
@@ -75,6 +88,9 @@ typedef struct h_fixture {
   idem_client *c;   /* for t; NULL with no_client */
   int metrics_port; /* with metrics: the --metrics port on 127.0.0.1; else 0 */
   bool any_exit;    /* h_fixture_stop accepts any exit status */
+  etcd_proc etcd;   /* with etcd: the private etcd the coordinator is elected through */
+  char db[64];      /* with etcd: the coordinator's own database (h_db_create), else "" */
+  char pg_url[256]; /* its URL */
 } h_fixture;
 
 typedef struct h_fixture_conf {
@@ -83,12 +99,16 @@ typedef struct h_fixture_conf {
   bool no_client;          /* connect no client */
   int64_t deadline_ms;     /* the client's deadline (0 = 2000) */
   bool any_exit;           /* stopping does not require exit status 0 */
+  bool etcd;               /* elected through a private etcd (--etcd), on a database of its
+                              own: started, and leading, before h_fixture_start returns */
+  const char *const *env;  /* NAME=VALUE added to the coordinator's environment (may be NULL) */
 } h_fixture_conf;
 
-/* Starts the coordinator, makes the tenant, connects the client (conf may be NULL). */
+/* Starts the coordinator (and its etcd), makes the tenant, connects the client (conf may be
+ * NULL). */
 void h_fixture_start(h_fixture *f, const h_fixture_conf *conf);
 /* Closes the client and stops the coordinator (SIGTERM): it must drain and exit 0 unless
- * any_exit. */
+ * any_exit; then its etcd, if any. */
 void h_fixture_stop(h_fixture *f);
 
 /* The default fixture H, for TestSuite(name, .init = h_setup, .fini = h_teardown): h_setup
