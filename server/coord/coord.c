@@ -173,6 +173,15 @@ bool coord__begin_from_cache(const coord_ctx *ctx, const step_key *k, coord__beg
   return hit;
 }
 
+err_code coord__lease_within_key(const policy *pol, uint32_t lease_ms, err_t *err) {
+  uint32_t key_s = policy_key_retention(pol);
+  if (lease_ms == 0 || (uint64_t)key_s * 1000 > lease_ms) return ERR_OK;
+  return err_set(err, ERR_INVALID,
+                 "lease_ms: %u ms is not shorter than the key retention of %s/%s (%u s): a "
+                 "holder could outlive its key and complete the next attempt 1",
+                 lease_ms, pol->service, pol->operation, key_s);
+}
+
 err_code coord__begin_prepare(const coord_ctx *ctx, const char *tenant, const coord_key_in *key,
                               const uint8_t *fp, size_t fp_len, uint32_t lease_ms, step_key *k,
                               policy *pol, coord__begin_arg *a, coord_begin_result *out,
@@ -183,6 +192,7 @@ err_code coord__begin_prepare(const coord_ctx *ctx, const char *tenant, const co
   if (fp_len > 0 && !fp) return err_set(err, ERR_INVALID, "fingerprint: missing bytes");
   if ((rc = validate_lease_ms("lease_ms", lease_ms, 1, err)) != ERR_OK) return rc;
   resolve(ctx, k->tenant, k->service, k->operation, pol);
+  if ((rc = coord__lease_within_key(pol, lease_ms, err)) != ERR_OK) return rc;
   *a = (coord__begin_arg){
       .in = {.key = k,
              .fp = fp,
@@ -305,6 +315,7 @@ err_code coord_extend_lease(const coord_ctx *ctx, store *st, const char *tenant,
 
   policy pol;
   resolve(ctx, k.tenant, k.service, k.operation, &pol);
+  if ((rc = coord__lease_within_key(&pol, lease_ms, err)) != ERR_OK) return rc;
   extend_arg a = {.key = &k, .attempt = attempt, .lease_ms = lease_ms ? lease_ms : pol.lease_ms};
   rc = store_step_txn(st, &k, coord__store_deadline(ctx, deadline), extend_fn, &a, err);
   if (rc == ERR_OK) *lease_expires_ms = a.lease_expires_ms;

@@ -46,6 +46,14 @@ err_code coord_policy_validate(const policy *p, err_t *err) {
   if (p->lease_ms < 1 || p->lease_ms > POLICY_LEASE_MAX_MS)
     return err_set(err, ERR_INVALID, "lease_ms: must be from 1 to %u milliseconds (1 h)",
                    POLICY_LEASE_MAX_MS);
+  /* attempt numbers start again at 1 once a key is forgotten: every lease must end long
+   * before (docs/limits.md "Attempt numbers") */
+  if ((uint64_t)policy_key_retention(p) * 1000 <= p->lease_ms)
+    return err_set(err, ERR_INVALID,
+                   "key_retention_s: the key retention in effect (%u s) must be longer than "
+                   "lease_ms (%u ms): a holder could outlive its key and complete the next "
+                   "attempt 1",
+                   policy_key_retention(p), p->lease_ms);
   return ERR_OK;
 }
 

@@ -29,6 +29,11 @@ err_code coord__begin_prepare(const coord_ctx *ctx, const char *tenant, const co
                               policy *pol, coord__begin_arg *a, coord_begin_result *out,
                               err_t *err);
 
+/* A requested lease (lease_ms; 0 = the policy's, always fine) must be shorter than the key
+ * retention in effect under pol: attempt numbers start again at 1 once a key is forgotten
+ * (docs/limits.md "Attempt numbers"). ERR_INVALID naming lease_ms otherwise. */
+err_code coord__lease_within_key(const policy *pol, uint32_t lease_ms, err_t *err);
+
 /* The answer from the leader's replay cache when the cached pair gives one that writes
  * nothing; true with *rc (and a->out / err) set on a hit. count_miss: count a miss too. */
 bool coord__begin_from_cache(const coord_ctx *ctx, const step_key *k, coord__begin_arg *a,

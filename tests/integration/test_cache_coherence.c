@@ -146,7 +146,7 @@ static void agree_until_forgotten(uint32_t retention_s, uint32_t key_retention_s
   idem_policy p = {.failure_mode = IDEM_FAIL_CLOSED,
                    .retention_s = retention_s,
                    .key_retention_s = key_retention_s,
-                   .lease_ms = 5000};
+                   .lease_ms = 2000}; /* shorter than the key retention (docs/limits.md) */
   snprintf(p.service, sizeof p.service, "pay");
   snprintf(p.operation, sizeof p.operation, "charge-%u-%u", retention_s, key_retention_s);
   cr_assert_eq(idem_policy_set(H.c, &p, NULL, &e), IDEM_OK, "%s", e.message);

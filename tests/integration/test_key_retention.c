@@ -23,7 +23,7 @@ static void set_policy(const char *op, uint32_t retention_s, uint32_t key_retent
   idem_policy p = {.failure_mode = IDEM_FAIL_CLOSED,
                    .retention_s = retention_s,
                    .key_retention_s = key_retention_s,
-                   .lease_ms = 60000};
+                   .lease_ms = 1000}; /* shorter than every key retention here (docs/limits.md) */
   strcpy(p.service, "pay");
   snprintf(p.operation, sizeof p.operation, "%s", op);
   idem_policy got = {0};
@@ -162,4 +162,44 @@ Test(key_retention, after_key_retention_the_key_is_new_again) {
   cr_assert_geq(h_now_ms() - t0, 2500, "forgotten before key_retention_s");
   cr_assert_eq(b.attempt, 1, "a new key starts at attempt 1");
   idem_begin_clear(&b);
+}
+
+/* Attempt numbers start again at 1 once a key is forgotten (docs/limits.md "Attempt numbers"):
+ * no lease may last as long as the key it is for, or its holder could outlive the key and
+ * complete the next incarnation's attempt 1. SetPolicy, BeginStep and ExtendLease refuse such a
+ * lease, naming the field, and store nothing. */
+Test(key_retention, a_lease_as_long_as_the_key_is_refused_everywhere) {
+  idem_policy p = {.failure_mode = IDEM_FAIL_CLOSED, .retention_s = 2, .lease_ms = 2000};
+  strcpy(p.service, "pay");
+  strcpy(p.operation, "hold");
+  idem_error e = {0};
+  long long before = h_tenant_hash(H.t);
+  cr_assert_eq(idem_policy_set(H.c, &p, NULL, &e), IDEM_INVALID_ARGUMENT);
+  cr_assert(strstr(e.message, "key_retention_s:") == e.message, "%s", e.message);
+  p.key_retention_s = 60; /* a key kept longer than the lease: fine */
+  p.lease_ms = 59999;
+  cr_assert_eq(idem_policy_set(H.c, &p, NULL, &e), IDEM_OK, "%s", e.message);
+  p.lease_ms = 60000;
+  cr_assert_eq(idem_policy_set(H.c, &p, NULL, &e), IDEM_INVALID_ARGUMENT);
+  cr_assert(strstr(e.message, "key_retention_s:") == e.message, "%s", e.message);
+  long long with_policy = h_tenant_hash(H.t);
+  cr_assert_neq(with_policy, before);
+
+  /* a call asking for a lease as long as the key retention (60 s) */
+  char gid[96];
+  h_unique("kr-lease", gid, sizeof gid);
+  idem_step_key k = {gid, "pay", "hold", IDEM_FORWARD};
+  idem_begin b = {0};
+  cr_assert_eq(idem_step_begin(H.c, &k, FP, sizeof FP - 1, 60000, &b, &e), IDEM_INVALID_ARGUMENT);
+  cr_assert(strstr(e.message, "lease_ms:") == e.message, "%s", e.message);
+  cr_assert_eq(h_tenant_hash(H.t), with_policy, "nothing stored");
+  cr_assert_eq(idem_step_begin(H.c, &k, FP, sizeof FP - 1, 59999, &b, &e), IDEM_OK, "%s",
+               e.message);
+  cr_assert_eq(b.decision, IDEM_DECISION_PROCEED);
+  idem_begin_clear(&b);
+  long long begun = h_tenant_hash(H.t);
+  cr_assert_eq(idem_step_extend(H.c, &k, 1, 60000, NULL, &e), IDEM_INVALID_ARGUMENT);
+  cr_assert(strstr(e.message, "lease_ms:") == e.message, "%s", e.message);
+  cr_assert_eq(h_tenant_hash(H.t), begun, "nothing stored");
+  cr_assert_eq(idem_step_extend(H.c, &k, 1, 59999, NULL, &e), IDEM_OK, "%s", e.message);
 }

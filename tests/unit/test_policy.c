@@ -59,6 +59,20 @@ Test(policy_validate, ranges_and_wildcards) {
   invalid(pol("payment", "**", FAILURE_MODE_FAIL_OPEN, 60, 1000), "operation");
 }
 
+/* Attempt numbers start again at 1 once a key is forgotten: the lease must end before the key
+ * in effect does (docs/limits.md "Attempt numbers"). */
+Test(policy_validate, the_lease_is_shorter_than_the_key_retention) {
+  err_t e;
+  policy p = pol("payment", "charge", FAILURE_MODE_FAIL_CLOSED, 2, 1999);
+  cr_assert_eq(coord_policy_validate(&p, &e), ERR_OK, "%s", e.msg);
+  p.lease_ms = 2000;
+  invalid(p, "key_retention_s");
+  p.key_retention_s = 3; /* the key outlives the lease again */
+  cr_assert_eq(coord_policy_validate(&p, &e), ERR_OK, "%s", e.msg);
+  p.lease_ms = POLICY_LEASE_MAX_MS;
+  invalid(p, "key_retention_s");
+}
+
 /* api.md §12: key_retention_s is 0 (as long as retention_s) or retention_s .. 400 days. */
 Test(policy_validate, key_retention) {
   err_t e;
