@@ -137,6 +137,7 @@ static void step_rpcs(void) {
   bad(R, "reason invalid utf-8", resolve(1, "bad \xff byte"), "reason");
   bad(R, "reason overlong utf-8", resolve(1, "slash \xc0\xaf"), "reason");
   bad(R, "reason control character", resolve(1, "bell \x07"), "reason");
+  bad(R, "reason CR line break", resolve(1, "one\r\ntwo"), "line feed");
   char *r1025 = rep('r', 1025);
   bad(R, "reason 1025 bytes", resolve(1, r1025), "reason");
   bad(R, "reason NUL", pb_len(pb_varint(pb_sub(pb_new(), 1, live_key()), 2, 1), 5, "a\0b", 3),
