@@ -21,9 +21,13 @@ static void bad_as(const char *tenant, const char *method, const char *what, pbu
                    const char *field) {
   char path[96], d[400];
   snprintf(path, sizeof path, "/idem.v1.%s", method);
-  int st = h_raw_call(H.s.addr, path, tenant ? tenant : H.t, req->b, req->n, d, sizeof d);
+  char reason[64];
+  int st = h_raw_call_reason(H.s.addr, path, tenant ? tenant : H.t, req->b, req->n, d, sizeof d,
+                             reason, sizeof reason);
   cr_expect_eq(st, IDEM_INVALID_ARGUMENT, "%s, %s: status %d (%s)", method, what, st, d);
   cr_expect(strstr(d, field), "%s, %s: '%s' does not name %s", method, what, d, field);
+  /* api.md §20: the reason on the wire, beside the code */
+  cr_expect_str_eq(reason, "invalid-argument", "%s, %s: idem-reason", method, what);
   n_tried++;
   pb_free(req);
 }
