@@ -63,6 +63,11 @@ typedef struct idem_error {
   char leader[128];       /* UNAVAILABLE from a standby: the leader's host:port, else "" */
   /* DEADLINE_EXCEEDED / UNAVAILABLE after the request was sent: the server may have acted. */
   bool outcome_unknown;
+  /* Why, in the coordinator's word (its idem-reason: "not-leader", "no-leader",
+   * "store-unavailable", "in-progress", "fingerprint-mismatch", "invalid-argument", ...; the
+   * list is in docs/api.md); "" when no coordinator answered (connection refused, deadline) or
+   * the library itself failed. Decide on code and reason, never on the message. */
+  char reason[32];
 } idem_error;
 
 /* --- the contract's enums (values equal idem.v1's) ---------------------------------------- */
