@@ -536,7 +536,8 @@ typedef struct idem_run_report {
   bool takeover;   /* it ran as a takeover of an expired lease */
   bool replayed;   /* the stored result was returned instead */
   idem_result result; /* the outcome: the action's (ran) or the stored one (replayed); owned */
-  int begin_retries;  /* BeginStep calls retried after ABORTED/UNAVAILABLE */
+  int begin_retries;  /* BeginStep calls retried after ABORTED/UNAVAILABLE (or DEADLINE_EXCEEDED
+                       * from one of several addresses) */
   /* policies and fail-open */
   bool unguarded; /* ran with nothing recorded: PROCEED_UNGUARDED, or the coordinator was
                      unreachable and the cached policy is fail-open (decision then
