@@ -35,6 +35,10 @@ struct idem_client {
     char *addr;
     grpc_channel *channel;
     void *registered[IDEM__M_COUNT];
+    /* the last call here (api.md §20): when (monotonic ms, 0 = never) and what it heard */
+    int64_t heard_ms;
+    idem__heard heard;
+    int sent_to; /* heard IDEM__HEARD_SENT: the endpoint of the leader it named, -1 unknown */
   } eps[IDEM__MAX_ENDPOINTS];
   char *tenant; /* NULL = send no idem-tenant */
   char *auth;   /* "Bearer <token>", NULL = none */
@@ -331,6 +335,8 @@ static bool parse_trailers(const grpc_metadata_array *md, idem_error *err) {
     } else if (grpc_slice_str_cmp(e->key, "idem-leader") == 0) {
       copy_slice(err->leader, sizeof err->leader, e->value);
       standby = true;
+    } else if (grpc_slice_str_cmp(e->key, "idem-reason") == 0) {
+      copy_slice(err->reason, sizeof err->reason, e->value);
     }
   }
   return standby;
@@ -347,6 +353,60 @@ static int unpack_reply(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *
   grpc_slice_unref(all);
   if (!*resp) return idem__fail(err, IDEM_BAD_RESPONSE, "cannot decode the %s", desc->name);
   return IDEM_OK;
+}
+
+/* What a call to an endpoint heard, for the fail-open rule (api.md §20). */
+static idem__heard heard_of(int rc, const idem_error *err) {
+  if (rc == IDEM_OK) return IDEM__HEARD_DECIDER;
+  if (rc == IDEM_DEADLINE_EXCEEDED) return IDEM__HEARD_NOTHING; /* no answer in time */
+  if (!err->reason[0]) /* connection refused, reset: gRPC's, not a coordinator's */
+    return rc == IDEM_UNAVAILABLE ? IDEM__HEARD_NOTHING : IDEM__HEARD_DECIDER;
+  if (!strcmp(err->reason, "store-unavailable") || !strcmp(err->reason, "store-timeout") ||
+      !strcmp(err->reason, "no-leader"))
+    return IDEM__HEARD_UNDECIDED;
+  if (!strcmp(err->reason, "not-leader") && err->leader[0]) return IDEM__HEARD_SENT;
+  return IDEM__HEARD_DECIDER; /* an answer, shutting-down, ...: this or another node decides */
+}
+
+/* The endpoint of address addr, -1 when the client does not know it (under c->mu). */
+static int ep_find(const idem_client *c, const char *addr) {
+  for (int i = 0; i < c->n_eps; i++)
+    if (!strcmp(c->eps[i].addr, addr)) return i;
+  return -1;
+}
+
+static void note_heard(idem_client *c, int ep, int rc, const idem_error *err) {
+  idem__heard h = heard_of(rc, err);
+  pthread_mutex_lock(&c->mu);
+  c->eps[ep].heard_ms = idem__now_ms();
+  c->eps[ep].heard = h;
+  c->eps[ep].sent_to = h == IDEM__HEARD_SENT ? ep_find(c, err->leader) : -1;
+  pthread_mutex_unlock(&c->mu);
+}
+
+bool idem__none_could_decide(idem_client *c, int64_t since_ms) {
+  pthread_mutex_lock(&c->mu);
+  bool none = c->n_eps > 0;
+  for (int i = 0; i < c->n_eps && none; i++) {
+    /* a standby's "not-leader" counts as what the node it names said (followed at most
+     * n_eps times: a loop of standbys naming each other decides nothing either) */
+    int j = i;
+    for (int hops = 0; hops < c->n_eps && c->eps[j].heard == IDEM__HEARD_SENT; hops++) {
+      if (c->eps[j].heard_ms < since_ms || c->eps[j].sent_to < 0) break;
+      j = c->eps[j].sent_to;
+    }
+    none = c->eps[j].heard_ms >= since_ms && (c->eps[j].heard == IDEM__HEARD_NOTHING ||
+                                              c->eps[j].heard == IDEM__HEARD_UNDECIDED);
+  }
+  pthread_mutex_unlock(&c->mu);
+  return none;
+}
+
+int idem__client_endpoints(idem_client *c) {
+  pthread_mutex_lock(&c->mu);
+  int n = c->n_eps;
+  pthread_mutex_unlock(&c->mu);
+  return n;
 }
 
 /* One attempt on endpoint ep (the body of the call before failover existed). */
@@ -449,6 +509,7 @@ static int unary_at(idem_client *c, int ep, idem__method m, const ProtobufCMessa
       err->outcome_unknown = true;
   }
 
+  note_heard(c, ep, rc, err);
 done:
   grpc_metadata_array_destroy(&initial_md);
   grpc_metadata_array_destroy(&trailing_md);
@@ -490,6 +551,11 @@ int idem__unary(idem_client *c, idem__method m, const ProtobufCMessage *req,
     int64_t left = deadline - idem__now_ms();
     if (left < 1) left = 1;
     int rc = unary_at(c, ep, m, req, resp_desc, left, resp, err);
+    if (rc == IDEM_DEADLINE_EXCEEDED && n > 1) { /* no answer: the next call starts elsewhere */
+      pthread_mutex_lock(&c->mu);
+      if (c->cur == ep) c->cur = (ep + 1) % n;
+      pthread_mutex_unlock(&c->mu);
+    }
     if (rc != IDEM_UNAVAILABLE) {
       /* a refusal after a try that may have acted does not prove nothing happened */
       if (rc != IDEM_OK && unknown) err->outcome_unknown = true;

@@ -128,9 +128,28 @@ void idem__policy_refresh(idem_client *c, const char *service, const char *opera
 /* The cached failure mode (IDEM_FAIL_CLOSED / IDEM_FAIL_OPEN), 0 when never fetched. */
 int idem__policy_cached_mode(idem_client *c, const char *service, const char *operation);
 
-/* The coordinator could not be reached: DEADLINE_EXCEEDED, or UNAVAILABLE that no coordinator
- * answered itself (no idem-leader, not a "store ..." message). */
-bool idem__unreachable(const idem_error *err);
+/* What the last call to a coordinator heard (api.md §20): nothing (deadline exceeded,
+ * connection refused), a coordinator that cannot decide now (store-unavailable, store-timeout,
+ * no-leader), a standby that named the leader (not-leader: as good as what that node said), or
+ * one that answered otherwise (an answer, shutting-down, ...: it or another node decides). */
+typedef enum idem__heard {
+  IDEM__HEARD_NOTHING = 1,
+  IDEM__HEARD_UNDECIDED,
+  IDEM__HEARD_SENT,
+  IDEM__HEARD_DECIDER,
+} idem__heard;
+
+/* Whether every known coordinator address was called since since_ms (monotonic) and none of
+ * them could decide (api.md §20): the one case in which a fail-open operation runs unguarded.
+ * Thread-safe. */
+bool idem__none_could_decide(idem_client *c, int64_t since_ms);
+
+/* How many coordinator addresses the client knows now (the list given plus leaders named). */
+int idem__client_endpoints(idem_client *c);
+
+/* A call that failed as it does when no coordinator can decide: DEADLINE_EXCEEDED or
+ * UNAVAILABLE, and idem__none_could_decide(c, since_ms). */
+bool idem__unreachable(idem_client *c, const idem_error *err, int64_t since_ms);
 
 /* Appends one journal line (format in idem.h) with O_APPEND and fsync. source "client" or
  * "server". IDEM_OK or IDEM_DATA_LOSS (err filled). Thread-safe. */

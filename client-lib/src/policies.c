@@ -202,10 +202,7 @@ int idem__policy_cached_mode(idem_client *c, const char *service, const char *op
   return mode;
 }
 
-bool idem__unreachable(const idem_error *err) {
-  if (!err) return false;
-  if (err->code == IDEM_DEADLINE_EXCEEDED) return true;
-  if (err->code != IDEM_UNAVAILABLE) return false;
-  if (err->leader[0]) return false; /* a standby answered */
-  return strncmp(err->message, "store ", 6) != 0; /* a coordinator whose store is down */
+bool idem__unreachable(idem_client *c, const idem_error *err, int64_t since_ms) {
+  if (!err || (err->code != IDEM_DEADLINE_EXCEEDED && err->code != IDEM_UNAVAILABLE)) return false;
+  return idem__none_could_decide(c, since_ms);
 }

@@ -53,7 +53,9 @@ static int begin_with_retries(idem_client *c, const idem_step_key *key, const ui
     uint32_t wait_ms = conf->wait ? (uint32_t)min64(left, WAIT_MS_MAX) : 0;
     int64_t timeout = min64(conf->call_ms + wait_ms, left);
     int rc = idem__step_begin(c, key, fp, fp_len, conf->lease_ms, wait_ms, timeout, b, err);
-    if (rc != IDEM_ABORTED && rc != IDEM_UNAVAILABLE) return rc;
+    /* no answer in time from one of several coordinators: another may decide (api.md §20) */
+    bool elsewhere = rc == IDEM_DEADLINE_EXCEEDED && idem__client_endpoints(c) > 1;
+    if (rc != IDEM_ABORTED && rc != IDEM_UNAVAILABLE && !elsewhere) return rc;
     if (!wait_before_retry(conf, n, rc == IDEM_ABORTED ? err->retry_after_ms : 0)) return rc;
     (*retries)++;
   }
@@ -134,10 +136,13 @@ static int step_run(idem_client *c, const idem_step_key *key, const uint8_t *fp,
   idem_begin b;
   int retries = 0;
   const char *unguarded_source = "server";
+  int64_t began_ms = idem__now_ms();
   int rc = begin_with_retries(c, key, fp, fp_len, &conf, &b, &retries, err);
   if (rc != IDEM_OK) {
-    /* the coordinator cannot be reached: a fail-open operation with a journal runs anyway */
-    if (!idem__unreachable(err) || !idem__client_journal(c) ||
+    /* no coordinator can decide (every known address called during this run: none answered,
+     * or each said its store or its election is down): a fail-open operation with a journal
+     * runs anyway (api.md §20) */
+    if (!idem__unreachable(c, err, began_ms) || !idem__client_journal(c) ||
         idem__policy_cached_mode(c, svc, op) != IDEM_FAIL_OPEN)
       return rc;
     memset(&b, 0, sizeof b);

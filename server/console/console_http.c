@@ -58,7 +58,7 @@ void cr_redirect(creq *r, const char *location) {
 }
 
 /* Decodes application/x-www-form-urlencoded text in place into fields. */
-static int hexval(char c) {
+int console_hexval(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
@@ -70,8 +70,8 @@ static size_t url_decode(char *s) {
   for (char *p = s; *p; p++) {
     if (*p == '+') {
       *o++ = ' ';
-    } else if (*p == '%' && hexval(p[1]) >= 0 && hexval(p[2]) >= 0) {
-      *o++ = (char)(hexval(p[1]) * 16 + hexval(p[2]));
+    } else if (*p == '%' && console_hexval(p[1]) >= 0 && console_hexval(p[2]) >= 0) {
+      *o++ = (char)(console_hexval(p[1]) * 16 + console_hexval(p[2]));
       p += 2;
     } else {
       *o++ = *p;
@@ -97,6 +97,36 @@ static bool parse_form(creq *r, char *text) {
     f->value_len = url_decode(f->value);
   }
   return true;
+}
+
+/* A NUL byte would cut a value short where C strings carry it (a reason, a tenant): such a
+ * field is refused by name instead. The resolve form's body is bytes and may hold any. */
+typedef struct nul_scan {
+  const char *field; /* the first field found with a NUL, or NULL */
+} nul_scan;
+
+static enum MHD_Result query_nul(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 size_t key_size, const char *value, size_t value_size) {
+  (void)kind;
+  nul_scan *ns = cls;
+  if (strlen(key) != key_size || (value && strlen(value) != value_size)) {
+    ns->field = key;
+    return MHD_NO;
+  }
+  return MHD_YES;
+}
+
+static const char *nul_field(const creq *r) {
+  nul_scan ns = {NULL};
+  MHD_get_connection_values_n(r->conn, MHD_GET_ARGUMENT_KIND, query_nul, &ns);
+  if (ns.field) return ns.field;
+  for (size_t i = 0; i < r->n_form; i++) {
+    const cfield *f = &r->form[i];
+    if (strcmp(f->name, "body") != 0 && strcmp(f->name, "body_hex") != 0 &&
+        strlen(f->value) != f->value_len)
+      return f->name;
+  }
+  return NULL;
 }
 
 /* The session of the cookie; in development mode a new one when there is none, and ?tenant=
@@ -242,16 +272,23 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     return respond(conn, &r, true, t0);
   }
   bool host_refused = !c->cfg.tokens && !host_ok(&r);
-  if (!host_refused) find_session(&r);
+  bool parsed = !host_refused && !up->too_big && !up->body.oom &&
+                (strcmp(method, "POST") != 0 ||
+                 parse_form(&r, up->body.p ? up->body.p : (char[]){0}));
+  const char *nul = parsed ? nul_field(&r) : NULL;
+  if (!host_refused && !nul) find_session(&r);
   if (host_refused) {
     page_error(&r, 403,
                "development mode (no --tokens) answers only to an IP address or localhost in "
                "the Host header");
   } else if (up->too_big || up->body.oom) {
     page_error(&r, 413, "the form is too large");
-  } else if (strcmp(method, "POST") == 0 &&
-             !parse_form(&r, up->body.p ? up->body.p : (char[]){0})) {
+  } else if (!parsed) {
     page_error(&r, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+  } else if (nul) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "%.100s: contains a NUL byte", nul);
+    page_error(&r, 400, msg);
   } else {
     route(&r);
   }

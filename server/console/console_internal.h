@@ -36,6 +36,8 @@ void cb_body(cbuf *b, const uint8_t *body, size_t len, size_t max);
  * dropped after the policy's retention_s while the key is kept). */
 void cb_rec_body(cbuf *b, const step_rec *rec, size_t max);
 void cb_free(cbuf *b);
+/* The value of one hex digit, -1 when c is not one. */
+int console_hexval(char c);
 /* Whether s[0..n) is valid UTF-8 (no overlongs, no surrogates). */
 bool console_utf8_ok(const uint8_t *s, size_t n);
 

@@ -162,7 +162,10 @@ static void confirm_page(creq *r, const step_rec *rec, int outcome, const cfield
   form_csrf(r);
   hidden(b, "outcome", idem_word_outcome(outcome), strlen(idem_word_outcome(outcome)));
   hidden(b, "code", code->value, code->value_len);
-  hidden(b, "body", body->value, body->value_len);
+  /* the exact bytes reviewed above, whatever they are: as hex, which no browser re-encodes */
+  cb_printf(b, "<input type=\"hidden\" name=\"body_hex\" value=\"");
+  for (size_t i = 0; i < body->value_len; i++) cb_printf(b, "%02x", (uint8_t)body->value[i]);
+  cb_put(b, "\">");
   hidden(b, "reason", reason->value, reason->value_len);
   hidden(b, "confirm", "yes", 3);
   cb_put(b, "<button class=\"danger\" type=\"submit\">Resolve the step</button> <a href=\"");
@@ -171,10 +174,47 @@ static void confirm_page(creq *r, const step_rec *rec, int outcome, const cfield
   page_end(r);
 }
 
+/* The confirmation's body_hex (the exact bytes shown for review) decoded in place into a field
+ * of its own; false when it is not hex. */
+static bool body_from_hex(cfield *f) {
+  if (f->value_len % 2) return false;
+  for (size_t i = 0; i < f->value_len / 2; i++) {
+    int hi = console_hexval(f->value[2 * i]), lo = console_hexval(f->value[2 * i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    f->value[i] = (char)(hi * 16 + lo);
+  }
+  f->value_len /= 2;
+  f->value[f->value_len] = '\0';
+  return true;
+}
+
+/* A reason typed into a textarea comes with CRLF line breaks (HTML forms send them so): kept
+ * with LF, the one line break the audit trail stores. */
+static void lf_lines(cfield *f) {
+  size_t o = 0;
+  for (size_t i = 0; i < f->value_len; i++) {
+    if (f->value[i] == '\r') {
+      f->value[o++] = '\n';
+      if (i + 1 < f->value_len && f->value[i + 1] == '\n') i++;
+    } else {
+      f->value[o++] = f->value[i];
+    }
+  }
+  f->value_len = o;
+  f->value[o] = '\0';
+}
+
 void post_resolve(creq *r, const coord_key_in *key) {
   if (!post_allowed(r, true)) return;
   const cfield *outcome_f = cr_field(r, "outcome"), *code = cr_field(r, "code"),
                *body = cr_field(r, "body"), *reason = cr_field(r, "reason");
+  cfield *body_hex = (cfield *)cr_field(r, "body_hex");
+  if (body_hex) {
+    if (body) return page_error(r, 400, "body: send body or body_hex, not both");
+    if (!body_from_hex(body_hex)) return page_error(r, 400, "body_hex: expected hex digits");
+    body = body_hex;
+  }
+  if (reason) lf_lines((cfield *)reason);
   int outcome = outcome_f ? idem_word_find(idem_outcome_words, IDEM_WORD_COUNT(idem_outcome_words),
                                            1, outcome_f->value)
                           : -1;

@@ -1,6 +1,8 @@
-/* console_saga.c — a saga as a timeline (/sagas/{global_id}): every GetSaga page followed, one
- * row per (service, operation) with the forward and its compensation side by side, then the
- * saga's audit entries in time order. */
+/* console_saga.c — a saga as a timeline (/sagas/{global_id}[?page=TOKEN]): one GetSaga page a
+ * console page (up to REC_SAGA_PAGE_MAX steps, byte-bounded), one row per (service, operation)
+ * with the forward and its compensation side by side, a link to the next page, then the saga's
+ * audit entries in time order (first page only). The work is linear in the page's steps: pairs
+ * are found through a hash of (service, operation), never by scanning the rows. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +11,6 @@
 #include "console_internal.h"
 #include "idem/v1/names.h"
 
-#define SAGA_PAGES_MAX 20  /* GetSaga pages followed (up to 20,000 steps) */
 #define AUDIT_PAGES_MAX 10 /* ListAudit pages of the saga */
 #define BODY_SHOWN 512     /* bytes of a body on the timeline (all of it on the step page) */
 
@@ -17,39 +18,56 @@ typedef struct pair_row {
   const step_rec *fwd, *comp;
 } pair_row;
 
-/* All pages of the saga: the first page's view, with the later pages' steps moved into it. */
-static err_code read_saga(creq *r, const char *gid, saga_view *v, bool *cut, err_t *err) {
-  char token[COORD_TOKEN_MAX] = "", next[COORD_TOKEN_MAX];
-  *cut = false;
-  for (int page = 0; page < SAGA_PAGES_MAX; page++) {
-    coord_saga_in in = {.global_id = gid, .page_token = token, .rec_size = console_rec_size};
-    saga_view pv = {0};
-    err_code rc = coord_get_saga(r->c->cfg.coord, cr_store(r), r->s.tenant, &in, r->deadline,
-                                 page ? &pv : v, next, err);
-    if (rc != ERR_OK) return rc;
-    if (page && pv.n_steps) {
-      step_rec *grown = realloc(v->steps, (v->n_steps + pv.n_steps) * sizeof *grown);
-      if (!grown) {
-        saga_view_clear(&pv);
-        return err_oom(err);
-      }
-      v->steps = grown;
-      memcpy(v->steps + v->n_steps, pv.steps, pv.n_steps * sizeof *pv.steps);
-      v->n_steps += pv.n_steps;
-      memset(pv.steps, 0, pv.n_steps * sizeof *pv.steps); /* moved: their bodies are v's */
-    }
-    if (page) saga_view_clear(&pv);
-    if (!next[0]) return ERR_OK;
-    snprintf(token, sizeof token, "%s", next);
-  }
-  *cut = true;
-  return ERR_OK;
+static uint64_t pair_hash(const step_key *k) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a over service, a separator, operation */
+  for (const char *p = k->service; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
+  h = (h ^ 0x1f) * 1099511628211ull;
+  for (const char *p = k->operation; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
+  return h;
 }
 
-static void step_cell(creq *r, const step_rec *rec) {
+static const step_rec *row_any(const pair_row *row) {
+  return row->fwd ? row->fwd : row->comp;
+}
+
+/* The rows of a page, in timeline order of each pair's first step; *n set. NULL: no memory. */
+static pair_row *pair_rows(const saga_view *v, size_t *n) {
+  size_t cap = 16;
+  while (cap < 2 * v->n_steps) cap *= 2;
+  pair_row *rows = calloc(v->n_steps ? v->n_steps : 1, sizeof *rows);
+  size_t *slot = malloc(cap * sizeof *slot); /* open addressing: row index + 1, 0 = empty */
+  if (!rows || !slot) {
+    free(rows);
+    free(slot);
+    return NULL;
+  }
+  memset(slot, 0, cap * sizeof *slot);
+  *n = 0;
+  for (size_t i = 0; i < v->n_steps; i++) {
+    const step_rec *s = &v->steps[i];
+    size_t j = (size_t)pair_hash(&s->key) & (cap - 1);
+    for (; slot[j]; j = (j + 1) & (cap - 1)) {
+      const step_rec *any = row_any(&rows[slot[j] - 1]);
+      if (!strcmp(any->key.service, s->key.service) &&
+          !strcmp(any->key.operation, s->key.operation))
+        break;
+    }
+    if (!slot[j]) slot[j] = ++*n;
+    pair_row *row = &rows[slot[j] - 1];
+    if (s->key.phase == PHASE_COMPENSATION)
+      row->comp = s;
+    else
+      row->fwd = s;
+  }
+  free(slot);
+  return rows;
+}
+
+static void step_cell(creq *r, const step_rec *rec, bool paged) {
   cbuf *b = &r->out;
-  if (!rec) {
-    cb_put(b, "<td class=\"muted\">\xE2\x80\x94</td>");
+  if (!rec) { /* a saga of several pages may have the twin on another one */
+    cb_put(b, paged ? "<td class=\"muted\">\xE2\x80\x94 (not on this page)</td>"
+                    : "<td class=\"muted\">\xE2\x80\x94</td>");
     return;
   }
   cb_printf(b, "<td class=\"%s\">", *state_class(rec, r->now_ms) ? "stuck" : "");
@@ -69,42 +87,26 @@ static void step_cell(creq *r, const step_rec *rec) {
   cb_put(b, "</td>");
 }
 
-static void timeline(creq *r, const saga_view *v) {
-  pair_row *rows = calloc(v->n_steps ? v->n_steps : 1, sizeof *rows);
+static void timeline(creq *r, const saga_view *v, bool paged) {
+  size_t n = 0;
+  pair_row *rows = pair_rows(v, &n);
   if (!rows) {
     r->out.oom = true;
     return;
-  }
-  size_t n = 0;
-  for (size_t i = 0; i < v->n_steps; i++) { /* in timeline order of each pair's first step */
-    const step_rec *s = &v->steps[i];
-    size_t k = 0;
-    const step_rec *any;
-    for (; k < n; k++) {
-      any = rows[k].fwd ? rows[k].fwd : rows[k].comp;
-      if (!strcmp(any->key.service, s->key.service) &&
-          !strcmp(any->key.operation, s->key.operation))
-        break;
-    }
-    if (k == n) n++;
-    if (s->key.phase == PHASE_COMPENSATION)
-      rows[k].comp = s;
-    else
-      rows[k].fwd = s;
   }
   cbuf *b = &r->out;
   cb_put(b,
          "<table id=\"timeline\"><tr><th>#</th><th>service</th><th>operation</th>"
          "<th>forward</th><th>compensation</th></tr>");
   for (size_t k = 0; k < n; k++) {
-    const step_rec *any = rows[k].fwd ? rows[k].fwd : rows[k].comp;
+    const step_rec *any = row_any(&rows[k]);
     cb_printf(b, "<tr><td class=\"num\">%zu</td><td>", k + 1);
     cb_esc(b, any->key.service);
     cb_put(b, "</td><td>");
     cb_esc(b, any->key.operation);
     cb_put(b, "</td>");
-    step_cell(r, rows[k].fwd);
-    step_cell(r, rows[k].comp);
+    step_cell(r, rows[k].fwd, paged);
+    step_cell(r, rows[k].comp, paged);
     cb_put(b, "</tr>");
   }
   cb_put(b, "</table>");
@@ -168,14 +170,18 @@ static void audit_trail(creq *r, const char *gid) {
 
 void page_saga(creq *r, const char *gid) {
   saga_view v = {0};
-  bool cut;
   err_t err;
   err_clear(&err);
+  const char *token = cr_query(r, "page");
+  char next[COORD_TOKEN_MAX];
   if (!cr_store(r)) return page_error(r, 503, "cannot open a store connection");
-  if (read_saga(r, gid, &v, &cut, &err) != ERR_OK) {
+  coord_saga_in in = {.global_id = gid, .page_token = token, .rec_size = console_rec_size};
+  if (coord_get_saga(r->c->cfg.coord, cr_store(r), r->s.tenant, &in, r->deadline, &v, next,
+                     &err) != ERR_OK) {
     saga_view_clear(&v);
     return page_err(r, &err);
   }
+  bool first = !token || !*token, paged = !first || next[0];
   page_begin(r, "Saga");
   cbuf *b = &r->out;
   if (cr_query(r, "resolved"))
@@ -196,10 +202,29 @@ void page_saga(creq *r, const char *gid) {
     cb_esc(b, v.labels[i].value);
     cb_put(b, "</code> ");
   }
-  cb_printf(b, "</span><span>steps</span><span>%zu%s</span></div>", v.n_steps,
-            cut ? " (more not shown)" : "");
-  timeline(r, &v);
-  audit_trail(r, gid);
+  cb_printf(b, "</span><span>steps</span><span id=\"shown\">%zu%s</span></div>", v.n_steps,
+            paged ? " on this page (the timeline is paged)" : "");
+  timeline(r, &v, paged);
+  if (next[0] || !first) {
+    cb_put(b, "<p>");
+    if (!first) {
+      cb_put(b, "<a id=\"first\" href=\"/sagas/");
+      cb_url(b, gid);
+      cb_put(b, "\">\xE2\x86\x90 First page</a> ");
+    }
+    if (next[0]) {
+      cb_put(b, "<a id=\"next\" href=\"/sagas/");
+      cb_url(b, gid);
+      cb_put(b, "?page=");
+      cb_url(b, next);
+      cb_put(b, "\">Next page \xE2\x86\x92</a>");
+    }
+    cb_put(b, "</p>");
+  }
+  if (first)
+    audit_trail(r, gid);
+  else
+    cb_put(b, "<p class=\"muted\">The saga's audit trail is on its first page.</p>");
   saga_view_clear(&v);
   page_end(r);
 }

@@ -172,10 +172,7 @@ err_code coord__resolution_check(const coord_ctx *ctx, const char *tenant, int o
   if (body_len > 0 && !body) return err_set(err, ERR_INVALID, "body: missing bytes");
   reason = nz(reason);
   if (!*reason) return err_set(err, ERR_INVALID, "reason: a reason is required to resolve a step");
-  if (strlen(reason) > AUDIT_REASON_MAX || !clean_utf8(reason))
-    return err_set(err, ERR_INVALID,
-                   "reason: must be at most %d bytes of UTF-8 without control characters",
-                   AUDIT_REASON_MAX);
+  if ((rc = validate_reason("reason", reason, AUDIT_REASON_MAX, err)) != ERR_OK) return rc;
   if (!*nz(*actor)) *actor = tenant; /* the caller is known by its tenant (its credentials) */
   if (strlen(*actor) > AUDIT_ACTOR_MAX || !clean_utf8(*actor))
     return err_set(err, ERR_INVALID,

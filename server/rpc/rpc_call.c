@@ -168,6 +168,8 @@ void rpc__call_finish(rpc_call *c, const err_t *e) {
     msg = internal.msg;
   }
   if (code != ERR_OK) reply_drop(c);
+  /* api.md §20: every non-OK answer says why in a word (set below, with the leader known) */
+  const char *reason = err_wire_reason(code == e->code ? e : &internal);
   if (code == ERR_UNAVAILABLE && err_is_not_leader(e) && c->srv->elector) {
     /* refused (nothing done, or the fence refused the commit): send the caller to the leader */
     const char *leader = e->leader; /* set by the refusal before the handler */
@@ -179,12 +181,19 @@ void rpc__call_finish(rpc_call *c, const err_t *e) {
     c->trailing[0].key = grpc_slice_from_static_string(RPC_LEADER_MD);
     c->trailing[0].value = grpc_slice_from_copied_string(leader);
     c->n_trailing = 1;
+    if (e->reason == ERR_R_NOT_LEADER) /* no leader known to this node: an election */
+      reason = err_reason_word(leader[0] ? ERR_R_NOT_LEADER : ERR_R_NO_LEADER);
   } else if (code == ERR_ABORTED && e->retry_after_ms > 0) {
     char v[24];
     snprintf(v, sizeof v, "%" PRId64, e->retry_after_ms);
     c->trailing[0].key = grpc_slice_from_static_string(RPC_RETRY_AFTER_MD);
     c->trailing[0].value = grpc_slice_from_copied_string(v);
     c->n_trailing = 1;
+  }
+  if (code != ERR_OK) {
+    c->trailing[c->n_trailing].key = grpc_slice_from_static_string(RPC_REASON_MD);
+    c->trailing[c->n_trailing].value = grpc_slice_from_copied_string(reason);
+    c->n_trailing++;
   }
   if (c->method >= 0) /* incident response: calls per method and code, latency */
     metrics_rpc_done(c->method, (int)rpc__status(code),

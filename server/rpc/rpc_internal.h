@@ -54,6 +54,7 @@
 #define RPC_TENANT_MD "idem-tenant"
 #define RPC_RETRY_AFTER_MD "idem-retry-after-ms"
 #define RPC_LEADER_MD "idem-leader" /* a standby's (or fenced) refusal */
+#define RPC_REASON_MD "idem-reason" /* every non-OK answer: why, in a word (api.md §20) */
 
 typedef enum rpc_tag_kind {
   RPC_TAG_REQUEST,  /* a registered request is outstanding */
@@ -115,7 +116,7 @@ struct rpc_call {
   /* the reply, alive until the batch completes */
   grpc_byte_buffer *reply;
   size_t reply_bytes; /* counted in srv->reply_bytes while reply is held */
-  grpc_metadata trailing[1];
+  grpc_metadata trailing[2]; /* idem-leader or idem-retry-after-ms, then idem-reason */
   size_t n_trailing;
   int cancelled;
   /* a call that may wait (see the top of this file): the early close batch's tag, the batches

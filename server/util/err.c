@@ -99,3 +99,26 @@ const char *err_name(err_code code) {
 const char *err_reason_word(err_reason reason) {
   return (reason >= 0 && reason < ERR_R__COUNT) ? words[reason] : "unknown";
 }
+
+/* the words of the codes whose reason is ERR_R_NONE, indexed by err_code */
+static const char *const code_words[ERR__COUNT] = {
+    [ERR_OK] = "ok",
+    [ERR_INVALID] = "invalid-argument",
+    [ERR_PRECONDITION] = "failed-precondition",
+    [ERR_ABORTED] = "aborted",
+    [ERR_NOT_FOUND] = "not-found",
+    [ERR_UNAVAILABLE] = "unavailable",
+    [ERR_DEADLINE] = "deadline-exceeded",
+    [ERR_INTERNAL] = "internal",
+    [ERR_UNAUTHENTICATED] = "unauthenticated",
+    [ERR_PERMISSION] = "permission-denied",
+    [ERR_UNIMPLEMENTED] = "unimplemented",
+    [ERR_RESOURCE] = "resource-exhausted",
+};
+
+const char *err_wire_reason(const err_t *e) {
+  if (!e) return "unknown";
+  if (e->reason == ERR_R_NOT_LEADER && !e->leader[0]) return err_reason_word(ERR_R_NO_LEADER);
+  if (e->reason != ERR_R_NONE) return err_reason_word(e->reason);
+  return (e->code >= 0 && e->code < ERR__COUNT) ? code_words[e->code] : "unknown";
+}

@@ -57,7 +57,8 @@ typedef enum err_code {
   X(FINGERPRINT_MISMATCH, "fingerprint-mismatch") /* same key, another request */         \
   X(FINISHED_DIFFERENTLY, "finished-differently") /* a Complete that disagrees */         \
   X(NOT_RESOLVABLE, "not-resolvable")             /* ResolveStep on a settled step */     \
-  X(SHUTTING_DOWN, "shutting-down")               /* the server is draining */
+  X(SHUTTING_DOWN, "shutting-down")               /* the server is draining */            \
+  X(NO_LEADER, "no-leader")                       /* no node leads now (an election) */
 
 typedef enum err_reason {
 #define X(name, word) ERR_R_##name,
@@ -120,5 +121,11 @@ const char *err_name(err_code code);
 
 /* The reason's word ("store-timeout"); never NULL. */
 const char *err_reason_word(err_reason reason);
+
+/* The word a non-OK answer carries on the wire (api.md §20, trailing metadata idem-reason): the
+ * reason's word, or when the code says it all, the code's ("invalid-argument", "not-found",
+ * "unauthenticated", "permission-denied", ...). A refusal that names no leader (ERR_R_NOT_LEADER
+ * with leader "" ) is "no-leader": an election is in progress. Never NULL. */
+const char *err_wire_reason(const err_t *e);
 
 #endif

@@ -183,17 +183,27 @@ err_code validate_attempt(uint64_t attempt, err_t *err) {
   return err_set(err, ERR_INVALID, "attempt: must be at least 1");
 }
 
-err_code validate_text(const char *field, const char *v, size_t max, err_t *err) {
+/* The text check of validate_text and validate_reason: lines says whether LF may appear. */
+static err_code text_check(const char *field, const char *v, size_t max, bool lines,
+                           err_t *err) {
   const unsigned char *p = (const unsigned char *)(v ? v : "");
   size_t n = bounded_len((const char *)p, max);
   bool ok = n <= max && valid_utf8(p, n);
   for (size_t i = 0; ok && i < n; i++) {
-    if (p[i] < 0x20 || p[i] == 0x7F) ok = false;                  /* C0, DEL */
+    if ((p[i] < 0x20 && !(lines && p[i] == '\n')) || p[i] == 0x7F) ok = false; /* C0, DEL */
     if (p[i] == 0xC2 && i + 1 < n && p[i + 1] < 0xA0) ok = false; /* C1: U+0080..U+009F */
   }
   if (ok) return ERR_OK;
-  if (max == SIZE_MAX)
-    return err_set(err, ERR_INVALID, "%s: must be UTF-8 without control characters", field);
-  return err_set(err, ERR_INVALID,
-                 "%s: must be at most %zu bytes of UTF-8 without control characters", field, max);
+  const char *what = lines ? "UTF-8 whose only control character is the line feed (LF)"
+                           : "UTF-8 without control characters";
+  if (max == SIZE_MAX) return err_set(err, ERR_INVALID, "%s: must be %s", field, what);
+  return err_set(err, ERR_INVALID, "%s: must be at most %zu bytes of %s", field, max, what);
+}
+
+err_code validate_text(const char *field, const char *v, size_t max, err_t *err) {
+  return text_check(field, v, max, false, err);
+}
+
+err_code validate_reason(const char *field, const char *v, size_t max, err_t *err) {
+  return text_check(field, v, max, true, err);
 }

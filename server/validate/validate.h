@@ -35,5 +35,8 @@ err_code validate_attempt(uint64_t attempt, err_t *err); /* >= 1 */
 /* Free text (reasons, actors): 0–max bytes of strict UTF-8 (RFC 3629: no overlong forms, no
  * surrogates, nothing above U+10FFFF) without control characters (C0, DEL, C1). */
 err_code validate_text(const char *field, const char *v, size_t max, err_t *err);
+/* A reason (ResolveStep, ResolveSteps): as validate_text, but it may span lines: LF (\n) is
+ * the one control character allowed (a CR is refused; the console turns CRLF into LF). */
+err_code validate_reason(const char *field, const char *v, size_t max, err_t *err);
 
 #endif

@@ -2,7 +2,8 @@
 // headers, cookies, escaping, filters and paging, CSRF and role refusals, the two-step
 // resolution, policies, an expired result's body, logout, development mode. Against a
 // coordinator of its own.
-import { startCoordinator, startEtcd, fixture, Session, run, assert, eq, httpsGet, waitFor } from './lib.mjs';
+import { startCoordinator, startEtcd, fixture, Session, run, assert, eq, httpsGet, waitFor, hiddenFields, env } from './lib.mjs';
+import { execFileSync } from 'node:child_process';
 
 process.on('unhandledRejection', e => { console.log(`FAIL  ${e.stack || e}`); process.exit(1); });
 const co = await startCoordinator();
@@ -15,6 +16,7 @@ const stepPath = (svc, op) => `/steps/${gid}/${svc}/${op}/forward`;
 const admin = new Session(co.url);
 const stateOf = (svc, op) => fixture(co.grpc, tok.admin, 'state', gid, svc, op).state;
 const auditCount = () => fixture(co.grpc, tok.admin, 'audit', gid).entries;
+const stateOf2 = g => fixture(co.grpc, tok.admin, 'state', g, 'shipping', 'book').state;
 
 function securityHeaders(r, what) {
   assert((r.headers.get('content-security-policy') || '').startsWith("default-src 'self'"), `${what}: CSP`);
@@ -132,6 +134,80 @@ const failed = await run([
     eq(b.code, 409, 'code');
     eq(b.body, 'carrier says: never booked', 'body');
     eq((await admin.post(stepPath('shipping', 'book') + '/resolve', { ...form, confirm: 'yes' })).status, 409, 'a settled step');
+  }],
+  ['resolve: a binary body reviewed as hex is the body stored, byte for byte (issue 26 #7)', async () => {
+    const g = fixture(co.grpc, tok.admin, 'scene').gid;
+    const path = `/steps/${g}/shipping/book/forward`;
+    const csrf = await admin.csrf(path);
+    // bytes no browser form would send as text: invalid UTF-8, NUL, C0, then text
+    const raw = `csrf=${csrf}&outcome=failed&code=7&body=%FF%00%01%C3%28%0Dok&reason=binary+body`;
+    const c = await admin.post(path + '/resolve', raw);
+    eq(c.status, 200, 'the confirmation');
+    assert(c.text.includes('ff0001c3 280d6f6b'), 'the body reviewed as hex');
+    const hidden = hiddenFields(c.text, 'confirm');
+    eq(hidden.body_hex, 'ff0001c3280d6f6b', 'the confirmation carries the exact bytes');
+    eq((await admin.post(path + '/resolve', hidden)).status, 303, 'resolved as a browser resubmits it');
+    const step = await admin.get(path);
+    const m = step.text.match(/<pre class="body hex"[^>]*>([^<]*)<\/pre>/);
+    assert(m, 'the stored body is shown as hex');
+    eq(m[1].replace(/\s/g, ''), 'ff0001c3280d6f6b', 'the stored body is the one reviewed');
+    const g2 = fixture(co.grpc, tok.admin, 'scene').gid;
+    const p2 = `/steps/${g2}/shipping/book/forward/resolve`;
+    const bad = await admin.post(p2, { csrf, outcome: 'failed', code: '1', body_hex: 'abc', reason: 'r', confirm: 'yes' });
+    eq(bad.status, 400, 'odd hex');
+    assert(bad.text.includes('body_hex: expected hex digits'), 'names body_hex');
+    eq(stateOf2(g2), 'unknown', 'nothing changed');
+  }],
+  ['a NUL byte in a reason or a tenant is refused by name, not cut (issue 26 #8)', async () => {
+    const g = fixture(co.grpc, tok.admin, 'scene').gid;
+    const path = `/steps/${g}/shipping/book/forward/resolve`;
+    const csrf = await admin.csrf('/');
+    const r = await admin.post(path, `csrf=${csrf}&outcome=failed&code=1&body=&reason=ok%00hidden&confirm=yes`);
+    eq(r.status, 400, 'a reason with a NUL');
+    assert(r.text.includes('reason: contains a NUL byte'), `names the reason: ${r.text.slice(0, 300)}`);
+    eq(stateOf2(g), 'unknown', 'nothing changed');
+    const s = new Session(dev.url);
+    const t = await s.get('/steps?tenant=default%00other');
+    eq(t.status, 400, 'a development-mode tenant with a NUL');
+    assert(t.text.includes('tenant: contains a NUL byte'), 'names the tenant');
+  }],
+  ['a multi-line reason from the textarea (CRLF) is kept with LF line breaks (issue 26 #9)', async () => {
+    const g = fixture(co.grpc, tok.admin, 'scene').gid;
+    const path = `/steps/${g}/shipping/book/forward`;
+    const csrf = await admin.csrf(path);
+    const c = await admin.post(path + '/resolve', { csrf, outcome: 'failed', code: '1', body: '', reason: 'line one\r\nline two' });
+    eq(c.status, 200, 'the confirmation');
+    const d = await admin.post(path + '/resolve', hiddenFields(c.text, 'confirm'));
+    eq(d.status, 303, `resolved: ${d.text.slice(0, 300)}`);
+    const saga = await admin.get(`/sagas/${g}`);
+    assert(saga.text.includes('<td>line one\nline two</td>'), 'the reason kept with LF');
+  }],
+  ['a 20,000-step saga is paged: linear work, every step on exactly one page (issue 26 #6)', async () => {
+    const g = fixture(co.grpc, tok.admin, 'finished', 'bulk', 'op-0', 'first').gid;
+    const n = 20000;
+    execFileSync('psql', ['-qX', '-v', 'ON_ERROR_STOP=1', env('IDEM_TEST_PG_URL'), '-c',
+      `INSERT INTO idem_steps (tenant, global_id, service, operation, phase, state, attempt, fingerprint,
+         outcome, code, body, completed_ms, created_ms, updated_ms, lease_expires_ms, expires_ms, result_expires_ms)
+       SELECT tenant, global_id, service, 'op-' || i, phase, state, attempt, fingerprint, outcome, code,
+         body, completed_ms, created_ms + i, updated_ms, lease_expires_ms, expires_ms, result_expires_ms
+       FROM idem_steps, generate_series(1, ${n - 1}) i
+       WHERE tenant = '${co.tenant}' AND global_id = '${g}'`], { stdio: 'pipe' });
+    const seen = new Set();
+    let path = `/sagas/${g}`, pages = 0, firstMs = 0;
+    while (path) {
+      const r = await admin.get(path);
+      eq(r.status, 200, `page ${pages + 1}`);
+      const ms = +(r.headers.get('server-timing') || '').replace(/^app;dur=/, '');
+      if (!pages) firstMs = ms;
+      const ops = [...r.text.matchAll(/<tr><td class="num">\d+<\/td><td>bulk<\/td><td>(op-\d+)<\/td>/g)].map(m => m[1]);
+      assert(ops.length > 0 && ops.length <= 1000, `page ${pages + 1}: ${ops.length} rows (a page holds at most 1,000)`);
+      for (const o of ops) { assert(!seen.has(o), `${o} on two pages`); seen.add(o); }
+      const next = r.text.match(/<a id="next" href="([^"]+)"/);
+      path = next ? next[1].replace(/&amp;/g, '&') : null;
+      if (++pages > 40) throw new Error('more pages than steps allow');
+    }
+    eq(seen.size, n, 'every step on exactly one page');
+    console.log(`      20,000-step saga: ${pages} pages, first page ${firstMs} ms server time`);
   }],
   ['policies: an admin sets and deletes', async () => {
     const csrf = await admin.csrf('/policies');

@@ -178,9 +178,9 @@ export class Session {
     const c = Object.entries(this.cookies).map(([k, v]) => `${k}=${v}`).join('; ');
     if (c) headers.cookie = c;
     let body;
-    if (form) {
+    if (form) { // an object, or a string already encoded (bytes a browser would not send)
       headers['content-type'] = 'application/x-www-form-urlencoded';
-      body = new URLSearchParams(form).toString();
+      body = typeof form === 'string' ? form : new URLSearchParams(form).toString();
     }
     const r = await fetch(this.base + path, { method, headers, body, redirect: 'manual' });
     for (const sc of r.headers.getSetCookie()) {
@@ -203,6 +203,20 @@ export class Session {
     if (!m) throw new Error(`no csrf token on ${path}`);
     return m[1];
   }
+}
+
+// The hidden inputs of the form with id `id` in html, their values HTML-unescaped (what a browser
+// submits).
+export function hiddenFields(html, id) {
+  const form = html.slice(html.indexOf(`id="${id}"`));
+  const end = form.indexOf('</form>');
+  const out = {};
+  const unesc = v => v.replace(/&#(\d+);/g, (_, d) => String.fromCodePoint(+d))
+    .replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&lt;/g, '<').replace(/&gt;/g, '>')
+    .replace(/&amp;/g, '&');
+  for (const m of form.slice(0, end).matchAll(/<input type="hidden" name="([^"]+)" value="([^"]*)">/g))
+    out[m[1]] = unesc(m[2]);
+  return out;
 }
 
 // A tiny test runner: each case is reported; the process fails when one does.

@@ -21,9 +21,13 @@ static void bad_as(const char *tenant, const char *method, const char *what, pbu
                    const char *field) {
   char path[96], d[400];
   snprintf(path, sizeof path, "/idem.v1.%s", method);
-  int st = h_raw_call(H.s.addr, path, tenant ? tenant : H.t, req->b, req->n, d, sizeof d);
+  char reason[64];
+  int st = h_raw_call_reason(H.s.addr, path, tenant ? tenant : H.t, req->b, req->n, d, sizeof d,
+                             reason, sizeof reason);
   cr_expect_eq(st, IDEM_INVALID_ARGUMENT, "%s, %s: status %d (%s)", method, what, st, d);
   cr_expect(strstr(d, field), "%s, %s: '%s' does not name %s", method, what, d, field);
+  /* api.md §20: the reason on the wire, beside the code */
+  cr_expect_str_eq(reason, "invalid-argument", "%s, %s: idem-reason", method, what);
   n_tried++;
   pb_free(req);
 }
@@ -137,6 +141,7 @@ static void step_rpcs(void) {
   bad(R, "reason invalid utf-8", resolve(1, "bad \xff byte"), "reason");
   bad(R, "reason overlong utf-8", resolve(1, "slash \xc0\xaf"), "reason");
   bad(R, "reason control character", resolve(1, "bell \x07"), "reason");
+  bad(R, "reason CR line break", resolve(1, "one\r\ntwo"), "line feed");
   char *r1025 = rep('r', 1025);
   bad(R, "reason 1025 bytes", resolve(1, r1025), "reason");
   bad(R, "reason NUL", pb_len(pb_varint(pb_sub(pb_new(), 1, live_key()), 2, 1), 5, "a\0b", 3),

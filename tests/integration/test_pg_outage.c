@@ -36,6 +36,8 @@ Test(pg_outage, unavailable_while_down_then_recovers_without_restart, .timeout =
     if (took > worst) worst = took;
     cr_assert_eq(rc, IDEM_UNAVAILABLE, "call %d with Postgres down: %s (%s)", i,
                  idem_strerror(rc), e.message);
+    cr_assert(!strcmp(e.reason, "store-unavailable") || !strcmp(e.reason, "store-timeout"),
+              "call %d: reason '%s' (%s)", i, e.reason, e.message);
   }
   printf("postgres down: UNAVAILABLE, slowest answer %lld ms (deadline 2000 ms)\n",
          (long long)worst);

@@ -112,6 +112,12 @@ long long h_sql_int(const char *sql, int nparams, const char *const *params) {
 
 int h_raw_call(const char *addr, const char *method, const char *tenant, const void *req,
                size_t req_len, char *details, size_t details_len) {
+  return h_raw_call_reason(addr, method, tenant, req, req_len, details, details_len, NULL, 0);
+}
+
+int h_raw_call_reason(const char *addr, const char *method, const char *tenant, const void *req,
+                      size_t req_len, char *details, size_t details_len, char *reason,
+                      size_t reason_len) {
   grpc_init();
   grpc_channel_credentials *creds = grpc_insecure_credentials_create();
   grpc_channel *ch = grpc_channel_create(addr, creds, NULL);
@@ -163,6 +169,16 @@ int h_raw_call(const char *addr, const char *method, const char *tenant, const v
     if (n >= details_len) n = details_len - 1;
     memcpy(details, GRPC_SLICE_START_PTR(status_details), n);
     details[n] = '\0';
+  }
+  if (reason && reason_len) {
+    reason[0] = '\0';
+    for (size_t i = 0; i < trail_md.count; i++) {
+      if (grpc_slice_str_cmp(trail_md.metadata[i].key, "idem-reason") != 0) continue;
+      size_t n = GRPC_SLICE_LENGTH(trail_md.metadata[i].value);
+      if (n >= reason_len) n = reason_len - 1;
+      memcpy(reason, GRPC_SLICE_START_PTR(trail_md.metadata[i].value), n);
+      reason[n] = '\0';
+    }
   }
   grpc_slice_unref(status_details);
   grpc_slice_unref(md.value);

@@ -64,6 +64,10 @@ void h_db_drop(const char *db);
  * status code; details copied into details (may be NULL). */
 int h_raw_call(const char *addr, const char *method, const char *tenant, const void *req,
                size_t req_len, char *details, size_t details_len);
+/* h_raw_call that also copies the answer's idem-reason trailer into reason ("" when none). */
+int h_raw_call_reason(const char *addr, const char *method, const char *tenant, const void *req,
+                      size_t req_len, char *details, size_t details_len, char *reason,
+                      size_t reason_len);
 
 /* A fingerprint of everything tenant t has stored (steps, sagas, labels, policies, audit):
  * row counts plus a hash of every column. Equal before and after = nothing changed. */

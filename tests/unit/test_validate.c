@@ -311,3 +311,16 @@ Test(text, strict_utf8_without_control_characters) {
   bad(validate_text("actor", "\xf5\x80\x80\x80", 64, &e), &e, "actor");
   bad(validate_text("actor", "cut \xe2\x82", 64, &e), &e, "actor");
 }
+
+/* A reason may span lines (LF), as typed into the console's textarea; nothing else of C0. */
+Test(text, reason_lines_are_lf_only) {
+  err_t e;
+  ok(validate_reason("reason", "line one\nline two\n", 64, &e), &e);
+  bad(validate_text("reason", "line one\nline two", 64, &e), &e, "reason");
+  bad(validate_reason("reason", "line one\r\nline two", 64, &e), &e, "reason");
+  cr_assert(strstr(e.msg, "only control character is the line feed"), "says what: %s", e.msg);
+  bad(validate_reason("reason", "tab\there", 64, &e), &e, "reason");
+  bad(validate_reason("reason", "bell \x07", 64, &e), &e, "reason");
+  bad(validate_reason("reason", "c1 \xc2\x85", 64, &e), &e, "reason");
+  bad(validate_reason("reason", "0123456789\n", 10, &e), &e, "reason");
+}

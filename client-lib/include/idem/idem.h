@@ -63,6 +63,11 @@ typedef struct idem_error {
   char leader[128];       /* UNAVAILABLE from a standby: the leader's host:port, else "" */
   /* DEADLINE_EXCEEDED / UNAVAILABLE after the request was sent: the server may have acted. */
   bool outcome_unknown;
+  /* Why, in the coordinator's word (its idem-reason: "not-leader", "no-leader",
+   * "store-unavailable", "in-progress", "fingerprint-mismatch", "invalid-argument", ...; the
+   * list is in docs/api.md); "" when no coordinator answered (connection refused, deadline) or
+   * the library itself failed. Decide on code and reason, never on the message. */
+  char reason[32];
 } idem_error;
 
 /* --- the contract's enums (values equal idem.v1's) ---------------------------------------- */
@@ -531,7 +536,8 @@ typedef struct idem_run_report {
   bool takeover;   /* it ran as a takeover of an expired lease */
   bool replayed;   /* the stored result was returned instead */
   idem_result result; /* the outcome: the action's (ran) or the stored one (replayed); owned */
-  int begin_retries;  /* BeginStep calls retried after ABORTED/UNAVAILABLE */
+  int begin_retries;  /* BeginStep calls retried after ABORTED/UNAVAILABLE (or DEADLINE_EXCEEDED
+                       * from one of several addresses) */
   /* policies and fail-open */
   bool unguarded; /* ran with nothing recorded: PROCEED_UNGUARDED, or the coordinator was
                      unreachable and the cached policy is fail-open (decision then

@@ -1,0 +1,153 @@
+/* When a fail-open step may run unguarded (docs/api.md, "Error reasons"): only when no
+ * coordinator can decide on any known address. Two real nodes, etcd and Postgres:
+ *   - a hung leader (SIGSTOP) beside a standby: the standby takes over and decides; the step
+ *     never runs unguarded although the first answer was a deadline;
+ *   - a standby names the leader (not-leader) and libidem follows it;
+ *   - etcd gone: every node answers no-leader, so a fail-open step runs unguarded (journalled)
+ *     and a fail-closed one does not run. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "fault.h"
+
+typedef struct act {
+  int calls;
+  bool unguarded;
+} act;
+
+static void action(void *arg, const idem_step_ctx *ctx, idem_step_output *out) {
+  act *a = arg;
+  a->calls++;
+  a->unguarded = ctx->unguarded;
+  out->outcome = IDEM_OUTCOME_SUCCEEDED;
+  out->code = 200;
+}
+
+static int journal_lines(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  int n = 0;
+  for (int ch; (ch = fgetc(f)) != EOF;) n += ch == '\n';
+  fclose(f);
+  return n;
+}
+
+/* A client for every node, with a journal, that knows the policies of mail/send (fail-open)
+ * and payment/charge (fail-closed). */
+static idem_client *journal_client(cluster *cl, const char *tenant, const char *journal) {
+  idem_client *admin = f_client(cl, -1, tenant, 2000);
+  h_set_policy(admin, "mail", "send", IDEM_FAIL_OPEN);
+  h_set_policy(admin, "payment", "*", IDEM_FAIL_CLOSED);
+  idem_close(admin);
+  idem_options o = {.address = cl->all_addrs, .tenant = tenant, .journal_path = journal,
+                    .deadline_ms = 400};
+  idem_client *c = NULL;
+  idem_error e = {0};
+  cr_assert_eq(idem_connect(&o, &c, &e), IDEM_OK, "%s", e.message);
+  cr_assert_eq(idem_policy_prefetch(c, "mail", "send", &e), IDEM_OK, "%s", e.message);
+  cr_assert_eq(idem_policy_prefetch(c, "payment", "charge", &e), IDEM_OK, "%s", e.message);
+  return c;
+}
+
+Test(fault, a_hung_leader_beside_a_standby_never_runs_a_fail_open_step_unguarded, .fini = f_fini,
+     .timeout = 90) {
+  static cluster cl; /* static: f_fini may stop it after a failed assertion */
+  f_cluster_start(&cl, 2);
+  char tenant[64], gid[80], journal[128];
+  h_tenant(tenant);
+  h_unique("/tmp/idem-reasons-journal", journal, sizeof journal);
+  int leader = f_leader(&cl, NULL);
+  cr_assert_geq(leader, 0);
+  idem_client *c = journal_client(&cl, tenant, journal);
+
+  /* the standby names the leader; libidem follows it */
+  idem_client *standby = f_client(&cl, 1 - leader, tenant, 2000);
+  idem_step_key k0 = {"reasons-standby", "mail", "send", IDEM_FORWARD};
+  h_unique("rs", gid, sizeof gid);
+  k0.global_id = gid;
+  idem_begin b = {0};
+  idem_error e = {0};
+  cr_assert_eq(idem_step_begin(standby, &k0, NULL, 0, 0, &b, &e), IDEM_OK, "%s", e.message);
+  cr_assert_eq(b.decision, IDEM_DECISION_PROCEED, "decided by the leader");
+  idem_begin_clear(&b);
+  idem_close(standby);
+
+  f_signal(&cl, leader, SIGSTOP); /* hung: connections open, nothing answered */
+  h_unique("rh", gid, sizeof gid);
+  idem_step_key k = {gid, "mail", "send", IDEM_FORWARD};
+  act a = {0};
+  idem_run_options ro = {.deadline_ms = 20000, .no_wait = true};
+  idem_run_report rep = {0};
+  int64_t t0 = h_now_ms();
+  int rc = idem_step_run(c, &k, NULL, 0, action, &a, &ro, &rep, &e);
+  int64_t took = h_now_ms() - t0;
+  f_signal(&cl, leader, SIGCONT);
+  printf("reasons: a hung leader; the fail-open step %s after %lld ms (%d begin retries)\n",
+         rep.unguarded ? "ran UNGUARDED" : "was decided by the new leader", (long long)took,
+         rep.begin_retries);
+  fflush(stdout);
+  cr_assert_eq(rc, IDEM_OK, "%s (%s)", idem_strerror(rc), e.message);
+  cr_assert_eq(a.calls, 1);
+  cr_assert_not(rep.unguarded, "ran unguarded while the standby could (and did) decide");
+  cr_assert_eq(rep.decision, IDEM_DECISION_PROCEED);
+  cr_assert_eq(journal_lines(journal), 0, "nothing journalled");
+  idem_run_report_clear(&rep);
+  idem_close(c);
+  remove(journal);
+  f_cluster_stop(&cl);
+}
+
+Test(fault, etcd_gone_every_node_says_no_leader_and_fail_open_runs_unguarded, .fini = f_fini,
+     .timeout = 90) {
+  static cluster cl;
+  f_cluster_start(&cl, 2);
+  char tenant[64], gid[80], journal[128];
+  h_tenant(tenant);
+  h_unique("/tmp/idem-reasons-journal", journal, sizeof journal);
+  idem_client *c = journal_client(&cl, tenant, journal);
+
+  etcd_kill(&cl.etcd);
+  int64_t t0 = h_now_ms();
+  for (;;) { /* every node stops leading within the TTL */
+    idem_status st;
+    int leading = 0;
+    for (int i = 0; i < cl.n; i++) leading += f_status(&cl, i, &st) && st.leader;
+    if (!leading) break;
+    cr_assert_lt(h_now_ms() - t0, F_TTL * 1000 + 2000, "a node still leads without etcd");
+    h_sleep_ms(20);
+  }
+  /* on the wire: each node refuses with no-leader (no leader to send the caller to) */
+  for (int i = 0; i < cl.n; i++) {
+    idem_client *one = f_client(&cl, i, tenant, 1000);
+    h_unique("rn", gid, sizeof gid);
+    idem_step_key k = {gid, "payment", "charge", IDEM_FORWARD};
+    idem_begin b = {0};
+    idem_error e = {0};
+    int rc = idem_step_begin(one, &k, NULL, 0, 0, &b, &e);
+    cr_assert_eq(rc, IDEM_UNAVAILABLE, "node %d: %s", i + 1, e.message);
+    cr_assert_str_eq(e.reason, "no-leader", "node %d: %s", i + 1, e.message);
+    idem_close(one);
+  }
+
+  h_unique("ro", gid, sizeof gid);
+  idem_step_key open = {gid, "mail", "send", IDEM_FORWARD};
+  idem_step_key closed = {gid, "payment", "charge", IDEM_FORWARD};
+  idem_run_options ro = {.deadline_ms = 1500};
+  idem_run_report rep = {0};
+  idem_error e = {0};
+  act a = {0}, b = {0};
+  cr_assert_eq(idem_step_run(c, &open, NULL, 0, action, &a, &ro, &rep, &e), IDEM_OK,
+               "fail-open: reason '%s' (%s), leader '%s'", e.reason, e.message, e.leader);
+  cr_assert(a.calls == 1 && a.unguarded && rep.unguarded && rep.journaled);
+  idem_run_report_clear(&rep);
+  int rc = idem_step_run(c, &closed, NULL, 0, action, &b, &ro, &rep, &e);
+  cr_assert_eq(rc, IDEM_UNAVAILABLE, "fail-closed: %s (%s)", idem_strerror(rc), e.message);
+  cr_assert_str_eq(e.reason, "no-leader", "fail-closed: reason '%s' (%s)", e.reason, e.message);
+  cr_assert_eq(b.calls, 0, "a fail-closed action ran without a leader");
+  cr_assert_eq(journal_lines(journal), 1);
+  idem_close(c);
+  remove(journal);
+  f_cluster_stop(&cl);
+}
