@@ -121,8 +121,10 @@ void cguard_notify(void *cls, struct MHD_Connection *conn, void **socket_context
   cconn *c = *socket_context; /* MHD_CONNECTION_NOTIFY_CLOSED */
   if (!c) return;
   pthread_mutex_lock(&g->mu);
-  if (c->prev) c->prev->next = c->next;
-  else g->head = c->next;
+  if (c->prev)
+    c->prev->next = c->next;
+  else
+    g->head = c->next;
   if (c->next) c->next->prev = c->prev;
   pthread_mutex_unlock(&g->mu);
   free(c);
@@ -139,6 +141,10 @@ static void set_since(struct MHD_Connection *conn, int64_t since) {
   pthread_mutex_unlock(&c->g->mu);
 }
 
-void cguard_request_in(struct MHD_Connection *conn) { set_since(conn, 0); }
+void cguard_request_in(struct MHD_Connection *conn) {
+  set_since(conn, 0);
+}
 
-void cguard_reply_done(struct MHD_Connection *conn) { set_since(conn, clock_mono_ms()); }
+void cguard_reply_done(struct MHD_Connection *conn) {
+  set_since(conn, clock_mono_ms());
+}

@@ -1,5 +1,6 @@
 /* console_http.c — the console's HTTP side (console.h): libmicrohttpd threads, the request's
- * session, its form, the routes, the security headers; start and stop. */
+ * session, its form, the routes, the security headers, the bounds on slow clients (with
+ * console_guard.h); start and stop. */
 #include <microhttpd.h>
 #include <arpa/inet.h>
 #include <netdb.h>
