@@ -13,7 +13,9 @@
  * Security: with tokens (--tokens) a session comes from /login: a random id in an HttpOnly,
  * SameSite=Strict cookie (Secure under TLS), 8 h, tenant and role from the token, a CSRF token
  * per session checked on every POST; `service` may read, `admin` may also resolve and edit
- * policies. Without tokens (development) every visitor gets an admin session of the tenant
+ * policies. A token holds at most CONSOLE_SESSIONS_PER_OWNER sessions (its own oldest goes), so
+ * no token can log another out; TLS is 1.2 or newer; a request must arrive whole within 10 s
+ * and one address holds at most 64 connections (docs/security.md "The web console"). Without tokens (development) every visitor gets an admin session of the tenant
  * ?tenant= names (default "default") and every page says so. A token is never stored in a
  * cookie or written to a log.
  */

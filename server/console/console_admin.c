@@ -239,7 +239,7 @@ void post_login(creq *r) {
     log_kv(LOG_WARN, "console login refused", (const char *)NULL);
     return page_login(r, 401, "Login refused.");
   }
-  if (!sessions_create(r->c->sess, tenant, role, false, &s))
+  if (!sessions_create(r->c->sess, tok->value, tok->value_len, tenant, role, false, &s))
     return page_error(r, 500, "cannot create a session");
   log_kv(LOG_INFO, "console login", "tenant", tenant, "role", auth_role_name(role),
          (const char *)NULL);

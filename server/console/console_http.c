@@ -1,5 +1,6 @@
 /* console_http.c — the console's HTTP side (console.h): libmicrohttpd threads, the request's
- * session, its form, the routes, the security headers; start and stop. */
+ * session, its form, the routes, the security headers, the bounds on slow clients (with
+ * console_guard.h); start and stop. */
 #include <microhttpd.h>
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -12,11 +13,19 @@
 #include "../util/clock.h"
 #include "../util/log.h"
 #include "../validate/validate.h"
+#include "console_guard.h"
 #include "console_internal.h"
 
 #define BODY_MAX (256u * 1024) /* a resolve form: a 64 KiB body, percent-encoded */
-#define CONN_MAX 512u
+/* Slow clients (docs/limits.md "Console"): a request must arrive whole within REQUEST_MS of the
+ * connection waiting for it (console_guard.h), one address holds at most CONN_PER_IP
+ * connections, and epoll leaves room for CONN_MAX of them. */
+#define CONN_MAX 4096u
+#define CONN_PER_IP 64u
+#define REQUEST_MS 10000
 #define IDLE_S 30u
+/* TLS 1.2 or newer, like the gRPC port (GnuTLS priority string) */
+static char tls_priorities[] = "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2";
 #define SESSIONS_MAX 4096
 #define COOKIE "idem_session"
 
@@ -129,6 +138,24 @@ static const char *nul_field(const creq *r) {
   return NULL;
 }
 
+/* Whose development-mode session this is: the client's address (an IPv6 one by its /64, what
+ * one host is usually given), so one client's cookie-less requests replace only its own. */
+static size_t client_owner(struct MHD_Connection *conn, unsigned char out[17]) {
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+  out[0] = sa ? (unsigned char)sa->sa_family : 0;
+  if (sa && sa->sa_family == AF_INET) {
+    memcpy(out + 1, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+    return 5;
+  }
+  if (sa && sa->sa_family == AF_INET6) {
+    memcpy(out + 1, &((const struct sockaddr_in6 *)sa)->sin6_addr, 8);
+    return 9;
+  }
+  return 1;
+}
+
 /* The session of the cookie; in development mode a new one when there is none, and ?tenant=
  * switches the session's tenant. */
 static void find_session(creq *r) {
@@ -136,7 +163,10 @@ static void find_session(creq *r) {
   r->has_session = id && sessions_find(r->c->sess, id, &r->s);
   if (r->c->cfg.tokens) return;
   if (!r->has_session) {
-    r->has_session = sessions_create(r->c->sess, "default", AUTH_ROLE_ADMIN, true, &r->s);
+    unsigned char owner[17];
+    size_t on = client_owner(r->conn, owner);
+    r->has_session =
+        sessions_create(r->c->sess, owner, on, "default", AUTH_ROLE_ADMIN, true, &r->s);
     if (r->has_session)
       snprintf(r->set_cookie, sizeof r->set_cookie,
                COOKIE "=%s; HttpOnly; SameSite=Strict; Path=/%s", r->s.id,
@@ -151,16 +181,29 @@ static void find_session(creq *r) {
 }
 
 /* Development mode has no login, so a page must not be readable by a web site that rebinds its
- * DNS name to this address: the Host header must name an IP address or localhost. */
+ * DNS name to this address: the Host header must name an IP address (an IPv6 one in brackets)
+ * or localhost, with an optional :PORT and nothing else. */
 static bool host_ok(const creq *r) {
   const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
   if (!h || !*h) return false;
-  if (h[0] == '[') return strchr(h, ']') != NULL; /* an IPv6 literal */
   char host[256];
-  size_t n = strcspn(h, ":");
-  if (n >= sizeof host) return false;
-  snprintf(host, sizeof host, "%.*s", (int)n, h);
+  const char *rest;
+  if (h[0] == '[') {
+    const char *close = strchr(h, ']');
+    if (!close || (size_t)(close - h - 1) >= sizeof host) return false;
+    snprintf(host, sizeof host, "%.*s", (int)(close - h - 1), h + 1);
+    rest = close + 1;
+  } else {
+    size_t n = strcspn(h, ":");
+    if (n >= sizeof host) return false;
+    snprintf(host, sizeof host, "%.*s", (int)n, h);
+    rest = h + n;
+  }
+  if (*rest && (rest[0] != ':' || strspn(rest + 1, "0123456789") != strlen(rest + 1)))
+    return false;
   struct in_addr a4;
+  struct in6_addr a6;
+  if (h[0] == '[') return inet_pton(AF_INET6, host, &a6) == 1;
   return strcmp(host, "localhost") == 0 || inet_pton(AF_INET, host, &a4) == 1;
 }
 
@@ -264,6 +307,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     *upload_data_size = 0;
     return MHD_YES;
   }
+  cguard_request_in(conn);
   int64_t t0 = clock_mono_us();
   creq r = {.c = c, .conn = conn, .method = method, .path = url, .now_ms = clock_wall_ms()};
   r.deadline = clock_mono_ms() + c->cfg.coord->store_timeout_ms;
@@ -307,7 +351,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 
 static void completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                       enum MHD_RequestTerminationCode why) {
-  (void)cls, (void)conn, (void)why;
+  (void)cls, (void)why;
+  cguard_reply_done(conn);
   upload *up = *req_cls;
   if (!up) return;
   cb_free(&up->body);
@@ -368,8 +413,9 @@ console *console_start(const console_config *cfg, int *bound_port, err_t *err) {
     c->pool = cpool_new(threads, cfg->open_store, cfg->open_store_arg);
     c->cert = tls ? strdup(cfg->tls_cert_pem) : NULL;
     c->key = tls ? strdup(cfg->tls_key_pem) : NULL;
+    c->guard = cguard_start(REQUEST_MS);
   }
-  if (!c || !c->sess || !c->pool || (tls && (!c->cert || !c->key))) {
+  if (!c || !c->sess || !c->pool || !c->guard || (tls && (!c->cert || !c->key))) {
     freeaddrinfo(ai);
     console_stop(c);
     err_oom(err);
@@ -381,13 +427,16 @@ console *console_start(const console_config *cfg, int *bound_port, err_t *err) {
   struct MHD_OptionItem tls_opts[] = {
       {tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, c->cert},
       {MHD_OPTION_HTTPS_MEM_KEY, 0, c->key},
+      {MHD_OPTION_HTTPS_PRIORITIES, 0, tls_priorities},
       {MHD_OPTION_END, 0, NULL},
   };
   c->d =
       MHD_start_daemon(flags, 0, NULL, NULL, handle, c, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads, MHD_OPTION_CONNECTION_LIMIT,
-                       CONN_MAX, MHD_OPTION_CONNECTION_TIMEOUT, IDLE_S, MHD_OPTION_NOTIFY_COMPLETED,
-                       completed, c, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
+                       CONN_MAX, MHD_OPTION_PER_IP_CONNECTION_LIMIT, CONN_PER_IP,
+                       MHD_OPTION_CONNECTION_TIMEOUT, IDLE_S, MHD_OPTION_NOTIFY_COMPLETED,
+                       completed, c, MHD_OPTION_NOTIFY_CONNECTION, cguard_notify, c->guard,
+                       MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
   freeaddrinfo(ai);
   if (!c->d) {
     console_stop(c);
@@ -403,6 +452,7 @@ console *console_start(const console_config *cfg, int *bound_port, err_t *err) {
 void console_stop(console *c) {
   if (!c) return;
   if (c->d) MHD_stop_daemon(c->d);
+  cguard_stop(c->guard);
   cpool_free(c->pool);
   sessions_free(c->sess);
   free(c->cert);

@@ -43,8 +43,11 @@ bool console_utf8_ok(const uint8_t *s, size_t n);
 
 /* --- sessions --- */
 #define CONSOLE_ID_HEX 64 /* 32 random bytes */
+#define CONSOLE_OWNER_LEN 32 /* HMAC-SHA-256 of the token (or client address), keyed per table */
+#define CONSOLE_SESSIONS_PER_OWNER 32
 typedef struct csession {
   char id[CONSOLE_ID_HEX + 1];
+  unsigned char owner[CONSOLE_OWNER_LEN]; /* whose session: one token, or one address */
   char csrf[CONSOLE_ID_HEX + 1];
   char tenant[REC_GLOBAL_ID_MAX + 1];
   auth_role role;
@@ -54,8 +57,12 @@ typedef struct csession {
 typedef struct sessions sessions;
 sessions *sessions_new(size_t max);
 void sessions_free(sessions *s);
-/* A new session (the oldest dropped when the table is full). False: no randomness or memory. */
-bool sessions_create(sessions *s, const char *tenant, auth_role role, bool dev, csession *out);
+/* A new session of owner (the token's bytes, or the client's address in development mode;
+ * only a keyed digest is kept). An owner holds at most CONSOLE_SESSIONS_PER_OWNER: its own
+ * oldest goes first; when the whole table is full, the oldest of the owner holding the most.
+ * So one token (or address) cannot end another's sessions. False: no randomness. */
+bool sessions_create(sessions *s, const void *owner, size_t owner_len, const char *tenant,
+                     auth_role role, bool dev, csession *out);
 /* The live session whose id is id (compared in constant time); false when none. */
 bool sessions_find(sessions *s, const char *id, csession *out);
 void sessions_set_tenant(sessions *s, const char *id, const char *tenant);
@@ -81,6 +88,7 @@ struct console {
   sessions *sess;
   cpool *pool;
   struct MHD_Daemon *d;
+  struct cguard *guard; /* the whole-request deadline (console_guard.h) */
 };
 
 typedef struct cfield {

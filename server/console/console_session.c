@@ -1,9 +1,15 @@
 /* console_session.c — the server-side session table and the store pool (console_internal.h).
- * A session id and a CSRF token are 32 bytes from getrandom(2), in hex; the table holds at most
- * `max` sessions (the oldest goes first) and each lives CONSOLE_SESSION_TTL_MS. */
+ * A session id and a CSRF token are 32 bytes from getrandom(2), in hex; each lives
+ * CONSOLE_SESSION_TTL_MS. The table holds at most `max` sessions and each owner (a token, or a
+ * client address in development mode) at most CONSOLE_SESSIONS_PER_OWNER: an owner's new
+ * session replaces its own oldest, so logging in again and again ends nobody else's. */
 #include <errno.h>
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -15,6 +21,7 @@ struct sessions {
   pthread_mutex_t mu;
   csession *rows; /* id[0] == '\0': free */
   size_t max;
+  unsigned char key[32]; /* the owner digests' HMAC key: random, never leaves the process */
 };
 
 bool console_random_hex(char *out, size_t nbytes) {
@@ -52,6 +59,14 @@ sessions *sessions_new(size_t max) {
     return NULL;
   }
   s->max = max;
+  char hex[2 * sizeof s->key + 1];
+  if (!console_random_hex(hex, sizeof s->key)) {
+    free(s->rows);
+    free(s);
+    return NULL;
+  }
+  memcpy(s->key, hex, sizeof s->key); /* 32 of the 64 hex characters: 128 random bits */
+  OPENSSL_cleanse(hex, sizeof hex);
   pthread_mutex_init(&s->mu, NULL);
   return s;
 }
@@ -59,30 +74,75 @@ sessions *sessions_new(size_t max) {
 void sessions_free(sessions *s) {
   if (!s) return;
   OPENSSL_cleanse(s->rows, s->max * sizeof *s->rows);
+  OPENSSL_cleanse(s->key, sizeof s->key);
   free(s->rows);
   pthread_mutex_destroy(&s->mu);
   free(s);
 }
 
-bool sessions_create(sessions *s, const char *tenant, auth_role role, bool dev, csession *out) {
+typedef struct owner_row {
+  const unsigned char *owner;
+  int64_t expires;
+  size_t i;
+} owner_row;
+
+static int by_owner(const void *a, const void *b) {
+  const owner_row *x = a, *y = b;
+  int c = memcmp(x->owner, y->owner, CONSOLE_OWNER_LEN);
+  return c ? c : (x->expires > y->expires) - (x->expires < y->expires);
+}
+
+/* The table is full of live sessions: the oldest row of the owner holding the most (ties: the
+ * older row). SIZE_MAX when out of memory. */
+static size_t evict_from_largest(sessions *s) {
+  owner_row *v = malloc(s->max * sizeof *v);
+  if (!v) return SIZE_MAX;
+  for (size_t i = 0; i < s->max; i++) v[i] = (owner_row){s->rows[i].owner, s->rows[i].expires_mono, i};
+  qsort(v, s->max, sizeof *v, by_owner);
+  size_t best = SIZE_MAX, best_n = 0;
+  for (size_t i = 0, j; i < s->max; i = j) {
+    for (j = i + 1; j < s->max && memcmp(v[j].owner, v[i].owner, CONSOLE_OWNER_LEN) == 0; j++) {}
+    /* v[i] is this owner's oldest row */
+    if (j - i > best_n || (j - i == best_n && v[i].expires < s->rows[best].expires_mono)) {
+      best_n = j - i;
+      best = v[i].i;
+    }
+  }
+  free(v);
+  return best;
+}
+
+bool sessions_create(sessions *s, const void *owner, size_t owner_len, const char *tenant,
+                     auth_role role, bool dev, csession *out) {
   csession n = {.role = role, .dev = dev};
+  unsigned int olen = 0;
   if (!console_random_hex(n.id, CONSOLE_ID_HEX / 2) ||
-      !console_random_hex(n.csrf, CONSOLE_ID_HEX / 2))
+      !console_random_hex(n.csrf, CONSOLE_ID_HEX / 2) ||
+      !HMAC(EVP_sha256(), s->key, (int)sizeof s->key, owner, owner_len, n.owner, &olen) ||
+      olen != CONSOLE_OWNER_LEN)
     return false;
   snprintf(n.tenant, sizeof n.tenant, "%s", tenant);
   int64_t now = clock_mono_ms();
   n.expires_mono = now + CONSOLE_SESSION_TTL_MS;
   pthread_mutex_lock(&s->mu);
-  size_t pick = 0;
-  for (size_t i = 0; i < s->max; i++) { /* a free or expired row, else the oldest */
-    if (!s->rows[i].id[0] || s->rows[i].expires_mono <= now) {
-      pick = i;
-      break;
+  size_t free_row = SIZE_MAX, mine_oldest = SIZE_MAX, mine = 0;
+  for (size_t i = 0; i < s->max; i++) {
+    csession *r = &s->rows[i];
+    if (!r->id[0] || r->expires_mono <= now) {
+      if (free_row == SIZE_MAX) free_row = i;
+      continue;
     }
-    if (s->rows[i].expires_mono < s->rows[pick].expires_mono) pick = i;
+    if (memcmp(r->owner, n.owner, CONSOLE_OWNER_LEN) != 0) continue;
+    mine++;
+    if (mine_oldest == SIZE_MAX || r->expires_mono < s->rows[mine_oldest].expires_mono)
+      mine_oldest = i;
   }
-  s->rows[pick] = n;
+  size_t pick = mine >= CONSOLE_SESSIONS_PER_OWNER ? mine_oldest
+                : free_row != SIZE_MAX             ? free_row
+                                                   : evict_from_largest(s);
+  if (pick != SIZE_MAX) s->rows[pick] = n;
   pthread_mutex_unlock(&s->mu);
+  if (pick == SIZE_MAX) return false;
   *out = n;
   return true;
 }

@@ -1,5 +1,7 @@
 /* metrics_http.c — GET /metrics over HTTP/1.1 with libmicrohttpd (Debian's libmicrohttpd-dev),
- * one internal polling thread. Anything else is 404 (other paths) or 405 (other methods). */
+ * one internal polling thread. Anything else is 404 (other paths) or 405 (other methods). One
+ * answer per connection (Connection: close): a client pipelining requests without reading
+ * costs one rendering, not as many as the socket buffers hold (docs/limits.md). */
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdio.h>
@@ -30,6 +32,7 @@ static enum MHD_Result reply(struct MHD_Connection *conn, unsigned int status, c
   }
   MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
                           status == MHD_HTTP_OK ? CONTENT_TYPE : "text/plain; charset=utf-8");
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
   enum MHD_Result ret = MHD_queue_response(conn, status, r);
   MHD_destroy_response(r);
   return ret;
