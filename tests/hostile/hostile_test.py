@@ -278,8 +278,8 @@ def check_no_readers(srv, pb, tenant):
 
 # --- 4. the metrics port under idle and trickling connections ------------------------------
 
-def scrape(port):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=3) as r:
+def scrape(port, timeout=3):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=timeout) as r:
         return r.status, r.read()
 
 
@@ -331,9 +331,11 @@ def check_metrics_pipelined(srv):
                     break
             socks.append(s)
         times = []
-        for _ in range(8):
+        for i in range(8):
             t = time.monotonic()
-            status, body = scrape(srv.metrics_port)
+            # the first waits behind 500 renderings: on a loaded machine (CI, ASan) that can
+            # take seconds; the later scrapes are the check
+            status, body = scrape(srv.metrics_port, timeout=20 if i == 0 else 3)
             times.append((time.monotonic() - t) * 1000)
             expect(status == 200 and b"idem_" in body, f"scrape: {status}")
             time.sleep(0.1)
@@ -341,7 +343,7 @@ def check_metrics_pipelined(srv):
               + ", ".join(f"{ms:.0f}" for ms in times) + " ms")
         # the first scrape waits behind one rendering per connection (500, as for any 500
         # requests); after that nothing is left queued (before the bound: 1.7 s, then 200-300 ms)
-        expect(times[0] < 3000, f"the first scrape took {times[0]:.0f} ms (> 3 s)")
+        expect(times[0] < 15000, f"the first scrape took {times[0]:.0f} ms (> 15 s)")
         expect(max(times[1:]) < 100, f"a later scrape took {max(times[1:]):.0f} ms (> 100 ms)")
     finally:
         for s in socks:

@@ -177,7 +177,9 @@ Test(validation, refused_before_the_store) {
                          .reason = ""};
   cr_assert_eq(coord_resolve_step(&ctx, NULL, "acme", &ri, 0, &out, &e), ERR_INVALID);
   cr_assert(strstr(e.msg, "reason"), "%s", e.msg);
-  ri.reason = "line\nbreak";
+  ri.reason = "line\r\nbreak"; /* LF alone may break lines; a CR is refused */
+  cr_assert_eq(coord_resolve_step(&ctx, NULL, "acme", &ri, 0, &out, &e), ERR_INVALID);
+  ri.reason = "tab\there";
   cr_assert_eq(coord_resolve_step(&ctx, NULL, "acme", &ri, 0, &out, &e), ERR_INVALID);
   ri.reason = "ok";
   ri.outcome = OUTCOME_UNKNOWN;
