@@ -1,4 +1,4 @@
-/* bench_ops.c — idem-bench's workloads (api.md §11), the pacing of --rate, and the replay
+/* bench_ops.c — idem-bench's workloads (docs/api.md §11), the pacing of --rate, and the replay
  * set-up. Keys: run id (time + random, unique per run) + workload + caller + sequence, so
  * every run's keys are fresh. */
 #include <errno.h>

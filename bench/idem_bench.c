@@ -1,4 +1,4 @@
-/* idem-bench — a load generator for idem-coordinator (api.md §11).
+/* idem-bench — a load generator for idem-coordinator (docs/api.md §11).
  *
  *   idem-bench --addr HOST:PORT [--tenant T] --workload pairs|replay|storm|saga|dups
  *              [--concurrency 64] [--channels 4] [--duration 10 | --count N] [--keys N]
@@ -26,7 +26,7 @@
  * is measured from each operation's actual start.
  * Prints operations, seconds, throughput, latency p50/p90/p99/max (ms), the BeginStep RPC's own
  * latency, and errors by gRPC code. --json prints one object with workload, ops, seconds,
- * throughput, p50_ms, p90_ms, p99_ms, max_ms, errors (api.md §11) and, in addition,
+ * throughput, p50_ms, p90_ms, p99_ms, max_ms, errors (docs/api.md §11) and, in addition,
  * concurrency, rate, begins, begin_p50_ms, begin_p90_ms, begin_p99_ms, begin_max_ms, and calls
  * (storm and dups: BeginStep and CompleteStep RPCs made) and wait_ms.
  * Exit status: 0, or 1 when any operation failed, 2 on bad usage, 3 when it cannot start.

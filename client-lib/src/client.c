@@ -35,7 +35,7 @@ struct idem_client {
     char *addr;
     grpc_channel *channel;
     void *registered[IDEM__M_COUNT];
-    /* the last call here (api.md §20): when (monotonic ms, 0 = never) and what it heard */
+    /* the last call here (docs/api.md §20): when (monotonic ms, 0 = never) and what it heard */
     int64_t heard_ms;
     idem__heard heard;
     int sent_to; /* heard IDEM__HEARD_SENT: the endpoint of the leader it named, -1 unknown */
@@ -355,7 +355,7 @@ static int unpack_reply(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *
   return IDEM_OK;
 }
 
-/* What a call to an endpoint heard, for the fail-open rule (api.md §20). */
+/* What a call to an endpoint heard, for the fail-open rule (docs/api.md §20). */
 static idem__heard heard_of(int rc, const idem_error *err) {
   if (rc == IDEM_OK) return IDEM__HEARD_DECIDER;
   if (rc == IDEM_DEADLINE_EXCEEDED) return IDEM__HEARD_NOTHING; /* no answer in time */

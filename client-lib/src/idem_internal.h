@@ -128,7 +128,7 @@ void idem__policy_refresh(idem_client *c, const char *service, const char *opera
 /* The cached failure mode (IDEM_FAIL_CLOSED / IDEM_FAIL_OPEN), 0 when never fetched. */
 int idem__policy_cached_mode(idem_client *c, const char *service, const char *operation);
 
-/* What the last call to a coordinator heard (api.md §20): nothing (deadline exceeded,
+/* What the last call to a coordinator heard (docs/api.md §20): nothing (deadline exceeded,
  * connection refused), a coordinator that cannot decide now (store-unavailable, store-timeout,
  * no-leader), a standby that named the leader (not-leader: as good as what that node said), or
  * one that answered otherwise (an answer, shutting-down, ...: it or another node decides). */
@@ -140,7 +140,7 @@ typedef enum idem__heard {
 } idem__heard;
 
 /* Whether every known coordinator address was called since since_ms (monotonic) and none of
- * them could decide (api.md §20): the one case in which a fail-open operation runs unguarded.
+ * them could decide (docs/api.md §20): the one case in which a fail-open operation runs unguarded.
  * Thread-safe. */
 bool idem__none_could_decide(idem_client *c, int64_t since_ms);
 

@@ -53,7 +53,7 @@ static int begin_with_retries(idem_client *c, const idem_step_key *key, const ui
     uint32_t wait_ms = conf->wait ? (uint32_t)min64(left, WAIT_MS_MAX) : 0;
     int64_t timeout = min64(conf->call_ms + wait_ms, left);
     int rc = idem__step_begin(c, key, fp, fp_len, conf->lease_ms, wait_ms, timeout, b, err);
-    /* no answer in time from one of several coordinators: another may decide (api.md §20) */
+    /* no answer in time from one of several coordinators: another may decide (docs/api.md §20) */
     bool elsewhere = rc == IDEM_DEADLINE_EXCEEDED && idem__client_endpoints(c) > 1;
     if (rc != IDEM_ABORTED && rc != IDEM_UNAVAILABLE && !elsewhere) return rc;
     if (!wait_before_retry(conf, n, rc == IDEM_ABORTED ? err->retry_after_ms : 0)) return rc;
@@ -141,7 +141,7 @@ static int step_run(idem_client *c, const idem_step_key *key, const uint8_t *fp,
   if (rc != IDEM_OK) {
     /* no coordinator can decide (every known address called during this run: none answered,
      * or each said its store or its election is down): a fail-open operation with a journal
-     * runs anyway (api.md §20) */
+     * runs anyway (docs/api.md §20) */
     if (!idem__unreachable(c, err, began_ms) || !idem__client_journal(c) ||
         idem__policy_cached_mode(c, svc, op) != IDEM_FAIL_OPEN)
       return rc;

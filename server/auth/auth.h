@@ -1,4 +1,4 @@
-/* auth.h — who is calling (api.md §9): bearer tokens, client-certificate identities, roles.
+/* auth.h — who is calling (docs/api.md §9): bearer tokens, client-certificate identities, roles.
  *
  * Plain C over OpenSSL's libcrypto: no gRPC, no libpq. rpc/ extracts the raw inputs of a call
  * (the authorization metadata, the verified certificate's names, the idem-tenant metadata) and
@@ -12,7 +12,7 @@
  *     TOKEN TENANT ROLE          # a comment
  * separated by spaces or tabs; `#` starts a comment (so a token cannot contain `#`); blank
  * lines are fine. TOKEN: 16 to 256 printable ASCII characters without spaces; TENANT: the
- * tenant rule of api.md §1; ROLE: `service` or `admin`. A token may appear once.
+ * tenant rule of docs/api.md §1; ROLE: `service` or `admin`. A token may appear once.
  */
 #ifndef IDEM_AUTH_H
 #define IDEM_AUTH_H

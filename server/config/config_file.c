@@ -95,7 +95,7 @@ static int on_policy_key(load_state *st, const char *section, const char *name,
       return fail(st, "[%s] retention: expected whole seconds from 1s to 90d, got %s", section,
                   value);
     p->retention_s = (uint32_t)(ms / 1000);
-  } else if (strcmp(name, "key-retention") == 0) { /* api.md §12; checked against retention later */
+  } else if (strcmp(name, "key-retention") == 0) { /* docs/api.md §12; checked against retention later */
     if (config_parse_duration_ms(value, (int64_t)POLICY_KEY_RETENTION_MAX_S * 1000, &ms) != 0 ||
         ms % 1000 != 0)
       return fail(st, "[%s] key_retention: expected 0 or whole seconds up to 400d, got %s",

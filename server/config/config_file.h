@@ -10,7 +10,7 @@
  *   [policy "payment charge"]
  *   failure_mode = fail-closed        ; or fail-open
  *   retention = 7d                    ; ms, s, m, h, d (a bare number is seconds)
- *   key_retention = 365d              ; optional (api.md §12): keys kept longer than bodies
+ *   key_retention = 365d              ; optional (docs/api.md §12): keys kept longer than bodies
  *   lease = 30s
  *   tenant = shop                     ; optional: default "*" = every tenant
  *

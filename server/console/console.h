@@ -1,4 +1,4 @@
-/* console.h — the web console for incident response (api.md §13): server-rendered HTML over
+/* console.h — the web console for incident response (docs/api.md §13): server-rendered HTML over
  * HTTP/1.1 (libmicrohttpd, TLS with the server's certificate when it has one), on its own
  * threads, reading and writing through the same coord/ functions as the Admin API.
  *

@@ -32,7 +32,7 @@ void cb_time(cbuf *b, int64_t ms, int64_t now_ms);
 /* A step result's body: escaped text in <pre> when it is UTF-8 without control bytes (tab and
  * newlines allowed), else a hex dump; at most max bytes shown (0 = all), the rest counted. */
 void cb_body(cbuf *b, const uint8_t *body, size_t len, size_t max);
-/* A stored step's body: cb_body, or a note when its result expired (api.md §12: the body was
+/* A stored step's body: cb_body, or a note when its result expired (docs/api.md §12: the body was
  * dropped after the policy's retention_s while the key is kept). */
 void cb_rec_body(cbuf *b, const step_rec *rec, size_t max);
 void cb_free(cbuf *b);

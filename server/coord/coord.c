@@ -378,7 +378,7 @@ err_code coord_begin_saga(const coord_ctx *ctx, store *st, const char *tenant,
       .saga_type = saga_type,
       .labels = n_labels ? labels : NULL,
       .n_labels = n_labels,
-      .retention_s = policy_key_retention(&pol), /* a request id is a key (api.md §12) */
+      .retention_s = policy_key_retention(&pol), /* a request id is a key (docs/api.md §12) */
   };
   rc = store_begin_saga(st, &in, coord__store_deadline(ctx, deadline), out, err);
   if (rc != ERR_OK) memset(out, 0, sizeof *out);

@@ -59,7 +59,7 @@ typedef struct coord_begin_result {
   bool takeover;
   int64_t expires_ms;        /* when the key is forgotten */
   int64_t result_expires_ms; /* REPLAY: when the body is (was) dropped */
-  bool result_expired;       /* REPLAY past the result's retention: no body (api.md §12) */
+  bool result_expired;       /* REPLAY past the result's retention: no body (docs/api.md §12) */
   bool has_result;           /* REPLAY */
   step_outcome outcome;
   int32_t code;
@@ -105,7 +105,7 @@ void coord_complete_step_async(const coord_ctx *ctx, store *st, const char *tena
                                const uint8_t *body, size_t body_len, int64_t deadline,
                                coord_complete_done_fn done, void *arg);
 
-/* BeginStep with waiting (api.md §12): as coord_begin_step_async, but where the answer would be
+/* BeginStep with waiting (docs/api.md §12): as coord_begin_step_async, but where the answer would be
  * ERR_ABORTED for a step (or a compensation's forward) in progress, the call waits in
  * ctx->waiters (coord_wait.h) for up to wait_ms (0 to REC_WAIT_MS_MAX, else ERR_INVALID naming
  * wait_ms), and at most until shortly before deadline, holding no thread and no store

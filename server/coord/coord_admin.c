@@ -25,7 +25,7 @@ static uint32_t page_size(uint32_t n) {
   return n > LIST_PAGE_MAX ? LIST_PAGE_MAX : n;
 }
 
-/* --- byte-bounded pages (api.md §16) --- */
+/* --- byte-bounded pages (docs/api.md §16) --- */
 
 /* Keeps the first records whose sizes fit in the page (at least one) and clears the rest; true
  * when any was cut. */

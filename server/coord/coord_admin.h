@@ -1,4 +1,4 @@
-/* coord_admin.h — incident response (api.md §2 Admin): ListSteps, ResolveStep, ListAudit, as
+/* coord_admin.h — incident response (docs/api.md §2 Admin): ListSteps, ResolveStep, ListAudit, as
  * plain C (no gRPC, no libpq). Same conventions as coord.h: inputs borrowed, outputs owned and
  * freed with the named clear function, left empty on error; validation before any store
  * access; the tenant comes from the caller's metadata.
@@ -22,7 +22,7 @@
 
 #define COORD_TOKEN_MAX 600 /* a page token, NUL included */
 
-/* Replies fit any client's 4 MiB receive limit (api.md §16): a page of ListSteps or GetSaga
+/* Replies fit any client's 4 MiB receive limit (docs/api.md §16): a page of ListSteps or GetSaga
  * ends before the record that would take it past COORD_PAGE_BYTES, as the caller's size
  * function measures a record in its reply (the encoded size). Always at least one record. */
 #define COORD_PAGE_BYTES (3u << 20)
@@ -85,7 +85,7 @@ err_code coord_resolve_step(const coord_ctx *ctx, store *st, const char *tenant,
                             const coord_resolve_in *in, int64_t deadline, step_rec *out,
                             err_t *err);
 
-/* ResolveStepsRequest as decoded (api.md §12). */
+/* ResolveStepsRequest as decoded (docs/api.md §12). */
 typedef struct coord_bulk_in {
   coord_list_in filter; /* page_size, page_token and rec_size are not read; must select
                            IN_PROGRESS or UNKNOWN steps (state, or lease_expired_only) */

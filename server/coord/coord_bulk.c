@@ -1,4 +1,4 @@
-/* coord_bulk.c — Admin.ResolveSteps (api.md §12): resolve every step a ListSteps filter selects,
+/* coord_bulk.c — Admin.ResolveSteps (docs/api.md §12): resolve every step a ListSteps filter selects,
  * each under its pair lock by the ResolveStep rule, with one audit row each carrying the batch
  * id; repeat-safe by request id.
  *

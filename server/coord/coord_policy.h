@@ -1,4 +1,4 @@
-/* coord_policy.h — Admin.SetPolicy / DeletePolicy / ListPolicies as plain C (api.md §6), and
+/* coord_policy.h — Admin.SetPolicy / DeletePolicy / ListPolicies as plain C (docs/api.md §6), and
  * the validation every policy goes through (the Admin calls and the config file's seeds).
  *
  * Policies are per tenant: the calls act on the caller's tenant only (tenant from

@@ -1,4 +1,4 @@
-/* coord_wait.h — BeginStep calls parked on a step in progress (api.md §12, wait_ms).
+/* coord_wait.h — BeginStep calls parked on a step in progress (docs/api.md §12, wait_ms).
  *
  * Where BeginStep would answer ABORTED because the step (or a compensation's forward) is
  * IN_PROGRESS under a running lease, a call with wait_ms > 0 is parked here instead of being

@@ -1,11 +1,11 @@
-/* decide.c — the decision table of api.md §3 and the rules of §4 (see decide.h).
+/* decide.c — the decision table of docs/api.md §3 and the rules of §4 (see decide.h).
  *
  * Pure functions: no I/O, no clock, no allocation. "now" is always cur->now_ms (the database
  * clock). A record whose retention has passed (expires_ms != 0 && expires_ms <= now) counts as
  * absent; one whose result retention has passed (step_rec_result_expired) is replayed without
- * its body (api.md §12). Bodies of written records borrow from the inputs (*cur or the request).
+ * its body (docs/api.md §12). Bodies of written records borrow from the inputs (*cur or the request).
  *
- * Choices where api.md is silent (documented in the README):
+ * Choices where docs/api.md is silent (documented in the README):
  *  - A RELEASED forward record is treated like no forward record by a compensation: nothing
  *    ran to undo, so the forward is tombstoned and the compensation is null.
  *  - A takeover or a fresh attempt after RELEASED adopts the caller's fingerprint when the
@@ -27,7 +27,7 @@ static bool live(const step_rec *r, int64_t now) {
 }
 
 /* A record finished (or tombstoned) at now is kept: its body for ret.result_s, the rest of it
- * for ret.key_s (api.md §12; never less than result_s). */
+ * for ret.key_s (docs/api.md §12; never less than result_s). */
 static void retain(step_rec *r, int64_t now, step_retention ret) {
   uint32_t key_s = ret.key_s > ret.result_s ? ret.key_s : ret.result_s;
   r->result_expires_ms = now + (int64_t)ret.result_s * 1000;
@@ -46,7 +46,7 @@ static bool is_finished(step_state s) {
   return s == STATE_SUCCEEDED || s == STATE_FAILED || s == STATE_UNKNOWN;
 }
 
-/* A compensation record that no caller executed (api.md §3: attempt 0). */
+/* A compensation record that no caller executed (docs/api.md §3: attempt 0). */
 static bool is_null_compensation(const step_rec *r) {
   return r->attempt == 0 && r->state == STATE_SUCCEEDED;
 }
@@ -171,7 +171,7 @@ static err_code existing_row(const decide_begin_in *in, const step_rec *r, int64
   }
 }
 
-/* The FORWARD table of api.md §3. */
+/* The FORWARD table of docs/api.md §3. */
 static err_code begin_forward(const decide_begin_in *in, const step_pair *cur,
                               decide_begin_out *out, step_writes *w, err_t *err) {
   int64_t now = cur->now_ms;
@@ -186,7 +186,7 @@ static err_code begin_forward(const decide_begin_in *in, const step_pair *cur,
   return existing_row(in, &cur->fwd, now, out, w, err);
 }
 
-/* The compensation record decides (api.md §3, last two rows of the COMPENSATION table). */
+/* The compensation record decides (docs/api.md §3, last two rows of the COMPENSATION table). */
 static err_code comp_decides(const decide_begin_in *in, const step_pair *cur, decide_begin_out *out,
                              step_writes *w, err_t *err) {
   int64_t now = cur->now_ms;
@@ -237,7 +237,7 @@ static void abandon_forward(const decide_begin_in *in, const step_rec *f, int64_
   retain(r, now, in->retention);
 }
 
-/* The COMPENSATION table of api.md §3. */
+/* The COMPENSATION table of docs/api.md §3. */
 static err_code begin_compensation(const decide_begin_in *in, const step_pair *cur,
                                    decide_begin_out *out, step_writes *w, err_t *err) {
   int64_t now = cur->now_ms;

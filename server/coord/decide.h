@@ -1,4 +1,4 @@
-/* decide.h — the decision table of api.md §3 and the rules of §4, as pure functions.
+/* decide.h — the decision table of docs/api.md §3 and the rules of §4, as pure functions.
  *
  * No I/O, no clock, no allocation: each function looks at what the store holds for a step
  * pair (read under the pair's lock, see store_step_fn) and the database clock, and says what
@@ -7,7 +7,7 @@
  *
  * Records whose retention has passed (expires_ms != 0 && expires_ms <= now) are treated as
  * absent: the key is new again. Between a record's result retention and its key retention
- * (api.md §12) it answers as before, but a REPLAY carries outcome and code without the body
+ * (docs/api.md §12) it answers as before, but a REPLAY carries outcome and code without the body
  * (result_expired).
  *
  * Bodies in the written records and in decide_begin_out borrow from the inputs (the request
@@ -64,7 +64,7 @@ typedef struct decide_complete_in {
   step_retention retention; /* the policy's */
 } decide_complete_in;
 
-/* CompleteStep (api.md §4). On ERR_OK *after points at the record as it stands after the call
+/* CompleteStep (docs/api.md §4). On ERR_OK *after points at the record as it stands after the call
  * (in w, or in cur for a harmless repeat). Errors: ERR_NOT_FOUND (no record), ERR_ABORTED
  * (lease lost: newer attempt, abandoned, released), ERR_PRECONDITION (attempt never issued, or
  * finished differently). */

@@ -1,4 +1,4 @@
-/* policy.h — per-(service, operation) policy: failure mode, retention, lease (api.md §6).
+/* policy.h — per-(service, operation) policy: failure mode, retention, lease (docs/api.md §6).
  *
  * Policies are per tenant: every record and query is scoped by tenant, and so are the rows of
  * idem_policies. The tenant "*" (never a valid tenant name) holds the server-wide rows seeded
@@ -22,7 +22,7 @@
 #define POLICY_RETENTION_MIN_S 1u
 #define POLICY_RETENTION_MAX_S (90u * 86400u) /* 90 days */
 #define POLICY_LEASE_MAX_MS REC_LEASE_MS_MAX  /* 1 h */
-#define POLICY_KEY_RETENTION_MAX_S (400u * 86400u) /* 400 days (api.md §12) */
+#define POLICY_KEY_RETENTION_MAX_S (400u * 86400u) /* 400 days (docs/api.md §12) */
 #define POLICY_ANY "*"                        /* wildcard service/operation, all-tenants row */
 
 typedef struct policy {
@@ -30,7 +30,7 @@ typedef struct policy {
   char operation[REC_NAME_MAX + 1]; /* "*" matches any */
   failure_mode mode;
   uint32_t retention_s;     /* how long a finished step's result (its body) is kept */
-  uint32_t key_retention_s; /* how long its key is kept (api.md §12): 0 = retention_s, else
+  uint32_t key_retention_s; /* how long its key is kept (docs/api.md §12): 0 = retention_s, else
                              * retention_s .. POLICY_KEY_RETENTION_MAX_S */
   uint32_t lease_ms;
   int64_t updated_ms; /* 0 for the built-in default */

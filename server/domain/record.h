@@ -1,6 +1,6 @@
 /* record.h — the data model shared by coord/ (the rules) and store/ (persistence).
  *
- * Plain C, no gRPC, no libpq. Enum values equal the idem.v1 proto numbers (api.md §2), so the
+ * Plain C, no gRPC, no libpq. Enum values equal the idem.v1 proto numbers (docs/api.md §2), so the
  * rpc layer converts by value (it static-asserts the equality).
  *
  * Ownership: a step_rec's body is heap memory owned by the record when the record was filled
@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Limits of api.md §1. */
+/* Limits of docs/api.md §1. */
 #define REC_GLOBAL_ID_MAX 128  /* global_id and tenant: 1–128 of [A-Za-z0-9._:-] */
 #define REC_NAME_MAX 64        /* service, operation: 1–64 of [a-z0-9._-] */
 #define REC_FP_MAX 64          /* fingerprint: 0–64 bytes */
@@ -105,7 +105,7 @@ typedef struct step_rec {
   int64_t updated_ms;
   int64_t lease_expires_ms; /* IN_PROGRESS only; else 0 */
   int64_t expires_ms;       /* key retention: when the record is forgotten; 0 = while unfinished */
-  /* result retention (api.md §12): when the body is dropped; 0 = with the record (expires_ms).
+  /* result retention (docs/api.md §12): when the body is dropped; 0 = with the record (expires_ms).
    * From then on the record keeps key, state, attempt, fingerprint, outcome and code. */
   int64_t result_expires_ms;
   bool result_expired; /* the store found the result expired when it read the record (its body
@@ -184,7 +184,7 @@ typedef struct saga_begun {
 /* --- retention: the one liveness rule ---
  * A stored record counts while its retention has not passed (expires_ms 0: no retention yet,
  * the step is unfinished) or while it is UNKNOWN: an unknown outcome is kept and replayed until
- * an operator resolves it (api.md §4). A record past its retention reads as absent everywhere
+ * an operator resolves it (docs/api.md §4). A record past its retention reads as absent everywhere
  * (decisions, Lookup, ListSteps, GetSaga) and the reaper may delete it. The SQL form of the same
  * rule is PG_LIVE in store/store_pg_sql.h, built from the same constants. */
 #define REC_KEPT_STATE REC_STATE_UNKNOWN /* never expires while in this state */

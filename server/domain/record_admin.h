@@ -1,4 +1,4 @@
-/* record_admin.h — the data model of incident response (api.md §2 Admin: ListSteps,
+/* record_admin.h — the data model of incident response (docs/api.md §2 Admin: ListSteps,
  * ResolveStep, ListAudit), shared by coord/ and store/. Plain C, no gRPC, no libpq.
  *
  * Ownership: a step_list and an audit_list filled by a store function are owned by the caller
@@ -90,7 +90,7 @@ static inline void audit_list_clear(audit_list *l) {
   memset(l, 0, sizeof *l);
 }
 
-/* A ResolveSteps answer as remembered under its request id (api.md §12): the same request id
+/* A ResolveSteps answer as remembered under its request id (docs/api.md §12): the same request id
  * again gets it back (replayed) and resolves nothing. */
 typedef struct bulk_rec {
   char tenant[REC_GLOBAL_ID_MAX + 1];

@@ -1,4 +1,4 @@
-/* elect.h — leader election (api.md §7): who may serve, under which epoch.
+/* elect.h — leader election (docs/api.md §7): who may serve, under which epoch.
  *
  * An elector is a small ops table with thin inline wrappers (like store.h). Two backends:
  *  - single-node (elect_single_new): always the leader, with a fixed epoch (the fencing table's

@@ -30,7 +30,7 @@
 
 #define MIGRATE_PATIENCE_MS 60000 /* keep trying to reach Postgres this long at start-up */
 #define MIGRATE_RETRY_MS 1000
-#define MAX_RECV_BYTES (256 * 1024) /* api.md §9 */
+#define MAX_RECV_BYTES (256 * 1024) /* docs/api.md §9 */
 #define DEFAULT_DEADLINE_MS 2000    /* for calls that come without one */
 #define STEPS_MAX 12
 
@@ -129,7 +129,7 @@ static node_result start_security(node *nd, char *msg, size_t n) {
 }
 
 /* Every client connection holds a descriptor: lift the soft limit to the hard one so that a
- * thousand idle connections cannot starve the listener of accept() (api.md §9, limits). */
+ * thousand idle connections cannot starve the listener of accept() (docs/api.md §9, limits). */
 static void raise_fd_limit(void) {
   struct rlimit rl;
   if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max) return;

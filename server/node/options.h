@@ -1,4 +1,4 @@
-/* options.h — idem-coordinator's options (api.md §8): one declarative table.
+/* options.h — idem-coordinator's options (docs/api.md §8): one declarative table.
  *
  * Each row names an option once: its flag, environment variable, config-file key, type,
  * default, range, whether SIGHUP reloads it, and its help line. Parsing the command line, the

@@ -1,4 +1,4 @@
-/* reaper.h — deletes what retention has forgotten, in two stages for steps (api.md §12): first
+/* reaper.h — deletes what retention has forgotten, in two stages for steps (docs/api.md §12): first
  * the bodies of finished steps past their result retention whose key is kept longer
  * (key_retention_s), then finished steps past their key's expiry (never IN_PROGRESS or UNKNOWN);
  * and saga rows (request ids) past theirs, with their labels.

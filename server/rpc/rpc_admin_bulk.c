@@ -1,4 +1,4 @@
-/* rpc_admin_bulk.c — idem.v1.Admin ResolveSteps (api.md §12) over coord_resolve_steps. */
+/* rpc_admin_bulk.c — idem.v1.Admin ResolveSteps (docs/api.md §12) over coord_resolve_steps. */
 #include "../coord/coord_admin.h"
 #include "idem/v1/coordinator.pb-c.h"
 #include "rpc_convert.h"

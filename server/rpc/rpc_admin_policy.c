@@ -1,4 +1,4 @@
-/* rpc_admin_policy.c — Admin.SetPolicy / DeletePolicy / ListPolicies (api.md §6) over
+/* rpc_admin_policy.c — Admin.SetPolicy / DeletePolicy / ListPolicies (docs/api.md §6) over
  * coord_policy.h. Coordinator.GetPolicy is in rpc_handlers.c. All act on the caller's tenant. */
 #include <stdlib.h>
 

@@ -168,7 +168,7 @@ void rpc__call_finish(rpc_call *c, const err_t *e) {
     msg = internal.msg;
   }
   if (code != ERR_OK) reply_drop(c);
-  /* api.md §20: every non-OK answer says why in a word (set below, with the leader known) */
+  /* docs/api.md §20: every non-OK answer says why in a word (set below, with the leader known) */
   const char *reason = err_wire_reason(code == e->code ? e : &internal);
   if (code == ERR_UNAVAILABLE && err_is_not_leader(e) && c->srv->elector) {
     /* refused (nothing done, or the fence refused the commit): send the caller to the leader */
@@ -246,7 +246,7 @@ int64_t rpc__mono_us(void) {
 
 /* --- the worker's part --- */
 
-/* the calls every node answers, leader or not (api.md §7). */
+/* the calls every node answers, leader or not (docs/api.md §7). */
 static bool leader_only(const rpc_method *m) {
   return strcmp(m->path, "/idem.v1.Admin/GetStatus") != 0 &&
          strcmp(m->path, "/grpc.health.v1.Health/Check") != 0;
@@ -254,7 +254,7 @@ static bool leader_only(const rpc_method *m) {
 
 /* Marks c as refused by a node that is not (or no longer) the leader. */
 /* The checks every call passes before its handler runs, in order: deadline, handler,
- * identity, leadership, size (api.md §5). False with err filled. */
+ * identity, leadership, size (docs/api.md §5). False with err filled. */
 static bool admit(rpc_call *c, const rpc_method *m, char *tenant, size_t cap, err_t *err) {
   if (clock_mono_ms() >= c->deadline) {
     err_set(err, ERR_DEADLINE, "deadline exceeded before the call was handled");
@@ -273,7 +273,7 @@ static bool admit(rpc_call *c, const rpc_method *m, char *tenant, size_t cap, er
     elect_status_get(c->srv->elector, &es);
     err_leader(err, es.leader_addr);
   } else if (c->payload && grpc_byte_buffer_length(c->payload) > c->srv->max_recv_bytes) {
-    /* api.md §5: over the limit is INVALID_ARGUMENT, checked before anything is unpacked */
+    /* docs/api.md §5: over the limit is INVALID_ARGUMENT, checked before anything is unpacked */
     err_set(err, ERR_INVALID, "message too large: %zu bytes, limit %zu",
             grpc_byte_buffer_length(c->payload), c->srv->max_recv_bytes);
   } else {

@@ -1,5 +1,5 @@
 /* rpc_decode.c — a request's bytes to its protobuf-c message, with the two checks protobuf-c
- * does not make (api.md §1, §16):
+ * does not make (docs/api.md §1, §16):
  *   - a string field carrying a NUL byte: protobuf-c hands strings out NUL-terminated, so the
  *     value would be cut short silently;
  *   - a singular message field sent more than once: protobuf requires the copies to be merged;

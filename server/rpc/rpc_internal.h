@@ -44,7 +44,7 @@
 /* After this long in rpc_server_stop, calls still in flight are cancelled. */
 #define RPC_DRAIN_GRACE_MS 10000
 #define RPC_MAX_METHODS 32
-/* What the server holds for clients that do not read their replies (api.md §16): every reply
+/* What the server holds for clients that do not read their replies (docs/api.md §16): every reply
  * is counted from its encoding until its batch completes (sent, or the call died). A bulky
  * reply that would take the total past this is refused with RESOURCE_EXHAUSTED instead (a read:
  * nothing is lost). Other replies are small (a record: at most the body limit) and are always
@@ -54,7 +54,7 @@
 #define RPC_TENANT_MD "idem-tenant"
 #define RPC_RETRY_AFTER_MD "idem-retry-after-ms"
 #define RPC_LEADER_MD "idem-leader" /* a standby's (or fenced) refusal */
-#define RPC_REASON_MD "idem-reason" /* every non-OK answer: why, in a word (api.md §20) */
+#define RPC_REASON_MD "idem-reason" /* every non-OK answer: why, in a word (docs/api.md §20) */
 
 typedef enum rpc_tag_kind {
   RPC_TAG_REQUEST,  /* a registered request is outstanding */

@@ -1,5 +1,5 @@
 /* rpc_methods.c — the method table: every method the server registers, with its request
- * message and handler. Paths are "/package.Service/Method" (api.md §2). The reads whose
+ * message and handler. Paths are "/package.Service/Method" (docs/api.md §2). The reads whose
  * replies run to megabytes are marked `bulky` (rpc_internal.h: RPC_REPLY_BUFFER_MAX). */
 #include "grpc/health/v1/health.pb-c.h"
 #include "idem/v1/coordinator.pb-c.h"

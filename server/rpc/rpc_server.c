@@ -26,7 +26,7 @@
 #define DEFAULT_WORKERS 8
 #define DEFAULT_MAX_RECV (256 * 1024)
 /* gRPC's own receive cap: above it the transport answers RESOURCE_EXHAUSTED by itself. Between
- * max_recv_bytes and this, rpc_call.c answers INVALID_ARGUMENT "message too large" (api.md §5). */
+ * max_recv_bytes and this, rpc_call.c answers INVALID_ARGUMENT "message too large" (docs/api.md §5). */
 #define HARD_MAX_RECV (1024 * 1024)
 #define DEFAULT_DEADLINE_MS 2000
 #define MAX_METADATA_BYTES (8 * 1024)
@@ -266,7 +266,7 @@ rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err) {
       {.type = GRPC_ARG_INTEGER,
        .key = GRPC_ARG_MAX_CONCURRENT_STREAMS,
        .value.integer = MAX_CONCURRENT_STREAMS},
-      /* identity only (api.md §16): gRPC core inflates a compressed message whole before it
+      /* identity only (docs/api.md §16): gRPC core inflates a compressed message whole before it
        * compares it with the receive cap, so a compressed request is refused at its headers
        * (UNIMPLEMENTED) and never decoded */
       {.type = GRPC_ARG_INTEGER,

@@ -95,7 +95,7 @@ typedef struct store_ops {
   err_code (*list_audit)(store *s, const char *tenant, const char *global_id, int64_t before_id,
                          uint32_t limit, int64_t deadline, audit_list *out, err_t *err);
 
-  /* ResolveSteps' memory of answers by request id (api.md §12). bulk_get: *found and *out
+  /* ResolveSteps' memory of answers by request id (docs/api.md §12). bulk_get: *found and *out
    * when tenant has an answer under request_id. bulk_put: stores *in unless an answer is there
    * already, in which case *out is that one and *stored false (a concurrent twin won). */
   err_code (*bulk_get)(store *s, const char *tenant, const char *request_id, int64_t deadline,
@@ -132,7 +132,7 @@ typedef struct store_ops {
    * labels go with them; their steps are reaped on their own retention). */
   err_code (*reap_sagas)(store *s, uint32_t limit, int64_t deadline, uint64_t *deleted, err_t *err);
 
-  /* One short transaction (api.md §12): drops the body of at most limit finished steps whose
+  /* One short transaction (docs/api.md §12): drops the body of at most limit finished steps whose
    * result retention has passed while their key is kept longer (never IN_PROGRESS or UNKNOWN;
    * locked rows skipped). Reads already treat such a body as gone (step_rec.result_expired);
    * this reclaims the space. NULL in a backend that keeps no bodies apart. */

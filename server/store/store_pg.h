@@ -34,7 +34,7 @@ err_code store_pg_target(const char *conninfo, char *buf, size_t cap, err_t *err
  * does not exist, a host name that does not resolve, a bad option). */
 bool store_pg_error_permanent(const err_t *err);
 
-/* --- fencing (store_pg_fence.c; api.md §7) ---
+/* --- fencing (store_pg_fence.c; docs/api.md §7) ---
  * The epoch is the election revision. A store given an epoch source writes under the value it
  * reads from it at the start of each call; the database (migration 4's trigger on every table
  * the coordinator writes) refuses any INSERT/UPDATE/DELETE under an epoch older than the one

@@ -1,4 +1,4 @@
-/* store_pg_fence.c — fencing (api.md §7): the epoch is the election revision; every
+/* store_pg_fence.c — fencing (docs/api.md §7): the epoch is the election revision; every
  * write runs under one and the database refuses it when idem_fence holds a newer one.
  *
  * How: each connection of a fenced store carries the session setting idem.epoch (set at

@@ -5,7 +5,7 @@
  * the statement is cancelled and the connection dropped; on a lost connection it is dropped;
  * either way the next call reconnects (pg__ensure).
  *
- * Failover (api.md §14): conninfo may name several hosts (target_session_attrs=read-write picks
+ * Failover (docs/api.md §14): conninfo may name several hosts (target_session_attrs=read-write picks
  * the primary). A connection whose server reports itself read-only (in_hot_standby or
  * default_transaction_read_only on: a standby, a demoted primary rejoining as one) is never used:
  * it is dropped at connect and at the start of every call, and a statement refused with SQLSTATE

@@ -161,7 +161,7 @@ static const char *const m5_sql[] = {
     NULL,
 };
 
-/* Version 6 (bulk resolution, api.md §12): the batch a resolution belonged to, and the answers
+/* Version 6 (bulk resolution, docs/api.md §12): the batch a resolution belonged to, and the answers
  * of ResolveSteps by request id (kept a day; the reaper drops older ones), fenced like the rest. */
 static const char *const m6_sql[] = {
     "ALTER TABLE idem_audit ADD COLUMN IF NOT EXISTS batch_id text",
@@ -181,7 +181,7 @@ static const char *const m6_sql[] = {
     NULL,
 };
 
-/* Version 7 (keys remembered longer than results, api.md §12): when a step's body is dropped
+/* Version 7 (keys remembered longer than results, docs/api.md §12): when a step's body is dropped
  * (0 = with the row, as every row written before this version), the policy's key retention
  * (0 = its retention), and the reaper's first stage: rows whose body goes before the row does,
  * while they still hold one (the update to an empty body takes the row out of the index). */

@@ -51,7 +51,7 @@ static const char SQL_REAP_STEPS[] =
     " WHERE expires_ms > 0 AND expires_ms <= " REAP_NOW_MS " AND state NOT IN " PG_UNREAPABLE_STATES
     " LIMIT $1 FOR UPDATE SKIP LOCKED))";
 
-/* The first stage (api.md §12): finished steps whose result's retention has passed while the
+/* The first stage (docs/api.md §12): finished steps whose result's retention has passed while the
  * row itself is kept longer (the partial index idem_steps_body_reap_idx, whose predicate this
  * repeats) lose their body; the update takes them out of that index. Locked and updated by ctid
  * like the deletes, oldest expiry first. The ORDER BY keeps the plan in that index's order:

@@ -1,4 +1,4 @@
-/* validate.c — input validation of api.md §1 (see validate.h for the contracts).
+/* validate.c — input validation of docs/api.md §1 (see validate.h for the contracts).
  *
  * Every function is pure (no allocation, no I/O) and returns ERR_OK, or ERR_INVALID with a
  * message that starts with the proto field path, PostgreSQL style: lower-case, no trailing

@@ -1,4 +1,4 @@
-/* validate.h — input validation of api.md §1, before any store access.
+/* validate.h — input validation of docs/api.md §1, before any store access.
  *
  * Each function returns ERR_OK, or ERR_INVALID with err->msg naming the field in PostgreSQL
  * message style, e.g. "key.global_id: must be 1 to 128 characters of [A-Za-z0-9._:-]".

@@ -1,4 +1,4 @@
-/* chaos_client.c — one client process of the fault campaign (scripts/chaos, api.md §15).
+/* chaos_client.c — one client process of the fault campaign (scripts/chaos, docs/api.md §15).
  *
  *   idem-chaos-client --address A[,B...] --process N --seconds S --seed S --out FILE [--run ID]
  *       drives a contended workload through libidem for S seconds and writes every call and its

@@ -22,7 +22,7 @@ void hist_begin(hist_line *l, const hist *h, const char *type, const char *f, co
   double t = (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
   l->len = 0;
   add(l, "{\"t\":%.3f,\"process\":%d,\"type\":\"%s\",\"f\":\"%s\"", t, h->process, type, f);
-  /* names and global ids are [A-Za-z0-9._-] (api.md §1): no escaping needed */
+  /* names and global ids are [A-Za-z0-9._-] (docs/api.md §1): no escaping needed */
   if (k)
     add(l, ",\"key\":\"%s/%s/%s/%s\"", k->global_id, k->service, k->operation,
         k->phase == IDEM_FORWARD ? "forward" : "compensation");

@@ -1,4 +1,4 @@
-/* history.h — the fault campaign's history lines (api.md §15), written by one client process.
+/* history.h — the fault campaign's history lines (docs/api.md §15), written by one client process.
  *
  * One JSON object a line: an `invoke` before each call and its `ok` / `fail` / `info` (sent,
  * outcome unknown) after it, each flushed at once so that a killed client leaves its history

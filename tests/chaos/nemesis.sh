@@ -1,7 +1,7 @@
 # tests/chaos/nemesis.sh — the faults of the campaign (scripts/chaos sources it after cluster.sh).
 #
 #   nemesis_inject KIND   starts the fault, holds it for its time, heals it, and writes both
-#                         lines to $CH_DIR/faults.jsonl (api.md §15: t, fault, phase, target)
+#                         lines to $CH_DIR/faults.jsonl (docs/api.md §15: t, fault, phase, target)
 #
 # KIND               fault                                             held
 # kill-leader        kill -9 of the leading coordinator; restarted     5 s

@@ -215,7 +215,7 @@ const failed = await run([
     let p = await admin.get('/policies');
     assert(/<td>payment<\/td><td>\*<\/td><td>fail-open<\/td><td class="num">3600<\/td>/.test(p.text), 'listed');
     eq((await admin.post('/policies', { csrf, service: 'Bad!', operation: '*', mode: 'fail-open', retention_s: '3600', lease_ms: '5000' })).status, 400, 'invalid');
-    // keys kept longer than bodies (api.md §12): listed; shorter than the retention refused, naming the field
+    // keys kept longer than bodies (docs/api.md §12): listed; shorter than the retention refused, naming the field
     eq((await admin.post('/policies', { csrf, service: 'payment', operation: '*', mode: 'fail-open', retention_s: '3600', key_retention_s: '86400', lease_ms: '5000' })).status, 303, 'set with key retention');
     p = await admin.get('/policies');
     assert(/<td class="num">3600<\/td><td class="num">86400<\/td><td class="num">5000<\/td>/.test(p.text), 'key retention listed');
@@ -226,7 +226,7 @@ const failed = await run([
     p = await admin.get('/policies');
     assert(!p.text.includes('<td>payment</td>'), 'gone');
   }],
-  ['a result past its retention (api.md §12): the step and saga pages say the body expired, outcome and code kept', async () => {
+  ['a result past its retention (docs/api.md §12): the step and saga pages say the body expired, outcome and code kept', async () => {
     const csrf = await admin.csrf('/policies');
     eq((await admin.post('/policies', { csrf, service: 'mail', operation: '*', mode: 'fail-closed', retention_s: '1', key_retention_s: '3600', lease_ms: '5000' })).status, 303, 'set');
     const g = fixture(co.grpc, tok.admin, 'finished', 'mail', 'send', 'receipt mailed to c-42').gid;

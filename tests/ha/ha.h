@@ -1,4 +1,4 @@
-/* ha.h — store high availability under load (api.md §14): a private etcd, a Patroni pair
+/* ha.h — store high availability under load (docs/api.md §14): a private etcd, a Patroni pair
  * (scripts/lib/patroni.sh, found through $IDEM_SOURCE_DIR: two Postgres 15 nodes, synchronous
  * mode, the etcd3 DCS on that etcd), two idem-coordinator nodes with the multi-host --pg, and
  * load from client threads through libidem, while a scenario breaks the Postgres side.

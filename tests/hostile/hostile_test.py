@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""hostile_test.py — hostile input that once hurt the server, kept refused (api.md §16).
+"""hostile_test.py — hostile input that once hurt the server, kept refused (docs/api.md §16).
 
 Starts a real idem-coordinator on loopback against $IDEM_TEST_PG_URL and checks:
   bomb        a 200 MiB gzip request is refused (UNIMPLEMENTED) before it is inflated: the

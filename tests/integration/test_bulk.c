@@ -1,4 +1,4 @@
-/* test_bulk.c — Admin.ResolveSteps over gRPC (api.md §12), through libidem against the real
+/* test_bulk.c — Admin.ResolveSteps over gRPC (docs/api.md §12), through libidem against the real
  * coordinator and Postgres: a dry run changes nothing, more matches than max_steps resolve
  * nothing, a bulk resolution writes one audit row per step with its batch id and the resolved
  * steps replay, the same request id answers the first answer and changes nothing, the filter

@@ -1,4 +1,4 @@
-/* End to end: every COMPENSATION row of the decision table (api.md §3). */
+/* End to end: every COMPENSATION row of the decision table (docs/api.md §3). */
 #include <criterion/criterion.h>
 #include <string.h>
 

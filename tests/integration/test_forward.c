@@ -1,5 +1,5 @@
 /* End to end through the real server and libidem: every FORWARD row of the decision table
- * (api.md §3) and the CompleteStep / ExtendLease rules (§4). */
+ * (docs/api.md §3) and the CompleteStep / ExtendLease rules (§4). */
 #include <criterion/criterion.h>
 #include <string.h>
 

@@ -2,7 +2,7 @@
  * idemctl binary (IDEMCTL_BIN, set by tests/CMakeLists.txt): create stuck, expired and unknown
  * steps; find them with `idemctl steps --stuck`; inspect with `idemctl saga`; resolve one as
  * succeeded and one as retryable; check the replays changed, the audit shows both with actor
- * and reason, resolving a finished step is refused, exit codes follow api.md §10, and the
+ * and reason, resolving a finished step is refused, exit codes follow docs/api.md §10, and the
  * server logged one line per state change (text and JSON). */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
@@ -343,7 +343,7 @@ Test(incident, json_log_lines) {
   h_srv_stop(&j);
 }
 
-/* api.md §12 through idemctl: --key-retention is stored and listed, kept when only the
+/* docs/api.md §12 through idemctl: --key-retention is stored and listed, kept when only the
  * retention changes, refused below the retention (naming the field), and 0 returns to "as long
  * as the retention". */
 Test(incident, policy_key_retention) {

@@ -1,4 +1,4 @@
-/* Tenant isolation, every RPC (api.md §1, §9): two tenants (idem-tenant metadata, insecure mode)
+/* Tenant isolation, every RPC (docs/api.md §1, §9): two tenants (idem-tenant metadata, insecure mode)
  * use the same global ids, services, operations and request id. Tenant B never sees, completes,
  * extends or resolves tenant A's steps, sagas, policies or audit entries; B's answer on A's key
  * is exactly B's answer on a key that never existed (same code, same message once the id B sent

@@ -1,4 +1,4 @@
-/* Keys remembered longer than results (api.md §12) over gRPC, with the reaper running every
+/* Keys remembered longer than results (docs/api.md §12) over gRPC, with the reaper running every
  * second: a policy keeps bodies 2 s and keys an hour. Past retention_s a duplicate with the
  * same fingerprint gets REPLAY with outcome and code, no body and result_expired; one with a
  * different fingerprint is refused; Lookup and ListSteps say result_expired; the reaper drops

@@ -1,4 +1,4 @@
-/* Connection limits (api.md §9): more streams on one connection than the server's
+/* Connection limits (docs/api.md §9): more streams on one connection than the server's
  * max-concurrent-streams cap (100) are queued by HTTP/2 and served once slots free up, without
  * touching other connections; and 1,100 idle or stalled connections (more than the usual
  * 1024-descriptor soft limit) do not starve normal calls. */

@@ -1,4 +1,4 @@
-/* Policies through the real server (api.md §6): Admin.SetPolicy / DeletePolicy / ListPolicies
+/* Policies through the real server (docs/api.md §6): Admin.SetPolicy / DeletePolicy / ListPolicies
  * and Coordinator.GetPolicy, per tenant; validation; precedence; a changed policy takes effect
  * on the next call without a restart, and on a second node within its refresh period; the
  * --config file seeds policies and holds flags, and flags win over it. */
@@ -151,7 +151,7 @@ Test(policy, validation, .timeout = 60) {
   refused(c, P("payment", "", IDEM_FAIL_OPEN, 60, 1000), "operation");
   set_ok(c, P("payment", "charge", IDEM_FAIL_OPEN, 1, 1));                /* the minimums */
   set_ok(c, P("payment", "charge", IDEM_FAIL_OPEN, 90 * 86400, 3600000)); /* the maximums */
-  /* key_retention_s (api.md §12): 0, or from retention_s to 400 days */
+  /* key_retention_s (docs/api.md §12): 0, or from retention_s to 400 days */
   idem_policy kr = P("payment", "refund", IDEM_FAIL_CLOSED, 3600, 1000);
   kr.key_retention_s = 3599;
   refused(c, kr, "key_retention_s");

@@ -1,4 +1,4 @@
-/* test_wait.c — BeginStep with wait_ms (api.md §12) over gRPC against a real coordinator and
+/* test_wait.c — BeginStep with wait_ms (docs/api.md §12) over gRPC against a real coordinator and
  * Postgres: waiters released by a Complete (REPLAY), by a RETRYABLE Complete (exactly one
  * PROCEED with the next attempt), by the forward's Complete for a compensation, at the lease's
  * end (exactly one takeover), by their own wait_ms (ABORTED), by a shutdown (UNAVAILABLE); and

@@ -515,7 +515,7 @@ Test(store_pg, get_saga_with_steps_and_labels_and_not_found) {
   saga_view_clear(&v);
   cr_assert(!v.more);
 
-  /* pages (api.md §16): by count, then by the bodies' bytes; the saga's fields on every page */
+  /* pages (docs/api.md §16): by count, then by the bodies' bytes; the saga's fields on every page */
   saga_page pg = {.limit = 2};
   cr_assert_eq(store_get_saga(s, tenant, "saga-g", &pg, sp_in_ms(2000), &v, &e), ERR_OK, "%s",
                e.msg);

@@ -159,7 +159,7 @@ static char *explain(PGconn *c, const step_filter *f) {
   return plan;
 }
 
-/* api.md §16: the store reads no more bodies than the page's byte bound, plus the row that
+/* docs/api.md §16: the store reads no more bodies than the page's byte bound, plus the row that
  * crosses it (coord measures that one exactly); `more` tells that rows were left. */
 Test(store_pg_admin, body_bytes_bound_the_page) {
   PGconn *c = sql_conn();
@@ -270,7 +270,7 @@ Test(store_pg_admin, common_filters_use_indexes) {
   strcpy(cases[n].f.after.operation, "op");
   cases[n++].f.after.phase = PHASE_FORWARD;
   for (size_t i = 0; i < n; i++) {
-    cases[i].f.max_body_bytes = 3u << 20; /* as the server runs them (api.md §16) */
+    cases[i].f.max_body_bytes = 3u << 20; /* as the server runs them (docs/api.md §16) */
     char *plan = explain(c, &cases[i].f);
     fprintf(stderr, "--- EXPLAIN ListSteps, %s:\n%s", cases[i].what, plan);
     cr_assert(!strstr(plan, "Seq Scan on idem_steps"), "%s: %s", cases[i].what, plan);

@@ -1,4 +1,4 @@
-/* test_store_pg_failover.c — what the store does around a primary failover (api.md §14),
+/* test_store_pg_failover.c — what the store does around a primary failover (docs/api.md §14),
  * against the real Postgres of $IDEM_TEST_PG_URL, without Patroni (tests/ha/ has the real
  * failovers):
  *  - a multi-host --pg with target_session_attrs=read-write skips a host that is down;

@@ -1,4 +1,4 @@
-/* test_store_pg_retention.c — keys remembered longer than results (api.md §12) in the
+/* test_store_pg_retention.c — keys remembered longer than results (docs/api.md §12) in the
  * PostgreSQL store: a row past its result retention reads without its body and with
  * result_expired (Lookup and the step transaction's pair alike), before and after the reaper's
  * first stage drops the body; that stage touches only such rows (not a body kept as long as its

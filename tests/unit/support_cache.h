@@ -13,7 +13,7 @@
 void cache_finished_forward(replay_cache *c, const char *gid, const uint8_t *fp, size_t fp_len,
                             int64_t expires_in_ms);
 
-/* The same, with the body kept only until result_in_ms from now (api.md §12: negative = its
+/* The same, with the body kept only until result_in_ms from now (docs/api.md §12: negative = its
  * result retention has passed). */
 void cache_finished_forward_result(replay_cache *c, const char *gid, const uint8_t *fp,
                                    size_t fp_len, int64_t expires_in_ms, int64_t result_in_ms);

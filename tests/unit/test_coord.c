@@ -585,7 +585,7 @@ Test(coord, get_saga) {
   LEAK_CHECK();
 }
 
-/* api.md §16: a page ends before the record that would take it past 3 MiB; the token names the
+/* docs/api.md §16: a page ends before the record that would take it past 3 MiB; the token names the
  * last record kept, for this saga only. */
 Test(coord, get_saga_pages_by_bytes) {
   saga_view v;

@@ -1,4 +1,4 @@
-/* test_coord_bulk.c — Admin.ResolveSteps (api.md §12) at the level of its rules, on the
+/* test_coord_bulk.c — Admin.ResolveSteps (docs/api.md §12) at the level of its rules, on the
  * in-memory store: validation before any store call, the unchanged-since-matched rule, a dry run
  * that changes nothing, max_steps refusing everything, one audit row per resolution with the
  * batch id, the same request id answering the first answer, and a step changed between the match

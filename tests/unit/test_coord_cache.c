@@ -95,7 +95,7 @@ Test(coord_cache, a_miss_goes_to_the_store) {
   cr_assert_eq(st.misses, 1);
 }
 
-/* api.md §12: well past its result retention the cache answers the REPLAY itself, without the
+/* docs/api.md §12: well past its result retention the cache answers the REPLAY itself, without the
  * body; near that moment (either side) the database clock decides. */
 Test(coord_cache, a_result_well_past_its_retention_is_replayed_without_its_body) {
   cache_finished_forward_result(cache, "g1", FP, sizeof FP, 3600 * 1000, -60000);

@@ -1,4 +1,4 @@
-/* test_coord_wait.c — BeginStep with wait_ms (api.md §12) at the decision-table level: calls
+/* test_coord_wait.c — BeginStep with wait_ms (docs/api.md §12) at the decision-table level: calls
  * parked in a coord_waiters table (polled by the test instead of its thread) over the in-memory
  * store, whose commits wake them through its change hook as the batcher's do. Each waiter is
  * answered exactly once, as BeginStep answers on the new state, or ABORTED / UNAVAILABLE when

@@ -1,4 +1,4 @@
-/* test_decide.c — every row of the BeginStep tables (api.md §3), with retention expiry, on
+/* test_decide.c — every row of the BeginStep tables (docs/api.md §3), with retention expiry, on
  * decide_begin. CompleteStep and ExtendLease are in test_decide_complete.c. */
 #include <criterion/criterion.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* test_decide_complete.c — the CompleteStep and ExtendLease rules (api.md §4) and retention
+/* test_decide_complete.c — the CompleteStep and ExtendLease rules (docs/api.md §4) and retention
  * expiry, on the pure functions of decide.h. The BeginStep tables are in test_decide.c. */
 #include <criterion/criterion.h>
 #include <string.h>

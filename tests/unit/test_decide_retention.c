@@ -1,4 +1,4 @@
-/* test_decide_retention.c — keys remembered longer than results (api.md §12) in the decision
+/* test_decide_retention.c — keys remembered longer than results (docs/api.md §12) in the decision
  * table: a finished step keeps its body for retention_s and the rest of the record for
  * key_retention_s; in between BeginStep answers REPLAY with outcome and code, no body and
  * result_expired, a different fingerprint is still refused, and after key_retention_s the key

@@ -73,7 +73,7 @@ Test(policy_validate, the_lease_is_shorter_than_the_key_retention) {
   invalid(p, "key_retention_s");
 }
 
-/* api.md §12: key_retention_s is 0 (as long as retention_s) or retention_s .. 400 days. */
+/* docs/api.md §12: key_retention_s is 0 (as long as retention_s) or retention_s .. 400 days. */
 Test(policy_validate, key_retention) {
   err_t e;
   policy p = pol("payment", "charge", FAILURE_MODE_FAIL_CLOSED, 3600, 1000);

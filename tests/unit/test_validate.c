@@ -1,4 +1,4 @@
-/* test_validate.c — every validation rule of api.md §1 (validate.h), at its boundaries. */
+/* test_validate.c — every validation rule of docs/api.md §1 (validate.h), at its boundaries. */
 #include <criterion/criterion.h>
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* cmd_bulk.c — `idemctl resolve --where …`: Admin.ResolveSteps (api.md §12) for on-call after an
+/* cmd_bulk.c — `idemctl resolve --where …`: Admin.ResolveSteps (docs/api.md §12) for on-call after an
  * outage. A dry run first shows the count and a sample; without --yes on a terminal it asks; the
  * request id (made here unless --request-id) is printed so that a run cut short can be repeated
  * without resolving anything twice. --stuck is two requests (in progress with an expired lease,

@@ -236,7 +236,7 @@ cJSON *json_record(const idem_record *r) {
     cJSON_AddStringToObject(res, "body_base64", enc);
     free(enc);
     cJSON_AddNumberToObject(res, "completed_unix_ms", (double)r->result.completed_unix_ms);
-    cJSON_AddBoolToObject(res, "expired", r->result_expired); /* body dropped (api.md §12) */
+    cJSON_AddBoolToObject(res, "expired", r->result_expired); /* body dropped (docs/api.md §12) */
   } else {
     cJSON_AddNullToObject(o, "result");
   }

@@ -1,4 +1,4 @@
-/* idemctl.h — shared by the files of idemctl (api.md §10): the parsed command line, the
+/* idemctl.h — shared by the files of idemctl (docs/api.md §10): the parsed command line, the
  * connection, output helpers (aligned tables, relative ages, states in words, JSON via cJSON)
  * and the exit codes.
  *

@@ -1,4 +1,4 @@
-/* main.c — idemctl: the operator's command line for idem (api.md §10). One table of commands;
+/* main.c — idemctl: the operator's command line for idem (docs/api.md §10). One table of commands;
  * global flags (--addr, --tenant, --token, --tls*, --json, --deadline-ms) may come before or after the
  * command; every command answers --help. Exit codes: see idemctl.h. */
 #include <errno.h>

@@ -175,7 +175,7 @@ typedef struct idem_begin {
   int64_t expires_unix_ms; /* when the key is forgotten (the policy's key_retention_s) */
   bool has_result; /* REPLAY */
   idem_result result;
-  /* REPLAY past the policy's retention_s (api.md §12): outcome and code only, the body was
+  /* REPLAY past the policy's retention_s (docs/api.md §12): outcome and code only, the body was
    * dropped; the key is still remembered until expires_unix_ms. */
   bool result_expired;
   int64_t result_expires_unix_ms; /* REPLAY: when the body is (was) dropped */
@@ -228,14 +228,14 @@ int idem_saga_begin(idem_client *c, const char *request_id, const char *saga_typ
                     int64_t *created_unix_ms, idem_error *err);
 
 /* GetSaga: the saga and all its steps. The server sends steps in pages of at most 3 MiB
- * (api.md §16); this follows them, one call per page. */
+ * (docs/api.md §16); this follows them, one call per page. */
 int idem_saga_get(idem_client *c, const char *global_id, idem_saga *out, idem_error *err);
 
 /* BeginStep. fp may be NULL with fp_len 0; lease_ms 0 = the policy's. */
 int idem_step_begin(idem_client *c, const idem_step_key *key, const uint8_t *fp, size_t fp_len,
                     uint32_t lease_ms, idem_begin *out, idem_error *err);
 
-/* BeginStep that waits (api.md §12): where the answer would be ABORTED because the step (or a
+/* BeginStep that waits (docs/api.md §12): where the answer would be ABORTED because the step (or a
  * compensation's forward) is in progress, the coordinator holds the call for up to wait_ms
  * (0 to 60000; more is INVALID_ARGUMENT) and answers as soon as the step changes: REPLAY of its
  * result, PROCEED after a release or when the lease ran out (exactly one waiter gets it), or a
@@ -266,7 +266,7 @@ typedef struct idem_policy {
   uint32_t retention_s;
   uint32_t lease_ms;
   int64_t updated_unix_ms;
-  /* how long a finished step's key outlives its body (api.md §12): 0 = retention_s, else
+  /* how long a finished step's key outlives its body (docs/api.md §12): 0 = retention_s, else
    * retention_s .. 400 days. GetPolicy answers the value in effect (never 0). */
   uint32_t key_retention_s;
 } idem_policy;
@@ -291,7 +291,7 @@ int idem_get_status(idem_client *c, idem_status *out, idem_error *err);
 
 /* --- admin: incident response ------------------------------------------------------------ */
 
-/* Admin.ListSteps filters (api.md §2). Every field may be left zero: all live steps of the
+/* Admin.ListSteps filters (docs/api.md §2). Every field may be left zero: all live steps of the
  * tenant, in key order (global_id, service, operation, phase), page_size 100 (at most 1000). */
 typedef struct idem_steps_filter {
   idem_state state;              /* IDEM_STATE_UNSPECIFIED = any */
@@ -359,7 +359,7 @@ void idem_audit_page_clear(idem_audit_page *p);
 int idem_audit_list(idem_client *c, const char *global_id, uint32_t page_size,
                     const char *page_token, idem_audit_page *out, idem_error *err);
 
-/* Admin.ResolveSteps (api.md §12): every step the filter selects (IN_PROGRESS or UNKNOWN: the
+/* Admin.ResolveSteps (docs/api.md §12): every step the filter selects (IN_PROGRESS or UNKNOWN: the
  * filter must name one of those states, or lease_expired_only), resolved by the ResolveStep rule
  * with an audit row each (batch_id). More than max_steps matches: FAILED_PRECONDITION, nothing
  * resolved. A step that changed since it matched is skipped (matched - resolved). Repeat-safe:

@@ -1,4 +1,4 @@
-/* names.h — the one table of the contract's enum words (api.md §2), shared by the server,
+/* names.h — the one table of the contract's enum words (docs/api.md §2), shared by the server,
  * libidem and idemctl, so that logs, --json, tables and metrics spell a value alike.
  *
  * Header-only and self-contained (no other include of ours): each table is indexed by the

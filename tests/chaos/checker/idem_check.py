@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""idem_check.py: reads a fault campaign's history (api.md section 15) and checks the
+"""idem_check.py: reads a fault campaign's history (docs/api.md section 15) and checks the
 coordinator's promises, sharing no code with the server (Python 3, standard library only).
 
     idem_check.py HISTORY [--faults FAULTS] [--json OUT] [--max-print N]
@@ -42,7 +42,7 @@ result r = (outcome, code, body): an ok complete or ok resolve with outcome succ
 unknown (the invoke says what was written); an ok begin `replay` (its result); an ok lookup in
 state succeeded/failed/unknown (its result); an ok `skip_null_compensation` on a compensation key
 (the null compensation: succeeded, code 0, empty body). A finished record never changes except
-that an UNKNOWN one may be resolved (api.md section 4; Admin.ResolveStep accepts only
+that an UNKNOWN one may be resolved (docs/api.md section 4; Admin.ResolveStep accepts only
 IN_PROGRESS and UNKNOWN steps); a resolution with outcome retryable releases it, and the key can
 then proceed and finish again.
 

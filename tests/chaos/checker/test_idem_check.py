@@ -5,7 +5,7 @@
     python3 test_idem_check.py --generate N OUT  write a simulated clean history of about N lines
                                                 (and OUT.faults) to measure the checker's speed
 
-The simulator below is a small model of a correct coordinator (the decision table of api.md
+The simulator below is a small model of a correct coordinator (the decision table of docs/api.md
 section 3 and the rules of section 4) driven by concurrent processes whose calls take effect
 between invoke and answer, some answers lost (`info`), some requests applied after the client gave
 up, and calls still in flight when the run ends. Flags plant server bugs in the model.
