@@ -8,19 +8,30 @@
 #include "../util/clock.h"
 #include "../util/log.h"
 
+/* The step counts are read from the store at most once a second, however many scrapes come
+ * (a client opening hundreds of connections must not turn each into a count over every step). */
+#define COUNTS_FRESH_MS 1000
+
 struct node_metrics {
   pthread_mutex_t mu; /* the store is one connection; scrapes may overlap */
   store *st;
   int64_t timeout_ms;
   metrics_http *http;
+  step_counts last;     /* under mu: the last counts read, */
+  int64_t last_mono_ms; /* when (0 = never, or the read failed) */
 };
 
 static bool counts(void *arg, uint64_t *in_progress, uint64_t *unknown) {
   node_metrics *m = arg;
-  step_counts n;
   err_t err;
+  err_code rc = ERR_OK;
   pthread_mutex_lock(&m->mu);
-  err_code rc = store_count_steps(m->st, clock_mono_ms() + m->timeout_ms, &n, &err);
+  int64_t now = clock_mono_ms();
+  if (!m->last_mono_ms || now - m->last_mono_ms >= COUNTS_FRESH_MS) {
+    rc = store_count_steps(m->st, now + m->timeout_ms, &m->last, &err);
+    m->last_mono_ms = rc == ERR_OK ? now : 0;
+  }
+  step_counts n = m->last;
   pthread_mutex_unlock(&m->mu);
   if (rc != ERR_OK) return false;
   *in_progress = n.in_progress;
