@@ -104,13 +104,17 @@ void page_error(creq *r, unsigned status, const char *msg) {
 }
 
 void page_err(creq *r, const err_t *err) {
-  unsigned status = err->code == ERR_INVALID        ? 400
-                    : err->code == ERR_NOT_FOUND    ? 404
-                    : err->code == ERR_PERMISSION   ? 403
-                    : err->code == ERR_PRECONDITION ? 409
-                    : err->code == ERR_ABORTED      ? 409
-                    : err->code == ERR_UNAVAILABLE  ? 503
-                                                    : 500;
+  /* one HTTP status per code: 500 only for what is really the server's fault */
+  static const unsigned http_of[ERR__COUNT] = {
+      [ERR_OK] = 200,           [ERR_INVALID] = 400,         [ERR_PRECONDITION] = 409,
+      [ERR_ABORTED] = 409,      [ERR_NOT_FOUND] = 404,       [ERR_UNAVAILABLE] = 503,
+      [ERR_DEADLINE] = 504,     [ERR_INTERNAL] = 500,        [ERR_UNAUTHENTICATED] = 401,
+      [ERR_PERMISSION] = 403,   [ERR_UNIMPLEMENTED] = 501,   [ERR_RESOURCE] = 503,
+  };
+  unsigned status = err->code > ERR_OK && err->code < ERR__COUNT ? http_of[err->code] : 500;
+  /* too many calls or replies waiting: the client should slow down (429); out of memory is
+   * the server's condition (503) */
+  if (err->code == ERR_RESOURCE && err->reason == ERR_R_OVERLOADED) status = 429;
   page_error(r, status, err->msg[0] ? err->msg : err_str(err->code));
   if (err_is_not_leader(err)) {
     r->out.n = 0;

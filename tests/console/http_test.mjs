@@ -285,6 +285,10 @@ const failed = await run([
     const r = spawnSync(process.env.IDEM_COORDINATOR_BIN, ['--pg', 'postgresql://unused', '--console', '0.0.0.0:1'], { encoding: 'utf8' });
     eq(r.status, 2, 'exit status');
     assert(r.stderr.includes('--console 0.0.0.0:1 is not a loopback address') && r.stderr.includes('--insecure'), r.stderr);
+    // TLS or --insecure is not enough off loopback: without --tokens every visitor is an admin
+    const d = spawnSync(process.env.IDEM_COORDINATOR_BIN, ['--pg', 'postgresql://unused', '--console', '0.0.0.0:1', '--insecure'], { encoding: 'utf8' });
+    eq(d.status, 2, 'exit status without --tokens');
+    assert(d.stderr.includes('--console 0.0.0.0:1 is not a loopback address: it needs --tokens'), d.stderr);
   }],
   ['TLS: the console speaks TLS with the server certificate, and the cookie is Secure', async () => {
     const r = await httpsGet(tls.url + '/login', tls.ca);
