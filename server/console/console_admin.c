@@ -7,6 +7,7 @@
 
 #include "../coord/coord_admin.h"
 #include "../coord/coord_policy.h"
+#include "../util/clock.h"
 #include "../util/log.h"
 #include "console_internal.h"
 #include "idem/v1/names.h"
@@ -206,8 +207,26 @@ void post_policy(creq *r, bool del) {
   cr_redirect(r, "/policies");
 }
 
+#define LOGIN_COOKIE "idem_login"
+
+/* The login form. Its CSRF token is a double-submit cookie: a random value set here in an
+ * HttpOnly, SameSite=Strict cookie scoped to /login and repeated in the form; a login is taken
+ * only when the two agree, so another site cannot post a login (and plant its own session). */
 void page_login(creq *r, unsigned status, const char *note) {
   if (!r->c->cfg.tokens) return cr_redirect(r, "/");
+  /* the browser's cookie is kept while it lives (a second load, or a request the browser makes
+   * on its own such as a favicon, must not replace the value of a form already shown) */
+  char csrf[CONSOLE_ID_HEX + 1];
+  const char *had = cr_cookie(r, LOGIN_COOKIE);
+  if (had && strlen(had) == CONSOLE_ID_HEX && strspn(had, "0123456789abcdef") == CONSOLE_ID_HEX) {
+    memcpy(csrf, had, sizeof csrf);
+  } else {
+    if (!console_random_hex(csrf, CONSOLE_ID_HEX / 2))
+      return page_error(r, 500, "no randomness for the login form");
+    snprintf(r->set_cookie, sizeof r->set_cookie,
+             LOGIN_COOKIE "=%s; HttpOnly; SameSite=Strict; Path=/login; Max-Age=3600%s", csrf,
+             r->c->tls ? "; Secure" : "");
+  }
   r->status = status;
   page_begin(r, "Log in");
   if (note) {
@@ -215,16 +234,34 @@ void page_login(creq *r, unsigned status, const char *note) {
     cb_esc(&r->out, note);
     cb_put(&r->out, "</div>");
   }
-  cb_put(&r->out,
-         "<form class=\"card\" id=\"login\" method=\"post\" action=\"/login\">"
-         "<label>token (a line of the --tokens file)<input type=\"password\" "
-         "name=\"token\" autocomplete=\"off\" required></label>"
-         "<p><button type=\"submit\">Log in</button></p></form>");
+  cb_printf(&r->out,
+            "<form class=\"card\" id=\"login\" method=\"post\" action=\"/login\">"
+            "<input type=\"hidden\" name=\"csrf\" value=\"%s\">"
+            "<label>token (a line of the --tokens file)<input type=\"password\" "
+            "name=\"token\" autocomplete=\"off\" required></label>"
+            "<p><button type=\"submit\">Log in</button></p></form>",
+            csrf);
   page_end(r);
 }
 
 void post_login(creq *r) {
   if (!r->c->cfg.tokens) return cr_redirect(r, "/");
+  unsigned char who[17];
+  size_t who_n = cr_client(r, who);
+  int64_t wait_ms = login_limits_check(r->c->logins, who, who_n, clock_mono_ms());
+  if (wait_ms > 0) {
+    char msg[120];
+    snprintf(msg, sizeof msg,
+             "Too many failed logins from your address: try again in %lld s.",
+             (long long)((wait_ms + 999) / 1000));
+    log_kv(LOG_WARN, "console login refused: too many failures", (const char *)NULL);
+    return page_login(r, 429, msg);
+  }
+  const char *cookie = cr_cookie(r, LOGIN_COOKIE), *form_csrf = cr_form(r, "csrf");
+  if (!cookie || !form_csrf || !console_secret_equal(cookie, form_csrf)) {
+    log_kv(LOG_WARN, "console login refused: no CSRF token", (const char *)NULL);
+    return page_login(r, 403, "The login form had expired (or came from elsewhere): log in again.");
+  }
   const cfield *tok = cr_field(r, "token");
   char tenant[REC_GLOBAL_ID_MAX + 1];
   auth_role role = AUTH_ROLE_NONE;
@@ -236,6 +273,7 @@ void post_login(creq *r) {
   }
   csession s;
   if (!ok) {
+    login_limits_failed(r->c->logins, who, who_n, clock_mono_ms());
     log_kv(LOG_WARN, "console login refused", (const char *)NULL);
     return page_login(r, 401, "Login refused.");
   }

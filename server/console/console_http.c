@@ -34,6 +34,10 @@ typedef struct upload {
   bool too_big;
 } upload;
 
+const char *cr_cookie(const creq *r, const char *name) {
+  return MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND, name);
+}
+
 const char *cr_query(const creq *r, const char *name) {
   return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
 }
@@ -156,6 +160,10 @@ static size_t client_owner(struct MHD_Connection *conn, unsigned char out[17]) {
   return 1;
 }
 
+size_t cr_client(const creq *r, unsigned char out[17]) {
+  return client_owner(r->conn, out);
+}
+
 /* The session of the cookie; in development mode a new one when there is none, and ?tenant=
  * switches the session's tenant. */
 static void find_session(creq *r) {
@@ -228,6 +236,8 @@ static void route(creq *r) {
   bool post = strcmp(r->method, "POST") == 0;
   if (!get && !post) return page_error(r, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed");
   if (strcmp(p, "/login") == 0) return get ? page_login(r, MHD_HTTP_OK, NULL) : post_login(r);
+  /* a browser asks for it by itself: no redirect to the login form (whose cookie it would set) */
+  if (strcmp(p, "/favicon.ico") == 0) return page_error(r, MHD_HTTP_NOT_FOUND, "no icon");
   if (!r->has_session) {
     if (get) return cr_redirect(r, "/login");
     return page_error(r, MHD_HTTP_FORBIDDEN, "log in first");
@@ -414,8 +424,10 @@ console *console_start(const console_config *cfg, int *bound_port, err_t *err) {
     c->cert = tls ? strdup(cfg->tls_cert_pem) : NULL;
     c->key = tls ? strdup(cfg->tls_key_pem) : NULL;
     c->guard = cguard_start(REQUEST_MS);
+    c->logins = login_limits_new();
   }
-  if (!c || !c->sess || !c->pool || !c->guard || (tls && (!c->cert || !c->key))) {
+  if (!c || !c->sess || !c->pool || !c->guard || !c->logins ||
+      (tls && (!c->cert || !c->key))) {
     freeaddrinfo(ai);
     console_stop(c);
     err_oom(err);
@@ -455,6 +467,7 @@ void console_stop(console *c) {
   cguard_stop(c->guard);
   cpool_free(c->pool);
   sessions_free(c->sess);
+  login_limits_free(c->logins);
   free(c->cert);
   wipe_free(c->key);
   free(c);

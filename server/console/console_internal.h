@@ -80,6 +80,18 @@ store *cpool_get(cpool *p); /* blocks while all are taken; NULL when one cannot 
 void cpool_put(cpool *p, store *st);
 
 /* --- one request --- */
+/* --- login limits (console_login.c): failed logins per client address --- */
+#define CONSOLE_LOGIN_FAILURES_MAX 10  /* failed logins one address may make in a window */
+#define CONSOLE_LOGIN_WINDOW_MS 60000 /* the window, from the address's first failure */
+typedef struct login_limits login_limits;
+login_limits *login_limits_new(void); /* NULL: no memory */
+void login_limits_free(login_limits *l);
+/* 0 when who (a client address, cr_client) may try to log in at now_ms (monotonic); else the
+ * milliseconds until it may again. */
+int64_t login_limits_check(login_limits *l, const unsigned char *who, size_t n, int64_t now_ms);
+/* Counts a failed login of who. */
+void login_limits_failed(login_limits *l, const unsigned char *who, size_t n, int64_t now_ms);
+
 struct console {
   console_config cfg;
   char *cert, *key; /* owned copies of the PEM text */
@@ -89,6 +101,7 @@ struct console {
   cpool *pool;
   struct MHD_Daemon *d;
   struct cguard *guard; /* the whole-request deadline (console_guard.h) */
+  login_limits *logins;
 };
 
 typedef struct cfield {
@@ -114,6 +127,10 @@ typedef struct creq {
 } creq;
 
 const char *cr_query(const creq *r, const char *name); /* NULL when absent */
+const char *cr_cookie(const creq *r, const char *name); /* NULL when absent */
+/* Who sent the request, as the console counts clients: the address family and the IPv4
+ * address, or an IPv6 address's /64. Returns the bytes used of out. */
+size_t cr_client(const creq *r, unsigned char out[17]);
 const char *cr_form(const creq *r, const char *name);  /* NULL when absent */
 const cfield *cr_field(const creq *r, const char *name);
 store *cr_store(creq *r); /* the request's store (taken from the pool on first use) */

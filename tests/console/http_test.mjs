@@ -40,14 +40,42 @@ const failed = await run([
     const bodies = [];
     for (const t of ['short', 'x'.repeat(40), tok.admin.slice(0, -1) + 'z']) {
       const s = new Session(co.url);
-      const r = await s.post('/login', { token: t });
+      const r = await s.post('/login', { csrf: await s.csrf('/login'), token: t });
       eq(r.status, 401, `login with ${t.length} chars`);
-      assert(!r.headers.get('set-cookie'), 'no cookie on a refusal');
+      assert(!(r.headers.get('set-cookie') || '').includes('idem_session'), 'no session cookie on a refusal');
       assert(r.text.includes('Login refused.'), 'says refused');
       assert(!r.text.includes(t), 'the token is not echoed');
-      bodies.push(r.text);
+      bodies.push(r.text.replace(/name="csrf" value="[0-9a-f]+"/, ''));
     }
     assert(bodies.every(b => b === bodies[0]), 'every refusal reads the same');
+  }],
+  ['login CSRF: a login posted without the form\'s cookie, or with another token, is refused (issue 31 #2)', async () => {
+    const s = new Session(co.url);
+    const bare = await s.post('/login', { token: tok.admin }); // as another site would post it
+    eq(bare.status, 403, 'no login cookie, no CSRF token');
+    assert(bare.text.includes('The login form had expired'), 'says why');
+    assert(!(bare.headers.get('set-cookie') || '').includes('idem_session='), 'no session');
+    const csrf = await s.csrf('/login');
+    eq((await s.post('/login', { csrf: csrf.replace(/^./, c => c === 'a' ? 'b' : 'a'), token: tok.admin })).status, 403, 'a CSRF token that does not match the cookie');
+    delete s.cookies.idem_login;
+    eq((await s.post('/login', { csrf, token: tok.admin })).status, 403, 'the token without its cookie');
+    eq((await s.get('/')).status, 303, 'still logged out');
+  }],
+  ['login rate limit: 10 failed logins from one address, then 429 even for the right token (issue 31 #2)', async () => {
+    const own = await startCoordinator(); // its own limits: the other cases log in from 127.0.0.1 too
+    try {
+      const s = new Session(own.url);
+      for (let i = 0; i < 10; i++) {
+        const r = await s.post('/login', { csrf: await s.csrf('/login'), token: 'wrong-' + 'x'.repeat(30) });
+        eq(r.status, 401, `failed login ${i + 1}`);
+      }
+      const r = await s.post('/login', { csrf: await s.csrf('/login'), token: own.tok.admin });
+      eq(r.status, 429, 'the 11th login, even with the right token');
+      assert(/Too many failed logins from your address: try again in \d+ s/.test(r.text), 'says when');
+      assert(!(r.headers.get('set-cookie') || '').includes('idem_session='), 'no session');
+    } finally {
+      eq(await own.stop(), 0, 'drained');
+    }
   }],
   ['login: a random session id in an HttpOnly SameSite=Strict cookie, never the token', async () => {
     const r = await admin.login(tok.admin);
@@ -294,7 +322,10 @@ const failed = await run([
     const r = await httpsGet(tls.url + '/login', tls.ca);
     eq(r.status, 200, 'GET /login over TLS');
     eq(r.headers['x-frame-options'], 'DENY', 'headers over TLS');
-    const l = await httpsGet(tls.url + '/login', tls.ca, { method: 'POST', form: { token: tls.tok.service } });
+    const csrf = r.text.match(/name="csrf" value="([0-9a-f]{64})"/)[1];
+    const cookie = (r.headers['set-cookie'] || []).map(c => c.split(';')[0]).find(c => c.startsWith('idem_login='));
+    assert((r.headers['set-cookie'] || []).some(c => c.startsWith('idem_login=') && c.includes('; Secure')), 'the login cookie is Secure');
+    const l = await httpsGet(tls.url + '/login', tls.ca, { method: 'POST', form: { csrf, token: tls.tok.service }, cookie });
     eq(l.status, 303, 'login over TLS');
     const c = l.headers['set-cookie'][0];
     assert(/; HttpOnly; SameSite=Strict; Path=\/; Max-Age=28800; Secure$/.test(c), `cookie: ${c}`);
