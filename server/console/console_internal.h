@@ -137,8 +137,14 @@ const char *state_class(const step_rec *rec, int64_t now_ms);
 size_t console_rec_size(const step_rec *r);
 /* The path of a step's page. */
 void step_href(cbuf *b, const step_key *k);
-/* A record's state as a coloured word, with "stuck: ..." when it is. */
+/* A record's state as a coloured word, with "stuck: ..." when it is; a record no caller's
+ * attempt finished (names.h idem_skip_of: a null compensation, an abandoned forward) as
+ * "skipped" or "abandoned" with what happened, its stored state in the title. */
 void state_badge(creq *r, const step_rec *rec);
+/* idem_skip_of of a record (IDEM_SKIP_NONE: it is what its state says). */
+int rec_skip(const step_rec *rec);
+/* A record's attempt: "— (none ran)" for a skipped record of attempt 0. */
+void attempt_cell(cbuf *b, const step_rec *rec);
 /* Who a console change is made by, for the audit trail: "TENANT/ROLE", or "console" in
  * development mode. */
 void console_actor(const creq *r, char *out, size_t n);

@@ -42,7 +42,7 @@ static void record_card(creq *r, const step_rec *rec) {
   kv(b, "state");
   state_badge(r, rec);
   kv(b, "attempt");
-  cb_printf(b, "%llu", (unsigned long long)rec->attempt);
+  attempt_cell(b, rec);
   kv(b, "fingerprint");
   for (size_t i = 0; i < rec->fp_len; i++) cb_printf(b, "%02x", rec->fp[i]);
   kv(b, "created");
@@ -55,7 +55,13 @@ static void record_card(creq *r, const step_rec *rec) {
   }
   kv(b, "forgotten at");
   cb_time(b, rec->expires_ms, r->now_ms);
-  if (rec->outcome) {
+  if (rec_skip(rec) == IDEM_SKIP_NULL_COMPENSATION) {
+    kv(b, "outcome");
+    cb_put(b,
+           "none: no compensation ran (the stored outcome, code and empty body are only what "
+           "a retry of the compensation is told: skip_null_compensation). Written ");
+    cb_time(b, rec->completed_ms, r->now_ms);
+  } else if (rec->outcome) {
     kv(b, "outcome");
     cb_printf(b, "%s, code %d, completed ", idem_word_outcome(rec->outcome), rec->code);
     cb_time(b, rec->completed_ms, r->now_ms);

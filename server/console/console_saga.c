@@ -72,7 +72,9 @@ static void step_cell(creq *r, const step_rec *rec, bool paged) {
   }
   cb_printf(b, "<td class=\"%s\">", *state_class(rec, r->now_ms) ? "stuck" : "");
   state_badge(r, rec);
-  cb_printf(b, " attempt %llu \xC2\xB7 <a href=\"", (unsigned long long)rec->attempt);
+  cb_put(b, " attempt ");
+  attempt_cell(b, rec);
+  cb_put(b, " \xC2\xB7 <a href=\"");
   step_href(b, &rec->key);
   cb_put(b, "\">open</a><br><span class=\"muted\">updated</span> ");
   cb_time(b, rec->updated_ms, r->now_ms);
@@ -80,7 +82,7 @@ static void step_cell(creq *r, const step_rec *rec, bool paged) {
     cb_put(b, "<br><span class=\"muted\">lease</span> ");
     cb_time(b, rec->lease_expires_ms, r->now_ms);
   }
-  if (rec->outcome) {
+  if (rec->outcome && rec_skip(rec) != IDEM_SKIP_NULL_COMPENSATION) { /* no result of a run */
     cb_printf(b, "<br>%s, code %d", idem_word_outcome(rec->outcome), rec->code);
     cb_rec_body(b, rec, BODY_SHOWN);
   }
