@@ -43,10 +43,15 @@ void page_audit(creq *r) {
   err_t err;
   err_clear(&err);
   store *st = cr_store(r);
-  if (!st) return page_error(r, 503, "cannot open a store connection");
+  if (!st) {
+    page_error(r, 503, "cannot open a store connection");
+    return;
+  }
   if (coord_list_audit(r->c->cfg.coord, st, r->s.tenant, gid, AUDIT_PAGE, token, r->deadline, &l,
-                       next, &err) != ERR_OK)
-    return page_err(r, &err);
+                       next, &err) != ERR_OK) {
+    page_err(r, &err);
+    return;
+  }
   page_begin(r, "Audit trail");
   cbuf *b = &r->out;
   cb_put(b,
@@ -99,9 +104,15 @@ void page_policies(creq *r) {
   err_t err;
   err_clear(&err);
   store *st = cr_store(r);
-  if (!st) return page_error(r, 503, "cannot open a store connection");
-  if (coord_list_policies(r->c->cfg.coord, st, r->s.tenant, r->deadline, &rows, &n, &err) != ERR_OK)
-    return page_err(r, &err);
+  if (!st) {
+    page_error(r, 503, "cannot open a store connection");
+    return;
+  }
+  if (coord_list_policies(r->c->cfg.coord, st, r->s.tenant, r->deadline, &rows, &n, &err) !=
+      ERR_OK) {
+    page_err(r, &err);
+    return;
+  }
   char leader[ELECT_ADDR_MAX];
   bool may_edit = r->s.role == AUTH_ROLE_ADMIN && cr_is_leader(r, leader);
   page_begin(r, "Policies");
@@ -141,7 +152,8 @@ void page_policies(creq *r) {
                                              "leader.</p>"
                                            : "<p class=\"muted\">Your role (service) may read "
                                              "only.</p>");
-    return page_end(r);
+    page_end(r);
+    return;
   }
   cb_put(b,
          "<h2>Set a policy</h2><form class=\"filters card\" id=\"setpolicy\" method=\"post\" "
@@ -175,39 +187,61 @@ void post_policy(creq *r, bool del) {
   err_t err;
   err_clear(&err);
   store *st = cr_store(r);
-  if (!st) return page_error(r, 503, "cannot open a store connection");
+  if (!st) {
+    page_error(r, 503, "cannot open a store connection");
+    return;
+  }
   if (del) {
     bool deleted = false;
     if (coord_delete_policy(r->c->cfg.coord, st, r->s.tenant, svc, op, r->deadline, &deleted,
-                            &err) != ERR_OK)
-      return page_err(r, &err);
-    return cr_redirect(r, "/policies");
+                            &err) != ERR_OK) {
+      page_err(r, &err);
+      return;
+    }
+    cr_redirect(r, "/policies");
+    return;
   }
   policy p = {0}, out;
   const char *mode = cr_form(r, "mode");
   int m = mode ? idem_word_find(idem_failure_mode_words, IDEM_WORD_COUNT(idem_failure_mode_words),
                                 1, mode)
                : -1;
-  if (m < 0) return page_error(r, 400, "failure mode: fail-closed or fail-open");
-  if (!parse_u32(cr_form(r, "retention_s"), &p.retention_s))
-    return page_error(r, 400, "retention_s: expected seconds");
+  if (m < 0) {
+    page_error(r, 400, "failure mode: fail-closed or fail-open");
+    return;
+  }
+  if (!parse_u32(cr_form(r, "retention_s"), &p.retention_s)) {
+    page_error(r, 400, "retention_s: expected seconds");
+    return;
+  }
   const char *kr = cr_form(r, "key_retention_s");
-  if (kr && *kr && !parse_u32(kr, &p.key_retention_s)) /* absent: 0, as long as the retention */
-    return page_error(r, 400, "key_retention_s: expected seconds");
-  if (!parse_u32(cr_form(r, "lease_ms"), &p.lease_ms))
-    return page_error(r, 400, "lease_ms: expected milliseconds");
-  if (!svc || strlen(svc) >= sizeof p.service || !op || strlen(op) >= sizeof p.operation)
-    return page_error(r, 400, "service and operation: 1 to 64 characters");
+  if (kr && *kr && !parse_u32(kr, &p.key_retention_s)) { /* absent: 0, as long as the retention */
+    page_error(r, 400, "key_retention_s: expected seconds");
+    return;
+  }
+  if (!parse_u32(cr_form(r, "lease_ms"), &p.lease_ms)) {
+    page_error(r, 400, "lease_ms: expected milliseconds");
+    return;
+  }
+  if (!svc || strlen(svc) >= sizeof p.service || !op || strlen(op) >= sizeof p.operation) {
+    page_error(r, 400, "service and operation: 1 to 64 characters");
+    return;
+  }
   snprintf(p.service, sizeof p.service, "%s", svc);
   snprintf(p.operation, sizeof p.operation, "%s", op);
   p.mode = (failure_mode)m;
-  if (coord_set_policy(r->c->cfg.coord, st, r->s.tenant, &p, r->deadline, &out, &err) != ERR_OK)
-    return page_err(r, &err);
+  if (coord_set_policy(r->c->cfg.coord, st, r->s.tenant, &p, r->deadline, &out, &err) != ERR_OK) {
+    page_err(r, &err);
+    return;
+  }
   cr_redirect(r, "/policies");
 }
 
 void page_login(creq *r, unsigned status, const char *note) {
-  if (!r->c->cfg.tokens) return cr_redirect(r, "/");
+  if (!r->c->cfg.tokens) {
+    cr_redirect(r, "/");
+    return;
+  }
   r->status = status;
   page_begin(r, "Log in");
   if (note) {
@@ -224,7 +258,10 @@ void page_login(creq *r, unsigned status, const char *note) {
 }
 
 void post_login(creq *r) {
-  if (!r->c->cfg.tokens) return cr_redirect(r, "/");
+  if (!r->c->cfg.tokens) {
+    cr_redirect(r, "/");
+    return;
+  }
   const cfield *tok = cr_field(r, "token");
   char tenant[REC_GLOBAL_ID_MAX + 1];
   auth_role role = AUTH_ROLE_NONE;
@@ -237,10 +274,13 @@ void post_login(creq *r) {
   csession s;
   if (!ok) {
     log_kv(LOG_WARN, "console login refused", (const char *)NULL);
-    return page_login(r, 401, "Login refused.");
+    page_login(r, 401, "Login refused.");
+    return;
   }
-  if (!sessions_create(r->c->sess, tok->value, tok->value_len, tenant, role, false, &s))
-    return page_error(r, 500, "cannot create a session");
+  if (!sessions_create(r->c->sess, tok->value, tok->value_len, tenant, role, false, &s)) {
+    page_error(r, 500, "cannot create a session");
+    return;
+  }
   log_kv(LOG_INFO, "console login", "tenant", tenant, "role", auth_role_name(role),
          (const char *)NULL);
   snprintf(r->set_cookie, sizeof r->set_cookie,

@@ -176,12 +176,16 @@ void page_saga(creq *r, const char *gid) {
   err_clear(&err);
   const char *token = cr_query(r, "page");
   char next[COORD_TOKEN_MAX];
-  if (!cr_store(r)) return page_error(r, 503, "cannot open a store connection");
+  if (!cr_store(r)) {
+    page_error(r, 503, "cannot open a store connection");
+    return;
+  }
   coord_saga_in in = {.global_id = gid, .page_token = token, .rec_size = console_rec_size};
   if (coord_get_saga(r->c->cfg.coord, cr_store(r), r->s.tenant, &in, r->deadline, &v, next,
                      &err) != ERR_OK) {
     saga_view_clear(&v);
-    return page_err(r, &err);
+    page_err(r, &err);
+    return;
   }
   bool first = !token || !*token, paged = !first || next[0];
   page_begin(r, "Saga");

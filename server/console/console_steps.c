@@ -80,12 +80,18 @@ void page_steps(creq *r) {
   int state = 0;
   if (state_w && *state_w) {
     state = idem_word_find(idem_state_words, IDEM_WORD_COUNT(idem_state_words), 1, state_w);
-    if (state < 0) return page_error(r, 400, "state: unknown word");
+    if (state < 0) {
+      page_error(r, 400, "state: unknown word");
+      return;
+    }
   }
   int64_t updated_before = before && *before ? strtoll(before, NULL, 10) : 0;
   if (older && *older) {
     int64_t span = parse_span(older);
-    if (span < 0) return page_error(r, 400, "older_than: expected 90s, 5m, 2h or 1d");
+    if (span < 0) {
+      page_error(r, 400, "older_than: expected 90s, 5m, 2h or 1d");
+      return;
+    }
     updated_before = r->now_ms - span;
   }
   long n = size && *size ? strtol(size, NULL, 10) : STEPS_PAGE_DEFAULT;
@@ -104,10 +110,15 @@ void page_steps(creq *r) {
   err_t err;
   err_clear(&err);
   store *st = cr_store(r);
-  if (!st) return page_error(r, 503, "cannot open a store connection");
+  if (!st) {
+    page_error(r, 503, "cannot open a store connection");
+    return;
+  }
   if (coord_list_steps(r->c->cfg.coord, st, r->s.tenant, &in, r->deadline, &l, next, &err) !=
-      ERR_OK)
-    return page_err(r, &err);
+      ERR_OK) {
+    page_err(r, &err);
+    return;
+  }
   page_begin(r, lease_expired ? "Steps with an expired lease" : "Steps");
   cbuf *b = &r->out;
   cb_put(b,
