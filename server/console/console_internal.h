@@ -129,7 +129,8 @@ void page_error(creq *r, unsigned status, const char *msg);
 void page_err(creq *r, const err_t *err);
 /* The hidden CSRF input every form carries. */
 void form_csrf(creq *r);
-/* A link to the leader's console (same port and scheme) at path; "" leader = unknown. */
+/* Names the leader by its gRPC address (what the election carries) and the path to open on its
+ * console, as text: its console's address is not known, so no link; "" leader = unknown. */
 void leader_link(creq *r, const char *leader, const char *path);
 /* The CSS class and word of a record's state, "stuck" when the lease ran out or the outcome is
  * unknown. */

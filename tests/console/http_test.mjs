@@ -315,7 +315,8 @@ const failed = await run([
         return r.text.includes(`<b>${a.grpc}</b>`) && r;
       }, 20000);
       assert(o.text.includes('This node is a standby'), 'the standby banner');
-      assert(o.text.includes(`href="http://127.0.0.1:${new URL(b.url).port}/"`), "a link to the leader's console");
+      assert(o.text.includes(`<b>${a.grpc}</b> (its gRPC address`), "the leader named by its gRPC address");
+      assert(!o.text.includes(`:${new URL(b.url).port}/"`), "no link guessed from this node's console port (issue 31 #5)");
       const g = fixture(a.grpc, a.tok.admin, 'scene').gid;
       const saga = await sb.get(`/sagas/${g}`);
       eq(saga.status, 200, 'the saga reads on the standby');
