@@ -1,6 +1,7 @@
 /* console_internal.h — what the console's files share: the output buffer and HTML escaping
- * (console_html.c), sessions (console_session.c), the store pool (console_pool.c), one request
- * (console_http.c) and the pages (console_pages.c, console_saga.c, console_admin.c). */
+ * (console_html.c), sessions and the store pool (console_session.c), one request
+ * (console_http.c; its deadline console_guard.h), the page frame (console_pages.c) and the pages
+ * (console_pages.c, console_steps.c, console_resolve.c, console_saga.c, console_admin.c). */
 #ifndef IDEM_CONSOLE_INTERNAL_H
 #define IDEM_CONSOLE_INTERNAL_H
 

@@ -1,4 +1,5 @@
-/* console_pages.c — the page frame, the overview (/) and the steps list (/steps). */
+/* console_pages.c — the page frame (head, navigation, banners, error pages), the leader named
+ * on a standby, and the overview (/). The steps list is in console_steps.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
