@@ -44,10 +44,15 @@ void page_audit(creq *r) {
   err_t err;
   err_clear(&err);
   store *st = cr_store(r);
-  if (!st) return page_error(r, 503, "cannot open a store connection");
+  if (!st) {
+    page_error(r, 503, "cannot open a store connection");
+    return;
+  }
   if (coord_list_audit(r->c->cfg.coord, st, r->s.tenant, gid, AUDIT_PAGE, token, r->deadline, &l,
-                       next, &err) != ERR_OK)
-    return page_err(r, &err);
+                       next, &err) != ERR_OK) {
+    page_err(r, &err);
+    return;
+  }
   page_begin(r, "Audit trail");
   cbuf *b = &r->out;
   cb_put(b,
@@ -100,9 +105,15 @@ void page_policies(creq *r) {
   err_t err;
   err_clear(&err);
   store *st = cr_store(r);
-  if (!st) return page_error(r, 503, "cannot open a store connection");
-  if (coord_list_policies(r->c->cfg.coord, st, r->s.tenant, r->deadline, &rows, &n, &err) != ERR_OK)
-    return page_err(r, &err);
+  if (!st) {
+    page_error(r, 503, "cannot open a store connection");
+    return;
+  }
+  if (coord_list_policies(r->c->cfg.coord, st, r->s.tenant, r->deadline, &rows, &n, &err) !=
+      ERR_OK) {
+    page_err(r, &err);
+    return;
+  }
   char leader[ELECT_ADDR_MAX];
   bool may_edit = r->s.role == AUTH_ROLE_ADMIN && cr_is_leader(r, leader);
   page_begin(r, "Policies");
@@ -142,7 +153,8 @@ void page_policies(creq *r) {
                                              "leader.</p>"
                                            : "<p class=\"muted\">Your role (service) may read "
                                              "only.</p>");
-    return page_end(r);
+    page_end(r);
+    return;
   }
   cb_put(b,
          "<h2>Set a policy</h2><form class=\"filters card\" id=\"setpolicy\" method=\"post\" "
@@ -176,34 +188,53 @@ void post_policy(creq *r, bool del) {
   err_t err;
   err_clear(&err);
   store *st = cr_store(r);
-  if (!st) return page_error(r, 503, "cannot open a store connection");
+  if (!st) {
+    page_error(r, 503, "cannot open a store connection");
+    return;
+  }
   if (del) {
     bool deleted = false;
     if (coord_delete_policy(r->c->cfg.coord, st, r->s.tenant, svc, op, r->deadline, &deleted,
-                            &err) != ERR_OK)
-      return page_err(r, &err);
-    return cr_redirect(r, "/policies");
+                            &err) != ERR_OK) {
+      page_err(r, &err);
+      return;
+    }
+    cr_redirect(r, "/policies");
+    return;
   }
   policy p = {0}, out;
   const char *mode = cr_form(r, "mode");
   int m = mode ? idem_word_find(idem_failure_mode_words, IDEM_WORD_COUNT(idem_failure_mode_words),
                                 1, mode)
                : -1;
-  if (m < 0) return page_error(r, 400, "failure mode: fail-closed or fail-open");
-  if (!parse_u32(cr_form(r, "retention_s"), &p.retention_s))
-    return page_error(r, 400, "retention_s: expected seconds");
+  if (m < 0) {
+    page_error(r, 400, "failure mode: fail-closed or fail-open");
+    return;
+  }
+  if (!parse_u32(cr_form(r, "retention_s"), &p.retention_s)) {
+    page_error(r, 400, "retention_s: expected seconds");
+    return;
+  }
   const char *kr = cr_form(r, "key_retention_s");
-  if (kr && *kr && !parse_u32(kr, &p.key_retention_s)) /* absent: 0, as long as the retention */
-    return page_error(r, 400, "key_retention_s: expected seconds");
-  if (!parse_u32(cr_form(r, "lease_ms"), &p.lease_ms))
-    return page_error(r, 400, "lease_ms: expected milliseconds");
-  if (!svc || strlen(svc) >= sizeof p.service || !op || strlen(op) >= sizeof p.operation)
-    return page_error(r, 400, "service and operation: 1 to 64 characters");
+  if (kr && *kr && !parse_u32(kr, &p.key_retention_s)) { /* absent: 0, as long as the retention */
+    page_error(r, 400, "key_retention_s: expected seconds");
+    return;
+  }
+  if (!parse_u32(cr_form(r, "lease_ms"), &p.lease_ms)) {
+    page_error(r, 400, "lease_ms: expected milliseconds");
+    return;
+  }
+  if (!svc || strlen(svc) >= sizeof p.service || !op || strlen(op) >= sizeof p.operation) {
+    page_error(r, 400, "service and operation: 1 to 64 characters");
+    return;
+  }
   snprintf(p.service, sizeof p.service, "%s", svc);
   snprintf(p.operation, sizeof p.operation, "%s", op);
   p.mode = (failure_mode)m;
-  if (coord_set_policy(r->c->cfg.coord, st, r->s.tenant, &p, r->deadline, &out, &err) != ERR_OK)
-    return page_err(r, &err);
+  if (coord_set_policy(r->c->cfg.coord, st, r->s.tenant, &p, r->deadline, &out, &err) != ERR_OK) {
+    page_err(r, &err);
+    return;
+  }
   cr_redirect(r, "/policies");
 }
 
@@ -213,7 +244,10 @@ void post_policy(creq *r, bool del) {
  * HttpOnly, SameSite=Strict cookie scoped to /login and repeated in the form; a login is taken
  * only when the two agree, so another site cannot post a login (and plant its own session). */
 void page_login(creq *r, unsigned status, const char *note) {
-  if (!r->c->cfg.tokens) return cr_redirect(r, "/");
+  if (!r->c->cfg.tokens) {
+    cr_redirect(r, "/");
+    return;
+  }
   /* the browser's cookie is kept while it lives (a second load, or a request the browser makes
    * on its own such as a favicon, must not replace the value of a form already shown) */
   char csrf[CONSOLE_ID_HEX + 1];
@@ -221,8 +255,10 @@ void page_login(creq *r, unsigned status, const char *note) {
   if (had && strlen(had) == CONSOLE_ID_HEX && strspn(had, "0123456789abcdef") == CONSOLE_ID_HEX) {
     memcpy(csrf, had, sizeof csrf);
   } else {
-    if (!console_random_hex(csrf, CONSOLE_ID_HEX / 2))
-      return page_error(r, 500, "no randomness for the login form");
+    if (!console_random_hex(csrf, CONSOLE_ID_HEX / 2)) {
+      page_error(r, 500, "no randomness for the login form");
+      return;
+    }
     snprintf(r->set_cookie, sizeof r->set_cookie,
              LOGIN_COOKIE "=%s; HttpOnly; SameSite=Strict; Path=/login; Max-Age=3600%s", csrf,
              r->c->tls ? "; Secure" : "");
@@ -245,7 +281,10 @@ void page_login(creq *r, unsigned status, const char *note) {
 }
 
 void post_login(creq *r) {
-  if (!r->c->cfg.tokens) return cr_redirect(r, "/");
+  if (!r->c->cfg.tokens) {
+    cr_redirect(r, "/");
+    return;
+  }
   unsigned char who[17];
   size_t who_n = cr_client(r, who);
   int64_t wait_ms = login_limits_check(r->c->logins, who, who_n, clock_mono_ms());
@@ -255,12 +294,14 @@ void post_login(creq *r) {
              "Too many failed logins from your address: try again in %lld s.",
              (long long)((wait_ms + 999) / 1000));
     log_kv(LOG_WARN, "console login refused: too many failures", (const char *)NULL);
-    return page_login(r, 429, msg);
+    page_login(r, 429, msg);
+    return;
   }
   const char *cookie = cr_cookie(r, LOGIN_COOKIE), *form_csrf = cr_form(r, "csrf");
   if (!cookie || !form_csrf || !console_secret_equal(cookie, form_csrf)) {
     log_kv(LOG_WARN, "console login refused: no CSRF token", (const char *)NULL);
-    return page_login(r, 403, "The login form had expired (or came from elsewhere): log in again.");
+    page_login(r, 403, "The login form had expired (or came from elsewhere): log in again.");
+    return;
   }
   const cfield *tok = cr_field(r, "token");
   char tenant[REC_GLOBAL_ID_MAX + 1];
@@ -275,10 +316,13 @@ void post_login(creq *r) {
   if (!ok) {
     login_limits_failed(r->c->logins, who, who_n, clock_mono_ms());
     log_kv(LOG_WARN, "console login refused", (const char *)NULL);
-    return page_login(r, 401, "Login refused.");
+    page_login(r, 401, "Login refused.");
+    return;
   }
-  if (!sessions_create(r->c->sess, tok->value, tok->value_len, tenant, role, false, &s))
-    return page_error(r, 500, "cannot create a session");
+  if (!sessions_create(r->c->sess, tok->value, tok->value_len, tenant, role, false, &s)) {
+    page_error(r, 500, "cannot create a session");
+    return;
+  }
   log_kv(LOG_INFO, "console login", "tenant", tenant, "role", auth_role_name(role),
          (const char *)NULL);
   snprintf(r->set_cookie, sizeof r->set_cookie,

@@ -234,15 +234,34 @@ static void route(creq *r) {
   const char *p = r->path;
   bool get = strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0;
   bool post = strcmp(r->method, "POST") == 0;
-  if (!get && !post) return page_error(r, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed");
-  if (strcmp(p, "/login") == 0) return get ? page_login(r, MHD_HTTP_OK, NULL) : post_login(r);
-  /* a browser asks for it by itself: no redirect to the login form (whose cookie it would set) */
-  if (strcmp(p, "/favicon.ico") == 0) return page_error(r, MHD_HTTP_NOT_FOUND, "no icon");
-  if (!r->has_session) {
-    if (get) return cr_redirect(r, "/login");
-    return page_error(r, MHD_HTTP_FORBIDDEN, "log in first");
+  if (!get && !post) {
+    page_error(r, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed");
+    return;
   }
-  if (strcmp(p, "/logout") == 0 && post) return post_logout(r);
+  if (strcmp(p, "/login") == 0) {
+    if (get)
+      page_login(r, MHD_HTTP_OK, NULL);
+    else
+      post_login(r);
+    return;
+  }
+  /* a browser asks for it by itself: no redirect to the login form (whose cookie it would set) */
+  if (strcmp(p, "/favicon.ico") == 0) {
+    page_error(r, MHD_HTTP_NOT_FOUND, "no icon");
+    return;
+  }
+  if (!r->has_session) {
+    if (get) {
+      cr_redirect(r, "/login");
+      return;
+    }
+    page_error(r, MHD_HTTP_FORBIDDEN, "log in first");
+    return;
+  }
+  if (strcmp(p, "/logout") == 0 && post) {
+    post_logout(r);
+    return;
+  }
   char buf[1024], *seg[5];
   coord_key_in key = {0};
   if (segments(p, "/steps/", buf, sizeof buf, seg, 4) ||
@@ -251,15 +270,43 @@ static void route(creq *r) {
                          strcmp(seg[3], "forward") == 0        ? PHASE_FORWARD
                          : strcmp(seg[3], "compensation") == 0 ? PHASE_COMPENSATION
                                                                : -1};
-    if (key.phase < 0) return page_error(r, MHD_HTTP_NOT_FOUND, "phase: forward or compensation");
-    return get ? page_step(r, &key) : post_resolve(r, &key);
+    if (key.phase < 0) {
+      page_error(r, MHD_HTTP_NOT_FOUND, "phase: forward or compensation");
+      return;
+    }
+    if (get)
+      page_step(r, &key);
+    else
+      post_resolve(r, &key);
+    return;
   }
-  if (get && segments(p, "/sagas/", buf, sizeof buf, seg, 1)) return page_saga(r, seg[0]);
-  if (get && strcmp(p, "/") == 0) return page_overview(r);
-  if (get && strcmp(p, "/steps") == 0) return page_steps(r);
-  if (get && strcmp(p, "/audit") == 0) return page_audit(r);
-  if (strcmp(p, "/policies") == 0) return get ? page_policies(r) : post_policy(r, false);
-  if (post && strcmp(p, "/policies/delete") == 0) return post_policy(r, true);
+  if (get && segments(p, "/sagas/", buf, sizeof buf, seg, 1)) {
+    page_saga(r, seg[0]);
+    return;
+  }
+  if (get && strcmp(p, "/") == 0) {
+    page_overview(r);
+    return;
+  }
+  if (get && strcmp(p, "/steps") == 0) {
+    page_steps(r);
+    return;
+  }
+  if (get && strcmp(p, "/audit") == 0) {
+    page_audit(r);
+    return;
+  }
+  if (strcmp(p, "/policies") == 0) {
+    if (get)
+      page_policies(r);
+    else
+      post_policy(r, false);
+    return;
+  }
+  if (post && strcmp(p, "/policies/delete") == 0) {
+    post_policy(r, true);
+    return;
+  }
   page_error(r, MHD_HTTP_NOT_FOUND, "no such page");
 }
 

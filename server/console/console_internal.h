@@ -1,6 +1,7 @@
 /* console_internal.h — what the console's files share: the output buffer and HTML escaping
- * (console_html.c), sessions (console_session.c), the store pool (console_pool.c), one request
- * (console_http.c) and the pages (console_pages.c, console_saga.c, console_admin.c). */
+ * (console_html.c), sessions and the store pool (console_session.c), one request
+ * (console_http.c; its deadline console_guard.h), the page frame (console_pages.c) and the pages
+ * (console_pages.c, console_steps.c, console_resolve.c, console_saga.c, console_admin.c). */
 #ifndef IDEM_CONSOLE_INTERNAL_H
 #define IDEM_CONSOLE_INTERNAL_H
 
@@ -146,7 +147,8 @@ void page_error(creq *r, unsigned status, const char *msg);
 void page_err(creq *r, const err_t *err);
 /* The hidden CSRF input every form carries. */
 void form_csrf(creq *r);
-/* A link to the leader's console (same port and scheme) at path; "" leader = unknown. */
+/* Names the leader by its gRPC address (what the election carries) and the path to open on its
+ * console, as text: its console's address is not known, so no link; "" leader = unknown. */
 void leader_link(creq *r, const char *leader, const char *path);
 /* The CSS class and word of a record's state, "stuck" when the lease ran out or the outcome is
  * unknown. */
@@ -154,8 +156,14 @@ const char *state_class(const step_rec *rec, int64_t now_ms);
 size_t console_rec_size(const step_rec *r);
 /* The path of a step's page. */
 void step_href(cbuf *b, const step_key *k);
-/* A record's state as a coloured word, with "stuck: ..." when it is. */
+/* A record's state as a coloured word, with "stuck: ..." when it is; a record no caller's
+ * attempt finished (names.h idem_skip_of: a null compensation, an abandoned forward) as
+ * "skipped" or "abandoned" with what happened, its stored state in the title. */
 void state_badge(creq *r, const step_rec *rec);
+/* idem_skip_of of a record (IDEM_SKIP_NONE: it is what its state says). */
+int rec_skip(const step_rec *rec);
+/* A record's attempt: "— (none ran)" for a skipped record of attempt 0. */
+void attempt_cell(cbuf *b, const step_rec *rec);
 /* Who a console change is made by, for the audit trail: "TENANT/ROLE", or "console" in
  * development mode. */
 void console_actor(const creq *r, char *out, size_t n);

@@ -1,4 +1,5 @@
-/* console_pages.c — the page frame, the overview (/) and the steps list (/steps). */
+/* console_pages.c — the page frame (head, navigation, banners, error pages), the leader named
+ * on a standby, and the overview (/). The steps list is in console_steps.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,20 +31,13 @@ void leader_link(creq *r, const char *leader, const char *path) {
     cb_put(&r->out, "the leader is not known right now");
     return;
   }
-  char host[ELECT_ADDR_MAX];
-  snprintf(host, sizeof host, "%s", leader);
-  char *colon = strrchr(host, ':');
-  if (colon && !strchr(colon, ']')) *colon = '\0';
-  cbuf url = {0};
-  cb_printf(&url, "%s://%s:%d%s", r->c->tls ? "https" : "http", host, r->c->port, path);
+  /* The election carries the leader's gRPC address only: its console's host, port and scheme
+   * are not known here, so no link is guessed (a guess from this node's port can be wrong). */
   cb_put(&r->out, "the leader is <b>");
   cb_esc(&r->out, leader);
-  cb_put(&r->out, "</b> (gRPC); its console: <a href=\"");
-  cb_esc(&r->out, url.p ? url.p : "");
-  cb_put(&r->out, "\">");
-  cb_esc(&r->out, url.p ? url.p : "");
-  cb_put(&r->out, "</a>");
-  cb_free(&url);
+  cb_put(&r->out, "</b> (its gRPC address; open the console that node serves, at ");
+  cb_esc(&r->out, path);
+  cb_put(&r->out, ")");
 }
 
 void page_begin(creq *r, const char *title) {

@@ -1,6 +1,7 @@
 // http_test.mjs — the console's HTTP layer without a browser (fast): status codes, security
 // headers, cookies, escaping, filters and paging, CSRF and role refusals, the two-step
-// resolution, policies, an expired result's body, logout, development mode. Against a
+// resolution, policies, an expired result's body, logout, development mode, records no
+// attempt finished (null compensation, abandoned forward) said as such. Against a
 // coordinator of its own.
 import { startCoordinator, startEtcd, fixture, Session, run, assert, eq, httpsGet, waitFor, hiddenFields, env } from './lib.mjs';
 import { execFileSync } from 'node:child_process';
@@ -349,7 +350,8 @@ const failed = await run([
         return r.text.includes(`<b>${a.grpc}</b>`) && r;
       }, 20000);
       assert(o.text.includes('This node is a standby'), 'the standby banner');
-      assert(o.text.includes(`href="http://127.0.0.1:${new URL(b.url).port}/"`), "a link to the leader's console");
+      assert(o.text.includes(`<b>${a.grpc}</b> (its gRPC address`), "the leader named by its gRPC address");
+      assert(!o.text.includes(`:${new URL(b.url).port}/"`), "no link guessed from this node's console port (issue 31 #5)");
       const g = fixture(a.grpc, a.tok.admin, 'scene').gid;
       const saga = await sb.get(`/sagas/${g}`);
       eq(saga.status, 200, 'the saga reads on the standby');
@@ -367,6 +369,30 @@ const failed = await run([
       await etcd.stop();
       eq(codes.join(), '0,0', 'both drained');
     }
+  }],
+  ['a null compensation and an abandoned forward are shown as skipped, never as steps that ran (issue 31 #7)', async () => {
+    const s = new Session(co.url);
+    await s.login(tok.admin);
+    const g = fixture(co.grpc, tok.admin, 'skipped').gid;
+    const row = (html, svc) => html.split('<tr>').find(t => t.includes(`<td>${svc}</td>`)) || '';
+    const saga = await s.get(`/sagas/${g}`);
+    eq(saga.status, 200, 'saga page');
+    const hotel = row(saga.text, 'hotel'), car = row(saga.text, 'car');
+    assert(hotel.includes('data-skip="never_ran"') && hotel.includes('data-skip="null_compensation"'), `hotel: ${hotel}`);
+    assert(hotel.includes('skipped: null compensation'), 'said in words');
+    assert(!hotel.includes('s-succeeded') && !hotel.includes('code 0') && !hotel.includes('attempt 0'), `hotel never as run: ${hotel}`);
+    assert(car.includes('data-skip="abandoned"') && car.includes('attempt 1'), `car forward: ${car}`);
+    assert(car.includes('succeeded, code 200') && car.includes('car returned'), 'the real compensation as it ran');
+    const step = await s.get(`/steps/${g}/hotel/book/compensation`);
+    eq(step.status, 200, 'step page');
+    assert(step.text.includes('none: no compensation ran') && step.text.includes('title="stored as succeeded"'), 'step page says so');
+    assert(!step.text.includes('succeeded, code 0') && !step.text.includes('(empty)'), 'no result of a run');
+    const fwd = await s.get(`/steps/${g}/hotel/book/forward`);
+    assert(fwd.text.includes('skipped: never ran') && fwd.text.includes('none ran'), 'the tombstone');
+    const list = await s.get(`/steps?global_id=${g}`);
+    const rows = list.text.split('<tr').filter(t => t.includes('/hotel/book/'));
+    eq(rows.length, 2, 'both hotel records listed');
+    for (const t of rows) assert(t.includes('data-skip=') && !t.includes('s-succeeded') && !t.includes('<td class="num">0</td>'), `steps row: ${t}`);
   }],
 ]);
 
