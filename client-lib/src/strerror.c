@@ -1,3 +1,5 @@
+/* strerror.c — idem_strerror: the text of an idem_code, from the one IDEM_CODES table in
+ * <idem/idem.h>. */
 #include <idem/idem.h>
 
 const char *idem_strerror(int code) {

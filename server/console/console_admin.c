@@ -7,6 +7,7 @@
 
 #include "../coord/coord_admin.h"
 #include "../coord/coord_policy.h"
+#include "../util/clock.h"
 #include "../util/log.h"
 #include "console_internal.h"
 #include "idem/v1/names.h"
@@ -43,10 +44,15 @@ void page_audit(creq *r) {
   err_t err;
   err_clear(&err);
   store *st = cr_store(r);
-  if (!st) return page_error(r, 503, "cannot open a store connection");
+  if (!st) {
+    page_error(r, 503, "cannot open a store connection");
+    return;
+  }
   if (coord_list_audit(r->c->cfg.coord, st, r->s.tenant, gid, AUDIT_PAGE, token, r->deadline, &l,
-                       next, &err) != ERR_OK)
-    return page_err(r, &err);
+                       next, &err) != ERR_OK) {
+    page_err(r, &err);
+    return;
+  }
   page_begin(r, "Audit trail");
   cbuf *b = &r->out;
   cb_put(b,
@@ -99,9 +105,15 @@ void page_policies(creq *r) {
   err_t err;
   err_clear(&err);
   store *st = cr_store(r);
-  if (!st) return page_error(r, 503, "cannot open a store connection");
-  if (coord_list_policies(r->c->cfg.coord, st, r->s.tenant, r->deadline, &rows, &n, &err) != ERR_OK)
-    return page_err(r, &err);
+  if (!st) {
+    page_error(r, 503, "cannot open a store connection");
+    return;
+  }
+  if (coord_list_policies(r->c->cfg.coord, st, r->s.tenant, r->deadline, &rows, &n, &err) !=
+      ERR_OK) {
+    page_err(r, &err);
+    return;
+  }
   char leader[ELECT_ADDR_MAX];
   bool may_edit = r->s.role == AUTH_ROLE_ADMIN && cr_is_leader(r, leader);
   page_begin(r, "Policies");
@@ -141,7 +153,8 @@ void page_policies(creq *r) {
                                              "leader.</p>"
                                            : "<p class=\"muted\">Your role (service) may read "
                                              "only.</p>");
-    return page_end(r);
+    page_end(r);
+    return;
   }
   cb_put(b,
          "<h2>Set a policy</h2><form class=\"filters card\" id=\"setpolicy\" method=\"post\" "
@@ -175,39 +188,81 @@ void post_policy(creq *r, bool del) {
   err_t err;
   err_clear(&err);
   store *st = cr_store(r);
-  if (!st) return page_error(r, 503, "cannot open a store connection");
+  if (!st) {
+    page_error(r, 503, "cannot open a store connection");
+    return;
+  }
   if (del) {
     bool deleted = false;
     if (coord_delete_policy(r->c->cfg.coord, st, r->s.tenant, svc, op, r->deadline, &deleted,
-                            &err) != ERR_OK)
-      return page_err(r, &err);
-    return cr_redirect(r, "/policies");
+                            &err) != ERR_OK) {
+      page_err(r, &err);
+      return;
+    }
+    cr_redirect(r, "/policies");
+    return;
   }
   policy p = {0}, out;
   const char *mode = cr_form(r, "mode");
   int m = mode ? idem_word_find(idem_failure_mode_words, IDEM_WORD_COUNT(idem_failure_mode_words),
                                 1, mode)
                : -1;
-  if (m < 0) return page_error(r, 400, "failure mode: fail-closed or fail-open");
-  if (!parse_u32(cr_form(r, "retention_s"), &p.retention_s))
-    return page_error(r, 400, "retention_s: expected seconds");
+  if (m < 0) {
+    page_error(r, 400, "failure mode: fail-closed or fail-open");
+    return;
+  }
+  if (!parse_u32(cr_form(r, "retention_s"), &p.retention_s)) {
+    page_error(r, 400, "retention_s: expected seconds");
+    return;
+  }
   const char *kr = cr_form(r, "key_retention_s");
-  if (kr && *kr && !parse_u32(kr, &p.key_retention_s)) /* absent: 0, as long as the retention */
-    return page_error(r, 400, "key_retention_s: expected seconds");
-  if (!parse_u32(cr_form(r, "lease_ms"), &p.lease_ms))
-    return page_error(r, 400, "lease_ms: expected milliseconds");
-  if (!svc || strlen(svc) >= sizeof p.service || !op || strlen(op) >= sizeof p.operation)
-    return page_error(r, 400, "service and operation: 1 to 64 characters");
+  if (kr && *kr && !parse_u32(kr, &p.key_retention_s)) { /* absent: 0, as long as the retention */
+    page_error(r, 400, "key_retention_s: expected seconds");
+    return;
+  }
+  if (!parse_u32(cr_form(r, "lease_ms"), &p.lease_ms)) {
+    page_error(r, 400, "lease_ms: expected milliseconds");
+    return;
+  }
+  if (!svc || strlen(svc) >= sizeof p.service || !op || strlen(op) >= sizeof p.operation) {
+    page_error(r, 400, "service and operation: 1 to 64 characters");
+    return;
+  }
   snprintf(p.service, sizeof p.service, "%s", svc);
   snprintf(p.operation, sizeof p.operation, "%s", op);
   p.mode = (failure_mode)m;
-  if (coord_set_policy(r->c->cfg.coord, st, r->s.tenant, &p, r->deadline, &out, &err) != ERR_OK)
-    return page_err(r, &err);
+  if (coord_set_policy(r->c->cfg.coord, st, r->s.tenant, &p, r->deadline, &out, &err) != ERR_OK) {
+    page_err(r, &err);
+    return;
+  }
   cr_redirect(r, "/policies");
 }
 
+#define LOGIN_COOKIE "idem_login"
+
+/* The login form. Its CSRF token is a double-submit cookie: a random value set here in an
+ * HttpOnly, SameSite=Strict cookie scoped to /login and repeated in the form; a login is taken
+ * only when the two agree, so another site cannot post a login (and plant its own session). */
 void page_login(creq *r, unsigned status, const char *note) {
-  if (!r->c->cfg.tokens) return cr_redirect(r, "/");
+  if (!r->c->cfg.tokens) {
+    cr_redirect(r, "/");
+    return;
+  }
+  /* the browser's cookie is kept while it lives (a second load, or a request the browser makes
+   * on its own such as a favicon, must not replace the value of a form already shown) */
+  char csrf[CONSOLE_ID_HEX + 1];
+  const char *had = cr_cookie(r, LOGIN_COOKIE);
+  if (had && strlen(had) == CONSOLE_ID_HEX && strspn(had, "0123456789abcdef") == CONSOLE_ID_HEX) {
+    memcpy(csrf, had, sizeof csrf);
+  } else {
+    if (!console_random_hex(csrf, CONSOLE_ID_HEX / 2)) {
+      page_error(r, 500, "no randomness for the login form");
+      return;
+    }
+    snprintf(r->set_cookie, sizeof r->set_cookie,
+             LOGIN_COOKIE "=%s; HttpOnly; SameSite=Strict; Path=/login; Max-Age=3600%s", csrf,
+             r->c->tls ? "; Secure" : "");
+  }
   r->status = status;
   page_begin(r, "Log in");
   if (note) {
@@ -215,16 +270,39 @@ void page_login(creq *r, unsigned status, const char *note) {
     cb_esc(&r->out, note);
     cb_put(&r->out, "</div>");
   }
-  cb_put(&r->out,
-         "<form class=\"card\" id=\"login\" method=\"post\" action=\"/login\">"
-         "<label>token (a line of the --tokens file)<input type=\"password\" "
-         "name=\"token\" autocomplete=\"off\" required></label>"
-         "<p><button type=\"submit\">Log in</button></p></form>");
+  cb_printf(&r->out,
+            "<form class=\"card\" id=\"login\" method=\"post\" action=\"/login\">"
+            "<input type=\"hidden\" name=\"csrf\" value=\"%s\">"
+            "<label>token (a line of the --tokens file)<input type=\"password\" "
+            "name=\"token\" autocomplete=\"off\" required></label>"
+            "<p><button type=\"submit\">Log in</button></p></form>",
+            csrf);
   page_end(r);
 }
 
 void post_login(creq *r) {
-  if (!r->c->cfg.tokens) return cr_redirect(r, "/");
+  if (!r->c->cfg.tokens) {
+    cr_redirect(r, "/");
+    return;
+  }
+  unsigned char who[17];
+  size_t who_n = cr_client(r, who);
+  int64_t wait_ms = login_limits_check(r->c->logins, who, who_n, clock_mono_ms());
+  if (wait_ms > 0) {
+    char msg[120];
+    snprintf(msg, sizeof msg,
+             "Too many failed logins from your address: try again in %lld s.",
+             (long long)((wait_ms + 999) / 1000));
+    log_kv(LOG_WARN, "console login refused: too many failures", (const char *)NULL);
+    page_login(r, 429, msg);
+    return;
+  }
+  const char *cookie = cr_cookie(r, LOGIN_COOKIE), *form_csrf = cr_form(r, "csrf");
+  if (!cookie || !form_csrf || !console_secret_equal(cookie, form_csrf)) {
+    log_kv(LOG_WARN, "console login refused: no CSRF token", (const char *)NULL);
+    page_login(r, 403, "The login form had expired (or came from elsewhere): log in again.");
+    return;
+  }
   const cfield *tok = cr_field(r, "token");
   char tenant[REC_GLOBAL_ID_MAX + 1];
   auth_role role = AUTH_ROLE_NONE;
@@ -236,11 +314,15 @@ void post_login(creq *r) {
   }
   csession s;
   if (!ok) {
+    login_limits_failed(r->c->logins, who, who_n, clock_mono_ms());
     log_kv(LOG_WARN, "console login refused", (const char *)NULL);
-    return page_login(r, 401, "Login refused.");
+    page_login(r, 401, "Login refused.");
+    return;
   }
-  if (!sessions_create(r->c->sess, tok->value, tok->value_len, tenant, role, false, &s))
-    return page_error(r, 500, "cannot create a session");
+  if (!sessions_create(r->c->sess, tok->value, tok->value_len, tenant, role, false, &s)) {
+    page_error(r, 500, "cannot create a session");
+    return;
+  }
   log_kv(LOG_INFO, "console login", "tenant", tenant, "role", auth_role_name(role),
          (const char *)NULL);
   snprintf(r->set_cookie, sizeof r->set_cookie,

@@ -217,7 +217,7 @@ const char console_css[] =
   ".state{display:inline-block;padding:1px 6px;border-radius:3px;font-weight:600;font-size:12px}"
   ".s-in_progress{background:#cfe2ff;color:#084298}.s-succeeded{background:#d1e7dd;color:#0f5132}"
   ".s-failed{background:#f8d7da;color:#842029}.s-unknown{background:#ffe5b4;color:#7a3e00}"
-  ".s-abandoned,.s-released,.s-none{background:#e2e3e5;color:#41464b}"
+  ".s-abandoned,.s-released,.s-none,.s-skipped{background:#e2e3e5;color:#41464b}"
   ".stuck{outline:2px solid #dc3545}tr.stuck td{background:#fff0f0}"
   ".stuckword{color:#b02a37;font-weight:700}"
   ".muted,.rel{color:#6c757d}"

@@ -34,6 +34,10 @@ typedef struct upload {
   bool too_big;
 } upload;
 
+const char *cr_cookie(const creq *r, const char *name) {
+  return MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND, name);
+}
+
 const char *cr_query(const creq *r, const char *name) {
   return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
 }
@@ -156,6 +160,10 @@ static size_t client_owner(struct MHD_Connection *conn, unsigned char out[17]) {
   return 1;
 }
 
+size_t cr_client(const creq *r, unsigned char out[17]) {
+  return client_owner(r->conn, out);
+}
+
 /* The session of the cookie; in development mode a new one when there is none, and ?tenant=
  * switches the session's tenant. */
 static void find_session(creq *r) {
@@ -226,13 +234,34 @@ static void route(creq *r) {
   const char *p = r->path;
   bool get = strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0;
   bool post = strcmp(r->method, "POST") == 0;
-  if (!get && !post) return page_error(r, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed");
-  if (strcmp(p, "/login") == 0) return get ? page_login(r, MHD_HTTP_OK, NULL) : post_login(r);
-  if (!r->has_session) {
-    if (get) return cr_redirect(r, "/login");
-    return page_error(r, MHD_HTTP_FORBIDDEN, "log in first");
+  if (!get && !post) {
+    page_error(r, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed");
+    return;
   }
-  if (strcmp(p, "/logout") == 0 && post) return post_logout(r);
+  if (strcmp(p, "/login") == 0) {
+    if (get)
+      page_login(r, MHD_HTTP_OK, NULL);
+    else
+      post_login(r);
+    return;
+  }
+  /* a browser asks for it by itself: no redirect to the login form (whose cookie it would set) */
+  if (strcmp(p, "/favicon.ico") == 0) {
+    page_error(r, MHD_HTTP_NOT_FOUND, "no icon");
+    return;
+  }
+  if (!r->has_session) {
+    if (get) {
+      cr_redirect(r, "/login");
+      return;
+    }
+    page_error(r, MHD_HTTP_FORBIDDEN, "log in first");
+    return;
+  }
+  if (strcmp(p, "/logout") == 0 && post) {
+    post_logout(r);
+    return;
+  }
   char buf[1024], *seg[5];
   coord_key_in key = {0};
   if (segments(p, "/steps/", buf, sizeof buf, seg, 4) ||
@@ -241,15 +270,43 @@ static void route(creq *r) {
                          strcmp(seg[3], "forward") == 0        ? PHASE_FORWARD
                          : strcmp(seg[3], "compensation") == 0 ? PHASE_COMPENSATION
                                                                : -1};
-    if (key.phase < 0) return page_error(r, MHD_HTTP_NOT_FOUND, "phase: forward or compensation");
-    return get ? page_step(r, &key) : post_resolve(r, &key);
+    if (key.phase < 0) {
+      page_error(r, MHD_HTTP_NOT_FOUND, "phase: forward or compensation");
+      return;
+    }
+    if (get)
+      page_step(r, &key);
+    else
+      post_resolve(r, &key);
+    return;
   }
-  if (get && segments(p, "/sagas/", buf, sizeof buf, seg, 1)) return page_saga(r, seg[0]);
-  if (get && strcmp(p, "/") == 0) return page_overview(r);
-  if (get && strcmp(p, "/steps") == 0) return page_steps(r);
-  if (get && strcmp(p, "/audit") == 0) return page_audit(r);
-  if (strcmp(p, "/policies") == 0) return get ? page_policies(r) : post_policy(r, false);
-  if (post && strcmp(p, "/policies/delete") == 0) return post_policy(r, true);
+  if (get && segments(p, "/sagas/", buf, sizeof buf, seg, 1)) {
+    page_saga(r, seg[0]);
+    return;
+  }
+  if (get && strcmp(p, "/") == 0) {
+    page_overview(r);
+    return;
+  }
+  if (get && strcmp(p, "/steps") == 0) {
+    page_steps(r);
+    return;
+  }
+  if (get && strcmp(p, "/audit") == 0) {
+    page_audit(r);
+    return;
+  }
+  if (strcmp(p, "/policies") == 0) {
+    if (get)
+      page_policies(r);
+    else
+      post_policy(r, false);
+    return;
+  }
+  if (post && strcmp(p, "/policies/delete") == 0) {
+    post_policy(r, true);
+    return;
+  }
   page_error(r, MHD_HTTP_NOT_FOUND, "no such page");
 }
 
@@ -414,8 +471,10 @@ console *console_start(const console_config *cfg, int *bound_port, err_t *err) {
     c->cert = tls ? strdup(cfg->tls_cert_pem) : NULL;
     c->key = tls ? strdup(cfg->tls_key_pem) : NULL;
     c->guard = cguard_start(REQUEST_MS);
+    c->logins = login_limits_new();
   }
-  if (!c || !c->sess || !c->pool || !c->guard || (tls && (!c->cert || !c->key))) {
+  if (!c || !c->sess || !c->pool || !c->guard || !c->logins ||
+      (tls && (!c->cert || !c->key))) {
     freeaddrinfo(ai);
     console_stop(c);
     err_oom(err);
@@ -455,6 +514,7 @@ void console_stop(console *c) {
   cguard_stop(c->guard);
   cpool_free(c->pool);
   sessions_free(c->sess);
+  login_limits_free(c->logins);
   free(c->cert);
   wipe_free(c->key);
   free(c);

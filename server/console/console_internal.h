@@ -1,6 +1,7 @@
 /* console_internal.h — what the console's files share: the output buffer and HTML escaping
- * (console_html.c), sessions (console_session.c), the store pool (console_pool.c), one request
- * (console_http.c) and the pages (console_pages.c, console_saga.c, console_admin.c). */
+ * (console_html.c), sessions and the store pool (console_session.c), one request
+ * (console_http.c; its deadline console_guard.h), the page frame (console_pages.c) and the pages
+ * (console_pages.c, console_steps.c, console_resolve.c, console_saga.c, console_admin.c). */
 #ifndef IDEM_CONSOLE_INTERNAL_H
 #define IDEM_CONSOLE_INTERNAL_H
 
@@ -80,6 +81,18 @@ store *cpool_get(cpool *p); /* blocks while all are taken; NULL when one cannot 
 void cpool_put(cpool *p, store *st);
 
 /* --- one request --- */
+/* --- login limits (console_login.c): failed logins per client address --- */
+#define CONSOLE_LOGIN_FAILURES_MAX 10  /* failed logins one address may make in a window */
+#define CONSOLE_LOGIN_WINDOW_MS 60000 /* the window, from the address's first failure */
+typedef struct login_limits login_limits;
+login_limits *login_limits_new(void); /* NULL: no memory */
+void login_limits_free(login_limits *l);
+/* 0 when who (a client address, cr_client) may try to log in at now_ms (monotonic); else the
+ * milliseconds until it may again. */
+int64_t login_limits_check(login_limits *l, const unsigned char *who, size_t n, int64_t now_ms);
+/* Counts a failed login of who. */
+void login_limits_failed(login_limits *l, const unsigned char *who, size_t n, int64_t now_ms);
+
 struct console {
   console_config cfg;
   char *cert, *key; /* owned copies of the PEM text */
@@ -89,6 +102,7 @@ struct console {
   cpool *pool;
   struct MHD_Daemon *d;
   struct cguard *guard; /* the whole-request deadline (console_guard.h) */
+  login_limits *logins;
 };
 
 typedef struct cfield {
@@ -114,6 +128,10 @@ typedef struct creq {
 } creq;
 
 const char *cr_query(const creq *r, const char *name); /* NULL when absent */
+const char *cr_cookie(const creq *r, const char *name); /* NULL when absent */
+/* Who sent the request, as the console counts clients: the address family and the IPv4
+ * address, or an IPv6 address's /64. Returns the bytes used of out. */
+size_t cr_client(const creq *r, unsigned char out[17]);
 const char *cr_form(const creq *r, const char *name);  /* NULL when absent */
 const cfield *cr_field(const creq *r, const char *name);
 store *cr_store(creq *r); /* the request's store (taken from the pool on first use) */
@@ -129,7 +147,8 @@ void page_error(creq *r, unsigned status, const char *msg);
 void page_err(creq *r, const err_t *err);
 /* The hidden CSRF input every form carries. */
 void form_csrf(creq *r);
-/* A link to the leader's console (same port and scheme) at path; "" leader = unknown. */
+/* Names the leader by its gRPC address (what the election carries) and the path to open on its
+ * console, as text: its console's address is not known, so no link; "" leader = unknown. */
 void leader_link(creq *r, const char *leader, const char *path);
 /* The CSS class and word of a record's state, "stuck" when the lease ran out or the outcome is
  * unknown. */
@@ -137,8 +156,14 @@ const char *state_class(const step_rec *rec, int64_t now_ms);
 size_t console_rec_size(const step_rec *r);
 /* The path of a step's page. */
 void step_href(cbuf *b, const step_key *k);
-/* A record's state as a coloured word, with "stuck: ..." when it is. */
+/* A record's state as a coloured word, with "stuck: ..." when it is; a record no caller's
+ * attempt finished (names.h idem_skip_of: a null compensation, an abandoned forward) as
+ * "skipped" or "abandoned" with what happened, its stored state in the title. */
 void state_badge(creq *r, const step_rec *rec);
+/* idem_skip_of of a record (IDEM_SKIP_NONE: it is what its state says). */
+int rec_skip(const step_rec *rec);
+/* A record's attempt: "— (none ran)" for a skipped record of attempt 0. */
+void attempt_cell(cbuf *b, const step_rec *rec);
 /* Who a console change is made by, for the audit trail: "TENANT/ROLE", or "console" in
  * development mode. */
 void console_actor(const creq *r, char *out, size_t n);

@@ -1,4 +1,5 @@
-/* console_pages.c — the page frame, the overview (/) and the steps list (/steps). */
+/* console_pages.c — the page frame (head, navigation, banners, error pages), the leader named
+ * on a standby, and the overview (/). The steps list is in console_steps.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,20 +31,13 @@ void leader_link(creq *r, const char *leader, const char *path) {
     cb_put(&r->out, "the leader is not known right now");
     return;
   }
-  char host[ELECT_ADDR_MAX];
-  snprintf(host, sizeof host, "%s", leader);
-  char *colon = strrchr(host, ':');
-  if (colon && !strchr(colon, ']')) *colon = '\0';
-  cbuf url = {0};
-  cb_printf(&url, "%s://%s:%d%s", r->c->tls ? "https" : "http", host, r->c->port, path);
+  /* The election carries the leader's gRPC address only: its console's host, port and scheme
+   * are not known here, so no link is guessed (a guess from this node's port can be wrong). */
   cb_put(&r->out, "the leader is <b>");
   cb_esc(&r->out, leader);
-  cb_put(&r->out, "</b> (gRPC); its console: <a href=\"");
-  cb_esc(&r->out, url.p ? url.p : "");
-  cb_put(&r->out, "\">");
-  cb_esc(&r->out, url.p ? url.p : "");
-  cb_put(&r->out, "</a>");
-  cb_free(&url);
+  cb_put(&r->out, "</b> (its gRPC address; open the console that node serves, at ");
+  cb_esc(&r->out, path);
+  cb_put(&r->out, ")");
 }
 
 void page_begin(creq *r, const char *title) {
@@ -104,13 +98,17 @@ void page_error(creq *r, unsigned status, const char *msg) {
 }
 
 void page_err(creq *r, const err_t *err) {
-  unsigned status = err->code == ERR_INVALID        ? 400
-                    : err->code == ERR_NOT_FOUND    ? 404
-                    : err->code == ERR_PERMISSION   ? 403
-                    : err->code == ERR_PRECONDITION ? 409
-                    : err->code == ERR_ABORTED      ? 409
-                    : err->code == ERR_UNAVAILABLE  ? 503
-                                                    : 500;
+  /* one HTTP status per code: 500 only for what is really the server's fault */
+  static const unsigned http_of[ERR__COUNT] = {
+      [ERR_OK] = 200,           [ERR_INVALID] = 400,         [ERR_PRECONDITION] = 409,
+      [ERR_ABORTED] = 409,      [ERR_NOT_FOUND] = 404,       [ERR_UNAVAILABLE] = 503,
+      [ERR_DEADLINE] = 504,     [ERR_INTERNAL] = 500,        [ERR_UNAUTHENTICATED] = 401,
+      [ERR_PERMISSION] = 403,   [ERR_UNIMPLEMENTED] = 501,   [ERR_RESOURCE] = 503,
+  };
+  unsigned status = err->code > ERR_OK && err->code < ERR__COUNT ? http_of[err->code] : 500;
+  /* too many calls or replies waiting: the client should slow down (429); out of memory is
+   * the server's condition (503) */
+  if (err->code == ERR_RESOURCE && err->reason == ERR_R_OVERLOADED) status = 429;
   page_error(r, status, err->msg[0] ? err->msg : err_str(err->code));
   if (err_is_not_leader(err)) {
     r->out.n = 0;

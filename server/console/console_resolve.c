@@ -42,7 +42,7 @@ static void record_card(creq *r, const step_rec *rec) {
   kv(b, "state");
   state_badge(r, rec);
   kv(b, "attempt");
-  cb_printf(b, "%llu", (unsigned long long)rec->attempt);
+  attempt_cell(b, rec);
   kv(b, "fingerprint");
   for (size_t i = 0; i < rec->fp_len; i++) cb_printf(b, "%02x", rec->fp[i]);
   kv(b, "created");
@@ -55,7 +55,13 @@ static void record_card(creq *r, const step_rec *rec) {
   }
   kv(b, "forgotten at");
   cb_time(b, rec->expires_ms, r->now_ms);
-  if (rec->outcome) {
+  if (rec_skip(rec) == IDEM_SKIP_NULL_COMPENSATION) {
+    kv(b, "outcome");
+    cb_put(b,
+           "none: no compensation ran (the stored outcome, code and empty body are only what "
+           "a retry of the compensation is told: skip_null_compensation). Written ");
+    cb_time(b, rec->completed_ms, r->now_ms);
+  } else if (rec->outcome) {
     kv(b, "outcome");
     cb_printf(b, "%s, code %d, completed ", idem_word_outcome(rec->outcome), rec->code);
     cb_time(b, rec->completed_ms, r->now_ms);
@@ -111,9 +117,14 @@ void page_step(creq *r, const coord_key_in *key) {
   err_t err;
   err_clear(&err);
   store *st = cr_store(r);
-  if (!st) return page_error(r, 503, "cannot open a store connection");
-  if (coord_lookup_step(r->c->cfg.coord, st, r->s.tenant, key, r->deadline, &rec, &err) != ERR_OK)
-    return page_err(r, &err);
+  if (!st) {
+    page_error(r, 503, "cannot open a store connection");
+    return;
+  }
+  if (coord_lookup_step(r->c->cfg.coord, st, r->s.tenant, key, r->deadline, &rec, &err) != ERR_OK) {
+    page_err(r, &err);
+    return;
+  }
   page_begin(r, "Step");
   record_card(r, &rec);
   resolve_form(r, &rec);
@@ -210,22 +221,35 @@ void post_resolve(creq *r, const coord_key_in *key) {
                *body = cr_field(r, "body"), *reason = cr_field(r, "reason");
   cfield *body_hex = (cfield *)cr_field(r, "body_hex");
   if (body_hex) {
-    if (body) return page_error(r, 400, "body: send body or body_hex, not both");
-    if (!body_from_hex(body_hex)) return page_error(r, 400, "body_hex: expected hex digits");
+    if (body) {
+      page_error(r, 400, "body: send body or body_hex, not both");
+      return;
+    }
+    if (!body_from_hex(body_hex)) {
+      page_error(r, 400, "body_hex: expected hex digits");
+      return;
+    }
     body = body_hex;
   }
   if (reason) lf_lines((cfield *)reason);
   int outcome = outcome_f ? idem_word_find(idem_outcome_words, IDEM_WORD_COUNT(idem_outcome_words),
                                            1, outcome_f->value)
                           : -1;
-  if (outcome != OUTCOME_SUCCEEDED && outcome != OUTCOME_FAILED && outcome != OUTCOME_RETRYABLE)
-    return page_error(r, 400, "outcome: succeeded, failed or retryable");
+  if (outcome != OUTCOME_SUCCEEDED && outcome != OUTCOME_FAILED && outcome != OUTCOME_RETRYABLE) {
+    page_error(r, 400, "outcome: succeeded, failed or retryable");
+    return;
+  }
   char *end = NULL;
   errno = 0;
   long code_v = code && code->value[0] ? strtol(code->value, &end, 10) : 0;
-  if (errno || (end && *end) || code_v < INT32_MIN || code_v > INT32_MAX)
-    return page_error(r, 400, "code: expected an integer");
-  if (!reason || !reason->value[0]) return page_error(r, 400, "reason: required");
+  if (errno || (end && *end) || code_v < INT32_MIN || code_v > INT32_MAX) {
+    page_error(r, 400, "code: expected an integer");
+    return;
+  }
+  if (!reason || !reason->value[0]) {
+    page_error(r, 400, "reason: required");
+    return;
+  }
   static const cfield none = {.name = (char *)"", .value = (char *)"", .value_len = 0};
   if (!body) body = &none;
   if (!code) code = &none;
@@ -233,11 +257,17 @@ void post_resolve(creq *r, const coord_key_in *key) {
   err_clear(&err);
   step_rec rec = {0};
   store *st = cr_store(r);
-  if (!st) return page_error(r, 503, "cannot open a store connection");
+  if (!st) {
+    page_error(r, 503, "cannot open a store connection");
+    return;
+  }
   const char *confirm = cr_form(r, "confirm");
   if (!confirm || strcmp(confirm, "yes") != 0) {
-    if (coord_lookup_step(r->c->cfg.coord, st, r->s.tenant, key, r->deadline, &rec, &err) != ERR_OK)
-      return page_err(r, &err);
+    if (coord_lookup_step(r->c->cfg.coord, st, r->s.tenant, key, r->deadline, &rec, &err) !=
+        ERR_OK) {
+      page_err(r, &err);
+      return;
+    }
     confirm_page(r, &rec, outcome, code, body, reason);
     step_rec_clear(&rec);
     return;
@@ -251,8 +281,11 @@ void post_resolve(creq *r, const coord_key_in *key) {
                          .body_len = body->value_len,
                          .reason = reason->value,
                          .actor = actor};
-  if (coord_resolve_step(r->c->cfg.coord, st, r->s.tenant, &in, r->deadline, &rec, &err) != ERR_OK)
-    return page_err(r, &err);
+  if (coord_resolve_step(r->c->cfg.coord, st, r->s.tenant, &in, r->deadline, &rec, &err) !=
+      ERR_OK) {
+    page_err(r, &err);
+    return;
+  }
   cbuf loc = {0};
   cb_put(&loc, "/sagas/");
   cb_url(&loc, rec.key.global_id);

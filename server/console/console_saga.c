@@ -72,7 +72,9 @@ static void step_cell(creq *r, const step_rec *rec, bool paged) {
   }
   cb_printf(b, "<td class=\"%s\">", *state_class(rec, r->now_ms) ? "stuck" : "");
   state_badge(r, rec);
-  cb_printf(b, " attempt %llu \xC2\xB7 <a href=\"", (unsigned long long)rec->attempt);
+  cb_put(b, " attempt ");
+  attempt_cell(b, rec);
+  cb_put(b, " \xC2\xB7 <a href=\"");
   step_href(b, &rec->key);
   cb_put(b, "\">open</a><br><span class=\"muted\">updated</span> ");
   cb_time(b, rec->updated_ms, r->now_ms);
@@ -80,7 +82,7 @@ static void step_cell(creq *r, const step_rec *rec, bool paged) {
     cb_put(b, "<br><span class=\"muted\">lease</span> ");
     cb_time(b, rec->lease_expires_ms, r->now_ms);
   }
-  if (rec->outcome) {
+  if (rec->outcome && rec_skip(rec) != IDEM_SKIP_NULL_COMPENSATION) { /* no result of a run */
     cb_printf(b, "<br>%s, code %d", idem_word_outcome(rec->outcome), rec->code);
     cb_rec_body(b, rec, BODY_SHOWN);
   }
@@ -174,12 +176,16 @@ void page_saga(creq *r, const char *gid) {
   err_clear(&err);
   const char *token = cr_query(r, "page");
   char next[COORD_TOKEN_MAX];
-  if (!cr_store(r)) return page_error(r, 503, "cannot open a store connection");
+  if (!cr_store(r)) {
+    page_error(r, 503, "cannot open a store connection");
+    return;
+  }
   coord_saga_in in = {.global_id = gid, .page_token = token, .rec_size = console_rec_size};
   if (coord_get_saga(r->c->cfg.coord, cr_store(r), r->s.tenant, &in, r->deadline, &v, next,
                      &err) != ERR_OK) {
     saga_view_clear(&v);
-    return page_err(r, &err);
+    page_err(r, &err);
+    return;
   }
   bool first = !token || !*token, paged = !first || next[0];
   page_begin(r, "Saga");

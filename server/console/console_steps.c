@@ -1,5 +1,6 @@
-/* console_steps.c — the steps list (/steps), one step (/steps/{gid}/{svc}/{op}/{phase}) and
- * its resolution: a form, a confirmation that says what will change, then the change. */
+/* console_steps.c — the steps list (/steps) and what the step pages share: a step's path, its
+ * state as a badge (a null compensation or an abandoned forward said as such, never as a step
+ * that ran) and its attempt. One step's page and its resolution are in console_resolve.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,13 +22,33 @@ void step_href(cbuf *b, const step_key *k) {
   cb_printf(b, "/%s", idem_word_phase(k->phase));
 }
 
+int rec_skip(const step_rec *rec) {
+  return idem_skip_of(rec->key.phase, rec->state, (unsigned long long)rec->attempt);
+}
+
 void state_badge(creq *r, const step_rec *rec) {
+  int skip = rec_skip(rec);
+  if (skip != IDEM_SKIP_NONE) { /* stored as succeeded or abandoned; say what happened */
+    cb_printf(&r->out, "<span class=\"state s-%s\" title=\"stored as %s\">%s</span> ",
+              skip == IDEM_SKIP_ABANDONED ? "abandoned" : "skipped", idem_word_state(rec->state),
+              skip == IDEM_SKIP_ABANDONED ? "abandoned" : "skipped");
+    cb_printf(&r->out, "<span class=\"muted skip\" data-skip=\"%s\">%s</span>",
+              idem_word_skip(skip), idem_phrase_skip(skip));
+    return;
+  }
   const char *w = idem_word_state(rec->state);
   cb_printf(&r->out, "<span class=\"state s-%s%s\">%s</span>", w, state_class(rec, r->now_ms), w);
   if (rec->state == STATE_IN_PROGRESS && rec->lease_expires_ms <= r->now_ms)
     cb_put(&r->out, " <span class=\"stuckword\">stuck: lease expired</span>");
   else if (rec->state == STATE_UNKNOWN)
     cb_put(&r->out, " <span class=\"stuckword\">stuck: outcome unknown</span>");
+}
+
+void attempt_cell(cbuf *b, const step_rec *rec) {
+  if (rec->attempt == 0 && rec_skip(rec) != IDEM_SKIP_NONE)
+    cb_put(b, "\xE2\x80\x94 (none ran)");
+  else
+    cb_printf(b, "%llu", (unsigned long long)rec->attempt);
 }
 
 /* "90s", "5m", "2h", "1d" in ms; -1 when malformed. */
@@ -59,12 +80,18 @@ void page_steps(creq *r) {
   int state = 0;
   if (state_w && *state_w) {
     state = idem_word_find(idem_state_words, IDEM_WORD_COUNT(idem_state_words), 1, state_w);
-    if (state < 0) return page_error(r, 400, "state: unknown word");
+    if (state < 0) {
+      page_error(r, 400, "state: unknown word");
+      return;
+    }
   }
   int64_t updated_before = before && *before ? strtoll(before, NULL, 10) : 0;
   if (older && *older) {
     int64_t span = parse_span(older);
-    if (span < 0) return page_error(r, 400, "older_than: expected 90s, 5m, 2h or 1d");
+    if (span < 0) {
+      page_error(r, 400, "older_than: expected 90s, 5m, 2h or 1d");
+      return;
+    }
     updated_before = r->now_ms - span;
   }
   long n = size && *size ? strtol(size, NULL, 10) : STEPS_PAGE_DEFAULT;
@@ -83,10 +110,15 @@ void page_steps(creq *r) {
   err_t err;
   err_clear(&err);
   store *st = cr_store(r);
-  if (!st) return page_error(r, 503, "cannot open a store connection");
+  if (!st) {
+    page_error(r, 503, "cannot open a store connection");
+    return;
+  }
   if (coord_list_steps(r->c->cfg.coord, st, r->s.tenant, &in, r->deadline, &l, next, &err) !=
-      ERR_OK)
-    return page_err(r, &err);
+      ERR_OK) {
+    page_err(r, &err);
+    return;
+  }
   page_begin(r, lease_expired ? "Steps with an expired lease" : "Steps");
   cbuf *b = &r->out;
   cb_put(b,
@@ -130,11 +162,13 @@ void page_steps(creq *r) {
     step_href(b, &rec->key);
     cb_printf(b, "\">%s</a></td><td>", idem_word_phase(rec->key.phase));
     state_badge(r, rec);
-    cb_printf(b, "</td><td class=\"num\">%llu</td><td>", (unsigned long long)rec->attempt);
+    cb_put(b, "</td><td class=\"num\">");
+    attempt_cell(b, rec);
+    cb_put(b, "</td><td>");
     if (rec->state == STATE_IN_PROGRESS) cb_time(b, rec->lease_expires_ms, r->now_ms);
     cb_put(b, "</td><td>");
     cb_time(b, rec->updated_ms, r->now_ms);
-    if (rec->outcome)
+    if (rec->outcome && rec_skip(rec) != IDEM_SKIP_NULL_COMPENSATION)
       cb_printf(b, "</td><td class=\"num\">%d</td></tr>", rec->code);
     else
       cb_put(b, "</td><td></td></tr>");

@@ -1,3 +1,4 @@
+/* policy.c — a policy's defaults and the words of its failure mode (policy.h). */
 #include "policy.h"
 
 #include <stdio.h>

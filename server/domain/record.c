@@ -1,3 +1,4 @@
+/* record.c — clearing and copying the step records of record.h (owned bodies). */
 #include "record.h"
 
 #include <stdlib.h>

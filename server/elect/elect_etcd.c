@@ -222,12 +222,18 @@ static void *campaign_main(void *arg) {
       continue;
     }
     etcd_answered(e);
+    char *mine = strdup(key);
+    cJSON_Delete(r);
+    if (!mine) { /* without its key this node could not see itself superseded: no term */
+      log_kv(LOG_ERROR, "election: out of memory", "node", e->node_id, (const char *)NULL);
+      end_term(e, c, "out of memory");
+      continue;
+    }
     pthread_mutex_lock(&e->mu);
     free(e->my_key);
-    e->my_key = strdup(key);
+    e->my_key = mine;
     e->my_rev = rev;
     pthread_mutex_unlock(&e->mu);
-    cJSON_Delete(r);
 
     /* 3. fence: the store must refuse the previous epoch before this node serves */
     bool fenced = false;
@@ -396,7 +402,8 @@ static void etcd_resign(elect *base) {
   wake(e);
   pthread_mutex_lock(&e->mu);
   int64_t lease = e->lease;
-  char *key = e->my_key ? strdup(e->my_key) : NULL;
+  char *key = e->my_key ? strdup(e->my_key) : NULL; /* NULL (no memory): no hand-over below;
+                                                     * the revoke still frees the key */
   int64_t rev = e->my_rev;
   pthread_mutex_unlock(&e->mu);
   if (!lease) {

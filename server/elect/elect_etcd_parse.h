@@ -1,6 +1,6 @@
 /* elect_etcd_parse.h — internal to elect/: reading the replies of etcd's v3 JSON gateway. Pure
  * functions (text or parsed JSON in, values out; no I/O, no state), so they can be fuzzed
- * (fuzz/fuzz_etcd_reply.c) apart from libcurl. Prefix etcd__.
+ * (fuzz/fuzz_etcd.c) apart from libcurl. Prefix etcd__.
  *
  * The gateway's encodings: keys and values base64, int64s as strings, zero values omitted; a
  * streaming method (keep-alive) answers {"result": {...}} per line; an error is

@@ -287,6 +287,11 @@ static options_result check(const idem_options *o, char *msg, size_t n) {
                  "--console %s is not a loopback address: without TLS (--tls-cert, --tls-key), "
                  "pass --insecure to serve plaintext on it",
                  o->console);
+  if (o->console && !console_local && !o->tokens) /* development mode: everyone an admin */
+    return usage(msg, n,
+                 "--console %s is not a loopback address: it needs --tokens (without them the "
+                 "console is in development mode and every visitor is an admin)",
+                 o->console);
   size_t len = strlen(o->listen);
   if (o->etcd && !o->advertise && len > 2 && strcmp(o->listen + len - 2, ":0") == 0)
     return usage(msg, n, "--etcd with --listen on port 0 needs --advertise HOST:PORT");

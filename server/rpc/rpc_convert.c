@@ -1,3 +1,5 @@
+/* rpc_convert.c — protobuf <-> coord/record conversions (rpc_convert.h); the outgoing messages
+ * borrow from the record they were built from. */
 #include "rpc_convert.h"
 
 void rpc__rec_to_pb(const step_rec *r, rpc_rec_pb *o) {

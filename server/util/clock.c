@@ -1,3 +1,4 @@
+/* clock.c — the wall and monotonic clocks in ms (clock.h). */
 #include "clock.h"
 
 #include <time.h>

@@ -1,3 +1,5 @@
+/* err.c — the server's error type (err.h): setting, clearing, and the words and texts of its
+ * codes and reasons. */
 #include "err.h"
 
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* log.c — one line per event on stderr, as text or JSON, under a lock (log.h). */
 #include "log.h"
 
 #include <pthread.h>

@@ -1,3 +1,4 @@
+/* uuidv7.c — UUID version 7 global ids from the Unix ms clock and getrandom (uuidv7.h). */
 #include "uuidv7.h"
 
 #include <errno.h>

@@ -47,8 +47,8 @@ async function newPage() {
   return page;
 }
 
-async function login(page, token) {
-  await page.goto(co.url + '/');
+async function login(page, token, base = co.url) {
+  await page.goto(base + '/');
   eq(new URL(page.url()).pathname, '/login', 'sent to /login');
   await page.fill('input[name=token]', token);
   const [resp] = await Promise.all([
@@ -165,8 +165,30 @@ const failed = await run([
     resp = await login(anon, tok.admin.slice(0, -4) + 'beef');
     eq(resp.status(), 401, 'wrong token');
     eq((await anon.textContent('#refused')).trim(), 'Login refused.', 'without saying why');
-    eq((await anon.context().cookies()).length, 0, 'no session cookie');
+    eq((await anon.context().cookies()).filter(c => c.name === 'idem_session').length, 0, 'no session cookie');
     eq(new URL(anon.url()).pathname, '/login', 'still at /login');
+  }],
+  ['5. login: a form posted from another page is refused (CSRF); 10 failed logins, then 429 (issue 31 #2)', async () => {
+    const evil = await newPage(); // a page of another origin posting the right token to /login
+    await evil.setContent(`<form id="f" method="post" action="${co.url}/login">` +
+      `<input name="token" value="${tok.admin}"><button>go</button></form>`);
+    const [resp] = await Promise.all([
+      evil.waitForResponse(r => r.url().endsWith('/login') && r.request().method() === 'POST'),
+      evil.click('#f button'),
+    ]);
+    eq(resp.status(), 403, 'a login posted from elsewhere');
+    eq((await evil.context().cookies()).filter(c => c.name === 'idem_session').length, 0, 'no session');
+    const own = await startCoordinator(); // limits of its own: the other cases log in from here too
+    try {
+      const page = await newPage();
+      for (let i = 0; i < 10; i++) eq((await login(page, 'wrong-' + 'y'.repeat(30), own.url)).status(), 401, `failure ${i + 1}`);
+      const r = await login(page, own.tok.admin, own.url);
+      eq(r.status(), 429, 'the right token after 10 failures');
+      assert(/Too many failed logins/.test(await page.textContent('#refused')), 'says so');
+      eq((await page.context().cookies()).filter(c => c.name === 'idem_session').length, 0, 'no session');
+    } finally {
+      eq(await own.stop(), 0, 'drained');
+    }
   }],
   ['4. screenshots of the overview, a saga and the resolve form', async () => {
     for (const n of ['overview', 'saga', 'resolve']) {

@@ -12,6 +12,12 @@
  *                                             unknown steps on other sagas; prints {"gid": ...}
  *   console_fixture ADDR TOKEN finished SVC OP BODY   a saga of one forward step completed
  *                                             SUCCEEDED 200 with BODY; prints {"gid": ...}
+ *   console_fixture ADDR TOKEN skipped        a saga where nothing ran for some records: a
+ *                                             hotel booking compensated before its forward (a
+ *                                             null compensation and a tombstone), a car whose
+ *                                             forward lease ran out before its compensation
+ *                                             (abandoned attempt 1, compensated for real);
+ *                                             prints {"gid": ...}
  * TOKEN "-" = none (development mode; tenant "default"). Exit 0, or 1 with the error on
  * stderr. */
 #include <idem/idem.h>
@@ -60,8 +66,8 @@ static void new_saga(const char *label, char gid[IDEM_GLOBAL_ID_MAX + 1]) {
 
 int main(int argc, char **argv) {
   if (argc < 4) {
-    fprintf(stderr,
-            "usage: console_fixture ADDR TOKEN scene|begin|state|audit|many|finished ...\n");
+    fprintf(stderr, "usage: console_fixture ADDR TOKEN "
+                    "scene|begin|state|audit|many|finished|skipped ...\n");
     return 2;
   }
   idem_options o = {.address = argv[1],
@@ -99,6 +105,25 @@ int main(int argc, char **argv) {
       snprintf(other, sizeof other, "%s-u%d", gid, i);
       step(other, "bench", "unknown", IDEM_FORWARD, 0, IDEM_OUTCOME_UNKNOWN, 504, body);
     }
+    printf("{\"gid\": \"%s\"}\n", gid);
+  } else if (!strcmp(cmd, "skipped")) {
+    new_saga("skipped", gid);
+    idem_begin b = {0};
+    idem_step_key hotel = {gid, "hotel", "book", IDEM_COMPENSATION};
+    if (idem_step_begin(c, &hotel, NULL, 0, 0, &b, &e) != IDEM_OK) die("BeginStep", &e);
+    if (b.decision != IDEM_DECISION_SKIP_NULL_COMPENSATION) {
+      fprintf(stderr, "console_fixture: hotel: decision %s\n", idem_decision_name(b.decision));
+      return 1;
+    }
+    idem_begin_clear(&b);
+    step(gid, "car", "rent", IDEM_FORWARD, 1, 0, 0, ""); /* 1 ms lease: abandoned below */
+    idem_step_key car = {gid, "car", "rent", IDEM_COMPENSATION};
+    /* waits (server-side) until the forward's lease ran out, then proceeds */
+    if (idem_step_begin_wait(c, &car, NULL, 0, 0, 5000, &b, &e) != IDEM_OK) die("BeginStep", &e);
+    if (idem_step_complete(c, &car, b.attempt, IDEM_OUTCOME_SUCCEEDED, 200, "car returned", 12,
+                           NULL, &e) != IDEM_OK)
+      die("CompleteStep", &e);
+    idem_begin_clear(&b);
     printf("{\"gid\": \"%s\"}\n", gid);
   } else if (!strcmp(cmd, "finished") && argc == 7) {
     new_saga("finished", gid);

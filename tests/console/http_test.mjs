@@ -1,6 +1,7 @@
 // http_test.mjs — the console's HTTP layer without a browser (fast): status codes, security
 // headers, cookies, escaping, filters and paging, CSRF and role refusals, the two-step
-// resolution, policies, an expired result's body, logout, development mode. Against a
+// resolution, policies, an expired result's body, logout, development mode, records no
+// attempt finished (null compensation, abandoned forward) said as such. Against a
 // coordinator of its own.
 import { startCoordinator, startEtcd, fixture, Session, run, assert, eq, httpsGet, waitFor, hiddenFields, env } from './lib.mjs';
 import { execFileSync } from 'node:child_process';
@@ -40,14 +41,42 @@ const failed = await run([
     const bodies = [];
     for (const t of ['short', 'x'.repeat(40), tok.admin.slice(0, -1) + 'z']) {
       const s = new Session(co.url);
-      const r = await s.post('/login', { token: t });
+      const r = await s.post('/login', { csrf: await s.csrf('/login'), token: t });
       eq(r.status, 401, `login with ${t.length} chars`);
-      assert(!r.headers.get('set-cookie'), 'no cookie on a refusal');
+      assert(!(r.headers.get('set-cookie') || '').includes('idem_session'), 'no session cookie on a refusal');
       assert(r.text.includes('Login refused.'), 'says refused');
       assert(!r.text.includes(t), 'the token is not echoed');
-      bodies.push(r.text);
+      bodies.push(r.text.replace(/name="csrf" value="[0-9a-f]+"/, ''));
     }
     assert(bodies.every(b => b === bodies[0]), 'every refusal reads the same');
+  }],
+  ['login CSRF: a login posted without the form\'s cookie, or with another token, is refused (issue 31 #2)', async () => {
+    const s = new Session(co.url);
+    const bare = await s.post('/login', { token: tok.admin }); // as another site would post it
+    eq(bare.status, 403, 'no login cookie, no CSRF token');
+    assert(bare.text.includes('The login form had expired'), 'says why');
+    assert(!(bare.headers.get('set-cookie') || '').includes('idem_session='), 'no session');
+    const csrf = await s.csrf('/login');
+    eq((await s.post('/login', { csrf: csrf.replace(/^./, c => c === 'a' ? 'b' : 'a'), token: tok.admin })).status, 403, 'a CSRF token that does not match the cookie');
+    delete s.cookies.idem_login;
+    eq((await s.post('/login', { csrf, token: tok.admin })).status, 403, 'the token without its cookie');
+    eq((await s.get('/')).status, 303, 'still logged out');
+  }],
+  ['login rate limit: 10 failed logins from one address, then 429 even for the right token (issue 31 #2)', async () => {
+    const own = await startCoordinator(); // its own limits: the other cases log in from 127.0.0.1 too
+    try {
+      const s = new Session(own.url);
+      for (let i = 0; i < 10; i++) {
+        const r = await s.post('/login', { csrf: await s.csrf('/login'), token: 'wrong-' + 'x'.repeat(30) });
+        eq(r.status, 401, `failed login ${i + 1}`);
+      }
+      const r = await s.post('/login', { csrf: await s.csrf('/login'), token: own.tok.admin });
+      eq(r.status, 429, 'the 11th login, even with the right token');
+      assert(/Too many failed logins from your address: try again in \d+ s/.test(r.text), 'says when');
+      assert(!(r.headers.get('set-cookie') || '').includes('idem_session='), 'no session');
+    } finally {
+      eq(await own.stop(), 0, 'drained');
+    }
   }],
   ['login: a random session id in an HttpOnly SameSite=Strict cookie, never the token', async () => {
     const r = await admin.login(tok.admin);
@@ -285,12 +314,19 @@ const failed = await run([
     const r = spawnSync(process.env.IDEM_COORDINATOR_BIN, ['--pg', 'postgresql://unused', '--console', '0.0.0.0:1'], { encoding: 'utf8' });
     eq(r.status, 2, 'exit status');
     assert(r.stderr.includes('--console 0.0.0.0:1 is not a loopback address') && r.stderr.includes('--insecure'), r.stderr);
+    // TLS or --insecure is not enough off loopback: without --tokens every visitor is an admin
+    const d = spawnSync(process.env.IDEM_COORDINATOR_BIN, ['--pg', 'postgresql://unused', '--console', '0.0.0.0:1', '--insecure'], { encoding: 'utf8' });
+    eq(d.status, 2, 'exit status without --tokens');
+    assert(d.stderr.includes('--console 0.0.0.0:1 is not a loopback address: it needs --tokens'), d.stderr);
   }],
   ['TLS: the console speaks TLS with the server certificate, and the cookie is Secure', async () => {
     const r = await httpsGet(tls.url + '/login', tls.ca);
     eq(r.status, 200, 'GET /login over TLS');
     eq(r.headers['x-frame-options'], 'DENY', 'headers over TLS');
-    const l = await httpsGet(tls.url + '/login', tls.ca, { method: 'POST', form: { token: tls.tok.service } });
+    const csrf = r.text.match(/name="csrf" value="([0-9a-f]{64})"/)[1];
+    const cookie = (r.headers['set-cookie'] || []).map(c => c.split(';')[0]).find(c => c.startsWith('idem_login='));
+    assert((r.headers['set-cookie'] || []).some(c => c.startsWith('idem_login=') && c.includes('; Secure')), 'the login cookie is Secure');
+    const l = await httpsGet(tls.url + '/login', tls.ca, { method: 'POST', form: { csrf, token: tls.tok.service }, cookie });
     eq(l.status, 303, 'login over TLS');
     const c = l.headers['set-cookie'][0];
     assert(/; HttpOnly; SameSite=Strict; Path=\/; Max-Age=28800; Secure$/.test(c), `cookie: ${c}`);
@@ -314,7 +350,8 @@ const failed = await run([
         return r.text.includes(`<b>${a.grpc}</b>`) && r;
       }, 20000);
       assert(o.text.includes('This node is a standby'), 'the standby banner');
-      assert(o.text.includes(`href="http://127.0.0.1:${new URL(b.url).port}/"`), "a link to the leader's console");
+      assert(o.text.includes(`<b>${a.grpc}</b> (its gRPC address`), "the leader named by its gRPC address");
+      assert(!o.text.includes(`:${new URL(b.url).port}/"`), "no link guessed from this node's console port (issue 31 #5)");
       const g = fixture(a.grpc, a.tok.admin, 'scene').gid;
       const saga = await sb.get(`/sagas/${g}`);
       eq(saga.status, 200, 'the saga reads on the standby');
@@ -332,6 +369,30 @@ const failed = await run([
       await etcd.stop();
       eq(codes.join(), '0,0', 'both drained');
     }
+  }],
+  ['a null compensation and an abandoned forward are shown as skipped, never as steps that ran (issue 31 #7)', async () => {
+    const s = new Session(co.url);
+    await s.login(tok.admin);
+    const g = fixture(co.grpc, tok.admin, 'skipped').gid;
+    const row = (html, svc) => html.split('<tr>').find(t => t.includes(`<td>${svc}</td>`)) || '';
+    const saga = await s.get(`/sagas/${g}`);
+    eq(saga.status, 200, 'saga page');
+    const hotel = row(saga.text, 'hotel'), car = row(saga.text, 'car');
+    assert(hotel.includes('data-skip="never_ran"') && hotel.includes('data-skip="null_compensation"'), `hotel: ${hotel}`);
+    assert(hotel.includes('skipped: null compensation'), 'said in words');
+    assert(!hotel.includes('s-succeeded') && !hotel.includes('code 0') && !hotel.includes('attempt 0'), `hotel never as run: ${hotel}`);
+    assert(car.includes('data-skip="abandoned"') && car.includes('attempt 1'), `car forward: ${car}`);
+    assert(car.includes('succeeded, code 200') && car.includes('car returned'), 'the real compensation as it ran');
+    const step = await s.get(`/steps/${g}/hotel/book/compensation`);
+    eq(step.status, 200, 'step page');
+    assert(step.text.includes('none: no compensation ran') && step.text.includes('title="stored as succeeded"'), 'step page says so');
+    assert(!step.text.includes('succeeded, code 0') && !step.text.includes('(empty)'), 'no result of a run');
+    const fwd = await s.get(`/steps/${g}/hotel/book/forward`);
+    assert(fwd.text.includes('skipped: never ran') && fwd.text.includes('none ran'), 'the tombstone');
+    const list = await s.get(`/steps?global_id=${g}`);
+    const rows = list.text.split('<tr').filter(t => t.includes('/hotel/book/'));
+    eq(rows.length, 2, 'both hotel records listed');
+    for (const t of rows) assert(t.includes('data-skip=') && !t.includes('s-succeeded') && !t.includes('<td class="num">0</td>'), `steps row: ${t}`);
   }],
 ]);
 

@@ -147,12 +147,13 @@ export async function startEtcd() {
 }
 
 // One HTTPS request verified against ca: { status, headers (lower-case names), text }.
-export function httpsGet(url, ca, { method = 'GET', form } = {}) {
+export function httpsGet(url, ca, { method = 'GET', form, cookie } = {}) {
   return new Promise((resolve, reject) => {
     const body = form ? new URLSearchParams(form).toString() : undefined;
+    const headers = body ? { 'content-type': 'application/x-www-form-urlencoded', 'content-length': Buffer.byteLength(body) } : {};
+    if (cookie) headers.cookie = cookie;
     const req = httpsRequest(url, {
-      method, ca,
-      headers: body ? { 'content-type': 'application/x-www-form-urlencoded', 'content-length': Buffer.byteLength(body) } : {},
+      method, ca, headers,
     }, res => {
       let text = '';
       res.setEncoding('utf8');
@@ -192,8 +193,9 @@ export class Session {
   }
   get(path) { return this.req('GET', path); }
   post(path, form) { return this.req('POST', path, form); }
-  async login(token) {
-    const r = await this.post('/login', { token });
+  async login(token) { // as a browser does: the form (its CSRF cookie and token), then the post
+    const csrf = await this.csrf('/login');
+    const r = await this.post('/login', { csrf, token });
     if (r.status !== 303) throw new Error(`login: status ${r.status}`);
     return r;
   }

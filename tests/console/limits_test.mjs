@@ -58,10 +58,13 @@ const failed = await run([
     await first.login(co.tok.service);
     const t0 = Date.now();
     const agent = new Agent({ keepAlive: true, maxSockets: 16 });
-    const body = new URLSearchParams({ token: co.tok.service }).toString();
+    const form = new Session(co.url); // one login form: its CSRF cookie and token serve every post
+    const csrf = await form.csrf('/login');
+    const body = new URLSearchParams({ csrf, token: co.tok.service }).toString();
+    const cookie = `idem_login=${form.cookies.idem_login}`;
     await many(10000, 16, () => new Promise((resolve, reject) => {
       request({ host: '127.0.0.1', port: port(co.url), path: '/login', method: 'POST', agent,
-        headers: { 'content-type': 'application/x-www-form-urlencoded', 'content-length': body.length } }, r => {
+        headers: { 'content-type': 'application/x-www-form-urlencoded', 'content-length': body.length, cookie } }, r => {
         r.resume();
         r.on('end', () => r.statusCode === 303 ? resolve() : reject(new Error(`login: ${r.statusCode}`)));
       }).on('error', reject).end(body);

@@ -5,7 +5,8 @@
  *
  * Every wait polls a condition against a deadline. Every process is stopped by PID; the Patroni
  * pair also by a watcher of the test process (patroni_start's OWNER_PID), so a test killed by
- * its timeout leaves nothing running. Skips (cr_skip_test) only when patroni is not installed.
+ * its timeout leaves nothing running. Skips (cr_skip_test) only when patroni is not installed,
+ * and then fails instead under CI=true (tests/ha/ci_skip_test.sh).
  */
 #ifndef IDEM_TEST_HA_H
 #define IDEM_TEST_HA_H

@@ -2,8 +2,9 @@
  * idemctl binary (IDEMCTL_BIN, set by tests/CMakeLists.txt): create stuck, expired and unknown
  * steps; find them with `idemctl steps --stuck`; inspect with `idemctl saga`; resolve one as
  * succeeded and one as retryable; check the replays changed, the audit shows both with actor
- * and reason, resolving a finished step is refused, exit codes follow docs/api.md §10, and the
- * server logged one line per state change (text and JSON). */
+ * and reason, resolving a finished step is refused, exit codes follow docs/api.md §10, the
+ * server logged one line per state change (text and JSON), and records no attempt finished
+ * (a null compensation, an abandoned forward) are said as such. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <stdarg.h>
@@ -463,6 +464,86 @@ Test(incident, policy_key_retention) {
   cr_assert(cJSON_IsArray(o) && cJSON_GetArraySize(o) == 1, "%s", r->out);
   res = cJSON_GetObjectItem(cJSON_GetArrayItem(o, 0), "result");
   cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(res, "expired")), "%s", r->out);
+  cJSON_Delete(o);
+  free(r);
+}
+
+/* Issue 31 #7: a null compensation (stored succeeded, attempt 0, code 0) and an abandoned
+ * forward are shown as what happened, never as a step that ran: text and JSON. */
+Test(incident, skipped_records) {
+  idem_client *c = h_client(&H.s, H.t, 0);
+  char gid[96];
+  h_unique("skip", gid, sizeof gid);
+  idem_error e = {0};
+  idem_begin b;
+  /* the hotel is compensated before its forward: a null compensation and a tombstone */
+  idem_step_key hotel = {gid, "hotel", "book", IDEM_COMPENSATION};
+  cr_assert_eq(idem_step_begin(c, &hotel, NULL, 0, 0, &b, &e), IDEM_OK, "%s", e.message);
+  cr_assert_eq(b.decision, IDEM_DECISION_SKIP_NULL_COMPENSATION);
+  idem_begin_clear(&b);
+  /* the car's forward lease runs out; its compensation (waiting for that) abandons it */
+  b = begin(c, gid, "car", "rent", 1);
+  idem_begin_clear(&b);
+  idem_step_key car = {gid, "car", "rent", IDEM_COMPENSATION};
+  cr_assert_eq(idem_step_begin_wait(c, &car, NULL, 0, 0, 5000, &b, &e), IDEM_OK, "%s", e.message);
+  cr_assert_eq(b.decision, IDEM_DECISION_PROCEED);
+  cr_assert_eq(idem_step_complete(c, &car, b.attempt, IDEM_OUTCOME_SUCCEEDED, 200, "returned", 8,
+                                  NULL, &e),
+               IDEM_OK, "%s", e.message);
+  idem_begin_clear(&b);
+  idem_close(c);
+
+  run *r = ctl("step", gid, "hotel", "book", "--compensation", NULL);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  cr_assert(strstr(r->out, "state       skipped: null compensation"), "%s", r->out);
+  cr_assert(strstr(r->out, "stored as   succeeded (null_compensation)"), "%s", r->out);
+  cr_assert(strstr(r->out, "attempt     - (none ran)"), "%s", r->out);
+  cr_assert(strstr(r->out, "outcome     none: no compensation ran"), "%s", r->out);
+  cr_assert(!strstr(r->out, "code        0"), "not a result of a run:\n%s", r->out);
+  free(r);
+  r = ctl("step", gid, "hotel", "book", NULL);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  cr_assert(strstr(r->out, "state       skipped: never ran"), "%s", r->out);
+  free(r);
+
+  r = ctl("saga", gid, NULL);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  const char *line = strstr(r->out, "hotel");
+  cr_assert_not_null(line, "%s", r->out);
+  for (; line; line = strstr(line + 1, "hotel")) { /* each hotel row: skipped, attempt "-" */
+    const char *eol = strchr(line, '\n');
+    char row[512];
+    snprintf(row, sizeof row, "%.*s", (int)(eol ? eol - line : (long)strlen(line)), line);
+    cr_assert(strstr(row, "skipped: "), "%s", row);
+    cr_assert(!strstr(row, "succeeded 0") && !strstr(row, " 0 "), "never as run: %s", row);
+  }
+  cr_assert(strstr(r->out, "abandoned after its compensation"), "the car's forward:\n%s", r->out);
+  cr_assert(strstr(r->out, "succeeded 200 returned"), "its real compensation:\n%s", r->out);
+  free(r);
+
+  r = ctl("--json", "saga", gid, NULL);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  cJSON *o = cJSON_Parse(r->out);
+  cr_assert_not_null(o, "%s", r->out);
+  int seen = 0;
+  cJSON *it;
+  cJSON_ArrayForEach(it, cJSON_GetObjectItem(o, "steps")) {
+    const char *svc = cJSON_GetObjectItem(it, "service")->valuestring;
+    const char *ph = cJSON_GetObjectItem(it, "phase")->valuestring;
+    cJSON *sk = cJSON_GetObjectItem(it, "skipped");
+    const char *want = !strcmp(svc, "hotel") ? (!strcmp(ph, "compensation") ? "null_compensation"
+                                                                             : "never_ran")
+                       : !strcmp(ph, "forward") ? "abandoned"
+                                                : NULL;
+    if (want) {
+      cr_assert(cJSON_IsString(sk) && !strcmp(sk->valuestring, want), "%s %s: %s", svc, ph,
+                r->out);
+    } else {
+      cr_assert(cJSON_IsNull(sk), "the car's compensation ran: %s", r->out);
+    }
+    seen++;
+  }
+  cr_assert_eq(seen, 4, "%s", r->out);
   cJSON_Delete(o);
   free(r);
 }

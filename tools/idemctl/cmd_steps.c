@@ -10,7 +10,13 @@
 /* --- shared --- */
 
 /* "in progress (lease expired 3m ago)" / "in progress (lease in 25s)" / "succeeded". */
+static int skip_of(const idem_record *r) {
+  return idem_skip_of(r->phase, r->state, (unsigned long long)r->attempt);
+}
+
 static const char *state_words(const idem_record *r, char *buf, size_t n) {
+  int skip = skip_of(r);
+  if (skip != IDEM_SKIP_NONE) return idem_phrase_skip(skip); /* never "succeeded" for these */
   if (r->state != IDEM_STATE_IN_PROGRESS || r->lease_expires_unix_ms <= 0)
     return fmt_state(r->state);
   char age[32];
@@ -24,7 +30,7 @@ static const char *state_words(const idem_record *r, char *buf, size_t n) {
 }
 
 static const char *result_words(const idem_record *r, char *buf, size_t n) {
-  if (!r->has_result) return "-";
+  if (!r->has_result || skip_of(r) == IDEM_SKIP_NULL_COMPENSATION) return "-"; /* none ran */
   char body[96];
   const char *b = r->result_expired ? "(body expired)"
                                     : fmt_body(r->result.body, r->result.body_len, 40, body,
@@ -94,7 +100,13 @@ static void print_record(const idem_record *r) {
   printf("step        %s %s/%s (%s)\n", r->global_id, r->service, r->operation,
          fmt_phase(r->phase));
   printf("state       %s\n", state_words(r, sw, sizeof sw));
-  printf("attempt     %llu\n", (unsigned long long)r->attempt);
+  int skip = skip_of(r);
+  if (skip != IDEM_SKIP_NONE)
+    printf("stored as   %s (%s)\n", fmt_state(r->state), idem_word_skip(skip));
+  if (skip != IDEM_SKIP_NONE && r->attempt == 0)
+    printf("attempt     - (none ran)\n");
+  else
+    printf("attempt     %llu\n", (unsigned long long)r->attempt);
   printf("created     %s\n", fmt_age(r->created_unix_ms, a, sizeof a));
   printf("updated     %s\n", fmt_age(r->updated_unix_ms, b, sizeof b));
   if (r->state == IDEM_STATE_IN_PROGRESS)
@@ -102,7 +114,10 @@ static void print_record(const idem_record *r) {
   printf("forgotten   %s\n", r->state == IDEM_STATE_UNKNOWN ? "never (until resolved)"
                              : r->expires_unix_ms ? fmt_age(r->expires_unix_ms, d, sizeof d)
                                                   : "not while unfinished");
-  if (r->has_result) {
+  if (skip == IDEM_SKIP_NULL_COMPENSATION) {
+    printf("outcome     none: no compensation ran (stored as succeeded, code 0, empty body: what "
+           "a retry is told)\n");
+  } else if (r->has_result) {
     printf("outcome     %s\n", fmt_outcome(r->result.outcome));
     printf("code        %d\n", (int)r->result.code);
     printf("body        %s\n",
@@ -130,7 +145,10 @@ int cmd_step(ctl *c) {
 
 static void step_table_row(table *t, const idem_record *r, bool with_gid) {
   char attempt[24], upd[32], sw[96], res[160];
-  snprintf(attempt, sizeof attempt, "%llu", (unsigned long long)r->attempt);
+  if (r->attempt == 0 && skip_of(r) != IDEM_SKIP_NONE)
+    snprintf(attempt, sizeof attempt, "-");
+  else
+    snprintf(attempt, sizeof attempt, "%llu", (unsigned long long)r->attempt);
   const char *cells[] = {r->global_id,
                          r->service,
                          r->operation,

@@ -228,6 +228,13 @@ cJSON *json_record(const idem_record *r) {
   bool expired = r->state == IDEM_STATE_IN_PROGRESS && r->lease_expires_unix_ms > 0 &&
                  r->lease_expires_unix_ms <= fmt_now_ms();
   cJSON_AddBoolToObject(o, "lease_expired", expired);
+  /* a record no caller's attempt finished (names.h): "null_compensation", "never_ran",
+   * "abandoned"; null for one that is what its state says */
+  int skip = idem_skip_of(r->phase, r->state, (unsigned long long)r->attempt);
+  if (skip != IDEM_SKIP_NONE)
+    cJSON_AddStringToObject(o, "skipped", idem_word_skip(skip));
+  else
+    cJSON_AddNullToObject(o, "skipped");
   if (r->has_result) {
     cJSON *res = cJSON_AddObjectToObject(o, "result");
     cJSON_AddStringToObject(res, "outcome", idem_word_outcome(r->result.outcome));

@@ -1,4 +1,4 @@
-/* decide.c — who is calling and whether the method is allowed (auth.h: auth_decide). */
+/* auth_decide.c — who is calling and whether the method is allowed (auth.h: auth_decide). */
 #include <string.h>
 #include <strings.h>
 
