@@ -64,11 +64,7 @@ cguard *cguard_start(int64_t deadline_ms) {
   cguard *g = calloc(1, sizeof *g);
   if (!g) return NULL;
   g->deadline_ms = deadline_ms;
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&g->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  clock_cond_init(&g->cv);
   pthread_mutex_init(&g->mu, NULL);
   if (pthread_create(&g->thread, NULL, watch, g) != 0) {
     pthread_cond_destroy(&g->cv);

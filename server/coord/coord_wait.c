@@ -182,11 +182,7 @@ coord_waiters *coord_waiters_new(const coord_waiters_cfg *cfg) {
   w->leading = cfg ? cfg->leading : NULL;
   w->leading_arg = cfg ? cfg->leading_arg : NULL;
   pthread_mutex_init(&w->mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&w->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  clock_cond_init(&w->cv);
   metrics_set_waiting(0);
   return w;
 }

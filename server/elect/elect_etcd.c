@@ -480,11 +480,7 @@ elect *elect_etcd_new(const elect_etcd_config *cfg, err_t *err) {
   }
   e->base.ops = &etcd_ops;
   pthread_mutex_init(&e->mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* waits never stretch with the wall clock */
-  pthread_cond_init(&e->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  clock_cond_init(&e->cv); /* waits never stretch with the wall clock */
   e->endpoints = strdup(cfg->endpoints);
   e->prefix = strdup(cfg->prefix && *cfg->prefix ? cfg->prefix : "/idem/leader");
   e->node_id = strdup(cfg->node_id ? cfg->node_id : "");

@@ -47,11 +47,7 @@ policy_cache *policy_cache_new(void) {
   pthread_rwlock_init(&c->rw, NULL);
   pthread_mutex_init(&c->reload_mu, NULL);
   pthread_mutex_init(&c->mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&c->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  clock_cond_init(&c->cv);
   return c;
 }
 

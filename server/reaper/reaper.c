@@ -130,11 +130,7 @@ reaper *reaper_start(const reaper_config *cfg) {
     return NULL;
   }
   pthread_mutex_init(&r->mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&r->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  clock_cond_init(&r->cv);
   if (pthread_create(&r->thread, NULL, reaper_main, r) != 0) {
     store_close(r->st);
     pthread_mutex_destroy(&r->mu);

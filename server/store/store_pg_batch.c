@@ -647,11 +647,7 @@ store_batcher *store_batcher_start(const store_batcher_cfg *cfg, err_t *err) {
   b->help_after_us = cfg->help_after_us > 0 ? cfg->help_after_us : BT_DEFAULT_HELP_AFTER_US;
   pthread_mutex_init(&b->mu, NULL);
   pthread_cond_init(&b->cv, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&b->help_cv, &ca);
-  pthread_condattr_destroy(&ca);
+  clock_cond_init(&b->help_cv);
   pthread_mutex_init(&b->done_mu, NULL);
   pthread_cond_init(&b->done_cv, NULL);
   b->done_tail = &b->done_head;

@@ -1,6 +1,7 @@
-/* clock.c — the wall and monotonic clocks in ms (clock.h). */
+/* clock.c — the wall and monotonic clocks in ms, deadlines, monotonic condition variables (clock.h). */
 #include "clock.h"
 
+#include <pthread.h>
 #include <time.h>
 
 static int64_t ms_of(clockid_t id) {
@@ -34,4 +35,14 @@ struct timespec clock_after_us(clockid_t id, int64_t us) {
 struct timespec clock_span_timespec(int64_t ms) {
   if (ms < 0) ms = 0;
   return (struct timespec){.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
+}
+
+int clock_cond_init(pthread_cond_t *cv) {
+  pthread_condattr_t ca;
+  int rc = pthread_condattr_init(&ca);
+  if (rc != 0) return rc;
+  rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  if (rc == 0) rc = pthread_cond_init(cv, &ca);
+  pthread_condattr_destroy(&ca);
+  return rc;
 }
