@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/b64.h"
 #include "../validate/validate.h"
 #include "coord_admin.h"
 
@@ -14,48 +15,7 @@ static const char *nz(const char *s) {
   return s ? s : "";
 }
 
-/* --- base64url without padding, and FNV-1a --- */
-
-static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-static bool b64_encode(const uint8_t *in, size_t n, char *out, size_t cap) {
-  size_t o = 0;
-  for (size_t i = 0; i < n; i += 3) {
-    uint32_t v = (uint32_t)in[i] << 16;
-    if (i + 1 < n) v |= (uint32_t)in[i + 1] << 8;
-    if (i + 2 < n) v |= in[i + 2];
-    size_t chars = n - i >= 3 ? 4 : n - i + 1;
-    if (o + chars >= cap) return false;
-    for (size_t k = 0; k < chars; k++) out[o++] = b64[(v >> (18 - 6 * k)) & 63];
-  }
-  out[o] = '\0';
-  return true;
-}
-
-static int b64_val(char c) {
-  const char *p = c ? strchr(b64, c) : NULL;
-  return p ? (int)(p - b64) : -1;
-}
-
-/* Decodes into out (cap bytes); returns the length or -1. */
-static long b64_decode(const char *in, uint8_t *out, size_t cap) {
-  size_t n = strlen(in), o = 0;
-  if (n % 4 == 1) return -1;
-  for (size_t i = 0; i < n; i += 4) {
-    uint32_t v = 0;
-    size_t chars = n - i >= 4 ? 4 : n - i;
-    for (size_t k = 0; k < 4; k++) {
-      int d = k < chars ? b64_val(in[i + k]) : 0;
-      if (d < 0) return -1;
-      v = (v << 6) | (uint32_t)d;
-    }
-    for (size_t k = 0; k < chars - 1; k++) {
-      if (o >= cap) return -1;
-      out[o++] = (uint8_t)(v >> (16 - 8 * k));
-    }
-  }
-  return (long)o;
-}
+/* --- FNV-1a --- */
 
 static uint64_t fnv(uint64_t h, const char *s) {
   for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
@@ -82,7 +42,7 @@ bool coord_steps_token_encode(const step_filter *f, const step_key *after,
   int n = snprintf(raw, sizeof raw, "s%016" PRIx64 "%s\x1f%s\x1f%s\x1f%d", filter_hash(f),
                    after->global_id, after->service, after->operation, (int)after->phase);
   if (n < 0 || (size_t)n >= sizeof raw) return false;
-  return b64_encode((const uint8_t *)raw, (size_t)n, out, COORD_TOKEN_MAX);
+  return b64_encode(B64_URL, raw, (size_t)n, out, COORD_TOKEN_MAX);
 }
 
 static err_code bad_token(err_t *err) {
@@ -93,7 +53,7 @@ static err_code bad_token(err_t *err) {
 static err_code token_open(const char *token, char kind, uint64_t hash, char *raw, size_t cap,
                            err_t *err) {
   if (strlen(token) >= COORD_TOKEN_MAX) return bad_token(err);
-  long n = b64_decode(token, (uint8_t *)raw, cap - 1);
+  long n = b64_decode(B64_URL, token, raw, cap - 1);
   if (n < 17 || raw[0] != kind) return bad_token(err);
   raw[n] = '\0';
   if (strlen(raw) != (size_t)n) return bad_token(err); /* an embedded NUL */
@@ -138,7 +98,7 @@ bool coord_audit_token_encode(const char *tenant, const char *global_id, int64_t
   char raw[64];
   int n =
       snprintf(raw, sizeof raw, "a%016" PRIx64 "%" PRId64, audit_hash(tenant, global_id), last_id);
-  return b64_encode((const uint8_t *)raw, (size_t)n, out, COORD_TOKEN_MAX);
+  return b64_encode(B64_URL, raw, (size_t)n, out, COORD_TOKEN_MAX);
 }
 
 /* The decimal int64 at s (>= min), ended by `stop`; *next after it. False when it is not one
@@ -169,7 +129,7 @@ bool coord_saga_token_encode(const char *tenant, const char *global_id, const st
                    audit_hash(tenant, global_id), last->created_ms, (int)last->key.phase,
                    last->key.service, last->key.operation);
   if (n < 0 || (size_t)n >= sizeof raw) return false;
-  return b64_encode((const uint8_t *)raw, (size_t)n, out, COORD_TOKEN_MAX);
+  return b64_encode(B64_URL, raw, (size_t)n, out, COORD_TOKEN_MAX);
 }
 
 err_code coord_saga_token_decode(const char *tenant, const char *global_id, const char *token,

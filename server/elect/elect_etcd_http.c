@@ -1,17 +1,17 @@
 /* elect_etcd_http.c — POST JSON to etcd's v3 gateway with libcurl (multi interface, so a wait
  * can be cut short by an abort flag within ~20 ms), the reply read by etcd__reply
- * (elect_etcd_parse.c), base64 with OpenSSL. */
+ * (elect_etcd_parse.c), base64 with util/b64 (OpenSSL). */
 #include "elect_etcd_http.h"
 #include "elect_etcd_parse.h"
 
 #include <curl/curl.h>
-#include <openssl/evp.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/b64.h"
 #include "../util/clock.h"
 
 #define MAX_ENDPOINTS 8
@@ -187,25 +187,24 @@ etcd_fail etcd__post(etcd_conn *c, const char *path, const cJSON *body, int64_t 
 
 char *etcd__b64(const void *data, size_t len) {
   if (len > (size_t)INT32_MAX / 2) return NULL;
-  char *out = malloc(4 * ((len + 2) / 3) + 1);
+  size_t cap = b64_encoded_len(B64_STD, len) + 1;
+  char *out = malloc(cap);
   if (!out) return NULL;
-  EVP_EncodeBlock((unsigned char *)out, data, (int)len);
+  b64_encode(B64_STD, data, len, out, cap);
   return out;
 }
 
 char *etcd__unb64(const char *s, size_t *len) {
   size_t n = strlen(s);
-  if (n % 4 != 0 || n > (size_t)INT32_MAX / 2) return NULL;
-  char *out = malloc(n / 4 * 3 + 1);
+  if (n > (size_t)INT32_MAX / 2) return NULL;
+  size_t cap = b64_decoded_max(n);
+  char *out = malloc(cap + 1);
   if (!out) return NULL;
-  int got = n ? EVP_DecodeBlock((unsigned char *)out, (const unsigned char *)s, (int)n) : 0;
+  long got = b64_decode(B64_STD, s, out, cap);
   if (got < 0) {
     free(out);
     return NULL;
   }
-  /* EVP_DecodeBlock counts the bytes the padding stands for: take them off */
-  if (n >= 1 && s[n - 1] == '=') got--;
-  if (n >= 2 && s[n - 2] == '=') got--;
   out[got] = '\0';
   if (len) *len = (size_t)got;
   return out;

@@ -40,10 +40,10 @@ void etcd__conn_free(etcd_conn *c);
 etcd_fail etcd__post(etcd_conn *c, const char *path, const cJSON *body, int64_t timeout_ms,
                      const atomic_bool *abort, cJSON **out, err_t *err);
 
-/* Base64 (OpenSSL EVP_EncodeBlock): an owned NUL-terminated string, NULL on failure. */
+/* Base64, padded (util/b64.h, B64_STD): an owned NUL-terminated string, NULL on failure. */
 char *etcd__b64(const void *data, size_t len);
 /* Decodes base64 into an owned NUL-terminated buffer (*len without the NUL; may be NULL).
- * NULL when s is not valid base64. */
+ * NULL when s is not valid padded base64 (b64_decode's strict rules). */
 char *etcd__unb64(const char *s, size_t *len);
 
 /* The int64 field name of obj, given as a string (or a number); 0 when absent (zero values are

@@ -1,5 +1,7 @@
 /* fmt.c — idemctl output: aligned tables, relative ages, words for states, JSON records. */
 #include <ctype.h>
+#include <limits.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,20 +197,12 @@ const char *fmt_body(const uint8_t *b, size_t len, size_t max, char *buf, size_t
 
 /* --- JSON --- */
 
+/* Standard base64 with padding, through OpenSSL (idemctl does not link server/util's b64). */
 static char *b64(const uint8_t *b, size_t len) {
-  static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  if (len > (size_t)INT_MAX / 4 * 3) exit(EXIT_UNAVAILABLE); /* EVP_EncodeBlock counts in int */
   char *o = malloc((len + 2) / 3 * 4 + 1);
   if (!o) exit(EXIT_UNAVAILABLE);
-  size_t k = 0;
-  for (size_t i = 0; i < len; i += 3) {
-    uint32_t v = (uint32_t)b[i] << 16 | (i + 1 < len ? (uint32_t)b[i + 1] << 8 : 0) |
-                 (i + 2 < len ? b[i + 2] : 0);
-    o[k++] = t[v >> 18 & 63];
-    o[k++] = t[v >> 12 & 63];
-    o[k++] = i + 1 < len ? t[v >> 6 & 63] : '=';
-    o[k++] = i + 2 < len ? t[v & 63] : '=';
-  }
-  o[k] = '\0';
+  EVP_EncodeBlock((unsigned char *)o, b, (int)len);
   return o;
 }
 
