@@ -1,6 +1,6 @@
 /* metrics.h — process-wide counters, gauges and latency histograms (no per-key labels),
  * rendered as Prometheus text at /metrics. Every function is thread-safe and lock-free on the
- * hot path; calling them before metrics_http_start (or without --metrics) is fine.
+ * hot path; calling them before the node serves /metrics (node_metrics_http.c) is fine.
  *
  * No label ever carries a key, a global id or a tenant: label values come from small fixed
  * sets (method names, gRPC code names, decision names, store error kinds).
@@ -76,18 +76,5 @@ void metrics_set_counts_fn(metrics_counts_fn fn, void *arg);
 /* The whole Prometheus text exposition (format 0.0.4). Returns a malloc'd NUL-terminated
  * string the caller frees, or NULL on allocation failure. Calls the counts function. */
 char *metrics_render(void);
-
-/* --- the HTTP endpoint (metrics_http.c, libmicrohttpd) --- */
-
-typedef struct metrics_http metrics_http;
-
-/* Serves GET /metrics on addr ("HOST:PORT", IPv4 or [IPv6]; port 0 = any) from its own
- * thread. Returns NULL with a message in errbuf when the address is malformed or cannot be
- * bound. *bound_port (may be NULL) receives the port. Stop with metrics_http_stop. */
-metrics_http *metrics_http_start(const char *addr, int *bound_port, char *errbuf,
-                                 size_t errbuf_len);
-
-/* Stops serving and frees h. NULL is fine. */
-void metrics_http_stop(metrics_http *h);
 
 #endif

@@ -1,5 +1,6 @@
 /* node_metrics.c — see node_metrics.h. */
 #include "node_metrics.h"
+#include "node_metrics_http.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -1,6 +1,8 @@
 /* options.c — the option table and the code that reads it (see options.h). */
 #include "options.h"
 
+#include "../util/hostport.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
@@ -235,33 +237,9 @@ static options_result load_config_file(int argc, char **argv, idem_options *o, c
 /* --- --listen --- */
 
 bool options_listen_is_local(const char *listen, bool *bad_form) {
-  *bad_form = false;
-  if (strncmp(listen, "unix:", 5) == 0 || strncmp(listen, "unix-abstract:", 14) == 0) return true;
-  char host[256];
-  if (listen[0] == '[') {
-    const char *close = strchr(listen, ']');
-    if (!close || close[1] != ':' || (size_t)(close - listen - 1) >= sizeof host) {
-      *bad_form = true;
-      return false;
-    }
-    snprintf(host, sizeof host, "%.*s", (int)(close - listen - 1), listen + 1);
-  } else {
-    const char *colon = strrchr(listen, ':');
-    if (!colon || colon == listen || (size_t)(colon - listen) >= sizeof host) {
-      *bad_form = true;
-      return false;
-    }
-    snprintf(host, sizeof host, "%.*s", (int)(colon - listen), listen);
-  }
-  if (strcasecmp(host, "localhost") == 0) return true;
-  struct in_addr a4;
-  if (inet_pton(AF_INET, host, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
-  struct in6_addr a6;
-  if (inet_pton(AF_INET6, host, &a6) == 1) {
-    if (IN6_IS_ADDR_LOOPBACK(&a6)) return true;
-    if (IN6_IS_ADDR_V4MAPPED(&a6)) return a6.s6_addr[12] == 127;
-  }
-  return false;
+  hostport hp;
+  *bad_form = !hostport_parse(listen, 0, &hp);
+  return !*bad_form && hostport_is_local(&hp);
 }
 
 /* The combinations no single row can check. */

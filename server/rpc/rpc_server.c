@@ -20,6 +20,7 @@
 
 #include "../metrics/metrics.h"
 #include "../util/clock.h"
+#include "../util/hostport.h"
 #include "../util/log.h"
 #include "rpc_internal.h"
 
@@ -136,15 +137,13 @@ static char *dup_str(const char *v) {
   return d;
 }
 
-/* "host:port" with the port actually bound (the listen address may say :0). */
+/* The address clients reach this node at: --listen with the port actually bound (it may say :0);
+ * a unix or unix-abstract socket as given. NULL on allocation failure or a malformed address. */
 static char *address_with_port(const char *listen, int port) {
-  if (strncmp(listen, "unix:", 5) == 0) return dup_str(listen);
-  const char *colon = strrchr(listen, ':');
-  size_t host_len = colon && colon[1] != ']' ? (size_t)(colon - listen) : strlen(listen);
-  size_t cap = host_len + 16;
-  char *a = malloc(cap);
-  if (a) snprintf(a, cap, "%.*s:%d", (int)host_len, listen, port);
-  return a;
+  hostport hp;
+  char buf[300];
+  if (!hostport_parse(listen, 0, &hp) || !hostport_format(&hp, port, buf, sizeof buf)) return NULL;
+  return dup_str(buf);
 }
 
 static void free_server(rpc_server *s) {
@@ -188,17 +187,11 @@ void rpc_init(void) {
  * address was added): "Address already in use", "Cannot assign requested address", ... */
 static const char *bind_failure(const char *listen, char *buf, size_t cap) {
   snprintf(buf, cap, "gRPC could not bind it");
-  const char *colon = strrchr(listen, ':');
-  if (!colon || strncmp(listen, "unix:", 5) == 0) return buf;
-  char host[256];
-  snprintf(host, sizeof host, "%.*s", (int)(colon - listen), listen);
-  if (host[0] == '[') { /* [v6]:port */
-    memmove(host, host + 1, strlen(host));
-    host[strcspn(host, "]")] = '\0';
-  }
+  hostport hp;
+  if (!hostport_parse(listen, 0, &hp) || hp.kind != HOSTPORT_TCP) return buf;
   struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
   struct addrinfo *ai = NULL;
-  int gai = getaddrinfo(host[0] ? host : NULL, colon + 1, &hints, &ai);
+  int gai = getaddrinfo(hp.host[0] ? hp.host : NULL, hp.port, &hints, &ai);
   if (gai != 0) {
     snprintf(buf, cap, "%s", gai_strerror(gai));
     return buf;

@@ -1,4 +1,4 @@
-/* metrics_http.c — GET /metrics over HTTP/1.1 with libmicrohttpd (Debian's libmicrohttpd-dev),
+/* node_metrics_http.c — GET /metrics over HTTP/1.1 with libmicrohttpd (Debian's libmicrohttpd-dev),
  * one internal polling thread. Anything else is 404 (other paths) or 405 (other methods). One
  * answer per connection (Connection: close): a client pipelining requests without reading
  * costs one rendering, not as many as the socket buffers hold (docs/limits.md). */
@@ -9,7 +9,10 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "metrics.h"
+#include "node_metrics_http.h"
+
+#include "../metrics/metrics.h"
+#include "../util/hostport.h"
 
 struct metrics_http {
   struct MHD_Daemon *d;
@@ -66,39 +69,20 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
   return reply(conn, MHD_HTTP_OK, text, MHD_RESPMEM_MUST_FREE);
 }
 
-/* Splits "HOST:PORT" / "[V6]:PORT" into host and port strings. */
-static bool split(const char *addr, char *host, size_t hn, char *port, size_t pn) {
-  const char *colon;
-  if (addr[0] == '[') {
-    const char *close = strchr(addr, ']');
-    if (!close || close[1] != ':') return false;
-    if ((size_t)(close - addr - 1) >= hn) return false;
-    snprintf(host, hn, "%.*s", (int)(close - addr - 1), addr + 1);
-    colon = close + 1;
-  } else {
-    colon = strrchr(addr, ':');
-    if (!colon || (size_t)(colon - addr) >= hn) return false;
-    snprintf(host, hn, "%.*s", (int)(colon - addr), addr);
-  }
-  if (!colon[1] || strlen(colon + 1) >= pn || strspn(colon + 1, "0123456789") != strlen(colon + 1))
-    return false;
-  snprintf(port, pn, "%s", colon + 1);
-  return true;
-}
 
 metrics_http *metrics_http_start(const char *addr, int *bound_port, char *errbuf,
                                  size_t errbuf_len) {
-  char host[256], port[8];
-  if (!addr || !split(addr, host, sizeof host, port, sizeof port)) {
+  hostport hp;
+  if (!hostport_parse(addr, HOSTPORT_TCP_ONLY, &hp)) {
     snprintf(errbuf, errbuf_len, "expected HOST:PORT, got %s", addr ? addr : "(null)");
     return NULL;
   }
   struct addrinfo hints = {
       .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
   struct addrinfo *ai = NULL;
-  int gai = getaddrinfo(host[0] ? host : NULL, port, &hints, &ai);
+  int gai = getaddrinfo(hp.host[0] ? hp.host : NULL, hp.port, &hints, &ai);
   if (gai != 0 || !ai) {
-    snprintf(errbuf, errbuf_len, "cannot resolve %s: %s", host, gai_strerror(gai));
+    snprintf(errbuf, errbuf_len, "cannot resolve %s: %s", hp.host, gai_strerror(gai));
     return NULL;
   }
   metrics_http *h = calloc(1, sizeof *h);
