@@ -28,11 +28,11 @@ void console__page_audit(creq *r, char **seg) {
   console__page_begin(r, "Audit trail");
   buf *b = &r->out;
   console__html(b,
-                "<form class=\"filters\" method=\"get\" action=\"/audit\"><label>global id<input "
-                "name=\"global_id\" value=\"%s\"></label><button "
-                "type=\"submit\">Filter</button></form><p class=\"muted\">Newest first.</p><table "
-                "id=\"audit\"><tr><th>when</th><th>actor</th><th>action</th><th>saga</th><th>step</"
-                "th><th>change</th><th>reason</th></tr>",
+                "<form class=\"filters\" method=\"get\" action=\"/audit\">"
+                "<label>global id<input name=\"global_id\" value=\"%s\"></label>"
+                "<button type=\"submit\">Filter</button></form><p class=\"muted\">Newest first.</p>"
+                "<table id=\"audit\"><tr><th>when</th><th>actor</th><th>action</th><th>saga</th>"
+                "<th>step</th><th>change</th><th>reason</th></tr>",
                 gid);
   for (size_t i = 0; i < l.n; i++) console__audit_row(r, &l.recs[i], true);
   console__html(b, "</table>");
@@ -65,26 +65,28 @@ void console__page_policies(creq *r, char **seg) {
   buf *b = &r->out;
   console__html(
       b,
-      "<p class=\"muted\">This tenant's own rows; the rest fall back to the server's "
-      "rows and the built-in default (fail-closed, 24 h, 30 s).</p><table id=\"policies\">"
-      "<tr><th>service</th><th>operation</th><th>failure mode</th><th>retention (s)</th>"
-      "<th>keys kept (s)</th><th>lease (ms)</th><th>updated</th><th></th></tr>");
+      "<p class=\"muted\">This tenant's own rows; the rest fall back to the server's rows and "
+      "the built-in default (fail-closed, 24 h, 30 s).</p>"
+      "<table id=\"policies\"><tr><th>service</th><th>operation</th><th>failure mode</th>"
+      "<th>retention (s)</th><th>keys kept (s)</th><th>lease (ms)</th><th>updated</th><th></th>"
+      "</tr>");
   for (size_t i = 0; i < n; i++) {
     const policy *p = &rows[i].p;
-    console__html(b,
-                  "<tr><td>%s</td><td>%s</td><td>%s</td><td class=\"num\">%u</td><td "
-                  "class=\"num\">%u</td><td class=\"num\">%u</td><td>",
-                  p->service, p->operation, idem_word_failure_mode(p->mode), p->retention_s,
-                  policy_key_retention(p), p->lease_ms);
+    console__html(
+        b,
+        "<tr><td>%s</td><td>%s</td><td>%s</td><td class=\"num\">%u</td><td class=\"num\">%u</td>"
+        "<td class=\"num\">%u</td><td>",
+        p->service, p->operation, idem_word_failure_mode(p->mode), p->retention_s,
+        policy_key_retention(p), p->lease_ms);
     console__time(b, p->updated_ms, r->now_ms);
     console__html(b, "</td><td>");
     if (may_edit) {
       console__html(b, "<form method=\"post\" action=\"/policies/delete\">");
       console__form_csrf(r);
       console__html(b,
-                    "<input type=\"hidden\" name=\"service\" value=\"%s\"><input type=\"hidden\" "
-                    "name=\"operation\" value=\"%s\"><button class=\"danger\" "
-                    "type=\"submit\">Delete</button></form>",
+                    "<input type=\"hidden\" name=\"service\" value=\"%s\">"
+                    "<input type=\"hidden\" name=\"operation\" value=\"%s\">"
+                    "<button class=\"danger\" type=\"submit\">Delete</button></form>",
                     p->service, p->operation);
     }
     console__html(b, "</td></tr>");
@@ -102,8 +104,8 @@ void console__page_policies(creq *r, char **seg) {
   }
   console__html(
       b,
-      "<h2>Set a policy</h2><form class=\"filters card\" id=\"setpolicy\" method=\"post\" "
-      "action=\"/policies\">");
+      "<h2>Set a policy</h2>"
+      "<form class=\"filters card\" id=\"setpolicy\" method=\"post\" action=\"/policies\">");
   console__form_csrf(r);
   console__html(
       b,
@@ -112,9 +114,8 @@ void console__page_policies(creq *r, char **seg) {
       "<label>failure mode<select name=\"mode\"><option>fail-closed</option>"
       "<option>fail-open</option></select></label>"
       "<label>retention (s)<input name=\"retention_s\" value=\"86400\" size=\"8\"></label>"
-      "<label>keys kept (s, 0 = as long)<input name=\"key_retention_s\" value=\"0\" "
-      "size=\"8\"></label>"
-      "<label>lease (ms)<input name=\"lease_ms\" value=\"30000\" size=\"8\"></label>"
+      "<label>keys kept (s, 0 = as long)<input name=\"key_retention_s\" value=\"0\" size=\"8\">"
+      "</label><label>lease (ms)<input name=\"lease_ms\" value=\"30000\" size=\"8\"></label>"
       "<button type=\"submit\">Set</button></form>");
   console__page_end(r);
 }

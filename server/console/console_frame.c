@@ -40,17 +40,18 @@ void console__page_begin(creq *r, const char *title) {
   buf *b = &r->out;
   console__html(
       b,
-      "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" "
-      "content=\"width=device-width\"><title>%s \xC2\xB7 idem</title><link rel=\"stylesheet\" "
-      "href=\"/style.css\"></head><body><header><b>idem</b>",
+      "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+      "<meta name=\"viewport\" content=\"width=device-width\"><title>%s \xC2\xB7 idem</title>"
+      "<link rel=\"stylesheet\" href=\"/style.css\"></head><body><header><b>idem</b>",
       title);
   if (r->has_session) {
     console__html(
         b,
-        "<a href=\"/\">Overview</a><a href=\"/steps\">Steps</a><a "
-        "href=\"/steps?lease_expired=1\">Stuck leases</a><a href=\"/steps?state=unknown\">Unknown "
-        "outcomes</a><a href=\"/audit\">Audit</a><a href=\"/policies\">Policies</a><span "
-        "class=\"who\">tenant <b>%s</b> \xC2\xB7 %s</span>",
+        "<a href=\"/\">Overview</a><a href=\"/steps\">Steps</a>"
+        "<a href=\"/steps?lease_expired=1\">Stuck leases</a>"
+        "<a href=\"/steps?state=unknown\">Unknown outcomes</a><a href=\"/audit\">Audit</a>"
+        "<a href=\"/policies\">Policies</a>"
+        "<span class=\"who\">tenant <b>%s</b> \xC2\xB7 %s</span>",
         r->s.tenant, r->s.dev ? "development" : auth_role_name(r->s.role));
     if (!r->s.dev) {
       console__html(b, "<form method=\"post\" action=\"/logout\">");
@@ -62,13 +63,14 @@ void console__page_begin(creq *r, const char *title) {
   if (r->has_session && r->s.dev)
     console__html(
         b,
-        "<div class=\"banner dev\">Development mode: authentication is off (no --tokens). "
-        "Every visitor is an admin; ?tenant=NAME picks the tenant.</div>");
+        "<div class=\"banner dev\">Development mode: authentication is off (no --tokens). Every "
+        "visitor is an admin; ?tenant=NAME picks the tenant.</div>");
   char leader[ELECT_ADDR_MAX];
   if (!console__is_leader(r, leader)) {
-    console__html(b,
-                  "<div class=\"banner standby\">This node is a standby: it shows what the store "
-                  "holds, changes are made on the leader: ");
+    console__html(
+        b,
+        "<div class=\"banner standby\">This node is a standby: it shows what the store holds, "
+        "changes are made on the leader: ");
     console__leader_link(r, leader, "/");
     console__html(b, ".</div>");
   }
@@ -131,13 +133,13 @@ int console__rec_skip(const step_rec *rec) {
 void console__state_badge(creq *r, const step_rec *rec) {
   int skip = console__rec_skip(rec);
   if (skip != IDEM_SKIP_NONE) { /* stored as succeeded or abandoned; say what happened */
-    console__html(&r->out,
-                  "<span class=\"state s-%s\" title=\"stored as %s\">%s</span> <span class=\"muted "
-                  "skip\" data-skip=\"%s\">%s</span>",
-                  skip == IDEM_SKIP_ABANDONED ? "abandoned" : "skipped",
-                  idem_word_state(rec->state),
-                  skip == IDEM_SKIP_ABANDONED ? "abandoned" : "skipped", idem_word_skip(skip),
-                  idem_phrase_skip(skip));
+    console__html(
+        &r->out,
+        "<span class=\"state s-%s\" title=\"stored as %s\">%s</span> <span class=\"muted skip\" "
+        "data-skip=\"%s\">%s</span>",
+        skip == IDEM_SKIP_ABANDONED ? "abandoned" : "skipped", idem_word_state(rec->state),
+        skip == IDEM_SKIP_ABANDONED ? "abandoned" : "skipped", idem_word_skip(skip),
+        idem_phrase_skip(skip));
     return;
   }
   const char *w = idem_word_state(rec->state);

@@ -43,9 +43,9 @@ static void login_form(creq *r, unsigned status, const char *note) {
   console__html(&r->out,
                 "<form class=\"card\" id=\"login\" method=\"post\" action=\"/login\">"
                 "<input type=\"hidden\" name=\"csrf\" value=\"%s\">"
-                "<label>token (a line of the --tokens file)<input type=\"password\" "
-                "name=\"token\" autocomplete=\"off\" required></label>"
-                "<p><button type=\"submit\">Log in</button></p></form>",
+                "<label>token (a line of the --tokens file)<input type=\"password\" name=\"token\" "
+                "autocomplete=\"off\" required>"
+                "</label><p><button type=\"submit\">Log in</button></p></form>",
                 csrf);
   console__page_end(r);
 }
@@ -99,7 +99,7 @@ void console__post_login(creq *r, char **seg) {
   log_kv(LOG_INFO, "console login", "tenant", tenant, "role", auth_role_name(role),
          (const char *)NULL);
   snprintf(r->set_cookie, sizeof r->set_cookie,
-           "idem_session=%s; HttpOnly; SameSite=Strict; Path=/; Max-Age=%lld%s", s.id,
+           CONSOLE_SESSION_COOKIE "=%s; HttpOnly; SameSite=Strict; Path=/; Max-Age=%lld%s", s.id,
            (long long)(CONSOLE_SESSION_TTL_MS / 1000), r->c->tls ? "; Secure" : "");
   console__redirect(r, "/");
 }
@@ -107,7 +107,7 @@ void console__post_login(creq *r, char **seg) {
 void console__post_logout(creq *r, char **seg) {
   console__sessions_drop(r->c->sess, r->s.id);
   snprintf(r->set_cookie, sizeof r->set_cookie,
-           "idem_session=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0%s",
+           CONSOLE_SESSION_COOKIE "=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0%s",
            r->c->tls ? "; Secure" : "");
   console__redirect(r, r->c->cfg.tokens ? "/login" : "/");
 }

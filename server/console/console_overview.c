@@ -82,11 +82,11 @@ static void status_card(creq *r) {
   }
   console__html(
       b,
-      "</span><span>role</span><span><span class=\"state "
-      "%s\">%s</span></span><span>leader</span><span>%s</span><span>epoch</span><span>%llu</"
-      "span><span>store</span><span><span class=\"state "
-      "%s\">%s</span></span><span>election</span><span><span class=\"state "
-      "%s\">%s</span></span><span>version</span><span>%s</span><span>started</span><span>",
+      "</span><span>role</span><span><span class=\"state %s\">%s</span></span><span>leader</span>"
+      "<span>%s</span><span>epoch</span><span>%llu</span><span>store</span><span>"
+      "<span class=\"state %s\">%s</span></span><span>election</span><span>"
+      "<span class=\"state %s\">%s</span></span><span>version</span><span>%s</span>"
+      "<span>started</span><span>",
       es.leader ? "s-succeeded" : "s-in_progress", es.leader ? "leader" : "standby",
       cfg->elector ? es.leader_addr : cfg->advertise, (unsigned long long)es.epoch,
       store_ok ? "s-succeeded" : "s-failed", store_ok ? "ok" : "unreachable",
@@ -128,9 +128,8 @@ void console__page_overview(creq *r, char **seg) {
     console__html(&r->out, "<p class=\"muted\">No step is in progress or of unknown outcome.</p>");
   } else {
     console__html(&r->out,
-                  "<table id=\"counts\"><tr><th>service</th><th>operation</th>"
-                  "<th>in progress</th><th>lease expired (stuck)</th>"
-                  "<th>unknown outcome (stuck)</th></tr>");
+                  "<table id=\"counts\"><tr><th>service</th><th>operation</th><th>in progress</th>"
+                  "<th>lease expired (stuck)</th><th>unknown outcome (stuck)</th></tr>");
     for (size_t i = 0; i < c.n; i++) {
       const count_row *row = &c.rows[i];
       console__html(&r->out, "<tr class=\"%s\"><td>%s</td><td>%s</td>",

@@ -12,8 +12,6 @@
 #include "console_html.h"
 #include "console_req.h"
 
-#define COOKIE "idem_session"
-
 const char *console__cookie(const creq *r, const char *name) {
   return MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND, name);
 }
@@ -135,7 +133,7 @@ size_t console__client(const creq *r, unsigned char out[17]) {
 }
 
 void console__find_session(creq *r) {
-  const char *id = MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND, COOKIE);
+  const char *id = MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND, CONSOLE_SESSION_COOKIE);
   r->has_session = id && console__sessions_find(r->c->sess, id, &r->s);
   if (r->c->cfg.tokens) return;
   if (!r->has_session) {
@@ -145,7 +143,7 @@ void console__find_session(creq *r) {
         console__sessions_create(r->c->sess, owner, on, "default", AUTH_ROLE_ADMIN, true, &r->s);
     if (r->has_session)
       snprintf(r->set_cookie, sizeof r->set_cookie,
-               COOKIE "=%s; HttpOnly; SameSite=Strict; Path=/%s", r->s.id,
+               CONSOLE_SESSION_COOKIE "=%s; HttpOnly; SameSite=Strict; Path=/%s", r->s.id,
                r->c->tls ? "; Secure" : "");
   }
   const char *t = console__query(r, "tenant");

@@ -12,6 +12,9 @@
 #include "../util/buf.h"
 #include "console_state.h"
 
+/* The session cookie: a session's random id (HttpOnly, SameSite=Strict; Secure under TLS). */
+#define CONSOLE_SESSION_COOKIE "idem_session"
+
 typedef struct cfield {
   char *name, *value; /* decoded, owned by the request */
   size_t value_len;

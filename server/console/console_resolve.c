@@ -42,8 +42,8 @@ static void record_card(creq *r, const step_rec *rec) {
     kv(b, "outcome");
     console__html(
         b,
-        "none: no compensation ran (the stored outcome, code and empty body are only what "
-        "a retry of the compensation is told: skip_null_compensation). Written ");
+        "none: no compensation ran (the stored outcome, code and empty body are only what a "
+        "retry of the compensation is told: skip_null_compensation). Written ");
     console__time(b, rec->completed_ms, r->now_ms);
   } else if (rec->outcome) {
     kv(b, "outcome");
@@ -64,9 +64,8 @@ static void resolve_form(creq *r, const step_rec *rec) {
   char leader[ELECT_ADDR_MAX];
   console__html(b, "<h2>Resolve</h2>");
   if (!resolvable(rec)) {
-    console__html(b,
-                  "<p class=\"muted\">Only a step in progress or of unknown outcome can be "
-                  "resolved.</p>");
+    console__html(
+        b, "<p class=\"muted\">Only a step in progress or of unknown outcome can be resolved.</p>");
     return;
   }
   if (r->s.role != AUTH_ROLE_ADMIN) {
@@ -84,17 +83,18 @@ static void resolve_form(creq *r, const step_rec *rec) {
   console__step_href(b, &rec->key);
   console__html(b, "/resolve\">");
   console__form_csrf(r);
-  console__html(b,
-                "<div class=\"filters\"><label>outcome<select name=\"outcome\">"
-                "<option value=\"succeeded\">succeeded: it happened (replayed from now on)</option>"
-                "<option value=\"failed\">failed: it did not happen (replayed)</option>"
-                "<option value=\"retryable\">retryable: release the key (the next call runs it "
-                "again)</option></select></label>"
-                "<label>result code<input name=\"code\" value=\"0\" size=\"6\"></label></div>"
-                "<label>result body (text)<textarea name=\"body\"></textarea></label>"
-                "<label>reason (required, kept in the audit trail)<textarea name=\"reason\" "
-                "required></textarea></label>"
-                "<p><button type=\"submit\">Review the change\xE2\x80\xA6</button></p></form>");
+  console__html(
+      b,
+      "<div class=\"filters\"><label>outcome<select name=\"outcome\">"
+      "<option value=\"succeeded\">succeeded: it happened (replayed from now on)</option>"
+      "<option value=\"failed\">failed: it did not happen (replayed)</option>"
+      "<option value=\"retryable\">retryable: release the key (the next call runs it "
+      "again)</option>"
+      "</select></label><label>result code<input name=\"code\" value=\"0\" size=\"6\"></label>"
+      "</div><label>result body (text)<textarea name=\"body\"></textarea></label>"
+      "<label>reason (required, kept in the audit trail)<textarea name=\"reason\" required>"
+      "</textarea></label><p><button type=\"submit\">Review the change\xE2\x80\xA6</button></p>"
+      "</form>");
 }
 
 /* The step the path names: /steps/{global_id}/{service}/{operation}/{phase}; false with a 404
@@ -145,8 +145,8 @@ static void confirm_page(creq *r, const step_rec *rec, int outcome, const cfield
   buf *b = &r->out;
   const char *to = outcome == OUTCOME_RETRYABLE ? "released" : idem_word_outcome(outcome);
   console__html(b,
-                "<div class=\"card change\" id=\"change\">This step goes from "
-                "<span class=\"state s-%s\">%s</span> to <span class=\"state s-%s\">%s</span>",
+                "<div class=\"card change\" id=\"change\">This step goes from <span class=\"state "
+                "s-%s\">%s</span> to <span class=\"state s-%s\">%s</span>",
                 idem_word_state(rec->state), idem_word_state(rec->state), to, to);
   if (outcome == OUTCOME_RETRYABLE)
     console__html(b,

@@ -98,9 +98,10 @@ static void timeline(creq *r, const saga_view *v, bool paged) {
     return;
   }
   buf *b = &r->out;
-  console__html(b,
-                "<table id=\"timeline\"><tr><th>#</th><th>service</th><th>operation</th>"
-                "<th>forward</th><th>compensation</th></tr>");
+  console__html(
+      b,
+      "<table id=\"timeline\"><tr><th>#</th><th>service</th><th>operation</th><th>forward</th>"
+      "<th>compensation</th></tr>");
   for (size_t k = 0; k < n; k++) {
     const step_rec *any = row_any(&rows[k]);
     console__html(b, "<tr><td class=\"num\">%zu</td><td>%s</td><td>%s</td>", k + 1,
@@ -173,10 +174,11 @@ void console__page_saga(creq *r, char **seg) {
     console__html(b,
                   "<div class=\"banner ok\" id=\"resolved\">Resolved: the change and its audit row "
                   "are below.</div>");
-  console__html(b,
-                "<div class=\"card kv\"><span>global id</span><span "
-                "id=\"gid\">%s</span><span>type</span><span>%s</span><span>created</span><span>",
-                v.global_id, v.saga_type[0] ? v.saga_type : "(not begun with BeginSaga)");
+  console__html(
+      b,
+      "<div class=\"card kv\"><span>global id</span><span id=\"gid\">%s</span><span>type</span>"
+      "<span>%s</span><span>created</span><span>",
+      v.global_id, v.saga_type[0] ? v.saga_type : "(not begun with BeginSaga)");
   console__time(b, v.created_ms, r->now_ms);
   console__html(b, "</span><span>labels</span><span id=\"labels\">");
   for (size_t i = 0; i < v.n_labels; i++) {

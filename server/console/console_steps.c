@@ -79,8 +79,8 @@ void console__page_steps(creq *r, char **seg) {
   console__page_begin(r, lease_expired ? "Steps with an expired lease" : "Steps");
   buf *b = &r->out;
   console__html(b,
-                "<form class=\"filters\" method=\"get\" action=\"/steps\"><label>state<select "
-                "name=\"state\"><option value=\"\">any</option>");
+                "<form class=\"filters\" method=\"get\" action=\"/steps\">"
+                "<label>state<select name=\"state\"><option value=\"\">any</option>");
   for (size_t i = 1; i < IDEM_WORD_COUNT(idem_state_words); i++)
     console__html(b, "<option%s>%s</option>", (int)i == state ? " selected" : "",
                   idem_state_words[i]);
@@ -89,20 +89,22 @@ void console__page_steps(creq *r, char **seg) {
   text_input(r, "operation", "operation", op);
   text_input(r, "global id", "global_id", gid);
   text_input(r, "older than (90s, 5m, 2h)", "older_than", older);
-  console__html(b,
-                "<label class=\"inline\"><input type=\"checkbox\" name=\"lease_expired\" "
-                "value=\"1\"%s>lease expired</label><label>per page<input name=\"page_size\" "
-                "size=\"4\" value=\"%u\"></label><button type=\"submit\">Filter</button></form>",
-                lease_expired ? " checked" : "", in.page_size);
+  console__html(
+      b,
+      "<label class=\"inline\">"
+      "<input type=\"checkbox\" name=\"lease_expired\" value=\"1\"%s>lease expired</label>"
+      "<label>per page<input name=\"page_size\" size=\"4\" value=\"%u\"></label>"
+      "<button type=\"submit\">Filter</button></form>",
+      lease_expired ? " checked" : "", in.page_size);
   if (updated_before) {
     console__html(b, "<p class=\"muted\">Updated before ");
     console__time(b, updated_before, r->now_ms);
     console__html(b, "</p>");
   }
-  console__html(b,
-                "<table id=\"steps\"><tr><th>global id</th><th>service</th><th>operation</th>"
-                "<th>phase</th><th>state</th><th>attempt</th><th>lease expires</th>"
-                "<th>updated</th><th>code</th></tr>");
+  console__html(
+      b,
+      "<table id=\"steps\"><tr><th>global id</th><th>service</th><th>operation</th><th>phase</th>"
+      "<th>state</th><th>attempt</th><th>lease expires</th><th>updated</th><th>code</th></tr>");
   for (size_t i = 0; i < l.n; i++) {
     const step_rec *rec = &l.recs[i];
     console__html(b, "<tr class=\"%s\"><td><a href=\"/sagas/",
