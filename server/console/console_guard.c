@@ -60,7 +60,7 @@ static void *watch(void *arg) {
   return NULL;
 }
 
-cguard *cguard_start(int64_t deadline_ms) {
+cguard *console__guard_start(int64_t deadline_ms) {
   cguard *g = calloc(1, sizeof *g);
   if (!g) return NULL;
   g->deadline_ms = deadline_ms;
@@ -75,7 +75,7 @@ cguard *cguard_start(int64_t deadline_ms) {
   return g;
 }
 
-void cguard_stop(cguard *g) {
+void console__guard_stop(cguard *g) {
   if (!g) return;
   pthread_mutex_lock(&g->mu);
   g->stop = true;
@@ -91,8 +91,8 @@ void cguard_stop(cguard *g) {
   free(g);
 }
 
-void cguard_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
-                   enum MHD_ConnectionNotificationCode toe) {
+void console__guard_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+                           enum MHD_ConnectionNotificationCode toe) {
   cguard *g = cls;
   if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
     const union MHD_ConnectionInfo *ci =
@@ -137,10 +137,10 @@ static void set_since(struct MHD_Connection *conn, int64_t since) {
   pthread_mutex_unlock(&c->g->mu);
 }
 
-void cguard_request_in(struct MHD_Connection *conn) {
+void console__guard_request_in(struct MHD_Connection *conn) {
   set_since(conn, 0);
 }
 
-void cguard_reply_done(struct MHD_Connection *conn) {
+void console__guard_reply_done(struct MHD_Connection *conn) {
   set_since(conn, clock_mono_ms());
 }

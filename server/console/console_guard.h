@@ -13,21 +13,21 @@
 typedef struct cguard cguard;
 
 /* Starts the watchdog (checks twice a second). NULL: out of memory or no thread. */
-cguard *cguard_start(int64_t deadline_ms);
+cguard *console__guard_start(int64_t deadline_ms);
 
 /* Stops the watchdog and frees g. Call after MHD_stop_daemon (every connection closed). NULL
  * is fine. */
-void cguard_stop(cguard *g);
+void console__guard_stop(cguard *g);
 
 /* The MHD_OPTION_NOTIFY_CONNECTION callback (cls = the guard): a connection starts waiting for
  * its first request when it opens, and is forgotten when it closes. */
-void cguard_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
-                   enum MHD_ConnectionNotificationCode toe);
+void console__guard_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+                           enum MHD_ConnectionNotificationCode toe);
 
 /* From the access handler: the whole request has arrived; no deadline while it is answered. */
-void cguard_request_in(struct MHD_Connection *conn);
+void console__guard_request_in(struct MHD_Connection *conn);
 
 /* From MHD_OPTION_NOTIFY_COMPLETED: the reply is done; the next request's deadline starts. */
-void cguard_reply_done(struct MHD_Connection *conn);
+void console__guard_reply_done(struct MHD_Connection *conn);
 
 #endif

@@ -1,58 +1,18 @@
-/* console_html.c — the output buffer, HTML escaping, times and bodies (console_internal.h),
- * and the console's stylesheet. */
+/* console_html.c — the escaping formatter and the HTML pieces built on it (console_html.h):
+ * escaping, URLs, times, bodies. The stylesheet is in console_css.c. */
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "console_internal.h"
+#include "../util/utf8.h"
+#include "console_html.h"
 
-static bool grow(cbuf *b, size_t more) {
-  if (b->oom) return false;
-  if (b->n + more + 1 <= b->cap) return true;
-  size_t cap = b->cap ? b->cap : 8192;
-  while (cap < b->n + more + 1) cap *= 2;
-  char *p = realloc(b->p, cap);
-  if (!p) {
-    b->oom = true;
-    return false;
-  }
-  b->p = p;
-  b->cap = cap;
-  return true;
-}
-
-void cb_putn(cbuf *b, const char *s, size_t n) {
-  if (!grow(b, n)) return;
-  memcpy(b->p + b->n, s, n);
-  b->n += n;
-  b->p[b->n] = '\0';
-}
-
-void cb_put(cbuf *b, const char *s) {
-  cb_putn(b, s, strlen(s));
-}
-
-void cb_printf(cbuf *b, const char *fmt, ...) {
-  char small[512];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(small, sizeof small, fmt, ap);
-  va_end(ap);
-  if (n < 0) return;
-  if ((size_t)n < sizeof small) {
-    cb_putn(b, small, (size_t)n);
-    return;
-  }
-  if (!grow(b, (size_t)n)) return;
-  va_start(ap, fmt);
-  vsnprintf(b->p + b->n, (size_t)n + 1, fmt, ap);
-  va_end(ap);
-  b->n += (size_t)n;
-}
-
-void cb_escn(cbuf *b, const char *s, size_t n) {
+void console__escn(buf *b, const char *s, size_t n) {
   size_t run = 0; /* bytes copied as they are, flushed before each replacement */
   for (size_t i = 0; i < n; i++) {
     unsigned char ch = (unsigned char)s[i];
@@ -78,33 +38,128 @@ void cb_escn(cbuf *b, const char *s, size_t n) {
           rep = "\xEF\xBF\xBD";
     }
     if (!rep) continue;
-    cb_putn(b, s + run, i - run);
-    cb_put(b, rep);
+    buf_putn(b, s + run, i - run);
+    buf_put(b, rep);
     run = i + 1;
   }
-  cb_putn(b, s + run, n - run);
+  buf_putn(b, s + run, n - run);
 }
 
-void cb_esc(cbuf *b, const char *s) {
-  if (s) cb_escn(b, s, strlen(s));
+/* The argument of one numeric conversion of console__html, written with its spec (a format
+ * built here from the caller's literal one, so not a literal itself). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+static void number(buf *b, const char *spec, char len, char conv, va_list *ap) {
+  char tmp[128];
+  int n;
+#define NUM(type) snprintf(tmp, sizeof tmp, spec, va_arg(*ap, type))
+  bool sign = conv == 'd' || conv == 'i', real = strchr("feEgGaAF", conv) != NULL;
+  if (conv == 'p')
+    n = NUM(void *);
+  else if (real)
+    n = len == 'L' ? NUM(long double) : NUM(double);
+  else if (sign)
+    n = len == 'l'                 ? NUM(long)
+        : len == 'q'               ? NUM(long long)
+        : len == 'j'               ? NUM(intmax_t)
+        : len == 'z' || len == 't' ? NUM(ptrdiff_t)
+                                   : NUM(int);
+  else
+    n = len == 'l'   ? NUM(unsigned long)
+        : len == 'q' ? NUM(unsigned long long)
+        : len == 'j' ? NUM(uintmax_t)
+        : len == 'z' ? NUM(size_t)
+        : len == 't' ? NUM(ptrdiff_t)
+                     : NUM(unsigned);
+#undef NUM
+  if (n > 0) buf_putn(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+#pragma GCC diagnostic pop
+
+/* One conversion at p (its '%'): writes it, returns what follows it. */
+static const char *conversion(buf *b, const char *p, va_list *ap) {
+  char spec[48];
+  size_t k = 0;
+  int prec = -1;
+  spec[k++] = *p++;
+  if (*p == '%') {
+    buf_putn(b, "%", 1);
+    return p + 1;
+  }
+  while (*p && strchr("-+ #0", *p) && k < 8) spec[k++] = *p++;
+  if (*p == '*') {
+    k += (size_t)snprintf(spec + k, 12, "%d", va_arg(*ap, int));
+    p++;
+  }
+  while (*p >= '0' && *p <= '9' && k < 20) spec[k++] = *p++;
+  if (*p == '.') {
+    spec[k++] = *p++;
+    if (*p == '*') {
+      prec = va_arg(*ap, int);
+      k += (size_t)snprintf(spec + k, 12, "%d", prec < 0 ? 0 : prec);
+      p++;
+    } else {
+      for (prec = 0; *p >= '0' && *p <= '9' && k < 34; p++)
+        prec = prec * 10 + (spec[k++] = *p) - '0';
+    }
+  }
+  char len = 0; /* h (hh too), l, q (ll), z, j, t, L */
+  while (*p && strchr("hlzjtL", *p) && k < 40) {
+    len = len == 'l' && *p == 'l' ? 'q' : *p;
+    spec[k++] = *p++;
+  }
+  char conv = *p ? *p++ : '\0';
+  spec[k++] = conv;
+  spec[k] = '\0';
+  if (conv == 's') {
+    const char *s = va_arg(*ap, const char *);
+    if (!s) s = "";
+    console__escn(b, s, prec >= 0 ? strnlen(s, (size_t)prec) : strlen(s));
+  } else if (conv == 'c') {
+    char c = (char)va_arg(*ap, int);
+    console__escn(b, &c, 1);
+  } else if (conv && strchr("diuxXopfeEgGaAF", conv)) {
+    number(b, spec, len, conv, ap);
+  }
+  return p;
 }
 
-void cb_url(cbuf *b, const char *s) {
+void console__html(buf *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  const char *run = fmt, *p = fmt;
+  while (*p) {
+    if (*p != '%') {
+      p++;
+      continue;
+    }
+    buf_putn(b, run, (size_t)(p - run));
+    p = run = conversion(b, p, &ap);
+  }
+  buf_putn(b, run, (size_t)(p - run));
+  va_end(ap);
+}
+
+void console__raw(buf *b, const char *html) {
+  buf_put(b, html);
+}
+
+void console__url(buf *b, const char *s) {
   static const char hex[] = "0123456789ABCDEF";
   for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
     if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
         *p == '-' || *p == '_' || *p == '.' || *p == '~' || *p == ':') {
-      cb_putn(b, (const char *)p, 1);
+      buf_putn(b, (const char *)p, 1);
     } else {
       char e[3] = {'%', hex[*p >> 4], hex[*p & 15]};
-      cb_putn(b, e, 3);
+      buf_putn(b, e, 3);
     }
   }
 }
 
-void cb_time(cbuf *b, int64_t ms, int64_t now_ms) {
+void console__time(buf *b, int64_t ms, int64_t now_ms) {
   if (ms <= 0) {
-    cb_put(b, "<span class=\"muted\">\xE2\x80\x94</span>");
+    buf_put(b, "<span class=\"muted\">\xE2\x80\x94</span>");
     return;
   }
   time_t t = (time_t)(ms / 1000);
@@ -125,112 +180,49 @@ void cb_time(cbuf *b, int64_t ms, int64_t now_ms) {
     snprintf(rel, sizeof rel, "%lld h %lld min", (long long)(a / 3600), (long long)(a % 3600 / 60));
   else
     snprintf(rel, sizeof rel, "%lld days", (long long)(a / 86400));
-  cb_printf(b, "<time datetime=\"%s\">%s</time> <span class=\"rel\">(%s%s%s)</span>", iso, shown,
-            past ? "" : "in ", rel, past ? " ago" : "");
-}
-
-bool console_utf8_ok(const uint8_t *s, size_t n) {
-  for (size_t i = 0; i < n;) {
-    uint8_t c = s[i];
-    size_t len;
-    uint32_t cp;
-    if (c < 0x80) {
-      i++;
-      continue;
-    } else if ((c & 0xE0) == 0xC0) {
-      len = 2, cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3, cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4, cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (i + len > n) return false;
-    for (size_t k = 1; k < len; k++) {
-      if ((s[i + k] & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (s[i + k] & 0x3F);
-    }
-    static const uint32_t min[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += len;
-  }
-  return true;
+  buf_printf(b, "<time datetime=\"%s\">%s</time> <span class=\"rel\">(%s%s%s)</span>", iso, shown,
+             past ? "" : "in ", rel, past ? " ago" : "");
 }
 
 static bool printable_text(const uint8_t *s, size_t n) {
   for (size_t i = 0; i < n; i++)
     if ((s[i] < 0x20 && s[i] != '\t' && s[i] != '\n' && s[i] != '\r') || s[i] == 0x7f) return false;
-  return console_utf8_ok(s, n);
+  return utf8_valid(s, n);
 }
 
-void cb_rec_body(cbuf *b, const step_rec *rec, size_t max) {
+void console__rec_body(buf *b, const step_rec *rec, size_t max) {
   if (rec->result_expired)
-    cb_put(b, "<span class=\"muted expired\">(expired: the body was dropped after the policy's "
-              "retention; the key is kept until it is forgotten)</span>");
+    buf_put(b,
+            "<span class=\"muted expired\">(expired: the body was dropped after the policy's "
+            "retention; the key is kept until it is forgotten)</span>");
   else
-    cb_body(b, rec->body, rec->body_len, max);
+    console__body(b, rec->body, rec->body_len, max);
 }
 
-void cb_body(cbuf *b, const uint8_t *body, size_t len, size_t max) {
+void console__body(buf *b, const uint8_t *body, size_t len, size_t max) {
   if (len == 0) {
-    cb_put(b, "<span class=\"muted\">(empty)</span>");
+    buf_put(b, "<span class=\"muted\">(empty)</span>");
     return;
   }
   size_t shown = max && len > max ? max : len;
   if (printable_text(body, len)) {
     /* cut on a character boundary */
     while (shown < len && shown > 0 && (body[shown] & 0xC0) == 0x80) shown--;
-    cb_put(b, "<pre class=\"body\">");
-    cb_escn(b, (const char *)body, shown);
-    cb_put(b, "</pre>");
+    buf_put(b, "<pre class=\"body\">");
+    console__escn(b, (const char *)body, shown);
+    buf_put(b, "</pre>");
   } else {
-    cb_put(b, "<pre class=\"body hex\" title=\"not UTF-8 text: hex\">");
+    buf_put(b, "<pre class=\"body hex\" title=\"not UTF-8 text: hex\">");
     for (size_t i = 0; i < shown; i++)
-      cb_printf(b, "%02x%s", body[i], (i + 1) % 32 == 0 ? "\n" : (i + 1) % 4 == 0 ? " " : "");
-    cb_put(b, "</pre>");
+      buf_printf(b, "%02x%s", body[i], (i + 1) % 32 == 0 ? "\n" : (i + 1) % 4 == 0 ? " " : "");
+    buf_put(b, "</pre>");
   }
-  if (shown < len) cb_printf(b, "<p class=\"muted\">%zu of %zu bytes shown</p>", shown, len);
+  if (shown < len) buf_printf(b, "<p class=\"muted\">%zu of %zu bytes shown</p>", shown, len);
 }
 
-void cb_free(cbuf *b) {
-  free(b->p);
-  memset(b, 0, sizeof *b);
+int console__hexval(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
 }
-
-/* clang-format off */
-const char console_css[] =
-  "*{box-sizing:border-box}"
-  "body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#1d2330;background:#f6f7f9}"
-  "header{background:#1d2330;color:#fff;padding:8px 16px;display:flex;gap:16px;align-items:center;flex-wrap:wrap}"
-  "header a{color:#cfe0ff;text-decoration:none}header a:hover{text-decoration:underline}"
-  "header .who{margin-left:auto;color:#c9ced8}header form{display:inline}"
-  "main{padding:12px 16px;max-width:1400px}"
-  "h1{font-size:20px;margin:8px 0 12px}h2{font-size:16px;margin:18px 0 8px}"
-  "table{border-collapse:collapse;background:#fff;width:100%;margin-bottom:12px}"
-  "th,td{border:1px solid #dde1e7;padding:4px 8px;text-align:left;vertical-align:top}"
-  "th{background:#eef1f5;font-weight:600}"
-  "td.num{text-align:right;font-variant-numeric:tabular-nums}"
-  ".banner{padding:8px 16px;font-weight:600}"
-  ".banner.dev{background:#fff3cd;color:#664d03}.banner.standby{background:#cfe2ff;color:#084298}"
-  ".banner.err{background:#f8d7da;color:#842029}.banner.ok{background:#d1e7dd;color:#0f5132}"
-  ".state{display:inline-block;padding:1px 6px;border-radius:3px;font-weight:600;font-size:12px}"
-  ".s-in_progress{background:#cfe2ff;color:#084298}.s-succeeded{background:#d1e7dd;color:#0f5132}"
-  ".s-failed{background:#f8d7da;color:#842029}.s-unknown{background:#ffe5b4;color:#7a3e00}"
-  ".s-abandoned,.s-released,.s-none,.s-skipped{background:#e2e3e5;color:#41464b}"
-  ".stuck{outline:2px solid #dc3545}tr.stuck td{background:#fff0f0}"
-  ".stuckword{color:#b02a37;font-weight:700}"
-  ".muted,.rel{color:#6c757d}"
-  "pre.body{white-space:pre-wrap;word-break:break-all;margin:2px 0;max-height:16em;overflow:auto;"
-  "background:#f1f3f5;padding:4px;font:12px/1.3 ui-monospace,monospace}"
-  "form.filters{display:flex;flex-wrap:wrap;gap:8px;align-items:end;margin-bottom:12px}"
-  "label{display:flex;flex-direction:column;font-size:12px;color:#495057;gap:2px}"
-  "label.inline{flex-direction:row;align-items:center;gap:4px}"
-  "input,select,textarea,button{font:inherit;padding:4px 6px}"
-  "textarea{width:100%;min-height:6em}"
-  "button{background:#0d6efd;color:#fff;border:0;border-radius:3px;padding:5px 12px;cursor:pointer}"
-  "button.danger{background:#dc3545}button.plain{background:#6c757d}"
-  ".card{background:#fff;border:1px solid #dde1e7;padding:10px 12px;margin-bottom:12px}"
-  ".kv{display:grid;grid-template-columns:max-content 1fr;gap:4px 16px}"
-  ".change{font-size:16px}.pair{display:grid;grid-template-columns:1fr 1fr;gap:8px}";
-/* clang-format on */

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "../coord/coord_admin.h"
-#include "console_internal.h"
+#include "console_pages.h"
 #include "idem/v1/names.h"
 
 #define AUDIT_PAGES_MAX 10 /* ListAudit pages of the saga */
@@ -64,29 +64,30 @@ static pair_row *pair_rows(const saga_view *v, size_t *n) {
 }
 
 static void step_cell(creq *r, const step_rec *rec, bool paged) {
-  cbuf *b = &r->out;
+  buf *b = &r->out;
   if (!rec) { /* a saga of several pages may have the twin on another one */
-    cb_put(b, paged ? "<td class=\"muted\">\xE2\x80\x94 (not on this page)</td>"
-                    : "<td class=\"muted\">\xE2\x80\x94</td>");
+    console__html(b, paged ? "<td class=\"muted\">\xE2\x80\x94 (not on this page)</td>"
+                           : "<td class=\"muted\">\xE2\x80\x94</td>");
     return;
   }
-  cb_printf(b, "<td class=\"%s\">", *state_class(rec, r->now_ms) ? "stuck" : "");
-  state_badge(r, rec);
-  cb_put(b, " attempt ");
-  attempt_cell(b, rec);
-  cb_put(b, " \xC2\xB7 <a href=\"");
-  step_href(b, &rec->key);
-  cb_put(b, "\">open</a><br><span class=\"muted\">updated</span> ");
-  cb_time(b, rec->updated_ms, r->now_ms);
+  console__html(b, "<td class=\"%s\">", *console__state_class(rec, r->now_ms) ? "stuck" : "");
+  console__state_badge(r, rec);
+  console__html(b, " attempt ");
+  console__attempt_cell(b, rec);
+  console__html(b, " \xC2\xB7 <a href=\"");
+  console__step_href(b, &rec->key);
+  console__html(b, "\">open</a><br><span class=\"muted\">updated</span> ");
+  console__time(b, rec->updated_ms, r->now_ms);
   if (rec->state == STATE_IN_PROGRESS) {
-    cb_put(b, "<br><span class=\"muted\">lease</span> ");
-    cb_time(b, rec->lease_expires_ms, r->now_ms);
+    console__html(b, "<br><span class=\"muted\">lease</span> ");
+    console__time(b, rec->lease_expires_ms, r->now_ms);
   }
-  if (rec->outcome && rec_skip(rec) != IDEM_SKIP_NULL_COMPENSATION) { /* no result of a run */
-    cb_printf(b, "<br>%s, code %d", idem_word_outcome(rec->outcome), rec->code);
-    cb_rec_body(b, rec, BODY_SHOWN);
+  if (rec->outcome &&
+      console__rec_skip(rec) != IDEM_SKIP_NULL_COMPENSATION) { /* no result of a run */
+    console__html(b, "<br>%s, code %d", idem_word_outcome(rec->outcome), rec->code);
+    console__rec_body(b, rec, BODY_SHOWN);
   }
-  cb_put(b, "</td>");
+  console__html(b, "</td>");
 }
 
 static void timeline(creq *r, const saga_view *v, bool paged) {
@@ -96,22 +97,20 @@ static void timeline(creq *r, const saga_view *v, bool paged) {
     r->out.oom = true;
     return;
   }
-  cbuf *b = &r->out;
-  cb_put(b,
-         "<table id=\"timeline\"><tr><th>#</th><th>service</th><th>operation</th>"
-         "<th>forward</th><th>compensation</th></tr>");
+  buf *b = &r->out;
+  console__html(
+      b,
+      "<table id=\"timeline\"><tr><th>#</th><th>service</th><th>operation</th><th>forward</th>"
+      "<th>compensation</th></tr>");
   for (size_t k = 0; k < n; k++) {
     const step_rec *any = row_any(&rows[k]);
-    cb_printf(b, "<tr><td class=\"num\">%zu</td><td>", k + 1);
-    cb_esc(b, any->key.service);
-    cb_put(b, "</td><td>");
-    cb_esc(b, any->key.operation);
-    cb_put(b, "</td>");
+    console__html(b, "<tr><td class=\"num\">%zu</td><td>%s</td><td>%s</td>", k + 1,
+                  any->key.service, any->key.operation);
     step_cell(r, rows[k].fwd, paged);
     step_cell(r, rows[k].comp, paged);
-    cb_put(b, "</tr>");
+    console__html(b, "</tr>");
   }
-  cb_put(b, "</table>");
+  console__html(b, "</table>");
   free(rows);
 }
 
@@ -122,7 +121,7 @@ static void audit_trail(creq *r, const char *gid) {
   err_clear(&err);
   for (int page = 0; page < AUDIT_PAGES_MAX; page++) {
     audit_list l = {0};
-    if (coord_list_audit(r->c->cfg.coord, cr_store(r), r->s.tenant, gid, LIST_PAGE_MAX, token,
+    if (coord_list_audit(r->c->cfg.coord, console__store(r), r->s.tenant, gid, LIST_PAGE_MAX, token,
                          r->deadline, &l, next, &err) != ERR_OK)
       break;
     audit_rec *grown = realloc(all.recs, (all.n + l.n + 1) * sizeof *grown);
@@ -138,99 +137,76 @@ static void audit_trail(creq *r, const char *gid) {
     if (!next[0]) break;
     snprintf(token, sizeof token, "%s", next);
   }
-  cbuf *b = &r->out;
-  cb_put(b, "<h2>Audit trail</h2>");
+  buf *b = &r->out;
+  console__html(b, "<h2>Audit trail</h2>");
   if (err.code != ERR_OK) {
-    cb_put(b, "<div class=\"banner err\">cannot read the audit trail: ");
-    cb_esc(b, err.msg);
-    cb_put(b, "</div>");
+    console__html(b, "<div class=\"banner err\">cannot read the audit trail: %s</div>", err.msg);
   }
-  cb_put(b,
-         "<table id=\"audit\"><tr><th>when</th><th>actor</th><th>action</th><th>step</th>"
-         "<th>change</th><th>reason</th></tr>");
-  for (size_t i = all.n; i-- > 0;) { /* ListAudit is newest first: oldest first here */
-    const audit_rec *a = &all.recs[i];
-    cb_put(b, "<tr><td>");
-    cb_time(b, a->at_ms, r->now_ms);
-    cb_put(b, "</td><td>");
-    cb_esc(b, a->actor);
-    cb_put(b, "</td><td>");
-    cb_esc(b, a->action);
-    cb_put(b, "</td><td>");
-    cb_esc(b, a->key.service);
-    cb_put(b, " / ");
-    cb_esc(b, a->key.operation);
-    cb_printf(b, " / %s</td><td>%s \xE2\x86\x92 %s</td><td>", idem_word_phase(a->key.phase),
-              idem_word_state(a->from_state), idem_word_state(a->to_state));
-    cb_esc(b, a->reason);
-    cb_put(b, "</td></tr>");
-  }
-  cb_put(b, "</table>");
-  if (!all.n) cb_put(b, "<p class=\"muted\">No operator action on this saga.</p>");
+  console__html(b,
+                "<table id=\"audit\"><tr><th>when</th><th>actor</th><th>action</th><th>step</th>"
+                "<th>change</th><th>reason</th></tr>");
+  for (size_t i = all.n; i-- > 0;) /* ListAudit is newest first: oldest first here */
+    console__audit_row(r, &all.recs[i], false);
+  console__html(b, "</table>");
+  if (!all.n) console__html(b, "<p class=\"muted\">No operator action on this saga.</p>");
   audit_list_clear(&all);
 }
 
-void page_saga(creq *r, const char *gid) {
+void console__page_saga(creq *r, char **seg) {
+  const char *gid = seg[0];
   saga_view v = {0};
   err_t err;
   err_clear(&err);
-  const char *token = cr_query(r, "page");
+  const char *token = console__query(r, "page");
   char next[COORD_TOKEN_MAX];
-  if (!cr_store(r)) {
-    page_error(r, 503, "cannot open a store connection");
-    return;
-  }
-  coord_saga_in in = {.global_id = gid, .page_token = token, .rec_size = console_rec_size};
-  if (coord_get_saga(r->c->cfg.coord, cr_store(r), r->s.tenant, &in, r->deadline, &v, next,
+  if (!console__page_store(r)) return;
+  coord_saga_in in = {.global_id = gid, .page_token = token, .rec_size = console__rec_size};
+  if (coord_get_saga(r->c->cfg.coord, console__store(r), r->s.tenant, &in, r->deadline, &v, next,
                      &err) != ERR_OK) {
     saga_view_clear(&v);
-    page_err(r, &err);
+    console__page_err(r, &err);
     return;
   }
   bool first = !token || !*token, paged = !first || next[0];
-  page_begin(r, "Saga");
-  cbuf *b = &r->out;
-  if (cr_query(r, "resolved"))
-    cb_put(b,
-           "<div class=\"banner ok\" id=\"resolved\">Resolved: the change and its audit row "
-           "are below.</div>");
-  cb_put(b, "<div class=\"card kv\"><span>global id</span><span id=\"gid\">");
-  cb_esc(b, v.global_id);
-  cb_put(b, "</span><span>type</span><span>");
-  cb_esc(b, v.saga_type[0] ? v.saga_type : "(not begun with BeginSaga)");
-  cb_put(b, "</span><span>created</span><span>");
-  cb_time(b, v.created_ms, r->now_ms);
-  cb_put(b, "</span><span>labels</span><span id=\"labels\">");
+  console__page_begin(r, "Saga");
+  buf *b = &r->out;
+  if (console__query(r, "resolved"))
+    console__html(b,
+                  "<div class=\"banner ok\" id=\"resolved\">Resolved: the change and its audit row "
+                  "are below.</div>");
+  console__html(
+      b,
+      "<div class=\"card kv\"><span>global id</span><span id=\"gid\">%s</span><span>type</span>"
+      "<span>%s</span><span>created</span><span>",
+      v.global_id, v.saga_type[0] ? v.saga_type : "(not begun with BeginSaga)");
+  console__time(b, v.created_ms, r->now_ms);
+  console__html(b, "</span><span>labels</span><span id=\"labels\">");
   for (size_t i = 0; i < v.n_labels; i++) {
-    cb_put(b, "<code>");
-    cb_esc(b, v.labels[i].key);
-    cb_put(b, "=");
-    cb_esc(b, v.labels[i].value);
-    cb_put(b, "</code> ");
+    console__html(b, "<code>%s=%s</code> ", v.labels[i].key, v.labels[i].value);
   }
-  cb_printf(b, "</span><span>steps</span><span id=\"shown\">%zu%s</span></div>", v.n_steps,
-            paged ? " on this page (the timeline is paged)" : "");
+  console__html(b, "</span><span>steps</span><span id=\"shown\">%zu%s</span></div>", v.n_steps,
+                paged ? " on this page (the timeline is paged)" : "");
   timeline(r, &v, paged);
   if (next[0] || !first) {
-    cb_put(b, "<p>");
+    console__html(b, "<p>");
     if (!first) {
-      cb_put(b, "<a id=\"first\" href=\"/sagas/");
-      cb_url(b, gid);
-      cb_put(b, "\">\xE2\x86\x90 First page</a> ");
+      console__html(b, "<a id=\"first\" href=\"/sagas/");
+      console__url(b, gid);
+      console__html(b, "\">\xE2\x86\x90 First page</a> ");
     }
     if (next[0]) {
-      cb_put(b, "<a id=\"next\" href=\"/sagas/");
-      cb_url(b, gid);
-      cb_put(b, "?page=");
-      cb_url(b, next);
-      cb_put(b, "\">Next page \xE2\x86\x92</a>");
+      console__html(b, "<a id=\"next\" href=\"/sagas/");
+      console__url(b, gid);
+      console__html(b, "?page=");
+      console__url(b, next);
+      console__html(b, "\">Next page \xE2\x86\x92</a>");
     }
-    cb_put(b, "</p>");
+    console__html(b, "</p>");
   }
   if (first)
     audit_trail(r, gid);
   else
-    cb_put(b, "<p class=\"muted\">The saga's audit trail is on its first page.</p>");
+    console__html(b, "<p class=\"muted\">The saga's audit trail is on its first page.</p>");
   saga_view_clear(&v);
-  page_end(r);
+  console__page_end(r);
 }

@@ -1,4 +1,4 @@
-/* console_session.c — the server-side session table and the store pool (console_internal.h).
+/* console_session.c — the server-side session table and the store pool (console_state.h).
  * A session id and a CSRF token are 32 bytes from getrandom(2), in hex; each lives
  * CONSOLE_SESSION_TTL_MS. The table holds at most `max` sessions and each owner (a token, or a
  * client address in development mode) at most CONSOLE_SESSIONS_PER_OWNER: an owner's new
@@ -15,7 +15,7 @@
 #include <sys/random.h>
 
 #include "../util/clock.h"
-#include "console_internal.h"
+#include "console_state.h"
 
 struct sessions {
   pthread_mutex_t mu;
@@ -24,7 +24,7 @@ struct sessions {
   unsigned char key[32]; /* the owner digests' HMAC key: random, never leaves the process */
 };
 
-bool console_random_hex(char *out, size_t nbytes) {
+bool console__random_hex(char *out, size_t nbytes) {
   unsigned char raw[64];
   if (nbytes > sizeof raw) return false;
   size_t got = 0;
@@ -44,13 +44,13 @@ bool console_random_hex(char *out, size_t nbytes) {
   return true;
 }
 
-bool console_secret_equal(const char *a, const char *b) {
+bool console__secret_equal(const char *a, const char *b) {
   size_t n = strlen(a);
   if (n == 0 || n != strlen(b)) return false;
   return CRYPTO_memcmp(a, b, n) == 0;
 }
 
-sessions *sessions_new(size_t max) {
+sessions *console__sessions_new(size_t max) {
   sessions *s = calloc(1, sizeof *s);
   if (!s) return NULL;
   s->rows = calloc(max, sizeof *s->rows);
@@ -60,7 +60,7 @@ sessions *sessions_new(size_t max) {
   }
   s->max = max;
   char hex[2 * sizeof s->key + 1];
-  if (!console_random_hex(hex, sizeof s->key)) {
+  if (!console__random_hex(hex, sizeof s->key)) {
     free(s->rows);
     free(s);
     return NULL;
@@ -71,7 +71,7 @@ sessions *sessions_new(size_t max) {
   return s;
 }
 
-void sessions_free(sessions *s) {
+void console__sessions_free(sessions *s) {
   if (!s) return;
   OPENSSL_cleanse(s->rows, s->max * sizeof *s->rows);
   OPENSSL_cleanse(s->key, sizeof s->key);
@@ -97,11 +97,13 @@ static int by_owner(const void *a, const void *b) {
 static size_t evict_from_largest(sessions *s) {
   owner_row *v = malloc(s->max * sizeof *v);
   if (!v) return SIZE_MAX;
-  for (size_t i = 0; i < s->max; i++) v[i] = (owner_row){s->rows[i].owner, s->rows[i].expires_mono, i};
+  for (size_t i = 0; i < s->max; i++)
+    v[i] = (owner_row){s->rows[i].owner, s->rows[i].expires_mono, i};
   qsort(v, s->max, sizeof *v, by_owner);
   size_t best = SIZE_MAX, best_n = 0;
   for (size_t i = 0, j; i < s->max; i = j) {
-    for (j = i + 1; j < s->max && memcmp(v[j].owner, v[i].owner, CONSOLE_OWNER_LEN) == 0; j++) {}
+    for (j = i + 1; j < s->max && memcmp(v[j].owner, v[i].owner, CONSOLE_OWNER_LEN) == 0; j++) {
+    }
     /* v[i] is this owner's oldest row */
     if (j - i > best_n || (j - i == best_n && v[i].expires < s->rows[best].expires_mono)) {
       best_n = j - i;
@@ -112,12 +114,12 @@ static size_t evict_from_largest(sessions *s) {
   return best;
 }
 
-bool sessions_create(sessions *s, const void *owner, size_t owner_len, const char *tenant,
-                     auth_role role, bool dev, csession *out) {
+bool console__sessions_create(sessions *s, const void *owner, size_t owner_len, const char *tenant,
+                              auth_role role, bool dev, csession *out) {
   csession n = {.role = role, .dev = dev};
   unsigned int olen = 0;
-  if (!console_random_hex(n.id, CONSOLE_ID_HEX / 2) ||
-      !console_random_hex(n.csrf, CONSOLE_ID_HEX / 2) ||
+  if (!console__random_hex(n.id, CONSOLE_ID_HEX / 2) ||
+      !console__random_hex(n.csrf, CONSOLE_ID_HEX / 2) ||
       !HMAC(EVP_sha256(), s->key, (int)sizeof s->key, owner, owner_len, n.owner, &olen) ||
       olen != CONSOLE_OWNER_LEN)
     return false;
@@ -159,7 +161,7 @@ static csession *find_locked(sessions *s, const char *id, int64_t now) {
   return hit;
 }
 
-bool sessions_find(sessions *s, const char *id, csession *out) {
+bool console__sessions_find(sessions *s, const char *id, csession *out) {
   pthread_mutex_lock(&s->mu);
   csession *r = find_locked(s, id, clock_mono_ms());
   if (r) *out = *r;
@@ -167,14 +169,14 @@ bool sessions_find(sessions *s, const char *id, csession *out) {
   return r != NULL;
 }
 
-void sessions_set_tenant(sessions *s, const char *id, const char *tenant) {
+void console__sessions_set_tenant(sessions *s, const char *id, const char *tenant) {
   pthread_mutex_lock(&s->mu);
   csession *r = find_locked(s, id, clock_mono_ms());
   if (r) snprintf(r->tenant, sizeof r->tenant, "%s", tenant);
   pthread_mutex_unlock(&s->mu);
 }
 
-void sessions_drop(sessions *s, const char *id) {
+void console__sessions_drop(sessions *s, const char *id) {
   pthread_mutex_lock(&s->mu);
   csession *r = find_locked(s, id, clock_mono_ms());
   if (r) OPENSSL_cleanse(r, sizeof *r);
@@ -193,7 +195,7 @@ struct cpool {
   int slots; /* how many more may be taken (opened or idle) */
 };
 
-cpool *cpool_new(int n, store *(*open)(void *), void *arg) {
+cpool *console__pool_new(int n, store *(*open)(void *), void *arg) {
   cpool *p = calloc(1, sizeof *p);
   if (!p) return NULL;
   p->free_st = calloc((size_t)n, sizeof *p->free_st);
@@ -209,7 +211,7 @@ cpool *cpool_new(int n, store *(*open)(void *), void *arg) {
   return p;
 }
 
-void cpool_free(cpool *p) {
+void console__pool_free(cpool *p) {
   if (!p) return;
   for (int i = 0; i < p->n_free; i++) store_close(p->free_st[i]);
   free(p->free_st);
@@ -218,18 +220,18 @@ void cpool_free(cpool *p) {
   free(p);
 }
 
-store *cpool_get(cpool *p) {
+store *console__pool_get(cpool *p) {
   pthread_mutex_lock(&p->mu);
   while (p->slots == 0) pthread_cond_wait(&p->cv, &p->mu);
   p->slots--;
   store *st = p->n_free > 0 ? p->free_st[--p->n_free] : NULL;
   pthread_mutex_unlock(&p->mu);
   if (!st) st = p->open(p->arg); /* outside the lock: a connect may take a while */
-  if (!st) cpool_put(p, NULL);
+  if (!st) console__pool_put(p, NULL);
   return st;
 }
 
-void cpool_put(cpool *p, store *st) {
+void console__pool_put(cpool *p, store *st) {
   pthread_mutex_lock(&p->mu);
   if (st) p->free_st[p->n_free++] = st;
   p->slots++;

@@ -1,0 +1,51 @@
+/* console_frame.h — the page frame every page is drawn in (console_frame.c): the head, the
+ * navigation and banners, error pages, the refusal of a POST, and the pieces several pages show
+ * (a step's link, its state as a badge, its attempt, an audit row). Beneath the pages, above the
+ * request layer (console_req.h) and the HTML writer (console_html.h). */
+#ifndef IDEM_CONSOLE_FRAME_H
+#define IDEM_CONSOLE_FRAME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../domain/record_admin.h"
+#include "console_html.h"
+#include "console_req.h"
+
+/* <head>, the navigation, the banners (development mode, standby, user) and the <h1>. */
+void console__page_begin(creq *r, const char *title);
+void console__page_end(creq *r);
+/* A whole error page (what r->out held is dropped): status and a short message. */
+void console__page_error(creq *r, unsigned status, const char *msg);
+/* An error page for a coord/ error (mapped to an HTTP status; a standby names the leader). */
+void console__page_err(creq *r, const err_t *err);
+/* The request's store, or NULL with a 503 page written (no store connection can be opened). */
+store *console__page_store(creq *r);
+/* Whether a POST passes console__post_check (needs: CONSOLE_NEEDS_* bits); false with the
+ * refusal page written (403, or 503 naming the leader). */
+bool console__post_allowed(creq *r, unsigned needs);
+/* The hidden CSRF input every form carries. */
+void console__form_csrf(creq *r);
+/* Names the leader by its gRPC address (what the election carries) and the path to open on its
+ * console, as text: its console's address is not known, so no link; "" leader = unknown. */
+void console__leader_link(creq *r, const char *leader, const char *path);
+
+/* The bytes a listed record may take on a page (coord's rec_size: the body shown twice). */
+size_t console__rec_size(const step_rec *r);
+/* " stuck" when the lease ran out or the outcome is unknown, else "" (a CSS class). */
+const char *console__state_class(const step_rec *rec, int64_t now_ms);
+/* The path of a step's page. */
+void console__step_href(buf *b, const step_key *k);
+/* A record's state as a coloured word, with "stuck: ..." when it is; a record no caller's
+ * attempt finished (names.h idem_skip_of: a null compensation, an abandoned forward) as
+ * "skipped" or "abandoned" with what happened, its stored state in the title. */
+void console__state_badge(creq *r, const step_rec *rec);
+/* idem_skip_of of a record (IDEM_SKIP_NONE: it is what its state says). */
+int console__rec_skip(const step_rec *rec);
+/* A record's attempt: "— (none ran)" for a skipped record of attempt 0. */
+void console__attempt_cell(buf *b, const step_rec *rec);
+/* One audit entry as a table row: when, actor, action, [saga link,] step, change, reason. */
+void console__audit_row(creq *r, const audit_rec *a, bool saga_column);
+
+#endif

@@ -1,0 +1,202 @@
+/* console_req.c — the request layer (console_req.h): the request's query, form, cookies, client,
+ * store and leadership; reading it in (the Host check, the form, NUL bytes, the session); the
+ * checks a POST passes. */
+#include <microhttpd.h>
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "../validate/validate.h"
+#include "console_html.h"
+#include "console_req.h"
+
+const char *console__cookie(const creq *r, const char *name) {
+  return MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND, name);
+}
+
+const char *console__query(const creq *r, const char *name) {
+  return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+const cfield *console__field(const creq *r, const char *name) {
+  for (size_t i = 0; i < r->n_form; i++)
+    if (strcmp(r->form[i].name, name) == 0) return &r->form[i];
+  return NULL;
+}
+
+const char *console__form(const creq *r, const char *name) {
+  const cfield *f = console__field(r, name);
+  return f ? f->value : NULL;
+}
+
+store *console__store(creq *r) {
+  if (!r->st) r->st = console__pool_get(r->c->pool);
+  return r->st;
+}
+
+bool console__is_leader(const creq *r, char leader[ELECT_ADDR_MAX]) {
+  elect_status es = {.leader = true, .election_ok = true};
+  if (r->c->cfg.elector) elect_status_get(r->c->cfg.elector, &es);
+  snprintf(leader, ELECT_ADDR_MAX, "%s", es.leader_addr);
+  return es.leader;
+}
+
+void console__redirect(creq *r, const char *location) {
+  snprintf(r->location, sizeof r->location, "%s", location);
+  r->status = MHD_HTTP_SEE_OTHER;
+}
+
+static size_t url_decode(char *s) {
+  char *o = s;
+  for (char *p = s; *p; p++) {
+    if (*p == '+') {
+      *o++ = ' ';
+    } else if (*p == '%' && console__hexval(p[1]) >= 0 && console__hexval(p[2]) >= 0) {
+      *o++ = (char)(console__hexval(p[1]) * 16 + console__hexval(p[2]));
+      p += 2;
+    } else {
+      *o++ = *p;
+    }
+  }
+  *o = '\0';
+  return (size_t)(o - s);
+}
+
+bool console__parse_form(creq *r, char *text) {
+  size_t cap = 1;
+  for (const char *p = text; *p; p++) cap += *p == '&';
+  r->form = calloc(cap, sizeof *r->form);
+  if (!r->form) return false;
+  for (char *save = NULL, *pair = strtok_r(text, "&", &save); pair;
+       pair = strtok_r(NULL, "&", &save)) {
+    char *eq = strchr(pair, '=');
+    if (eq) *eq = '\0';
+    cfield *f = &r->form[r->n_form++];
+    f->name = pair;
+    url_decode(f->name);
+    f->value = eq ? eq + 1 : pair + strlen(pair);
+    f->value_len = url_decode(f->value);
+  }
+  return true;
+}
+
+typedef struct nul_scan {
+  const char *field; /* the first field found with a NUL, or NULL */
+} nul_scan;
+
+static enum MHD_Result query_nul(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 size_t key_size, const char *value, size_t value_size) {
+  (void)kind;
+  nul_scan *ns = cls;
+  if (strlen(key) != key_size || (value && strlen(value) != value_size)) {
+    ns->field = key;
+    return MHD_NO;
+  }
+  return MHD_YES;
+}
+
+const char *console__nul_field(const creq *r) {
+  nul_scan ns = {NULL};
+  MHD_get_connection_values_n(r->conn, MHD_GET_ARGUMENT_KIND, query_nul, &ns);
+  if (ns.field) return ns.field;
+  for (size_t i = 0; i < r->n_form; i++) {
+    const cfield *f = &r->form[i];
+    if (strcmp(f->name, "body") != 0 && strcmp(f->name, "body_hex") != 0 &&
+        strlen(f->value) != f->value_len)
+      return f->name;
+  }
+  return NULL;
+}
+
+/* Whose development-mode session this is: the client's address (an IPv6 one by its /64, what
+ * one host is usually given), so one client's cookie-less requests replace only its own. */
+static size_t client_owner(struct MHD_Connection *conn, unsigned char out[17]) {
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+  out[0] = sa ? (unsigned char)sa->sa_family : 0;
+  if (sa && sa->sa_family == AF_INET) {
+    memcpy(out + 1, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+    return 5;
+  }
+  if (sa && sa->sa_family == AF_INET6) {
+    memcpy(out + 1, &((const struct sockaddr_in6 *)sa)->sin6_addr, 8);
+    return 9;
+  }
+  return 1;
+}
+
+size_t console__client(const creq *r, unsigned char out[17]) {
+  return client_owner(r->conn, out);
+}
+
+void console__find_session(creq *r) {
+  const char *id = MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND, CONSOLE_SESSION_COOKIE);
+  r->has_session = id && console__sessions_find(r->c->sess, id, &r->s);
+  if (r->c->cfg.tokens) return;
+  if (!r->has_session) {
+    unsigned char owner[17];
+    size_t on = client_owner(r->conn, owner);
+    r->has_session =
+        console__sessions_create(r->c->sess, owner, on, "default", AUTH_ROLE_ADMIN, true, &r->s);
+    if (r->has_session)
+      snprintf(r->set_cookie, sizeof r->set_cookie,
+               CONSOLE_SESSION_COOKIE "=%s; HttpOnly; SameSite=Strict; Path=/%s", r->s.id,
+               r->c->tls ? "; Secure" : "");
+  }
+  const char *t = console__query(r, "tenant");
+  err_t err;
+  if (r->has_session && t && *t && validate_tenant(t, &err) == ERR_OK) {
+    console__sessions_set_tenant(r->c->sess, r->s.id, t);
+    snprintf(r->s.tenant, sizeof r->s.tenant, "%s", t);
+  }
+}
+
+bool console__host_ok(const creq *r) {
+  const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+  if (!h || !*h) return false;
+  char host[256];
+  const char *rest;
+  if (h[0] == '[') {
+    const char *close = strchr(h, ']');
+    if (!close || (size_t)(close - h - 1) >= sizeof host) return false;
+    snprintf(host, sizeof host, "%.*s", (int)(close - h - 1), h + 1);
+    rest = close + 1;
+  } else {
+    size_t n = strcspn(h, ":");
+    if (n >= sizeof host) return false;
+    snprintf(host, sizeof host, "%.*s", (int)n, h);
+    rest = h + n;
+  }
+  if (*rest && (rest[0] != ':' || strspn(rest + 1, "0123456789") != strlen(rest + 1))) return false;
+  struct in_addr a4;
+  struct in6_addr a6;
+  if (h[0] == '[') return inet_pton(AF_INET6, host, &a6) == 1;
+  return strcmp(host, "localhost") == 0 || inet_pton(AF_INET, host, &a4) == 1;
+}
+
+void console__actor(const creq *r, char *out, size_t n) {
+  const char *role = auth_role_name(r->s.role);
+  size_t rl = strlen(role), tl = strlen(r->s.tenant);
+  if (r->s.dev || n < rl + 3) {
+    snprintf(out, n, "console");
+    return;
+  }
+  if (tl > n - rl - 2) tl = n - rl - 2; /* a 128-character tenant: the actor limit wins */
+  memcpy(out, r->s.tenant, tl);
+  out[tl] = '/';
+  memcpy(out + tl + 1, role, rl + 1);
+}
+
+console_refusal console__post_check(const creq *r, unsigned needs, char leader[ELECT_ADDR_MAX]) {
+  const char *csrf = console__form(r, "csrf");
+  leader[0] = '\0';
+  if (!r->has_session) return CONSOLE_REFUSED_NO_SESSION;
+  if (!csrf || !console__secret_equal(csrf, r->s.csrf)) return CONSOLE_REFUSED_CSRF;
+  if ((needs & CONSOLE_NEEDS_ADMIN) && r->s.role != AUTH_ROLE_ADMIN) return CONSOLE_REFUSED_ROLE;
+  if ((needs & CONSOLE_NEEDS_LEADER) && !console__is_leader(r, leader))
+    return CONSOLE_REFUSED_NOT_LEADER;
+  return CONSOLE_ALLOWED;
+}
