@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 
 #include "../util/clock.h"
+#include "../util/hostport.h"
 #include "../util/log.h"
 #include "console_guard.h"
 #include "console_pages.h"
@@ -140,24 +141,6 @@ static void completed(void *cls, struct MHD_Connection *conn, void **req_cls,
   *req_cls = NULL;
 }
 
-/* HOST:PORT or [V6]:PORT into host and port. */
-static bool split(const char *addr, char *host, size_t hn, char *port, size_t pn) {
-  const char *colon;
-  if (addr[0] == '[') {
-    const char *close = strchr(addr, ']');
-    if (!close || close[1] != ':' || (size_t)(close - addr - 1) >= hn) return false;
-    snprintf(host, hn, "%.*s", (int)(close - addr - 1), addr + 1);
-    colon = close + 1;
-  } else {
-    colon = strrchr(addr, ':');
-    if (!colon || (size_t)(colon - addr) >= hn) return false;
-    snprintf(host, hn, "%.*s", (int)(colon - addr), addr);
-  }
-  if (!colon[1] || strlen(colon + 1) >= pn || strspn(colon + 1, "0123456789") != strlen(colon + 1))
-    return false;
-  snprintf(port, pn, "%s", colon + 1);
-  return true;
-}
 
 static void wipe_free(char *s) {
   if (s) OPENSSL_cleanse(s, strlen(s));
@@ -165,8 +148,8 @@ static void wipe_free(char *s) {
 }
 
 console *console_start(const console_config *cfg, int *bound_port, err_t *err) {
-  char host[256], port[8];
-  if (!cfg->address || !split(cfg->address, host, sizeof host, port, sizeof port)) {
+  hostport hp;
+  if (!cfg->address || !hostport_parse(cfg->address, HOSTPORT_TCP_ONLY, &hp)) {
     err_set(err, ERR_INVALID, "--console: expected HOST:PORT, got %s",
             cfg->address ? cfg->address : "nothing");
     return NULL;
@@ -179,9 +162,9 @@ console *console_start(const console_config *cfg, int *bound_port, err_t *err) {
   struct addrinfo hints = {
       .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
   struct addrinfo *ai = NULL;
-  int gai = getaddrinfo(host[0] ? host : NULL, port, &hints, &ai);
+  int gai = getaddrinfo(hp.host[0] ? hp.host : NULL, hp.port, &hints, &ai);
   if (gai != 0 || !ai) {
-    err_set(err, ERR_INVALID, "--console: cannot resolve %s: %s", host, gai_strerror(gai));
+    err_set(err, ERR_INVALID, "--console: cannot resolve %s: %s", hp.host, gai_strerror(gai));
     return NULL;
   }
   console *c = calloc(1, sizeof *c);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "../util/hostport.h"
 #include "../validate/validate.h"
 #include "console_html.h"
 #include "console_req.h"
@@ -156,25 +157,13 @@ void console__find_session(creq *r) {
 
 bool console__host_ok(const creq *r) {
   const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
-  if (!h || !*h) return false;
-  char host[256];
-  const char *rest;
-  if (h[0] == '[') {
-    const char *close = strchr(h, ']');
-    if (!close || (size_t)(close - h - 1) >= sizeof host) return false;
-    snprintf(host, sizeof host, "%.*s", (int)(close - h - 1), h + 1);
-    rest = close + 1;
-  } else {
-    size_t n = strcspn(h, ":");
-    if (n >= sizeof host) return false;
-    snprintf(host, sizeof host, "%.*s", (int)n, h);
-    rest = h + n;
-  }
-  if (*rest && (rest[0] != ':' || strspn(rest + 1, "0123456789") != strlen(rest + 1))) return false;
+  hostport hp;
+  if (!h || !*h || !hostport_parse(h, HOSTPORT_PORT_OPTIONAL | HOSTPORT_TCP_ONLY, &hp))
+    return false;
   struct in_addr a4;
   struct in6_addr a6;
-  if (h[0] == '[') return inet_pton(AF_INET6, host, &a6) == 1;
-  return strcmp(host, "localhost") == 0 || inet_pton(AF_INET, host, &a4) == 1;
+  if (hp.v6) return inet_pton(AF_INET6, hp.host, &a6) == 1;
+  return strcmp(hp.host, "localhost") == 0 || inet_pton(AF_INET, hp.host, &a4) == 1;
 }
 
 void console__actor(const creq *r, char *out, size_t n) {
