@@ -27,7 +27,7 @@ class Install(unittest.TestCase):
                                capture_output=True, text=True, env=env, cwd=tmp)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             port = support.free_port()
-            probe = ("import idem_client, sys\n"
+            probe = ("import idem_client, idem_client.wsgi, sys\n"
                      "assert 'site-packages' in idem_client.__file__, idem_client.__file__\n"
                      f"c = idem_client.connect('127.0.0.1:{port}', timeout=0.3)\n"
                      "try:\n"
