@@ -84,6 +84,7 @@ class _LeaseKeeper(threading.Thread):
         super().__init__(daemon=True, name="idem-lease")
         self.client, self.key, self.attempt, self.lease_ms = client, key, attempt, lease_ms
         self.period = max(lease_s / 3.0, 0.02)
+        self.call_s = max(lease_s / 2.0, 0.05)  # an answer later than that may come too late
         self.lost = lost
         self.stop = threading.Event()
 
@@ -91,7 +92,7 @@ class _LeaseKeeper(threading.Thread):
         while not self.stop.wait(self.period):
             try:
                 self.client.extend_lease(self.key, self.attempt, self.lease_ms,
-                                         timeout=min(self.client.timeout, self.period))
+                                         timeout=min(self.client.timeout, self.call_s))
             except IdemError as e:
                 if e.code in ("ABORTED", "NOT_FOUND", "FAILED_PRECONDITION"):
                     self.lost.set()

@@ -51,6 +51,7 @@ class BadInput(unittest.TestCase):
                 self.refused(field, self.client.run_step, key, lambda ctx: ran.append(1))
                 self.refused(field, self.client.begin_step, key)
                 self.refused(field, self.client.lookup, key)
+                self.refused(field, self.client.complete_step, key, 1, "succeeded")
         self.assertEqual(ran, [])
 
     def test_body_over_limit(self):
@@ -109,8 +110,8 @@ class AgainstCoordinator(unittest.TestCase):
         other = []
 
         def action(ctx):
-            # 4 leases long: without ExtendLease another caller would take the step over
-            end = time.monotonic() + 1.2
+            # 3 leases long: without ExtendLease another caller would take the step over
+            end = time.monotonic() + 1.5
             while time.monotonic() < end:
                 try:
                     self.client.begin_step(key)
@@ -120,7 +121,7 @@ class AgainstCoordinator(unittest.TestCase):
                 time.sleep(0.1)
             return Output("succeeded", 0, b"done")
 
-        rep = self.client.run_step(key, action, lease_ms=300)
+        rep = self.client.run_step(key, action, lease_ms=500)
         self.assertEqual((rep.attempt, rep.takeover, rep.result.body), (1, False, b"done"))
         self.assertTrue(other and set(other) == {"in-progress"}, other)
         self.assertEqual(self.client.lookup(key).state, "succeeded")
@@ -164,24 +165,29 @@ class AgainstCoordinator(unittest.TestCase):
         self.assertEqual(len(ran), 1)
         self.assertEqual(results, [b"once"] * 8)
 
-    def test_journal_line_is_reconciled_by_idemctl(self):
+    def test_journal_lines_are_reconciled_by_idemctl(self):
         idemctl = os.environ.get("IDEM_IDEMCTL_BIN")
         if not idemctl:
             self.skipTest("IDEM_IDEMCTL_BIN not set")
-        key = StepKey(self.client.begin_saga().global_id, "payment", "open-op")
-        res = idem_client.Result("succeeded", 200, b"paid 5% - ok\n")
+        gid = self.client.begin_saga().global_id
+        cases = [(StepKey(gid, "payment", "open-op"), b"\x01\xfe",
+                  idem_client.Result("succeeded", 200, b"paid 5% - ok\n")),
+                 (StepKey(gid, "payment", "dash"), b"", idem_client.Result("failed", 402, b"-")),
+                 (StepKey(gid, "payment", "empty", "compensation"), b"",
+                  idem_client.Result("succeeded", 0, b""))]
         path = os.path.join(os.environ.get("TMPDIR", "/tmp"), support.unique("py-journal"))
         try:
-            journal.append(path, journal.line("client", self.tenant, key, b"\x01\xfe", res))
+            for key, fp, res in cases:
+                journal.append(path, journal.line("client", self.tenant, key, fp, res))
             r = subprocess.run([idemctl, "--addr", self.coord.address, "--tenant", self.tenant,
                                 "reconcile", path], capture_output=True, text=True)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         finally:
             os.unlink(path)
-        rec = self.client.lookup(key)
-        self.assertEqual((rec.state, rec.result.code, rec.result.body, rec.fingerprint),
-                         ("succeeded", 200, b"paid 5% - ok\n", b"\x01\xfe"))
-
+        for key, fp, res in cases:
+            rec = self.client.lookup(key)
+            self.assertEqual((rec.state, rec.result.code, rec.result.body, rec.fingerprint),
+                             (res.outcome, res.code, res.body, fp))
 
 if __name__ == "__main__":
     unittest.main()
