@@ -1,4 +1,5 @@
-/* store_pg.c — the PostgreSQL store: the ops table, ping, the step transaction and lookup.
+/* store_pg.c — the PostgreSQL store's step rows: the pair's SQL, the step transaction without
+ * group commit, and lookup (the ops table: store_pg_ops.c).
  * Connections and deadlines: store_pg_conn.c; sagas: store_pg_saga.c; schema:
  * store_pg_migrate.c. All SQL is parameterised; values never enter the statement text. */
 #include <stdlib.h>
@@ -96,20 +97,6 @@ void pg__read_pair(const PGresult *res, int row0, int row1, int col, const step_
   pair->comp.key.phase = PHASE_COMPENSATION;
 }
 
-/* --- ops --- */
-
-static void pg_close(store *st) {
-  pg_store *s = (pg_store *)st;
-  if (!s) return;
-  pg__fini(s);
-  free(s);
-}
-
-static err_code pg_ping(store *st, int64_t deadline, err_t *err) {
-  pg_store *s = (pg_store *)st;
-  return pg__exec_call(s, "SELECT 1", NULL, deadline, NULL, err);
-}
-
 /* Writes one record of the pair: UPDATE when the row was read (or written) in this
  * transaction, else INSERT. The key's tenant, global_id, service and operation are the
  * transaction's (the pair the lock covers); the phase is the record's. */
@@ -180,7 +167,6 @@ static err_code step_txn_once(pg_store *s, const step_key *key, int64_t deadline
 err_code pg__step_txn(store *st, const step_key *key, int64_t deadline, store_step_fn fn, void *arg,
                       const audit_rec *audit, err_t *err) {
   pg_store *s = (pg_store *)st;
-  if (s->batcher) return pg__batch_step_txn(s, key, deadline, fn, arg, audit, err);
   err_code rc = ERR_OK, fn_rc = ERR_OK;
   err_t fn_err;
   err_clear(&fn_err);
@@ -213,22 +199,7 @@ err_code pg__step_txn(store *st, const step_key *key, int64_t deadline, store_st
   return ERR_OK;
 }
 
-static err_code pg_step_txn(store *st, const step_key *key, int64_t deadline, store_step_fn fn,
-                            void *arg, err_t *err) {
-  return pg__step_txn(st, key, deadline, fn, arg, NULL, err);
-}
-
-/* only through the batcher (which is thread-safe; this store's connection is not
- * touched, so any thread may call it). */
-static err_code pg_step_txn_submit(store *st, const step_key *key, int64_t deadline,
-                                   store_step_fn fn, void *arg, store_step_done_fn done,
-                                   void *done_arg, err_t *err) {
-  store_batcher *b = ((pg_store *)st)->batcher;
-  if (!b) return err_set(err, ERR_UNIMPLEMENTED, "store: no group commit");
-  return store_batcher_submit(b, key, deadline, fn, arg, done, done_arg, err);
-}
-
-static err_code pg_lookup_step(store *st, const step_key *key, int64_t deadline, step_rec *out,
+err_code pg__lookup_step(store *st, const step_key *key, int64_t deadline, step_rec *out,
                                err_t *err) {
   pg_store *s = (pg_store *)st;
   memset(out, 0, sizeof *out);
@@ -249,41 +220,4 @@ static err_code pg_lookup_step(store *st, const step_key *key, int64_t deadline,
   PQclear(res);
   err_clear(err);
   return ERR_OK;
-}
-
-static const store_ops pg_ops = {
-    .version = STORE_OPS_VERSION,
-    .close = pg_close,
-    .ping = pg_ping,
-    .step_txn = pg_step_txn,
-    .lookup_step = pg_lookup_step,
-    .begin_saga = pg__begin_saga,
-    .get_saga = pg__get_saga,
-    /* incident response: store_pg_admin.c */
-    .list_steps = pg__list_steps,
-    .step_txn_audit = pg__step_txn,
-    .list_audit = pg__list_audit,
-    .bulk_get = pg__bulk_get,
-    .bulk_put = pg__bulk_put,
-    .count_steps = pg__count_steps,
-    /* policies and reaping: store_pg_policy.c */
-    .policy_put = pg__policy_put,
-    .policy_delete = pg__policy_delete,
-    .policy_list = pg__policy_list,
-    .reap_steps = pg__reap_steps,
-    .reap_sagas = pg__reap_sagas,
-    .reap_bodies = pg__reap_bodies,
-    /* throughput: store_pg_batch.c */
-    .step_txn_submit = pg_step_txn_submit,
-};
-
-store *store_pg_open(const char *conninfo) {
-  pg_store *s = calloc(1, sizeof *s);
-  if (!s) return NULL;
-  if (!pg__init(s, conninfo)) {
-    free(s);
-    return NULL;
-  }
-  s->base.ops = &pg_ops;
-  return &s->base;
 }

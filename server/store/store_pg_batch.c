@@ -102,7 +102,7 @@ typedef struct bt_thread {
   bool started;
   int index;             /* 0: the first thread; the others help (see help_wait) */
   int64_t busy_since_us; /* when its batch in progress started (under b->mu, with n > 0) */
-  store *conn;           /* a pg_store of its own */
+  pg_store *conn;        /* a connection of its own (no ops table: only this thread uses it) */
   bt_item **items;       /* the batch in progress (read by other threads under b->mu) */
   int n;
   PGresult *read;     /* the batch's pair read (records of the items borrow from it) */
@@ -340,7 +340,7 @@ static void key_arrays(bt_thread *t, const step_key *k) {
 /* Pipeline 1: BEGIN, every pair lock, every pair read. On ERR_OK t->read holds the read and
  * each item its pair's rows. */
 static err_code lock_and_read(bt_thread *t, bt_item **v, int n, int64_t deadline, err_t *err) {
-  pg_store *s = (pg_store *)t->conn;
+  pg_store *s = t->conn;
   pg_stmt *st = t->stmts;
   err_code rc = prepare(s, st, deadline, err);
   if (rc != ERR_OK) return rc;
@@ -425,7 +425,7 @@ static err_code write_and_commit(bt_thread *t, bt_item **v, int n, int64_t deadl
     }
   }
   st[k++] = (pg_stmt){.sql = "COMMIT"};
-  err_code rc = pg__pipeline((pg_store *)t->conn, st, k, deadline, err);
+  err_code rc = pg__pipeline(t->conn, st, k, deadline, err);
   if (rc != ERR_OK) return rc;
   for (int i = 0; i < k; i++) PQclear(st[i].res);
   return ERR_OK;
@@ -471,7 +471,7 @@ static int drop_expired(bt_item **v, int n, int64_t *deadline) {
 
 static void run_batch(bt_thread *t) {
   store_batcher *b = t->b;
-  pg_store *s = (pg_store *)t->conn;
+  pg_store *s = t->conn;
   bt_item *live[BT_MAX_BATCH];
   int n = t->n;
   memcpy(live, t->items, (size_t)n * sizeof *live);
@@ -657,12 +657,16 @@ store_batcher *store_batcher_start(const store_batcher_cfg *cfg, err_t *err) {
     bt_thread *t = &b->threads[i];
     t->b = b;
     t->index = i;
-    t->conn = store_pg_open(cfg->conninfo);
+    t->conn = calloc(1, sizeof *t->conn);
+    if (t->conn && !pg__init(t->conn, cfg->conninfo)) {
+      free(t->conn);
+      t->conn = NULL;
+    }
     t->items = calloc((size_t)b->max_batch, sizeof *t->items);
     t->stmts = calloc(4 + (size_t)b->max_batch, sizeof *t->stmts);
     t->params = calloc(2 + (size_t)b->max_batch, sizeof *t->params);
     if (!t->conn || !t->items || !t->stmts || !t->params) goto oom;
-    if (cfg->epoch) store_pg_set_epoch_source(t->conn, cfg->epoch);
+    t->conn->epoch_src = cfg->epoch; /* fenced like the store it serves (NULL: unfenced) */
   }
   if (pthread_create(&b->answerer, NULL, answerer_main, b) != 0) {
     store_batcher_stop(b);
@@ -720,7 +724,8 @@ void store_batcher_stop(store_batcher *b) {
     pthread_join(b->answerer, NULL);
   }
   for (int i = 0; b->threads && i < b->n_threads; i++) {
-    store_close(b->threads[i].conn);
+    if (b->threads[i].conn) pg__fini(b->threads[i].conn);
+    free(b->threads[i].conn);
     free(b->threads[i].items);
     free(b->threads[i].stmts);
     free(b->threads[i].params);

@@ -5,6 +5,7 @@
  * dropped; the next call reconnects. The conninfo is never logged (it may hold a password). */
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -364,6 +365,28 @@ err_code pg__connect(pg_store *s, int64_t deadline, err_t *err) {
   if (PQsetnonblocking(c, 1) != 0) return connect_failed(s, PQerrorMessage(c), err);
   s->connect_failures = 0;
   return ERR_OK;
+}
+
+/* The connection's idem.epoch setting follows the store's epoch source (fencing, see
+ * store_pg_fence.c). */
+static const char SQL_SET_EPOCH[] = "SELECT set_config('idem.epoch', $1, false)";
+
+/* Brings the connection's idem.epoch setting up to *s->epoch_src (no-op when unfenced or
+ * already there). Called by pg__call_start once connected. */
+static err_code pg__fence_sync(pg_store *s, int64_t deadline, err_t *err) {
+  if (!s->epoch_src || !s->conn) return ERR_OK;
+  uint64_t want = atomic_load(s->epoch_src);
+  if (want == s->epoch_sent) return ERR_OK;
+  char num[24];
+  snprintf(num, sizeof num, "%" PRIu64, want);
+  pg_params p;
+  pg__p_reset(&p);
+  pg__p_text(&p, num);
+  int stmts = s->call_stmts;
+  err_code rc = pg__exec(s, SQL_SET_EPOCH, &p, deadline, NULL, err);
+  s->call_stmts = stmts; /* not a statement of the caller's (stale-connection retry rule) */
+  if (rc == ERR_OK) s->epoch_sent = want;
+  return rc;
 }
 
 err_code pg__call_start(pg_store *s, int64_t deadline, err_t *err) {

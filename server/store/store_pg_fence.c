@@ -3,7 +3,7 @@
  *
  * How: each connection of a fenced store carries the session setting idem.epoch (set at
  * connect through the startup options, and again with set_config when the store's epoch source
- * changes). Migration 4 puts a statement-level trigger on every table the coordinator writes
+ * changes: pg__fence_sync in store_pg_conn.c). Migration 4 puts a statement-level trigger on every table the coordinator writes
  * (idem_steps, idem_sagas, idem_saga_labels, idem_policies, idem_audit): before any INSERT,
  * UPDATE or DELETE it takes the fence lock shared, reads idem_fence and raises SQLSTATE IF001
  * when the fence is above idem.epoch. So fencing is a property of the write path, whatever the
@@ -24,8 +24,6 @@
 #include "../util/log.h"
 #include "store_pg_internal.h"
 
-static const char SQL_SET_EPOCH[] = "SELECT set_config('idem.epoch', $1, false)";
-
 /* Ends every transaction of another coordinator process on this database: before a new
  * leader serves, any such transaction belongs to a former leader (standbys do not write) —
  * possibly a paused one holding the fence's share lock or a pair lock forever. Its work was
@@ -44,22 +42,6 @@ static const char SQL_RAISE[] =
 static const char SQL_READ[] = "SELECT epoch FROM idem_fence WHERE id = 1";
 
 #define RAISE_LOCK_TIMEOUT "SET lock_timeout = '300ms'"
-
-err_code pg__fence_sync(pg_store *s, int64_t deadline, err_t *err) {
-  if (!s->epoch_src || !s->conn) return ERR_OK;
-  uint64_t want = atomic_load(s->epoch_src);
-  if (want == s->epoch_sent) return ERR_OK;
-  char num[24];
-  snprintf(num, sizeof num, "%" PRIu64, want);
-  pg_params p;
-  pg__p_reset(&p);
-  pg__p_text(&p, num);
-  int stmts = s->call_stmts;
-  err_code rc = pg__exec(s, SQL_SET_EPOCH, &p, deadline, NULL, err);
-  s->call_stmts = stmts; /* not a statement of the caller's (stale-connection retry rule) */
-  if (rc == ERR_OK) s->epoch_sent = want;
-  return rc;
-}
 
 void store_pg_set_epoch_source(store *st, const _Atomic uint64_t *epoch) {
   pg_store *s = (pg_store *)st;

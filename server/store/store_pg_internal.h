@@ -172,9 +172,6 @@ bool pg__row_step(const PGresult *r, int row, int col, bool own, step_rec *rec);
  * runs under an epoch older than idem_fence's (mapped to ERR_UNAVAILABLE "not the leader
  * (fenced)"). */
 #define PG_FENCED_SQLSTATE "IF001"
-/* Brings the connection's idem.epoch setting up to *s->epoch_src (no-op when unfenced or
- * already there). Called by pg__call_start once connected. */
-err_code pg__fence_sync(pg_store *s, int64_t deadline, err_t *err);
 
 /* group commit: store_pg_batch.c. Runs the step transaction through s->batcher. */
 err_code pg__batch_step_txn(pg_store *s, const step_key *key, int64_t deadline, store_step_fn fn,
@@ -234,10 +231,14 @@ err_code pg__get_saga(store *st, const char *tenant, const char *global_id, cons
                       int64_t deadline, saga_view *out, err_t *err);
 
 /* incident response */
-/* store_pg.c: the step transaction; with audit != NULL the audit row is inserted before the
- * commit when fn returns ERR_OK (the step_txn_audit op). */
+/* store_pg.c: the step transaction on the store's own connection (no group commit); with
+ * audit != NULL the audit row is inserted before the commit when fn returns ERR_OK.
+ * store_pg_ops.c sends it through the batcher instead when the store has one. */
 err_code pg__step_txn(store *st, const step_key *key, int64_t deadline, store_step_fn fn,
                       void *arg, const audit_rec *audit, err_t *err);
+/* store_pg.c: LookupStep. */
+err_code pg__lookup_step(store *st, const step_key *key, int64_t deadline, step_rec *out,
+                         err_t *err);
 /* store_pg_admin.c */
 err_code pg__audit_insert(pg_store *s, const audit_rec *a, int64_t deadline, err_t *err);
 err_code pg__list_steps(store *st, const step_filter *f, int64_t deadline, step_list *out,
