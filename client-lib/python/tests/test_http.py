@@ -7,6 +7,7 @@ import http.client
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -108,15 +109,14 @@ def problem(test, answer, status, anchor):
 class Middleware(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
+        # class cleanups run even when setUpClass fails half-way (no coordinator left behind)
         cls.coord = support.Coordinator()
+        cls.addClassCleanup(cls.coord.close)
         cls.tmp = tempfile.mkdtemp(prefix="idem-py-http.")
+        cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
         cls.ex = Example(cls.coord.address, support.unique("py-http"), "http-example",
                          os.path.join(cls.tmp, "journal"))
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.ex.stop()
-        cls.coord.close()
+        cls.addClassCleanup(cls.ex.stop)
 
     def key(self):
         return support.unique("k")
@@ -302,6 +302,7 @@ class CoordinatorStopped(unittest.TestCase):
             if ex is not None:
                 ex.stop()
             coord.close()
+            shutil.rmtree(tmp, True)
 
 
 if __name__ == "__main__":

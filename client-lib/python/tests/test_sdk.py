@@ -72,13 +72,10 @@ class AgainstCoordinator(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.coord = support.Coordinator()
+        cls.addClassCleanup(cls.coord.close)  # runs even when setUpClass fails half-way
         cls.tenant = support.unique("py-sdk")
         cls.client = idem_client.connect(cls.coord.address, tenant=cls.tenant)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.client.close()
-        cls.coord.close()
+        cls.addClassCleanup(cls.client.close)
 
     def key(self, op="charge"):
         return StepKey(self.client.begin_saga().global_id, "payment", op)
