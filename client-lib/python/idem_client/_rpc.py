@@ -1,0 +1,205 @@
+"""_rpc.py — channels to the coordinator nodes, one unary call with leader redirects and failover.
+
+Each address gets a grpc channel (created on first use). A call goes to the current endpoint;
+UNAVAILABLE with a trailing idem-leader (a standby answered: nothing was done) sends it straight
+to that leader (a channel is added for it); UNAVAILABLE without one moves on to the next
+address with backoff and jitter, inside the call's timeout. The message classes come from
+protoc (gen_proto.py); calls use grpc's generic channel.unary_unary.
+
+Every endpoint remembers what its last call heard, for the fail-open rule of docs/api.md §20
+(`none_could_decide`): nothing (deadline, connection refused), undecided (store-unavailable,
+store-timeout, no-leader), sent elsewhere (not-leader naming a leader), or a decider.
+"""
+import random
+import threading
+import time
+
+import grpc
+
+from .errors import IdemError
+
+NOTHING, UNDECIDED, SENT, DECIDER = "nothing", "undecided", "sent", "decider"
+UNDECIDED_REASONS = ("store-unavailable", "store-timeout", "no-leader")
+MIN_TRY_S = 0.05
+
+
+def now():
+    return time.monotonic()
+
+
+def backoff_s(base, cap, n):
+    """Full jitter: random(0, min(cap, base * 2^n))."""
+    return random.uniform(0, min(cap, base * (2 ** min(n, 30))))
+
+
+class _Endpoint:
+    def __init__(self, addr, channel):
+        self.addr = addr
+        self.channel = channel
+        self.stubs = {}
+        self.heard_at = 0.0  # monotonic seconds, 0 = never
+        self.heard = None
+        self.sent_to = None  # SENT: the address of the leader it named
+
+
+def error_from_rpc(e):
+    """An IdemError from a grpc.RpcError (code name, idem-reason, idem-leader, retry-after)."""
+    code = e.code().name if hasattr(e, "code") and e.code() is not None else "UNKNOWN"
+    reason = leader = ""
+    retry_after = 0
+    try:
+        trailers = e.trailing_metadata() or ()
+    except Exception:  # noqa: BLE001 (a failure before any answer has none)
+        trailers = ()
+    for k, v in trailers:
+        if isinstance(v, bytes):
+            v = v.decode(errors="replace")
+        if k == "idem-reason":
+            reason = v
+        elif k == "idem-leader":
+            leader = v
+        elif k == "idem-retry-after-ms":
+            try:
+                retry_after = max(0, int(v))
+            except ValueError:
+                pass
+    details = e.details() if hasattr(e, "details") else str(e)
+    unknown = code == "DEADLINE_EXCEEDED" or (code == "UNAVAILABLE" and not leader)
+    return IdemError(code, details or code.lower().replace("_", " "), reason=reason, leader=leader,
+                     retry_after_ms=retry_after, outcome_unknown=unknown)
+
+
+def heard_of(err):
+    if err is None:
+        return DECIDER
+    if err.code == "DEADLINE_EXCEEDED":
+        return NOTHING
+    if not err.reason:  # connection refused, reset: gRPC's answer, not a coordinator's
+        return NOTHING if err.code == "UNAVAILABLE" else DECIDER
+    if err.reason in UNDECIDED_REASONS:
+        return UNDECIDED
+    if err.reason == "not-leader" and err.leader:
+        return SENT
+    return DECIDER
+
+
+class Transport:
+    def __init__(self, addresses, metadata, credentials=None, options=()):
+        self._mu = threading.Lock()
+        self._metadata = tuple(metadata)
+        self._credentials = credentials
+        self._options = list(options)
+        self._eps = []
+        self._cur = 0
+        for a in addresses:
+            self._add(a)
+
+    def _add(self, addr):
+        """The index of addr's endpoint, added when new."""
+        with self._mu:
+            for i, ep in enumerate(self._eps):
+                if ep.addr == addr:
+                    return i
+            if self._credentials is not None:
+                ch = grpc.secure_channel(addr, self._credentials, options=self._options)
+            else:
+                ch = grpc.insecure_channel(addr, options=self._options)
+            self._eps.append(_Endpoint(addr, ch))
+            return len(self._eps) - 1
+
+    def endpoints(self):
+        with self._mu:
+            return len(self._eps)
+
+    def close(self):
+        with self._mu:
+            for ep in self._eps:
+                ep.channel.close()
+
+    def _stub(self, ep, path, resp_cls):
+        with self._mu:
+            s = ep.stubs.get(path)
+            if s is None:
+                s = ep.channel.unary_unary(path, request_serializer=lambda m: m.SerializeToString(),
+                                           response_deserializer=resp_cls.FromString)
+                ep.stubs[path] = s
+            return s
+
+    def _note(self, ep, err):
+        h = heard_of(err)
+        with self._mu:
+            ep.heard_at = now()
+            ep.heard = h
+            ep.sent_to = err.leader if h == SENT else None
+
+    def none_could_decide(self, since):
+        """True when every known address was called since `since` and none could decide: no
+        answer, or store-unavailable / store-timeout / no-leader (a standby's not-leader counts
+        as what the leader it names said)."""
+        with self._mu:
+            by_addr = {ep.addr: ep for ep in self._eps}
+            if not self._eps:
+                return False
+            for ep in self._eps:
+                e = ep
+                for _ in range(len(self._eps)):
+                    if e.heard != SENT or e.heard_at < since or e.sent_to not in by_addr:
+                        break
+                    e = by_addr[e.sent_to]
+                if not (e.heard_at >= since and e.heard in (NOTHING, UNDECIDED)):
+                    return False
+            return True
+
+    def _once(self, idx, path, req, resp_cls, timeout):
+        with self._mu:
+            ep = self._eps[idx]
+        stub = self._stub(ep, path, resp_cls)
+        try:
+            resp = stub(req, timeout=max(timeout, 0.001), metadata=self._metadata)
+        except grpc.RpcError as e:
+            err = error_from_rpc(e)
+            self._note(ep, err)
+            return None, err
+        self._note(ep, None)
+        return resp, None
+
+    def call(self, path, req, resp_cls, timeout, repeatable=True):
+        """One unary call, following redirects and failing over inside `timeout` seconds.
+        repeatable: whether repeating it after an unknown outcome is harmless."""
+        deadline = now() + timeout
+        unknown = False
+        tries = 0
+        while True:
+            with self._mu:
+                idx, n = self._cur, len(self._eps)
+            resp, err = self._once(idx, path, req, resp_cls, deadline - now())
+            if err is None:
+                return resp
+            if err.code == "DEADLINE_EXCEEDED" and n > 1:  # no answer: start elsewhere next time
+                with self._mu:
+                    if self._cur == idx:
+                        self._cur = (idx + 1) % n
+            if err.code != "UNAVAILABLE":
+                if unknown:
+                    err.outcome_unknown = True
+                raise err
+            standby = not err.outcome_unknown  # idem-leader came with it: nothing was done
+            if not standby:
+                unknown = True
+                if not repeatable:
+                    raise err
+            nxt = idx
+            if standby and err.leader:
+                nxt = self._add(err.leader)
+            elif n > 1:
+                nxt = (idx + 1) % n
+            with self._mu:
+                if self._cur == idx:
+                    self._cur = nxt
+            wait = 0 if (standby and err.leader and nxt != idx) else backoff_s(0.025, 0.5, tries)
+            tries += 1
+            if now() + wait + MIN_TRY_S >= deadline:
+                if unknown:
+                    err.outcome_unknown = True
+                raise err
+            time.sleep(wait)

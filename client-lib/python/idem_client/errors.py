@@ -1,0 +1,41 @@
+"""errors.py — IdemError: what every failed call of idem_client raises.
+
+An error is a value: `code` is the gRPC status code name ("ABORTED", "UNAVAILABLE", ...) or one
+of the SDK's own ("STEP_FAILED": the action reported retryable and the key was released;
+"DATA_LOSS": the journal could not be written; "BAD_RESPONSE"). Decide on code and reason
+(the coordinator's idem-reason, docs/api.md §20), never on the message.
+"""
+
+
+class IdemError(Exception):
+    """A failed call.
+
+    code            gRPC code name, or STEP_FAILED / DATA_LOSS / BAD_RESPONSE
+    reason          the coordinator's idem-reason ("in-progress", "not-leader", ...); "" when no
+                    coordinator answered (connection refused, deadline) or the SDK itself refused
+    message         short, lower-case; for bad input it names the field
+    field           bad input: the offending field ("address", "global_id", "body", ...), else ""
+    leader          UNAVAILABLE from a standby: the leader's host:port, else ""
+    retry_after_ms  ABORTED because in progress: the coordinator's hint (idem-retry-after-ms), else 0
+    outcome_unknown DEADLINE_EXCEEDED / UNAVAILABLE after the request was sent: it may have acted
+    report          run_step: the RunReport when the action did run (STEP_FAILED, DATA_LOSS,
+                    a lost lease), else None
+    """
+
+    def __init__(self, code, message, reason="", field="", leader="", retry_after_ms=0,
+                 outcome_unknown=False, report=None):
+        super().__init__(f"{code}: {message}" + (f" ({reason})" if reason else ""))
+        self.code = code
+        self.message = message
+        self.reason = reason
+        self.field = field
+        self.leader = leader
+        self.retry_after_ms = retry_after_ms
+        self.outcome_unknown = outcome_unknown
+        self.report = report
+
+
+def invalid(field, message):
+    """Bad input found before any call: INVALID_ARGUMENT naming the field."""
+    return IdemError("INVALID_ARGUMENT", f"{field}: {message}", reason="invalid-argument",
+                     field=field)
