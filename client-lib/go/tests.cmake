@@ -1,0 +1,12 @@
+# client-lib/go/tests.cmake — the Go SDK's tests (included from tests/CMakeLists.txt, label sdk).
+# Everything runs through client-lib/go/go.sh: GOPATH mode, offline, GOCACHE under
+# ${CMAKE_BINARY_DIR}/go (the first test compiles grpc-go once; later ones reuse the cache).
+# The tests start their own coordinators (IDEM_COORDINATOR_BIN, IDEM_TEST_PG_URL) and stop them
+# by PID.
+set(IDEM_GO_SH ${CMAKE_SOURCE_DIR}/client-lib/go/go.sh)
+set(IDEM_GO_BUILD ${CMAKE_BINARY_DIR}/go)
+
+# the SDK: validation, the step helper, lease keeper, redirect, fail-open journal + reconcile
+add_test(NAME go_sdk COMMAND ${IDEM_GO_SH} ${IDEM_GO_BUILD} test -count=1 idem.dev/client)
+set_tests_properties(go_sdk PROPERTIES LABELS sdk TIMEOUT 600 RUN_SERIAL ON
+  ENVIRONMENT "IDEM_IDEMCTL_BIN=$<TARGET_FILE:idemctl>")
