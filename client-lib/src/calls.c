@@ -35,12 +35,6 @@ void idem__key_to_pb(const idem_step_key *key, Idem__V1__StepKey *pb) {
   pb->phase = (Idem__V1__Phase)key->phase;
 }
 
-void idem__result_clear(idem_result *r) {
-  if (!r) return;
-  free(r->body);
-  memset(r, 0, sizeof *r);
-}
-
 int idem__result_from_pb(const Idem__V1__StepResult *pb, idem_result *r, idem_error *err) {
   memset(r, 0, sizeof *r);
   if (!pb) return IDEM_OK;

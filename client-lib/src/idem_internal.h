@@ -113,6 +113,16 @@ int idem__record_from_pb(const Idem__V1__StepRecord *pb, idem_record *r, idem_er
 typedef struct idem__pcache idem__pcache;
 idem__pcache *idem__pcache_new(void); /* NULL on allocation failure */
 void idem__pcache_free(idem__pcache *p);
+/* Records a fetch of (svc, op) made at now_ms (monotonic): mode IDEM_FAIL_CLOSED / _OPEN when it
+ * succeeded, 0 when it failed (the old mode is kept). false when no entry could be made. */
+bool idem__pcache_note(idem__pcache *p, const char *svc, const char *op, int64_t now_ms,
+                       int mode);
+/* Whether (svc, op) is due for a fetch (never tried, or last tried every_ms ago or more); a
+ * due entry is marked tried now, so that one thread of many fetches. */
+bool idem__pcache_claim(idem__pcache *p, const char *svc, const char *op, int64_t now_ms,
+                        int64_t every_ms);
+/* The cached failure mode, 0 when never fetched. */
+int idem__pcache_mode(idem__pcache *p, const char *svc, const char *op);
 
 /* Accessors of the client's options (client.c). */
 idem__pcache *idem__client_pcache(const idem_client *c);

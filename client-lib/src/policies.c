@@ -1,6 +1,6 @@
-/* policies.c — Admin.SetPolicy / DeletePolicy / ListPolicies, and the client's policy cache
- * that idem_step_run consults when the coordinator cannot be reached (see idem.h). */
-#include <pthread.h>
+/* policies.c — Admin.SetPolicy / DeletePolicy / ListPolicies, and fetching the effective policies
+ * into the client's cache (pcache.c) that idem_step_run consults when the coordinator cannot be
+ * reached (see idem.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,78 +91,25 @@ int idem_policy_list(idem_client *c, idem_policies *out, idem_error *err) {
   return rc;
 }
 
-/* --- the cache ------------------------------------------------------------------------------ */
-
-typedef struct pentry {
-  char service[IDEM_NAME_MAX + 1];
-  char operation[IDEM_NAME_MAX + 1];
-  int mode;          /* 0 = never fetched successfully */
-  int64_t fetched_ms; /* monotonic, last success */
-  int64_t tried_ms;   /* monotonic, last attempt */
-} pentry;
-
-struct idem__pcache {
-  pthread_mutex_t mu;
-  pentry *e;
-  size_t n, cap;
-};
-
-idem__pcache *idem__pcache_new(void) {
-  idem__pcache *p = calloc(1, sizeof *p);
-  if (p) pthread_mutex_init(&p->mu, NULL);
-  return p;
-}
-
-void idem__pcache_free(idem__pcache *p) {
-  if (!p) return;
-  pthread_mutex_destroy(&p->mu);
-  free(p->e);
-  free(p);
-}
-
-/* Under mu. NULL when absent and create is false, or on allocation failure. */
-static pentry *lookup(idem__pcache *p, const char *svc, const char *op, bool create) {
-  for (size_t i = 0; i < p->n; i++)
-    if (strcmp(p->e[i].service, svc) == 0 && strcmp(p->e[i].operation, op) == 0) return &p->e[i];
-  if (!create || strlen(svc) > IDEM_NAME_MAX || strlen(op) > IDEM_NAME_MAX) return NULL;
-  if (p->n == p->cap) {
-    size_t cap = p->cap ? p->cap * 2 : 8;
-    pentry *grown = realloc(p->e, cap * sizeof *grown);
-    if (!grown) return NULL;
-    p->e = grown;
-    p->cap = cap;
-  }
-  pentry *e = &p->e[p->n++];
-  memset(e, 0, sizeof *e);
-  memcpy(e->service, svc, strlen(svc) + 1);
-  memcpy(e->operation, op, strlen(op) + 1);
-  return e;
-}
+/* --- the cache (pcache.c) and fetching into it ------------------------------------------ */
 
 /* Fetches and stores; returns the call's code, or IDEM_NOMEM when the answer could not be kept. */
 static int fetch(idem_client *c, const char *svc, const char *op, int64_t timeout_ms,
                  idem_error *err) {
-  idem__pcache *p = idem__client_pcache(c);
   Idem__V1__GetPolicyRequest req = IDEM__V1__GET_POLICY_REQUEST__INIT;
   req.service = (char *)svc;
   req.operation = (char *)op;
   Idem__V1__Policy *resp;
   int64_t now = idem__now_ms();
   int rc = UNARY(c, IDEM__M_GET_POLICY, req, idem__v1__policy, timeout_ms, &resp, err);
-  pthread_mutex_lock(&p->mu);
-  pentry *e = lookup(p, svc, op, true);
-  if (e) {
-    e->tried_ms = now;
-    if (rc == IDEM_OK && (resp->failure_mode == IDEM_FAIL_CLOSED ||
-                          resp->failure_mode == IDEM_FAIL_OPEN)) {
-      e->mode = (int)resp->failure_mode;
-      e->fetched_ms = now;
-    }
-  }
-  pthread_mutex_unlock(&p->mu);
+  int mode = 0;
+  if (rc == IDEM_OK && (resp->failure_mode == IDEM_FAIL_CLOSED ||
+                        resp->failure_mode == IDEM_FAIL_OPEN))
+    mode = (int)resp->failure_mode;
+  bool kept = idem__pcache_note(idem__client_pcache(c), svc, op, now, mode);
   if (rc == IDEM_OK) idem__v1__policy__free_unpacked(resp, NULL);
   /* fetched but not kept: no memory for the entry (the coordinator refuses names too long) */
-  if (rc == IDEM_OK && !e) rc = idem__fail(err, IDEM_NOMEM, "out of memory");
+  if (rc == IDEM_OK && !kept) rc = idem__fail(err, IDEM_NOMEM, "out of memory");
   return rc;
 }
 
@@ -170,14 +117,7 @@ void idem__policy_refresh(idem_client *c, const char *service, const char *opera
                           int64_t timeout_ms) {
   int64_t every = idem__client_policy_refresh_ms(c);
   if (every < 0 || !service || !operation) return;
-  idem__pcache *p = idem__client_pcache(c);
-  int64_t now = idem__now_ms();
-  bool stale = true;
-  pthread_mutex_lock(&p->mu);
-  pentry *e = lookup(p, service, operation, false);
-  if (e && now - e->tried_ms < every) stale = false;
-  if (e && stale) e->tried_ms = now; /* one fetch per period, even with many threads */
-  pthread_mutex_unlock(&p->mu);
+  bool stale = idem__pcache_claim(idem__client_pcache(c), service, operation, idem__now_ms(), every);
   if (!stale) return;
   idem_error scratch;
   (void)fetch(c, service, operation, timeout_ms, &scratch);
@@ -194,12 +134,7 @@ int idem_policy_prefetch(idem_client *c, const char *service, const char *operat
 
 int idem__policy_cached_mode(idem_client *c, const char *service, const char *operation) {
   if (!service || !operation) return 0;
-  idem__pcache *p = idem__client_pcache(c);
-  pthread_mutex_lock(&p->mu);
-  pentry *e = lookup(p, service, operation, false);
-  int mode = e ? e->mode : 0;
-  pthread_mutex_unlock(&p->mu);
-  return mode;
+  return idem__pcache_mode(idem__client_pcache(c), service, operation);
 }
 
 bool idem__unreachable(idem_client *c, const idem_error *err, int64_t since_ms) {

@@ -7,6 +7,12 @@
 #include "idem/v1/names.h"
 #include "idem_internal.h"
 
+void idem__result_clear(idem_result *r) {
+  if (!r) return;
+  free(r->body);
+  memset(r, 0, sizeof *r);
+}
+
 /* The words are names.h's, shared with the server and idemctl. */
 const char *idem_state_name(int state) {
   return idem_word_state(state);

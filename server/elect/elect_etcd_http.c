@@ -1,6 +1,6 @@
 /* elect_etcd_http.c — POST JSON to etcd's v3 gateway with libcurl (multi interface, so a wait
  * can be cut short by an abort flag within ~20 ms), the reply read by etcd__reply
- * (elect_etcd_parse.c), base64 with util/b64 (OpenSSL). */
+ * (elect_etcd_parse.c). */
 #include "elect_etcd_http.h"
 #include "elect_etcd_parse.h"
 
@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/b64.h"
 #include "../util/clock.h"
 
 #define MAX_ENDPOINTS 8
@@ -181,59 +180,4 @@ etcd_fail etcd__post(etcd_conn *c, const char *path, const cJSON *body, int64_t 
     }
   }
   return etcd__reply(c->buf, c->len, status, out, err);
-}
-
-/* --- encodings --- */
-
-char *etcd__b64(const void *data, size_t len) {
-  if (len > (size_t)INT32_MAX / 2) return NULL;
-  size_t cap = b64_encoded_len(B64_STD, len) + 1;
-  char *out = malloc(cap);
-  if (!out) return NULL;
-  b64_encode(B64_STD, data, len, out, cap);
-  return out;
-}
-
-char *etcd__unb64(const char *s, size_t *len) {
-  size_t n = strlen(s);
-  if (n > (size_t)INT32_MAX / 2) return NULL;
-  size_t cap = b64_decoded_max(n);
-  char *out = malloc(cap + 1);
-  if (!out) return NULL;
-  long got = b64_decode(B64_STD, s, out, cap);
-  if (got < 0) {
-    free(out);
-    return NULL;
-  }
-  out[got] = '\0';
-  if (len) *len = (size_t)got;
-  return out;
-}
-
-int64_t etcd__i64(const cJSON *obj, const char *name) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
-  if (cJSON_IsNumber(v)) { /* outside int64 the cast is undefined: malformed */
-    double d = v->valuedouble;
-    return d >= -9223372036854775808.0 && d < 9223372036854775808.0 ? (int64_t)d : 0;
-  }
-  if (!cJSON_IsString(v)) return 0;
-  char *end;
-  errno = 0;
-  long long n = strtoll(v->valuestring, &end, 10);
-  if (errno || end == v->valuestring || *end) return 0;
-  return (int64_t)n;
-}
-
-bool etcd__add_i64(cJSON *obj, const char *name, int64_t v) {
-  char num[24];
-  snprintf(num, sizeof num, "%" PRId64, v);
-  return cJSON_AddStringToObject(obj, name, num) != NULL;
-}
-
-bool etcd__add_b64(cJSON *obj, const char *name, const char *s) {
-  char *b = etcd__b64(s, strlen(s));
-  if (!b) return false;
-  bool ok = cJSON_AddStringToObject(obj, name, b) != NULL;
-  free(b);
-  return ok;
 }

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "../util/err.h"
-#include "elect_etcd_http.h"
+#include "elect_etcd_codec.h"
 
 /* Classifies a reply: text is the body (NUL-terminated; len its length, 0 = no body), status
  * the HTTP status. ETCD_OK: *out is the parsed reply (owned: cJSON_Delete), for a streaming

@@ -238,22 +238,6 @@ static int collect(ctl *c, idem_steps_filter f, uint64_t limit, idem_record **al
   return rc;
 }
 
-int ctl_parse_filter(ctl *c, idem_steps_filter *f) {
-  memset(f, 0, sizeof *f);
-  const char *v;
-  if ((v = ctl_flag_value(c, "state")) && !(f->state = (idem_state)fmt_parse_state(v)))
-    return ctl_usage_error(c, "--state: unknown state %s", v);
-  f->service = ctl_flag_value(c, "service");
-  f->operation = ctl_flag_value(c, "operation");
-  f->global_id = ctl_flag_value(c, "global-id");
-  if ((v = ctl_flag_value(c, "older-than"))) {
-    int64_t ms;
-    if (!fmt_parse_duration(v, &ms)) return ctl_usage_error(c, "--older-than: expected e.g. 5m");
-    f->updated_before_unix_ms = fmt_now_ms() - ms;
-  }
-  return EXIT_OK;
-}
-
 int cmd_steps(ctl *c) {
   idem_steps_filter f;
   int prc = ctl_parse_filter(c, &f);
@@ -296,73 +280,6 @@ int cmd_steps(ctl *c) {
   for (size_t i = 0; i < n; i++) idem_record_clear(&all[i]);
   free(all);
   return rc;
-}
-
-/* --- resolve --- */
-
-static int read_file(const char *path, uint8_t **out, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return -1;
-  size_t cap = 4096, n = 0;
-  uint8_t *b = malloc(cap);
-  size_t r;
-  while (b && (r = fread(b + n, 1, cap - n, f)) > 0) {
-    n += r;
-    if (n == cap) {
-      if (cap >= 1 << 20) break; /* the server refuses more than 64 KiB anyway */
-      uint8_t *nb = realloc(b, cap *= 2);
-      if (!nb) {
-        free(b);
-        b = NULL;
-      }
-      b = nb;
-    }
-  }
-  bool bad = ferror(f) || !b;
-  fclose(f);
-  if (bad) {
-    free(b);
-    return -1;
-  }
-  *out = b;
-  *len = n;
-  return 0;
-}
-
-int ctl_parse_resolution(ctl *c, idem_resolution *res, uint8_t **body) {
-  memset(res, 0, sizeof *res);
-  *body = NULL;
-  const char *v = ctl_flag_value(c, "outcome");
-  if (!v) return ctl_usage_error(c, "--outcome is required (succeeded, failed or retryable)");
-  int oc = idem_word_find(idem_outcome_words, IDEM_WORD_COUNT(idem_outcome_words), 1, v);
-  if (oc < IDEM_OUTCOME_SUCCEEDED || oc > IDEM_OUTCOME_RETRYABLE)
-    return ctl_usage_error(c, "--outcome: expected succeeded, failed or retryable");
-  res->outcome = (idem_outcome)oc;
-  res->reason = ctl_flag_value(c, "reason");
-  if (!res->reason || !*res->reason) return ctl_usage_error(c, "--reason is required");
-  res->actor = ctl_flag_value(c, "actor");
-  if (!res->actor) res->actor = getenv("USER"); /* NULL: the server records the tenant */
-  if ((v = ctl_flag_value(c, "code"))) {
-    char *end;
-    errno = 0;
-    long code = strtol(v, &end, 10);
-    if (errno || *end || end == v || code < INT32_MIN || code > INT32_MAX)
-      return ctl_usage_error(c, "--code: expected an integer");
-    res->code = (int32_t)code;
-  }
-  if ((v = ctl_flag_value(c, "body-file"))) {
-    size_t len = 0;
-    if (read_file(v, body, &len) != 0) {
-      fprintf(stderr, "idemctl: cannot read %s: %s\n", v, strerror(errno));
-      return EXIT_USAGE;
-    }
-    res->body = *body;
-    res->body_len = len;
-  } else if ((v = ctl_flag_value(c, "body"))) {
-    res->body = v;
-    res->body_len = strlen(v);
-  }
-  return EXIT_OK;
 }
 
 int cmd_resolve(ctl *c) {

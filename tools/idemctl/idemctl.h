@@ -68,7 +68,7 @@ idem_client *ctl_client(ctl *c); /* connects on first use; exits 3 when it canno
 int ctl_fail(const char *what, const idem_error *e); /* prints the error, returns the exit code */
 int ctl_exit_code(int idem_code);
 
-/* cmd_steps.c, cmd_policy.c */
+/* cmd_steps.c, cmd_policy.c; the shared flag parsers in args.c */
 int cmd_status(ctl *c);
 int cmd_step(ctl *c);
 int cmd_saga(ctl *c);
