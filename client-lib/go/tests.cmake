@@ -10,3 +10,8 @@ set(IDEM_GO_BUILD ${CMAKE_BINARY_DIR}/go)
 add_test(NAME go_sdk COMMAND ${IDEM_GO_SH} ${IDEM_GO_BUILD} test -count=1 idem.dev/client)
 set_tests_properties(go_sdk PROPERTIES LABELS sdk TIMEOUT 600 RUN_SERIAL ON
   ENVIRONMENT "IDEM_IDEMCTL_BIN=$<TARGET_FILE:idemctl>")
+
+# the conformance scenarios (client-lib/conformance/scenarios.json) through the shared harness
+add_test(NAME conformance_go COMMAND ${CMAKE_SOURCE_DIR}/client-lib/conformance/run
+  ${CMAKE_SOURCE_DIR}/client-lib/go/conformance.sh ${IDEM_GO_BUILD})
+set_tests_properties(conformance_go PROPERTIES LABELS sdk TIMEOUT 600 RUN_SERIAL ON)

@@ -29,11 +29,12 @@ type Coord struct {
 	done chan struct{}
 }
 
-// Env returns the coordinator binary and the Postgres URL, skipping the test when unset.
+// Env returns the coordinator binary and the Postgres URL; the test fails when they are unset
+// (scripts/test sets both; a skipped integration test would pass silently).
 func Env(t testing.TB) (bin, pg string) {
 	bin, pg = os.Getenv("IDEM_COORDINATOR_BIN"), os.Getenv("IDEM_TEST_PG_URL")
 	if bin == "" || pg == "" {
-		t.Skip("IDEM_COORDINATOR_BIN and IDEM_TEST_PG_URL are not set")
+		t.Fatal("IDEM_COORDINATOR_BIN and IDEM_TEST_PG_URL must be set (scripts/test does)")
 	}
 	return bin, pg
 }
