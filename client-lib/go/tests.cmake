@@ -15,3 +15,9 @@ set_tests_properties(go_sdk PROPERTIES LABELS sdk TIMEOUT 600 RUN_SERIAL ON
 add_test(NAME conformance_go COMMAND ${CMAKE_SOURCE_DIR}/client-lib/conformance/run
   ${CMAKE_SOURCE_DIR}/client-lib/go/conformance.sh ${IDEM_GO_BUILD})
 set_tests_properties(conformance_go PROPERTIES LABELS sdk TIMEOUT 600 RUN_SERIAL ON)
+
+# the middleware's header parser, step key, fingerprint (client-lib/conformance/idempotency-key.json),
+# Retry-After rounding and the stored-response encoding
+add_test(NAME go_idemhttp COMMAND ${IDEM_GO_SH} ${IDEM_GO_BUILD} test -count=1 idem.dev/client/idemhttp)
+set_tests_properties(go_idemhttp PROPERTIES LABELS sdk TIMEOUT 600 RUN_SERIAL ON
+  ENVIRONMENT "IDEM_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
