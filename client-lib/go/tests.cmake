@@ -21,3 +21,10 @@ set_tests_properties(conformance_go PROPERTIES LABELS sdk TIMEOUT 600 RUN_SERIAL
 add_test(NAME go_idemhttp COMMAND ${IDEM_GO_SH} ${IDEM_GO_BUILD} test -count=1 idem.dev/client/idemhttp)
 set_tests_properties(go_idemhttp PROPERTIES LABELS sdk TIMEOUT 600 RUN_SERIAL ON
   ENVIRONMENT "IDEM_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
+
+# examples/http behind the middleware, over HTTP on loopback, against real coordinators: 100
+# concurrent POSTs with one key, 422, 400, replays, 5xx retried, every malformed key of the
+# table, quoted = bare, 255 characters, a stopped coordinator (fail-closed 503 / fail-open)
+add_test(NAME go_example_http COMMAND ${IDEM_GO_SH} ${IDEM_GO_BUILD} test -count=1 idem.dev/client/examples/http)
+set_tests_properties(go_example_http PROPERTIES LABELS sdk TIMEOUT 600 RUN_SERIAL ON
+  ENVIRONMENT "IDEM_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
