@@ -5,7 +5,8 @@
 # with the 1.3 package, which grpc's dependency would otherwise pull in). The generated
 # idempb/*.pb.go are committed, so protoc-gen-go is only needed by gen.sh, not installed here.
 set -euo pipefail
-debs="golang-go golang-google-grpc-dev golang-google-protobuf-dev golang-github-golang-protobuf-1-5-dev"
+debs="golang-go golang-google-grpc-dev golang-google-protobuf-dev golang-github-golang-protobuf-1-5-dev
+  protoc-gen-go protoc-gen-go-grpc protobuf-compiler"
 missing=""
 for p in $debs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -28,3 +28,7 @@ set_tests_properties(go_idemhttp PROPERTIES LABELS sdk TIMEOUT 600 RUN_SERIAL ON
 add_test(NAME go_example_http COMMAND ${IDEM_GO_SH} ${IDEM_GO_BUILD} test -count=1 idem.dev/client/examples/http)
 set_tests_properties(go_example_http PROPERTIES LABELS sdk TIMEOUT 600 RUN_SERIAL ON
   ENVIRONMENT "IDEM_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
+
+# the committed idempb/*.pb.go are what proto/idem/v1/coordinator.proto generates today
+add_test(NAME go_pb_current COMMAND ${CMAKE_SOURCE_DIR}/client-lib/go/gen.sh --check)
+set_tests_properties(go_pb_current PROPERTIES LABELS sdk TIMEOUT 60)
