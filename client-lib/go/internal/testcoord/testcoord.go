@@ -25,6 +25,8 @@ import (
 type Coord struct {
 	Addr string
 	Log  string
+	// Dial is how Status reaches the node; nil = plaintext (set it for a TLS node).
+	Dial grpc.DialOption
 	cmd  *exec.Cmd
 	done chan struct{}
 }
@@ -94,7 +96,11 @@ func Spawn(t testing.TB, extra ...string) *Coord {
 
 // Status asks the node's Admin.GetStatus.
 func (c *Coord) Status(ctx context.Context) (*pb.GetStatusResponse, error) {
-	conn, err := grpc.DialContext(ctx, c.Addr, grpc.WithInsecure())
+	dial := c.Dial
+	if dial == nil {
+		dial = grpc.WithInsecure()
+	}
+	conn, err := grpc.DialContext(ctx, c.Addr, dial)
 	if err != nil {
 		return nil, err
 	}
