@@ -1,0 +1,111 @@
+// Command http is the Go SDK's HTTP example (docs/api.md §19): POST /payments behind the
+// Idempotency-Key middleware answers 201 with a JSON body naming the execution number;
+// GET /stats answers {"executions": N}. Run it with `go run ./examples/http` (GOPATH mode, see
+// client-lib/go/go.sh) or scripts/example-http go.
+//
+// Environment: IDEM_ADDRESS (default 127.0.0.1:50051; a comma-separated list for a cluster),
+// IDEM_TENANT, IDEM_TOKEN, PORT (default 8080; it listens on 127.0.0.1), IDEM_SERVICE (the step
+// key's service, default example-http), IDEM_JOURNAL (the fail-open journal, default
+// $TMPDIR/idem-example-http.journal), IDEM_HTTP_DEADLINE_MS (the middleware's deadline).
+//
+// For trying the middleware out, POST /payments also obeys two request headers that are not
+// part of the fingerprint: Simulate-Status: 500 answers that status instead of 201 (a 5xx is
+// stored as retryable), Simulate-Delay-Ms: N sleeps N ms first.
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	idem "idem.dev/client"
+	"idem.dev/client/idemhttp"
+)
+
+type app struct {
+	executions atomic.Int64
+}
+
+func writeJSON(w http.ResponseWriter, status int, v interface{}) {
+	b, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func (a *app) payment(w http.ResponseWriter, r *http.Request) {
+	n := a.executions.Add(1)
+	if ms, err := strconv.Atoi(r.Header.Get("Simulate-Delay-Ms")); err == nil && ms > 0 {
+		time.Sleep(time.Duration(ms) * time.Millisecond)
+	}
+	var req struct {
+		Amount int64 `json:"amount"`
+	}
+	body, _ := io.ReadAll(r.Body)
+	_ = json.Unmarshal(body, &req)
+	if s, err := strconv.Atoi(r.Header.Get("Simulate-Status")); err == nil && s >= 200 && s <= 599 {
+		writeJSON(w, s, map[string]interface{}{"execution": n, "error": "simulated status " + strconv.Itoa(s)})
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]interface{}{"execution": n,
+		"payment": fmt.Sprintf("pay-%d", n), "amount": req.Amount})
+}
+
+// newServer is the example's handler: the routes, with POST /payments behind the middleware.
+func newServer(c *idem.Client, service string, deadline time.Duration) (http.Handler, *app, error) {
+	a := &app{}
+	mw, err := idemhttp.New(idemhttp.Options{Client: c, Service: service, Deadline: deadline})
+	if err != nil {
+		return nil, nil, err
+	}
+	payments := mw.Wrap(http.HandlerFunc(a.payment))
+	mux := http.NewServeMux()
+	mux.HandleFunc("/payments", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", "POST")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		payments.ServeHTTP(w, r)
+	})
+	mux.HandleFunc("/stats", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]int64{"executions": a.executions.Load()})
+	})
+	return mux, a, nil
+}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func main() {
+	journal := env("IDEM_JOURNAL", filepath.Join(os.TempDir(), "idem-example-http.journal"))
+	c, err := idem.Connect(idem.Options{Address: env("IDEM_ADDRESS", "127.0.0.1:50051"),
+		Tenant: os.Getenv("IDEM_TENANT"), Token: os.Getenv("IDEM_TOKEN"), JournalPath: journal})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	var deadline time.Duration
+	if ms, err := strconv.Atoi(os.Getenv("IDEM_HTTP_DEADLINE_MS")); err == nil && ms > 0 {
+		deadline = time.Duration(ms) * time.Millisecond
+	}
+	h, _, err := newServer(c, env("IDEM_SERVICE", "example-http"), deadline)
+	if err != nil {
+		log.Fatal(err)
+	}
+	addr := "127.0.0.1:" + env("PORT", "8080")
+	log.Printf("example-http: listening on http://%s (coordinator %s, journal %s)", addr, env("IDEM_ADDRESS", "127.0.0.1:50051"), journal)
+	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	log.Fatal(srv.ListenAndServe())
+}
