@@ -9,6 +9,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../util/duration.h"
+
 typedef struct load_state {
   config_option_fn on_option;
   void *arg;
@@ -19,29 +21,7 @@ typedef struct load_state {
 } load_state;
 
 int config_parse_duration_ms(const char *v, int64_t max_ms, int64_t *out_ms) {
-  if (!v) return -1;
-  while (isspace((unsigned char)*v)) v++;
-  char *end;
-  errno = 0;
-  long long n = strtoll(v, &end, 10);
-  if (errno || end == v || n < 0) return -1;
-  while (isspace((unsigned char)*end)) end++;
-  long long mult;
-  if (*end == '\0' || strcasecmp(end, "s") == 0)
-    mult = 1000;
-  else if (strcasecmp(end, "ms") == 0)
-    mult = 1;
-  else if (strcasecmp(end, "m") == 0)
-    mult = 60000;
-  else if (strcasecmp(end, "h") == 0)
-    mult = 3600000;
-  else if (strcasecmp(end, "d") == 0)
-    mult = 86400000;
-  else
-    return -1;
-  if (n > max_ms / mult) return -1;
-  *out_ms = n * mult;
-  return 0;
+  return duration_parse(v, max_ms, out_ms) ? 0 : -1;
 }
 
 /* "policy \"svc op\"", "policy svc/op", "policy \"svc/op\"" → service, operation. */

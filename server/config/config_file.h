@@ -42,8 +42,8 @@ typedef struct config_seeds {
 int config_file_load(const char *path, config_option_fn on_option, void *arg,
                      config_seeds *seeds, char *msg, size_t msg_len);
 
-/* Parses a duration "250ms", "30s", "5m", "24h", "7d" or a bare number of seconds into
- * milliseconds. Returns 0, or -1 when malformed or over max_ms. */
+/* Parses a duration (util/duration.h's grammar: "250ms", "30s", "5m", "24h", "7d", a bare
+ * number of seconds) into milliseconds. Returns 0, or -1 when malformed or over max_ms. */
 int config_parse_duration_ms(const char *v, int64_t max_ms, int64_t *out_ms);
 
 #endif

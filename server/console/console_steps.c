@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../coord/coord_admin.h"
+#include "../util/duration.h"
 #include "console_pages.h"
 #include "idem/v1/names.h"
 
@@ -14,16 +15,8 @@
 
 /* "90s", "5m", "2h", "1d" in ms; -1 when malformed. */
 static int64_t parse_span(const char *s) {
-  char *end;
-  errno = 0;
-  long long v = strtoll(s, &end, 10);
-  if (errno || end == s || v < 0 || v > 1000000000LL) return -1;
-  int64_t unit = !*end || !strcmp(end, "s") ? 1000
-                 : !strcmp(end, "m")        ? 60000
-                 : !strcmp(end, "h")        ? 3600000
-                 : !strcmp(end, "d")        ? 86400000
-                                            : -1;
-  return unit < 0 ? -1 : v * unit;
+  int64_t ms;
+  return duration_parse(s, 0, &ms) ? ms : -1;
 }
 
 static void text_input(creq *r, const char *label, const char *name, const char *v) {

@@ -10,6 +10,7 @@
 
 #include "idem/v1/names.h"
 #include "idemctl.h"
+#include "util/duration.h"
 
 /* --- tables --- */
 
@@ -130,25 +131,7 @@ const char *fmt_phase(int phase) {
 }
 
 bool fmt_parse_duration(const char *s, int64_t *ms) {
-  char *end;
-  if (!s || !isdigit((unsigned char)*s)) return false;
-  long long v = strtoll(s, &end, 10);
-  long long mul;
-  if (strcmp(end, "ms") == 0)
-    mul = 1;
-  else if (*end == '\0' || strcmp(end, "s") == 0)
-    mul = 1000;
-  else if (strcmp(end, "m") == 0)
-    mul = 60000;
-  else if (strcmp(end, "h") == 0)
-    mul = 3600000;
-  else if (strcmp(end, "d") == 0)
-    mul = 86400000;
-  else
-    return false;
-  if (v < 0 || v > (long long)(INT64_MAX / mul)) return false;
-  *ms = v * mul;
-  return true;
+  return duration_parse(s, 0, ms);
 }
 
 int fmt_parse_state(const char *s) {

@@ -104,7 +104,7 @@ const char *fmt_state_key(int state); /* "in_progress", ... (JSON) */
 const char *fmt_outcome(int outcome); /* "succeeded", ... */
 const char *fmt_phase(int phase);     /* "forward" / "compensation" */
 /* Parses "500ms", "30s", "5m", "2h", "1d" or plain seconds into ms; false when malformed. */
-bool fmt_parse_duration(const char *s, int64_t *ms);
+bool fmt_parse_duration(const char *s, int64_t *ms); /* util/duration.h's grammar */
 /* Parses a state word ("in_progress", "in-progress", "IN_PROGRESS", "stuck" no) → 1..6. */
 int fmt_parse_state(const char *s);
 /* A result body for people: the text when it is printable UTF-8 (cut at max bytes with "…"),

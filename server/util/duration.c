@@ -1,0 +1,42 @@
+/* duration.c — see duration.h. */
+#include "duration.h"
+
+#include <ctype.h>
+#include <strings.h>
+
+bool duration_parse(const char *s, int64_t max_ms, int64_t *out_ms) {
+  if (!s) return false;
+  while (isspace((unsigned char)*s)) s++;
+  if (!isdigit((unsigned char)*s)) return false;
+  int64_t n = 0;
+  for (; isdigit((unsigned char)*s); s++) {
+    if (n > (INT64_MAX - 9) / 10) return false;
+    n = n * 10 + (*s - '0');
+  }
+  while (isspace((unsigned char)*s)) s++;
+  static const struct {
+    const char *unit;
+    int64_t ms;
+  } units[] = {{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000}};
+  int64_t mult = 0;
+  size_t len = 0;
+  for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+    size_t ul = units[i].unit[1] ? 2 : 1;
+    if (strncasecmp(s, units[i].unit, ul) == 0 && (!s[ul] || isspace((unsigned char)s[ul]))) {
+      mult = units[i].ms;
+      len = ul;
+      break;
+    }
+  }
+  if (!mult) {
+    if (*s) return false;
+    mult = 1000; /* a bare number is seconds */
+  }
+  for (s += len; isspace((unsigned char)*s); s++) {
+  }
+  if (*s) return false;
+  int64_t max = max_ms > 0 ? max_ms : INT64_MAX;
+  if (n > max / mult) return false;
+  *out_ms = n * mult;
+  return true;
+}

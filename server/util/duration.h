@@ -1,0 +1,16 @@
+/* duration.h — the one grammar of durations idem reads (the config file's retention, lease and
+ * seeds; idemctl's --older-than, --retention, --key-retention, --lease; the console's
+ * older_than): a whole number and an optional unit, ms, s, m, h or d (any case); a bare number
+ * is seconds; spaces around the number and between it and the unit are allowed. "250ms",
+ * "30s", "5m", "24h", "7d", "90". No sign, no fraction, no compound ("1h30m"). */
+#ifndef IDEM_UTIL_DURATION_H
+#define IDEM_UTIL_DURATION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Parses s into *out_ms. false (and *out_ms untouched) when s does not follow the grammar or
+ * is longer than max_ms (max_ms <= 0: no bound but int64's). */
+bool duration_parse(const char *s, int64_t max_ms, int64_t *out_ms);
+
+#endif
