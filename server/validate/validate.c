@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../util/utf8.h"
+
 /* Length of s, but stops counting past limit + 1 (a hostile string is never fully scanned). */
 static size_t bounded_len(const char *s, size_t limit) {
   if (!s) return 0;
@@ -51,42 +53,6 @@ static bool all_chars(const char *v, size_t min, size_t max, bool (*ok)(unsigned
   return true;
 }
 
-/* Strict UTF-8 (RFC 3629): no overlong forms, no surrogates, nothing above U+10FFFF. */
-static bool valid_utf8(const unsigned char *s, size_t n) {
-  size_t i = 0;
-  while (i < n) {
-    unsigned char c = s[i];
-    if (c < 0x80) {
-      i++;
-      continue;
-    }
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-    if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      if (c == 0xE0)
-        lo = 0xA0; /* overlong */
-      else if (c == 0xED)
-        hi = 0x9F; /* surrogates */
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      if (c == 0xF0)
-        lo = 0x90; /* overlong */
-      else if (c == 0xF4)
-        hi = 0x8F; /* above U+10FFFF */
-    } else {
-      return false; /* continuation byte, 0xC0/0xC1, 0xF5..0xFF */
-    }
-    if (n - i < len) return false;
-    if (s[i + 1] < lo || s[i + 1] > hi) return false;
-    for (size_t k = 2; k < len; k++)
-      if (s[i + k] < 0x80 || s[i + k] > 0xBF) return false;
-    i += len;
-  }
-  return true;
-}
 
 err_code validate_global_id(const char *field, const char *v, err_t *err) {
   if (all_chars(v, 1, REC_GLOBAL_ID_MAX, is_id_char)) return ERR_OK;
@@ -153,7 +119,7 @@ err_code validate_label(const char *key, const char *value, err_t *err) {
     return err_set(err, ERR_INVALID, "labels: key must be 1 to %d characters of [A-Za-z0-9._/-]",
                    REC_LABEL_KEY_MAX);
   size_t n = bounded_len(value, REC_LABEL_VALUE_MAX);
-  if (n > REC_LABEL_VALUE_MAX || !valid_utf8((const unsigned char *)(value ? value : ""), n))
+  if (n > REC_LABEL_VALUE_MAX || !utf8_valid((const unsigned char *)(value ? value : ""), n))
     return err_set(err, ERR_INVALID, "labels: value of %s must be at most %d bytes of UTF-8", key,
                    REC_LABEL_VALUE_MAX);
   return ERR_OK;
@@ -188,7 +154,7 @@ static err_code text_check(const char *field, const char *v, size_t max, bool li
                            err_t *err) {
   const unsigned char *p = (const unsigned char *)(v ? v : "");
   size_t n = bounded_len((const char *)p, max);
-  bool ok = n <= max && valid_utf8(p, n);
+  bool ok = n <= max && utf8_valid(p, n);
   for (size_t i = 0; ok && i < n; i++) {
     if ((p[i] < 0x20 && !(lines && p[i] == '\n')) || p[i] == 0x7F) ok = false; /* C0, DEL */
     if (p[i] == 0xC2 && i + 1 < n && p[i + 1] < 0xA0) ok = false; /* C1: U+0080..U+009F */

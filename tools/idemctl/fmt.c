@@ -11,6 +11,7 @@
 #include "idem/v1/names.h"
 #include "idemctl.h"
 #include "util/duration.h"
+#include "util/utf8.h"
 
 /* --- tables --- */
 
@@ -145,21 +146,11 @@ int fmt_parse_state(const char *s) {
   return k > 0 ? k : 0; /* from 1: state 0 (no record) is no filter */
 }
 
+/* Valid UTF-8 (util/utf8.h) without control bytes but tab: safe to print on a terminal. */
 static bool printable_utf8(const uint8_t *b, size_t len) {
-  for (size_t i = 0; i < len;) {
-    uint8_t c = b[i];
-    size_t extra = c < 0x80             ? 0
-                   : (c & 0xe0) == 0xc0 ? 1
-                   : (c & 0xf0) == 0xe0 ? 2
-                   : (c & 0xf8) == 0xf0 ? 3
-                                        : 9;
-    if (extra == 9 || i + extra >= len) return false;
-    if (extra == 0 && (c < 0x20 || c == 0x7f) && c != '\t') return false;
-    for (size_t k = 1; k <= extra; k++)
-      if ((b[i + k] & 0xc0) != 0x80) return false;
-    i += extra + 1;
-  }
-  return true;
+  for (size_t i = 0; i < len; i++)
+    if ((b[i] < 0x20 && b[i] != '\t') || b[i] == 0x7f) return false;
+  return utf8_valid(b, len);
 }
 
 const char *fmt_body(const uint8_t *b, size_t len, size_t max, char *buf, size_t n) {
