@@ -26,7 +26,7 @@ void console__page_audit(creq *r, char **seg) {
     return;
   }
   console__page_begin(r, "Audit trail");
-  buf *b = &r->out;
+  buf_t *b = &r->out;
   console__html(b,
                 "<form class=\"filters\" method=\"get\" action=\"/audit\">"
                 "<label>global id<input name=\"global_id\" value=\"%s\"></label>"
@@ -62,7 +62,7 @@ void console__page_policies(creq *r, char **seg) {
   char leader[ELECT_ADDR_MAX];
   bool may_edit = r->s.role == AUTH_ROLE_ADMIN && console__is_leader(r, leader);
   console__page_begin(r, "Policies");
-  buf *b = &r->out;
+  buf_t *b = &r->out;
   console__html(
       b,
       "<p class=\"muted\">This tenant's own rows; the rest fall back to the server's rows and "

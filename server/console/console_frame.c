@@ -37,7 +37,7 @@ void console__leader_link(creq *r, const char *leader, const char *path) {
 
 void console__page_begin(creq *r, const char *title) {
   if (!r->status) r->status = 200;
-  buf *b = &r->out;
+  buf_t *b = &r->out;
   console__html(
       b,
       "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -116,7 +116,7 @@ void console__page_err(creq *r, const err_t *err) {
   if (err_is_not_leader(err)) not_leader(r, status, "This node does not lead", err->leader);
 }
 
-void console__step_href(buf *b, const step_key *k) {
+void console__step_href(buf_t *b, const step_key *k) {
   console__html(b, "/steps/");
   console__url(b, k->global_id);
   console__html(b, "/");
@@ -151,7 +151,7 @@ void console__state_badge(creq *r, const step_rec *rec) {
     console__html(&r->out, " <span class=\"stuckword\">stuck: outcome unknown</span>");
 }
 
-void console__attempt_cell(buf *b, const step_rec *rec) {
+void console__attempt_cell(buf_t *b, const step_rec *rec) {
   if (rec->attempt == 0 && console__rec_skip(rec) != IDEM_SKIP_NONE)
     console__html(b, "\xE2\x80\x94 (none ran)");
   else
@@ -186,7 +186,7 @@ bool console__post_allowed(creq *r, unsigned needs) {
 }
 
 void console__audit_row(creq *r, const audit_rec *a, bool saga_column) {
-  buf *b = &r->out;
+  buf_t *b = &r->out;
   console__html(b, "<tr><td>");
   console__time(b, a->at_ms, r->now_ms);
   console__html(b, "</td><td>%s</td><td>%s</td><td>", a->actor, a->action);

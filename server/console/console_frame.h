@@ -36,7 +36,7 @@ size_t console__rec_size(const step_rec *r);
 /* " stuck" when the lease ran out or the outcome is unknown, else "" (a CSS class). */
 const char *console__state_class(const step_rec *rec, int64_t now_ms);
 /* The path of a step's page. */
-void console__step_href(buf *b, const step_key *k);
+void console__step_href(buf_t *b, const step_key *k);
 /* A record's state as a coloured word, with "stuck: ..." when it is; a record no caller's
  * attempt finished (names.h idem_skip_of: a null compensation, an abandoned forward) as
  * "skipped" or "abandoned" with what happened, its stored state in the title. */
@@ -44,7 +44,7 @@ void console__state_badge(creq *r, const step_rec *rec);
 /* idem_skip_of of a record (IDEM_SKIP_NONE: it is what its state says). */
 int console__rec_skip(const step_rec *rec);
 /* A record's attempt: "— (none ran)" for a skipped record of attempt 0. */
-void console__attempt_cell(buf *b, const step_rec *rec);
+void console__attempt_cell(buf_t *b, const step_rec *rec);
 /* One audit entry as a table row: when, actor, action, [saga link,] step, change, reason. */
 void console__audit_row(creq *r, const audit_rec *a, bool saga_column);
 

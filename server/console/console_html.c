@@ -12,7 +12,7 @@
 #include "../util/utf8.h"
 #include "console_html.h"
 
-void console__escn(buf *b, const char *s, size_t n) {
+void console__escn(buf_t *b, const char *s, size_t n) {
   size_t run = 0; /* bytes copied as they are, flushed before each replacement */
   for (size_t i = 0; i < n; i++) {
     unsigned char ch = (unsigned char)s[i];
@@ -49,7 +49,7 @@ void console__escn(buf *b, const char *s, size_t n) {
  * built here from the caller's literal one, so not a literal itself). */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
-static void number(buf *b, const char *spec, char len, char conv, va_list *ap) {
+static void number(buf_t *b, const char *spec, char len, char conv, va_list *ap) {
   char tmp[128];
   int n;
 #define NUM(type) snprintf(tmp, sizeof tmp, spec, va_arg(*ap, type))
@@ -77,7 +77,7 @@ static void number(buf *b, const char *spec, char len, char conv, va_list *ap) {
 #pragma GCC diagnostic pop
 
 /* One conversion at p (its '%'): writes it, returns what follows it. */
-static const char *conversion(buf *b, const char *p, va_list *ap) {
+static const char *conversion(buf_t *b, const char *p, va_list *ap) {
   char spec[48];
   size_t k = 0;
   int prec = -1;
@@ -124,7 +124,7 @@ static const char *conversion(buf *b, const char *p, va_list *ap) {
   return p;
 }
 
-void console__html(buf *b, const char *fmt, ...) {
+void console__html(buf_t *b, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   const char *run = fmt, *p = fmt;
@@ -140,11 +140,11 @@ void console__html(buf *b, const char *fmt, ...) {
   va_end(ap);
 }
 
-void console__raw(buf *b, const char *html) {
+void console__raw(buf_t *b, const char *html) {
   buf_put(b, html);
 }
 
-void console__url(buf *b, const char *s) {
+void console__url(buf_t *b, const char *s) {
   static const char hex[] = "0123456789ABCDEF";
   for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
     if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
@@ -157,7 +157,7 @@ void console__url(buf *b, const char *s) {
   }
 }
 
-void console__time(buf *b, int64_t ms, int64_t now_ms) {
+void console__time(buf_t *b, int64_t ms, int64_t now_ms) {
   if (ms <= 0) {
     buf_put(b, "<span class=\"muted\">\xE2\x80\x94</span>");
     return;
@@ -190,7 +190,7 @@ static bool printable_text(const uint8_t *s, size_t n) {
   return utf8_valid(s, n);
 }
 
-void console__rec_body(buf *b, const step_rec *rec, size_t max) {
+void console__rec_body(buf_t *b, const step_rec *rec, size_t max) {
   if (rec->result_expired)
     buf_put(b,
             "<span class=\"muted expired\">(expired: the body was dropped after the policy's "
@@ -199,7 +199,7 @@ void console__rec_body(buf *b, const step_rec *rec, size_t max) {
     console__body(b, rec->body, rec->body_len, max);
 }
 
-void console__body(buf *b, const uint8_t *body, size_t len, size_t max) {
+void console__body(buf_t *b, const uint8_t *body, size_t len, size_t max) {
   if (len == 0) {
     buf_put(b, "<span class=\"muted\">(empty)</span>");
     return;

@@ -18,24 +18,24 @@
 /* Appends fmt with its arguments, each %s (NULL = "", %.*s honoured) HTML-escaped as by
  * console__escn. Conversions: d i u x X o c (escaped) s p %, with the usual flags, width,
  * precision and hh h l ll z j t modifiers; width does not pad a %s. */
-void console__html(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void console__html(buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* html as it is, unescaped: only for text that is HTML already and comes from the program. */
-void console__raw(buf *b, const char *html);
+void console__raw(buf_t *b, const char *html);
 /* s[0..n) HTML-escaped: & < > " ' become entities; control bytes other than \t \n \r (NUL
  * included) become U+FFFD, so nothing of s can open a tag or leave an attribute. */
-void console__escn(buf *b, const char *s, size_t n);
+void console__escn(buf_t *b, const char *s, size_t n);
 /* s (NULL = "") percent-encoded for a path segment or a query value (unreserved characters
  * kept): safe in an attribute as it is. */
-void console__url(buf *b, const char *s);
+void console__url(buf_t *b, const char *s);
 /* ms (wall, Unix ms) as "2026-12-04 03:01:02 UTC" and its distance from now ("4 min ago",
  * "in 12 s"); 0 prints "—". */
-void console__time(buf *b, int64_t ms, int64_t now_ms);
+void console__time(buf_t *b, int64_t ms, int64_t now_ms);
 /* A step result's body: escaped text in <pre> when it is UTF-8 without control bytes (tab and
  * newlines allowed), else a hex dump; at most max bytes shown (0 = all), the rest counted. */
-void console__body(buf *b, const uint8_t *body, size_t len, size_t max);
+void console__body(buf_t *b, const uint8_t *body, size_t len, size_t max);
 /* A stored step's body: console__body, or a note when its result expired (docs/api.md §12: the
  * body was dropped after the policy's retention_s while the key is kept). */
-void console__rec_body(buf *b, const step_rec *rec, size_t max);
+void console__rec_body(buf_t *b, const step_rec *rec, size_t max);
 /* The value of one hex digit, -1 when c is not one. */
 int console__hexval(char c);
 

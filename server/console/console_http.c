@@ -29,7 +29,7 @@ static char tls_priorities[] = "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2";
 #define SESSIONS_MAX 4096
 
 typedef struct upload {
-  buf body;
+  buf_t body;
   bool too_big;
 } upload;
 
@@ -51,7 +51,7 @@ static enum MHD_Result respond(struct MHD_Connection *conn, creq *r, bool css, i
     resp = MHD_create_response_from_buffer(14, (void *)"out of memory\n", MHD_RESPMEM_PERSISTENT);
   } else {
     resp = MHD_create_response_from_buffer(r->out.n, r->out.p, MHD_RESPMEM_MUST_FREE);
-    if (resp) r->out = (buf){0};
+    if (resp) r->out = (buf_t){0};
   }
   if (!resp) return MHD_NO;
   add_security_headers(resp);

@@ -75,7 +75,7 @@ static void status_card(creq *r) {
   err_clear(&err);
   store *st = console__store(r);
   bool store_ok = st && store_ping(st, r->deadline, &err) == ERR_OK;
-  buf *b = &r->out;
+  buf_t *b = &r->out;
   console__html(b, "<div class=\"card kv\"><span>node</span><span>%s", cfg->node_id);
   if (strcmp(cfg->node_id, cfg->advertise) != 0) {
     console__html(b, " (%s)", cfg->advertise);

@@ -31,7 +31,7 @@ typedef struct creq {
   size_t n_form;
   store *st;
   int64_t now_ms, deadline; /* wall clock; the monotonic deadline of store calls */
-  buf out;
+  buf_t out;
   unsigned status;
   char location[1024];  /* set: a 303 redirect there */
   char set_cookie[256]; /* set: a Set-Cookie header */

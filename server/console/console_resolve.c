@@ -10,12 +10,12 @@
 #include "console_pages.h"
 #include "idem/v1/names.h"
 
-static void kv(buf *b, const char *k) {
+static void kv(buf_t *b, const char *k) {
   console__html(b, "</span><span>%s</span><span>", k);
 }
 
 static void record_card(creq *r, const step_rec *rec) {
-  buf *b = &r->out;
+  buf_t *b = &r->out;
   console__html(b, "<div class=\"card kv\" id=\"record\"><span>saga</span><span><a href=\"/sagas/");
   console__url(b, rec->key.global_id);
   console__html(b, "\">%s</a>", rec->key.global_id);
@@ -60,7 +60,7 @@ static bool resolvable(const step_rec *rec) {
 }
 
 static void resolve_form(creq *r, const step_rec *rec) {
-  buf *b = &r->out;
+  buf_t *b = &r->out;
   char leader[ELECT_ADDR_MAX];
   console__html(b, "<h2>Resolve</h2>");
   if (!resolvable(rec)) {
@@ -130,7 +130,7 @@ void console__page_step(creq *r, char **seg) {
   step_rec_clear(&rec);
 }
 
-static void hidden(buf *b, const char *name, const char *v, size_t n) {
+static void hidden(buf_t *b, const char *name, const char *v, size_t n) {
   console__html(b, "<input type=\"hidden\" name=\"%s\" value=\"", name);
   console__escn(b, v ? v : "", v ? n : 0);
   console__html(b, "\">");
@@ -142,7 +142,7 @@ static void confirm_page(creq *r, const step_rec *rec, int outcome, const cfield
   char actor[AUDIT_ACTOR_MAX + 1];
   console__actor(r, actor, sizeof actor);
   console__page_begin(r, "Confirm the resolution");
-  buf *b = &r->out;
+  buf_t *b = &r->out;
   const char *to = outcome == OUTCOME_RETRYABLE ? "released" : idem_word_outcome(outcome);
   console__html(b,
                 "<div class=\"card change\" id=\"change\">This step goes from <span class=\"state "
@@ -281,7 +281,7 @@ void console__post_resolve(creq *r, char **seg) {
     console__page_err(r, &err);
     return;
   }
-  buf loc = {0};
+  buf_t loc = {0};
   console__html(&loc, "/sagas/");
   console__url(&loc, rec.key.global_id);
   console__html(&loc, "?resolved=1");

@@ -64,7 +64,7 @@ static pair_row *pair_rows(const saga_view *v, size_t *n) {
 }
 
 static void step_cell(creq *r, const step_rec *rec, bool paged) {
-  buf *b = &r->out;
+  buf_t *b = &r->out;
   if (!rec) { /* a saga of several pages may have the twin on another one */
     console__html(b, paged ? "<td class=\"muted\">\xE2\x80\x94 (not on this page)</td>"
                            : "<td class=\"muted\">\xE2\x80\x94</td>");
@@ -97,7 +97,7 @@ static void timeline(creq *r, const saga_view *v, bool paged) {
     r->out.oom = true;
     return;
   }
-  buf *b = &r->out;
+  buf_t *b = &r->out;
   console__html(
       b,
       "<table id=\"timeline\"><tr><th>#</th><th>service</th><th>operation</th><th>forward</th>"
@@ -137,7 +137,7 @@ static void audit_trail(creq *r, const char *gid) {
     if (!next[0]) break;
     snprintf(token, sizeof token, "%s", next);
   }
-  buf *b = &r->out;
+  buf_t *b = &r->out;
   console__html(b, "<h2>Audit trail</h2>");
   if (err.code != ERR_OK) {
     console__html(b, "<div class=\"banner err\">cannot read the audit trail: %s</div>", err.msg);
@@ -169,7 +169,7 @@ void console__page_saga(creq *r, char **seg) {
   }
   bool first = !token || !*token, paged = !first || next[0];
   console__page_begin(r, "Saga");
-  buf *b = &r->out;
+  buf_t *b = &r->out;
   if (console__query(r, "resolved"))
     console__html(b,
                   "<div class=\"banner ok\" id=\"resolved\">Resolved: the change and its audit row "

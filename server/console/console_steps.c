@@ -70,7 +70,7 @@ void console__page_steps(creq *r, char **seg) {
     return;
   }
   console__page_begin(r, lease_expired ? "Steps with an expired lease" : "Steps");
-  buf *b = &r->out;
+  buf_t *b = &r->out;
   console__html(b,
                 "<form class=\"filters\" method=\"get\" action=\"/steps\">"
                 "<label>state<select name=\"state\"><option value=\"\">any</option>");

@@ -1,86 +1,65 @@
-/* store_pg_arr.c — array literals in PostgreSQL's text format (see store_pg_internal.h).
- * Every element is double-quoted with '"' and '\' escaped, so no value can end an element,
- * open a nested array or read as NULL. */
+/* store_pg_arr.c — array literals in PostgreSQL's text format (see store_pg_internal.h), in a
+ * util/buf. Every element is double-quoted with '"' and '\' escaped, so no value can end an
+ * element, open a nested array or read as NULL. */
 #include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "store_pg_internal.h"
 
-static bool grow(pg_arr *a, size_t more) {
-  if (a->oom) return false;
-  if (a->len + more + 2 <= a->cap) return true; /* room for '}' and NUL */
-  size_t cap = a->cap ? a->cap : 256;
-  while (cap < a->len + more + 2) cap *= 2;
-  char *b = realloc(a->buf, cap);
-  if (!b) {
-    a->oom = true;
-    return false;
-  }
-  a->buf = b;
-  a->cap = cap;
-  return true;
-}
-
-static void put(pg_arr *a, const char *s, size_t n) {
-  if (!grow(a, n)) return;
-  memcpy(a->buf + a->len, s, n);
-  a->len += n;
-}
-
 void pg__arr_reset(pg_arr *a) {
-  a->len = 0;
+  buf_clear(&a->b);
   a->n = 0;
-  a->oom = false;
-  put(a, "{", 1);
+  buf_putn(&a->b, "{", 1);
 }
 
 static void sep(pg_arr *a) {
-  if (a->n++ > 0) put(a, ",", 1);
+  if (a->n++ > 0) buf_putn(&a->b, ",", 1);
 }
 
 void pg__arr_text(pg_arr *a, const char *v) {
   sep(a);
   size_t n = strlen(v);
-  if (!grow(a, 2 * n + 2)) return;
-  a->buf[a->len++] = '"';
+  if (!buf_reserve(&a->b, 2 * n + 2)) return;
+  char *p = a->b.p + a->b.n;
+  *p++ = '"';
   for (size_t i = 0; i < n; i++) {
-    if (v[i] == '"' || v[i] == '\\') a->buf[a->len++] = '\\';
-    a->buf[a->len++] = v[i];
+    if (v[i] == '"' || v[i] == '\\') *p++ = '\\';
+    *p++ = v[i];
   }
-  a->buf[a->len++] = '"';
+  *p++ = '"';
+  *p = '\0';
+  a->b.n = (size_t)(p - a->b.p);
 }
 
 void pg__arr_i64(pg_arr *a, int64_t v) {
   sep(a);
-  char num[24];
-  int n = snprintf(num, sizeof num, "%" PRId64, v);
-  put(a, num, (size_t)n);
+  buf_printf(&a->b, "%" PRId64, v);
 }
 
 void pg__arr_bytes(pg_arr *a, const void *v, size_t len) {
   static const char hex[] = "0123456789abcdef";
   sep(a);
-  if (!grow(a, 2 * len + 5)) return;
-  memcpy(a->buf + a->len, "\"\\\\x", 4); /* "\\x : an escaped backslash, then x */
-  a->len += 4;
-  const unsigned char *p = v;
+  if (!buf_reserve(&a->b, 2 * len + 5)) return;
+  char *p = a->b.p + a->b.n;
+  memcpy(p, "\"\\\\x", 4); /* "\\x : an escaped backslash, then x */
+  p += 4;
+  const unsigned char *s = v;
   for (size_t i = 0; i < len; i++) {
-    a->buf[a->len++] = hex[p[i] >> 4];
-    a->buf[a->len++] = hex[p[i] & 15];
+    *p++ = hex[s[i] >> 4];
+    *p++ = hex[s[i] & 15];
   }
-  a->buf[a->len++] = '"';
+  *p++ = '"';
+  *p = '\0';
+  a->b.n = (size_t)(p - a->b.p);
 }
 
 const char *pg__arr_end(pg_arr *a) {
-  put(a, "}", 1);
-  if (a->oom) return NULL;
-  a->buf[a->len] = '\0';
-  return a->buf;
+  buf_putn(&a->b, "}", 1);
+  return a->b.oom ? NULL : a->b.p;
 }
 
 void pg__arr_free(pg_arr *a) {
-  free(a->buf);
-  memset(a, 0, sizeof *a);
+  buf_free(&a->b);
+  a->n = 0;
 }

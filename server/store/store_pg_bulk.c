@@ -18,10 +18,10 @@ static const char SQL_BULK_PUT[] =
 
 /* The sample's words into out->sample (a word that does not parse is skipped). */
 static void sample_parse(const char *text, bulk_rec *out) {
-  char buf[BULK_SAMPLE_MAX * (REC_GLOBAL_ID_MAX + 2 * REC_NAME_MAX + 8)];
-  snprintf(buf, sizeof buf, "%s", text);
+  char words[BULK_SAMPLE_MAX * (REC_GLOBAL_ID_MAX + 2 * REC_NAME_MAX + 8)];
+  snprintf(words, sizeof words, "%s", text);
   char *save = NULL;
-  for (char *w = strtok_r(buf, " ", &save); w && out->n_sample < BULK_SAMPLE_MAX;
+  for (char *w = strtok_r(words, " ", &save); w && out->n_sample < BULK_SAMPLE_MAX;
        w = strtok_r(NULL, " ", &save)) {
     char *svc = strchr(w, '/'), *op = svc ? strchr(svc + 1, '/') : NULL;
     char *ph = op ? strchr(op + 1, '/') : NULL;

@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "../domain/record.h"
+#include "../util/buf.h"
 #include "store_pg.h"
 #include "store_pg_sql.h"
 
@@ -200,10 +201,8 @@ void pg__read_pair(const PGresult *res, int row0, int row1, int col, const step_
 /* A PostgreSQL array literal in text format, built up element by element (store_pg_arr.c):
  * the parameters of the batcher's multi-row statements. */
 typedef struct pg_arr {
-  char *buf;
-  size_t len, cap;
+  buf_t b;    /* the literal; b.oom: an append failed and the literal is unusable */
   int n;    /* elements */
-  bool oom; /* an append failed: the literal is unusable */
 } pg_arr;
 void pg__arr_reset(pg_arr *a);
 void pg__arr_text(pg_arr *a, const char *v);

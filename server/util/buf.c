@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-bool buf_reserve(buf *b, size_t more) {
+bool buf_reserve(buf_t *b, size_t more) {
   if (b->oom) return false;
   if (b->n + more + 1 <= b->cap) return true;
   if (more > SIZE_MAX / 4 - b->n) { /* doubling could not reach it without overflowing */
@@ -25,18 +25,24 @@ bool buf_reserve(buf *b, size_t more) {
   return true;
 }
 
-void buf_putn(buf *b, const char *s, size_t n) {
+void buf_clear(buf_t *b) {
+  b->n = 0;
+  b->oom = false;
+  if (b->p) b->p[0] = '\0';
+}
+
+void buf_putn(buf_t *b, const char *s, size_t n) {
   if (!buf_reserve(b, n)) return;
   if (n) memcpy(b->p + b->n, s, n);
   b->n += n;
   b->p[b->n] = '\0';
 }
 
-void buf_put(buf *b, const char *s) {
+void buf_put(buf_t *b, const char *s) {
   buf_putn(b, s, strlen(s));
 }
 
-void buf_vprintf(buf *b, const char *fmt, va_list ap) {
+void buf_vprintf(buf_t *b, const char *fmt, va_list ap) {
   char small[512];
   va_list again;
   va_copy(again, ap);
@@ -50,14 +56,14 @@ void buf_vprintf(buf *b, const char *fmt, va_list ap) {
   va_end(again);
 }
 
-void buf_printf(buf *b, const char *fmt, ...) {
+void buf_printf(buf_t *b, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   buf_vprintf(b, fmt, ap);
   va_end(ap);
 }
 
-void buf_free(buf *b) {
+void buf_free(buf_t *b) {
   free(b->p);
   memset(b, 0, sizeof *b);
 }

@@ -6,7 +6,7 @@
 #include "util/buf.h"
 
 Test(buf, appends_and_formats) {
-  buf b = {0};
+  buf_t b = {0};
   buf_put(&b, "a");
   buf_putn(&b, "bcd", 2);
   buf_printf(&b, "-%d-%s", 42, "x");
@@ -26,7 +26,7 @@ Test(buf, appends_and_formats) {
 }
 
 Test(buf, oom_sticks) {
-  buf b = {0};
+  buf_t b = {0};
   buf_put(&b, "kept");
   cr_assert_not(buf_reserve(&b, SIZE_MAX / 2)); /* more than can be had */
   cr_assert(b.oom);

@@ -8,7 +8,7 @@
 
 #include "console/console_html.h"
 
-static buf b;
+static buf_t b;
 
 static void fresh(void) {
   buf_free(&b);
