@@ -1,0 +1,11 @@
+// index.ts — idem-client: the idem coordinator's client for Node (docs/sdk-node.md).
+export { IdemClient } from './client';
+export type { ConnectOptions, CallOptions, BeginOptions, CompleteInput, Resolution } from './client';
+export { IdemError } from './errors';
+export type { IdemCode } from './errors';
+export type { RunOptions, RunReport, StepAction, StepContext, StepOutput } from './run';
+export type {
+  BeginResult, Decision, FailureMode, Outcome, Phase, Policy, Saga, StepKey, StepRecord, StepResult, StepState,
+} from './types';
+export { journalLine, encodeField } from './journal';
+export { protoDir } from './proto';
