@@ -79,7 +79,11 @@ export function fromServiceError(e: grpc.ServiceError): IdemError {
   const hasLeader = md ? md.get('idem-leader').length > 0 : false;
   const leader = mdString(md, 'idem-leader');
   const ra = Number.parseInt(mdString(md, 'idem-retry-after-ms'), 10);
-  const code = codeName(e.code);
+  let code = codeName(e.code);
+  // Every answer of a coordinator carries idem-reason (docs/api.md §20): an INTERNAL or UNKNOWN
+  // without one is grpc-js's own (a connection reset or closed mid-call, "Received RST_STREAM"),
+  // i.e. no coordinator answered: the same as UNAVAILABLE.
+  if (!reason && (code === 'INTERNAL' || code === 'UNKNOWN')) code = 'UNAVAILABLE';
   // gRPC cannot tell whether an UNAVAILABLE came before or after the request reached the
   // coordinator, unless a standby named the leader (it did nothing): be conservative.
   const outcomeUnknown = code === 'DEADLINE_EXCEEDED' || (code === 'UNAVAILABLE' && !hasLeader);
