@@ -9,3 +9,11 @@ export type {
 } from './types';
 export { journalLine, encodeField } from './journal';
 export { protoDir } from './proto';
+export { idempotency } from './http/express';
+export type { IdempotencyOptions } from './http/express';
+export { parseIdempotencyKey, keyGlobalId, routeOperation, requestFingerprint, KEY_RULES } from './http/key';
+export type { KeyError, ParsedKey } from './http/key';
+export { encodeStored, decodeStored } from './http/stored';
+export type { StoredResponse } from './http/stored';
+export { problem, retryAfterSeconds } from './http/problem';
+export type { Problem, ProblemCase } from './http/problem';
