@@ -80,7 +80,7 @@ async function startCoordinator(pgUrl, extraArgs = [], port) {
   const address = `127.0.0.1:${port}`;
   const logPath = path.join(os.tmpdir(), `idem-node-test-${process.pid}-${port}.log`);
   const log = fs.openSync(logPath, 'w');
-  const proc = spawn(COORDINATOR, ['--listen', address, '--pg', pgUrl, '--reaper-interval', '0', ...extraArgs],
+  const proc = spawn(COORDINATOR, ['--listen', address, '--pg', pgUrl, '--reaper-interval', '0', '--workers', '4', ...extraArgs],
     { stdio: ['ignore', log, log] });
   fs.closeSync(log);
   let exited = false;
