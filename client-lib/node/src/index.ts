@@ -1,0 +1,19 @@
+// index.ts — idem-client: the idem coordinator's client for Node (docs/sdk-node.md).
+export { IdemClient } from './client';
+export type { ConnectOptions, CallOptions, BeginOptions, CompleteInput, Resolution } from './client';
+export { IdemError } from './errors';
+export type { IdemCode } from './errors';
+export type { RunOptions, RunReport, StepAction, StepContext, StepOutput } from './run';
+export type {
+  BeginResult, Decision, FailureMode, Outcome, Phase, Policy, Saga, StepKey, StepRecord, StepResult, StepState,
+} from './types';
+export { journalLine, encodeField } from './journal';
+export { protoDir } from './proto';
+export { idempotency } from './http/express';
+export type { IdempotencyOptions } from './http/express';
+export { parseIdempotencyKey, keyGlobalId, routeOperation, requestFingerprint, KEY_RULES } from './http/key';
+export type { KeyError, ParsedKey } from './http/key';
+export { encodeStored, decodeStored } from './http/stored';
+export type { StoredResponse } from './http/stored';
+export { problem, retryAfterSeconds } from './http/problem';
+export type { Problem, ProblemCase } from './http/problem';

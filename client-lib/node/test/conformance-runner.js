@@ -1,0 +1,213 @@
+#!/usr/bin/env node
+// conformance-runner.js — idem-client's runner of the conformance scenarios
+// (client-lib/conformance/scenarios.json; format and environment in that folder's README.md).
+// Run through client-lib/conformance/run, which starts the coordinators and sets the environment:
+//   client-lib/conformance/run node client-lib/node/test/conformance-runner.js [SCENARIO...]
+// Prints "ok NAME" or "not ok NAME: what differed" a scenario; exits 0 only when all passed.
+'use strict';
+const { execSync } = require('child_process');
+const fs = require('fs');
+const path = require('path');
+const { IdemClient } = require('..');
+
+function keyOf(s, call) {
+  return {
+    globalId: s.globalId,
+    service: call.service ?? 'conformance',
+    operation: call.step ?? 'step',
+    phase: call.phase === 'compensation' ? 'compensation' : 'forward',
+  };
+}
+
+function fromReport(g, rep) {
+  if (!rep) return;
+  g.replayed = rep.replayed;
+  g.takeover = rep.takeover;
+  g.unguarded = rep.unguarded;
+  g.journaled = rep.journaled;
+  g.decision = rep.decision;
+  g.attempt = rep.attempt;
+  if (rep.result) {
+    g.outcome = rep.result.outcome;
+    g.code = rep.result.code;
+    g.body = rep.result.body.toString('utf8');
+  }
+}
+
+async function doRun(s, call) {
+  const g = { ok: false, ran: false };
+  const act = call.action ?? {};
+  const opt = call.options ?? {};
+  try {
+    const rep = await s.client.runStep(keyOf(s, call), () => {
+      g.ran = true;
+      return { outcome: act.outcome ?? 'succeeded', code: act.code ?? 0, body: act.body ?? '' };
+    }, {
+      fingerprint: Buffer.from(call.fingerprint ?? '', 'utf8'),
+      deadlineMs: opt.deadline_ms ?? 10000,
+      noWait: !!opt.no_wait,
+    });
+    g.ok = true;
+    fromReport(g, rep);
+  } catch (e) {
+    g.error = e.code;
+    g.reason = e.reason;
+    g.message = e.message;
+    if (e.code === 'STEP_FAILED') fromReport(g, e.report);
+  }
+  return g;
+}
+
+async function attempt(fn) {
+  try {
+    return { ok: true, ...(await fn()) };
+  } catch (e) {
+    if (!e.code) throw e;
+    return { ok: false, error: e.code, reason: e.reason };
+  }
+}
+
+function check(expect, g) {
+  const why = [];
+  for (const [n, want] of Object.entries(expect)) {
+    const have = n === 'count' ? g.count : g[n];
+    if (n === 'error') {
+      const ok = Array.isArray(want) ? want.includes(g.error) : want === g.error;
+      if (!ok) why.push(`error ${JSON.stringify(want)}, got ${g.error ?? 'none'}${g.reason ? ` (${g.reason})` : ''}`);
+    } else if (have !== want) {
+      why.push(`${n} ${JSON.stringify(want)}, got ${JSON.stringify(have)}${n === 'ok' && g.error ? ` (${g.error} ${g.reason || ''}: ${g.message})` : ''}`);
+    }
+  }
+  return why.join('; ');
+}
+
+async function runScenario(sc, index) {
+  const which = sc.client ?? 'leader';
+  const v = which === 'standby' ? 'IDEM_STANDBY_ADDRESS' : which === 'stoppable' ? 'IDEM_STOPPABLE_ADDRESS' : 'IDEM_ADDRESS';
+  const address = process.env[v];
+  if (!address) return `${v} is not set`;
+  const s = { journal: undefined };
+  if (sc.journal) {
+    s.journal = path.join(process.env.IDEM_CONFORMANCE_TMP || '/tmp', `node-${process.pid}-${index}.journal`);
+    fs.rmSync(s.journal, { force: true });
+  }
+  s.client = IdemClient.connect({ address, journalPath: s.journal });
+  const bg = new Map();
+  try {
+    try {
+      s.globalId = (await s.client.beginSaga({ sagaType: 'conformance' })).globalId;
+    } catch (e) {
+      return `BeginSaga: ${e.message} (${e.reason})`;
+    }
+    let i = 0;
+    for (const call of sc.calls) {
+      i++;
+      let g;
+      switch (call.call) {
+        case 'run':
+          if (call.background) {
+            bg.set(call.background, doRun(s, call));
+            continue;
+          }
+          g = await doRun(s, call);
+          break;
+        case 'join':
+          if (!bg.has(call.background)) return `call ${i}: no background run named ${call.background}`;
+          g = await bg.get(call.background);
+          bg.delete(call.background);
+          break;
+        case 'begin':
+          g = await attempt(async () => {
+            const b = await s.client.beginStep(keyOf(s, call), {
+              fingerprint: Buffer.from(call.fingerprint ?? '', 'utf8'), leaseMs: call.lease_ms ?? 0,
+            });
+            const r = { decision: b.decision, attempt: b.attempt, takeover: b.takeover };
+            if (b.result) Object.assign(r, { outcome: b.result.outcome, code: b.result.code, body: b.result.body.toString() });
+            return r;
+          });
+          break;
+        case 'complete': {
+          const res = call.result ?? {};
+          g = await attempt(async () => {
+            await s.client.completeStep(keyOf(s, call), call.attempt ?? 0,
+              { outcome: res.outcome ?? 'succeeded', code: res.code ?? 0, body: res.body ?? '' });
+            return {};
+          });
+          break;
+        }
+        case 'policy_set':
+          g = await attempt(async () => {
+            await s.client.setPolicy({
+              service: call.service ?? '', operation: call.operation ?? '',
+              failureMode: call.failure_mode === 'fail-open' ? 'fail-open' : 'fail-closed',
+            });
+            return {};
+          });
+          break;
+        case 'policy_prefetch':
+          g = await attempt(async () => {
+            await s.client.prefetchPolicy(call.service ?? '', call.operation ?? '');
+            return {};
+          });
+          break;
+        case 'stop_coordinator':
+          g = { ok: true };
+          try {
+            execSync(process.env.IDEM_CONFORMANCE_STOP || 'false', { stdio: 'inherit', shell: '/bin/sh' });
+          } catch {
+            return `call ${i}: IDEM_CONFORMANCE_STOP failed`;
+          }
+          break;
+        case 'journal_lines': {
+          let text = '';
+          try {
+            text = s.journal ? fs.readFileSync(s.journal, 'utf8') : '';
+          } catch { /* no file: no lines */ }
+          g = { ok: true, count: text.split('\n').filter((l) => l.trim() !== '').length };
+          break;
+        }
+        default:
+          return `call ${i}: unknown call "${call.call}"`;
+      }
+      if (call.expect) {
+        const why = check(call.expect, g);
+        if (why) return `call ${i} (${call.call}): ${why}`;
+      }
+    }
+    return '';
+  } finally {
+    await Promise.allSettled(bg.values());
+    s.client.close();
+  }
+}
+
+async function main() {
+  const dir = process.env.IDEM_CONFORMANCE_DIR;
+  if (!dir) {
+    console.error('conformance-runner: IDEM_CONFORMANCE_DIR is not set (run it through client-lib/conformance/run)');
+    process.exit(2);
+  }
+  const file = JSON.parse(fs.readFileSync(path.join(dir, 'scenarios.json'), 'utf8'));
+  const only = process.argv.slice(2);
+  let failed = 0;
+  let index = 0;
+  for (const sc of file.scenarios) {
+    index++;
+    if (only.length && !only.includes(sc.name)) continue;
+    let why;
+    try {
+      why = await runScenario(sc, index);
+    } catch (e) {
+      why = `threw ${e && e.stack ? e.stack.split('\n')[0] : e}`;
+    }
+    if (why) {
+      failed++;
+      console.log(`not ok ${sc.name}: ${why}`);
+    } else {
+      console.log(`ok ${sc.name}`);
+    }
+  }
+  process.exit(failed ? 1 : 0);
+}
+
+main();
