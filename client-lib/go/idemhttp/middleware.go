@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"time"
 
 	idem "idem.dev/client"
@@ -210,7 +209,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handle
 		return
 	}
 	if err == nil { // a SKIP decision: a compensation settled this key; nothing to answer with
-		http.Error(w, "idempotency key "+strconv.Quote(key)+" was compensated", http.StatusConflict)
+		writeProblem(w, base, probCompensated, fmt.Sprintf("the request with idempotency key %q was compensated and does not run again", key), 0)
 		return
 	}
 	var e *idem.Error

@@ -25,6 +25,7 @@ var (
 	probMismatch     = problemKind{"fingerprint-mismatch", "Idempotency-Key reused", 422, false}
 	probInProgress   = problemKind{"in-progress", "Request in progress", 409, true}
 	probUnavailable  = problemKind{"coordinator-unavailable", "Idempotency coordinator unavailable", 503, true}
+	probCompensated  = problemKind{"compensated", "Request compensated", 422, false}
 )
 
 // Problem is the document's JSON (field order as in the draft's examples).

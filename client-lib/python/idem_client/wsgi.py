@@ -32,9 +32,10 @@ TITLES = {
     "fingerprint-mismatch": "Idempotency-Key reused",
     "in-progress": "Request in progress",
     "coordinator-unavailable": "Idempotency coordinator unavailable",
+    "compensated": "Request compensated",
 }
 STATUS = {"key-missing": 400, "key-malformed": 400, "fingerprint-mismatch": 422,
-          "in-progress": 409, "coordinator-unavailable": 503}
+          "in-progress": 409, "coordinator-unavailable": 503, "compensated": 422}
 
 
 def _default_match(environ):
@@ -231,8 +232,9 @@ class IdempotencyMiddleware:
         if rep.ran:
             return self._send(start_response, cap.status, cap.headers, cap.body)
         if rep.decision != "REPLAY":  # a SKIP: the key names a compensated step
-            return self.problem(start_response, "fingerprint-mismatch",
-                                f"idempotency key {shown} names a step that was compensated")
+            return self.problem(start_response, "compensated",
+                                f"the request with idempotency key {shown} was compensated "
+                                "and does not run again")
         res = rep.result
         extra = [("Idempotent-Replayed", "true")]
         try:

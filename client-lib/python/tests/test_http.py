@@ -114,7 +114,8 @@ class Middleware(unittest.TestCase):
         cls.addClassCleanup(cls.coord.close)
         cls.tmp = tempfile.mkdtemp(prefix="idem-py-http.")
         cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
-        cls.ex = Example(cls.coord.address, support.unique("py-http"), "http-example",
+        cls.tenant = support.unique("py-http")
+        cls.ex = Example(cls.coord.address, cls.tenant, "http-example",
                          os.path.join(cls.tmp, "journal"))
         cls.addClassCleanup(cls.ex.stop)
 
@@ -159,6 +160,22 @@ class Middleware(unittest.TestCase):
         self.assertIn(key, doc["detail"])
         self.assertEqual(doc["title"], "Idempotency-Key reused")
         self.assertEqual(self.ex.executions() - before, 1)
+
+    def test_compensated_key_is_422_compensated(self):
+        # the saga compensated the step first (a null compensation): the request must not run
+        key, before = self.key(), self.ex.executions()
+        c = idem_client.connect(self.coord.address, tenant=self.tenant)
+        try:
+            rep = c.run_step(idem_client.StepKey(key, "http-example", "post--payments",
+                                                 idem_client.types.COMPENSATION),
+                             lambda ctx: idem_client.Output("succeeded", 0, b""))
+            self.assertEqual(rep.decision, "SKIP_NULL_COMPENSATION")
+        finally:
+            c.close()
+        doc = problem(self, self.ex.post(key, {"amount": 100}), 422, "compensated")
+        self.assertEqual(doc["title"], "Request compensated")
+        self.assertIn(key, doc["detail"])
+        self.assertEqual(self.ex.executions(), before)
 
     def test_no_key_is_400(self):
         before = self.ex.executions()

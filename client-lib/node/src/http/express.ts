@@ -209,8 +209,8 @@ export function idempotency(o: IdempotencyOptions): (req: IncomingMessage, res: 
           return;
         }
         // SKIP_ALREADY_COMPENSATED: the saga undid this request; nothing runs again
-        sendProblem(res, problem(base, 'fingerprint-mismatch',
-          `rule compensated: the request with idempotency key ${q} was compensated and does not run again`));
+        sendProblem(res, problem(base, 'compensated',
+          `the request with idempotency key ${q} was compensated and does not run again`));
       } catch (x) {
         if (held && got) {
           held.flush(got); // the handler ran (a 5xx it answered, or a failure after it): its answer stands

@@ -3,7 +3,7 @@
 // detail (which rule, which key), retryable; 409 and 503 carry Retry-After in whole seconds.
 import type { ServerResponse } from 'http';
 
-export type ProblemCase = 'key-missing' | 'key-malformed' | 'fingerprint-mismatch' | 'in-progress' | 'coordinator-unavailable';
+export type ProblemCase = 'key-missing' | 'key-malformed' | 'fingerprint-mismatch' | 'in-progress' | 'coordinator-unavailable' | 'compensated';
 
 const CASES: Record<ProblemCase, { status: number; title: string; retryable: boolean }> = {
   'key-missing': { status: 400, title: 'Idempotency-Key missing', retryable: false },
@@ -11,6 +11,7 @@ const CASES: Record<ProblemCase, { status: number; title: string; retryable: boo
   'fingerprint-mismatch': { status: 422, title: 'Idempotency-Key reused', retryable: false },
   'in-progress': { status: 409, title: 'Request in progress', retryable: true },
   'coordinator-unavailable': { status: 503, title: 'Idempotency coordinator unavailable', retryable: true },
+  compensated: { status: 422, title: 'Request compensated', retryable: false },
 };
 
 export interface Problem {
