@@ -198,49 +198,74 @@ static void render_rpc(FILE *f) {
   }
 }
 
+/* The families of plain counters and gauges: each is one or more series of one atomic, with an
+ * optional label; the labelled families over the contract's words are rendered by loops below. */
+typedef struct series {
+  const char *label; /* the label's value, NULL for a family without a label */
+  atomic_uint_fast64_t *v;
+} series;
+typedef struct family {
+  const char *name, *type, *help;
+  const char *label_key; /* NULL: one unlabelled series */
+  series s[2];
+} family;
+
+static const family FAMILIES[] = {
+    {"idem_takeovers_total", "counter", "PROCEED answers that took over an expired lease.", NULL,
+     {{NULL, &g_takeovers}}},
+    {"idem_unguarded_executions_total", "counter",
+     "PROCEED_UNGUARDED answers (fail-open while the store was unreachable).", NULL,
+     {{NULL, &g_unguarded}}},
+    {"idem_begin_step_waiters", "gauge", "BeginStep calls waiting on a step in progress (wait_ms).",
+     NULL, {{NULL, &g_waiting}}},
+    {"idem_begin_step_wait_timeouts_total", "counter",
+     "Waiting BeginStep calls answered ABORTED because their wait ran out.", NULL,
+     {{NULL, &g_wait_timeouts}}},
+    {"idem_reaped_rows_total", "counter", "Expired rows deleted by the reaper, by table.", "kind",
+     {{"steps", &g_reaped_steps}, {"sagas", &g_reaped_sagas}}},
+    {"idem_reaped_bodies_total", "counter",
+     "Bodies of finished steps dropped past their result retention (the key is kept).", NULL,
+     {{NULL, &g_reaped_bodies}}},
+    {"idem_store_batches_total", "counter", "Group commits (one transaction each).", NULL,
+     {{NULL, &g_batches}}},
+    {"idem_store_batched_steps_total", "counter", "Step transactions committed in group commits.",
+     NULL, {{NULL, &g_batched}}},
+    {"idem_replay_cache_lookups_total", "counter",
+     "BeginSteps looked up in the leader's replay cache, by result.", "result",
+     {{"hit", &g_cache_hits}, {"miss", &g_cache_misses}}},
+    {"idem_epoch", "gauge", "The leadership epoch this node serves under.", NULL,
+     {{NULL, &g_epoch}}},
+};
+
+static void render_family(FILE *f, const family *fam) {
+  help(f, fam->name, fam->type, fam->help);
+  for (size_t i = 0; i < sizeof fam->s / sizeof fam->s[0] && fam->s[i].v; i++) {
+    if (fam->label_key)
+      fprintf(f, "%s{%s=\"%s\"} %llu\n", fam->name, fam->label_key, fam->s[i].label,
+              ld(fam->s[i].v));
+    else
+      fprintf(f, "%s %llu\n", fam->name, ld(fam->s[i].v));
+  }
+}
+
+/* A family labelled by the words of one of the contract's enums (names[from..to]). */
+static void render_words(FILE *f, const char *name, const char *help_text, const char *key,
+                         const char *const *names, atomic_uint_fast64_t *v, int from, int to) {
+  help(f, name, "counter", help_text);
+  for (int i = from; i <= to; i++)
+    fprintf(f, "%s{%s=\"%s\"} %llu\n", name, key, names[i], ld(&v[i]));
+}
+
 static void render_counters(FILE *f) {
-  help(f, "idem_begin_step_decisions_total", "counter", "BeginStep answers, by decision.");
-  for (int d = 1; d < N_DECISIONS; d++)
-    fprintf(f, "idem_begin_step_decisions_total{decision=\"%s\"} %llu\n", decision_names[d],
-            ld(&g_decisions[d]));
-  help(f, "idem_takeovers_total", "counter", "PROCEED answers that took over an expired lease.");
-  fprintf(f, "idem_takeovers_total %llu\n", ld(&g_takeovers));
-  help(f, "idem_resolved_steps_total", "counter", "Steps resolved by hand, by outcome.");
-  for (int o = 1; o <= 3; o++)
-    fprintf(f, "idem_resolved_steps_total{outcome=\"%s\"} %llu\n", outcome_names[o],
-            ld(&g_resolved[o]));
-  help(f, "idem_store_errors_total", "counter", "Failed store calls, by kind.");
-  for (size_t k = 0; k < N_STORE_KINDS; k++)
-    fprintf(f, "idem_store_errors_total{kind=\"%s\"} %llu\n", store_kinds[k],
-            ld(&g_store_errors[k]));
-  help(f, "idem_unguarded_executions_total", "counter",
-       "PROCEED_UNGUARDED answers (fail-open while the store was unreachable).");
-  fprintf(f, "idem_unguarded_executions_total %llu\n", ld(&g_unguarded));
-  help(f, "idem_begin_step_waiters", "gauge",
-       "BeginStep calls waiting on a step in progress (wait_ms).");
-  fprintf(f, "idem_begin_step_waiters %llu\n", ld(&g_waiting));
-  help(f, "idem_begin_step_wait_timeouts_total", "counter",
-       "Waiting BeginStep calls answered ABORTED because their wait ran out.");
-  fprintf(f, "idem_begin_step_wait_timeouts_total %llu\n", ld(&g_wait_timeouts));
-  help(f, "idem_reaped_rows_total", "counter", "Expired rows deleted by the reaper, by table.");
-  fprintf(f, "idem_reaped_rows_total{kind=\"steps\"} %llu\n", ld(&g_reaped_steps));
-  fprintf(f, "idem_reaped_rows_total{kind=\"sagas\"} %llu\n", ld(&g_reaped_sagas));
-  help(f, "idem_reaped_bodies_total", "counter",
-       "Bodies of finished steps dropped past their result retention (the key is kept).");
-  fprintf(f, "idem_reaped_bodies_total %llu\n", ld(&g_reaped_bodies));
-  help(f, "idem_store_batches_total", "counter", "Group commits (one transaction each).");
-  fprintf(f, "idem_store_batches_total %llu\n", ld(&g_batches));
-  help(f, "idem_store_batched_steps_total", "counter",
-       "Step transactions committed in group commits.");
-  fprintf(f, "idem_store_batched_steps_total %llu\n", ld(&g_batched));
-  help(f, "idem_replay_cache_lookups_total", "counter",
-       "BeginSteps looked up in the leader's replay cache, by result.");
-  fprintf(f, "idem_replay_cache_lookups_total{result=\"hit\"} %llu\n", ld(&g_cache_hits));
-  fprintf(f, "idem_replay_cache_lookups_total{result=\"miss\"} %llu\n", ld(&g_cache_misses));
+  render_words(f, "idem_begin_step_decisions_total", "BeginStep answers, by decision.", "decision",
+               decision_names, g_decisions, 1, N_DECISIONS - 1);
+  render_words(f, "idem_resolved_steps_total", "Steps resolved by hand, by outcome.", "outcome",
+               outcome_names, g_resolved, 1, 3);
+  render_words(f, "idem_store_errors_total", "Failed store calls, by kind.", "kind", store_kinds,
+               g_store_errors, 0, (int)N_STORE_KINDS - 1);
+  for (size_t i = 0; i < sizeof FAMILIES / sizeof FAMILIES[0]; i++) render_family(f, &FAMILIES[i]);
   help(f, "idem_leader", "gauge", "1 while this node is the leader.");
   fprintf(f, "idem_leader %d\n", atomic_load(&g_leader) ? 1 : 0);
-  help(f, "idem_epoch", "gauge", "The leadership epoch this node serves under.");
-  fprintf(f, "idem_epoch %llu\n", ld(&g_epoch));
 }
 
 static void render_gauges(FILE *f) {

@@ -26,12 +26,7 @@ err_code rpc__resolve_steps(const rpc_req *rq, const ProtobufCMessage *in, rpc_c
   Idem__V1__StepKey keys[BULK_SAMPLE_MAX];
   Idem__V1__StepKey *ptrs[BULK_SAMPLE_MAX];
   for (size_t i = 0; i < out.rec.n_sample; i++) {
-    const step_key *k = &out.rec.sample[i];
-    keys[i] = (Idem__V1__StepKey)IDEM__V1__STEP_KEY__INIT;
-    keys[i].global_id = (char *)k->global_id;
-    keys[i].service = (char *)k->service;
-    keys[i].operation = (char *)k->operation;
-    keys[i].phase = (Idem__V1__Phase)k->phase;
+    keys[i] = rpc__key_to_pb(&out.rec.sample[i]);
     ptrs[i] = &keys[i];
   }
   Idem__V1__ResolveStepsResponse resp = IDEM__V1__RESOLVE_STEPS_RESPONSE__INIT;

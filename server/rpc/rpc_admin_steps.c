@@ -83,11 +83,7 @@ err_code rpc__list_audit(const rpc_req *rq, const ProtobufCMessage *in, rpc_call
   } else {
     for (size_t i = 0; i < l.n; i++) {
       const audit_rec *a = &l.recs[i];
-      keys[i] = (Idem__V1__StepKey)IDEM__V1__STEP_KEY__INIT;
-      keys[i].global_id = (char *)a->key.global_id;
-      keys[i].service = (char *)a->key.service;
-      keys[i].operation = (char *)a->key.operation;
-      keys[i].phase = (Idem__V1__Phase)a->key.phase;
+      keys[i] = rpc__key_to_pb(&a->key);
       entries[i] = (Idem__V1__AuditEntry)IDEM__V1__AUDIT_ENTRY__INIT;
       entries[i].at_unix_ms = a->at_ms;
       entries[i].actor = (char *)a->actor;

@@ -2,12 +2,17 @@
  * borrow from the record they were built from. */
 #include "rpc_convert.h"
 
+Idem__V1__StepKey rpc__key_to_pb(const step_key *k) {
+  Idem__V1__StepKey pb = IDEM__V1__STEP_KEY__INIT;
+  pb.global_id = (char *)k->global_id;
+  pb.service = (char *)k->service;
+  pb.operation = (char *)k->operation;
+  pb.phase = (Idem__V1__Phase)k->phase;
+  return pb;
+}
+
 void rpc__rec_to_pb(const step_rec *r, rpc_rec_pb *o) {
-  o->key = (Idem__V1__StepKey)IDEM__V1__STEP_KEY__INIT;
-  o->key.global_id = (char *)r->key.global_id;
-  o->key.service = (char *)r->key.service;
-  o->key.operation = (char *)r->key.operation;
-  o->key.phase = (Idem__V1__Phase)r->key.phase;
+  o->key = rpc__key_to_pb(&r->key);
 
   o->rec = (Idem__V1__StepRecord)IDEM__V1__STEP_RECORD__INIT;
   o->rec.key = &o->key;

@@ -16,6 +16,8 @@ typedef struct rpc_rec_pb {
   Idem__V1__StepResult result;
 } rpc_rec_pb;
 
+/* The protobuf view of a key (strings borrowed from k). */
+Idem__V1__StepKey rpc__key_to_pb(const step_key *k);
 /* Fills o from r; o borrows r's strings, fingerprint and body. */
 void rpc__rec_to_pb(const step_rec *r, rpc_rec_pb *o);
 
