@@ -211,14 +211,7 @@ int idem_connect(const idem_options *opt, idem_client **out, idem_error *err) {
     if (*p == ',') p++;
   }
   if (bad || c->n_eps == 0) {
-    for (int i = 0; i < c->n_eps; i++) {
-      grpc_channel_destroy(c->eps[i].channel);
-      free(c->eps[i].addr);
-    }
-    pthread_mutex_destroy(&c->mu);
-    grpc_channel_credentials_release(c->creds);
-    grpc_shutdown();
-    free_client(c);
+    idem_close(c);
     if (bad == EP_NOMEM) return idem__fail(err, IDEM_NOMEM, "out of memory");
     return idem__fail(err, IDEM_INTERNAL, "cannot create a channel to %s", opt->address);
   }
