@@ -159,12 +159,11 @@ console *console_start(const console_config *cfg, int *bound_port, err_t *err) {
     err_set(err, ERR_UNAVAILABLE, "--console: this libmicrohttpd has no TLS");
     return NULL;
   }
-  struct addrinfo hints = {
-      .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-  struct addrinfo *ai = NULL;
-  int gai = getaddrinfo(hp.host[0] ? hp.host : NULL, hp.port, &hints, &ai);
-  if (gai != 0 || !ai) {
-    err_set(err, ERR_INVALID, "--console: cannot resolve %s: %s", hp.host, gai_strerror(gai));
+  struct sockaddr_storage ss;
+  socklen_t ss_len;
+  char why[128];
+  if (!hostport_sockaddr(&hp, &ss, &ss_len, why, sizeof why)) {
+    err_set(err, ERR_INVALID, "--console: cannot resolve %s: %s", hp.host, why);
     return NULL;
   }
   console *c = calloc(1, sizeof *c);
@@ -180,13 +179,12 @@ console *console_start(const console_config *cfg, int *bound_port, err_t *err) {
     c->logins = console__logins_new();
   }
   if (!c || !c->sess || !c->pool || !c->guard || !c->logins || (tls && (!c->cert || !c->key))) {
-    freeaddrinfo(ai);
     console_stop(c);
     err_oom(err);
     return NULL;
   }
   unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL;
-  if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+  if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
   if (tls) flags |= MHD_USE_TLS;
   struct MHD_OptionItem tls_opts[] = {
       {tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, c->cert},
@@ -195,12 +193,11 @@ console *console_start(const console_config *cfg, int *bound_port, err_t *err) {
       {MHD_OPTION_END, 0, NULL},
   };
   c->d = MHD_start_daemon(
-      flags, 0, NULL, NULL, handle, c, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+      flags, 0, NULL, NULL, handle, c, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
       MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads, MHD_OPTION_CONNECTION_LIMIT, CONN_MAX,
       MHD_OPTION_PER_IP_CONNECTION_LIMIT, CONN_PER_IP, MHD_OPTION_CONNECTION_TIMEOUT, IDLE_S,
       MHD_OPTION_NOTIFY_COMPLETED, completed, c, MHD_OPTION_NOTIFY_CONNECTION,
       console__guard_notify, c->guard, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
-  freeaddrinfo(ai);
   if (!c->d) {
     console_stop(c);
     err_set(err, ERR_UNAVAILABLE, "--console: cannot listen on %s", cfg->address);

@@ -77,27 +77,24 @@ metrics_http *metrics_http_start(const char *addr, int *bound_port, char *errbuf
     snprintf(errbuf, errbuf_len, "expected HOST:PORT, got %s", addr ? addr : "(null)");
     return NULL;
   }
-  struct addrinfo hints = {
-      .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-  struct addrinfo *ai = NULL;
-  int gai = getaddrinfo(hp.host[0] ? hp.host : NULL, hp.port, &hints, &ai);
-  if (gai != 0 || !ai) {
-    snprintf(errbuf, errbuf_len, "cannot resolve %s: %s", hp.host, gai_strerror(gai));
+  struct sockaddr_storage ss;
+  socklen_t ss_len;
+  char why[128];
+  if (!hostport_sockaddr(&hp, &ss, &ss_len, why, sizeof why)) {
+    snprintf(errbuf, errbuf_len, "cannot resolve %s: %s", hp.host, why);
     return NULL;
   }
   metrics_http *h = calloc(1, sizeof *h);
   if (!h) {
-    freeaddrinfo(ai);
     snprintf(errbuf, errbuf_len, "out of memory");
     return NULL;
   }
   /* epoll: no FD_SETSIZE ceiling, so the cap can be high (the node raised RLIMIT_NOFILE) */
   unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL;
-  if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-  h->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+  if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
+  h->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                           MHD_OPTION_CONNECTION_LIMIT, METRICS_HTTP_CONN_MAX,
                           MHD_OPTION_CONNECTION_TIMEOUT, METRICS_HTTP_IDLE_S, MHD_OPTION_END);
-  freeaddrinfo(ai);
   if (!h->d) {
     free(h);
     snprintf(errbuf, errbuf_len, "cannot listen on %s", addr);

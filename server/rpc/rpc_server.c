@@ -188,18 +188,13 @@ void rpc_init(void) {
 static const char *bind_failure(const char *listen, char *buf, size_t cap) {
   snprintf(buf, cap, "gRPC could not bind it");
   hostport hp;
+  struct sockaddr_storage ss;
+  socklen_t len;
   if (!hostport_parse(listen, 0, &hp) || hp.kind != HOSTPORT_TCP) return buf;
-  struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-  struct addrinfo *ai = NULL;
-  int gai = getaddrinfo(hp.host[0] ? hp.host : NULL, hp.port, &hints, &ai);
-  if (gai != 0) {
-    snprintf(buf, cap, "%s", gai_strerror(gai));
-    return buf;
-  }
-  int fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
-  if (fd >= 0 && bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) snprintf(buf, cap, "%s", strerror(errno));
+  if (!hostport_sockaddr(&hp, &ss, &len, buf, cap)) return buf;
+  int fd = socket(ss.ss_family, SOCK_STREAM, 0);
+  if (fd >= 0 && bind(fd, (struct sockaddr *)&ss, len) != 0) snprintf(buf, cap, "%s", strerror(errno));
   if (fd >= 0) close(fd);
-  freeaddrinfo(ai);
   return buf;
 }
 

@@ -2,6 +2,7 @@
 #include "hostport.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -72,4 +73,26 @@ bool hostport_is_local(const hostport *hp) {
     if (IN6_IS_ADDR_V4MAPPED(&a6)) return a6.s6_addr[12] == 127;
   }
   return false;
+}
+
+bool hostport_sockaddr(const hostport *hp, struct sockaddr_storage *ss, socklen_t *len, char *why,
+                       size_t why_cap) {
+  if (hp->kind != HOSTPORT_TCP) {
+    snprintf(why, why_cap, "not a TCP address");
+    return false;
+  }
+  struct addrinfo hints = {
+      .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+  struct addrinfo *ai = NULL;
+  int gai = getaddrinfo(hp->host[0] ? hp->host : NULL, hp->port, &hints, &ai);
+  if (gai != 0 || !ai || ai->ai_addrlen > sizeof *ss) {
+    snprintf(why, why_cap, "%s", gai ? gai_strerror(gai) : "no address");
+    if (ai) freeaddrinfo(ai);
+    return false;
+  }
+  memset(ss, 0, sizeof *ss);
+  memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+  *len = ai->ai_addrlen;
+  freeaddrinfo(ai);
+  return true;
 }

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/socket.h>
 
 typedef enum hostport_kind {
   HOSTPORT_TCP = 0,
@@ -34,5 +35,11 @@ bool hostport_format(const hostport *hp, int port, char *buf, size_t cap);
 /* Whether hp names this machine only: a unix socket, "localhost", 127.0.0.0/8, ::1 or an
  * IPv4-mapped 127.x address. An empty host (every interface) is not local. */
 bool hostport_is_local(const hostport *hp);
+
+/* The address to bind for a TCP hp (an empty host: every interface), resolved with
+ * getaddrinfo(AI_PASSIVE, numeric port) into *ss and *len. false with the resolver's reason in
+ * why when it cannot be resolved (or hp is a unix socket). */
+bool hostport_sockaddr(const hostport *hp, struct sockaddr_storage *ss, socklen_t *len, char *why,
+                       size_t why_cap);
 
 #endif
