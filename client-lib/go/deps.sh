@@ -7,17 +7,7 @@
 set -euo pipefail
 debs="golang-go golang-google-grpc-dev golang-google-protobuf-dev golang-github-golang-protobuf-1-5-dev
   protoc-gen-go protoc-gen-go-grpc protobuf-compiler"
-missing=""
-for p in $debs; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
-done
-[ -z "$missing" ] && exit 0
-if [ "$(id -u)" != 0 ]; then
-  echo "client-lib/go: missing Debian packages:$missing (run as root, or: sudo apt-get install$missing)" >&2
-  exit 1
-fi
-echo "installing:$missing" >&2
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -q >/dev/null
+root=$(cd "${1:-$(dirname "$0")/../..}" && pwd)
+. "$root/scripts/lib/deps.sh"
 # shellcheck disable=SC2086
-apt-get install -y -q --no-install-recommends $missing </dev/null >/dev/null
+deps_debs $debs

@@ -7,12 +7,8 @@
 set -euo pipefail
 root=$(cd "${1:-$(dirname "$0")/../..}" && pwd)
 dir="$root/client-lib/node"
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  echo "installing: nodejs npm" >&2
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q >/dev/null
-  apt-get install -y -q --no-install-recommends nodejs npm </dev/null >/dev/null
-fi
+. "$root/scripts/lib/deps.sh"
+deps_nodejs
 cd "$dir"
 stamp=node_modules/.idem-lock-sha256
 want=$(sha256sum package-lock.json | cut -d' ' -f1)

@@ -6,10 +6,11 @@ IDEM_DEBS="build-essential cmake pkg-config libgrpc-dev protobuf-c-compiler libp
 # scripts/fuzz only: clang 14 with libFuzzer and the sanitizer runtimes, llvm-symbolizer for traces
 IDEM_FUZZ_DEBS="clang-14 libclang-rt-14-dev llvm-14"
 
-# deps_install [EXTRA_PACKAGE...]: IDEM_DEBS plus the extra packages (scripts/bench: pgbench).
-deps_install() {
+# deps_debs [PACKAGE...]: installs those Debian packages that are missing (apt-get, as root, no
+# prompts; a clear message naming them when not root). The SDKs' deps.sh use it too.
+deps_debs() {
   local missing=""
-  for p in $IDEM_DEBS "$@"; do
+  for p in "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
   done
   [ -z "$missing" ] && return 0
@@ -24,15 +25,26 @@ deps_install() {
   apt-get install -y -q --no-install-recommends $missing </dev/null >/dev/null
 }
 
-# deps_node: Node.js and npm (Debian's, unless a node and npm are already on PATH), then the npm
-# packages of the Node example (client-lib/examples/node, exact versions from its lock file).
-deps_node() {
+# deps_install [EXTRA_PACKAGE...]: IDEM_DEBS plus the extra packages (scripts/bench: pgbench).
+deps_install() {
+  # shellcheck disable=SC2086
+  deps_debs $IDEM_DEBS "$@"
+}
+
+# deps_nodejs: Node.js and npm (Debian's, unless a node and npm are already on PATH).
+deps_nodejs() {
   if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
     echo "installing: nodejs npm" >&2
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -q >/dev/null
     apt-get install -y -q --no-install-recommends nodejs npm </dev/null >/dev/null
   fi
+}
+
+# deps_node: Node.js and npm, then the npm packages of the Node example (client-lib/examples/node,
+# exact versions from its lock file).
+deps_node() {
+  deps_nodejs
   (cd "$1/client-lib/examples/node" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 }
 
