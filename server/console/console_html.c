@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../util/duration.h"
 #include "../util/utf8.h"
 #include "console_html.h"
 
@@ -170,16 +171,8 @@ void console__time(buf_t *b, int64_t ms, int64_t now_ms) {
   strftime(shown, sizeof shown, "%Y-%m-%d %H:%M:%S UTC", &tm);
   int64_t d = now_ms - ms;
   bool past = d >= 0;
-  int64_t a = (past ? d : -d) / 1000;
   char rel[48];
-  if (a < 60)
-    snprintf(rel, sizeof rel, "%lld s", (long long)a);
-  else if (a < 3600)
-    snprintf(rel, sizeof rel, "%lld min", (long long)(a / 60));
-  else if (a < 86400 * 2)
-    snprintf(rel, sizeof rel, "%lld h %lld min", (long long)(a / 3600), (long long)(a % 3600 / 60));
-  else
-    snprintf(rel, sizeof rel, "%lld days", (long long)(a / 86400));
+  duration_words(d, false, rel, sizeof rel);
   buf_printf(b, "<time datetime=\"%s\">%s</time> <span class=\"rel\">(%s%s%s)</span>", iso, shown,
              past ? "" : "in ", rel, past ? " ago" : "");
 }

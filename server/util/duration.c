@@ -2,6 +2,7 @@
 #include "duration.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <strings.h>
 
 bool duration_parse(const char *s, int64_t max_ms, int64_t *out_ms) {
@@ -39,4 +40,18 @@ bool duration_parse(const char *s, int64_t max_ms, int64_t *out_ms) {
   if (n > max / mult) return false;
   *out_ms = n * mult;
   return true;
+}
+
+void duration_words(int64_t ms, bool terse, char *buf, size_t cap) {
+  long long s = (long long)((ms < 0 ? -ms : ms) / 1000);
+  if (s < 60)
+    snprintf(buf, cap, terse ? "%llds" : "%lld s", s);
+  else if (s < 3600)
+    snprintf(buf, cap, terse ? "%lldm" : "%lld min", s / 60);
+  else if (s < 86400 * 2 && terse)
+    snprintf(buf, cap, "%lldh", s / 3600);
+  else if (s < 86400 * 2)
+    snprintf(buf, cap, "%lld h %lld min", s / 3600, s % 3600 / 60);
+  else
+    snprintf(buf, cap, terse ? "%lldd" : "%lld days", s / 86400);
 }

@@ -7,10 +7,17 @@
 #define IDEM_UTIL_DURATION_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Parses s into *out_ms. false (and *out_ms untouched) when s does not follow the grammar or
  * is longer than max_ms (max_ms <= 0: no bound but int64's). */
 bool duration_parse(const char *s, int64_t max_ms, int64_t *out_ms);
+
+/* The distance ms (>= 0) in words for a person: under a minute in seconds, under an hour in
+ * minutes, under two days in hours (with minutes, unless terse), else in days. terse: "45s",
+ * "12m", "5h", "3d" (idemctl's tables); else "45 s", "12 min", "5 h 3 min", "3 days" (the
+ * console). */
+void duration_words(int64_t ms, bool terse, char *buf, size_t cap);
 
 #endif

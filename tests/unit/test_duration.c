@@ -31,3 +31,21 @@ Test(duration, the_grammar_from_a_table) {
   }
   cr_expect(!duration_parse(NULL, 0, &(int64_t){0}));
 }
+
+Test(duration, words_for_people) {
+  static const struct {
+    int64_t ms;
+    const char *terse, *full;
+  } W[] = {
+      {0, "0s", "0 s"},           {59999, "59s", "59 s"},          {60000, "1m", "1 min"},
+      {3599000, "59m", "59 min"}, {3600000, "1h", "1 h 0 min"},    {9000000, "2h", "2 h 30 min"},
+      {172799000, "47h", "47 h 59 min"}, {172800000, "2d", "2 days"}, {-90000, "1m", "1 min"},
+  };
+  for (size_t i = 0; i < sizeof W / sizeof W[0]; i++) {
+    char t[32], f[32];
+    duration_words(W[i].ms, true, t, sizeof t);
+    duration_words(W[i].ms, false, f, sizeof f);
+    cr_expect_str_eq(t, W[i].terse, "%lld ms terse", (long long)W[i].ms);
+    cr_expect_str_eq(f, W[i].full, "%lld ms", (long long)W[i].ms);
+  }
+}

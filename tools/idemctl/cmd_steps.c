@@ -344,10 +344,7 @@ int cmd_audit(ctl *c) {
         cJSON_AddStringToObject(o, "tenant", a->tenant);
         cJSON_AddStringToObject(o, "actor", a->actor);
         cJSON_AddStringToObject(o, "action", a->action);
-        cJSON_AddStringToObject(o, "global_id", a->global_id);
-        cJSON_AddStringToObject(o, "service", a->service);
-        cJSON_AddStringToObject(o, "operation", a->operation);
-        cJSON_AddStringToObject(o, "phase", fmt_phase(a->phase));
+        json_add_key(o, a->global_id, a->service, a->operation, a->phase);
         cJSON_AddStringToObject(o, "from_state", fmt_state_key(a->from_state));
         cJSON_AddStringToObject(o, "to_state", fmt_state_key(a->to_state));
         cJSON_AddStringToObject(o, "reason", a->reason);

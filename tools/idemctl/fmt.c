@@ -10,6 +10,7 @@
 
 #include "idem/v1/names.h"
 #include "idemctl.h"
+#include "util/b64.h"
 #include "util/duration.h"
 #include "util/utf8.h"
 
@@ -97,16 +98,8 @@ const char *fmt_age(int64_t unix_ms, char *buf, size_t n) {
   int64_t d = fmt_now_ms() - unix_ms;
   bool future = d < 0;
   if (future) d = -d;
-  int64_t s = d / 1000;
   char v[24];
-  if (s < 60)
-    snprintf(v, sizeof v, "%llds", (long long)s);
-  else if (s < 3600)
-    snprintf(v, sizeof v, "%lldm", (long long)(s / 60));
-  else if (s < 48 * 3600)
-    snprintf(v, sizeof v, "%lldh", (long long)(s / 3600));
-  else
-    snprintf(v, sizeof v, "%lldd", (long long)(s / 86400));
+  duration_words(d, true, v, sizeof v);
   snprintf(buf, n, future ? "in %s" : "%s ago", v);
   return buf;
 }
@@ -171,22 +164,26 @@ const char *fmt_body(const uint8_t *b, size_t len, size_t max, char *buf, size_t
 
 /* --- JSON --- */
 
-/* Standard base64 with padding, through OpenSSL (idemctl does not link server/util's b64). */
+/* Standard base64 with padding (util/b64, OpenSSL). */
 static char *b64(const uint8_t *b, size_t len) {
-  if (len > (size_t)INT_MAX / 4 * 3) exit(EXIT_UNAVAILABLE); /* EVP_EncodeBlock counts in int */
-  char *o = malloc((len + 2) / 3 * 4 + 1);
-  if (!o) exit(EXIT_UNAVAILABLE);
-  EVP_EncodeBlock((unsigned char *)o, b, (int)len);
+  size_t cap = b64_encoded_len(B64_STD, len) + 1;
+  char *o = malloc(cap);
+  if (!o || !b64_encode(B64_STD, b, len, o, cap)) exit(EXIT_UNAVAILABLE);
   return o;
+}
+
+void json_add_key(cJSON *o, const char *global_id, const char *service, const char *operation,
+                  int phase) {
+  cJSON_AddStringToObject(o, "global_id", global_id);
+  cJSON_AddStringToObject(o, "service", service);
+  cJSON_AddStringToObject(o, "operation", operation);
+  cJSON_AddStringToObject(o, "phase", fmt_phase(phase));
 }
 
 cJSON *json_record(const idem_record *r) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "tenant", r->tenant);
-  cJSON_AddStringToObject(o, "global_id", r->global_id);
-  cJSON_AddStringToObject(o, "service", r->service);
-  cJSON_AddStringToObject(o, "operation", r->operation);
-  cJSON_AddStringToObject(o, "phase", fmt_phase(r->phase));
+  json_add_key(o, r->global_id, r->service, r->operation, r->phase);
   cJSON_AddStringToObject(o, "state", fmt_state_key(r->state));
   cJSON_AddNumberToObject(o, "attempt", (double)r->attempt);
   cJSON_AddNumberToObject(o, "created_unix_ms", (double)r->created_unix_ms);

@@ -112,6 +112,9 @@ int fmt_parse_state(const char *s);
 const char *fmt_body(const uint8_t *b, size_t len, size_t max, char *buf, size_t n);
 
 /* fmt.c — JSON */
+/* The step key's four fields (global_id, service, operation, phase) added to o. */
+void json_add_key(cJSON *o, const char *global_id, const char *service, const char *operation,
+                  int phase);
 cJSON *json_record(const idem_record *r);
 void json_print(cJSON *v); /* prints and frees */
 
