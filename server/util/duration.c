@@ -55,3 +55,16 @@ void duration_words(int64_t ms, bool terse, char *buf, size_t cap) {
   else
     snprintf(buf, cap, terse ? "%lldd" : "%lld days", s / 86400);
 }
+
+void duration_exact(int64_t ms, char *buf, size_t cap) {
+  static const struct {
+    int64_t ms;
+    const char *unit;
+  } units[] = {{86400000, "d"}, {3600000, "h"}, {60000, "m"}, {1000, "s"}};
+  for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+    if (ms >= units[i].ms && ms % units[i].ms == 0) {
+      snprintf(buf, cap, "%lld%s", (long long)(ms / units[i].ms), units[i].unit);
+      return;
+    }
+  snprintf(buf, cap, ms == 0 ? "0s" : "%lldms", (long long)ms);
+}

@@ -20,4 +20,8 @@ bool duration_parse(const char *s, int64_t max_ms, int64_t *out_ms);
  * console). */
 void duration_words(int64_t ms, bool terse, char *buf, size_t cap);
 
+/* ms (>= 0) written back in the grammar, exactly, in the largest unit that divides it: "7d",
+ * "24h", "5m", "30s", "250ms" (duration_parse reads it back as ms). */
+void duration_exact(int64_t ms, char *buf, size_t cap);
+
 #endif

@@ -49,3 +49,19 @@ Test(duration, words_for_people) {
     cr_expect_str_eq(f, W[i].full, "%lld ms", (long long)W[i].ms);
   }
 }
+
+Test(duration, exact_is_read_back_as_it_was) {
+  static const struct {
+    int64_t ms;
+    const char *want;
+  } E[] = {{0, "0s"},       {250, "250ms"}, {1000, "1s"},        {90000, "90s"},
+           {300000, "5m"},  {86400000, "1d"}, {90061001, "90061001ms"}, {7200000, "2h"}};
+  for (size_t i = 0; i < sizeof E / sizeof E[0]; i++) {
+    char b[32];
+    duration_exact(E[i].ms, b, sizeof b);
+    cr_expect_str_eq(b, E[i].want);
+    int64_t back = -1;
+    cr_expect(duration_parse(b, 0, &back) && back == E[i].ms, "%s read back as %lld", b,
+              (long long)back);
+  }
+}

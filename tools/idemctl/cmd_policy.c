@@ -6,23 +6,16 @@
 
 #include "idem/v1/names.h"
 #include "idemctl.h"
+#include "util/duration.h"
 
 static const char *mode_word(int m) {
   return m == IDEM_FAIL_OPEN || m == IDEM_FAIL_CLOSED ? idem_word_failure_mode(m) : "-";
 }
 
 /* "24h", "90s", "1500ms": the largest unit that divides evenly. */
+/* A duration as idemctl reads it back (util/duration's grammar). */
 static const char *dur_words(int64_t ms, char *buf, size_t n) {
-  if (ms % 86400000 == 0 && ms >= 86400000)
-    snprintf(buf, n, "%lldd", (long long)(ms / 86400000));
-  else if (ms % 3600000 == 0 && ms >= 3600000)
-    snprintf(buf, n, "%lldh", (long long)(ms / 3600000));
-  else if (ms % 60000 == 0 && ms >= 60000)
-    snprintf(buf, n, "%lldm", (long long)(ms / 60000));
-  else if (ms % 1000 == 0)
-    snprintf(buf, n, "%llds", (long long)(ms / 1000));
-  else
-    snprintf(buf, n, "%lldms", (long long)ms);
+  duration_exact(ms, buf, n);
   return buf;
 }
 
@@ -77,16 +70,21 @@ int cmd_policy_list(ctl *c) {
   return EXIT_OK;
 }
 
+/* One policy, as JSON or as a one-row table. */
+static int show_policy(const ctl *c, const idem_policy *p) {
+  if (c->json)
+    json_print(json_policy(p));
+  else
+    print_policies(p, 1);
+  return EXIT_OK;
+}
+
 int cmd_policy_get(ctl *c) {
   idem_policy p;
   idem_error e = {0};
   if (idem_policy_get(ctl_client(c), c->pos[0], c->pos[1], &p, &e) != IDEM_OK)
     return ctl_fail("policy get", &e);
-  if (c->json)
-    json_print(json_policy(&p));
-  else
-    print_policies(&p, 1);
-  return EXIT_OK;
+  return show_policy(c, &p);
 }
 
 int cmd_policy_set(ctl *c) {
@@ -137,11 +135,7 @@ int cmd_policy_set(ctl *c) {
                            dur_words((int64_t)p.key_retention_s * 1000, k, sizeof k));
   }
   if (idem_policy_set(ctl_client(c), &p, &out, &e) != IDEM_OK) return ctl_fail("policy set", &e);
-  if (c->json)
-    json_print(json_policy(&out));
-  else
-    print_policies(&out, 1);
-  return EXIT_OK;
+  return show_policy(c, &out);
 }
 
 int cmd_policy_delete(ctl *c) {
