@@ -90,13 +90,6 @@ int64_t idem__client_policy_refresh_ms(const idem_client *c) {
 
 /* --- connect / close --------------------------------------------------------------------- */
 
-static char *dup_or_null(const char *s) {
-  if (!s) return NULL;
-  size_t n = strlen(s) + 1;
-  char *d = malloc(n);
-  if (d) memcpy(d, s, n);
-  return d;
-}
 
 /* --- endpoints ---------------------------------------------------------------------------- */
 
@@ -179,10 +172,10 @@ int idem_connect(const idem_options *opt, idem_client **out, idem_error *err) {
   idem_client *c = calloc(1, sizeof *c);
   if (!c) return idem__fail(err, IDEM_NOMEM, "out of memory");
   c->deadline_ms = opt->deadline_ms > 0 ? opt->deadline_ms : DEFAULT_DEADLINE_MS;
-  if (opt->tenant && !(c->tenant = dup_or_null(opt->tenant))) goto nomem;
+  if (opt->tenant && !(c->tenant = strdup(opt->tenant))) goto nomem;
   c->policy_refresh_ms = opt->policy_refresh_ms ? opt->policy_refresh_ms : 30000;
   if (opt->journal_path && *opt->journal_path &&
-      !(c->journal_path = dup_or_null(opt->journal_path)))
+      !(c->journal_path = strdup(opt->journal_path)))
     goto nomem;
   if (!(c->pcache = idem__pcache_new())) goto nomem;
   if (opt->token) {
@@ -191,7 +184,7 @@ int idem_connect(const idem_options *opt, idem_client **out, idem_error *err) {
     snprintf(c->auth, n, "Bearer %s", opt->token);
   }
   if (opt->tls_server_name && *opt->tls_server_name &&
-      !(c->server_name = dup_or_null(opt->tls_server_name)))
+      !(c->server_name = strdup(opt->tls_server_name)))
     goto nomem;
 
   grpc_init();

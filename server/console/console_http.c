@@ -148,22 +148,16 @@ static void wipe_free(char *s) {
 }
 
 console *console_start(const console_config *cfg, int *bound_port, err_t *err) {
-  hostport hp;
-  if (!cfg->address || !hostport_parse(cfg->address, HOSTPORT_TCP_ONLY, &hp)) {
-    err_set(err, ERR_INVALID, "--console: expected HOST:PORT, got %s",
-            cfg->address ? cfg->address : "nothing");
+  struct sockaddr_storage ss;
+  socklen_t ss_len;
+  char why[320];
+  if (!hostport_listen_addr(cfg->address, &ss, &ss_len, why, sizeof why)) {
+    err_set(err, ERR_INVALID, "--console: %s", why);
     return NULL;
   }
   bool tls = cfg->tls_cert_pem && cfg->tls_key_pem;
   if (tls && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
     err_set(err, ERR_UNAVAILABLE, "--console: this libmicrohttpd has no TLS");
-    return NULL;
-  }
-  struct sockaddr_storage ss;
-  socklen_t ss_len;
-  char why[128];
-  if (!hostport_sockaddr(&hp, &ss, &ss_len, why, sizeof why)) {
-    err_set(err, ERR_INVALID, "--console: cannot resolve %s: %s", hp.host, why);
     return NULL;
   }
   console *c = calloc(1, sizeof *c);

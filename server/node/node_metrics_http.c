@@ -72,18 +72,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 
 metrics_http *metrics_http_start(const char *addr, int *bound_port, char *errbuf,
                                  size_t errbuf_len) {
-  hostport hp;
-  if (!hostport_parse(addr, HOSTPORT_TCP_ONLY, &hp)) {
-    snprintf(errbuf, errbuf_len, "expected HOST:PORT, got %s", addr ? addr : "(null)");
-    return NULL;
-  }
   struct sockaddr_storage ss;
   socklen_t ss_len;
-  char why[128];
-  if (!hostport_sockaddr(&hp, &ss, &ss_len, why, sizeof why)) {
-    snprintf(errbuf, errbuf_len, "cannot resolve %s: %s", hp.host, why);
-    return NULL;
-  }
+  if (!hostport_listen_addr(addr, &ss, &ss_len, errbuf, errbuf_len)) return NULL;
   metrics_http *h = calloc(1, sizeof *h);
   if (!h) {
     snprintf(errbuf, errbuf_len, "out of memory");

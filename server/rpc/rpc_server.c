@@ -129,13 +129,6 @@ static void *cq_main(void *arg) {
 
 /* --- start --- */
 
-static char *dup_str(const char *v) {
-  if (!v) return NULL;
-  size_t n = strlen(v) + 1;
-  char *d = malloc(n);
-  if (d) memcpy(d, v, n);
-  return d;
-}
 
 /* The address clients reach this node at: --listen with the port actually bound (it may say :0);
  * a unix or unix-abstract socket as given. NULL on allocation failure or a malformed address. */
@@ -143,7 +136,7 @@ static char *address_with_port(const char *listen, int port) {
   hostport hp;
   char buf[300];
   if (!hostport_parse(listen, 0, &hp) || !hostport_format(&hp, port, buf, sizeof buf)) return NULL;
-  return dup_str(buf);
+  return strdup(buf);
 }
 
 static void free_server(rpc_server *s) {
@@ -217,14 +210,14 @@ rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err) {
   atomic_init(&s->shutting_down, false);
   atomic_init(&s->reply_bytes, 0);
   s->shutdown_tag.kind = RPC_TAG_SHUTDOWN;
-  s->listen = dup_str(cfg->listen);
+  s->listen = cfg->listen ? strdup(cfg->listen) : NULL;
   if (cfg->node_id && cfg->node_id[0]) {
-    s->node_id = dup_str(cfg->node_id);
+    s->node_id = strdup(cfg->node_id);
   } else {
     char host[256] = "unknown";
     if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "unknown");
     host[sizeof host - 1] = '\0';
-    s->node_id = dup_str(host);
+    s->node_id = strdup(host);
   }
   if (!s->listen || !s->node_id) {
     err_oom(err);

@@ -96,3 +96,18 @@ bool hostport_sockaddr(const hostport *hp, struct sockaddr_storage *ss, socklen_
   freeaddrinfo(ai);
   return true;
 }
+
+bool hostport_listen_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *len,
+                          char *why, size_t why_cap) {
+  hostport hp;
+  if (!hostport_parse(addr, HOSTPORT_TCP_ONLY, &hp)) {
+    snprintf(why, why_cap, "expected HOST:PORT, got %s", addr ? addr : "nothing");
+    return false;
+  }
+  char reason[128];
+  if (!hostport_sockaddr(&hp, ss, len, reason, sizeof reason)) {
+    snprintf(why, why_cap, "cannot resolve %s: %s", hp.host, reason);
+    return false;
+  }
+  return true;
+}

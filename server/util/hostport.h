@@ -42,4 +42,9 @@ bool hostport_is_local(const hostport *hp);
 bool hostport_sockaddr(const hostport *hp, struct sockaddr_storage *ss, socklen_t *len, char *why,
                        size_t why_cap);
 
+/* Where an HTTP endpoint listens: addr parsed as a TCP HOST:PORT and resolved (hostport_sockaddr).
+ * false with why = "expected HOST:PORT, got ADDR" or "cannot resolve HOST: REASON". */
+bool hostport_listen_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *len,
+                          char *why, size_t why_cap);
+
 #endif
