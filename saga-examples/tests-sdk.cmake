@@ -18,3 +18,6 @@ foreach(lang go node)
   set_tests_properties(saga_payment_${lang} saga_payment_${lang}_faults PROPERTIES
     LABELS sdk TIMEOUT 600 RUN_SERIAL ON)
 endforeach()
+# the committed payment-go/shoppb/*.pb.go are what saga-examples/proto generates today
+add_test(NAME saga_payment_go_pb_current COMMAND ${CMAKE_SOURCE_DIR}/saga-examples/payment-go/gen.sh --check)
+set_tests_properties(saga_payment_go_pb_current PROPERTIES LABELS sdk TIMEOUT 60)
