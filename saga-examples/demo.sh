@@ -5,11 +5,17 @@
 # PG_URL's database, recreated on every run), plays five scenes (a double "pay", a gateway
 # retry, a late payment callback, an out-of-stock refund, a refund before its charge), prints
 # every table, and stops the services.
+#
+# PAYMENT=go or PAYMENT=node runs the payment participant in Go (saga-examples/payment-go) or
+# in Node (saga-examples/payment-node) instead of C (PAYMENT=c, the default): same API, flags,
+# tables and behaviour, so the saga crosses languages; polyglot/payment-bin.sh installs and
+# builds it first (offline from Debian's packages / the committed npm lock file).
 set -euo pipefail
 build=$1 coord=$2 pg=$3
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/scripts/lib/pg.sh" # free_port
 bin="$build/saga-examples"
+payment=${PAYMENT:-c}
 tenant="demo-$(date +%s)" # a fresh tenant: the coordinator's records of earlier runs stay apart
 work=$(mktemp -d /tmp/idem-saga-demo.XXXXXX)
 pids=()
@@ -19,6 +25,7 @@ stop_services() {
   rm -rf "$work"
 }
 trap stop_services EXIT
+"$root/saga-examples/polyglot/payment-bin.sh" "$build" "$payment" "$work/saga-payment"
 
 # wait for the coordinator (quickstart starts it in the background just before)
 for _ in $(seq 1 300); do
@@ -32,7 +39,9 @@ psql -qX "$pg" -c "DROP SCHEMA IF EXISTS demo_order, demo_payment, demo_inventor
 start() { # start NAME PORT ARGS...
   local name=$1 port=$2
   shift 2
-  "$bin/saga-$name" --listen "127.0.0.1:$port" --pg "$pg" --schema "demo_$name" \
+  local exe="$bin/saga-$name"
+  [ "$name" = payment ] && exe="$work/saga-payment"
+  "$exe" --listen "127.0.0.1:$port" --pg "$pg" --schema "demo_$name" \
     --coordinator "$coord" --tenant "$tenant" "$@" >"$work/$name.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 1 300); do
@@ -44,6 +53,7 @@ start() { # start NAME PORT ARGS...
   exit 1
 }
 pay_port=$(free_port) inv_port=$(free_port) ord_port=$(free_port)
+echo "== payment participant: $payment (PAYMENT=c|go|node)"
 start payment "$pay_port"
 start inventory "$inv_port" --stock widget=10,gadget=1
 start order "$ord_port" --payments "127.0.0.1:$pay_port" --inventory "127.0.0.1:$inv_port"
