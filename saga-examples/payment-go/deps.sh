@@ -5,13 +5,5 @@
 set -euo pipefail
 root=$(cd "${1:-$(dirname "$0")/../..}" && pwd)
 bash "$root/client-lib/go/deps.sh" "$root"
-p=golang-github-lib-pq-dev
-dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" && exit 0
-if [ "$(id -u)" != 0 ]; then
-  echo "saga-examples/payment-go: missing Debian package: $p (run as root, or: sudo apt-get install $p)" >&2
-  exit 1
-fi
-echo "installing: $p" >&2
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -q >/dev/null
-apt-get install -y -q --no-install-recommends "$p" </dev/null >/dev/null
+. "$root/scripts/lib/deps.sh"
+deps_debs golang-github-lib-pq-dev
