@@ -43,6 +43,15 @@ static void filter_to_pb(const idem_steps_filter *f, Idem__V1__ListStepsRequest 
   req->page_token = str_or_empty(f->page_token);
 }
 
+/* The start of a page's answer: its next-page token copied into *out_token and n items of size
+ * bytes allocated (zeroed) into *items. IDEM_OK or IDEM_NOMEM. */
+static int page_begin(const char *token, size_t n, size_t size, char **out_token, void **items,
+                      idem_error *err) {
+  if (!(*out_token = strdup(str_or_empty(token)))) return nomem(err);
+  if (n > 0 && !(*items = calloc(n, size))) return nomem(err);
+  return IDEM_OK;
+}
+
 int idem_steps_list(idem_client *c, const idem_steps_filter *f, idem_step_page *out,
                     idem_error *err) {
   memset(out, 0, sizeof *out);
@@ -55,11 +64,8 @@ int idem_steps_list(idem_client *c, const idem_steps_filter *f, idem_step_page *
   int rc = idem__unary(c, IDEM__M_LIST_STEPS, &req.base, &idem__v1__list_steps_response__descriptor,
                        0, (ProtobufCMessage **)&resp, err);
   if (rc != IDEM_OK) return rc;
-  out->next_page_token = strdup(str_or_empty(resp->next_page_token));
-  if (!out->next_page_token) rc = nomem(err);
-  if (rc == IDEM_OK && resp->n_steps > 0 &&
-      !(out->steps = calloc(resp->n_steps, sizeof *out->steps)))
-    rc = nomem(err);
+  rc = page_begin(resp->next_page_token, resp->n_steps, sizeof *out->steps, &out->next_page_token,
+                  (void **)&out->steps, err);
   for (size_t i = 0; rc == IDEM_OK && i < resp->n_steps; i++) {
     out->n_steps = i + 1;
     rc = idem__record_from_pb(resp->steps[i], &out->steps[i], err);
@@ -110,11 +116,8 @@ int idem_audit_list(idem_client *c, const char *global_id, uint32_t page_size,
   int rc = idem__unary(c, IDEM__M_LIST_AUDIT, &req.base, &idem__v1__list_audit_response__descriptor,
                        0, (ProtobufCMessage **)&resp, err);
   if (rc != IDEM_OK) return rc;
-  out->next_page_token = strdup(str_or_empty(resp->next_page_token));
-  if (!out->next_page_token) rc = nomem(err);
-  if (rc == IDEM_OK && resp->n_entries > 0 &&
-      !(out->entries = calloc(resp->n_entries, sizeof *out->entries)))
-    rc = nomem(err);
+  rc = page_begin(resp->next_page_token, resp->n_entries, sizeof *out->entries,
+                  &out->next_page_token, (void **)&out->entries, err);
   for (size_t i = 0; rc == IDEM_OK && i < resp->n_entries; i++) {
     const Idem__V1__AuditEntry *e = resp->entries[i];
     idem_audit_entry *a = &out->entries[i];

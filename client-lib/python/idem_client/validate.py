@@ -14,28 +14,24 @@ FINGERPRINT_MAX = 64
 BODY_MAX = 64 * 1024
 
 
-def global_id(value, field="global_id"):
+def _matching(value, field, pattern, rule):
     if not isinstance(value, str) or not value:
         raise invalid(field, "is empty")
-    if not GLOBAL_ID_RE.fullmatch(value):
-        raise invalid(field, "must be 1-128 characters of [A-Za-z0-9._:-]")
+    if not pattern.fullmatch(value):
+        raise invalid(field, rule)
     return value
+
+
+def global_id(value, field="global_id"):
+    return _matching(value, field, GLOBAL_ID_RE, "must be 1-128 characters of [A-Za-z0-9._:-]")
 
 
 def name(value, field):
-    if not isinstance(value, str) or not value:
-        raise invalid(field, "is empty")
-    if not NAME_RE.fullmatch(value):
-        raise invalid(field, "must be 1-64 characters of [a-z0-9._-]")
-    return value
+    return _matching(value, field, NAME_RE, "must be 1-64 characters of [a-z0-9._-]")
 
 
 def policy_name(value, field):
-    if not isinstance(value, str) or not value:
-        raise invalid(field, "is empty")
-    if not POLICY_NAME_RE.fullmatch(value):
-        raise invalid(field, "must be \"*\" or 1-64 characters of [a-z0-9._-]")
-    return value
+    return _matching(value, field, POLICY_NAME_RE, "must be \"*\" or 1-64 characters of [a-z0-9._-]")
 
 
 def to_bytes(value, field, limit):
