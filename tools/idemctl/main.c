@@ -1,7 +1,9 @@
 /* main.c — idemctl: the operator's command line for idem (docs/api.md §10). One table of commands;
  * global flags (--addr, --tenant, --token, --tls*, --json, --deadline-ms) may come before or after the
- * command; every command answers --help. Exit codes: see idemctl.h. */
+ * command; every command answers --help. Flags are read by getopt_long from the tables (the
+ * global flags and each command's). Exit codes: see idemctl.h. */
 #include <errno.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,33 +211,6 @@ static const char *flag_or_env(const ctl *c, const char *flag, const char *env) 
   return v ? v : env_or(env, NULL);
 }
 
-/* Parses one "--name[=value]" (value possibly the next argument) against spec. */
-static int take_flag(ctl *c, const char *spec, int argc, char **argv, int *i) {
-  const char *arg = argv[*i] + 2;
-  const char *eq = strchr(arg, '=');
-  size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
-  bool val;
-  if (!in_spec(GLOBAL_FLAGS, arg, len, &val) && !(spec && in_spec(spec, arg, len, &val)))
-    return ctl_usage_error(c, "unknown flag --%.*s", (int)len, arg);
-  if (c->nflags >= CTL_MAX_FLAGS) return ctl_usage_error(c, "too many flags");
-  char *name = strndup(arg, len);
-  if (!name) return EXIT_UNAVAILABLE;
-  const char *v = NULL;
-  if (val) {
-    if (eq)
-      v = eq + 1;
-    else if (*i + 1 < argc)
-      v = argv[++*i];
-  }
-  if ((val && !v) || (!val && eq)) {
-    int rc = ctl_usage_error(c, val ? "--%s needs a value" : "--%s takes no value", name);
-    free(name);
-    return rc;
-  }
-  c->flags[c->nflags++] = (ctl_flag){name, v};
-  return EXIT_OK;
-}
-
 static const ctl_cmd *find_cmd(const char *w1, const char *w2, int *words) {
   char two[64];
   snprintf(two, sizeof two, "%s %s", w1, w2 ? w2 : "");
@@ -252,13 +227,73 @@ static const ctl_cmd *find_cmd(const char *w1, const char *w2, int *words) {
   return NULL;
 }
 
+/* Every flag idemctl knows, as getopt_long options: the global ones and each command's (one
+ * name never takes a value in one command and none in another). opts has room for
+ * CTL_MAX_OPTIONS + 1 (the terminator). */
+#define CTL_MAX_OPTIONS 64
+static void add_options(const char *spec, struct option *opts, int *n) {
+  for (const char *p = spec; *p;) {
+    size_t len = strcspn(p, ",");
+    bool val = len > 0 && p[len - 1] == '=';
+    size_t nl = val ? len - 1 : len;
+    bool seen = false;
+    for (int k = 0; k < *n && !seen; k++)
+      seen = strlen(opts[k].name) == nl && strncmp(opts[k].name, p, nl) == 0;
+    if (!seen && *n < CTL_MAX_OPTIONS) {
+      opts[*n] = (struct option){strndup(p, nl), val ? required_argument : no_argument, NULL, 0};
+      if (opts[*n].name) ++*n;
+    }
+    p += len;
+    if (*p == ',') p++;
+  }
+}
+
+static void free_options(struct option *opts, int n) {
+  for (int k = 0; k < n; k++) free((char *)opts[k].name);
+}
+
+/* getopt_long over argv (permuting: flags may stand before or after the command and its
+ * arguments; "--" ends them): every flag into c->flags, the words left in argv[*first..argc). */
+static int parse_flags(ctl *c, int argc, char **argv, const struct option *opts, int *first) {
+  opterr = 0;
+  optind = 1;
+  int idx = -1, ch;
+  while ((ch = getopt_long(argc, argv, ":", opts, &idx)) != -1) {
+    const char *arg = argv[optind - 1];
+    if (ch == '?' || ch == ':' || idx < 0) {
+      const char *eq = strchr(arg, '=');
+      int len = eq ? (int)(eq - arg) : (int)strlen(arg);
+      if (ch == ':') return ctl_usage_error(c, "%s needs a value", arg);
+      for (int k = 0; eq && opts[k].name; k++)
+        if ((int)strlen(opts[k].name) == len - 2 && strncmp(opts[k].name, arg + 2, (size_t)len - 2) == 0)
+          return ctl_usage_error(c, "%.*s takes no value", len, arg);
+      return ctl_usage_error(c, "unknown flag %.*s", len, arg);
+    }
+    if (c->nflags >= CTL_MAX_FLAGS) return ctl_usage_error(c, "too many flags");
+    c->flags[c->nflags++] = (ctl_flag){opts[idx].name, opts[idx].has_arg ? optarg : NULL};
+    idx = -1;
+  }
+  *first = optind;
+  return EXIT_OK;
+}
+
+/* Whether every flag given is global or the command's. */
+static int check_flags(ctl *c) {
+  for (int k = 0; k < c->nflags; k++) {
+    bool val;
+    const char *n = c->flags[k].name;
+    if (!in_spec(GLOBAL_FLAGS, n, strlen(n), &val) && !in_spec(c->cmd->flags, n, strlen(n), &val))
+      return ctl_usage_error(c, "unknown flag --%s", n);
+  }
+  return EXIT_OK;
+}
+
 /* Everything but the clean-up, which main does whatever the outcome. */
-static int run(ctl *c, int argc, char **argv) {
-  int rc;
-  /* global flags up to the command */
-  int i = 1;
-  for (; i < argc && strncmp(argv[i], "--", 2) == 0 && argv[i][2]; i++)
-    if ((rc = take_flag(c, NULL, argc, argv, &i)) != EXIT_OK) return rc;
+static int run(ctl *c, int argc, char **argv, struct option *opts, int *n_opts) {
+  add_options(GLOBAL_FLAGS, opts, n_opts);
+  for (size_t k = 0; k < N_COMMANDS; k++) add_options(commands[k].flags, opts, n_opts);
+  int i = argc, rc;
+  if ((rc = parse_flags(c, argc, argv, opts, &i)) != EXIT_OK) return rc;
   if (i >= argc) {
     if (ctl_has(c, "help")) {
       usage(stdout);
@@ -275,13 +310,10 @@ static int run(ctl *c, int argc, char **argv) {
     return ctl_usage_error(NULL, "unknown command %s", argv[i]);
   }
   for (i += words; i < argc; i++) {
-    if (strncmp(argv[i], "--", 2) == 0 && argv[i][2]) {
-      if ((rc = take_flag(c, c->cmd->flags, argc, argv, &i)) != EXIT_OK) return rc;
-    } else {
-      if (c->npos >= CTL_MAX_POS) return ctl_usage_error(c, "too many arguments");
-      c->pos[c->npos++] = argv[i];
-    }
+    if (c->npos >= CTL_MAX_POS) return ctl_usage_error(c, "too many arguments");
+    c->pos[c->npos++] = argv[i];
   }
+  if ((rc = check_flags(c)) != EXIT_OK) return rc;
   if (ctl_has(c, "help")) {
     cmd_help(c->cmd);
     return EXIT_OK;
@@ -321,9 +353,11 @@ static int run(ctl *c, int argc, char **argv) {
 int main(int argc, char **argv) {
   ctl c;
   memset(&c, 0, sizeof c);
-  int rc = run(&c, argc, argv);
+  struct option opts[CTL_MAX_OPTIONS + 1] = {{0}};
+  int n_opts = 0;
+  int rc = run(&c, argc, argv, opts, &n_opts);
   idem_close(c.client);
-  for (int k = 0; k < c.nflags; k++) free((char *)c.flags[k].name);
+  free_options(opts, n_opts);
   return rc;
 }
 
