@@ -30,8 +30,12 @@ err_code store_pg_migrate(const char *conninfo, int64_t deadline, err_t *err);
  * password). ERR_INVALID naming --pg when libpq cannot parse it. */
 err_code store_pg_target(const char *conninfo, char *buf, size_t cap, err_t *err);
 
-/* Whether a connection error is one no retry fixes (authentication, a database or role that
- * does not exist, a host name that does not resolve, a bad option). */
+/* Whether a connection error is one no retry fixes: the server refused the connection with a
+ * SQLSTATE no retry changes (authentication, pg_hba.conf, a database that does not exist, no
+ * CONNECT privilege, a bad option) or asked for a password none was given for; the store then
+ * puts STORE_PG_REFUSED + the SQLSTATE (or "no password supplied") in the error's detail. A host
+ * name that does not resolve is refused earlier, by store_pg_target. */
+#define STORE_PG_REFUSED "refused permanently: "
 bool store_pg_error_permanent(const err_t *err);
 
 /* --- fencing (store_pg_fence.c; docs/api.md §7) ---

@@ -225,7 +225,37 @@ static const char *read_only_reason(PGconn *c) {
 
 /* A connect failed: answer UNAVAILABLE with why, and hold off the next connect of this store
  * (PG_RECONNECT_MIN_MS doubling to PG_RECONNECT_MAX_MS, half of it jittered). */
+/* The SQLSTATE of a server's refusal at start-up, from libpq's verbose message
+ * ("SEVERITY:  28P01: text"; the severity word may be translated, the code never is) into
+ * state (6 bytes); "" when the server did not answer (refused, silent, unresolvable). */
+static void startup_sqlstate(const char *msg, char state[6]) {
+  state[0] = '\0';
+  const char *p = msg ? strstr(msg, ":  ") : NULL;
+  if (!p) return;
+  p += 3;
+  for (int i = 0; i < 5; i++)
+    if (!isdigit((unsigned char)p[i]) && !isupper((unsigned char)p[i])) return;
+  if (p[5] != ':') return;
+  memcpy(state, p, 5);
+  state[5] = '\0';
+}
+
+/* Refusals no retry can fix: invalid authorization (class 28: a wrong password, no pg_hba.conf
+ * entry), a database that does not exist (3D000), no CONNECT privilege (42501), a bad startup
+ * option (42704: unrecognized parameter; 22023: invalid value). */
+static bool sqlstate_permanent(const char *st) {
+  static const char *const codes[] = {"3D000", "42501", "42704", "22023"};
+  if (strncmp(st, "28", 2) == 0) return true;
+  for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+    if (strcmp(st, codes[i]) == 0) return true;
+  return false;
+}
+
 static err_code connect_failed(pg_store *s, const char *why, err_t *err) {
+  char state[6];
+  startup_sqlstate(why, state);
+  /* the server asked for a password and none was given: no retry brings one */
+  bool no_password = s->conn && PQconnectionNeedsPassword(s->conn);
   short_reason(why, s->last_failure, sizeof s->last_failure);
   int n = s->connect_failures < 8 ? s->connect_failures : 8;
   int64_t ms = (int64_t)PG_RECONNECT_MIN_MS << n;
@@ -234,6 +264,8 @@ static err_code connect_failed(pg_store *s, const char *why, err_t *err) {
   s->connect_failures++;
   s->next_connect_ms = clock_mono_ms() + ms;
   err_code rc = unavailable(s, why, err);
+  if ((state[0] && sqlstate_permanent(state)) || no_password)
+    err_detail(err, "%s%s", STORE_PG_REFUSED, no_password ? "no password supplied" : state);
   pg__drop(s);
   return rc;
 }
@@ -322,6 +354,9 @@ err_code pg__connect(pg_store *s, int64_t deadline, err_t *err) {
     if (!c) return err_oom(err);
     s->conn = c;
     PQsetNoticeReceiver(c, on_notice, NULL);
+    /* a refusal at start-up then carries its SQLSTATE in the message (startup_sqlstate); the
+     * default verbosity comes back once connected */
+    PQsetErrorVerbosity(c, PQERRORS_VERBOSE);
     if (PQstatus(c) == CONNECTION_BAD) return connect_failed(s, PQerrorMessage(c), err);
     PostgresPollingStatusType st = PGRES_POLLING_WRITING;
     int pos = 0;
@@ -363,6 +398,7 @@ err_code pg__connect(pg_store *s, int64_t deadline, err_t *err) {
     return rc;
   }
   if (PQsetnonblocking(c, 1) != 0) return connect_failed(s, PQerrorMessage(c), err);
+  PQsetErrorVerbosity(c, PQERRORS_DEFAULT);
   s->connect_failures = 0;
   return ERR_OK;
 }

@@ -1,7 +1,9 @@
 /* store_pg_target.c — what a person needs when the store cannot be reached at start:
- * where the coordinator was trying to connect (host, port, database, user; never a password)
- * and whether trying again can help. */
+ * where the coordinator was trying to connect (host, port, database, user; never a password),
+ * a host name that does not exist, and whether trying again can help (by the SQLSTATE of the
+ * server's refusal, store_pg_conn.c). */
 #include <libpq-fe.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -16,6 +18,27 @@ static const char *value_of(const PQconninfoOption *opts, const PQconninfoOption
   for (const PQconninfoOption *o = defs; o && o->keyword; o++)
     if (strcmp(o->keyword, keyword) == 0 && o->val && *o->val) return o->val;
   return NULL;
+}
+
+/* The first host of a comma-separated list that does not resolve (the resolver says the name
+ * does not exist: EAI_NONAME, not a temporary failure), copied into bad; false when none. A
+ * socket directory (/...) and a numeric address are not looked up. */
+static bool unresolvable(const char *hosts, char *bad, size_t cap) {
+  for (const char *p = hosts; p && *p;) {
+    size_t n = strcspn(p, ",");
+    char h[256];
+    snprintf(h, sizeof h, "%.*s", (int)(n < sizeof h ? n : sizeof h - 1), p);
+    p += n + (p[n] == ',');
+    if (!h[0] || h[0] == '/' || h[0] == '@') continue;
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+    int gai = getaddrinfo(h, NULL, &hints, &ai);
+    if (ai) freeaddrinfo(ai);
+    if (gai == EAI_NONAME) {
+      snprintf(bad, cap, "%s", h);
+      return true;
+    }
+  }
+  return false;
 }
 
 err_code store_pg_target(const char *conninfo, char *buf, size_t cap, err_t *err) {
@@ -40,30 +63,16 @@ err_code store_pg_target(const char *conninfo, char *buf, size_t cap, err_t *err
   snprintf(buf, cap, "host %s port %s database %s user %s",
            host ? host : addr ? addr : "(the local socket)", port ? port : "5432",
            db ? db : user ? user : "(the user's name)", user ? user : "(this OS user)");
+  char bad[256];
+  bool no_host = !addr && host && unresolvable(host, bad, sizeof bad);
   PQconninfoFree(defs);
   PQconninfoFree(opts);
+  if (no_host)
+    return err_set(err, ERR_INVALID, "--pg: host %s does not resolve (the name does not exist)", bad);
   err_clear(err);
   return ERR_OK;
 }
 
-/* libpq's and the server's texts for errors no retry can fix: authentication, a database or
- * role that does not exist, a refused pg_hba.conf entry, a bad option. (The texts are the
- * server's English ones: a server with lc_messages in another language is retried.) */
-static const char *const permanent[] = {
-    "password authentication failed",
-    "authentication failed",
-    "no pg_hba.conf entry",
-    "does not exist", /* database "x" / role "x" does not exist */
-    "invalid connection option",
-    "invalid sslmode value",
-    "invalid port number",
-    "invalid integer value",
-    "could not translate host name", /* a host name that does not resolve */
-    "fe_sendauth: no password supplied",
-};
-
 bool store_pg_error_permanent(const err_t *err) {
-  for (size_t i = 0; i < sizeof permanent / sizeof permanent[0]; i++)
-    if (strstr(err->msg, permanent[i])) return true;
-  return false;
+  return strncmp(err->detail, STORE_PG_REFUSED, strlen(STORE_PG_REFUSED)) == 0;
 }

@@ -99,6 +99,34 @@ Test(start_errors, password_never_logged) {
   cr_assert_null(strstr(text, "s3cr3t-pw"), "the password was logged:\n%s", text);
 }
 
+/* The server refuses with a SQLSTATE no retry changes (28000: the role does not exist): the
+ * decision is taken on the code, not on the server's (translatable) text. */
+Test(start_errors, unknown_role_exits_2_on_its_sqlstate) {
+  const char *url = h_env("IDEM_TEST_PG_URL"); /* postgresql://USER@HOST:PORT/DB */
+  const char *at = strchr(url, '@'), *scheme = strstr(url, "://");
+  cr_assert(at && scheme, "IDEM_TEST_PG_URL has no user: %s", url);
+  char pg[512], text[8192];
+  snprintf(pg, sizeof pg, "%.*sidem_no_such_role%s", (int)(scheme + 3 - url), url, at);
+  int64_t took;
+  int status = start(pg, 5000, &took);
+  read_log(text, sizeof text);
+  cr_assert_eq(status, 2, "exit %d after %lld ms:\n%s", status, (long long)took, text);
+  cr_assert(strstr(text, "not retrying"), "%s", text);
+  cr_assert(strstr(text, "28000"), "the SQLSTATE is not shown:\n%s", text);
+  cr_assert(strstr(text, "user idem_no_such_role"), "%s", text);
+}
+
+/* A host name that does not exist (the resolver says so, not a temporary failure): exit 2
+ * naming it, before any connection. */
+Test(start_errors, unresolvable_host_exits_2_naming_it) {
+  char text[8192];
+  int64_t took;
+  int status = start("postgresql://postgres@idem-no-such-host.invalid:5432/idem", 5000, &took);
+  read_log(text, sizeof text);
+  cr_assert_eq(status, 2, "exit %d:\n%s", status, text);
+  cr_assert(strstr(text, "host idem-no-such-host.invalid does not resolve"), "%s", text);
+}
+
 /* Nothing listens: Postgres may still come, so the coordinator retries and says for how long;
  * SIGTERM during the retries stops it cleanly. */
 Test(start_errors, unreachable_retries_saying_how_long) {
