@@ -93,10 +93,7 @@ int idem_step_resolve(idem_client *c, const idem_step_key *key, const idem_resol
   int rc = idem__unary(c, IDEM__M_RESOLVE_STEP, &req.base, &idem__v1__step_record__descriptor, 0,
                        (ProtobufCMessage **)&resp, err);
   if (rc != IDEM_OK) return rc;
-  if (out) {
-    rc = idem__record_from_pb(resp, out, err);
-    if (rc != IDEM_OK) idem_record_clear(out);
-  }
+  rc = idem__record_out(resp, out, err);
   idem__v1__step_record__free_unpacked(resp, NULL);
   return rc;
 }

@@ -282,10 +282,7 @@ int idem__step_complete(idem_client *c, const idem_step_key *key, uint64_t attem
   int rc = UNARY(c, IDEM__M_COMPLETE_STEP, req, idem__v1__complete_step_response, timeout_ms, &resp,
                  err);
   if (rc != IDEM_OK) return rc;
-  if (out && resp->record) {
-    rc = record_from_pb(resp->record, out, err);
-    if (rc != IDEM_OK) idem_record_clear(out);
-  }
+  rc = idem__record_out(resp->record, out, err);
   idem__v1__complete_step_response__free_unpacked(resp, NULL);
   return rc;
 }
@@ -316,10 +313,7 @@ int idem_step_lookup(idem_client *c, const idem_step_key *key, idem_record *out,
   Idem__V1__StepRecord *resp;
   int rc = UNARY(c, IDEM__M_LOOKUP_STEP, req, idem__v1__step_record, 0, &resp, err);
   if (rc != IDEM_OK) return rc;
-  if (out) {
-    rc = record_from_pb(resp, out, err);
-    if (rc != IDEM_OK) idem_record_clear(out);
-  }
+  rc = idem__record_out(resp, out, err);
   idem__v1__step_record__free_unpacked(resp, NULL);
   return rc;
 }
@@ -376,4 +370,11 @@ int idem_get_status(idem_client *c, idem_status *out, idem_error *err) {
 /* For admin.c (incident response). */
 int idem__record_from_pb(const Idem__V1__StepRecord *pb, idem_record *r, idem_error *err) {
   return record_from_pb(pb, r, err);
+}
+
+int idem__record_out(const Idem__V1__StepRecord *pb, idem_record *out, idem_error *err) {
+  if (!out || !pb) return IDEM_OK;
+  int rc = record_from_pb(pb, out, err);
+  if (rc != IDEM_OK) idem_record_clear(out);
+  return rc;
 }

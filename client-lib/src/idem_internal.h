@@ -106,6 +106,8 @@ void idem__result_clear(idem_result *r);
 /* Fills r from a StepRecord (body duplicated). IDEM_OK, IDEM_NOMEM or IDEM_BAD_RESPONSE (a
  * string too long); r may then hold a partial copy: free it with idem_record_clear. */
 int idem__record_from_pb(const Idem__V1__StepRecord *pb, idem_record *r, idem_error *err);
+/* An answer's record into *out (nothing when out or pb is NULL); on failure *out is cleared. */
+int idem__record_out(const Idem__V1__StepRecord *pb, idem_record *out, idem_error *err);
 
 /* --- policies and fail-open: policies.c, journal.c --------------------------------------- */
 
