@@ -30,23 +30,17 @@ err_code rpc__list_steps(const rpc_req *rq, const ProtobufCMessage *in, rpc_call
   err_code rc =
       coord_list_steps(rq->srv->coord, rq->st, rq->tenant, &li, rq->deadline, &l, next, err);
   if (rc != ERR_OK) return rc;
-  rpc_rec_pb *recs = l.n ? calloc(l.n, sizeof *recs) : NULL;
-  Idem__V1__StepRecord **ptrs = l.n ? calloc(l.n, sizeof *ptrs) : NULL;
-  if (l.n && (!recs || !ptrs)) {
+  rpc_recs_pb recs;
+  if (!rpc__recs_to_pb(l.recs, l.n, &recs)) {
     rc = err_oom(err);
   } else {
-    for (size_t i = 0; i < l.n; i++) {
-      rpc__rec_to_pb(&l.recs[i], &recs[i]);
-      ptrs[i] = &recs[i].rec;
-    }
     Idem__V1__ListStepsResponse resp = IDEM__V1__LIST_STEPS_RESPONSE__INIT;
     resp.n_steps = l.n;
-    resp.steps = ptrs;
+    resp.steps = recs.ptrs;
     resp.next_page_token = next;
     rc = rpc__call_reply(c, &resp.base, err);
+    rpc__recs_pb_free(&recs);
   }
-  free(recs);
-  free(ptrs);
   step_list_clear(&l);
   return rc;
 }

@@ -2,6 +2,8 @@
  * borrow from the record they were built from. */
 #include "rpc_convert.h"
 
+#include <stdlib.h>
+
 Idem__V1__StepKey rpc__key_to_pb(const step_key *k) {
   Idem__V1__StepKey pb = IDEM__V1__STEP_KEY__INIT;
   pb.global_id = (char *)k->global_id;
@@ -56,4 +58,26 @@ size_t rpc__rec_size(const step_rec *r) {
   size_t n = protobuf_c_message_get_packed_size(&pb.rec.base), len_bytes = 1;
   for (size_t v = n; v >= 0x80; v >>= 7) len_bytes++;
   return 1 + len_bytes + n;
+}
+
+bool rpc__recs_to_pb(const step_rec *recs, size_t n, rpc_recs_pb *out) {
+  *out = (rpc_recs_pb){0};
+  if (n == 0) return true;
+  out->items = calloc(n, sizeof *out->items);
+  out->ptrs = calloc(n, sizeof *out->ptrs);
+  if (!out->items || !out->ptrs) {
+    rpc__recs_pb_free(out);
+    return false;
+  }
+  for (size_t i = 0; i < n; i++) {
+    rpc__rec_to_pb(&recs[i], &out->items[i]);
+    out->ptrs[i] = &out->items[i].rec;
+  }
+  return true;
+}
+
+void rpc__recs_pb_free(rpc_recs_pb *p) {
+  free(p->items);
+  free(p->ptrs);
+  *p = (rpc_recs_pb){0};
 }

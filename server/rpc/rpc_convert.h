@@ -21,6 +21,15 @@ Idem__V1__StepKey rpc__key_to_pb(const step_key *k);
 /* Fills o from r; o borrows r's strings, fingerprint and body. */
 void rpc__rec_to_pb(const step_rec *r, rpc_rec_pb *o);
 
+/* n records as protobuf, and the pointer array a response's repeated field takes (both NULL
+ * when n == 0); they borrow from recs. false when out of memory. Free with rpc__recs_pb_free. */
+typedef struct rpc_recs_pb {
+  rpc_rec_pb *items;
+  Idem__V1__StepRecord **ptrs;
+} rpc_recs_pb;
+bool rpc__recs_to_pb(const step_rec *recs, size_t n, rpc_recs_pb *out);
+void rpc__recs_pb_free(rpc_recs_pb *p);
+
 /* The encoded size of r as one element of a repeated StepRecord field (coord_rec_size_fn: the
  * byte bound of ListSteps and GetSaga pages). */
 size_t rpc__rec_size(const step_rec *r);

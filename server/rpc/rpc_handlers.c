@@ -207,19 +207,15 @@ err_code rpc__get_saga(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *
     return rc;
   }
   /* one allocation each for the repeated fields, freed once the reply is encoded */
-  rpc_rec_pb *recs = v.n_steps ? calloc(v.n_steps, sizeof *recs) : NULL;
-  Idem__V1__StepRecord **rec_ptrs = v.n_steps ? calloc(v.n_steps, sizeof *rec_ptrs) : NULL;
+  rpc_recs_pb recs;
+  bool recs_ok = rpc__recs_to_pb(v.steps, v.n_steps, &recs);
   Idem__V1__GetSagaResponse__LabelsEntry *labels =
       v.n_labels ? calloc(v.n_labels, sizeof *labels) : NULL;
   Idem__V1__GetSagaResponse__LabelsEntry **label_ptrs =
       v.n_labels ? calloc(v.n_labels, sizeof *label_ptrs) : NULL;
-  if ((v.n_steps && (!recs || !rec_ptrs)) || (v.n_labels && (!labels || !label_ptrs))) {
+  if (!recs_ok || (v.n_labels && (!labels || !label_ptrs))) {
     rc = err_oom(err);
   } else {
-    for (size_t i = 0; i < v.n_steps; i++) {
-      rpc__rec_to_pb(&v.steps[i], &recs[i]);
-      rec_ptrs[i] = &recs[i].rec;
-    }
     for (size_t i = 0; i < v.n_labels; i++) {
       labels[i] =
           (Idem__V1__GetSagaResponse__LabelsEntry)IDEM__V1__GET_SAGA_RESPONSE__LABELS_ENTRY__INIT;
@@ -232,14 +228,13 @@ err_code rpc__get_saga(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *
     resp.saga_type = v.saga_type;
     resp.created_unix_ms = v.created_ms;
     resp.n_steps = v.n_steps;
-    resp.steps = rec_ptrs;
+    resp.steps = recs.ptrs;
     resp.n_labels = v.n_labels;
     resp.labels = label_ptrs;
     resp.next_page_token = next;
     rc = rpc__call_reply(c, &resp.base, err);
   }
-  free(recs);
-  free(rec_ptrs);
+  rpc__recs_pb_free(&recs);
   free(labels);
   free(label_ptrs);
   saga_view_clear(&v);
