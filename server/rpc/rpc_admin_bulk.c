@@ -9,12 +9,7 @@ err_code rpc__resolve_steps(const rpc_req *rq, const ProtobufCMessage *in, rpc_c
   const Idem__V1__ResolveStepsRequest *req = (const Idem__V1__ResolveStepsRequest *)in;
   coord_bulk_in bi = {
       .filter = rpc__list_in(req->filter), /* its page fields are not read */
-      .outcome = (int)req->outcome,
-      .code = req->code,
-      .body = req->body.data,
-      .body_len = req->body.len,
-      .reason = req->reason,
-      .actor = req->actor,
+      RPC_RESOLUTION_FIELDS(req),
       .dry_run = req->dry_run,
       .max_steps = req->max_steps,
       .request_id = req->request_id,

@@ -49,12 +49,7 @@ err_code rpc__resolve_step(const rpc_req *rq, const ProtobufCMessage *in, rpc_ca
   const Idem__V1__ResolveStepRequest *req = (const Idem__V1__ResolveStepRequest *)in;
   coord_resolve_in ri = {
       .key = rpc__key_in(req->key),
-      .outcome = (int)req->outcome,
-      .code = req->code,
-      .body = req->body.data,
-      .body_len = req->body.len,
-      .reason = req->reason,
-      .actor = req->actor,
+      RPC_RESOLUTION_FIELDS(req),
   };
   step_rec out = {0};
   err_code rc =
