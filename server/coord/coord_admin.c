@@ -75,12 +75,17 @@ err_code coord__list_filter(const char *tenant, const coord_list_in *in, step_fi
   return ERR_OK;
 }
 
+/* The start of every paged answer: an empty page, no next page, no error. */
+static void page_start(void *out, size_t size, char next_token[COORD_TOKEN_MAX], err_t *err) {
+  memset(out, 0, size);
+  next_token[0] = '\0';
+  err_clear(err);
+}
+
 err_code coord_list_steps(const coord_ctx *ctx, store *st, const char *tenant,
                           const coord_list_in *in, int64_t deadline, step_list *out,
                           char next_token[COORD_TOKEN_MAX], err_t *err) {
-  memset(out, 0, sizeof *out);
-  next_token[0] = '\0';
-  err_clear(err);
+  page_start(out, sizeof *out, next_token, err);
   step_filter f;
   err_code rc = coord__list_filter(tenant, in, &f, err);
   if (rc != ERR_OK) return rc;
@@ -108,9 +113,7 @@ err_code coord_list_steps(const coord_ctx *ctx, store *st, const char *tenant,
 err_code coord_get_saga(const coord_ctx *ctx, store *st, const char *tenant,
                         const coord_saga_in *in, int64_t deadline, saga_view *out,
                         char next_token[COORD_TOKEN_MAX], err_t *err) {
-  memset(out, 0, sizeof *out);
-  next_token[0] = '\0';
-  err_clear(err);
+  page_start(out, sizeof *out, next_token, err);
   err_code rc;
   if ((rc = validate_tenant(tenant, err)) != ERR_OK) return rc;
   if ((rc = validate_global_id("global_id", in->global_id, err)) != ERR_OK) return rc;
@@ -242,9 +245,7 @@ err_code coord_list_audit(const coord_ctx *ctx, store *st, const char *tenant,
                           const char *global_id, uint32_t size, const char *page_token,
                           int64_t deadline, audit_list *out, char next_token[COORD_TOKEN_MAX],
                           err_t *err) {
-  memset(out, 0, sizeof *out);
-  next_token[0] = '\0';
-  err_clear(err);
+  page_start(out, sizeof *out, next_token, err);
   err_code rc;
   if ((rc = validate_tenant(tenant, err)) != ERR_OK) return rc;
   global_id = nz(global_id);
