@@ -16,14 +16,16 @@ const (
 	Compensation Phase = 2
 )
 
-func (p Phase) String() string {
-	switch p {
-	case Forward:
-		return "forward"
-	case Compensation:
-		return "compensation"
+var phaseWords = []string{"invalid", "forward", "compensation"}
+
+func (p Phase) String() string { return word(phaseWords, int(p), "invalid") }
+
+// word is words[i], or dflt when i is out of range: the String of every enum here.
+func word(words []string, i int, dflt string) string {
+	if i >= 0 && i < len(words) {
+		return words[i]
 	}
-	return "invalid"
+	return dflt
 }
 
 // Outcome of an action, as stored.
@@ -40,12 +42,7 @@ const (
 var outcomeWords = []string{"unspecified", "succeeded", "failed", "retryable", "unknown"}
 
 // String is the contract's word ("succeeded", …; names.h).
-func (o Outcome) String() string {
-	if o >= 0 && int(o) < len(outcomeWords) {
-		return outcomeWords[o]
-	}
-	return "invalid"
-}
+func (o Outcome) String() string { return word(outcomeWords, int(o), "invalid") }
 
 // ParseOutcome reads an outcome word ("succeeded", "failed", "retryable", "unknown").
 func ParseOutcome(s string) (Outcome, bool) {
@@ -73,12 +70,7 @@ var decisionNames = []string{"UNSPECIFIED", "PROCEED", "REPLAY", "SKIP_NULL_COMP
 	"SKIP_ALREADY_COMPENSATED", "PROCEED_UNGUARDED"}
 
 // String is the proto name without its DECISION_ prefix ("PROCEED", "REPLAY", …).
-func (d Decision) String() string {
-	if d >= 0 && int(d) < len(decisionNames) {
-		return decisionNames[d]
-	}
-	return "INVALID"
-}
+func (d Decision) String() string { return word(decisionNames, int(d), "INVALID") }
 
 // StepState of a record.
 type StepState int32
@@ -95,12 +87,7 @@ const (
 
 var stateWords = []string{"none", "in_progress", "succeeded", "failed", "unknown", "abandoned", "released"}
 
-func (s StepState) String() string {
-	if s >= 0 && int(s) < len(stateWords) {
-		return stateWords[s]
-	}
-	return "invalid"
-}
+func (s StepState) String() string { return word(stateWords, int(s), "invalid") }
 
 // FailureMode of a policy.
 type FailureMode int32
@@ -110,15 +97,9 @@ const (
 	FailOpen   FailureMode = 2
 )
 
-func (m FailureMode) String() string {
-	switch m {
-	case FailClosed:
-		return "fail-closed"
-	case FailOpen:
-		return "fail-open"
-	}
-	return "unspecified"
-}
+var failureModeWords = []string{"unspecified", "fail-closed", "fail-open"}
+
+func (m FailureMode) String() string { return word(failureModeWords, int(m), "unspecified") }
 
 // StepKey names one step: (tenant from the client, GlobalID, Service, Operation, Phase).
 // Phase 0 is taken as Forward.
