@@ -135,29 +135,32 @@ static bool finished(const step_rec *r) {
          (r->state == STATE_SUCCEEDED || r->state == STATE_FAILED || r->state == STATE_UNKNOWN);
 }
 
-static bool pack(crec *d, const step_rec *r) {
+/* The fields a cached record keeps as they are (the rest are narrowed, or owned: fp, body). */
+#define CREC_SAME_FIELDS(X)                                                                    \
+  X(attempt) X(code) X(completed_ms) X(created_ms) X(updated_ms) X(lease_expires_ms)          \
+  X(expires_ms) X(result_expires_ms) X(result_expired)
+#define COPY_FIELD(f) d->f = s->f;
+
+/* A copy of n body bytes into *dst (NULL when n == 0); false when out of memory. */
+static bool copy_body(uint8_t **dst, const uint8_t *src, size_t n) {
+  *dst = NULL;
+  if (n == 0) return true;
+  if (!(*dst = malloc(n))) return false;
+  memcpy(*dst, src, n);
+  return true;
+}
+
+static bool pack(crec *d, const step_rec *s) {
   memset(d, 0, sizeof *d);
-  if (!r->present) return true;
+  if (!s->present) return true;
   d->present = true;
-  d->state = (uint8_t)r->state;
-  d->outcome = (uint8_t)r->outcome;
-  d->fp_len = (uint8_t)(r->fp_len > REC_FP_MAX ? REC_FP_MAX : r->fp_len);
-  memcpy(d->fp, r->fp, d->fp_len);
-  d->attempt = r->attempt;
-  d->code = r->code;
-  if (r->body_len > 0) {
-    d->body = malloc(r->body_len);
-    if (!d->body) return false;
-    memcpy(d->body, r->body, r->body_len);
-    d->body_len = (uint32_t)r->body_len;
-  }
-  d->completed_ms = r->completed_ms;
-  d->created_ms = r->created_ms;
-  d->updated_ms = r->updated_ms;
-  d->lease_expires_ms = r->lease_expires_ms;
-  d->expires_ms = r->expires_ms;
-  d->result_expires_ms = r->result_expires_ms;
-  d->result_expired = r->result_expired;
+  d->state = (uint8_t)s->state;
+  d->outcome = (uint8_t)s->outcome;
+  d->fp_len = (uint8_t)(s->fp_len > REC_FP_MAX ? REC_FP_MAX : s->fp_len);
+  memcpy(d->fp, s->fp, d->fp_len);
+  CREC_SAME_FIELDS(COPY_FIELD)
+  if (!copy_body(&d->body, s->body, s->body_len)) return false;
+  d->body_len = (uint32_t)s->body_len;
   return true;
 }
 
@@ -171,21 +174,9 @@ static bool unpack(step_rec *d, const crec *s, const step_key *key, step_phase p
   d->outcome = (step_outcome)s->outcome;
   d->fp_len = s->fp_len;
   memcpy(d->fp, s->fp, s->fp_len);
-  d->attempt = s->attempt;
-  d->code = s->code;
-  if (s->body_len > 0) {
-    d->body = malloc(s->body_len);
-    if (!d->body) return false;
-    memcpy(d->body, s->body, s->body_len);
-    d->body_len = s->body_len;
-  }
-  d->completed_ms = s->completed_ms;
-  d->created_ms = s->created_ms;
-  d->updated_ms = s->updated_ms;
-  d->lease_expires_ms = s->lease_expires_ms;
-  d->expires_ms = s->expires_ms;
-  d->result_expires_ms = s->result_expires_ms;
-  d->result_expired = s->result_expired;
+  CREC_SAME_FIELDS(COPY_FIELD)
+  if (!copy_body(&d->body, s->body, s->body_len)) return false;
+  d->body_len = s->body_len;
   return true;
 }
 
