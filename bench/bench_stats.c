@@ -1,4 +1,5 @@
-/* bench_stats.c — latency buffers and their percentiles (nearest rank on the sorted values). */
+/* bench_stats.c — latency buffers and their percentiles (nearest rank on the sorted values), and
+ * the error counts by code. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -59,4 +60,9 @@ lat_summary lat_summarize(lat_buf *b) {
   s.p99 = pct(b->v, b->n, .99);
   s.max = b->v[b->n - 1];
   return s;
+}
+
+void bench_count_error(shared *sh, int code) {
+  int i = (code >= 0 && code < BENCH_MAX_CODES) ? code : BENCH_MAX_CODES;
+  atomic_fetch_add(&sh->errors[i], 1);
 }

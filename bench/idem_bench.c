@@ -43,11 +43,6 @@
 
 static const char *const workload_names[] = {"pairs", "replay", "storm", "saga", "dups"};
 
-void bench_count_error(shared *sh, int code) {
-  int i = (code >= 0 && code < BENCH_MAX_CODES) ? code : BENCH_MAX_CODES;
-  atomic_fetch_add(&sh->errors[i], 1);
-}
-
 /* pairs and replay: the single-threaded driver (bench_async.c) in caller 0. */
 static bool async_driver(const conf *cf) {
   return cf->w == W_PAIRS || cf->w == W_REPLAY;
