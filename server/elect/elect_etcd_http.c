@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/buf.h"
 #include "../util/clock.h"
 
 #define MAX_ENDPOINTS 8
@@ -24,31 +25,20 @@ struct etcd_conn {
   char *endpoints[MAX_ENDPOINTS];
   int n;
   int cur;
-  /* the reply being received */
-  char *buf;
-  size_t len, cap;
+  /* the reply being received (util/buf; oom: it could not grow) */
+  buf_t reply;
   bool too_big;
 };
 
 static size_t on_data(char *ptr, size_t size, size_t nmemb, void *arg) {
   etcd_conn *c = arg;
   size_t n = size * nmemb;
-  if (c->len + n + 1 > MAX_REPLY) {
+  if (c->reply.n + n + 1 > MAX_REPLY) {
     c->too_big = true;
     return 0;
   }
-  if (c->len + n + 1 > c->cap) {
-    size_t cap = c->cap ? c->cap : 1024;
-    while (cap < c->len + n + 1) cap *= 2;
-    char *b = realloc(c->buf, cap);
-    if (!b) return 0;
-    c->buf = b;
-    c->cap = cap;
-  }
-  memcpy(c->buf + c->len, ptr, n);
-  c->len += n;
-  c->buf[c->len] = '\0';
-  return n;
+  buf_putn(&c->reply, ptr, n);
+  return c->reply.oom ? 0 : n;
 }
 
 static void global_init_once(void) {
@@ -96,7 +86,7 @@ void etcd__conn_free(etcd_conn *c) {
   if (c->easy) curl_easy_cleanup(c->easy);
   if (c->multi) curl_multi_cleanup(c->multi);
   for (int i = 0; i < c->n; i++) free(c->endpoints[i]);
-  free(c->buf);
+  buf_free(&c->reply);
   free(c);
 }
 
@@ -110,9 +100,8 @@ etcd_fail etcd__post(etcd_conn *c, const char *path, const cJSON *body, int64_t 
   }
   char url[512];
   snprintf(url, sizeof url, "%s%s", c->endpoints[c->cur], path);
-  c->len = 0;
+  buf_clear(&c->reply);
   c->too_big = false;
-  if (c->buf) c->buf[0] = '\0';
 
   CURL *e = c->easy;
   curl_easy_reset(e);
@@ -173,11 +162,11 @@ etcd_fail etcd__post(etcd_conn *c, const char *path, const cJSON *body, int64_t 
   if (done_code != CURLE_OK) {
     bool unsent = done_code == CURLE_COULDNT_CONNECT || done_code == CURLE_COULDNT_RESOLVE_HOST;
     /* a stream we cut short (too big) or a reply we had everything of still parses below */
-    if (!(done_code == CURLE_WRITE_ERROR && !c->too_big && c->len > 0)) {
+    if (!(done_code == CURLE_WRITE_ERROR && !c->too_big && c->reply.n > 0)) {
       err_set(err, ERR_UNAVAILABLE, "etcd: %s", curl_easy_strerror(done_code));
       if (unsent && c->n > 1) c->cur = (c->cur + 1) % c->n; /* try the next endpoint next time */
       return unsent ? ETCD_NOT_SENT : ETCD_UNKNOWN;
     }
   }
-  return etcd__reply(c->buf, c->len, status, out, err);
+  return etcd__reply(c->reply.p ? c->reply.p : "", c->reply.n, status, out, err);
 }

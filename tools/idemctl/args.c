@@ -8,6 +8,7 @@
 
 #include "idem/v1/names.h"
 #include "idemctl.h"
+#include "util/buf.h"
 
 int ctl_parse_filter(ctl *c, idem_steps_filter *f) {
   memset(f, 0, sizeof *f);
@@ -30,29 +31,19 @@ int ctl_parse_filter(ctl *c, idem_steps_filter *f) {
 static int read_file(const char *path, uint8_t **out, size_t *len) {
   FILE *f = fopen(path, "rb");
   if (!f) return -1;
-  size_t cap = 4096, n = 0;
-  uint8_t *b = malloc(cap);
+  buf_t b = {0};
+  char chunk[4096];
   size_t r;
-  while (b && (r = fread(b + n, 1, cap - n, f)) > 0) {
-    n += r;
-    if (n == cap) {
-      if (cap >= 1 << 20) break; /* the server refuses more than 64 KiB anyway */
-      uint8_t *nb = realloc(b, cap *= 2);
-      if (!nb) {
-        free(b);
-        b = NULL;
-      }
-      b = nb;
-    }
-  }
-  bool bad = ferror(f) || !b;
+  /* at most 1 MiB: the server refuses more than 64 KiB anyway */
+  while (b.n < (1u << 20) && (r = fread(chunk, 1, sizeof chunk, f)) > 0) buf_putn(&b, chunk, r);
+  bool bad = ferror(f) || b.oom;
   fclose(f);
   if (bad) {
-    free(b);
+    buf_free(&b);
     return -1;
   }
-  *out = b;
-  *len = n;
+  *out = (uint8_t *)b.p; /* NULL for an empty file */
+  *len = b.n;
   return 0;
 }
 
