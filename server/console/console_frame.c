@@ -100,7 +100,7 @@ static void not_leader(creq *r, unsigned status, const char *why, const char *le
   console__page_end(r);
 }
 
-void console__page_err(creq *r, const err_t *err) {
+unsigned console__http_status(const err_t *err) {
   /* one HTTP status per code: 500 only for what is really the server's fault */
   static const unsigned http_of[ERR__COUNT] = {
       [ERR_OK] = 200,         [ERR_INVALID] = 400,       [ERR_PRECONDITION] = 409,
@@ -108,10 +108,14 @@ void console__page_err(creq *r, const err_t *err) {
       [ERR_DEADLINE] = 504,   [ERR_INTERNAL] = 500,      [ERR_UNAUTHENTICATED] = 401,
       [ERR_PERMISSION] = 403, [ERR_UNIMPLEMENTED] = 501, [ERR_RESOURCE] = 503,
   };
-  unsigned status = err->code > ERR_OK && err->code < ERR__COUNT ? http_of[err->code] : 500;
   /* too many calls or replies waiting: the client should slow down (429); out of memory is
    * the server's condition (503) */
-  if (err->code == ERR_RESOURCE && err->reason == ERR_R_OVERLOADED) status = 429;
+  if (err->code == ERR_RESOURCE && err->reason == ERR_R_OVERLOADED) return 429;
+  return err->code > ERR_OK && err->code < ERR__COUNT ? http_of[err->code] : 500;
+}
+
+void console__page_err(creq *r, const err_t *err) {
+  unsigned status = console__http_status(err);
   console__page_error(r, status, err->msg[0] ? err->msg : err_str(err->code));
   if (err_is_not_leader(err)) not_leader(r, status, "This node does not lead", err->leader);
 }

@@ -20,6 +20,9 @@ void console__page_end(creq *r);
 void console__page_error(creq *r, unsigned status, const char *msg);
 /* An error page for a coord/ error (mapped to an HTTP status; a standby names the leader). */
 void console__page_err(creq *r, const err_t *err);
+/* The HTTP status of an error page: 400 invalid, 404, 409, 401, 403, 429 overloaded, 501, 503
+ * unavailable or out of memory, 504 deadline, 500 only for an internal error. */
+unsigned console__http_status(const err_t *err);
 /* The request's store, or NULL with a 503 page written (no store connection can be opened). */
 store *console__page_store(creq *r);
 /* Whether a POST passes console__post_check (needs: CONSOLE_NEEDS_* bits); false with the

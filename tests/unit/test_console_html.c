@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "console/console_frame.h"
 #include "console/console_html.h"
 
 static buf_t b;
@@ -45,4 +46,26 @@ Test(console_html, the_template_and_raw_are_not_escaped) {
 Test(console_html, escn_keeps_length_and_nul) {
   console__escn(&b, "a\0<", 3);
   cr_assert_str_eq(b.p, "a\xEF\xBF\xBD&lt;");
+}
+
+/* An error page's status says what kind of failure it was (issue 31: not 500 for everything). */
+Test(console_html, error_pages_carry_the_status_of_their_code) {
+  static const struct {
+    err_code code;
+    err_reason reason;
+    unsigned status;
+  } S[] = {
+      {ERR_INVALID, ERR_R_NONE, 400},          {ERR_NOT_FOUND, ERR_R_NONE, 404},
+      {ERR_PRECONDITION, ERR_R_NONE, 409},     {ERR_ABORTED, ERR_R_IN_PROGRESS, 409},
+      {ERR_UNAUTHENTICATED, ERR_R_NONE, 401},  {ERR_PERMISSION, ERR_R_NONE, 403},
+      {ERR_RESOURCE, ERR_R_OVERLOADED, 429},   {ERR_RESOURCE, ERR_R_OUT_OF_MEMORY, 503},
+      {ERR_UNAVAILABLE, ERR_R_STORE_UNAVAILABLE, 503}, {ERR_DEADLINE, ERR_R_STORE_TIMEOUT, 504},
+      {ERR_UNIMPLEMENTED, ERR_R_NONE, 501},    {ERR_INTERNAL, ERR_R_NONE, 500},
+  };
+  for (size_t i = 0; i < sizeof S / sizeof S[0]; i++) {
+    err_t e;
+    err_fail(&e, S[i].code, S[i].reason, "x");
+    cr_expect_eq(console__http_status(&e), S[i].status, "%s / %s: %u, want %u", err_name(S[i].code),
+                 err_reason_word(S[i].reason), console__http_status(&e), S[i].status);
+  }
 }
