@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "etcd_proc.h"
+#include "pgexec.h"
 #include "spawn.h"
 #include "testutil.h"
 
@@ -49,17 +50,6 @@ void h_srv_dump_log(const srv *s);
 /* Connects a client to s for tenant (deadline_ms 0 = 2000). Fails the test on error. */
 idem_client *h_client(const srv *s, const char *tenant, int64_t deadline_ms);
 
-/* Runs one SQL statement with text params against $IDEM_TEST_PG_URL and returns the first
- * column of the first row as an integer (-1 if no row). Fails the test on error. */
-long long h_sql_int(const char *sql, int nparams, const char *const *params);
-
-/* Creates a database of its own on $IDEM_TEST_PG_URL's server (name from h_unique, into db,
- * cap >= 64) and writes its URL into url (cap >= 256). For a coordinator elected through etcd:
- * its fence would shut every other test's coordinator out of a shared database. */
-void h_db_create(char *db, size_t db_cap, char *url, size_t url_cap);
-/* Drops a database h_db_create made (and its connections). "" is fine. */
-void h_db_drop(const char *db);
-
 /* A raw unary call with arbitrary request bytes (to send malformed protobuf). Returns the gRPC
  * status code; details copied into details (may be NULL). */
 int h_raw_call(const char *addr, const char *method, const char *tenant, const void *req,
@@ -93,7 +83,7 @@ typedef struct h_fixture {
   int metrics_port; /* with metrics: the --metrics port on 127.0.0.1; else 0 */
   bool any_exit;    /* h_fixture_stop accepts any exit status */
   etcd_proc etcd;   /* with etcd: the private etcd the coordinator is elected through */
-  char db[64];      /* with etcd: the coordinator's own database (h_db_create), else "" */
+  char db[64];      /* with etcd: the coordinator's own database (pgx_db_create), else "" */
   char pg_url[256]; /* its URL */
 } h_fixture;
 
