@@ -200,6 +200,16 @@ long long h_tenant_hash(const char *t) {
       1, p);
 }
 
+void h_action_run(void *arg, const idem_step_ctx *ctx, idem_step_output *out) {
+  h_action *a = arg;
+  a->calls++;
+  a->unguarded = ctx->unguarded;
+  out->outcome = IDEM_OUTCOME_SUCCEEDED;
+  out->code = a->code;
+  out->body = "ok %ref";
+  out->body_len = 7;
+}
+
 void h_set_policy(idem_client *c, const char *svc, const char *op, int mode) {
   idem_policy p = {.failure_mode = mode, .retention_s = 3600, .lease_ms = 5000};
   snprintf(p.service, sizeof p.service, "%s", svc);

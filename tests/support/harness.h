@@ -67,6 +67,16 @@ long long h_tenant_hash(const char *t);
  * lease 5 s; fails the test unless the coordinator says OK. */
 void h_set_policy(idem_client *c, const char *svc, const char *op, int mode);
 
+/* An action for idem_step_run that counts its runs (h_action_run, its arg an h_action). */
+typedef struct h_action {
+  int calls;      /* how many times it ran */
+  bool unguarded; /* the last run's ctx->unguarded */
+  int code;       /* the code it answers */
+} h_action;
+/* The step function: counts the run, notes ctx->unguarded, and answers SUCCEEDED with the
+ * h_action's code and the body "ok %ref". */
+void h_action_run(void *arg, const idem_step_ctx *ctx, idem_step_output *out);
+
 /* GET path from 127.0.0.1:port over HTTP/1.0: the status code; the malloc'd body in *body. */
 int h_http_get(int port, const char *path, char **body);
 
