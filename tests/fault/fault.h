@@ -52,8 +52,4 @@ void f_signal(cluster *cl, int i, int sig);
 /* One BeginStep + CompleteStep(SUCCEEDED) on a fresh key. IDEM_OK when both succeeded. */
 int f_pair(idem_client *c, const char *gid, idem_error *e);
 
-/* An SQL statement on the cluster's database; the first column of the first row as integer
- * (-1: no row). Fails the test on error. */
-long long f_sql_int(cluster *cl, const char *sql);
-
 #endif

@@ -1,44 +1,11 @@
 #include "fault.h"
 
 #include <criterion/criterion.h>
-#include <libpq-fe.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-/* The server part of $IDEM_TEST_PG_URL with another database name. */
-static void url_for_db(const char *db, char *out, size_t n) {
-  const char *base = h_env("IDEM_TEST_PG_URL");
-  const char *q = strchr(base, '?');
-  size_t blen = q ? (size_t)(q - base) : strlen(base);
-  const char *slash = NULL;
-  for (const char *p = base + strlen("postgresql://"); p < base + blen; p++)
-    if (*p == '/') slash = p;
-  cr_assert(slash, "cannot find the database name in IDEM_TEST_PG_URL");
-  snprintf(out, n, "%.*s/%s%s", (int)(slash - base), base, db, q ? q : "");
-}
-
-static void admin_sql(const char *sql) {
-  PGconn *c = PQconnectdb(h_env("IDEM_TEST_PG_URL"));
-  cr_assert(PQstatus(c) == CONNECTION_OK, "postgres: %s", PQerrorMessage(c));
-  PGresult *r = PQexec(c, sql);
-  cr_assert(PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s", sql, PQerrorMessage(c));
-  PQclear(r);
-  PQfinish(c);
-}
-
-long long f_sql_int(cluster *cl, const char *sql) {
-  PGconn *c = PQconnectdb(cl->pg_url);
-  cr_assert(PQstatus(c) == CONNECTION_OK, "postgres: %s", PQerrorMessage(c));
-  PGresult *r = PQexec(c, sql);
-  cr_assert(PQresultStatus(r) == PGRES_TUPLES_OK, "%s: %s", sql, PQerrorMessage(c));
-  long long v = PQntuples(r) > 0 ? atoll(PQgetvalue(r, 0, 0)) : -1;
-  PQclear(r);
-  PQfinish(c);
-  return v;
-}
 
 static void node_start(cluster *cl, int i) {
   char name[16], ttl[8];
@@ -63,15 +30,7 @@ void f_cluster_start(cluster *cl, int n) {
   live = cl;
   cr_assert(n >= 1 && n <= F_MAX_NODES);
   etcd_start(&cl->etcd);
-  char tag[64];
-  h_unique("f", tag, sizeof tag);
-  snprintf(cl->db, sizeof cl->db, "idem_fault_%.40s", tag + 2);
-  for (char *p = cl->db; *p; p++)
-    if (*p == '-') *p = '_';
-  char sql[160];
-  snprintf(sql, sizeof sql, "CREATE DATABASE %s", cl->db);
-  admin_sql(sql);
-  url_for_db(cl->db, cl->pg_url, sizeof cl->pg_url);
+  pgx_db_create("idem_fault", cl->db, sizeof cl->db, cl->pg_url, sizeof cl->pg_url);
   cl->n = n;
   node_start(cl, 0);
   cr_assert_eq(f_wait_leader(cl, -1, 10000, NULL), 0, "the first node did not lead");
@@ -96,11 +55,7 @@ void f_cluster_stop(cluster *cl) {
     cl->status_c[i] = NULL;
   }
   etcd_stop(&cl->etcd);
-  if (cl->db[0]) {
-    char sql[160];
-    snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s WITH (FORCE)", cl->db);
-    admin_sql(sql);
-  }
+  pgx_db_drop(cl->db);
 }
 
 idem_client *f_client(cluster *cl, int i, const char *tenant, int64_t deadline_ms) {

@@ -12,28 +12,6 @@
 
 #include "fault.h"
 
-typedef struct act {
-  int calls;
-  bool unguarded;
-} act;
-
-static void action(void *arg, const idem_step_ctx *ctx, idem_step_output *out) {
-  act *a = arg;
-  a->calls++;
-  a->unguarded = ctx->unguarded;
-  out->outcome = IDEM_OUTCOME_SUCCEEDED;
-  out->code = 200;
-}
-
-static int journal_lines(const char *path) {
-  FILE *f = fopen(path, "r");
-  if (!f) return 0;
-  int n = 0;
-  for (int ch; (ch = fgetc(f)) != EOF;) n += ch == '\n';
-  fclose(f);
-  return n;
-}
-
 /* A client for every node, with a journal, that knows the policies of mail/send (fail-open)
  * and payment/charge (fail-closed). */
 static idem_client *journal_client(cluster *cl, const char *tenant, const char *journal) {
@@ -77,11 +55,11 @@ Test(fault, a_hung_leader_beside_a_standby_never_runs_a_fail_open_step_unguarded
   f_signal(&cl, leader, SIGSTOP); /* hung: connections open, nothing answered */
   h_unique("rh", gid, sizeof gid);
   idem_step_key k = {gid, "mail", "send", IDEM_FORWARD};
-  act a = {0};
+  h_action a = {.code = 200};
   idem_run_options ro = {.deadline_ms = 20000, .no_wait = true};
   idem_run_report rep = {0};
   int64_t t0 = h_now_ms();
-  int rc = idem_step_run(c, &k, NULL, 0, action, &a, &ro, &rep, &e);
+  int rc = idem_step_run(c, &k, NULL, 0, h_action_run, &a, &ro, &rep, &e);
   int64_t took = h_now_ms() - t0;
   f_signal(&cl, leader, SIGCONT);
   printf("reasons: a hung leader; the fail-open step %s after %lld ms (%d begin retries)\n",
@@ -92,7 +70,7 @@ Test(fault, a_hung_leader_beside_a_standby_never_runs_a_fail_open_step_unguarded
   cr_assert_eq(a.calls, 1);
   cr_assert_not(rep.unguarded, "ran unguarded while the standby could (and did) decide");
   cr_assert_eq(rep.decision, IDEM_DECISION_PROCEED);
-  cr_assert_eq(journal_lines(journal), 0, "nothing journalled");
+  cr_assert_eq(h_line_count(journal), 0, "nothing journalled");
   idem_run_report_clear(&rep);
   idem_close(c);
   remove(journal);
@@ -137,18 +115,18 @@ Test(fault, etcd_gone_every_node_says_no_leader_and_fail_open_runs_unguarded, .f
   idem_run_options ro = {.deadline_ms = 1500};
   idem_run_report rep = {0};
   idem_error e = {0};
-  act a = {0}, b = {0};
-  cr_assert_eq(idem_step_run(c, &open, NULL, 0, action, &a, &ro, &rep, &e), IDEM_OK,
+  h_action a = {.code = 200}, b = {.code = 200};
+  cr_assert_eq(idem_step_run(c, &open, NULL, 0, h_action_run, &a, &ro, &rep, &e), IDEM_OK,
                "fail-open: reason '%s' (%s), leader '%s'", e.reason, e.message, e.leader);
   cr_assert(a.calls == 1 && a.unguarded && rep.unguarded && rep.journaled);
   idem_run_report_clear(&rep);
-  int rc = idem_step_run(c, &closed, NULL, 0, action, &b, &ro, &rep, &e);
+  int rc = idem_step_run(c, &closed, NULL, 0, h_action_run, &b, &ro, &rep, &e);
   cr_assert_eq(rc, IDEM_UNAVAILABLE, "fail-closed: %s (%s)", idem_strerror(rc), e.message);
   /* the last answer: a node without a leader, or the standby naming its stale leader */
   cr_assert(!strcmp(e.reason, "no-leader") || !strcmp(e.reason, "not-leader"),
             "fail-closed: reason '%s' (%s)", e.reason, e.message);
   cr_assert_eq(b.calls, 0, "a fail-closed action ran without a leader");
-  cr_assert_eq(journal_lines(journal), 1);
+  cr_assert_eq(h_line_count(journal), 1);
   idem_close(c);
   remove(journal);
   f_cluster_stop(&cl);

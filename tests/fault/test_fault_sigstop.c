@@ -77,7 +77,8 @@ Test(fault, sigstop_leader_is_fenced, .fini = f_fini, .timeout = 90) {
   h_unique("new", gid, sizeof gid);
   idem_error e = {0};
   cr_assert_eq(f_pair(c, gid, &e), IDEM_OK, "%s", e.message);
-  int64_t commit_wall = f_sql_int(&cl, "SELECT (extract(epoch from clock_timestamp())*1000)::bigint");
+  int64_t commit_wall =
+      pgx_sql(cl.pg_url, "SELECT (extract(epoch from clock_timestamp())*1000)::bigint", 0, NULL);
   atomic_store(&L.new_commit_ms, h_now_ms());
   int64_t left = t0 + 2 * F_TTL * 1000 - h_now_ms();
   if (left > 0) h_sleep_ms(left);
@@ -103,19 +104,18 @@ Test(fault, sigstop_leader_is_fenced, .fini = f_fini, .timeout = 90) {
            "SELECT count(*) FROM idem_steps WHERE tenant = '%s' AND global_id LIKE 'old-%%'"
            " AND updated_ms >= %lld",
            L.tenant, (long long)commit_wall);
-  long long late = f_sql_int(&cl, sql);
+  long long late = pgx_sql(cl.pg_url, sql, 0, NULL);
   /* a write made directly under the old epoch is refused by the database */
   char url[700];
   snprintf(url, sizeof url, "%s%coptions=-c%%20idem.epoch%%3D%llu", cl.pg_url,
            strchr(cl.pg_url, '?') ? '&' : '?', (unsigned long long)e1);
-  PGconn *pc = PQconnectdb(url);
-  cr_assert(PQstatus(pc) == CONNECTION_OK, "%s", PQerrorMessage(pc));
+  PGconn *pc = pgx_connect(url);
   PGresult *r = PQexec(pc, "DELETE FROM idem_steps WHERE tenant = 'nobody'");
   const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
   bool refused = PQresultStatus(r) == PGRES_FATAL_ERROR && state && strcmp(state, "IF001") == 0;
   PQclear(r);
   PQfinish(pc);
-  long long fence = f_sql_int(&cl, "SELECT epoch FROM idem_fence WHERE id = 1");
+  long long fence = pgx_sql(cl.pg_url, "SELECT epoch FROM idem_fence WHERE id = 1", 0, NULL);
 
   printf("sigstop: node %d (epoch %llu) paused for %d ms; node %d leads after %lld ms (epoch "
          "%llu, fence %lld); old leader reports stepped down %lld ms after SIGCONT; old-epoch "

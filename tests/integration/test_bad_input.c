@@ -11,9 +11,10 @@ TestSuite(bad_input, .init = h_setup, .fini = h_teardown, .timeout = 60);
 
 static long long stored_rows(const char *tenant) {
   const char *p[] = {tenant};
-  return h_sql_int("select (select count(*) from idem_steps where tenant = $1) + "
-                   "(select count(*) from idem_sagas where tenant = $1)",
-                   1, p);
+  return pgx_sql(NULL,
+                 "select (select count(*) from idem_steps where tenant = $1) + "
+                 "(select count(*) from idem_sagas where tenant = $1)",
+                 1, p);
 }
 
 static char *repeat(char c, size_t n) {

@@ -10,31 +10,6 @@
 
 #include "harness.h"
 
-typedef struct act {
-  int calls;
-  int code;
-  bool unguarded;
-} act;
-
-static void action(void *arg, const idem_step_ctx *ctx, idem_step_output *out) {
-  act *a = arg;
-  a->calls++;
-  a->unguarded = ctx->unguarded;
-  out->outcome = IDEM_OUTCOME_SUCCEEDED;
-  out->code = a->code;
-  out->body = "ok %ref";
-  out->body_len = 7;
-}
-
-static int count_lines(const char *path) {
-  FILE *f = fopen(path, "r");
-  if (!f) return 0;
-  int n = 0, ch;
-  while ((ch = fgetc(f)) != EOF) n += ch == '\n';
-  fclose(f);
-  return n;
-}
-
 Test(client_fail_open, coordinator_down_then_reconcile, .timeout = 120) {
   srv s;
   h_srv_start(&s, NULL, NULL);
@@ -61,36 +36,36 @@ Test(client_fail_open, coordinator_down_then_reconcile, .timeout = 120) {
   idem_run_report rep = {0};
   idem_step_key k1 = {g1, "mail", "send", IDEM_FORWARD};
   idem_step_key k2 = {g2, "mail", "send", IDEM_FORWARD};
-  act a = {.code = 250};
-  cr_assert_eq(idem_step_run(c, &k1, (const uint8_t *)"fp1", 3, action, &a, &ro, &rep, &e),
+  h_action a = {.code = 250};
+  cr_assert_eq(idem_step_run(c, &k1, (const uint8_t *)"fp1", 3, h_action_run, &a, &ro, &rep, &e),
                IDEM_OK, "fail-open with the coordinator down: %s", e.message);
   cr_assert_eq(a.calls, 1);
   cr_assert(a.unguarded && rep.unguarded && rep.journaled && rep.ran);
   cr_assert_eq(rep.decision, IDEM_DECISION_PROCEED_UNGUARDED);
   idem_run_report_clear(&rep);
-  cr_assert_eq(idem_step_run(c, &k2, NULL, 0, action, &a, &ro, &rep, &e), IDEM_OK, "%s",
+  cr_assert_eq(idem_step_run(c, &k2, NULL, 0, h_action_run, &a, &ro, &rep, &e), IDEM_OK, "%s",
                e.message);
   idem_run_report_clear(&rep);
-  cr_assert_eq(count_lines(journal), 2);
+  cr_assert_eq(h_line_count(journal), 2);
 
-  act closed = {.code = 200};
+  h_action closed = {.code = 200};
   idem_step_key kc = {g1, "payment", "charge", IDEM_FORWARD};
-  int rc = idem_step_run(c, &kc, NULL, 0, action, &closed, &ro, &rep, &e);
+  int rc = idem_step_run(c, &kc, NULL, 0, h_action_run, &closed, &ro, &rep, &e);
   cr_assert(rc == IDEM_UNAVAILABLE || rc == IDEM_DEADLINE_EXCEEDED, "fail-closed: %s",
             idem_strerror(rc));
   cr_assert_eq(closed.calls, 0, "a fail-closed action ran with the coordinator down");
   idem_step_key kn = {g1, "ship", "label", IDEM_FORWARD}; /* never fetched */
-  rc = idem_step_run(c, &kn, NULL, 0, action, &closed, &ro, &rep, &e);
+  rc = idem_step_run(c, &kn, NULL, 0, h_action_run, &closed, &ro, &rep, &e);
   cr_assert(rc == IDEM_UNAVAILABLE || rc == IDEM_DEADLINE_EXCEEDED);
   cr_assert_eq(closed.calls, 0, "an action with an unknown policy ran");
-  cr_assert_eq(count_lines(journal), 2);
+  cr_assert_eq(h_line_count(journal), 2);
   idem_close(c);
 
   /* back up: k2 runs again under the coordinator (with a different result) before reconcile */
   h_srv_start(&s, NULL, NULL);
   c = h_client(&s, t, 0);
-  act again = {.code = 299};
-  cr_assert_eq(idem_step_run(c, &k2, NULL, 0, action, &again, NULL, &rep, &e), IDEM_OK);
+  h_action again = {.code = 299};
+  cr_assert_eq(idem_step_run(c, &k2, NULL, 0, h_action_run, &again, NULL, &rep, &e), IDEM_OK);
   cr_assert_eq(again.calls, 1);
   idem_run_report_clear(&rep);
 

@@ -131,8 +131,8 @@ Test(concurrency, two_servers_racing_on_1000_keys_hand_out_one_proceed_each, .ti
   cr_assert_eq(more, 0, "a key got two PROCEEDs");
   cr_assert_eq(ones, KEYS);
   cr_assert_eq(ra.errors + rb.errors, 0);
-  long long rows = h_sql_int(
-      "select count(*) from idem_steps where tenant = $1 and attempt = 1 and state = 1", 1,
+  long long rows = pgx_sql(
+      NULL, "select count(*) from idem_steps where tenant = $1 and attempt = 1 and state = 1", 1,
       (const char *[]){tenant});
   cr_assert_eq(rows, KEYS);
   idem_close(ra.client);

@@ -56,14 +56,14 @@ Test(paging, ten_thousand_in_pages_of_100_while_rows_change) {
   char n[16];
   snprintf(n, sizeof n, "%d", N_EXISTING);
   const char *p[] = {H.t, n};
-  h_sql_int(
-      "INSERT INTO idem_steps (tenant, global_id, service, operation, phase, state, attempt,"
-      " created_ms, updated_ms, lease_expires_ms, expires_ms)"
-      " SELECT $1, 'g-' || lpad(i::text, 5, '0'), 'svc', 'op', 1, 1, 1,"
-      " (extract(epoch from now()) * 1000)::bigint, (extract(epoch from now()) * 1000)::bigint,"
-      " (extract(epoch from now()) * 1000)::bigint + 3600000, 0"
-      " FROM generate_series(0, $2::int - 1) i",
-      2, p);
+  pgx_sql(NULL,
+          "INSERT INTO idem_steps (tenant, global_id, service, operation, phase, state, attempt,"
+          " created_ms, updated_ms, lease_expires_ms, expires_ms)"
+          " SELECT $1, 'g-' || lpad(i::text, 5, '0'), 'svc', 'op', 1, 1, 1,"
+          " (extract(epoch from now()) * 1000)::bigint, (extract(epoch from now()) * 1000)::bigint,"
+          " (extract(epoch from now()) * 1000)::bigint + 3600000, 0"
+          " FROM generate_series(0, $2::int - 1) i",
+          2, p);
 
   churn ch = {0};
   pthread_t t;

@@ -32,7 +32,7 @@ static long long tenant_rows(const char *table, const char *t) {
   char sql[128];
   snprintf(sql, sizeof sql, "select count(*) from %s where tenant = $1", table);
   const char *p[] = {t};
-  return h_sql_int(sql, 1, p);
+  return pgx_sql(NULL, sql, 1, p);
 }
 
 /* msg with every occurrence of id replaced by "<id>" (so two answers that only echo the id the

@@ -53,7 +53,8 @@ static void proceed_and_complete(const idem_step_key *k) {
 
 static long long body_bytes(const char *gid) {
   const char *p[] = {H.t, gid};
-  return h_sql_int(
+  return pgx_sql(
+      NULL,
       "SELECT coalesce(max(octet_length(body)), -1) FROM idem_steps WHERE tenant = $1 AND"
       " global_id = $2",
       2, p);

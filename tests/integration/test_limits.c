@@ -16,7 +16,7 @@ TestSuite(limits, .init = h_setup, .fini = h_teardown, .timeout = 60);
 
 static long long step_rows(const char *tenant) {
   const char *p[] = {tenant};
-  return h_sql_int("select count(*) from idem_steps where tenant = $1", 1, p);
+  return pgx_sql(NULL, "select count(*) from idem_steps where tenant = $1", 1, p);
 }
 
 /* A CompleteStepRequest for key (attempt 1, SUCCEEDED) whose encoding is exactly total bytes. */
@@ -98,7 +98,7 @@ Test(limits, metadata_over_8_kib_fails_the_call_and_the_server_keeps_serving) {
   cr_assert_eq(rc, IDEM_RESOURCE_EXHAUSTED, "got %s (%s)", idem_strerror(rc), e.message);
   idem_close(bc);
   const char *p[] = {gid};
-  cr_assert_eq(h_sql_int("select count(*) from idem_steps where global_id = $1", 1, p), 0);
+  cr_assert_eq(pgx_sql(NULL, "select count(*) from idem_steps where global_id = $1", 1, p), 0);
 
   /* a 7 KiB tenant fits the header limit: the server answers, and names the tenant */
   big[7 * 1024] = '\0';
@@ -117,6 +117,6 @@ Test(limits, metadata_over_8_kib_fails_the_call_and_the_server_keeps_serving) {
   cr_assert_eq(idem_step_lookup(fresh, &k, &r, &e), IDEM_OK, "%s", e.message);
   idem_record_clear(&r);
   idem_close(fresh);
-  cr_assert_eq(h_sql_int("select count(*) from idem_steps where global_id = $1", 1, p), 1);
+  cr_assert_eq(pgx_sql(NULL, "select count(*) from idem_steps where global_id = $1", 1, p), 1);
   idem_begin_clear(&b);
 }

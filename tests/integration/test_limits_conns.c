@@ -205,9 +205,10 @@ Test(limits_conns, streams_over_the_cap_are_queued_and_served_other_connections_
   printf("streams on one connection: %d of %d served (cap %d)\n", ok, N_STREAMS, STREAM_CAP);
   cr_assert_eq(ok, N_STREAMS);
   const char *p[] = {H.t};
-  cr_assert_eq(h_sql_int("select count(*) from idem_steps where tenant = $1 and global_id like"
-                         " 'gs%' and attempt = 1 and state = 1",
-                         1, p),
+  cr_assert_eq(pgx_sql(NULL,
+                       "select count(*) from idem_steps where tenant = $1 and global_id like"
+                       " 'gs%' and attempt = 1 and state = 1",
+                       1, p),
                N_STREAMS);
   grpc_channel_destroy(ch);
   grpc_completion_queue_shutdown(cq);

@@ -9,7 +9,8 @@
 
 static long long rows_of(const char *tenant, const char *gid) {
   const char *p[] = {tenant, gid};
-  return h_sql_int("SELECT count(*) FROM idem_steps WHERE tenant = $1 AND global_id = $2", 2, p);
+  return pgx_sql(NULL, "SELECT count(*) FROM idem_steps WHERE tenant = $1 AND global_id = $2", 2,
+                 p);
 }
 
 /* The IN_PROGRESS step's holder at work: it extends its lease (the policy's 1.9 s). */
@@ -65,22 +66,24 @@ Test(reaper, expired_rows_go_and_keys_proceed_afresh, .timeout = 90) {
                e.message);
   cr_assert(created);
   const char *sp[] = {t, gid1};
-  cr_assert_eq(h_sql_int("SELECT count(*) FROM idem_saga_labels WHERE tenant = $1 AND global_id = $2",
-                         2, sp),
-               1);
+  cr_assert_eq(
+      pgx_sql(NULL, "SELECT count(*) FROM idem_saga_labels WHERE tenant = $1 AND global_id = $2", 2,
+              sp),
+      1);
 
   uint64_t t0 = (uint64_t)h_now_ms();
   while (rows_of(t, g_done) + rows_of(t, g_fail) > 0 ||
-         h_sql_int("SELECT count(*) FROM idem_sagas WHERE tenant = $1 AND global_id = $2", 2,
-                   sp) > 0) {
+         pgx_sql(NULL, "SELECT count(*) FROM idem_sagas WHERE tenant = $1 AND global_id = $2", 2,
+                 sp) > 0) {
     cr_assert_lt((uint64_t)h_now_ms() - t0, 20000, "the reaper did not delete within 20 s");
     keep_alive(c, &k_run);
     h_sleep_ms(100);
   }
   printf("reaped 2 s after completion within %llu ms\n", (unsigned long long)(h_now_ms() - t0));
-  cr_assert_eq(h_sql_int("SELECT count(*) FROM idem_saga_labels WHERE tenant = $1 AND global_id = $2",
-                         2, sp),
-               0, "labels go with their saga");
+  cr_assert_eq(
+      pgx_sql(NULL, "SELECT count(*) FROM idem_saga_labels WHERE tenant = $1 AND global_id = $2", 2,
+              sp),
+      0, "labels go with their saga");
   /* well past the retention: IN_PROGRESS and UNKNOWN are still there */
   for (int i = 0; i < 15; i++) {
     keep_alive(c, &k_run);

@@ -85,7 +85,7 @@ static const char *dead_tenant;
 
 static long long left(void) {
   const char *p[] = {dead_tenant};
-  return h_sql_int("SELECT count(*) FROM idem_steps WHERE tenant = $1", 1, p);
+  return pgx_sql(NULL, "SELECT count(*) FROM idem_steps WHERE tenant = $1", 1, p);
 }
 
 /* Time spent in each kind of window, and how many windows of each. */
@@ -147,7 +147,7 @@ Test(reaper_load, begin_p99_while_reaping_100k_rows, .timeout = 240) {
 
   /* The database's clock in ms, and the same instant on the monotonic clock. */
   int64_t wall =
-      h_sql_int("SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint", 0, NULL);
+      pgx_sql(NULL, "SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint", 0, NULL);
   int64_t mono = h_now_ms();
   char now_s[32], first_s[32], gap_s[32], band_s[32];
   snprintf(now_s, sizeof now_s, "%lld", (long long)wall);
@@ -155,18 +155,18 @@ Test(reaper_load, begin_p99_while_reaping_100k_rows, .timeout = 240) {
   snprintf(gap_s, sizeof gap_s, "%d", GAP_MS);
   snprintf(band_s, sizeof band_s, "%d", BAND);
   const char *p[] = {dead, now_s, first_s, gap_s, band_s};
-  h_sql_int(
-      "INSERT INTO idem_steps (tenant, global_id, service, operation, phase, state, attempt,"
-      " outcome, code, body, completed_ms, created_ms, updated_ms, expires_ms)"
-      " SELECT $1, 'g-' || i, 'payment', 'charge', 1, 2, 1, 1, 200, '\\x7b7d'::bytea,"
-      " $2::bigint - 60000, $2::bigint - 60000, $2::bigint - 60000,"
-      " $2::bigint + $3::bigint + ((i - 1) / $5::int) * $4::bigint"
-      " FROM generate_series(1, 100000) i",
-      5, p);
+  pgx_sql(NULL,
+          "INSERT INTO idem_steps (tenant, global_id, service, operation, phase, state, attempt,"
+          " outcome, code, body, completed_ms, created_ms, updated_ms, expires_ms)"
+          " SELECT $1, 'g-' || i, 'payment', 'charge', 1, 2, 1, 1, 200, '\\x7b7d'::bytea,"
+          " $2::bigint - 60000, $2::bigint - 60000, $2::bigint - 60000,"
+          " $2::bigint + $3::bigint + ((i - 1) / $5::int) * $4::bigint"
+          " FROM generate_series(1, 100000) i",
+          5, p);
   printf("inserted %d rows (%d bands, the first expiring in %d s) in %lld ms\n", ROWS, BANDS,
          FIRST_MS / 1000, (long long)(h_now_ms() - mono));
-  h_sql_int("VACUUM ANALYZE idem_steps", 0, NULL);
-  h_sql_int("CHECKPOINT", 0, NULL);
+  pgx_sql(NULL, "VACUUM ANALYZE idem_steps", 0, NULL);
+  pgx_sql(NULL, "CHECKPOINT", 0, NULL);
   cr_assert_eq(left(), ROWS, "rows expired before the first window (slow insert?)");
 
   int64_t give_up = mono + FIRST_MS + (BANDS - 1) * GAP_MS + 60000;

@@ -256,7 +256,7 @@ Test(wait, a_draining_server_answers_its_waiters_unavailable) {
   }
 }
 
-/* --- 10,000 calls at --max-waiters 100, on a raw completion queue --- */
+/* --- raw BeginStep calls on a completion queue (10,000 at once; hang-ups) --- */
 
 #define N_CALLS 10000
 #define N_CHANNELS 100 /* the server allows 100 streams per connection */
@@ -269,6 +269,69 @@ typedef struct raw_call {
   grpc_slice details;
   grpc_metadata md;
 } raw_call;
+
+/* A BeginStep request for (gid, payment, charge, FORWARD) with FP, waiting up to wait_ms. */
+static pbuf *begin_req(const char *gid, int64_t wait_ms) {
+  pbuf *req = pb_new();
+  pb_sub(req, 1, pb_key(gid, "payment", "charge", 1));
+  pb_len(req, 2, FP, sizeof FP);
+  pb_varint(req, 4, (uint64_t)wait_ms);
+  return req;
+}
+
+/* Starts c: BeginStep with req as tenant H.t on ch, every op in one batch tagged c on cq. */
+static void raw_call_start(raw_call *c, grpc_channel *ch, grpc_completion_queue *cq,
+                           const pbuf *req, gpr_timespec deadline) {
+  grpc_slice method = grpc_slice_from_static_string("/idem.v1.Coordinator/BeginStep");
+  c->call =
+      grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, method, NULL, deadline, NULL);
+  c->md.key = grpc_slice_from_static_string("idem-tenant");
+  c->md.value = grpc_slice_from_copied_string(H.t);
+  grpc_slice payload = grpc_slice_from_copied_buffer((const char *)req->b, req->n);
+  c->send = grpc_raw_byte_buffer_create(&payload, 1);
+  grpc_slice_unref(payload);
+  grpc_metadata_array_init(&c->init_md);
+  grpc_metadata_array_init(&c->trail_md);
+  c->details = grpc_empty_slice();
+  grpc_op ops[6];
+  memset(ops, 0, sizeof ops);
+  ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+  ops[0].data.send_initial_metadata.count = 1;
+  ops[0].data.send_initial_metadata.metadata = &c->md;
+  ops[1].op = GRPC_OP_SEND_MESSAGE;
+  ops[1].data.send_message.send_message = c->send;
+  ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+  ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+  ops[3].data.recv_initial_metadata.recv_initial_metadata = &c->init_md;
+  ops[4].op = GRPC_OP_RECV_MESSAGE;
+  ops[4].data.recv_message.recv_message = &c->recv;
+  ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+  ops[5].data.recv_status_on_client.trailing_metadata = &c->trail_md;
+  ops[5].data.recv_status_on_client.status = &c->status;
+  ops[5].data.recv_status_on_client.status_details = &c->details;
+  cr_assert_eq(grpc_call_start_batch(c->call, ops, 6, c, NULL), GRPC_CALL_OK);
+}
+
+/* Frees what raw_call_start made, once its batch has completed. */
+static void raw_call_free(raw_call *c) {
+  grpc_call_unref(c->call);
+  grpc_byte_buffer_destroy(c->send);
+  if (c->recv) grpc_byte_buffer_destroy(c->recv);
+  grpc_metadata_array_destroy(&c->init_md);
+  grpc_metadata_array_destroy(&c->trail_md);
+  grpc_slice_unref(c->details);
+  grpc_slice_unref(c->md.value);
+}
+
+/* Shuts cq down, drains it, destroys it, and ends the grpc_init of the test. */
+static void cq_close(grpc_completion_queue *cq) {
+  grpc_completion_queue_shutdown(cq);
+  while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+         GRPC_QUEUE_SHUTDOWN) {
+  }
+  grpc_completion_queue_destroy(cq);
+  grpc_shutdown();
+}
 
 /* The decision of a BeginStepResponse (field 1, first on the wire), 0 if none. */
 static int decision_of(grpc_byte_buffer *bb) {
@@ -284,6 +347,8 @@ static int decision_of(grpc_byte_buffer *bb) {
   return d;
 }
 
+/* --- 10,000 calls at --max-waiters 100 --- */
+
 Test(wait, ten_thousand_calls_at_max_waiters_100_are_each_answered) {
   h_teardown();
   h_fixture_start(&H,
@@ -295,10 +360,7 @@ Test(wait, ten_thousand_calls_at_max_waiters_100_are_each_answered) {
   idem_step_key k = {gid, "payment", "charge", IDEM_FORWARD};
   begin_first(&k, 60000, 1);
 
-  pbuf *req = pb_new();
-  pb_sub(req, 1, pb_key(gid, "payment", "charge", 1));
-  pb_len(req, 2, FP, sizeof FP);
-  pb_varint(req, 4, 30000); /* wait_ms */
+  pbuf *req = begin_req(gid, 30000);
 
   grpc_init();
   grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
@@ -316,37 +378,9 @@ Test(wait, ten_thousand_calls_at_max_waiters_100_are_each_answered) {
   cr_assert_not_null(calls);
   gpr_timespec deadline =
       gpr_time_add(gpr_now(GPR_CLOCK_REALTIME), gpr_time_from_millis(60000, GPR_TIMESPAN));
-  grpc_slice method = grpc_slice_from_static_string("/idem.v1.Coordinator/BeginStep");
   int64_t t = h_now_ms();
   for (int i = 0; i < N_CALLS; i++) {
-    raw_call *c = &calls[i];
-    c->call = grpc_channel_create_call(ch[i % N_CHANNELS], NULL, GRPC_PROPAGATE_DEFAULTS, cq,
-                                       method, NULL, deadline, NULL);
-    c->md.key = grpc_slice_from_static_string("idem-tenant");
-    c->md.value = grpc_slice_from_copied_string(H.t);
-    grpc_slice payload = grpc_slice_from_copied_buffer((const char *)req->b, req->n);
-    c->send = grpc_raw_byte_buffer_create(&payload, 1);
-    grpc_slice_unref(payload);
-    grpc_metadata_array_init(&c->init_md);
-    grpc_metadata_array_init(&c->trail_md);
-    c->details = grpc_empty_slice();
-    grpc_op ops[6];
-    memset(ops, 0, sizeof ops);
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[0].data.send_initial_metadata.count = 1;
-    ops[0].data.send_initial_metadata.metadata = &c->md;
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = c->send;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &c->init_md;
-    ops[4].op = GRPC_OP_RECV_MESSAGE;
-    ops[4].data.recv_message.recv_message = &c->recv;
-    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[5].data.recv_status_on_client.trailing_metadata = &c->trail_md;
-    ops[5].data.recv_status_on_client.status = &c->status;
-    ops[5].data.recv_status_on_client.status_details = &c->details;
-    cr_assert_eq(grpc_call_start_batch(c->call, ops, 6, c, NULL), GRPC_CALL_OK);
+    raw_call_start(&calls[i], ch[i % N_CHANNELS], cq, req, deadline);
   }
   pb_free(req);
 
@@ -381,24 +415,10 @@ Test(wait, ten_thousand_calls_at_max_waiters_100_are_each_answered) {
   cr_assert_eq(ok_replay, 100, "the waiters replay the result");
   cr_assert(completed);
 
-  for (int i = 0; i < N_CALLS; i++) {
-    raw_call *c = &calls[i];
-    grpc_call_unref(c->call);
-    grpc_byte_buffer_destroy(c->send);
-    if (c->recv) grpc_byte_buffer_destroy(c->recv);
-    grpc_metadata_array_destroy(&c->init_md);
-    grpc_metadata_array_destroy(&c->trail_md);
-    grpc_slice_unref(c->details);
-    grpc_slice_unref(c->md.value);
-  }
+  for (int i = 0; i < N_CALLS; i++) raw_call_free(&calls[i]);
   free(calls);
   for (int i = 0; i < N_CHANNELS; i++) grpc_channel_destroy(ch[i]);
-  grpc_completion_queue_shutdown(cq);
-  while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
-         GRPC_QUEUE_SHUTDOWN) {
-  }
-  grpc_completion_queue_destroy(cq);
-  grpc_shutdown();
+  cq_close(cq);
   WAIT_FOR(waiting() == 0, 5000);
 }
 
@@ -416,10 +436,7 @@ Test(wait, waiters_whose_clients_hang_up_free_their_places_within_a_second) {
   idem_step_key k = {gid, "payment", "charge", IDEM_FORWARD};
   begin_first(&k, 60000, 1);
 
-  pbuf *req = pb_new();
-  pb_sub(req, 1, pb_key(gid, "payment", "charge", 1));
-  pb_len(req, 2, FP, sizeof FP);
-  pb_varint(req, 4, 60000); /* wait_ms: the longest there is */
+  pbuf *req = begin_req(gid, 60000); /* wait_ms: the longest there is */
 
   grpc_init();
   grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
@@ -430,36 +447,8 @@ Test(wait, waiters_whose_clients_hang_up_free_their_places_within_a_second) {
   memset(calls, 0, sizeof calls);
   gpr_timespec deadline =
       gpr_time_add(gpr_now(GPR_CLOCK_REALTIME), gpr_time_from_millis(90000, GPR_TIMESPAN));
-  grpc_slice method = grpc_slice_from_static_string("/idem.v1.Coordinator/BeginStep");
   for (int i = 0; i < N_HANGUP; i++) {
-    raw_call *c = &calls[i];
-    c->call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, method, NULL,
-                                       deadline, NULL);
-    c->md.key = grpc_slice_from_static_string("idem-tenant");
-    c->md.value = grpc_slice_from_copied_string(H.t);
-    grpc_slice payload = grpc_slice_from_copied_buffer((const char *)req->b, req->n);
-    c->send = grpc_raw_byte_buffer_create(&payload, 1);
-    grpc_slice_unref(payload);
-    grpc_metadata_array_init(&c->init_md);
-    grpc_metadata_array_init(&c->trail_md);
-    c->details = grpc_empty_slice();
-    grpc_op ops[6];
-    memset(ops, 0, sizeof ops);
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[0].data.send_initial_metadata.count = 1;
-    ops[0].data.send_initial_metadata.metadata = &c->md;
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = c->send;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &c->init_md;
-    ops[4].op = GRPC_OP_RECV_MESSAGE;
-    ops[4].data.recv_message.recv_message = &c->recv;
-    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[5].data.recv_status_on_client.trailing_metadata = &c->trail_md;
-    ops[5].data.recv_status_on_client.status = &c->status;
-    ops[5].data.recv_status_on_client.status_details = &c->details;
-    cr_assert_eq(grpc_call_start_batch(c->call, ops, 6, c, NULL), GRPC_CALL_OK);
+    raw_call_start(&calls[i], ch, cq, req, deadline);
   }
   pb_free(req);
   WAIT_FOR(waiting() == N_HANGUP, 30000); /* parking 50 calls: slow under ASan on a loaded machine */
@@ -493,21 +482,7 @@ Test(wait, waiters_whose_clients_hang_up_free_their_places_within_a_second) {
   cr_assert_eq(next.b.decision, IDEM_DECISION_REPLAY);
   idem_begin_clear(&next.b);
 
-  for (int i = 0; i < N_HANGUP; i++) {
-    raw_call *c = &calls[i];
-    grpc_call_unref(c->call);
-    grpc_byte_buffer_destroy(c->send);
-    if (c->recv) grpc_byte_buffer_destroy(c->recv);
-    grpc_metadata_array_destroy(&c->init_md);
-    grpc_metadata_array_destroy(&c->trail_md);
-    grpc_slice_unref(c->details);
-    grpc_slice_unref(c->md.value);
-  }
+  for (int i = 0; i < N_HANGUP; i++) raw_call_free(&calls[i]);
   grpc_channel_destroy(ch);
-  grpc_completion_queue_shutdown(cq);
-  while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
-         GRPC_QUEUE_SHUTDOWN) {
-  }
-  grpc_completion_queue_destroy(cq);
-  grpc_shutdown();
+  cq_close(cq);
 }

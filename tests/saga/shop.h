@@ -74,7 +74,7 @@ int shop_step(grpc_channel *ch, const char *path, const ProtobufCMessage *req,
               Shop__V1__StepReply **out, char *msg, size_t msg_len);
 
 /* SQL against the shop: "{o}", "{p}", "{i}" in sql are replaced by the order, payment and
- * inventory schemas. The first column of the first row as an integer (-1 if none). */
+ * inventory schemas. The first column of the first row as an integer (-1: no row, or NULL). */
 long long shop_int(shop *s, const char *sql, const char *param);
 
 typedef struct shop_counts {

@@ -138,8 +138,7 @@ static void check_saga(shop *s, const char *gid, const char *status, shop_counts
         " FROM %s.idem_barrier WHERE global_id = $1";
     snprintf(sql, sizeof sql, tmpl, s->schema[0], s->schema[1], s->schema[2]);
     const char *const p[1] = {gid};
-    r = PQexecParams(s->pg, sql, 1, NULL, p, NULL, NULL, 0);
-    cr_assert(PQresultStatus(r) == PGRES_TUPLES_OK, "%s", PQerrorMessage(s->pg));
+    r = pgx_run(s->pg, sql, 1, p);
   }
   int rows = PQntuples(r);
   c->barrier_rows += rows;

@@ -149,8 +149,7 @@ void shop_start(shop *s, const shop_conf *conf) {
   s->pay_ch = sx_channel(s->payment.addr);
   s->inv_ch = sx_channel(s->inventory.addr);
   s->idem = h_client(&s->coord, s->tenant, 0);
-  s->pg = PQconnectdb(h_env("IDEM_TEST_PG_URL"));
-  cr_assert(PQstatus(s->pg) == CONNECTION_OK, "%s", PQerrorMessage(s->pg));
+  s->pg = pgx_connect(NULL);
 }
 
 void shop_stop(shop *s) {
@@ -165,7 +164,7 @@ void shop_stop(shop *s) {
   for (int i = 0; i < 3; i++) {
     char sql[160];
     snprintf(sql, sizeof sql, "DROP SCHEMA IF EXISTS %s CASCADE", s->schema[i]);
-    PQclear(PQexec(s->pg, sql));
+    pgx_exec(s->pg, sql, 0, NULL);
   }
   PQfinish(s->pg);
   const svc *v[3] = {&s->order, &s->payment, &s->inventory};
@@ -212,18 +211,8 @@ static void expand(const shop *s, const char *sql, char *out, size_t cap) {
   out[n] = '\0';
 }
 
-static PGresult *query(shop *s, const char *sql, const char *param) {
+long long shop_int(shop *s, const char *sql, const char *param) {
   char q[4096];
   expand(s, sql, q, sizeof q);
-  const char *const p[1] = {param};
-  PGresult *r = PQexecParams(s->pg, q, param ? 1 : 0, NULL, param ? p : NULL, NULL, NULL, 0);
-  cr_assert(PQresultStatus(r) == PGRES_TUPLES_OK, "sql %s: %s", q, PQerrorMessage(s->pg));
-  return r;
-}
-
-long long shop_int(shop *s, const char *sql, const char *param) {
-  PGresult *r = query(s, sql, param);
-  long long v = PQntuples(r) > 0 && !PQgetisnull(r, 0, 0) ? atoll(PQgetvalue(r, 0, 0)) : -1;
-  PQclear(r);
-  return v;
+  return pgx_exec(s->pg, q, param ? 1 : 0, &param);
 }

@@ -86,9 +86,9 @@ Test(mtls, the_tenant_is_the_san_or_else_the_cn) {
 
   /* the rows are stored under those tenants */
   const char *params[] = {P.tenant_san, g_san};
-  cr_expect_eq(
-      h_sql_int("select count(*) from idem_steps where tenant = $1 and global_id = $2", 2, params),
-      1);
+  cr_expect_eq(pgx_sql(NULL, "select count(*) from idem_steps where tenant = $1 and global_id = $2",
+                       2, params),
+               1);
   idem_close(a);
   idem_close(b);
 }

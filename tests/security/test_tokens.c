@@ -107,7 +107,7 @@ Test(tokens, an_admin_token_may_call_admin_methods) {
   idem_policies_clear(&l);
   idem_close(adm);
   const char *params[] = {T_ADM};
-  cr_expect_eq(h_sql_int("select count(*) from idem_policies where tenant = $1", 1, params), 1);
+  cr_expect_eq(pgx_sql(NULL, "select count(*) from idem_policies where tenant = $1", 1, params), 1);
 }
 
 Test(tokens, the_token_decides_the_tenant_not_idem_tenant) {

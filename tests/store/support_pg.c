@@ -13,18 +13,12 @@
 #include <time.h>
 #include <unistd.h>
 
-const char *sp_pg_url(void) {
-  const char *u = getenv("IDEM_TEST_PG_URL");
-  if (!u || !*u) cr_assert_fail("IDEM_TEST_PG_URL is not set: point it at a PostgreSQL database");
-  return u;
-}
-
 void sp_setup(const char *prefix, char *tenant, size_t cap) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   snprintf(tenant, cap, "%s-%d-%ld", prefix, (int)getpid(), (long)ts.tv_nsec);
   err_t e;
-  cr_assert_eq(store_pg_migrate(sp_pg_url(), clock_mono_ms() + 10000, &e), ERR_OK, "migrate: %s",
+  cr_assert_eq(store_pg_migrate(pgx_url(), clock_mono_ms() + 10000, &e), ERR_OK, "migrate: %s",
                e.msg);
 }
 
@@ -44,15 +38,10 @@ int64_t sp_in_ms(int64_t ms) {
 }
 
 PGconn *hold_pair_lock(const char *url, const step_key *key) {
-  PGconn *holder = PQconnectdb(url);
-  cr_assert_eq(PQstatus(holder), CONNECTION_OK, "connect: %s", PQerrorMessage(holder));
-  PGresult *r = PQexec(holder, "BEGIN");
-  cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "begin: %s", PQerrorMessage(holder));
-  PQclear(r);
+  PGconn *holder = pgx_connect(url);
+  pgx_exec(holder, "BEGIN", 0, NULL);
   const char *kp[] = {key->tenant, key->global_id, key->service, key->operation};
-  r = PQexecParams(holder, pg__sql_pair_lock, 4, NULL, kp, NULL, NULL, 0);
-  cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "lock: %s", PQerrorMessage(holder));
-  PQclear(r);
+  pgx_exec(holder, pg__sql_pair_lock, 4, kp);
   return holder;
 }
 

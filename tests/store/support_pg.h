@@ -1,4 +1,5 @@
-/* support_pg.h — helpers shared by the store tests (support_pg.c). */
+/* support_pg.h — helpers shared by the store tests (support_pg.c). SQL on the test database
+ * goes through pgexec.h (tests/support), which this includes. */
 #ifndef IDEM_TESTS_STORE_SUPPORT_PG_H
 #define IDEM_TESTS_STORE_SUPPORT_PG_H
 
@@ -7,10 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pgexec.h"
 #include "store/store.h"
-
-/* $IDEM_TEST_PG_URL (fails the test when unset). */
-const char *sp_pg_url(void);
 
 /* A suite's set-up: a fresh tenant name "PREFIX-pid-ns" into tenant, and the schema migrated. */
 void sp_setup(const char *prefix, char *tenant, size_t cap);

@@ -33,23 +33,6 @@ static step_key mkkey(const char *gid, const char *svc, const char *op, step_pha
   return k;
 }
 
-static void quiet(void *arg, const char *msg) {
-  (void)arg;
-  (void)msg;
-}
-
-/* Runs one SQL statement on a fresh libpq connection (test set-up only). */
-static void sql(const char *q, int n, const char *const *vals) {
-  PGconn *c = PQconnectdb(sp_pg_url());
-  cr_assert_eq(PQstatus(c), CONNECTION_OK, "connect: %s", PQerrorMessage(c));
-  PQsetNoticeProcessor(c, quiet, NULL);
-  PGresult *r = PQexecParams(c, q, n, NULL, vals, NULL, NULL, 0);
-  ExecStatusType st = PQresultStatus(r);
-  cr_assert(st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK, "%s: %s", q, PQerrorMessage(c));
-  PQclear(r);
-  PQfinish(c);
-}
-
 /* --- step transaction callbacks --- */
 
 typedef struct write_arg {
@@ -94,20 +77,15 @@ static void assert_rec_eq(const step_rec *got, const step_rec *want) {
 
 Test(store_pg, ping_and_migrate_twice) {
   err_t e;
-  cr_assert_eq(store_pg_migrate(sp_pg_url(), sp_in_ms(5000), &e), ERR_OK, "%s", e.msg);
-  cr_assert_eq(store_pg_migrate(sp_pg_url(), sp_in_ms(5000), &e), ERR_OK, "%s", e.msg);
-  store *s = store_pg_open(sp_pg_url());
+  cr_assert_eq(store_pg_migrate(pgx_url(), sp_in_ms(5000), &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_pg_migrate(pgx_url(), sp_in_ms(5000), &e), ERR_OK, "%s", e.msg);
+  store *s = store_pg_open(pgx_url());
   cr_assert_not_null(s);
   cr_assert_eq(store_ping(s, sp_in_ms(2000), &e), ERR_OK, "%s", e.msg);
   cr_assert_eq(store_ping(s, sp_in_ms(2000), &e), ERR_OK, "%s", e.msg);
   store_close(s);
-  sql("SELECT 1 FROM idem_schema_version WHERE version = 1", 0, NULL);
-  PGconn *c = PQconnectdb(sp_pg_url());
-  PGresult *r = PQexec(c, "SELECT epoch FROM idem_fence WHERE id = 1");
-  cr_assert_eq(PQntuples(r), 1);
-  cr_assert_str_eq(PQgetvalue(r, 0, 0), "0");
-  PQclear(r);
-  PQfinish(c);
+  cr_assert_eq(pgx_sql(NULL, "SELECT 1 FROM idem_schema_version WHERE version = 1", 0, NULL), 1);
+  cr_assert_eq(pgx_sql(NULL, "SELECT epoch FROM idem_fence WHERE id = 1", 0, NULL), 0);
 }
 
 /* Every index on idem_steps costs each step write; version 5 drops the two of version 1
@@ -116,13 +94,13 @@ Test(store_pg, ping_and_migrate_twice) {
  * rows whose key outlives their body (key_retention_s) are in it. */
 Test(store_pg, steps_carry_only_the_indexes_something_reads) {
   err_t e;
-  cr_assert_eq(store_pg_migrate(sp_pg_url(), sp_in_ms(5000), &e), ERR_OK, "%s", e.msg);
-  sql("SELECT 1 FROM idem_schema_version WHERE version = 5", 0, NULL);
-  PGconn *c = PQconnectdb(sp_pg_url());
-  PGresult *r = PQexec(c,
-                       "SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes"
-                       " WHERE tablename = 'idem_steps' AND schemaname = current_schema()");
-  cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQerrorMessage(c));
+  cr_assert_eq(store_pg_migrate(pgx_url(), sp_in_ms(5000), &e), ERR_OK, "%s", e.msg);
+  cr_assert_eq(pgx_sql(NULL, "SELECT 1 FROM idem_schema_version WHERE version = 5", 0, NULL), 1);
+  PGconn *c = pgx_connect(NULL);
+  PGresult *r = pgx_run(c,
+                        "SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes"
+                        " WHERE tablename = 'idem_steps' AND schemaname = current_schema()",
+                        0, NULL);
   cr_assert_str_eq(PQgetvalue(r, 0, 0),
                    "idem_steps_body_reap_idx,idem_steps_list_state_idx,idem_steps_open_idx,"
                    "idem_steps_pkey,idem_steps_reap_idx");
@@ -148,8 +126,8 @@ Test(store_pg, migrate_concurrently_into_a_fresh_schema) {
   snprintf(schema, sizeof schema, "mig_%d_%d", (int)getpid(), rand() % 100000);
   snprintf(create, sizeof create, "CREATE SCHEMA %s", schema);
   snprintf(drop, sizeof drop, "DROP SCHEMA %s CASCADE", schema);
-  sql(create, 0, NULL);
-  const char *base = sp_pg_url();
+  pgx_sql(NULL, create, 0, NULL);
+  const char *base = pgx_url();
   snprintf(url, sizeof url, "%s%soptions=-csearch_path%%3D%s", base, strchr(base, '?') ? "&" : "?",
            schema);
   mig_arg a[2] = {{.url = url}, {.url = url}};
@@ -159,8 +137,8 @@ Test(store_pg, migrate_concurrently_into_a_fresh_schema) {
   for (int i = 0; i < 2; i++) cr_expect_eq(a[i].rc, ERR_OK, "thread %d: %s", i, a[i].e.msg);
   char q[160];
   snprintf(q, sizeof q, "SELECT 1 FROM %s.idem_steps LIMIT 1", schema);
-  sql(q, 0, NULL);
-  sql(drop, 0, NULL);
+  pgx_sql(NULL, q, 0, NULL);
+  pgx_sql(NULL, drop, 0, NULL);
 }
 
 static step_rec mkrec(step_phase ph, step_state st, uint64_t attempt, const void *fp, size_t fp_len,
@@ -186,7 +164,7 @@ static step_rec mkrec(step_phase ph, step_state st, uint64_t attempt, const void
 }
 
 Test(store_pg, step_txn_insert_then_update_round_trips_every_field) {
-  store *s = store_pg_open(sp_pg_url());
+  store *s = store_pg_open(pgx_url());
   err_t e;
   step_key k = mkkey("g-rt", "payments", "charge", PHASE_FORWARD);
   static const uint8_t fp1[] = {0, 1, 2, 0, 255, 0};
@@ -255,7 +233,7 @@ Test(store_pg, step_txn_insert_then_update_round_trips_every_field) {
 }
 
 Test(store_pg, fn_error_is_returned_and_writes_are_committed) {
-  store *s = store_pg_open(sp_pg_url());
+  store *s = store_pg_open(pgx_url());
   err_t e;
   step_key k = mkkey("g-err", "inventory", "reserve", PHASE_FORWARD);
   write_arg a;
@@ -275,7 +253,7 @@ Test(store_pg, fn_error_is_returned_and_writes_are_committed) {
 }
 
 Test(store_pg, lookup_of_missing_and_expired) {
-  store *s = store_pg_open(sp_pg_url());
+  store *s = store_pg_open(pgx_url());
   err_t e;
   step_key k = mkkey("g-none", "svc", "op", PHASE_FORWARD);
   step_rec got;
@@ -323,7 +301,7 @@ static err_code fn_insert_if_absent(void *arg, const step_pair *cur, step_writes
 
 static void *race_thread(void *p) {
   race_arg *a = p;
-  store *s = store_pg_open(sp_pg_url());
+  store *s = store_pg_open(pgx_url());
   err_t e;
   err_code prc = store_ping(s, sp_in_ms(5000), &e); /* connect before the start line */
   pthread_barrier_wait(a->bar);
@@ -362,7 +340,7 @@ Test(store_pg, sixteen_racers_exactly_one_inserts) {
 /* --- sagas --- */
 
 Test(store_pg, begin_saga_request_id_is_idempotent_until_it_expires) {
-  store *s = store_pg_open(sp_pg_url());
+  store *s = store_pg_open(pgx_url());
   err_t e;
   saga_label labels[] = {{"order", "o-1"}, {"region", "eu"}};
   saga_new in = {.tenant = tenant,
@@ -393,7 +371,8 @@ Test(store_pg, begin_saga_request_id_is_idempotent_until_it_expires) {
 
   /* the request id's retention passes: the id is reused for a new saga */
   const char *v[] = {tenant};
-  sql("UPDATE idem_sagas SET expires_ms = 1 WHERE tenant = $1 AND global_id = 'saga-1'", 1, v);
+  pgx_sql(NULL, "UPDATE idem_sagas SET expires_ms = 1 WHERE tenant = $1 AND global_id = 'saga-1'",
+          1, v);
   in.global_id = "saga-3";
   cr_assert_eq(store_begin_saga(s, &in, sp_in_ms(5000), &out, &e), ERR_OK, "%s", e.msg);
   cr_assert(out.created);
@@ -415,7 +394,7 @@ typedef struct saga_race_arg {
 
 static void *saga_race_thread(void *p) {
   saga_race_arg *a = p;
-  store *s = store_pg_open(sp_pg_url());
+  store *s = store_pg_open(pgx_url());
   err_t e;
   store_ping(s, sp_in_ms(5000), &e);
   saga_new in = {.tenant = tenant,
@@ -455,7 +434,7 @@ Test(store_pg, begin_saga_racers_agree_on_one_saga) {
 static const saga_page all_steps = {.limit = REC_SAGA_PAGE_MAX};
 
 Test(store_pg, get_saga_with_steps_and_labels_and_not_found) {
-  store *s = store_pg_open(sp_pg_url());
+  store *s = store_pg_open(pgx_url());
   err_t e;
   saga_view v;
   cr_assert_eq(store_get_saga(s, tenant, "nope", &all_steps, sp_in_ms(2000), &v, &e),
@@ -602,13 +581,13 @@ Test(store_pg, unreachable_server_fails_fast_then_a_real_one_works) {
   cr_assert_eq(store_lookup_step(bad, &k, clock_mono_ms() + 2000, &r, &e), ERR_UNAVAILABLE);
   store_close(bad);
 
-  store *good = store_pg_open(sp_pg_url());
+  store *good = store_pg_open(pgx_url());
   cr_assert_eq(store_ping(good, sp_in_ms(2000), &e), ERR_OK, "%s", e.msg);
   store_close(good);
 }
 
 Test(store_pg, passed_deadline_is_a_timeout) {
-  store *s = store_pg_open(sp_pg_url());
+  store *s = store_pg_open(pgx_url());
   err_t e;
   cr_assert_eq(store_ping(s, clock_mono_ms() - 1, &e), ERR_UNAVAILABLE);
   cr_assert_str_eq(e.msg, "store timeout");
@@ -617,11 +596,11 @@ Test(store_pg, passed_deadline_is_a_timeout) {
 }
 
 Test(store_pg, lock_wait_past_the_deadline_is_cancelled_and_the_store_recovers) {
-  store *s = store_pg_open(sp_pg_url());
+  store *s = store_pg_open(pgx_url());
   err_t e;
   step_key k = mkkey("g-lock", "svc", "op", PHASE_FORWARD);
   /* another session holds the pair's lock */
-  PGconn *c = hold_pair_lock(sp_pg_url(), &k);
+  PGconn *c = hold_pair_lock(pgx_url(), &k);
 
   write_arg a;
   memset(&a, 0, sizeof a);
@@ -651,7 +630,7 @@ Test(store_pg, lock_wait_past_the_deadline_is_cancelled_and_the_store_recovers) 
 }
 
 Test(store_pg, a_killed_connection_is_replaced_on_the_next_call) {
-  store *s = store_pg_open(sp_pg_url());
+  store *s = store_pg_open(pgx_url());
   err_t e;
   cr_assert_eq(store_ping(s, sp_in_ms(2000), &e), ERR_OK, "%s", e.msg);
   for (int round = 0; round < 3; round++) {
@@ -660,7 +639,7 @@ Test(store_pg, a_killed_connection_is_replaced_on_the_next_call) {
     char pidtxt[16];
     snprintf(pidtxt, sizeof pidtxt, "%d", pid);
     const char *v[] = {pidtxt};
-    sql("SELECT pg_terminate_backend($1::int, 5000)", 1, v);
+    pgx_sql(NULL, "SELECT pg_terminate_backend($1::int, 5000)", 1, v);
     step_key k = mkkey("g-kill", "svc", "op", PHASE_FORWARD);
     err_code rc;
     if (round == 0) {
@@ -697,9 +676,10 @@ static err_code fn_sneaky(void *arg, const step_pair *cur, step_writes *w, err_t
     /* someone who ignores the pair lock inserts the row between our read and our write */
     const char *v[] = {cur->fwd.key.tenant, cur->fwd.key.global_id, cur->fwd.key.service,
                        cur->fwd.key.operation};
-    sql("INSERT INTO idem_steps (tenant, global_id, service, operation, phase, state, attempt,"
-        " created_ms, updated_ms) VALUES ($1, $2, $3, $4, 1, 1, 99, 1, 1)",
-        4, v);
+    pgx_sql(NULL,
+            "INSERT INTO idem_steps (tenant, global_id, service, operation, phase, state, attempt,"
+            " created_ms, updated_ms) VALUES ($1, $2, $3, $4, 1, 1, 99, 1, 1)",
+            4, v);
   }
   w->n = 1;
   w->recs[0] = cur->fwd;
@@ -711,7 +691,7 @@ static err_code fn_sneaky(void *arg, const step_pair *cur, step_writes *w, err_t
 }
 
 Test(store_pg, a_unique_violation_reruns_the_transaction) {
-  store *s = store_pg_open(sp_pg_url());
+  store *s = store_pg_open(pgx_url());
   err_t e;
   step_key k = mkkey("g-retry", "svc", "op", PHASE_FORWARD);
   sneaky_arg a = {0};

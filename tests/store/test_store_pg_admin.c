@@ -14,17 +14,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pgexec.h"
 #include "store/store.h"
 #include "store/store_pg_internal.h"
 #include "util/clock.h"
 
 static char tenant[64];
-
-static const char *pg_url(void) {
-  const char *u = getenv("IDEM_TEST_PG_URL");
-  if (!u || !*u) cr_assert_fail("IDEM_TEST_PG_URL is not set: point it at a PostgreSQL database");
-  return u;
-}
 
 static int64_t in_ms(int64_t ms) {
   return clock_mono_ms() + ms;
@@ -35,23 +30,10 @@ static void setup(void) {
   clock_gettime(CLOCK_REALTIME, &ts);
   snprintf(tenant, sizeof tenant, "adm-%d-%ld", (int)getpid(), (long)ts.tv_nsec);
   err_t e;
-  cr_assert_eq(store_pg_migrate(pg_url(), in_ms(10000), &e), ERR_OK, "migrate: %s", e.msg);
+  cr_assert_eq(store_pg_migrate(pgx_url(), in_ms(10000), &e), ERR_OK, "migrate: %s", e.msg);
 }
 
 TestSuite(store_pg_admin, .init = setup, .timeout = 120);
-
-static PGconn *sql_conn(void) {
-  PGconn *c = PQconnectdb(pg_url());
-  cr_assert(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
-  return c;
-}
-
-static void sql(PGconn *c, const char *q, int n, const char *const *params) {
-  PGresult *r = PQexecParams(c, q, n, NULL, params, NULL, NULL, 0);
-  cr_assert(PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK, "%s: %s",
-            q, PQerrorMessage(c));
-  PQclear(r);
-}
 
 /* n steps g-00000.. of service svc-(i%3), op op, state (i%4==0 ? UNKNOWN : IN_PROGRESS with
  * lease expired when i%2 == 1, else running). */
@@ -59,15 +41,15 @@ static void seed(PGconn *c, int n) {
   char num[16];
   snprintf(num, sizeof num, "%d", n);
   const char *p[] = {tenant, num};
-  sql(c,
-      "INSERT INTO idem_steps (tenant, global_id, service, operation, phase, state, attempt,"
-      " created_ms, updated_ms, lease_expires_ms, expires_ms)"
-      " SELECT $1, 'g-' || lpad(i::text, 5, '0'), 'svc-' || (i % 3), 'op', 1,"
-      " CASE WHEN i % 4 = 0 THEN 4 ELSE 1 END, 1, 1000, 1000 + i,"
-      " CASE WHEN i % 4 = 0 THEN 0 WHEN i % 2 = 1 THEN 1 ELSE 9000000000000 END, 0"
-      " FROM generate_series(0, $2::int - 1) i",
-      2, p);
-  sql(c, "ANALYZE idem_steps", 0, NULL);
+  pgx_exec(c,
+           "INSERT INTO idem_steps (tenant, global_id, service, operation, phase, state, attempt,"
+           " created_ms, updated_ms, lease_expires_ms, expires_ms)"
+           " SELECT $1, 'g-' || lpad(i::text, 5, '0'), 'svc-' || (i % 3), 'op', 1,"
+           " CASE WHEN i % 4 = 0 THEN 4 ELSE 1 END, 1, 1000, 1000 + i,"
+           " CASE WHEN i % 4 = 0 THEN 0 WHEN i % 2 = 1 THEN 1 ELSE 9000000000000 END, 0"
+           " FROM generate_series(0, $2::int - 1) i",
+           2, p);
+  pgx_exec(c, "ANALYZE idem_steps", 0, NULL);
 }
 
 static step_filter base_filter(void) {
@@ -87,10 +69,10 @@ static void list(store *st, const step_filter *f, step_list *out) {
 }
 
 Test(store_pg_admin, filters_and_keyset_order) {
-  PGconn *c = sql_conn();
+  PGconn *c = pgx_connect(NULL);
   seed(c, 400);
   PQfinish(c);
-  store *st = store_pg_open(pg_url());
+  store *st = store_pg_open(pgx_url());
   step_filter f = base_filter();
   step_list l = {0};
   list(st, &f, &l);
@@ -149,8 +131,7 @@ static char *explain(PGconn *c, const step_filter *f) {
   pg_params p;
   cr_assert(store_pg__list_steps_sql(f, stmt, sizeof stmt, &p));
   snprintf(q, sizeof q, "EXPLAIN %s", stmt);
-  PGresult *r = PQexecParams(c, q, p.n, NULL, p.values, NULL, NULL, 0);
-  cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQerrorMessage(c));
+  PGresult *r = pgx_run(c, q, p.n, p.values);
   size_t cap = 8192, len = 0;
   char *plan = calloc(1, cap);
   for (int i = 0; i < PQntuples(r); i++)
@@ -162,12 +143,12 @@ static char *explain(PGconn *c, const step_filter *f) {
 /* docs/api.md §16: the store reads no more bodies than the page's byte bound, plus the row that
  * crosses it (coord measures that one exactly); `more` tells that rows were left. */
 Test(store_pg_admin, body_bytes_bound_the_page) {
-  PGconn *c = sql_conn();
+  PGconn *c = pgx_connect(NULL);
   seed(c, 20);
-  sql(c, "UPDATE idem_steps SET body = decode(repeat('ab', 1000), 'hex') WHERE tenant = $1", 1,
-      (const char *const[]){tenant});
+  pgx_exec(c, "UPDATE idem_steps SET body = decode(repeat('ab', 1000), 'hex') WHERE tenant = $1", 1,
+           (const char *const[]){tenant});
   PQfinish(c);
-  store *st = store_pg_open(pg_url());
+  store *st = store_pg_open(pgx_url());
   step_filter f = base_filter();
   f.max_body_bytes = 2500; /* bodies of 1,000 bytes: the third crosses it */
   step_list l = {0};
@@ -196,7 +177,7 @@ Test(store_pg_admin, body_bytes_bound_the_page) {
 /* ResolveSteps' answers by request id: stored once (a twin gets the first), read back with the
  * sample, and reaped with the sagas once past their time. */
 Test(store_pg_admin, bulk_answers_stored_once_and_reaped) {
-  store *st = store_pg_open(pg_url());
+  store *st = store_pg_open(pgx_url());
   err_t e;
   bulk_rec in, out;
   memset(&in, 0, sizeof in);
@@ -233,9 +214,9 @@ Test(store_pg_admin, bulk_answers_stored_once_and_reaped) {
 }
 
 Test(store_pg_admin, common_filters_use_indexes) {
-  PGconn *c = sql_conn();
+  PGconn *c = pgx_connect(NULL);
   seed(c, 2000);
-  sql(c, "SET enable_seqscan = off", 0, NULL);
+  pgx_exec(c, "SET enable_seqscan = off", 0, NULL);
   struct {
     const char *what;
     step_filter f;
@@ -299,10 +280,10 @@ static err_code resolve_cb(void *argp, const step_pair *cur, step_writes *w, err
 }
 
 Test(store_pg_admin, audit_row_in_the_step_transaction) {
-  PGconn *c = sql_conn();
+  PGconn *c = pgx_connect(NULL);
   seed(c, 30);
   PQfinish(c);
-  store *st = store_pg_open(pg_url());
+  store *st = store_pg_open(pgx_url());
   audit_rec a;
   memset(&a, 0, sizeof a);
   snprintf(a.key.tenant, sizeof a.key.tenant, "%s", tenant);

@@ -17,10 +17,6 @@
 #include "support_pg.h"
 #include "util/clock.h"
 
-static const char *pg_url(void) {
-  return sp_pg_url();
-}
-
 static char tenant[64];
 
 static void setup(void) {
@@ -33,20 +29,13 @@ static step_key mkkey(const char *gid) {
   return sp_key(tenant, gid, "svc", "op");
 }
 
+/* A query with one parameter (or none: NULL) on url (NULL: the test database): its first value. */
 static long long sql_int_at(const char *url, const char *sql, const char *param) {
-  PGconn *c = PQconnectdb(url);
-  cr_assert_eq(PQstatus(c), CONNECTION_OK, "connect: %s", PQerrorMessage(c));
-  const char *params[1] = {param};
-  PGresult *r = PQexecParams(c, sql, param ? 1 : 0, NULL, params, NULL, NULL, 0);
-  cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s: %s", sql, PQerrorMessage(c));
-  long long v = PQntuples(r) > 0 ? atoll(PQgetvalue(r, 0, 0)) : -1;
-  PQclear(r);
-  PQfinish(c);
-  return v;
+  return pgx_sql(url, sql, param ? 1 : 0, &param);
 }
 
 static long long sql_int(const char *sql, const char *param) {
-  return sql_int_at(pg_url(), sql, param);
+  return sql_int_at(NULL, sql, param);
 }
 
 /* Sessions waiting for an advisory lock that holder's session holds (not some other case's:
@@ -112,7 +101,7 @@ typedef struct worker {
 /* Each worker bumps keys [0, keys) rounds times, on a store of its own attached to b. */
 static void *run_worker(void *arg) {
   worker *wk = arg;
-  store *st = store_pg_open(pg_url());
+  store *st = store_pg_open(pgx_url());
   store_pg_set_batcher(st, wk->b);
   for (int r = 0; r < wk->rounds; r++) {
     for (int k = 0; k < wk->keys; k++) {
@@ -141,7 +130,7 @@ static void *run_worker(void *arg) {
 
 Test(store_batch, many_callers_share_commits_and_no_update_is_lost) {
   hook_log h = {.mu = PTHREAD_MUTEX_INITIALIZER};
-  store_batcher_cfg cfg = {.conninfo = pg_url(),
+  store_batcher_cfg cfg = {.conninfo = pgx_url(),
                            .conns = 2,
                            .max_batch = 32,
                            .on_commit = on_commit,
@@ -192,11 +181,11 @@ static err_code never_fn(void *arg, const step_pair *cur, step_writes *w, err_t 
 }
 
 Test(store_batch, an_expired_deadline_runs_nothing_and_writes_nothing) {
-  store_batcher_cfg cfg = {.conninfo = pg_url()};
+  store_batcher_cfg cfg = {.conninfo = pgx_url()};
   err_t e;
   store_batcher *b = store_batcher_start(&cfg, &e);
   cr_assert_not_null(b);
-  store *st = store_pg_open(pg_url());
+  store *st = store_pg_open(pgx_url());
   store_pg_set_batcher(st, b);
   step_key key = mkkey("expired");
   int calls = 0;
@@ -212,29 +201,9 @@ Test(store_batch, an_expired_deadline_runs_nothing_and_writes_nothing) {
 /* A private database with the tables, so that raising its fence (which also ends other
  * coordinator connections' transactions on that database) touches no other test. */
 static void private_db(char *name, size_t nn, char *url, size_t un) {
-  snprintf(name, nn, "bf_%d_%d", (int)getpid(), rand() % 100000);
-  char create[128];
-  snprintf(create, sizeof create, "CREATE DATABASE %s", name);
-  PGconn *c = PQconnectdb(pg_url());
-  PGresult *r = PQexec(c, create);
-  cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
-  PQclear(r);
-  PQfinish(c);
-  const char *base = pg_url();
-  const char *slash = strrchr(base, '/');
-  cr_assert_not_null(slash);
-  const char *q = strchr(slash, '?');
-  snprintf(url, un, "%.*s/%s%s", (int)(slash - base), base, name, q ? q : "");
+  pgx_db_create("bf", name, nn, url, un);
   err_t e;
   cr_assert_eq(store_pg_migrate(url, clock_mono_ms() + 20000, &e), ERR_OK, "%s", e.msg);
-}
-
-static void drop_db(const char *name) {
-  char drop[128];
-  snprintf(drop, sizeof drop, "DROP DATABASE %s WITH (FORCE)", name);
-  PGconn *c = PQconnectdb(pg_url());
-  PQclear(PQexec(c, drop));
-  PQfinish(c);
 }
 
 Test(store_batch, a_stale_epoch_is_fenced_and_nothing_commits) {
@@ -266,7 +235,7 @@ Test(store_batch, a_stale_epoch_is_fenced_and_nothing_commits) {
   cr_assert_eq(sql_int_at(url, q, tenant), 1);
   store_close(st);
   store_batcher_stop(b);
-  drop_db(db);
+  pgx_db_drop(db);
 }
 
 /* Sets the audit's states, writes one record. */
@@ -281,11 +250,11 @@ static err_code audit_fn(void *arg, const step_pair *cur, step_writes *w, err_t 
 }
 
 Test(store_batch, the_audit_row_commits_with_its_step) {
-  store_batcher_cfg cfg = {.conninfo = pg_url()};
+  store_batcher_cfg cfg = {.conninfo = pgx_url()};
   err_t e;
   store_batcher *b = store_batcher_start(&cfg, &e);
   cr_assert_not_null(b);
-  store *st = store_pg_open(pg_url());
+  store *st = store_pg_open(pgx_url());
   store_pg_set_batcher(st, b);
   step_key key = mkkey("audited");
   audit_rec a;
@@ -305,10 +274,7 @@ Test(store_batch, the_audit_row_commits_with_its_step) {
 
 /* Runs sql on c (no parameters); the result must be ok. Returns it (PQclear it). */
 static PGresult *run(PGconn *c, const char *sql) {
-  PGresult *r = PQexec(c, sql);
-  ExecStatusType s = PQresultStatus(r);
-  cr_assert(s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK, "%s: %s", sql, PQerrorMessage(c));
-  return r;
+  return pgx_run(c, sql, 0, NULL);
 }
 
 /* The batcher prepares its statements once per connection, and a prepared statement keeps its
@@ -317,8 +283,7 @@ static PGresult *run(PGconn *c, const char *sql) {
  * tenant alone, on every batch as the table grew. Checked on an empty copy of the table (same
  * indexes) in a schema of its own, with the batch connections' planner settings. */
 Test(store_batch, the_pair_read_planned_on_an_empty_table_probes_the_primary_key) {
-  PGconn *c = PQconnectdb(pg_url());
-  cr_assert_eq(PQstatus(c), CONNECTION_OK, "connect: %s", PQerrorMessage(c));
+  PGconn *c = pgx_connect(NULL);
   char schema[80], sql[512];
   snprintf(schema, sizeof schema, "plan_%s", tenant);
   for (char *p = schema; *p; p++)
@@ -357,8 +322,7 @@ Test(store_batch, the_pair_read_planned_on_an_empty_table_probes_the_primary_key
  * plan_cache_mode it made a custom plan at every execution (the arrays' lengths make each one
  * look cheaper than the generic plan), half a millisecond of planning per batch. */
 Test(store_batch, the_pair_read_is_planned_once_per_connection) {
-  PGconn *c = PQconnectdb(pg_url());
-  cr_assert_eq(PQstatus(c), CONNECTION_OK, "connect: %s", PQerrorMessage(c));
+  PGconn *c = pgx_connect(NULL);
   PQclear(run(c, pg__sql_batch_plan_settings));
   PGresult *r = PQprepare(c, "batch_read", pg__sql_batch_read, 0, NULL);
   cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "prepare: %s", PQerrorMessage(c));
@@ -408,7 +372,7 @@ typedef struct free_calls {
 
 static void *run_free(void *arg) {
   free_calls *fc = arg;
-  store *st = store_pg_open(pg_url());
+  store *st = store_pg_open(pgx_url());
   store_pg_set_batcher(st, fc->b);
   for (int i = 0; i < 5; i++) {
     char gid[32];
@@ -429,13 +393,13 @@ static void *run_free(void *arg) {
  * help_after_us, and the stalled caller still gets its answer once the lock is released. With
  * a single connection the free pairs would wait for the lock too. */
 Test(store_batch, a_stalled_batch_does_not_hold_up_other_pairs) {
-  store_batcher_cfg cfg = {.conninfo = pg_url(), .conns = 2, .help_after_us = 20000};
+  store_batcher_cfg cfg = {.conninfo = pgx_url(), .conns = 2, .help_after_us = 20000};
   err_t e;
   store_batcher *b = store_batcher_start(&cfg, &e);
   cr_assert_not_null(b, "%s", e.msg);
-  stuck_call sc = {.st = store_pg_open(pg_url()), .key = mkkey("stuck")};
+  stuck_call sc = {.st = store_pg_open(pgx_url()), .key = mkkey("stuck")};
   store_pg_set_batcher(sc.st, b);
-  PGconn *holder = hold_pair_lock(pg_url(), &sc.key);
+  PGconn *holder = hold_pair_lock(pgx_url(), &sc.key);
 
   pthread_t ts, tf;
   cr_assert_eq(pthread_create(&ts, NULL, run_stuck, &sc), 0);
@@ -515,15 +479,15 @@ static int sub_total(submitted *s) {
  * queued. Here one pair's lock is held by another session, so the first batch stalls and every
  * later transaction on the pair stays queued. */
 Test(store_batch, submitted_transactions_are_answered_once_in_order_and_the_queue_is_bounded) {
-  store_batcher_cfg cfg = {.conninfo = pg_url(), .conns = 1, .queue_max = SUB_N};
+  store_batcher_cfg cfg = {.conninfo = pgx_url(), .conns = 1, .queue_max = SUB_N};
   err_t e;
   store_batcher *b = store_batcher_start(&cfg, &e);
   cr_assert_not_null(b, "%s", e.msg);
-  store *st = store_pg_open(pg_url());
-  store *plain = store_pg_open(pg_url()); /* no batcher: cannot */
+  store *st = store_pg_open(pgx_url());
+  store *plain = store_pg_open(pgx_url()); /* no batcher: cannot */
   store_pg_set_batcher(st, b);
   step_key key = mkkey("submitted");
-  PGconn *holder = hold_pair_lock(pg_url(), &key);
+  PGconn *holder = hold_pair_lock(pgx_url(), &key);
 
   submitted s;
   memset(&s, 0, sizeof s);

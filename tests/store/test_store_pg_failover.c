@@ -26,10 +26,6 @@
 #include "support_pg.h"
 #include "util/clock.h"
 
-static const char *pg_url(void) {
-  return sp_pg_url();
-}
-
 static char tenant[64];
 
 static void setup(void) {
@@ -42,19 +38,9 @@ static int64_t in_ms(int64_t ms) {
   return sp_in_ms(ms);
 }
 
-static void sql(const char *stmt) {
-  PGconn *c = PQconnectdb(pg_url());
-  cr_assert_eq(PQstatus(c), CONNECTION_OK, "connect: %s", PQerrorMessage(c));
-  PGresult *r = PQexec(c, stmt);
-  ExecStatusType st = PQresultStatus(r);
-  cr_assert(st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK, "%s: %s", stmt, PQerrorMessage(c));
-  PQclear(r);
-  PQfinish(c);
-}
-
 /* $IDEM_TEST_PG_URL with "key=value" appended to its query string. */
 static void url_with(const char *kv, char *out, size_t n) {
-  const char *u = pg_url();
+  const char *u = pgx_url();
   snprintf(out, n, "%s%s%s", u, strchr(u, '?') ? "&" : "?", kv);
 }
 
@@ -106,7 +92,7 @@ static bool stored(store *s, const step_key *k) {
 
 Test(store_failover, a_multi_host_url_skips_a_host_that_is_down) {
   /* "postgresql://user@host:port/db?..." with a dead host in front of the real one */
-  const char *u = pg_url();
+  const char *u = pgx_url();
   const char *at = strchr(u + strlen("postgresql://"), '@');
   cr_assert(at, "IDEM_TEST_PG_URL has no user@: %s", u);
   char multi[512];
@@ -137,7 +123,7 @@ static int silent_port(int *fd_out) {
 }
 
 Test(store_failover, a_silent_host_is_skipped_after_its_budget) {
-  const char *u = pg_url();
+  const char *u = pgx_url();
   const char *at = strchr(u + strlen("postgresql://"), '@');
   cr_assert(at, "IDEM_TEST_PG_URL has no user@: %s", u);
   int fd;
@@ -157,7 +143,7 @@ Test(store_failover, a_silent_host_is_skipped_after_its_budget) {
   snprintf(pid, sizeof pid, "%d", store_pg__backend_pid(s));
   char stmt[96];
   snprintf(stmt, sizeof stmt, "SELECT pg_terminate_backend(%s, 5000)", pid);
-  sql(stmt);
+  pgx_sql(NULL, stmt, 0, NULL);
   t0 = clock_mono_ms();
   cr_assert_eq(store_ping(s, t0 + 5000, &e), ERR_OK, "%s", e.msg);
   int64_t again = clock_mono_ms() - t0;
@@ -180,7 +166,7 @@ Test(store_failover, a_read_only_server_is_never_written) {
   cr_assert_eq(a.calls, 0, "the transaction ran on a read-only server");
   cr_assert_eq(store_pg__backend_pid(s), 0, "the read-only connection was kept");
   store_close(s);
-  store *rw = store_pg_open(pg_url());
+  store *rw = store_pg_open(pgx_url());
   cr_assert_not(stored(rw, &k));
   store_close(rw);
 }
@@ -194,7 +180,7 @@ static void refuse_writes(bool on) {
              " $$BEGIN IF NEW.tenant = '%s' THEN RAISE EXCEPTION 'cannot execute INSERT in a"
              " read-only transaction' USING ERRCODE = '25006'; END IF; RETURN NEW; END$$",
              (int)getpid(), tenant);
-    sql(stmt);
+    pgx_sql(NULL, stmt, 0, NULL);
     snprintf(stmt, sizeof stmt,
              "CREATE TRIGGER idem_test_ro_%d BEFORE INSERT OR UPDATE ON idem_steps FOR EACH ROW"
              " EXECUTE FUNCTION idem_test_ro_%d()",
@@ -206,7 +192,7 @@ static void refuse_writes(bool on) {
         " DROP FUNCTION IF EXISTS idem_test_ro_%d()",
         (int)getpid(), (int)getpid());
   }
-  sql(stmt);
+  pgx_sql(NULL, stmt, 0, NULL);
 }
 
 static void no_trigger(void) {
@@ -214,7 +200,7 @@ static void no_trigger(void) {
 }
 
 Test(store_failover, a_write_refused_as_read_only_drops_the_connection, .fini = no_trigger) {
-  store *s = store_pg_open(pg_url());
+  store *s = store_pg_open(pgx_url());
   err_t e;
   cr_assert_eq(store_ping(s, in_ms(2000), &e), ERR_OK, "%s", e.msg);
   int pid0 = store_pg__backend_pid(s);
@@ -237,11 +223,11 @@ Test(store_failover, a_write_refused_as_read_only_drops_the_connection, .fini = 
 }
 
 Test(store_failover, a_batch_refused_as_read_only_commits_nothing, .fini = no_trigger) {
-  store_batcher_cfg bc = {.conninfo = pg_url(), .conns = 1};
+  store_batcher_cfg bc = {.conninfo = pgx_url(), .conns = 1};
   err_t e;
   store_batcher *b = store_batcher_start(&bc, &e);
   cr_assert(b, "%s", e.msg);
-  store *s = store_pg_open(pg_url());
+  store *s = store_pg_open(pgx_url());
   store_pg_set_batcher(s, b);
   step_key k = mkkey("g-25006-batch");
   write_arg a = {0};

@@ -72,18 +72,12 @@ static step_rec read_in_txn(store *s, const char *gid) {
 }
 
 static long long body_bytes(const char *gid) {
-  PGconn *c = PQconnectdb(sp_pg_url());
-  cr_assert_eq(PQstatus(c), CONNECTION_OK, "%s", PQerrorMessage(c));
   const char *p[] = {tenant, gid};
-  PGresult *r = PQexecParams(c,
-                             "SELECT octet_length(body) FROM idem_steps WHERE tenant = $1 AND"
-                             " global_id = $2",
-                             2, NULL, p, NULL, NULL, 0);
-  cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQerrorMessage(c));
-  long long n = PQntuples(r) == 1 ? atoll(PQgetvalue(r, 0, 0)) : -1; /* -1: no row */
-  PQclear(r);
-  PQfinish(c);
-  return n;
+  /* a dropped (NULL) body: 0; no row: -1 */
+  return pgx_sql(NULL,
+                 "SELECT coalesce(octet_length(body), 0) FROM idem_steps WHERE tenant = $1 AND"
+                 " global_id = $2",
+                 2, p);
 }
 
 static void assert_expired(const step_rec *r) {
@@ -98,7 +92,7 @@ static void assert_expired(const step_rec *r) {
 }
 
 Test(store_retention, an_expired_body_reads_as_gone_and_the_reaper_drops_only_those) {
-  store *s = store_pg_open(sp_pg_url());
+  store *s = store_pg_open(pgx_url());
   cr_assert_not_null(s);
   int64_t now = clock_wall_ms(), hour = 3600000;
   put(s, "expired", STATE_SUCCEEDED, "paid", now - 1000, now + hour);
@@ -156,7 +150,7 @@ Test(store_retention, an_expired_body_reads_as_gone_and_the_reaper_drops_only_th
 }
 
 Test(store_retention, past_key_retention_the_row_reads_as_absent_and_is_deleted) {
-  store *s = store_pg_open(sp_pg_url());
+  store *s = store_pg_open(pgx_url());
   int64_t now = clock_wall_ms();
   put(s, "gone", STATE_SUCCEEDED, "paid", now - 2000, now - 1000);
   err_t e;

@@ -23,7 +23,7 @@ void h_fixture_start(h_fixture *f, const h_fixture_conf *conf) {
   }
   char prefix[96];
   if (conf->etcd) {
-    h_db_create(f->db, sizeof f->db, f->pg_url, sizeof f->pg_url);
+    pgx_db_create("idem_h", f->db, sizeof f->db, f->pg_url, sizeof f->pg_url);
     etcd_start(&f->etcd);
     h_unique("/idem-test/leader-", prefix, sizeof prefix);
     args[n++] = "--etcd";
@@ -60,7 +60,7 @@ void h_fixture_stop(h_fixture *f) {
   f->c = NULL;
   int st = h_srv_stop(&f->s);
   etcd_stop(&f->etcd);
-  h_db_drop(f->db);
+  pgx_db_drop(f->db);
   f->db[0] = '\0';
   if (!f->any_exit) cr_assert_eq(st, 0, "the coordinator did not drain and exit 0 on SIGTERM");
 }

@@ -1,4 +1,4 @@
-/* harness.c — see harness.h: the coordinator as a process, clients, SQL on the test database,
+/* harness.c — see harness.h: the coordinator as a process, clients, the tenant fingerprint,
  * raw gRPC calls. */
 #include "harness.h"
 
@@ -7,7 +7,6 @@
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
-#include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,20 +93,6 @@ int h_srv_stop(srv *s) {
   s->pid = 0;
   if (st == 0 && !s->keep_log) unlink(s->log_path);
   return st;
-}
-
-long long h_sql_int(const char *sql, int nparams, const char *const *params) {
-  PGconn *conn = PQconnectdb(h_env("IDEM_TEST_PG_URL"));
-  cr_assert(PQstatus(conn) == CONNECTION_OK, "connect: %s", PQerrorMessage(conn));
-  PGresult *r = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
-  cr_assert(PQresultStatus(r) == PGRES_TUPLES_OK || PQresultStatus(r) == PGRES_COMMAND_OK,
-            "sql %s: %s", sql, PQerrorMessage(conn));
-  long long v = -1;
-  if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0 && !PQgetisnull(r, 0, 0))
-    v = atoll(PQgetvalue(r, 0, 0));
-  PQclear(r);
-  PQfinish(conn);
-  return v;
 }
 
 int h_raw_call(const char *addr, const char *method, const char *tenant, const void *req,
@@ -200,7 +185,8 @@ int h_raw_call_reason(const char *addr, const char *method, const char *tenant, 
 /* A fingerprint of everything tenant t has stored: rows and a hash of every column. */
 long long h_tenant_hash(const char *t) {
   const char *p[] = {t};
-  return h_sql_int(
+  return pgx_sql(
+      NULL,
       "select (select count(*) + coalesce(sum(hashtext(s::text)::bigint), 0) from idem_steps s"
       " where tenant = $1)"
       " + (select count(*) + coalesce(sum(hashtext(g::text)::bigint), 0) from idem_sagas g"
@@ -214,40 +200,14 @@ long long h_tenant_hash(const char *t) {
       1, p);
 }
 
-/* One statement that returns no rows, on $IDEM_TEST_PG_URL. */
-static void admin_sql(const char *sql) {
-  PGconn *c = PQconnectdb(h_env("IDEM_TEST_PG_URL"));
-  cr_assert(PQstatus(c) == CONNECTION_OK, "postgres: %s", PQerrorMessage(c));
-  PGresult *r = PQexec(c, sql);
-  cr_assert(PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s", sql, PQerrorMessage(c));
-  PQclear(r);
-  PQfinish(c);
-}
-
-void h_db_create(char *db, size_t db_cap, char *url, size_t url_cap) {
-  char tag[64];
-  h_unique("d", tag, sizeof tag);
-  snprintf(db, db_cap, "idem_h_%.40s", tag + 2);
-  for (char *p = db; *p; p++)
-    if (*p == '-') *p = '_';
-  char sql[160];
-  snprintf(sql, sizeof sql, "CREATE DATABASE %s", db);
-  admin_sql(sql);
-  const char *base = h_env("IDEM_TEST_PG_URL");
-  const char *q = strchr(base, '?');
-  size_t blen = q ? (size_t)(q - base) : strlen(base);
-  const char *slash = NULL;
-  for (const char *p = base + strlen("postgresql://"); p < base + blen; p++)
-    if (*p == '/') slash = p;
-  cr_assert(slash, "cannot find the database name in IDEM_TEST_PG_URL");
-  snprintf(url, url_cap, "%.*s/%s%s", (int)(slash - base), base, db, q ? q : "");
-}
-
-void h_db_drop(const char *db) {
-  if (!db[0]) return;
-  char sql[160];
-  snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s WITH (FORCE)", db);
-  admin_sql(sql);
+void h_action_run(void *arg, const idem_step_ctx *ctx, idem_step_output *out) {
+  h_action *a = arg;
+  a->calls++;
+  a->unguarded = ctx->unguarded;
+  out->outcome = IDEM_OUTCOME_SUCCEEDED;
+  out->code = a->code;
+  out->body = "ok %ref";
+  out->body_len = 7;
 }
 
 void h_set_policy(idem_client *c, const char *svc, const char *op, int mode) {

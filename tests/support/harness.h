@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "etcd_proc.h"
+#include "pgexec.h"
 #include "spawn.h"
 #include "testutil.h"
 
@@ -49,17 +50,6 @@ void h_srv_dump_log(const srv *s);
 /* Connects a client to s for tenant (deadline_ms 0 = 2000). Fails the test on error. */
 idem_client *h_client(const srv *s, const char *tenant, int64_t deadline_ms);
 
-/* Runs one SQL statement with text params against $IDEM_TEST_PG_URL and returns the first
- * column of the first row as an integer (-1 if no row). Fails the test on error. */
-long long h_sql_int(const char *sql, int nparams, const char *const *params);
-
-/* Creates a database of its own on $IDEM_TEST_PG_URL's server (name from h_unique, into db,
- * cap >= 64) and writes its URL into url (cap >= 256). For a coordinator elected through etcd:
- * its fence would shut every other test's coordinator out of a shared database. */
-void h_db_create(char *db, size_t db_cap, char *url, size_t url_cap);
-/* Drops a database h_db_create made (and its connections). "" is fine. */
-void h_db_drop(const char *db);
-
 /* A raw unary call with arbitrary request bytes (to send malformed protobuf). Returns the gRPC
  * status code; details copied into details (may be NULL). */
 int h_raw_call(const char *addr, const char *method, const char *tenant, const void *req,
@@ -77,6 +67,16 @@ long long h_tenant_hash(const char *t);
  * lease 5 s; fails the test unless the coordinator says OK. */
 void h_set_policy(idem_client *c, const char *svc, const char *op, int mode);
 
+/* An action for idem_step_run that counts its runs (h_action_run, its arg an h_action). */
+typedef struct h_action {
+  int calls;      /* how many times it ran */
+  bool unguarded; /* the last run's ctx->unguarded */
+  int code;       /* the code it answers */
+} h_action;
+/* The step function: counts the run, notes ctx->unguarded, and answers SUCCEEDED with the
+ * h_action's code and the body "ok %ref". */
+void h_action_run(void *arg, const idem_step_ctx *ctx, idem_step_output *out);
+
 /* GET path from 127.0.0.1:port over HTTP/1.0: the status code; the malloc'd body in *body. */
 int h_http_get(int port, const char *path, char **body);
 
@@ -93,7 +93,7 @@ typedef struct h_fixture {
   int metrics_port; /* with metrics: the --metrics port on 127.0.0.1; else 0 */
   bool any_exit;    /* h_fixture_stop accepts any exit status */
   etcd_proc etcd;   /* with etcd: the private etcd the coordinator is elected through */
-  char db[64];      /* with etcd: the coordinator's own database (h_db_create), else "" */
+  char db[64];      /* with etcd: the coordinator's own database (pgx_db_create), else "" */
   char pg_url[256]; /* its URL */
 } h_fixture;
 

@@ -68,6 +68,15 @@ void h_tenant(char out[64]) {
   h_unique("t", out, 64);
 }
 
+int h_line_count(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  int n = 0;
+  for (int ch; (ch = fgetc(f)) != EOF;) n += ch == '\n';
+  fclose(f);
+  return n;
+}
+
 int h_log_count(const char *path, const char *needle) {
   FILE *f = fopen(path, "r");
   if (!f) return 0;

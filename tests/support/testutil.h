@@ -34,6 +34,8 @@ void h_unique(const char *prefix, char *out, size_t n);
 
 /* How many lines of the file at path hold needle (0 without the file): a process's log. */
 int h_log_count(const char *path, const char *needle);
+/* How many lines the file at path holds (0 without the file): a journal. */
+int h_line_count(const char *path);
 /* Copies the file at path (a process's log) to stderr. */
 void h_dump_log(const char *path);
 

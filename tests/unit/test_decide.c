@@ -1,627 +1,384 @@
-/* test_decide.c — every row of the BeginStep tables (docs/api.md §3), with retention expiry, on
- * decide_begin. CompleteStep and ExtendLease are in test_decide_complete.c. */
+/* test_decide.c — the BeginStep decision table (docs/api.md §3), with retention expiry, on
+ * decide_begin, as a table: each row is what the store holds (the forward and compensation
+ * records), the request (phase, fingerprint) and the answer expected (decision or error, attempt,
+ * takeover, the records written). One Criterion test per row; every failure names its row.
+ * CompleteStep and ExtendLease are in test_decide_complete.c. */
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <string.h>
 
 #include "coord/decide.h"
 #include "support_decide.h"
 
-typedef struct fixture {
-  step_key key;
-  step_pair cur;
-  decide_begin_in in;
-  decide_begin_out out;
-  step_writes w;
-  err_t err;
+/* sd_rec's times: created (kept by a takeover), and the retention end of a finished record. */
+#define KEPT (SD_NOW - 9000)
+#define HELD_EXP (SD_NOW + 3600000)
+#define AT(d) (SD_NOW + (d))
+
+/* One record the store holds. st STATE_NONE: none. The rest as sd_rec gives it, except: lease
+ * (lease_expires_ms) and expires (expires_ms) when not 0; a result when outcome is set (code 0:
+ * the outcome alone, no body; else sd_with_result's, with that code). */
+typedef struct held {
+  step_state st;
+  uint64_t attempt;
+  const char *fp;
+  int64_t lease;
+  int64_t expires;
+  step_outcome outcome;
+  int32_t code;
+} held;
+
+/* A record the decision must write, at writes[i]: a new attempt IN_PROGRESS of the request's
+ * phase, the forward ABANDONED (a tombstone, or an expired forward given up), or a null
+ * compensation (SUCCEEDED, attempt 0). fp NULL: none. created: its created_ms. */
+typedef enum { W_IN_PROGRESS = 1, W_ABANDONED, W_NULL_COMP } write_kind;
+typedef struct want_write {
+  write_kind kind;
+  uint64_t attempt;
+  const char *fp;
+  int64_t created;
+} want_write;
+
+typedef struct row {
+  const char *name;
+  held fwd, comp;
+  step_phase phase; /* the request */
+  const char *fp;
+  /* the answer: rc ERR_OK and a decision, or an error whose message holds needle */
   err_code rc;
-} fixture;
+  const char *needle;
+  int64_t retry_after; /* ERR_ABORTED: the time left on the lease */
+  step_decision decision;
+  uint64_t attempt; /* PROCEED and the skips (REPLAY: the replayed record's) */
+  bool takeover;
+  int64_t expires;      /* the skips: out.expires_ms */
+  step_phase replay_of; /* REPLAY: the held record replayed */
+  size_t n_writes;
+  want_write w[2];
+} row;
 
-static fixture fx(step_phase ph, const char *fp) {
-  fixture f;
-  memset(&f, 0, sizeof f);
-  f.key = sd_key(ph);
-  f.cur.now_ms = SD_NOW;
-  f.in.fp = (const uint8_t *)fp;
-  f.in.fp_len = fp ? strlen(fp) : 0;
-  f.in.lease_ms = SD_LEASE;
-  f.in.retention = (step_retention){SD_RET_S, SD_RET_S};
-  f.w.n = 99; /* must be reset by decide */
-  return f;
+/* clang-format off */
+#define PROCEED(a, t) .decision = DECISION_PROCEED, .attempt = (a), .takeover = (t)
+#define REPLAY(ph) .decision = DECISION_REPLAY, .replay_of = (ph)
+#define ALREADY(a, e) .decision = DECISION_SKIP_ALREADY_COMPENSATED, .attempt = (a), .expires = (e)
+#define NULL_COMP(e) .decision = DECISION_SKIP_NULL_COMPENSATION, .attempt = 0, .expires = (e)
+#define ABORTED(left) .rc = ERR_ABORTED, .needle = "in progress", .retry_after = (left)
+#define MISMATCH .rc = ERR_PRECONDITION, .needle = "fingerprint mismatch"
+#define WRITES1(a) .n_writes = 1, .w = {a}
+#define WRITES2(a, b) .n_writes = 2, .w = {a, b}
+#define IN_PROGRESS_W(a, f, c) {W_IN_PROGRESS, (a), (f), (c)}
+#define ABANDONED_W(a, f, c) {W_ABANDONED, (a), (f), (c)}
+#define NULL_COMP_W(f) {W_NULL_COMP, 0, (f), SD_NOW}
+#define FWD PHASE_FORWARD
+#define COMP PHASE_COMPENSATION
+/* clang-format on */
+
+static const row rows[] = {
+    /* ===================== FORWARD ===================== */
+    {"forward: nothing stored creates attempt 1", .phase = FWD, .fp = "fp-a", PROCEED(1, false),
+     WRITES1(IN_PROGRESS_W(1, "fp-a", SD_NOW))},
+    {"forward: nothing stored, without fingerprint", .phase = FWD, .fp = NULL, PROCEED(1, false),
+     WRITES1(IN_PROGRESS_W(1, NULL, SD_NOW))},
+    {"forward: compensation present skips", .comp = {STATE_IN_PROGRESS, 1, NULL}, .phase = FWD,
+     .fp = "fp-a", ALREADY(0, 0)},
+    {"forward: compensation check precedes fingerprint and state",
+     .fwd = {STATE_IN_PROGRESS, 2, "fp-a"}, /* mismatch and live lease */
+     .comp = {STATE_SUCCEEDED, 0, NULL}, .phase = FWD, .fp = "fp-b", ALREADY(2, HELD_EXP)},
+    {"forward: expired compensation counts as absent",
+     .comp = {STATE_SUCCEEDED, 0, NULL, .expires = SD_NOW}, .phase = FWD, .fp = "fp-a",
+     PROCEED(1, false), WRITES1(IN_PROGRESS_W(1, "fp-a", SD_NOW))},
+    {"forward: fingerprint mismatch",
+     .fwd = {STATE_SUCCEEDED, 1, "fp-a", .outcome = OUTCOME_SUCCEEDED, .code = 200}, .phase = FWD,
+     .fp = "fp-b", MISMATCH},
+    {"forward: fingerprint prefix is a mismatch",
+     .fwd = {STATE_SUCCEEDED, 1, "fp-ab", .outcome = OUTCOME_SUCCEEDED, .code = 200}, .phase = FWD,
+     .fp = "fp-a", MISMATCH},
+    {"forward: fingerprint check precedes in progress", .fwd = {STATE_IN_PROGRESS, 1, "fp-a"},
+     .phase = FWD, .fp = "fp-b", MISMATCH},
+    {"forward: empty request fingerprint matches",
+     .fwd = {STATE_SUCCEEDED, 1, "fp-a", .outcome = OUTCOME_SUCCEEDED, .code = 200}, .phase = FWD,
+     .fp = NULL, REPLAY(FWD)},
+    {"forward: empty stored fingerprint matches",
+     .fwd = {STATE_SUCCEEDED, 1, NULL, .outcome = OUTCOME_SUCCEEDED, .code = 200}, .phase = FWD,
+     .fp = "fp-b", REPLAY(FWD)},
+    {"forward: in progress with live lease is aborted", .fwd = {STATE_IN_PROGRESS, 1, "fp-a"},
+     .phase = FWD, .fp = "fp-a", ABORTED(1234)},
+    {"forward: in progress, one ms left", .fwd = {STATE_IN_PROGRESS, 1, "fp-a", .lease = AT(1)},
+     .phase = FWD, .fp = "fp-a", ABORTED(1)},
+    {"forward: in progress, lease ending now, is taken over",
+     .fwd = {STATE_IN_PROGRESS, 3, "fp-a", .lease = AT(0)}, .phase = FWD, .fp = "fp-a",
+     PROCEED(4, true), WRITES1(IN_PROGRESS_W(4, "fp-a", KEPT))},
+    {"forward: takeover adopts the fingerprint when the record had none",
+     .fwd = {STATE_IN_PROGRESS, 1, NULL, .lease = AT(-1)}, .phase = FWD, .fp = "fp-new",
+     PROCEED(2, true), WRITES1(IN_PROGRESS_W(2, "fp-new", KEPT))},
+    {"forward: released proceeds with the next attempt, result cleared",
+     .fwd = {STATE_RELEASED, 2, "fp-a", .outcome = OUTCOME_RETRYABLE, .code = 429}, .phase = FWD,
+     .fp = "fp-a", PROCEED(3, false), WRITES1(IN_PROGRESS_W(3, "fp-a", KEPT))},
+    {"forward: released adopts the fingerprint when the record had none",
+     .fwd = {STATE_RELEASED, 1, NULL}, .phase = FWD, .fp = "fp-new", PROCEED(2, false),
+     WRITES1(IN_PROGRESS_W(2, "fp-new", KEPT))},
+    {"forward: succeeded replays",
+     .fwd = {STATE_SUCCEEDED, 2, "fp-a", .outcome = OUTCOME_SUCCEEDED, .code = 201}, .phase = FWD,
+     .fp = "fp-a", REPLAY(FWD)},
+    {"forward: failed replays",
+     .fwd = {STATE_FAILED, 1, "fp-a", .outcome = OUTCOME_FAILED, .code = 402}, .phase = FWD,
+     .fp = "fp-a", REPLAY(FWD)},
+    {"forward: unknown replays",
+     .fwd = {STATE_UNKNOWN, 1, "fp-a", .outcome = OUTCOME_UNKNOWN, .code = 500}, .phase = FWD,
+     .fp = "fp-a", REPLAY(FWD)},
+    {"forward: replay of an empty body",
+     .fwd = {STATE_SUCCEEDED, 1, "fp-a", .outcome = OUTCOME_SUCCEEDED}, .phase = FWD, .fp = "fp-a",
+     REPLAY(FWD)},
+    {"forward: abandoned skips", .fwd = {STATE_ABANDONED, 3, "fp-a"}, .phase = FWD, .fp = "fp-a",
+     ALREADY(3, HELD_EXP)},
+    {"forward: retention-expired record is new again",
+     .fwd = {STATE_SUCCEEDED, 5, "fp-a", .expires = SD_NOW, .outcome = OUTCOME_SUCCEEDED,
+             .code = 200},
+     .phase = FWD, .fp = "fp-b", /* would be a mismatch */
+     PROCEED(1, false), WRITES1(IN_PROGRESS_W(1, "fp-b", SD_NOW))},
+    {"forward: record one ms before expiry still replays",
+     .fwd = {STATE_SUCCEEDED, 1, "fp-a", .expires = AT(1), .outcome = OUTCOME_SUCCEEDED,
+             .code = 200},
+     .phase = FWD, .fp = "fp-a", REPLAY(FWD)},
+    {"forward: invalid phase is refused", .phase = PHASE_UNSPECIFIED, .fp = "fp-a",
+     .rc = ERR_INVALID, .needle = "key.phase"},
+
+    /* ===================== COMPENSATION ===================== */
+    {"compensation: fingerprint mismatch comes first",
+     .fwd = {STATE_IN_PROGRESS, 1, "x"}, /* would be ABORTED */
+     .comp = {STATE_IN_PROGRESS, 1, "fp-a"}, .phase = COMP, .fp = "fp-b", MISMATCH},
+    {"compensation: the forward's fingerprint is not compared",
+     .fwd = {STATE_SUCCEEDED, 1, "fp-fwd", .outcome = OUTCOME_SUCCEEDED, .code = 200},
+     .phase = COMP, .fp = "fp-comp", PROCEED(1, false),
+     WRITES1(IN_PROGRESS_W(1, "fp-comp", SD_NOW))},
+    {"compensation: no forward writes a tombstone and a null compensation", .phase = COMP,
+     .fp = "fp-c", NULL_COMP(SD_RET_END),
+     WRITES2(ABANDONED_W(0, NULL, SD_NOW), NULL_COMP_W("fp-c"))},
+    {"compensation: released forward is treated as none",
+     .fwd = {STATE_RELEASED, 2, "fp-f", .outcome = OUTCOME_RETRYABLE, .code = 429}, .phase = COMP,
+     .fp = "fp-c", NULL_COMP(SD_RET_END),
+     WRITES2(ABANDONED_W(2, "fp-f", KEPT), NULL_COMP_W("fp-c"))},
+    {"compensation: retention-expired forward is none",
+     .fwd = {STATE_SUCCEEDED, 4, "fp-f", .expires = AT(-1)}, .phase = COMP, .fp = "fp-c",
+     NULL_COMP(SD_RET_END), WRITES2(ABANDONED_W(0, NULL, SD_NOW), NULL_COMP_W("fp-c"))},
+    {"compensation: no forward, but a compensation in progress decides",
+     .comp = {STATE_IN_PROGRESS, 1, "fp-c"}, .phase = COMP, .fp = "fp-c", ABORTED(1234)},
+    {"compensation: no forward, but a finished compensation replays",
+     .comp = {STATE_SUCCEEDED, 1, "fp-c", .outcome = OUTCOME_SUCCEEDED, .code = 200}, .phase = COMP,
+     .fp = "fp-c", REPLAY(COMP)},
+    {"compensation: released forward with a null compensation skips again",
+     .fwd = {STATE_RELEASED, 1, NULL},
+     .comp = {STATE_SUCCEEDED, 0, "fp-c", .outcome = OUTCOME_SUCCEEDED}, .phase = COMP,
+     .fp = "fp-c", NULL_COMP(HELD_EXP)},
+    {"compensation: failed forward writes a null compensation only",
+     .fwd = {STATE_FAILED, 1, "fp-f", .outcome = OUTCOME_FAILED, .code = 402}, .phase = COMP,
+     .fp = "fp-c", NULL_COMP(SD_RET_END), WRITES1(NULL_COMP_W("fp-c"))},
+    {"compensation: failed forward with a null compensation skips again",
+     .fwd = {STATE_FAILED, 1, "fp-f"}, .comp = {STATE_SUCCEEDED, 0, "fp-c"}, .phase = COMP,
+     .fp = "fp-c", NULL_COMP(HELD_EXP)},
+    {"compensation: failed forward with a released compensation proceeds",
+     .fwd = {STATE_FAILED, 1, "fp-f"}, .comp = {STATE_RELEASED, 1, "fp-c"}, .phase = COMP,
+     .fp = "fp-c", PROCEED(2, false), WRITES1(IN_PROGRESS_W(2, "fp-c", KEPT))},
+    {"compensation: forward in progress is aborted",
+     .fwd = {STATE_IN_PROGRESS, 1, "fp-f", .lease = AT(777)}, .phase = COMP, .fp = "fp-c",
+     ABORTED(777)},
+    {"compensation: abandoned forward with a null compensation skips",
+     .fwd = {STATE_ABANDONED, 0, NULL},
+     .comp = {STATE_SUCCEEDED, 0, "fp-c", .outcome = OUTCOME_SUCCEEDED}, .phase = COMP,
+     .fp = "fp-c", NULL_COMP(HELD_EXP)},
+    {"compensation: abandoned forward without a compensation proceeds",
+     .fwd = {STATE_ABANDONED, 2, "fp-f"}, .phase = COMP, .fp = "fp-c", PROCEED(1, false),
+     WRITES1(IN_PROGRESS_W(1, "fp-c", SD_NOW))},
+    {"compensation: abandoned forward with a running compensation is aborted",
+     .fwd = {STATE_ABANDONED, 2, "fp-f"}, .comp = {STATE_IN_PROGRESS, 1, "fp-c"}, .phase = COMP,
+     .fp = "fp-c", ABORTED(1234)},
+    {"compensation: expired forward is abandoned, then the compensation proceeds",
+     .fwd = {STATE_IN_PROGRESS, 3, "fp-f", .lease = AT(0)}, .phase = COMP, .fp = "fp-c",
+     PROCEED(1, false), WRITES2(ABANDONED_W(3, "fp-f", KEPT), IN_PROGRESS_W(1, "fp-c", SD_NOW))},
+    {"compensation: expired forward's abandon is kept when the compensation conflicts",
+     .fwd = {STATE_IN_PROGRESS, 3, "fp-f", .lease = AT(-10)},
+     .comp = {STATE_IN_PROGRESS, 1, "fp-c", .lease = AT(50)}, .phase = COMP, .fp = "fp-c",
+     ABORTED(50), WRITES1(ABANDONED_W(3, "fp-f", KEPT))},
+    {"compensation: succeeded forward without a compensation proceeds",
+     .fwd = {STATE_SUCCEEDED, 1, "fp-f", .outcome = OUTCOME_SUCCEEDED, .code = 200}, .phase = COMP,
+     .fp = "fp-c", PROCEED(1, false), WRITES1(IN_PROGRESS_W(1, "fp-c", SD_NOW))},
+    {"compensation: unknown forward without a compensation proceeds",
+     .fwd = {STATE_UNKNOWN, 2, "fp-f", .outcome = OUTCOME_UNKNOWN, .code = 500}, .phase = COMP,
+     .fp = NULL, PROCEED(1, false), WRITES1(IN_PROGRESS_W(1, NULL, SD_NOW))},
+    {"compensation: compensation in progress is aborted", .fwd = {STATE_SUCCEEDED, 1, "fp-f"},
+     .comp = {STATE_IN_PROGRESS, 2, "fp-c", .lease = AT(42)}, .phase = COMP, .fp = "fp-c",
+     ABORTED(42)},
+    {"compensation: expired compensation is taken over", .fwd = {STATE_SUCCEEDED, 1, "fp-f"},
+     .comp = {STATE_IN_PROGRESS, 2, "fp-c", .lease = AT(-1)}, .phase = COMP, .fp = "fp-c",
+     PROCEED(3, true), WRITES1(IN_PROGRESS_W(3, "fp-c", KEPT))},
+    {"compensation: released compensation, next attempt", .fwd = {STATE_UNKNOWN, 1, "fp-f"},
+     .comp = {STATE_RELEASED, 1, "fp-c", .outcome = OUTCOME_RETRYABLE, .code = 503}, .phase = COMP,
+     .fp = "fp-c", PROCEED(2, false), WRITES1(IN_PROGRESS_W(2, "fp-c", KEPT))},
+    {"compensation: succeeded compensation replays", .fwd = {STATE_SUCCEEDED, 1, "fp-f"},
+     .comp = {STATE_SUCCEEDED, 1, "fp-c", .outcome = OUTCOME_SUCCEEDED, .code = 300}, .phase = COMP,
+     .fp = "fp-c", REPLAY(COMP)},
+    {"compensation: failed compensation replays", .fwd = {STATE_SUCCEEDED, 1, "fp-f"},
+     .comp = {STATE_FAILED, 1, "fp-c", .outcome = OUTCOME_FAILED, .code = 301}, .phase = COMP,
+     .fp = "fp-c", REPLAY(COMP)},
+    {"compensation: unknown compensation replays", .fwd = {STATE_SUCCEEDED, 1, "fp-f"},
+     .comp = {STATE_UNKNOWN, 1, "fp-c", .outcome = OUTCOME_UNKNOWN, .code = 302}, .phase = COMP,
+     .fp = "fp-c", REPLAY(COMP)},
+    {"compensation: abandoned compensation skips, already compensated",
+     .fwd = {STATE_SUCCEEDED, 1, "fp-f"}, .comp = {STATE_ABANDONED, 1, "fp-c"}, .phase = COMP,
+     .fp = "fp-c", ALREADY(1, HELD_EXP)},
+    {"compensation: an executed compensation with attempt 1 is not null",
+     .fwd = {STATE_ABANDONED, 1, "fp-f"},
+     .comp = {STATE_SUCCEEDED, 1, "fp-c", .outcome = OUTCOME_SUCCEEDED, .code = 200}, .phase = COMP,
+     .fp = "fp-c", REPLAY(COMP)},
+    {"compensation: retention-expired compensation is new again",
+     .fwd = {STATE_SUCCEEDED, 1, "fp-f"},
+     .comp = {STATE_SUCCEEDED, 1, "fp-old", .expires = SD_NOW}, /* would mismatch */
+     .phase = COMP, .fp = "fp-new", PROCEED(1, false), WRITES1(IN_PROGRESS_W(1, "fp-new", SD_NOW))},
+    {"compensation: an expired pair gets a new tombstone",
+     .fwd = {STATE_ABANDONED, 0, NULL, .expires = AT(-5)},
+     .comp = {STATE_SUCCEEDED, 0, "fp-c", .expires = AT(-5)}, .phase = COMP, .fp = "fp-c",
+     NULL_COMP(SD_RET_END), WRITES2(ABANDONED_W(0, NULL, SD_NOW), NULL_COMP_W("fp-c"))},
+};
+
+/* ===================== the loop ===================== */
+
+#define N_ROWS (sizeof rows / sizeof rows[0])
+
+/* Checks a == b, naming the row and the expression. */
+#define EQ(r, a, b)                                                                                \
+  cr_assert_eq((long long)(a), (long long)(b), "row \"%s\": %s is %lld, want %lld", (r)->name, #a, \
+               (long long)(a), (long long)(b))
+#define TRUE(r, c) cr_assert((c), "row \"%s\": not %s", (r)->name, #c)
+
+static step_rec held_rec(step_phase ph, const held *h) {
+  step_rec r;
+  memset(&r, 0, sizeof r);
+  if (h->st == STATE_NONE) return r;
+  r = sd_rec(ph, h->st, h->attempt, h->fp);
+  if (h->lease) r.lease_expires_ms = h->lease;
+  if (h->expires) r.expires_ms = h->expires;
+  if (h->outcome != OUTCOME_UNSPECIFIED && h->code != 0) sd_with_result(&r, h->outcome, h->code);
+  if (h->outcome != OUTCOME_UNSPECIFIED) r.outcome = h->outcome;
+  return r;
 }
 
-static void run(fixture *f) {
-  f->in.key = &f->key;
-  f->rc = decide_begin(&f->in, &f->cur, &f->out, &f->w, &f->err);
+static void check_fp(const row *t, const step_rec *r, const char *fp) {
+  size_t len = fp ? strlen(fp) : 0;
+  EQ(t, r->fp_len, len);
+  TRUE(t, memcmp(r->fp, fp ? fp : "", len) == 0);
 }
 
-static void assert_proceed(const fixture *f, uint64_t attempt, bool takeover) {
-  cr_assert_eq(f->rc, ERR_OK, "rc %d: %s", f->rc, f->err.msg);
-  cr_assert_eq(f->out.decision, DECISION_PROCEED);
-  cr_assert_eq(f->out.attempt, attempt);
-  cr_assert_eq(f->out.takeover, takeover);
-  cr_assert_eq(f->out.lease_expires_ms, SD_NOW + SD_LEASE);
-  cr_assert_eq(f->out.expires_ms, 0);
-  cr_assert_not(f->out.has_result);
-}
-
-/* Checks that w->recs[i] is the IN_PROGRESS record handed out by a PROCEED. */
-static void assert_in_progress_write(const step_rec *r, step_phase ph, uint64_t attempt) {
-  cr_assert(r->present);
-  cr_assert_eq(r->key.phase, ph);
-  cr_assert_str_eq(r->key.tenant, "acme");
-  cr_assert_str_eq(r->key.global_id, "g-1");
-  cr_assert_str_eq(r->key.service, "payments");
-  cr_assert_str_eq(r->key.operation, "charge");
-  cr_assert_eq(r->state, STATE_IN_PROGRESS);
-  cr_assert_eq(r->attempt, attempt);
-  cr_assert_eq(r->lease_expires_ms, SD_NOW + SD_LEASE);
-  cr_assert_eq(r->expires_ms, 0);
-  cr_assert_eq(r->updated_ms, SD_NOW);
-  cr_assert_eq(r->outcome, OUTCOME_UNSPECIFIED);
-  cr_assert_null(r->body);
-  cr_assert_eq(r->body_len, 0);
-  cr_assert_eq(r->completed_ms, 0);
-}
-
-static void assert_replay(const fixture *f, const step_rec *r) {
-  cr_assert_eq(f->rc, ERR_OK, "rc %d: %s", f->rc, f->err.msg);
-  cr_assert_eq(f->out.decision, DECISION_REPLAY);
-  cr_assert(f->out.has_result);
-  cr_assert_eq(f->out.outcome, r->outcome);
-  cr_assert_eq(f->out.code, r->code);
-  cr_assert_eq(f->out.body_len, r->body_len);
-  cr_assert(memcmp(f->out.body, r->body, r->body_len) == 0);
-  cr_assert_eq(f->out.completed_ms, r->completed_ms);
-  cr_assert_eq(f->out.attempt, r->attempt);
-  cr_assert_eq(f->out.expires_ms, r->expires_ms);
-  cr_assert_eq(f->w.n, 0);
-}
-
-static void assert_err(const fixture *f, err_code code, const char *needle) {
-  sd_assert_err(f->rc, &f->err, code, needle);
-  cr_assert_eq(f->err.code, code);
-}
-
-/* ===================== FORWARD ===================== */
-
-Test(forward, nothing_stored_creates_attempt_1) {
-  fixture f = fx(PHASE_FORWARD, "fp-a");
-  run(&f);
-  assert_proceed(&f, 1, false);
-  cr_assert_eq(f.w.n, 1);
-  assert_in_progress_write(&f.w.recs[0], PHASE_FORWARD, 1);
-  sd_assert_fp(&f.w.recs[0], "fp-a");
-  cr_assert_eq(f.w.recs[0].created_ms, SD_NOW);
-}
-
-Test(forward, nothing_stored_without_fingerprint) {
-  fixture f = fx(PHASE_FORWARD, NULL);
-  run(&f);
-  assert_proceed(&f, 1, false);
-  cr_assert_eq(f.w.recs[0].fp_len, 0);
-}
-
-Test(forward, compensation_present_skips) {
-  fixture f = fx(PHASE_FORWARD, "fp-a");
-  f.cur.comp = sd_rec(PHASE_COMPENSATION, STATE_IN_PROGRESS, 1, NULL);
-  run(&f);
-  cr_assert_eq(f.rc, ERR_OK);
-  cr_assert_eq(f.out.decision, DECISION_SKIP_ALREADY_COMPENSATED);
-  cr_assert_eq(f.out.attempt, 0);
-  cr_assert_eq(f.w.n, 0);
-}
-
-Test(forward, compensation_check_precedes_fingerprint_and_state) {
-  fixture f = fx(PHASE_FORWARD, "fp-b");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_IN_PROGRESS, 2, "fp-a"); /* mismatch and live lease */
-  f.cur.comp = sd_rec(PHASE_COMPENSATION, STATE_SUCCEEDED, 0, NULL);
-  run(&f);
-  cr_assert_eq(f.rc, ERR_OK, "%s", f.err.msg);
-  cr_assert_eq(f.out.decision, DECISION_SKIP_ALREADY_COMPENSATED);
-  cr_assert_eq(f.out.attempt, 2);
-  cr_assert_eq(f.out.expires_ms, f.cur.comp.expires_ms);
-  cr_assert_eq(f.w.n, 0);
-}
-
-Test(forward, expired_compensation_counts_as_absent) {
-  fixture f = fx(PHASE_FORWARD, "fp-a");
-  f.cur.comp = sd_rec(PHASE_COMPENSATION, STATE_SUCCEEDED, 0, NULL);
-  f.cur.comp.expires_ms = SD_NOW;
-  run(&f);
-  assert_proceed(&f, 1, false);
-}
-
-Test(forward, fingerprint_mismatch) {
-  fixture f = fx(PHASE_FORWARD, "fp-b");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_SUCCEEDED, 1, "fp-a");
-  sd_with_result(&f.cur.fwd, OUTCOME_SUCCEEDED, 200);
-  run(&f);
-  assert_err(&f, ERR_PRECONDITION, "fingerprint mismatch");
-  cr_assert_eq(f.w.n, 0);
-}
-
-Test(forward, fingerprint_prefix_is_a_mismatch) {
-  fixture f = fx(PHASE_FORWARD, "fp-a");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_SUCCEEDED, 1, "fp-ab");
-  sd_with_result(&f.cur.fwd, OUTCOME_SUCCEEDED, 200);
-  run(&f);
-  assert_err(&f, ERR_PRECONDITION, "fingerprint mismatch");
-}
-
-Test(forward, fingerprint_check_precedes_in_progress) {
-  fixture f = fx(PHASE_FORWARD, "fp-b");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_IN_PROGRESS, 1, "fp-a");
-  run(&f);
-  assert_err(&f, ERR_PRECONDITION, "fingerprint mismatch");
-}
-
-Test(forward, empty_fingerprint_on_either_side_matches) {
-  fixture f = fx(PHASE_FORWARD, NULL);
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_SUCCEEDED, 1, "fp-a");
-  sd_with_result(&f.cur.fwd, OUTCOME_SUCCEEDED, 200);
-  run(&f);
-  assert_replay(&f, &f.cur.fwd);
-
-  fixture g = fx(PHASE_FORWARD, "fp-b");
-  g.cur.fwd = sd_rec(PHASE_FORWARD, STATE_SUCCEEDED, 1, NULL);
-  sd_with_result(&g.cur.fwd, OUTCOME_SUCCEEDED, 200);
-  run(&g);
-  assert_replay(&g, &g.cur.fwd);
-}
-
-Test(forward, in_progress_with_live_lease_is_aborted) {
-  fixture f = fx(PHASE_FORWARD, "fp-a");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_IN_PROGRESS, 1, "fp-a");
-  run(&f);
-  assert_err(&f, ERR_ABORTED, "in progress");
-  cr_assert_eq(f.err.retry_after_ms, 1234);
-  cr_assert_eq(f.w.n, 0);
-}
-
-Test(forward, in_progress_one_ms_left) {
-  fixture f = fx(PHASE_FORWARD, "fp-a");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_IN_PROGRESS, 1, "fp-a");
-  f.cur.fwd.lease_expires_ms = SD_NOW + 1;
-  run(&f);
-  assert_err(&f, ERR_ABORTED, "in progress");
-  cr_assert_eq(f.err.retry_after_ms, 1);
-}
-
-Test(forward, in_progress_lease_ending_now_is_taken_over) {
-  fixture f = fx(PHASE_FORWARD, "fp-a");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_IN_PROGRESS, 3, "fp-a");
-  f.cur.fwd.lease_expires_ms = SD_NOW;
-  run(&f);
-  assert_proceed(&f, 4, true);
-  cr_assert_eq(f.w.n, 1);
-  assert_in_progress_write(&f.w.recs[0], PHASE_FORWARD, 4);
-  cr_assert_eq(f.w.recs[0].created_ms, SD_NOW - 9000, "created time is kept");
-  sd_assert_fp(&f.w.recs[0], "fp-a");
-}
-
-Test(forward, takeover_adopts_fingerprint_when_record_had_none) {
-  fixture f = fx(PHASE_FORWARD, "fp-new");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_IN_PROGRESS, 1, NULL);
-  f.cur.fwd.lease_expires_ms = SD_NOW - 1;
-  run(&f);
-  assert_proceed(&f, 2, true);
-  sd_assert_fp(&f.w.recs[0], "fp-new");
-}
-
-Test(forward, released_proceeds_with_next_attempt) {
-  fixture f = fx(PHASE_FORWARD, "fp-a");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_RELEASED, 2, "fp-a");
-  sd_with_result(&f.cur.fwd, OUTCOME_RETRYABLE, 429);
-  run(&f);
-  assert_proceed(&f, 3, false);
-  cr_assert_eq(f.w.n, 1);
-  assert_in_progress_write(&f.w.recs[0], PHASE_FORWARD, 3); /* result cleared */
-  cr_assert_eq(f.w.recs[0].code, 0);
-  sd_assert_fp(&f.w.recs[0], "fp-a");
-}
-
-Test(forward, released_adopts_fingerprint_when_record_had_none) {
-  fixture f = fx(PHASE_FORWARD, "fp-new");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_RELEASED, 1, NULL);
-  run(&f);
-  assert_proceed(&f, 2, false);
-  sd_assert_fp(&f.w.recs[0], "fp-new");
-}
-
-Test(forward, succeeded_replays) {
-  fixture f = fx(PHASE_FORWARD, "fp-a");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_SUCCEEDED, 2, "fp-a");
-  sd_with_result(&f.cur.fwd, OUTCOME_SUCCEEDED, 201);
-  run(&f);
-  assert_replay(&f, &f.cur.fwd);
-  cr_assert_eq(f.out.outcome, OUTCOME_SUCCEEDED);
-  cr_assert_eq(f.out.attempt, 2);
-  cr_assert_eq(f.out.body, sd_stored_body, "the body is borrowed from cur");
-}
-
-Test(forward, failed_replays) {
-  fixture f = fx(PHASE_FORWARD, "fp-a");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_FAILED, 1, "fp-a");
-  sd_with_result(&f.cur.fwd, OUTCOME_FAILED, 402);
-  run(&f);
-  assert_replay(&f, &f.cur.fwd);
-  cr_assert_eq(f.out.outcome, OUTCOME_FAILED);
-  cr_assert_eq(f.out.code, 402);
-}
-
-Test(forward, unknown_replays) {
-  fixture f = fx(PHASE_FORWARD, "fp-a");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_UNKNOWN, 1, "fp-a");
-  sd_with_result(&f.cur.fwd, OUTCOME_UNKNOWN, 500);
-  run(&f);
-  assert_replay(&f, &f.cur.fwd);
-  cr_assert_eq(f.out.outcome, OUTCOME_UNKNOWN);
-}
-
-Test(forward, replay_of_empty_body) {
-  fixture f = fx(PHASE_FORWARD, "fp-a");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_SUCCEEDED, 1, "fp-a");
-  f.cur.fwd.outcome = OUTCOME_SUCCEEDED;
-  run(&f);
-  cr_assert_eq(f.out.decision, DECISION_REPLAY);
-  cr_assert_eq(f.out.body_len, 0);
-  cr_assert_null(f.out.body);
-}
-
-Test(forward, abandoned_skips) {
-  fixture f = fx(PHASE_FORWARD, "fp-a");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_ABANDONED, 3, "fp-a");
-  run(&f);
-  cr_assert_eq(f.rc, ERR_OK);
-  cr_assert_eq(f.out.decision, DECISION_SKIP_ALREADY_COMPENSATED);
-  cr_assert_eq(f.out.attempt, 3);
-  cr_assert_eq(f.w.n, 0);
-}
-
-Test(forward, retention_expired_record_is_new_again) {
-  fixture f = fx(PHASE_FORWARD, "fp-b");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_SUCCEEDED, 5, "fp-a"); /* would be a mismatch */
-  sd_with_result(&f.cur.fwd, OUTCOME_SUCCEEDED, 200);
-  f.cur.fwd.expires_ms = SD_NOW; /* expires_ms <= now: gone */
-  run(&f);
-  assert_proceed(&f, 1, false);
-  assert_in_progress_write(&f.w.recs[0], PHASE_FORWARD, 1);
-  cr_assert_eq(f.w.recs[0].created_ms, SD_NOW);
-  sd_assert_fp(&f.w.recs[0], "fp-b");
-}
-
-Test(forward, record_one_ms_before_expiry_still_replays) {
-  fixture f = fx(PHASE_FORWARD, "fp-a");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_SUCCEEDED, 1, "fp-a");
-  sd_with_result(&f.cur.fwd, OUTCOME_SUCCEEDED, 200);
-  f.cur.fwd.expires_ms = SD_NOW + 1;
-  run(&f);
-  assert_replay(&f, &f.cur.fwd);
-}
-
-Test(forward, invalid_phase_is_refused) {
-  fixture f = fx(PHASE_UNSPECIFIED, "fp-a");
-  run(&f);
-  assert_err(&f, ERR_INVALID, "key.phase");
-  cr_assert_eq(f.w.n, 0);
-}
-
-/* ===================== COMPENSATION ===================== */
-
-static void assert_null_comp_write(const step_rec *c, const char *fp) {
-  cr_assert(c->present);
-  cr_assert_eq(c->key.phase, PHASE_COMPENSATION);
-  cr_assert_eq(c->state, STATE_SUCCEEDED);
-  cr_assert_eq(c->attempt, 0);
-  cr_assert_eq(c->outcome, OUTCOME_SUCCEEDED);
-  cr_assert_eq(c->code, 0);
-  cr_assert_eq(c->body_len, 0);
-  cr_assert_eq(c->completed_ms, SD_NOW);
-  cr_assert_eq(c->created_ms, SD_NOW);
-  cr_assert_eq(c->updated_ms, SD_NOW);
-  cr_assert_eq(c->lease_expires_ms, 0);
-  cr_assert_eq(c->expires_ms, SD_RET_END);
-  sd_assert_fp(c, fp);
-}
-
-static void assert_abandoned_write(const step_rec *r, uint64_t attempt) {
-  cr_assert(r->present);
-  cr_assert_eq(r->key.phase, PHASE_FORWARD);
-  cr_assert_str_eq(r->key.global_id, "g-1");
-  cr_assert_eq(r->state, STATE_ABANDONED);
-  cr_assert_eq(r->attempt, attempt);
-  cr_assert_eq(r->outcome, OUTCOME_UNSPECIFIED);
-  cr_assert_eq(r->body_len, 0);
-  cr_assert_eq(r->lease_expires_ms, 0);
-  cr_assert_eq(r->expires_ms, SD_RET_END);
-  cr_assert_eq(r->updated_ms, SD_NOW);
-}
-
-static void assert_skip_null(const fixture *f, int64_t expires) {
-  cr_assert_eq(f->rc, ERR_OK, "rc %d: %s", f->rc, f->err.msg);
-  cr_assert_eq(f->out.decision, DECISION_SKIP_NULL_COMPENSATION);
-  cr_assert_eq(f->out.attempt, 0);
-  cr_assert_eq(f->out.expires_ms, expires);
-}
-
-Test(compensation, fingerprint_mismatch_comes_first) {
-  fixture f = fx(PHASE_COMPENSATION, "fp-b");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_IN_PROGRESS, 1, "x"); /* would be ABORTED */
-  f.cur.comp = sd_rec(PHASE_COMPENSATION, STATE_IN_PROGRESS, 1, "fp-a");
-  run(&f);
-  assert_err(&f, ERR_PRECONDITION, "fingerprint mismatch");
-  cr_assert_eq(f.w.n, 0);
-}
-
-Test(compensation, forward_fingerprint_is_not_compared) {
-  fixture f = fx(PHASE_COMPENSATION, "fp-comp");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_SUCCEEDED, 1, "fp-fwd");
-  sd_with_result(&f.cur.fwd, OUTCOME_SUCCEEDED, 200);
-  run(&f);
-  assert_proceed(&f, 1, false);
-}
-
-Test(compensation, no_forward_writes_tombstone_and_null_compensation) {
-  fixture f = fx(PHASE_COMPENSATION, "fp-c");
-  run(&f);
-  assert_skip_null(&f, SD_RET_END);
-  cr_assert_eq(f.w.n, 2);
-  assert_abandoned_write(&f.w.recs[0], 0);
-  cr_assert_eq(f.w.recs[0].created_ms, SD_NOW);
-  cr_assert_eq(f.w.recs[0].fp_len, 0);
-  assert_null_comp_write(&f.w.recs[1], "fp-c");
-}
-
-Test(compensation, released_forward_is_treated_as_none) {
-  fixture f = fx(PHASE_COMPENSATION, "fp-c");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_RELEASED, 2, "fp-f");
-  sd_with_result(&f.cur.fwd, OUTCOME_RETRYABLE, 429);
-  run(&f);
-  assert_skip_null(&f, SD_RET_END);
-  cr_assert_eq(f.w.n, 2);
-  assert_abandoned_write(&f.w.recs[0], 2);
-  sd_assert_fp(&f.w.recs[0], "fp-f");
-  cr_assert_eq(f.w.recs[0].created_ms, SD_NOW - 9000);
-  assert_null_comp_write(&f.w.recs[1], "fp-c");
-}
-
-Test(compensation, retention_expired_forward_is_none) {
-  fixture f = fx(PHASE_COMPENSATION, "fp-c");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_SUCCEEDED, 4, "fp-f");
-  f.cur.fwd.expires_ms = SD_NOW - 1;
-  run(&f);
-  assert_skip_null(&f, SD_RET_END);
-  cr_assert_eq(f.w.n, 2);
-  assert_abandoned_write(&f.w.recs[0], 0);
-  cr_assert_eq(f.w.recs[0].created_ms, SD_NOW);
-}
-
-Test(compensation, no_forward_but_compensation_in_progress_decides) {
-  fixture f = fx(PHASE_COMPENSATION, "fp-c");
-  f.cur.comp = sd_rec(PHASE_COMPENSATION, STATE_IN_PROGRESS, 1, "fp-c");
-  run(&f);
-  assert_err(&f, ERR_ABORTED, "in progress");
-  cr_assert_eq(f.err.retry_after_ms, 1234);
-  cr_assert_eq(f.w.n, 0);
-}
-
-Test(compensation, no_forward_but_compensation_finished_replays) {
-  fixture f = fx(PHASE_COMPENSATION, "fp-c");
-  f.cur.comp = sd_rec(PHASE_COMPENSATION, STATE_SUCCEEDED, 1, "fp-c");
-  sd_with_result(&f.cur.comp, OUTCOME_SUCCEEDED, 200);
-  run(&f);
-  assert_replay(&f, &f.cur.comp);
-}
-
-Test(compensation, released_forward_with_null_compensation_skips_again) {
-  fixture f = fx(PHASE_COMPENSATION, "fp-c");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_RELEASED, 1, NULL);
-  f.cur.comp = sd_rec(PHASE_COMPENSATION, STATE_SUCCEEDED, 0, "fp-c");
-  f.cur.comp.outcome = OUTCOME_SUCCEEDED;
-  run(&f);
-  assert_skip_null(&f, f.cur.comp.expires_ms);
-  cr_assert_eq(f.w.n, 0);
-}
-
-Test(compensation, failed_forward_writes_null_compensation_only) {
-  fixture f = fx(PHASE_COMPENSATION, "fp-c");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_FAILED, 1, "fp-f");
-  sd_with_result(&f.cur.fwd, OUTCOME_FAILED, 402);
-  run(&f);
-  assert_skip_null(&f, SD_RET_END);
-  cr_assert_eq(f.w.n, 1);
-  assert_null_comp_write(&f.w.recs[0], "fp-c");
-}
-
-Test(compensation, failed_forward_with_null_compensation_skips_again) {
-  fixture f = fx(PHASE_COMPENSATION, "fp-c");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_FAILED, 1, "fp-f");
-  f.cur.comp = sd_rec(PHASE_COMPENSATION, STATE_SUCCEEDED, 0, "fp-c");
-  run(&f);
-  assert_skip_null(&f, f.cur.comp.expires_ms);
-  cr_assert_eq(f.w.n, 0);
-}
-
-Test(compensation, failed_forward_with_released_compensation_proceeds) {
-  fixture f = fx(PHASE_COMPENSATION, "fp-c");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_FAILED, 1, "fp-f");
-  f.cur.comp = sd_rec(PHASE_COMPENSATION, STATE_RELEASED, 1, "fp-c");
-  run(&f);
-  assert_proceed(&f, 2, false);
-  cr_assert_eq(f.w.n, 1);
-  assert_in_progress_write(&f.w.recs[0], PHASE_COMPENSATION, 2);
-}
-
-Test(compensation, forward_in_progress_is_aborted) {
-  fixture f = fx(PHASE_COMPENSATION, "fp-c");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_IN_PROGRESS, 1, "fp-f");
-  f.cur.fwd.lease_expires_ms = SD_NOW + 777;
-  run(&f);
-  assert_err(&f, ERR_ABORTED, "in progress");
-  cr_assert_eq(f.err.retry_after_ms, 777);
-  cr_assert_eq(f.w.n, 0);
-}
-
-Test(compensation, abandoned_forward_with_null_compensation_skips) {
-  fixture f = fx(PHASE_COMPENSATION, "fp-c");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_ABANDONED, 0, NULL);
-  f.cur.comp = sd_rec(PHASE_COMPENSATION, STATE_SUCCEEDED, 0, "fp-c");
-  f.cur.comp.outcome = OUTCOME_SUCCEEDED;
-  run(&f);
-  assert_skip_null(&f, f.cur.comp.expires_ms);
-  cr_assert_eq(f.w.n, 0);
-}
-
-Test(compensation, abandoned_forward_without_compensation_proceeds) {
-  fixture f = fx(PHASE_COMPENSATION, "fp-c");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_ABANDONED, 2, "fp-f");
-  run(&f);
-  assert_proceed(&f, 1, false);
-  cr_assert_eq(f.w.n, 1);
-  assert_in_progress_write(&f.w.recs[0], PHASE_COMPENSATION, 1);
-  sd_assert_fp(&f.w.recs[0], "fp-c");
-}
-
-Test(compensation, abandoned_forward_with_running_compensation_is_aborted) {
-  fixture f = fx(PHASE_COMPENSATION, "fp-c");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_ABANDONED, 2, "fp-f");
-  f.cur.comp = sd_rec(PHASE_COMPENSATION, STATE_IN_PROGRESS, 1, "fp-c");
-  run(&f);
-  assert_err(&f, ERR_ABORTED, "in progress");
-}
-
-Test(compensation, expired_forward_is_abandoned_then_compensation_proceeds) {
-  fixture f = fx(PHASE_COMPENSATION, "fp-c");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_IN_PROGRESS, 3, "fp-f");
-  f.cur.fwd.lease_expires_ms = SD_NOW;
-  run(&f);
-  assert_proceed(&f, 1, false);
-  cr_assert_eq(f.w.n, 2);
-  assert_abandoned_write(&f.w.recs[0], 3);
-  sd_assert_fp(&f.w.recs[0], "fp-f");
-  cr_assert_eq(f.w.recs[0].created_ms, SD_NOW - 9000);
-  assert_in_progress_write(&f.w.recs[1], PHASE_COMPENSATION, 1);
-}
-
-Test(compensation, expired_forward_abandon_is_kept_when_compensation_conflicts) {
-  fixture f = fx(PHASE_COMPENSATION, "fp-c");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_IN_PROGRESS, 3, "fp-f");
-  f.cur.fwd.lease_expires_ms = SD_NOW - 10;
-  f.cur.comp = sd_rec(PHASE_COMPENSATION, STATE_IN_PROGRESS, 1, "fp-c");
-  f.cur.comp.lease_expires_ms = SD_NOW + 50;
-  run(&f);
-  assert_err(&f, ERR_ABORTED, "in progress");
-  cr_assert_eq(f.err.retry_after_ms, 50);
-  cr_assert_eq(f.w.n, 1);
-  assert_abandoned_write(&f.w.recs[0], 3);
-}
-
-Test(compensation, succeeded_forward_without_compensation_proceeds) {
-  fixture f = fx(PHASE_COMPENSATION, "fp-c");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_SUCCEEDED, 1, "fp-f");
-  sd_with_result(&f.cur.fwd, OUTCOME_SUCCEEDED, 200);
-  run(&f);
-  assert_proceed(&f, 1, false);
-  cr_assert_eq(f.w.n, 1);
-  assert_in_progress_write(&f.w.recs[0], PHASE_COMPENSATION, 1);
-  cr_assert_eq(f.w.recs[0].created_ms, SD_NOW);
-  sd_assert_fp(&f.w.recs[0], "fp-c");
-}
-
-Test(compensation, unknown_forward_without_compensation_proceeds) {
-  fixture f = fx(PHASE_COMPENSATION, NULL);
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_UNKNOWN, 2, "fp-f");
-  sd_with_result(&f.cur.fwd, OUTCOME_UNKNOWN, 500);
-  run(&f);
-  assert_proceed(&f, 1, false);
-  cr_assert_eq(f.w.n, 1);
-  assert_in_progress_write(&f.w.recs[0], PHASE_COMPENSATION, 1);
-}
-
-Test(compensation, compensation_in_progress_is_aborted) {
-  fixture f = fx(PHASE_COMPENSATION, "fp-c");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_SUCCEEDED, 1, "fp-f");
-  f.cur.comp = sd_rec(PHASE_COMPENSATION, STATE_IN_PROGRESS, 2, "fp-c");
-  f.cur.comp.lease_expires_ms = SD_NOW + 42;
-  run(&f);
-  assert_err(&f, ERR_ABORTED, "in progress");
-  cr_assert_eq(f.err.retry_after_ms, 42);
-  cr_assert_eq(f.w.n, 0);
-}
-
-Test(compensation, expired_compensation_is_taken_over) {
-  fixture f = fx(PHASE_COMPENSATION, "fp-c");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_SUCCEEDED, 1, "fp-f");
-  f.cur.comp = sd_rec(PHASE_COMPENSATION, STATE_IN_PROGRESS, 2, "fp-c");
-  f.cur.comp.lease_expires_ms = SD_NOW - 1;
-  run(&f);
-  assert_proceed(&f, 3, true);
-  cr_assert_eq(f.w.n, 1);
-  assert_in_progress_write(&f.w.recs[0], PHASE_COMPENSATION, 3);
-}
-
-Test(compensation, released_compensation_next_attempt) {
-  fixture f = fx(PHASE_COMPENSATION, "fp-c");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_UNKNOWN, 1, "fp-f");
-  f.cur.comp = sd_rec(PHASE_COMPENSATION, STATE_RELEASED, 1, "fp-c");
-  sd_with_result(&f.cur.comp, OUTCOME_RETRYABLE, 503);
-  run(&f);
-  assert_proceed(&f, 2, false);
-  cr_assert_eq(f.w.n, 1);
-  assert_in_progress_write(&f.w.recs[0], PHASE_COMPENSATION, 2);
-}
-
-Test(compensation, finished_compensation_replays) {
-  static const step_state states[] = {STATE_SUCCEEDED, STATE_FAILED, STATE_UNKNOWN};
-  static const step_outcome outcomes[] = {OUTCOME_SUCCEEDED, OUTCOME_FAILED, OUTCOME_UNKNOWN};
-  for (int i = 0; i < 3; i++) {
-    fixture f = fx(PHASE_COMPENSATION, "fp-c");
-    f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_SUCCEEDED, 1, "fp-f");
-    f.cur.comp = sd_rec(PHASE_COMPENSATION, states[i], 1, "fp-c");
-    sd_with_result(&f.cur.comp, outcomes[i], 300 + i);
-    run(&f);
-    assert_replay(&f, &f.cur.comp);
-    cr_assert_eq(f.out.outcome, outcomes[i]);
-    cr_assert_eq(f.out.code, 300 + i);
+static void check_write(const row *t, const step_rec *r, const want_write *want) {
+  TRUE(t, r->present);
+  EQ(t, r->attempt, want->attempt);
+  EQ(t, r->created_ms, want->created);
+  EQ(t, r->updated_ms, SD_NOW);
+  check_fp(t, r, want->fp);
+  TRUE(t, strcmp(r->key.tenant, "acme") == 0);
+  TRUE(t, strcmp(r->key.global_id, "g-1") == 0);
+  TRUE(t, strcmp(r->key.service, SD_SERVICE) == 0);
+  TRUE(t, strcmp(r->key.operation, "charge") == 0);
+  switch (want->kind) {
+    case W_IN_PROGRESS: /* a new attempt: a lease, no result */
+      EQ(t, r->key.phase, t->phase);
+      EQ(t, r->state, STATE_IN_PROGRESS);
+      EQ(t, r->lease_expires_ms, SD_NOW + SD_LEASE);
+      EQ(t, r->expires_ms, 0);
+      EQ(t, r->outcome, OUTCOME_UNSPECIFIED);
+      EQ(t, r->code, 0);
+      TRUE(t, r->body == NULL);
+      EQ(t, r->body_len, 0);
+      EQ(t, r->completed_ms, 0);
+      break;
+    case W_ABANDONED: /* no lease, no result, kept for the policy's retention */
+      EQ(t, r->key.phase, PHASE_FORWARD);
+      EQ(t, r->state, STATE_ABANDONED);
+      EQ(t, r->outcome, OUTCOME_UNSPECIFIED);
+      EQ(t, r->body_len, 0);
+      EQ(t, r->lease_expires_ms, 0);
+      EQ(t, r->expires_ms, SD_RET_END);
+      break;
+    case W_NULL_COMP: /* SUCCEEDED now, code 0, no body */
+      EQ(t, r->key.phase, PHASE_COMPENSATION);
+      EQ(t, r->state, STATE_SUCCEEDED);
+      EQ(t, r->outcome, OUTCOME_SUCCEEDED);
+      EQ(t, r->code, 0);
+      EQ(t, r->body_len, 0);
+      EQ(t, r->completed_ms, SD_NOW);
+      EQ(t, r->lease_expires_ms, 0);
+      EQ(t, r->expires_ms, SD_RET_END);
+      break;
   }
 }
 
-Test(compensation, abandoned_compensation_skips_already_compensated) {
-  fixture f = fx(PHASE_COMPENSATION, "fp-c");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_SUCCEEDED, 1, "fp-f");
-  f.cur.comp = sd_rec(PHASE_COMPENSATION, STATE_ABANDONED, 1, "fp-c");
-  run(&f);
-  cr_assert_eq(f.rc, ERR_OK);
-  cr_assert_eq(f.out.decision, DECISION_SKIP_ALREADY_COMPENSATED);
-  cr_assert_eq(f.w.n, 0);
+/* The answer of a REPLAY is the replayed record's, its body borrowed from it. */
+static void check_replay(const row *t, const decide_begin_out *out, const step_rec *r) {
+  TRUE(t, out->has_result);
+  EQ(t, out->outcome, r->outcome);
+  EQ(t, out->code, r->code);
+  TRUE(t, out->body == r->body);
+  EQ(t, out->body_len, r->body_len);
+  EQ(t, out->completed_ms, r->completed_ms);
+  EQ(t, out->attempt, r->attempt);
+  EQ(t, out->expires_ms, r->expires_ms);
 }
 
-Test(compensation, executed_compensation_with_attempt_1_is_not_null) {
-  fixture f = fx(PHASE_COMPENSATION, "fp-c");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_ABANDONED, 1, "fp-f");
-  f.cur.comp = sd_rec(PHASE_COMPENSATION, STATE_SUCCEEDED, 1, "fp-c");
-  sd_with_result(&f.cur.comp, OUTCOME_SUCCEEDED, 200);
-  run(&f);
-  assert_replay(&f, &f.cur.comp);
+/* The parameters are row numbers: a test runs in a process of its own, where the pointers in
+ * a copied row (its strings) would not be valid. */
+ParameterizedTestParameters(begin, row) {
+  static size_t idx[N_ROWS];
+  for (size_t i = 0; i < N_ROWS; i++) idx[i] = i;
+  return cr_make_param_array(size_t, idx, N_ROWS);
 }
 
-Test(compensation, retention_expired_compensation_is_new_again) {
-  fixture f = fx(PHASE_COMPENSATION, "fp-new");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_SUCCEEDED, 1, "fp-f");
-  f.cur.comp = sd_rec(PHASE_COMPENSATION, STATE_SUCCEEDED, 1, "fp-old"); /* would mismatch */
-  f.cur.comp.expires_ms = SD_NOW;
-  run(&f);
-  assert_proceed(&f, 1, false);
-  sd_assert_fp(&f.w.recs[0], "fp-new");
-}
+ParameterizedTest(const size_t *nth, begin, row) {
+  const row *t = &rows[*nth];
+  step_key key = sd_key(t->phase);
+  step_pair cur;
+  memset(&cur, 0, sizeof cur);
+  cur.now_ms = SD_NOW;
+  cur.fwd = held_rec(PHASE_FORWARD, &t->fwd);
+  cur.comp = held_rec(PHASE_COMPENSATION, &t->comp);
+  decide_begin_in in = {.key = &key,
+                        .fp = (const uint8_t *)t->fp,
+                        .fp_len = t->fp ? strlen(t->fp) : 0,
+                        .lease_ms = SD_LEASE,
+                        .retention = {SD_RET_S, SD_RET_S}};
+  decide_begin_out out;
+  memset(&out, 0, sizeof out);
+  step_writes w;
+  memset(&w, 0, sizeof w);
+  w.n = 99; /* must be reset by decide */
+  err_t err;
+  memset(&err, 0, sizeof err);
 
-Test(compensation, expired_pair_gets_new_tombstone) {
-  fixture f = fx(PHASE_COMPENSATION, "fp-c");
-  f.cur.fwd = sd_rec(PHASE_FORWARD, STATE_ABANDONED, 0, NULL);
-  f.cur.fwd.expires_ms = SD_NOW - 5;
-  f.cur.comp = sd_rec(PHASE_COMPENSATION, STATE_SUCCEEDED, 0, "fp-c");
-  f.cur.comp.expires_ms = SD_NOW - 5;
-  run(&f);
-  assert_skip_null(&f, SD_RET_END);
-  cr_assert_eq(f.w.n, 2);
+  err_code rc = decide_begin(&in, &cur, &out, &w, &err);
+
+  cr_assert_eq(rc, t->rc, "row \"%s\": rc %d, want %d: %s", t->name, rc, t->rc, err.msg);
+  if (t->rc != ERR_OK) {
+    EQ(t, err.code, t->rc);
+    cr_assert(strstr(err.msg, t->needle), "row \"%s\": message \"%s\" lacks \"%s\"", t->name,
+              err.msg, t->needle);
+    if (t->rc == ERR_ABORTED) EQ(t, err.retry_after_ms, t->retry_after);
+  } else {
+    EQ(t, out.decision, t->decision);
+    switch (t->decision) {
+      case DECISION_PROCEED:
+        EQ(t, out.attempt, t->attempt);
+        EQ(t, out.takeover, t->takeover);
+        EQ(t, out.lease_expires_ms, SD_NOW + SD_LEASE);
+        EQ(t, out.expires_ms, 0);
+        TRUE(t, !out.has_result);
+        break;
+      case DECISION_REPLAY:
+        check_replay(t, &out, t->replay_of == PHASE_FORWARD ? &cur.fwd : &cur.comp);
+        break;
+      default: /* the skips */
+        EQ(t, out.attempt, t->attempt);
+        EQ(t, out.expires_ms, t->expires);
+        break;
+    }
+  }
+  EQ(t, w.n, t->n_writes);
+  for (size_t i = 0; i < t->n_writes; i++) check_write(t, &w.recs[i], &t->w[i]);
 }
