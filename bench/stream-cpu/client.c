@@ -4,7 +4,7 @@
  *   stream-cpu client --addr HOST:PORT --server-pid PID [--seconds S] [--warmup W]
  *                     [--inflight 1,16,64] [--modes unary,stream,buffered]
  *
- * For each mode and in-flight level: W seconds of warm-up, then a window of S seconds in which
+ * For each in-flight level and each mode (a level's modes back to back): W seconds of warm-up, then a window of S seconds in which
  * it counts the answers and takes the CPU (user + system) of itself (getrusage RUSAGE_SELF) and
  * of the server (/proc/PID/stat), then lets what is in flight finish. Each slot alternates a
  * BeginStep and a CompleteStep of the sizes sc_step_sizes gives, so two messages are a pair.
@@ -452,21 +452,24 @@ int sc_client_main(int argc, char **argv) {
          c.sz.size[SC_COMPLETE][1], SC_HEADER);
   printf("%-8s %9s %11s %10s %10s %10s\n", "mode", "in-flight", "msgs/s", "client us", "server us", "both us");
   int rc = 0;
-  char mbuf[64];
-  snprintf(mbuf, sizeof mbuf, "%s", modes);
-  for (char *mode = strtok(mbuf, ","); mode; mode = strtok(NULL, ",")) {
-    bool buffered = strcmp(mode, "buffered") == 0, stream = buffered || strcmp(mode, "stream") == 0;
-    if (!stream && strcmp(mode, "unary") != 0) {
-      fprintf(stderr, "stream-cpu client: --modes: unary, stream or buffered, not %s\n", mode);
+  char nbuf[64];
+  snprintf(nbuf, sizeof nbuf, "%s", inflight);
+  char *save_n = NULL;
+  /* the modes of one level back to back, so that a change in the machine's load weighs on a
+   * level's modes alike */
+  for (char *tok = strtok_r(nbuf, ",", &save_n); tok; tok = strtok_r(NULL, ",", &save_n)) {
+    int n = atoi(tok);
+    if (n < 1 || n > 4096) {
+      fprintf(stderr, "stream-cpu client: --inflight: 1-4096 each, not %s\n", tok);
       return 2;
     }
-    char nbuf[64];
-    snprintf(nbuf, sizeof nbuf, "%s", inflight);
-    char *save = NULL;
-    for (char *tok = strtok_r(nbuf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-      int n = atoi(tok);
-      if (n < 1 || n > 4096) {
-        fprintf(stderr, "stream-cpu client: --inflight: 1-4096 each, not %s\n", tok);
+    char mbuf[64];
+    snprintf(mbuf, sizeof mbuf, "%s", modes);
+    char *save_m = NULL;
+    for (char *mode = strtok_r(mbuf, ",", &save_m); mode; mode = strtok_r(NULL, ",", &save_m)) {
+      bool buffered = strcmp(mode, "buffered") == 0, stream = buffered || strcmp(mode, "stream") == 0;
+      if (!stream && strcmp(mode, "unary") != 0) {
+        fprintf(stderr, "stream-cpu client: --modes: unary, stream or buffered, not %s\n", mode);
         return 2;
       }
       c.errors = 0;
