@@ -4,19 +4,20 @@
  *   stream-cpu client --addr HOST:PORT --server-pid PID [--seconds S] [--warmup W]
  *                     [--inflight 1,16,64] [--modes unary,stream,buffered]
  *
- * For each in-flight level and each mode (a level's modes back to back): W seconds of warm-up, then a window of S seconds in which
- * it counts the answers and takes the CPU (user + system) of itself (getrusage RUSAGE_SELF) and
- * of the server (/proc/PID/stat), then lets what is in flight finish. Each slot alternates a
- * BeginStep and a CompleteStep of the sizes sc_step_sizes gives, so two messages are a pair.
- *   unary   N slots, each one unary call in flight, a new call per message (10 s deadline and
- *           the idem-tenant header, as libidem sends them)
- *   stream  one Steps stream (the idem-tenant header once), N slots each with one message in
- *           flight; answers are matched to slots by id; one send in flight at a time (gRPC's
- *           rule), the others queued
- *   buffered  the same on StepsBuffered: a send with more queued behind it carries
- *           GRPC_WRITE_BUFFER_HINT, on both sides (gRPC may then write several messages at once)
- * Prints one row per point: mode, in flight, messages/s, CPU µs per message of the client, of
- * the server, and of both. A message is one request and its answer. */
+ * For each in-flight level and each mode (a level's modes back to back): W seconds of warm-up,
+ * then a window of S seconds in which it counts the answers and takes the CPU (user + system) of
+ * itself (getrusage RUSAGE_SELF) and of the server (/proc/PID/stat), then lets what is in flight
+ * finish. Each slot alternates a BeginStep and a CompleteStep of the sizes sc_step_sizes gives,
+ * so two messages are a pair.
+ * - unary: N slots, each one unary call in flight, a new call per message (10 s deadline and the
+ *   idem-tenant header, as libidem sends them)
+ * - stream: one Steps stream (the idem-tenant header once), N slots each with one message in
+ *   flight; answers are matched to slots by id; one send in flight at a time (gRPC's rule), the
+ *   others queued
+ * - buffered: the same on StepsBuffered: a send with more queued behind it carries
+ *   GRPC_WRITE_BUFFER_HINT, on both sides (gRPC may then write several messages at once)
+ * Prints one row per point: mode, in flight, messages/s, CPU µs per message of the client, of the
+ * server, and of both. A message is one request and its answer. */
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
@@ -69,8 +70,8 @@ typedef struct client {
   double seconds, warmup;
   int n; /* in flight */
   slot *slots;
-  long done;  /* answers, all phases */
-  int phase;  /* 0 warm-up, 1 window, 2 draining */
+  long done; /* answers, all phases */
+  int phase; /* 0 warm-up, 1 window, 2 draining */
   double t_start;
   point pt;
   int errors;
@@ -114,7 +115,8 @@ static double proc_cpu_us(int pid) {
   if (!p) return -1;
   unsigned long ut = 0, st = 0;
   /* after ") ": state(3) ... utime is field 14, stime 15 */
-  if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2) return -1;
+  if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+    return -1;
   return (double)(ut + st) * 1e6 / (double)sysconf(_SC_CLK_TCK);
 }
 
@@ -179,9 +181,12 @@ static bool answered(client *c) {
 /* --- unary --- */
 
 static void unary_start(client *c, slot *s) {
-  gpr_timespec dl = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_seconds(10, GPR_TIMESPAN));
-  grpc_slice m = grpc_slice_from_static_string(s->kind == SC_BEGIN ? SC_METHOD_BEGIN : SC_METHOD_COMPLETE);
-  s->call = grpc_channel_create_call(c->ch, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq, m, NULL, dl, NULL);
+  gpr_timespec dl =
+      gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_seconds(10, GPR_TIMESPAN));
+  grpc_slice m =
+      grpc_slice_from_static_string(s->kind == SC_BEGIN ? SC_METHOD_BEGIN : SC_METHOD_COMPLETE);
+  s->call =
+      grpc_channel_create_call(c->ch, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq, m, NULL, dl, NULL);
   grpc_slice_unref(m);
   grpc_metadata_array_init(&s->init_md);
   grpc_metadata_array_init(&s->trail_md);
@@ -210,7 +215,8 @@ static void unary_start(client *c, slot *s) {
 
 static void unary_done(client *c, slot *s, bool ok) {
   size_t want = c->sz.size[s->kind][1];
-  if (!ok || s->status != GRPC_STATUS_OK || !s->recv || read_msg(s->recv, NULL, NULL) != want) c->errors++;
+  if (!ok || s->status != GRPC_STATUS_OK || !s->recv || read_msg(s->recv, NULL, NULL) != want)
+    c->errors++;
   grpc_metadata_array_destroy(&s->init_md);
   grpc_metadata_array_destroy(&s->trail_md);
   grpc_byte_buffer_destroy(s->send);
@@ -245,7 +251,8 @@ static void stream_send_next(client *c) {
 static void stream_put(client *c, slot *s) {
   s->id += (uint64_t)c->n; /* id % n is the slot */
   s->busy = true;
-  c->queue[(c->head + c->count) % (size_t)c->n] = message(SC_HEADER + c->sz.size[s->kind][0], true, s->id, s->kind);
+  c->queue[(c->head + c->count) % (size_t)c->n] =
+      message(SC_HEADER + c->sz.size[s->kind][0], true, s->id, s->kind);
   c->count++;
   stream_send_next(c);
 }
@@ -308,7 +315,8 @@ static void stream_event(client *c, int kind, bool ok) {
 }
 
 static void stream_open(client *c) {
-  grpc_slice m = grpc_slice_from_static_string(c->buffered ? SC_METHOD_STEPS_BUFFERED : SC_METHOD_STEPS);
+  grpc_slice m =
+      grpc_slice_from_static_string(c->buffered ? SC_METHOD_STEPS_BUFFERED : SC_METHOD_STEPS);
   c->call = grpc_channel_create_call(c->ch, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq, m, NULL,
                                      gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
   grpc_slice_unref(m);
@@ -386,10 +394,12 @@ static void run_point(client *c, bool stream, bool buffered, int n) {
   for (;;) {
     if (stream ? c->pending == 0 : (c->phase == 2 && busy_slots(c) == 0)) break;
     grpc_event ev = grpc_completion_queue_next(
-        c->cq, gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(200, GPR_TIMESPAN)), NULL);
+        c->cq, gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(200, GPR_TIMESPAN)),
+        NULL);
     if (ev.type == GRPC_QUEUE_TIMEOUT) {
       if (now_s() > c->t_start + c->warmup + c->seconds + 30) {
-        fprintf(stderr, "stream-cpu client: stuck (%s, %d in flight)\n", stream ? "stream" : "unary", n);
+        fprintf(stderr, "stream-cpu client: stuck (%s, %d in flight)\n",
+                stream ? "stream" : "unary", n);
         exit(1);
       }
       continue;
@@ -424,18 +434,33 @@ int sc_client_main(int argc, char **argv) {
   int o;
   while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (o) {
-      case 'a': addr = optarg; break;
-      case 'p': c.pid = atoi(optarg); break;
-      case 's': c.seconds = atof(optarg); break;
-      case 'w': c.warmup = atof(optarg); break;
-      case 'n': inflight = optarg; break;
-      case 'm': modes = optarg; break;
-      default: return 2;
+      case 'a':
+        addr = optarg;
+        break;
+      case 'p':
+        c.pid = atoi(optarg);
+        break;
+      case 's':
+        c.seconds = atof(optarg);
+        break;
+      case 'w':
+        c.warmup = atof(optarg);
+        break;
+      case 'n':
+        inflight = optarg;
+        break;
+      case 'm':
+        modes = optarg;
+        break;
+      default:
+        return 2;
     }
   }
   if (!addr || c.pid <= 0 || !(c.seconds > 0) || c.warmup < 0 || proc_cpu_us(c.pid) < 0) {
-    fprintf(stderr, "stream-cpu client: --addr HOST:PORT --server-pid PID (a live process) "
-                    "[--seconds S > 0] [--warmup W >= 0] [--inflight 1,16,64] [--modes unary,stream,buffered]\n");
+    fprintf(stderr,
+            "stream-cpu client: --addr HOST:PORT --server-pid PID (a live process) "
+            "[--seconds S > 0] [--warmup W >= 0] [--inflight 1,16,64] [--modes "
+            "unary,stream,buffered]\n");
     return 2;
   }
   grpc_init();
@@ -446,11 +471,13 @@ int sc_client_main(int argc, char **argv) {
   grpc_channel_credentials_release(cr);
   c.tenant.key = grpc_slice_from_static_string("idem-tenant");
   c.tenant.value = grpc_slice_from_static_string("bench");
-  printf("sizes (bytes): BeginStep request %zu, response %zu; CompleteStep request %zu, response %zu;"
-         " stream messages +%d (id, kind)\n",
-         c.sz.size[SC_BEGIN][0], c.sz.size[SC_BEGIN][1], c.sz.size[SC_COMPLETE][0],
-         c.sz.size[SC_COMPLETE][1], SC_HEADER);
-  printf("%-8s %9s %11s %10s %10s %10s\n", "mode", "in-flight", "msgs/s", "client us", "server us", "both us");
+  printf(
+      "sizes (bytes): BeginStep request %zu, response %zu; CompleteStep request %zu, response %zu;"
+      " stream messages +%d (id, kind)\n",
+      c.sz.size[SC_BEGIN][0], c.sz.size[SC_BEGIN][1], c.sz.size[SC_COMPLETE][0],
+      c.sz.size[SC_COMPLETE][1], SC_HEADER);
+  printf("%-8s %9s %11s %10s %10s %10s\n", "mode", "in-flight", "msgs/s", "client us", "server us",
+         "both us");
   int rc = 0;
   char nbuf[64];
   snprintf(nbuf, sizeof nbuf, "%s", inflight);
@@ -467,7 +494,8 @@ int sc_client_main(int argc, char **argv) {
     snprintf(mbuf, sizeof mbuf, "%s", modes);
     char *save_m = NULL;
     for (char *mode = strtok_r(mbuf, ",", &save_m); mode; mode = strtok_r(NULL, ",", &save_m)) {
-      bool buffered = strcmp(mode, "buffered") == 0, stream = buffered || strcmp(mode, "stream") == 0;
+      bool buffered = strcmp(mode, "buffered") == 0,
+           stream = buffered || strcmp(mode, "stream") == 0;
       if (!stream && strcmp(mode, "unary") != 0) {
         fprintf(stderr, "stream-cpu client: --modes: unary, stream or buffered, not %s\n", mode);
         return 2;
@@ -477,18 +505,21 @@ int sc_client_main(int argc, char **argv) {
       point *p = &c.pt;
       double msgs = (double)(p->n1 - p->n0);
       if (msgs <= 0 || c.errors > 0 || p->cpu_s0 < 0 || p->cpu_s1 < 0) {
-        fprintf(stderr, "stream-cpu client: %s at %d: %.0f answers, %d errors\n", mode, n, msgs, c.errors);
+        fprintf(stderr, "stream-cpu client: %s at %d: %.0f answers, %d errors\n", mode, n, msgs,
+                c.errors);
         rc = 1;
         continue;
       }
       double cu = (p->cpu_c1 - p->cpu_c0) / msgs, su = (p->cpu_s1 - p->cpu_s0) / msgs;
-      printf("%-8s %9d %11.0f %10.2f %10.2f %10.2f\n", mode, n, msgs / (p->t1 - p->t0), cu, su, cu + su);
+      printf("%-8s %9d %11.0f %10.2f %10.2f %10.2f\n", mode, n, msgs / (p->t1 - p->t0), cu, su,
+             cu + su);
       fflush(stdout);
     }
   }
   grpc_channel_destroy(c.ch);
   grpc_completion_queue_shutdown(c.cq);
-  while (grpc_completion_queue_next(c.cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type != GRPC_QUEUE_SHUTDOWN) {
+  while (grpc_completion_queue_next(c.cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+         GRPC_QUEUE_SHUTDOWN) {
   }
   grpc_completion_queue_destroy(c.cq);
   grpc_shutdown();

@@ -8,7 +8,8 @@
  * another; each message read is answered by a reply with its id and the response's size for its
  * kind, queued while an earlier reply is being sent (gRPC allows one send and one read in flight
  * per call); the next read is posted at once. When the client half-closes and the queue is empty
- * the server sends OK. Everything runs on the cq thread: no locks. */
+ * the server sends OK. StepsBuffered is the same with GRPC_WRITE_BUFFER_HINT on a reply that has
+ * more queued behind it. Everything runs on the cq thread: no locks. */
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
@@ -25,7 +26,17 @@
 #define UNARY_REQUESTS 80 /* calls requested ahead per unary method: more than 64 in flight */
 #define STREAM_REQUESTS 2 /* per stream method */
 
-enum { T_REQ_UNARY, T_UNARY_DONE, T_REQ_STREAM, T_S_START, T_S_RECV, T_S_SEND, T_S_CLOSE, T_S_STATUS, T_SHUTDOWN };
+enum {
+  T_REQ_UNARY,
+  T_UNARY_DONE,
+  T_REQ_STREAM,
+  T_S_START,
+  T_S_RECV,
+  T_S_SEND,
+  T_S_CLOSE,
+  T_S_STATUS,
+  T_SHUTDOWN
+};
 
 typedef struct tag {
   int kind;
@@ -61,9 +72,9 @@ typedef struct sstream {
   grpc_call *call;
   gpr_timespec deadline;
   grpc_metadata_array md;
-  grpc_byte_buffer *in;      /* the message being read */
-  grpc_byte_buffer *out;     /* the reply being sent */
-  grpc_byte_buffer **queue;  /* replies waiting for the send in flight (a ring) */
+  grpc_byte_buffer *in;     /* the message being read */
+  grpc_byte_buffer *out;    /* the reply being sent */
+  grpc_byte_buffer **queue; /* replies waiting for the send in flight (a ring) */
   size_t head, count, cap;
   bool buffered; /* StepsBuffered: a send with more queued behind it carries the buffer hint */
   bool sending, client_done, status_sent;
@@ -172,8 +183,9 @@ static void request_stream(server *s, bool buffered) {
   st->s = s;
   st->buffered = buffered;
   grpc_metadata_array_init(&st->md);
-  if (grpc_server_request_registered_call(s->srv, s->method[buffered ? 3 : 2], &st->call, &st->deadline, &st->md,
-                                          NULL, s->cq, s->cq, &st->req) != GRPC_CALL_OK)
+  if (grpc_server_request_registered_call(s->srv, s->method[buffered ? 3 : 2], &st->call,
+                                          &st->deadline, &st->md, NULL, s->cq, s->cq,
+                                          &st->req) != GRPC_CALL_OK)
     stream_free(st); /* the server is shutting down */
 }
 
@@ -346,8 +358,8 @@ int sc_server_main(const char *addr) {
   grpc_server_register_completion_queue(s.srv, s.cq, NULL);
   s.method[SC_BEGIN] = grpc_server_register_method(s.srv, SC_METHOD_BEGIN, NULL,
                                                    GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
-  s.method[SC_COMPLETE] = grpc_server_register_method(
-      s.srv, SC_METHOD_COMPLETE, NULL, GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+  s.method[SC_COMPLETE] = grpc_server_register_method(s.srv, SC_METHOD_COMPLETE, NULL,
+                                                      GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
   s.method[2] = grpc_server_register_method(s.srv, SC_METHOD_STEPS, NULL, GRPC_SRM_PAYLOAD_NONE, 0);
   s.method[3] =
       grpc_server_register_method(s.srv, SC_METHOD_STEPS_BUFFERED, NULL, GRPC_SRM_PAYLOAD_NONE, 0);
