@@ -17,6 +17,8 @@ import {
 } from './validate';
 import { nowMs } from './time';
 import { RunOptions, RunReport, StepAction, runStep } from './run';
+import type { BeginOptions, CallOptions, CompleteInput } from './types';
+export type { BeginOptions, CallOptions, CompleteInput } from './types';
 
 export interface ConnectOptions {
   /** "host:port", a list "h1:p1,h2:p2", or an array of them (high availability: calls go to
@@ -41,27 +43,6 @@ export interface ConnectOptions {
   tlsKey?: string | Buffer;
   /** the name the server's certificate must carry instead of the address's host */
   tlsServerName?: string;
-}
-
-/** Per-call options: a deadline (ms, default the client's) and a signal that cancels the call
- *  (it then fails with CANCELLED). */
-export interface CallOptions {
-  deadlineMs?: number;
-  signal?: AbortSignal;
-}
-
-export interface BeginOptions {
-  fingerprint?: Buffer | Uint8Array | string;
-  /** 0 / absent = the policy's lease */
-  leaseMs?: number;
-  /** 0-60000: wait on a step in progress (docs/api.md §12); the call's deadline grows by it */
-  waitMs?: number;
-}
-
-export interface CompleteInput {
-  outcome: Outcome;
-  code?: number;
-  body?: Buffer | Uint8Array | string;
 }
 
 export interface Resolution extends CompleteInput {

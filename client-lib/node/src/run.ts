@@ -6,11 +6,29 @@
 // nothing. When no coordinator could decide (docs/api.md §20) a fail-open operation with a
 // journal runs unguarded and is journaled in libidem's line format.
 import { IdemError, invalid } from './errors';
-import type { IdemClient } from './client';
+import type { Journal } from './journal';
+import type { Transport } from './transport';
 import { journalLine } from './journal';
-import { BeginResult, Decision, Outcome, OUTCOME_WORDS, StepKey, StepResult } from './types';
+import {
+  BeginOptions, BeginResult, CallOptions, CompleteInput, Decision, FailureMode, Outcome, OUTCOME_WORDS, StepKey,
+  StepRecord, StepResult,
+} from './types';
 import { BODY_MAX, FINGERPRINT_MAX, checkKey, toBytes } from './validate';
 import { backoffMs, cancelled, nowMs, sleep } from './time';
+
+/** What runStep needs of a client (IdemClient is one): declared here so that run.ts does not
+ *  import client.ts, which imports run.ts. */
+export interface StepClient {
+  readonly tenant: string;
+  readonly deadlineMs: number;
+  readonly transport: Transport;
+  readonly journal: Journal | undefined;
+  beginStep(key: StepKey, o?: BeginOptions, co?: CallOptions): Promise<BeginResult>;
+  completeStep(key: StepKey, attempt: number, res: CompleteInput, co?: CallOptions): Promise<StepRecord>;
+  extendLease(key: StepKey, attempt: number, leaseMs?: number, co?: CallOptions): Promise<{ leaseExpiresUnixMs: number }>;
+  refreshPolicy(service: string, operation: string, timeoutMs: number, signal?: AbortSignal): Promise<void>;
+  cachedPolicy(service: string, operation: string): { mode?: FailureMode; leaseMs: number } | undefined;
+}
 
 const WAIT_MS_MAX = 60000;
 
@@ -94,7 +112,7 @@ function positive(field: string, v: number | undefined, dflt: number): number {
   return v;
 }
 
-async function beginWithRetries(c: IdemClient, key: StepKey, fp: Buffer, conf: Conf,
+async function beginWithRetries(c: StepClient, key: StepKey, fp: Buffer, conf: Conf,
                                 report: RunReport): Promise<BeginResult> {
   let last: IdemError | undefined;
   for (let n = 0; ; n++) {
@@ -126,7 +144,7 @@ async function beginWithRetries(c: IdemClient, key: StepKey, fp: Buffer, conf: C
 
 /** The first Complete always gets the client's full per-call deadline (leaving the step in
  *  progress would make it run again after its lease); retries stay inside the run's deadline. */
-async function completeWithRetries(c: IdemClient, key: StepKey, attempt: number, res: StepResult,
+async function completeWithRetries(c: StepClient, key: StepKey, attempt: number, res: StepResult,
                                    conf: Conf): Promise<number> {
   for (let n = 0; ; n++) {
     let timeout = conf.callMs;
@@ -145,7 +163,7 @@ async function completeWithRetries(c: IdemClient, key: StepKey, attempt: number,
 }
 
 /** Extends the lease every third of it until stopped; resolves with the error that lost it. */
-async function keepLease(c: IdemClient, key: StepKey, attempt: number, leaseMs: number, askMs: number,
+async function keepLease(c: StepClient, key: StepKey, attempt: number, leaseMs: number, askMs: number,
                          stop: AbortSignal, onLost: (e: IdemError) => void): Promise<void> {
   const every = Math.max(20, Math.floor(leaseMs / 3));
   while (!stop.aborted) {
@@ -186,7 +204,7 @@ async function callAction(action: StepAction, ctx: StepContext): Promise<{ res: 
   return { res: { outcome, code, body, completedUnixMs: 0 } };
 }
 
-export async function runStep(c: IdemClient, key: StepKey, action: StepAction, o: RunOptions = {}): Promise<RunReport> {
+export async function runStep(c: StepClient, key: StepKey, action: StepAction, o: RunOptions = {}): Promise<RunReport> {
   checkKey(key);
   if (typeof action !== 'function') throw invalid('action', 'is not a function');
   const fp = toBytes('fingerprint', o.fingerprint, FINGERPRINT_MAX);

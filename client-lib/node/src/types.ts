@@ -173,3 +173,24 @@ export function policyFromWire(p: Wire): Policy {
     updatedUnixMs: num(p.updated_unix_ms),
   };
 }
+
+/** Per-call options: a deadline (ms, default the client's) and a signal that cancels the call
+ *  (it then fails with CANCELLED). */
+export interface CallOptions {
+  deadlineMs?: number;
+  signal?: AbortSignal;
+}
+
+export interface BeginOptions {
+  fingerprint?: Buffer | Uint8Array | string;
+  /** 0 / absent = the policy's lease */
+  leaseMs?: number;
+  /** 0-60000: wait on a step in progress (docs/api.md §12); the call's deadline grows by it */
+  waitMs?: number;
+}
+
+export interface CompleteInput {
+  outcome: Outcome;
+  code?: number;
+  body?: Buffer | Uint8Array | string;
+}
