@@ -1,5 +1,5 @@
 /* stream_cpu.h — bench/stream-cpu: CPU per message of a bidirectional gRPC stream against unary
- * calls (issue 30's first step). One server process (server.c) echoes; one client process
+ * calls (whether the step stream of docs/api.md §21 pays). One server process (server.c) echoes; one client process
  * (client.c) keeps 1/16/64 calls or messages in flight and measures both processes' CPU.
  *
  * The wire: a generic service, no protobuf on it. Every message is a run of filler bytes of the

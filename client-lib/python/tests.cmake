@@ -14,7 +14,7 @@ add_test(NAME sdk_python_client COMMAND /usr/bin/python3 -m unittest -v test_sdk
 # pip install client-lib/python into a venv with --system-site-packages, offline
 add_test(NAME sdk_python_install COMMAND /usr/bin/python3 -m unittest -v test_install
   WORKING_DIRECTORY ${_idem_py}/tests)
-# examples/http.py behind the WSGI middleware, against a real coordinator (issues 29 and 33)
+# examples/http.py behind the WSGI middleware, against a real coordinator (docs/http-middleware.md)
 add_test(NAME sdk_python_http COMMAND /usr/bin/python3 -m unittest -v test_http
   WORKING_DIRECTORY ${_idem_py}/tests)
 set_tests_properties(sdk_python_key sdk_python_client sdk_python_install sdk_python_http

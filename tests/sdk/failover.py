@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""tests/sdk/failover.py — issue 29's failover test: kill -9 of the leader while three SDK clients
+"""tests/sdk/failover.py — the SDKs' failover test: kill -9 of the leader while three SDK clients
 (Go, Node, Python) run steps; each follows the failover to the standby; the participants' ledgers
 count 0 duplicate executions.
 

@@ -3,7 +3,7 @@
 # free loopback ports (IDEM_COORDINATOR_BIN, a database of their own beside IDEM_TEST_PG_URL's)
 # and stop them by PID.
 
-# issue 29's failover test: kill -9 of the leader while a Go, a Node and a Python client run steps
+# the SDKs' failover test: kill -9 of the leader while a Go, a Node and a Python client run steps
 # through their step helpers; each follows the failover to the standby; 0 duplicate executions in
 # the participants' ledgers (tests/sdk/failover.py says what it asserts)
 add_test(NAME sdk_failover COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/failover.py)

@@ -1,5 +1,5 @@
 """test_http.py — examples/http.py behind the WSGI middleware, against a real coordinator
-(issues 29 and 33, docs/http-middleware.md): 100 concurrent POSTs with one key run the handler
+(docs/http-middleware.md): 100 concurrent POSTs with one key run the handler
 once; 422 / 400 / 409 problem documents; replays; a handler 500 runs again; every malformed key
 of client-lib/conformance/idempotency-key.json is a 400; quoted and bare keys are one key; with
 the coordinator stopped a fail-closed route answers 503 and a fail-open one runs the handler."""

@@ -1,7 +1,7 @@
 package main
 
 // main_test.go — the example behind the middleware, over real HTTP on loopback, against a real
-// coordinator (docs/api.md §19, issues 29 and 33): 100 concurrent POSTs with one key, 422, 400,
+// coordinator (docs/api.md §19, docs/http-middleware.md): 100 concurrent POSTs with one key, 422, 400,
 // replays, a 500 that runs again, every malformed key of the shared table, quoted vs bare,
 // 255 characters, and a stopped coordinator (fail-closed 503, fail-open runs).
 
