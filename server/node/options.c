@@ -13,6 +13,8 @@
 #include <strings.h>
 
 #include "../coord/coord_policy.h"
+#include "../domain/slot.h"
+#include "../slots/slotmap.h"
 #include "../reaper/reaper.h"
 #include "../validate/validate.h"
 
@@ -32,7 +34,9 @@ const opt_row options_table[] = {
   {"serving",   "insecure",        "IDEM_INSECURE",        OPT_BOOL,   F(insecure),           NULL,              0, 0,       NULL,        false, NULL,        "allow plaintext (no --tls-cert) on a non-loopback --listen address", NULL},
   {"serving",   "max-waiters",     "IDEM_MAX_WAITERS",     OPT_INT,    F(max_waiters),        "10000",           0, 1000000, NULL,        false, "N",         "BeginStep calls that may wait (wait_ms) on a step in progress at once; more are answered ABORTED at once, 0 = none waits", NULL},
   {"serving",   "require-tenant",  "IDEM_REQUIRE_TENANT",  OPT_BOOL,   F(require_tenant),     NULL,              0, 0,       NULL,        false, NULL,        "refuse calls without idem-tenant metadata instead of using tenant \"default\" (without --tokens or client certificates)", NULL},
-  {"store",     "pg",              "IDEM_PG",              OPT_STRING, F(pg),                 NULL,              0, 0,       NULL,        false, "URL",       "PostgreSQL connection string (required)", NULL},
+  {"store",     "pg",              "IDEM_PG",              OPT_STRING, F(pg),                 NULL,              0, 0,       NULL,        false, "URL",       "PostgreSQL connection string: the one store group \"default\" (this or --store is required)", NULL},
+  {"store",     "store",           "IDEM_STORE",           OPT_LIST,   F(stores),             NULL,              0, 0,       NULL,        false, "NAME=URL",  "a store group and its PostgreSQL connection string; repeat for each group, in the same order on every node (docs/api.md §17; the environment variable holds one group per line)", NULL},
+  {"store",     "slots",           "IDEM_SLOTS",           OPT_INT,    F(slots),              XSTR(SLOTS_DEFAULT), SLOTS_MIN, SLOTS_MAX, NULL, false, "N", "the cluster's slot count, fixed when the cluster is first created (docs/api.md §17)", NULL},
   {"store",     "store-timeout-ms","IDEM_STORE_TIMEOUT_MS",OPT_INT,    F(store_timeout_ms),   "2000",            1, 600000,  NULL,        false, "MS",        "bound on each store call", NULL},
   {"high availability", "etcd",    "IDEM_ETCD",            OPT_STRING, F(etcd),               NULL,              0, 0,       NULL,        false, "URLS",      "etcd endpoints (http://h:p[,...]) for leader election (none: single node)", NULL},
   {"high availability", "node-id", "IDEM_NODE_ID",         OPT_STRING, F(node_id),            NULL,              0, 0,       NULL,        false, "NAME",      "this node's name (none: the --advertise address)", NULL},
@@ -155,6 +159,15 @@ static options_result apply(idem_options *o, const opt_row *r, const char *v, co
       *(int *)field = i;
       return OPTIONS_RUN;
     }
+    case OPT_LIST: {
+      opt_list *l = field;
+      int source = strncmp(src, "--", 2) == 0 ? 3 : r->env && strcmp(src, r->env) == 0 ? 2 : 1;
+      if (source != l->source) l->n = 0; /* a later source replaces the list */
+      l->source = source;
+      if (l->n >= OPT_LIST_MAX) return usage(msg, n, "%s: at most %d values", src, OPT_LIST_MAX);
+      if (*v) l->v[l->n++] = v;
+      return OPTIONS_RUN;
+    }
     case OPT_ACTION:
       if (strcmp(r->name, "version") == 0)
         printf("idem-coordinator %s\n", IDEM_VERSION);
@@ -169,6 +182,36 @@ static const opt_row *row_named(const char *name) {
   for (size_t i = 0; i < options_count; i++)
     if (strcmp(options_table[i].name, name) == 0) return &options_table[i];
   return NULL;
+}
+
+/* Keeps a copy of a value until options_free; NULL when out of memory. */
+static const char *keep(idem_options *o, const char *v, size_t len) {
+  char *kept = strndup(v, len);
+  char **grown = realloc(o->file_values, (o->n_file_values + 1) * sizeof *grown);
+  if (grown) o->file_values = grown;
+  if (!kept || !grown) {
+    free(kept);
+    return NULL;
+  }
+  o->file_values[o->n_file_values++] = kept;
+  return kept;
+}
+
+/* A repeatable option's environment variable: one value per line. */
+static options_result apply_lines(idem_options *o, const opt_row *r, const char *v, char *msg,
+                                  size_t n) {
+  while (*v) {
+    size_t len = strcspn(v, "\n");
+    const char *line = len ? keep(o, v, len) : NULL;
+    if (len && !line) return usage(msg, n, "out of memory");
+    if (line) {
+      options_result rc = apply(o, r, line, r->env, msg, n);
+      if (rc != OPTIONS_RUN) return rc;
+    }
+    v += len;
+    if (*v) v++;
+  }
+  return OPTIONS_RUN;
 }
 
 /* --- the config file --- */
@@ -187,15 +230,11 @@ static int file_option(void *arg, const char *name, const char *value) {
   const opt_row *r = row_named(name);
   if (!r) return 1;
   if (r->type == OPT_ACTION || strcmp(r->name, "config") == 0 || f->rc != OPTIONS_RUN) return 1;
-  char *kept = strdup(value);
-  char **grown = realloc(f->o->file_values, (f->o->n_file_values + 1) * sizeof *grown);
-  if (grown) f->o->file_values = grown;
-  if (!kept || !grown) {
-    free(kept);
+  const char *kept = keep(f->o, value, strlen(value));
+  if (!kept) {
     f->rc = usage(f->msg, f->n, "out of memory");
     return 0;
   }
-  f->o->file_values[f->o->n_file_values++] = kept;
   char src[320];
   snprintf(src, sizeof src, "%s: %s", f->path, name);
   f->rc = apply(f->o, r, kept, src, f->msg, f->n);
@@ -242,9 +281,50 @@ bool options_listen_is_local(const char *listen, bool *bad_form) {
   return !*bad_form && hostport_is_local(&hp);
 }
 
+/* --pg, or the --store groups: each NAME=CONNSTRING with a group name (the tenant rule), no
+ * name twice, no more groups than slots. */
+static options_result check_groups(idem_options *o, char *msg, size_t n) {
+  if (o->pg && o->stores.n)
+    return usage(msg, n,
+                 "--pg and --store do not go together: --pg URL is the one group "
+                 "\"default\"; with several groups name each with --store NAME=URL");
+  if (!o->pg && !o->stores.n)
+    return usage(msg, n, "--pg URL or --store NAME=URL is required (or IDEM_PG, IDEM_STORE)");
+  if (o->pg) {
+    snprintf(o->groups[0].name, sizeof o->groups[0].name, "default");
+    o->groups[0].conninfo = o->pg;
+    o->n_groups = 1;
+    o->groups_from_pg = true;
+    return OPTIONS_RUN;
+  }
+  for (size_t i = 0; i < o->stores.n; i++) {
+    const char *v = o->stores.v[i], *eq = strchr(v, '=');
+    char name[SLOTMAP_NAME_MAX + 8], why[160];
+    size_t len = eq ? (size_t)(eq - v) : strlen(v);
+    snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name - 1 ? len : sizeof name - 1), v);
+    if (!eq) return usage(msg, n, "--store %s: expected NAME=CONNSTRING", name);
+    if (len >= SLOTMAP_NAME_MAX || !slotmap_name_ok(name, why, sizeof why))
+      return usage(msg, n, "--store %s: %s", name,
+                   len >= SLOTMAP_NAME_MAX ? "a group name is at most 63 bytes" : why);
+    if (!eq[1]) return usage(msg, n, "--store %s: the connection string is empty", name);
+    for (size_t j = 0; j < i; j++)
+      if (strcmp(o->groups[j].name, name) == 0)
+        return usage(msg, n, "--store %s: the group is named twice", name);
+    memcpy(o->groups[i].name, name, len + 1); /* len < SLOTMAP_NAME_MAX: checked above */
+    o->groups[i].conninfo = eq + 1;
+  }
+  o->n_groups = o->stores.n;
+  if (o->n_groups > (size_t)o->slots)
+    return usage(msg, n, "--store: %zu groups but --slots %d: each group needs a slot", o->n_groups,
+                 o->slots);
+  o->pg = o->groups[0].conninfo;
+  return OPTIONS_RUN;
+}
+
 /* The combinations no single row can check. */
-static options_result check(const idem_options *o, char *msg, size_t n) {
-  if (!o->pg) return usage(msg, n, "--pg is required (or IDEM_PG)");
+static options_result check(idem_options *o, char *msg, size_t n) {
+  options_result grc = check_groups(o, msg, n);
+  if (grc != OPTIONS_RUN) return grc;
   if (!o->listen) return usage(msg, n, "--listen: expected HOST:PORT, got an empty value");
   bool bad_form;
   bool local = options_listen_is_local(o->listen, &bad_form);
@@ -287,7 +367,10 @@ options_result options_parse(int argc, char **argv, idem_options *o, char *msg, 
   for (size_t i = 0; i < options_count && rc == OPTIONS_RUN; i++) {
     const opt_row *r = &options_table[i];
     const char *v = r->env ? getenv(r->env) : NULL;
-    if (v && strcmp(r->name, "config") != 0) rc = apply(o, r, v, r->env, msg, n);
+    if (v && r->type == OPT_LIST)
+      rc = apply_lines(o, r, v, msg, n);
+    else if (v && strcmp(r->name, "config") != 0)
+      rc = apply(o, r, v, r->env, msg, n);
   }
   if (rc != OPTIONS_RUN) return rc;
 

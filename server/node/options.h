@@ -17,6 +17,22 @@
 
 #include "../config/config_file.h"
 
+#define OPT_LIST_MAX 64 /* values of a repeatable option (SLOTMAP_GROUPS_MAX) */
+
+/* A repeatable option's values, in the order given. Values from a later source (the
+ * environment, then flags) replace an earlier source's list rather than add to it. */
+typedef struct opt_list {
+  const char *v[OPT_LIST_MAX];
+  size_t n;
+  int source; /* 0 none, 1 the config file, 2 the environment, 3 flags */
+} opt_list;
+
+/* One store group (docs/api.md §17): --store NAME=CONNSTRING, or --pg URL as group "default". */
+typedef struct idem_group_opt {
+  char name[64];
+  const char *conninfo; /* points into the option's value */
+} idem_group_opt;
+
 /* Every option's value after parsing. Strings point into argv, the environment or the
  * config file's values (owned by the options until options_free); NULL = not given. */
 typedef struct idem_options {
@@ -27,7 +43,13 @@ typedef struct idem_options {
   bool insecure;
   bool require_tenant;
   /* the store */
-  const char *pg;
+  const char *pg;  /* with --store: the first group's connection string (the node-wide stores) */
+  opt_list stores; /* --store NAME=CONNSTRING, repeated */
+  int slots;       /* --slots: the cluster's slot count */
+  /* the groups, checked: --store in order, or --pg alone as "default" (groups_from_pg) */
+  idem_group_opt groups[OPT_LIST_MAX];
+  size_t n_groups;
+  bool groups_from_pg;
   int store_timeout_ms;
   /* high availability */
   const char *etcd; /* NULL: single node */
@@ -42,7 +64,7 @@ typedef struct idem_options {
   int reaper_interval_s;
   const char *metrics;
   const char *console; /* the web console's HOST:PORT; NULL: off */
-  int log_format; /* log_format: LOG_TEXT, LOG_JSON */
+  int log_format;      /* log_format: LOG_TEXT, LOG_JSON */
   /* the config file's [policy ...] seeds and the strings its options point into */
   config_seeds seeds;
   char **file_values;
@@ -55,6 +77,7 @@ typedef enum opt_type {
   OPT_BOOL,   /* bool: 1/true/yes/on, 0/false/no/off; as a flag it takes no value */
   OPT_CHOICE, /* int: the index of the value in choices ("text|json") */
   OPT_ACTION, /* --help, --version: a flag only */
+  OPT_LIST,   /* opt_list: a string option that may be given many times */
 } opt_type;
 
 typedef struct opt_row {

@@ -99,8 +99,8 @@ static options_result parse(idem_options *o, char *msg, size_t n, const char **a
 Test(options, defaults_come_from_the_table) {
   idem_options o;
   char msg[512] = "";
-  cr_assert_eq(parse(&o, msg, sizeof msg, (const char *[]){"--pg", "x", NULL}), OPTIONS_RUN,
-               "%s", msg);
+  cr_assert_eq(parse(&o, msg, sizeof msg, (const char *[]){"--pg", "x", NULL}), OPTIONS_RUN, "%s",
+               msg);
   cr_assert_eq(o.workers, atoi(row("workers")->def));
   cr_assert_eq(o.store_timeout_ms, atoi(row("store-timeout-ms")->def));
   cr_assert_eq(o.election_ttl_s, atoi(row("election-ttl")->def));
@@ -124,8 +124,8 @@ Test(options, file_then_environment_then_flags) {
     if (options_table[i].env) unsetenv(options_table[i].env);
   setenv("IDEM_STORE_TIMEOUT_MS", "222", 1);
   setenv("IDEM_REAPER_INTERVAL", "8", 1);
-  char *argv[] = {(char *)"idem-coordinator", (char *)"--config", path, (char *)"--reaper-interval",
-                  (char *)"9", NULL};
+  char *argv[] = {(char *)"idem-coordinator",  (char *)"--config", path,
+                  (char *)"--reaper-interval", (char *)"9",        NULL};
   cr_assert_eq(options_parse(5, argv, &o, msg, sizeof msg), OPTIONS_RUN, "%s", msg);
   cr_assert_eq(o.workers, 3, "the file's value");
   cr_assert_eq(o.store_timeout_ms, 222, "the environment wins over the file");
@@ -150,10 +150,80 @@ Test(options, bad_values_name_the_option_and_its_range) {
   cr_assert_str_eq(msg, "--log-format: expected one of text|json");
   options_free(&o);
   cr_assert_eq(parse(&o, msg, sizeof msg, (const char *[]){NULL}), OPTIONS_USAGE);
-  cr_assert_str_eq(msg, "--pg is required (or IDEM_PG)");
+  cr_assert_str_eq(msg, "--pg URL or --store NAME=URL is required (or IDEM_PG, IDEM_STORE)");
   options_free(&o);
   cr_assert_eq(parse(&o, msg, sizeof msg, (const char *[]){"--pg", "x", "--colour", NULL}),
                OPTIONS_USAGE);
   cr_assert(strstr(msg, "--colour"), "%s", msg);
   options_free(&o);
+}
+
+/* docs/api.md §17: --pg is the one group "default"; --store NAME=URL names each group. */
+Test(options, groups_from_pg_or_store) {
+  idem_options o;
+  char msg[512] = "";
+  unsetenv("IDEM_STORE");
+  unsetenv("IDEM_PG");
+  cr_assert_eq(parse(&o, msg, sizeof msg, (const char *[]){"--pg", "x", NULL}), OPTIONS_RUN);
+  cr_assert_eq(o.n_groups, 1);
+  cr_assert_str_eq(o.groups[0].name, "default");
+  cr_assert_str_eq(o.groups[0].conninfo, "x");
+  cr_assert(o.groups_from_pg);
+  cr_assert_eq(o.slots, 256);
+  options_free(&o);
+  cr_assert_eq(parse(&o, msg, sizeof msg,
+                     (const char *[]){"--store", "g1=host=a dbname=x", "--store",
+                                      "g2=postgres://b/y", "--slots", "16", NULL}),
+               OPTIONS_RUN, "%s", msg);
+  cr_assert_eq(o.n_groups, 2);
+  cr_assert_str_eq(o.groups[0].name, "g1");
+  cr_assert_str_eq(o.groups[0].conninfo, "host=a dbname=x");
+  cr_assert_str_eq(o.groups[1].name, "g2");
+  cr_assert_str_eq(o.groups[1].conninfo, "postgres://b/y");
+  cr_assert_str_eq(o.pg, "host=a dbname=x", "the node-wide stores use the first group");
+  cr_assert_eq(o.slots, 16);
+  cr_assert_not(o.groups_from_pg);
+  options_free(&o);
+  /* the environment: one group per line; flags replace the environment's list */
+  setenv("IDEM_STORE", "e1=dbname=a\ne2=dbname=b\n", 1);
+  char *argv0[] = {(char *)"idem-coordinator", NULL};
+  cr_assert_eq(options_parse(1, argv0, &o, msg, sizeof msg), OPTIONS_RUN, "%s", msg);
+  cr_assert_eq(o.n_groups, 2);
+  cr_assert_str_eq(o.groups[1].conninfo, "dbname=b");
+  options_free(&o);
+  char *argv1[] = {(char *)"idem-coordinator", (char *)"--store", (char *)"f=dbname=c", NULL};
+  cr_assert_eq(options_parse(3, argv1, &o, msg, sizeof msg), OPTIONS_RUN, "%s", msg);
+  cr_assert_eq(o.n_groups, 1);
+  cr_assert_str_eq(o.groups[0].name, "f");
+  options_free(&o);
+  unsetenv("IDEM_STORE");
+}
+
+Test(options, bad_groups_are_refused_naming_the_group) {
+  static const struct {
+    const char *argv[8];
+    const char *want;
+  } cases[] = {
+      {{"--pg", "x", "--store", "g=y", NULL}, "--pg and --store do not go together"},
+      {{"--store", "g1", NULL}, "--store g1: expected NAME=CONNSTRING"},
+      {{"--store", "g 1=x", NULL}, "--store g 1: group name 'g 1': byte 2"},
+      {{"--store", "=x", NULL}, "--store : a group name must not be empty"},
+      {{"--store", "g1=", NULL}, "--store g1: the connection string is empty"},
+      {{"--store", "g1=a", "--store", "g1=b", NULL}, "--store g1: the group is named twice"},
+      {{"--store", "g1=a", "--store", "g2=b", "--slots", "1", NULL},
+       "--store: 2 groups but --slots 1"},
+      {{"--pg", "x", "--slots", "65537", NULL}, "--slots: expected an integer from 1 to 65536"},
+  };
+  unsetenv("IDEM_STORE");
+  unsetenv("IDEM_PG");
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    idem_options o;
+    char msg[512] = "";
+    const char *argv[8];
+    memcpy(argv, cases[i].argv, sizeof argv);
+    cr_expect_eq(parse(&o, msg, sizeof msg, argv), OPTIONS_USAGE, "case %zu", i);
+    cr_expect(strstr(msg, cases[i].want) == msg, "case %zu: got '%s', want '%s…'", i, msg,
+              cases[i].want);
+    options_free(&o);
+  }
 }
