@@ -17,6 +17,7 @@
 #include "../util/clock.h"
 #include "../util/log.h"
 #include "../util/uuidv7.h"
+#include "../domain/slot.h"
 #include "coord_log.h"
 #include "coord_step.h"
 #include "../validate/validate.h"
@@ -132,8 +133,8 @@ static bool retained(const step_rec *r, int64_t now) {
   if (!r->present) return true;
   if (!step_rec_live(r, now + CACHE_RETENTION_MARGIN_MS)) return false;
   int64_t re = r->result_expires_ms;
-  return r->state == (step_state)REC_KEPT_STATE || re == 0 || re > now + CACHE_RETENTION_MARGIN_MS ||
-         re < now - CACHE_RETENTION_MARGIN_MS;
+  return r->state == (step_state)REC_KEPT_STATE || re == 0 ||
+         re > now + CACHE_RETENTION_MARGIN_MS || re < now - CACHE_RETENTION_MARGIN_MS;
 }
 
 /* The answer from the leader's replay cache, when the cached pair gives one that writes
@@ -345,6 +346,33 @@ err_code coord_lookup_step(const coord_ctx *ctx, store *st, const char *tenant,
 
 /* --- BeginSaga --- */
 
+#define ISSUE_DRAWS_MAX (64 * SLOTS_MAX) /* far past any slot's expected 1/S share */
+#define ISSUE_BLOCK 64                   /* random draws per getrandom */
+
+/* A new global id (UUIDv7); with slot groups, drawn until its slot is the request id's (or,
+ * without one, a slot of this group): docs/api.md §17. */
+static err_code issue_id(const coord_ctx *ctx, const char *tenant, const char *request_id,
+                         char id[UUIDV7_STR_LEN + 1], err_t *err) {
+  int64_t now = clock_wall_ms();
+  if (!ctx->slots) {
+    if (!uuidv7_new(now, id))
+      return err_set(err, ERR_INTERNAL, "global_id: the random source failed");
+    return ERR_OK;
+  }
+  uint32_t want = request_id[0] ? slot_of(tenant, request_id, ctx->slots) : 0;
+  uint8_t rnd[ISSUE_BLOCK][10];
+  for (uint32_t draw = 0; draw < ISSUE_DRAWS_MAX; draw++) {
+    if (draw % ISSUE_BLOCK == 0 && !uuidv7_random(rnd, sizeof rnd))
+      return err_set(err, ERR_INTERNAL, "global_id: the random source failed");
+    uuidv7_format(now, rnd[draw % ISSUE_BLOCK], id);
+    uint32_t slot = slot_of(tenant, id, ctx->slots);
+    if (request_id[0] ? slot == want : !ctx->owns_slot || ctx->owns_slot(ctx->owns_arg, slot))
+      return ERR_OK;
+  }
+  return err_fail(err, ERR_UNAVAILABLE, ERR_R_NOT_LEADER,
+                  "global_id: no id drawn falls in a slot of this group");
+}
+
 err_code coord_begin_saga(const coord_ctx *ctx, store *st, const char *tenant,
                           const char *request_id, const char *saga_type, const saga_label *labels,
                           size_t n_labels, int64_t deadline, saga_begun *out, err_t *err) {
@@ -369,8 +397,7 @@ err_code coord_begin_saga(const coord_ctx *ctx, store *st, const char *tenant,
   policy pol;
   resolve(ctx, tenant, "*", "*", &pol);
   char id[UUIDV7_STR_LEN + 1];
-  if (!uuidv7_new(clock_wall_ms(), id))
-    return err_set(err, ERR_INTERNAL, "global_id: the random source failed");
+  if ((rc = issue_id(ctx, tenant, request_id, id, err)) != ERR_OK) return rc;
   saga_new in = {
       .tenant = tenant,
       .global_id = id,

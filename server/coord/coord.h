@@ -39,6 +39,12 @@ typedef struct coord_ctx {
   /* the leader's parked BeginStep calls (coord_wait.h; NULL: no call waits, wait_ms is
    * checked and then answered as 0). Used by coord_begin_step_wait_async only. */
   coord_waiters *waiters;
+  /* slot groups (docs/api.md §17; slots 0: no rule). BeginSaga issues a global id in the
+   * request id's slot (slot_of(tenant, request_id, slots)); without a request id, in a slot
+   * owns_slot accepts (this group's). */
+  uint32_t slots;
+  bool (*owns_slot)(void *arg, uint32_t slot);
+  void *owns_arg;
 } coord_ctx;
 
 /* Sets the defaults above. */
@@ -105,8 +111,8 @@ void coord_complete_step_async(const coord_ctx *ctx, store *st, const char *tena
                                const uint8_t *body, size_t body_len, int64_t deadline,
                                coord_complete_done_fn done, void *arg);
 
-/* BeginStep with waiting (docs/api.md §12): as coord_begin_step_async, but where the answer would be
- * ERR_ABORTED for a step (or a compensation's forward) in progress, the call waits in
+/* BeginStep with waiting (docs/api.md §12): as coord_begin_step_async, but where the answer would
+ * be ERR_ABORTED for a step (or a compensation's forward) in progress, the call waits in
  * ctx->waiters (coord_wait.h) for up to wait_ms (0 to REC_WAIT_MS_MAX, else ERR_INVALID naming
  * wait_ms), and at most until shortly before deadline, holding no thread and no store
  * connection; it then runs BeginStep again each time the step's pair changes or its lease

@@ -30,7 +30,7 @@
 
 #include "../util/err.h"
 
-#define ELECT_OPS_VERSION 1
+#define ELECT_OPS_VERSION 2 /* 2: yield, candidates */
 #define ELECT_ADDR_MAX 256
 
 typedef struct elect elect;
@@ -41,6 +41,7 @@ typedef struct elect_status {
   uint64_t epoch;                   /* this node's epoch while leader, else 0 */
   char leader_addr[ELECT_ADDR_MAX]; /* the current leader's advertised host:port, "" unknown */
   bool election_ok;                 /* the election backend answered recently */
+  int candidates;                   /* nodes campaigning in this election (0: not known) */
 } elect_status;
 
 /* Called by the elector (from its own thread) when this node has just won the election,
@@ -60,6 +61,10 @@ typedef struct elect_ops {
    * leader key is resigned and the lease revoked (each bounded by about one second). For
    * SIGTERM. Idempotent. */
   void (*resign)(elect *e);
+  /* Ends the term this node serves now (stops serving at once, its key goes) and campaigns
+   * again behind the other candidates: hands the election to the next node. Nothing when not
+   * serving. For balancing groups among nodes (docs/api.md §17). */
+  void (*yield)(elect *e);
   /* Stops the threads (resigning first if needed) and frees e. NULL is fine. */
   void (*free)(elect *e);
 } elect_ops;
@@ -85,6 +90,9 @@ static inline bool elect_is_leader(elect *e, uint64_t *epoch) {
 static inline void elect_resign(elect *e) {
   e->ops->resign(e);
 }
+static inline void elect_yield(elect *e) {
+  if (e->ops->yield) e->ops->yield(e);
+}
 static inline void elect_free(elect *e) {
   if (e) e->ops->free(e);
 }
@@ -98,13 +106,13 @@ elect *elect_single_new(uint64_t epoch, const char *advertise);
 /* --- etcd (elect_etcd.c) --- */
 
 typedef struct elect_etcd_config {
-  const char *endpoints; /* "http://127.0.0.1:2379[,http://…]" (copied) */
-  const char *prefix;    /* election name, e.g. "/idem/leader" (copied) */
-  const char *node_id;   /* for logs (copied) */
-  const char *advertise; /* host:port stored as the candidate's value (copied) */
-  int ttl_s;             /* lease TTL in seconds, 2..60 (default 5) */
-  int64_t margin_ms;     /* stop serving this long before the lease can expire; 0 = TTL/5,
-                            at least 200 ms */
+  const char *endpoints;       /* "http://127.0.0.1:2379[,http://…]" (copied) */
+  const char *prefix;          /* election name, e.g. "/idem/leader" (copied) */
+  const char *node_id;         /* for logs (copied) */
+  const char *advertise;       /* host:port stored as the candidate's value (copied) */
+  int ttl_s;                   /* lease TTL in seconds, 2..60 (default 5) */
+  int64_t margin_ms;           /* stop serving this long before the lease can expire; 0 = TTL/5,
+                                  at least 200 ms */
   elect_elected_fn on_elected; /* may be NULL: fenced at once */
   void *on_elected_arg;
 } elect_etcd_config;

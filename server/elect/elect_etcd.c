@@ -38,6 +38,7 @@
 #define OBSERVE_EVERY_MS 200
 #define RETRY_MS 250
 #define HOLD_CHECK_MS 20
+#define COUNT_EVERY_ROUNDS 5 /* candidates counted every fifth observation (~1 s) */
 
 typedef struct etcd_elect {
   elect base;
@@ -56,11 +57,13 @@ typedef struct etcd_elect {
   atomic_bool stop;      /* free: every thread ends */
   atomic_bool resigned;  /* no more campaigning */
   atomic_bool term_over; /* abort flag of the current term's campaign */
+  atomic_bool yield_req; /* end this term and campaign again, behind the others */
+  atomic_int candidates; /* keys under the election (live candidates), 0: not known yet */
 
   /* the current term (mu) */
-  int64_t lease;         /* 0: none */
+  int64_t lease;          /* 0: none */
   int64_t pending_revoke; /* a lease of an ended term not yet revoked (0: none) */
-  char *my_key;          /* base64 key of this node's candidacy once elected */
+  char *my_key;           /* base64 key of this node's candidacy once elected */
   int64_t my_rev;
   char leader_addr[ELECT_ADDR_MAX];
 
@@ -100,6 +103,7 @@ static const char *term_end_reason(etcd_elect *e) {
   if (atomic_load(&e->resigned)) return "resigned";
   if (atomic_load(&e->lease_lost)) return "lease gone at etcd";
   if (atomic_load(&e->not_me)) return "another node leads";
+  if (atomic_load(&e->yield_req)) return "yielded the group to another node";
   if (!within_deadline(e, clock_mono_ms())) return "no keep-alive acknowledged in time";
   return NULL;
 }
@@ -194,6 +198,7 @@ static void *campaign_main(void *arg) {
     atomic_store(&e->lease_lost, false);
     atomic_store(&e->not_me, false);
     atomic_store(&e->term_over, false);
+    atomic_store(&e->yield_req, false);
     pthread_mutex_lock(&e->mu);
     e->lease = lease;
     pthread_cond_broadcast(&e->cv); /* the keep-alive thread takes it up */
@@ -313,11 +318,36 @@ static void *keepalive_main(void *arg) {
   return NULL;
 }
 
+/* How many candidates' keys are under the election now (-1: etcd did not answer). */
+static int count_candidates(etcd_elect *e, etcd_conn *c) {
+  char *key = malloc(strlen(e->prefix) + 2);
+  if (!key) return -1;
+  sprintf(key, "%s/", e->prefix);
+  char *end = etcd__prefix_end(key);
+  cJSON *b = obj(), *r = NULL;
+  err_t err;
+  err_clear(&err);
+  etcd_fail f = ETCD_NOT_SENT;
+  if (end && b && etcd__add_b64(b, "key", key) && etcd__add_b64(b, "range_end", end) &&
+      cJSON_AddTrueToObject(b, "count_only"))
+    f = etcd__post(c, "/v3/kv/range", b, OBSERVE_TIMEOUT_MS, &e->stop, &r, &err);
+  int n = f == ETCD_OK ? (int)etcd__i64(r, "count") : -1;
+  cJSON_Delete(b);
+  cJSON_Delete(r);
+  free(end);
+  free(key);
+  return n;
+}
+
 static void *observe_main(void *arg) {
   etcd_elect *e = arg;
   etcd_conn *c = etcd__conn_new(e->endpoints);
   if (!c) return NULL;
-  while (!atomic_load(&e->stop)) {
+  for (unsigned round = 0; !atomic_load(&e->stop); round++) {
+    if (round % COUNT_EVERY_ROUNDS == 0) {
+      int n = count_candidates(e, c);
+      if (n >= 0) atomic_store(&e->candidates, n);
+    }
     cJSON *b = obj(), *r = NULL;
     err_t err;
     err_clear(&err);
@@ -392,6 +422,14 @@ static void etcd_status(elect *base, elect_status *out) {
   }
   int64_t ok = atomic_load(&e->etcd_ok_ms);
   out->election_ok = ok > 0 && now - ok < e->ttl_ms;
+  out->candidates = atomic_load(&e->candidates);
+}
+
+static void etcd_yield(elect *base) {
+  etcd_elect *e = (etcd_elect *)base;
+  if (!atomic_load(&e->serving)) return; /* only a term being served is yielded */
+  atomic_store(&e->yield_req, true);
+  wake(e);
 }
 
 static void etcd_resign(elect *base) {
@@ -460,6 +498,7 @@ static const elect_ops etcd_ops = {
     .start = etcd_start,
     .status = etcd_status,
     .resign = etcd_resign,
+    .yield = etcd_yield,
     .free = etcd_free,
 };
 

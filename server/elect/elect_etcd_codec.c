@@ -62,3 +62,20 @@ bool etcd__add_b64(cJSON *obj, const char *name, const char *s) {
   free(b);
   return ok;
 }
+
+char *etcd__prefix_end(const char *prefix) {
+  size_t n = strlen(prefix);
+  char *end = malloc(n + 1);
+  if (!end) return NULL;
+  memcpy(end, prefix, n + 1);
+  while (n > 0) {
+    if ((unsigned char)end[n - 1] < 0xff) {
+      end[n - 1]++;
+      end[n] = '\0';
+      return end;
+    }
+    n--;
+  }
+  end[0] = '\0'; /* every key */
+  return end;
+}

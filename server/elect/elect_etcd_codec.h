@@ -12,10 +12,10 @@
 /* How a request ended when it did not succeed: whether etcd may have acted on it. */
 typedef enum etcd_fail {
   ETCD_OK = 0,
-  ETCD_NOT_SENT,  /* connection refused / could not resolve: etcd did nothing */
-  ETCD_REFUSED,   /* etcd answered with an error (HTTP status or an "error" body): no effect */
-  ETCD_UNKNOWN,   /* timed out or cut off after sending: the outcome is unknown, re-read */
-  ETCD_ABORTED,   /* *abort became true while waiting: unknown as well */
+  ETCD_NOT_SENT, /* connection refused / could not resolve: etcd did nothing */
+  ETCD_REFUSED,  /* etcd answered with an error (HTTP status or an "error" body): no effect */
+  ETCD_UNKNOWN,  /* timed out or cut off after sending: the outcome is unknown, re-read */
+  ETCD_ABORTED,  /* *abort became true while waiting: unknown as well */
 } etcd_fail;
 
 /* Base64, padded (util/b64.h, B64_STD): an owned NUL-terminated string, NULL on failure. */
@@ -29,6 +29,10 @@ char *etcd__unb64(const char *s, size_t *len);
 int64_t etcd__i64(const cJSON *obj, const char *name);
 /* Adds an int64 field as a string. false on allocation failure. */
 bool etcd__add_i64(cJSON *obj, const char *name, int64_t v);
+/* The key just past every key starting with prefix (etcd's range_end for a prefix), owned;
+ * NULL on allocation failure. */
+char *etcd__prefix_end(const char *prefix);
+
 /* Adds a base64-encoded string field. false on allocation failure. */
 bool etcd__add_b64(cJSON *obj, const char *name, const char *s);
 

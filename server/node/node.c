@@ -22,7 +22,9 @@
 #include "../util/log.h"
 #include "node_elect.h"
 #include "node_metrics.h"
+#include "node_balance.h"
 #include "node_sec.h"
+#include "node_slots.h"
 
 #ifndef IDEM_VERSION
 #define IDEM_VERSION "0.0.0"
@@ -32,28 +34,43 @@
 #define MIGRATE_RETRY_MS 1000
 #define MAX_RECV_BYTES (256 * 1024) /* docs/api.md §9 */
 #define DEFAULT_DEADLINE_MS 2000    /* for calls that come without one */
-#define STEPS_MAX 12
+#define STEPS_MAX 16
 
 typedef void (*node_undo_fn)(node *nd);
 
-struct node {
-  const idem_options *o;
-  const sigset_t *sigs;
-  char advertise[256];
-  /* the modules, in order of start */
-  auth_keyring *tokens; /* NULL: no --tokens */
-  tls_files tls;        /* wiped once the server holds its credentials */
-  auth_config auth;
-  policy_cache *policies;
-  _Atomic uint64_t epoch; /* every fenced store writes under it (node_elect.h) */
+/* One store group (docs/api.md §17): its store, election, fence and the leader's modules. */
+typedef struct node_group {
+  node *nd;
+  size_t index;
+  const char *name, *conninfo;
+  char prefix[512];       /* its election */
+  char elect_id[320];     /* the node id its election logs */
+  _Atomic uint64_t epoch; /* every fenced store of the group writes under it (node_elect.h) */
   replay_cache *cache;    /* the leader's replay cache, filled by the batcher's commits */
   coord_waiters *waiters; /* BeginStep calls parked on a step in progress, woken by commits */
   store_batcher *batcher; /* group commit of every step transaction */
   node_fence fence;       /* the elector's callback raises the fence through it */
   elect *el;              /* single node or etcd */
   coord_ctx coord;
-  rpc_server *rpc;
   reaper *reaper;
+} node_group;
+
+struct node {
+  const idem_options *o;
+  const sigset_t *sigs;
+  char *msg; /* a usage error during start (node_start's msg) */
+  size_t msg_n;
+  char advertise[256];
+  /* the modules, in order of start */
+  auth_keyring *tokens; /* NULL: no --tokens */
+  tls_files tls;        /* wiped once the server holds its credentials */
+  auth_config auth;
+  policy_cache *policies;
+  node_slots *slots; /* the slot map: which group serves each slot */
+  node_group groups[OPT_LIST_MAX];
+  size_t n_groups;
+  node_balance *balance; /* with etcd and several groups: at most ceil(G/N) groups led here */
+  rpc_server *rpc;
   node_metrics *metrics;
   console *console;
   /* what started, to be undone backwards */
@@ -143,22 +160,25 @@ static void raise_fd_limit(void) {
  * a timeout) until it answers, MIGRATE_PATIENCE_MS pass or a stop signal comes. Every failure
  * names where it tried; one no retry can fix (a malformed --pg, authentication, a missing
  * database) stops the start at once. */
-static node_result migrate(node *nd) {
+static node_result migrate_group(node *nd, const node_group *g) {
   char target[512];
   err_t err;
-  if (store_pg_target(nd->o->pg, target, sizeof target, &err) != ERR_OK) {
-    log_kv(LOG_ERROR, "cannot use --pg", "error", err.msg, (const char *)NULL);
+  const char *opt = nd->o->groups_from_pg ? "--pg" : "--store";
+  if (store_pg_target(g->conninfo, target, sizeof target, &err) != ERR_OK) {
+    log_kv(LOG_ERROR, nd->o->groups_from_pg ? "cannot use --pg" : "cannot use --store", "group",
+           g->name, "error", err.msg, (const char *)NULL);
     return NODE_REFUSED;
   }
+  (void)opt;
   int64_t give_up = clock_mono_ms() + MIGRATE_PATIENCE_MS;
   for (int attempt = 1;; attempt++) {
     err_clear(&err);
     int64_t deadline = clock_mono_ms() + nd->o->store_timeout_ms;
     if (deadline > give_up) deadline = give_up;
-    if (store_pg_migrate(nd->o->pg, deadline, &err) == ERR_OK) return NODE_RUNNING;
+    if (store_pg_migrate(g->conninfo, deadline, &err) == ERR_OK) return NODE_RUNNING;
     if (store_pg_error_permanent(&err)) {
-      log_kv(LOG_ERROR, "postgres refused the connection; not retrying", "target", target, "error",
-             err.msg, (const char *)NULL);
+      log_kv(LOG_ERROR, "postgres refused the connection; not retrying", "group", g->name, "target",
+             target, "error", err.msg, (const char *)NULL);
       return NODE_REFUSED;
     }
     char num[16], left_s[24];
@@ -166,11 +186,12 @@ static node_result migrate(node *nd) {
     int64_t left = give_up - clock_mono_ms();
     snprintf(left_s, sizeof left_s, "%llds", (long long)(left > 0 ? (left + 999) / 1000 : 0));
     log_kv(LOG_WARN, left > 0 ? "cannot reach postgres, retrying" : "cannot reach postgres",
-           "target", target, "attempt", num, "retrying_for", left > 0 ? left_s : NULL, "error",
-           err.msg, "reason", err_reason_word(err.reason), "hint", err.hint[0] ? err.hint : NULL,
-           (const char *)NULL);
+           "group", g->name, "target", target, "attempt", num, "retrying_for",
+           left > 0 ? left_s : NULL, "error", err.msg, "reason", err_reason_word(err.reason),
+           "hint", err.hint[0] ? err.hint : NULL, (const char *)NULL);
     if (left <= 0) {
-      log_kv(LOG_ERROR, "postgres did not answer, giving up", "target", target, (const char *)NULL);
+      log_kv(LOG_ERROR, "postgres did not answer, giving up", "group", g->name, "target", target,
+             (const char *)NULL);
       return NODE_FAILED;
     }
     if (wait_signal(nd, left < MIGRATE_RETRY_MS ? left : MIGRATE_RETRY_MS)) {
@@ -178,6 +199,55 @@ static node_result migrate(node *nd) {
       return NODE_STOPPED;
     }
   }
+}
+
+/* Every group's schema, in order (docs/api.md §17: a group that cannot be used stops the
+ * start before anything is written to etcd). */
+static node_result migrate(node *nd) {
+  const idem_options *o = nd->o;
+  nd->n_groups = o->n_groups;
+  for (size_t i = 0; i < o->n_groups; i++) {
+    node_group *g = &nd->groups[i];
+    g->nd = nd;
+    g->index = i;
+    g->name = o->groups[i].name;
+    g->conninfo = o->groups[i].conninfo;
+    const char *id = o->node_id ? o->node_id : o->advertise ? o->advertise : o->listen;
+    if (o->groups_from_pg) { /* one group: the election of a cluster without groups */
+      snprintf(g->prefix, sizeof g->prefix, "%s", o->election_prefix);
+      snprintf(g->elect_id, sizeof g->elect_id, "%s", id);
+    } else {
+      snprintf(g->prefix, sizeof g->prefix, "%s/groups/%s/leader", o->election_prefix, g->name);
+      snprintf(g->elect_id, sizeof g->elect_id, "%s group=%s", id, g->name);
+    }
+  }
+  for (size_t i = 0; i < nd->n_groups; i++) {
+    node_result rc = migrate_group(nd, &nd->groups[i]);
+    if (rc != NODE_RUNNING) return rc;
+  }
+  return NODE_RUNNING;
+}
+
+static void undo_slots(node *nd) {
+  node_slots_stop(nd->slots);
+  nd->slots = NULL;
+}
+
+/* The slot map: from etcd (created there by the cluster's first node), or the equal split. */
+static node_result start_slots(node *nd) {
+  node_slots_result rc = node_slots_start(nd->o, &nd->slots, nd->msg, nd->msg_n);
+  if (rc == NODE_SLOTS_USAGE) return NODE_USAGE;
+  if (rc != NODE_SLOTS_OK) return NODE_FAILED;
+  if (nd->n_groups > 1) {
+    const slotmap *m = node_slots_map(nd->slots);
+    for (size_t i = 0; i < nd->n_groups; i++) {
+      char count[16];
+      snprintf(count, sizeof count, "%u", slotmap_count(m, nd->groups[i].name));
+      log_kv(LOG_INFO, "store group", "group", nd->groups[i].name, "slots", count,
+             (const char *)NULL);
+    }
+  }
+  return NODE_RUNNING;
 }
 
 static store *open_pg(void *conninfo) {
@@ -232,8 +302,10 @@ static node_result start_policies(node *nd) {
 }
 
 static void undo_cache(node *nd) {
-  replay_cache_free(nd->cache);
-  nd->cache = NULL;
+  for (size_t i = 0; i < nd->n_groups; i++) {
+    replay_cache_free(nd->groups[i].cache);
+    nd->groups[i].cache = NULL;
+  }
 }
 
 /* The leader's replay cache, keyed to the epoch (dropped whole when it changes). Only with an
@@ -242,53 +314,59 @@ static void undo_cache(node *nd) {
  * of processes may write to one database, so none keeps a cache (README "Replay cache"). */
 static node_result start_cache(node *nd) {
   if (!nd->o->etcd) return NODE_RUNNING;
-  replay_cache_cfg rc = {.epoch = &nd->epoch};
-  nd->cache = replay_cache_new(&rc);
-  if (!nd->cache) {
-    log_kv(LOG_ERROR, "cannot start the replay cache", "error", "out of memory",
-           (const char *)NULL);
-    return NODE_FAILED;
+  for (size_t i = 0; i < nd->n_groups; i++) {
+    replay_cache_cfg rc = {.epoch = &nd->groups[i].epoch};
+    if (!(nd->groups[i].cache = replay_cache_new(&rc))) {
+      log_kv(LOG_ERROR, "cannot start the replay cache", "error", "out of memory",
+             (const char *)NULL);
+      undo_cache(nd);
+      return NODE_FAILED;
+    }
   }
   return NODE_RUNNING;
 }
 
 /* Whether this node leads (the waiters' check); the leader's address when it does not. */
 static bool leading(void *arg, char *leader, size_t cap) {
-  node *nd = arg;
-  if (!nd->el || elect_is_leader(nd->el, NULL)) return true;
+  node_group *g = arg;
+  if (!g->el || elect_is_leader(g->el, NULL)) return true;
   elect_status es;
-  elect_status_get(nd->el, &es);
+  elect_status_get(g->el, &es);
   snprintf(leader, cap, "%s", es.leader_addr);
   return false;
 }
 
 static void undo_waiters(node *nd) {
-  coord_waiters_free(nd->waiters);
-  nd->waiters = NULL;
+  for (size_t i = 0; i < nd->n_groups; i++) {
+    coord_waiters_free(nd->groups[i].waiters);
+    nd->groups[i].waiters = NULL;
+  }
 }
 
 /* The table of BeginStep calls waiting on a step in progress (--max-waiters; 0: none waits). */
 static node_result start_waiters(node *nd) {
   if (nd->o->max_waiters <= 0) return NODE_RUNNING;
-  coord_waiters_cfg wc = {
-      .max_waiters = (size_t)nd->o->max_waiters, .leading = leading, .leading_arg = nd};
-  nd->waiters = coord_waiters_new(&wc);
-  err_t err;
-  err_clear(&err);
-  if (!nd->waiters) {
-    err_oom(&err);
-    return failed("cannot start the waiters", &err);
-  }
-  if (coord_waiters_start(nd->waiters, &err) != ERR_OK) {
-    undo_waiters(nd);
-    return failed("cannot start the waiters", &err);
+  for (size_t i = 0; i < nd->n_groups; i++) {
+    node_group *g = &nd->groups[i];
+    coord_waiters_cfg wc = {
+        .max_waiters = (size_t)nd->o->max_waiters, .leading = leading, .leading_arg = g};
+    g->waiters = coord_waiters_new(&wc);
+    err_t err;
+    err_clear(&err);
+    if (!g->waiters) err_oom(&err);
+    if (!g->waiters || coord_waiters_start(g->waiters, &err) != ERR_OK) {
+      undo_waiters(nd);
+      return failed("cannot start the waiters", &err);
+    }
   }
   return NODE_RUNNING;
 }
 
 static void undo_batcher(node *nd) {
-  store_batcher_stop(nd->batcher);
-  nd->batcher = NULL;
+  for (size_t i = 0; i < nd->n_groups; i++) {
+    store_batcher_stop(nd->groups[i].batcher);
+    nd->groups[i].batcher = NULL;
+  }
 }
 
 /* A committed write to a step pair wakes the calls waiting on it. */
@@ -299,42 +377,50 @@ static void changed(void *waiters, const step_key *key) {
 /* Group commit: the batcher's own connections write every step transaction under the epoch,
  * and hand each committed pair to the replay cache. */
 static node_result start_batcher(node *nd) {
-  store_batcher_cfg bc = {.conninfo = nd->o->pg,
-                          .epoch = &nd->epoch,
-                          .on_commit = nd->cache ? replay_cache_committed : NULL,
-                          .on_commit_arg = nd->cache,
-                          .on_change = changed,
-                          .on_change_arg = nd->waiters};
-  err_t err;
-  err_clear(&err);
-  nd->batcher = store_batcher_start(&bc, &err);
-  if (!nd->batcher) {
-    return failed("cannot start group commit", &err);
+  for (size_t i = 0; i < nd->n_groups; i++) {
+    node_group *g = &nd->groups[i];
+    store_batcher_cfg bc = {.conninfo = g->conninfo,
+                            .epoch = &g->epoch,
+                            .on_commit = g->cache ? replay_cache_committed : NULL,
+                            .on_commit_arg = g->cache,
+                            .on_change = changed,
+                            .on_change_arg = g->waiters};
+    err_t err;
+    err_clear(&err);
+    if (!(g->batcher = store_batcher_start(&bc, &err))) {
+      undo_batcher(nd);
+      return failed("cannot start group commit", &err);
+    }
   }
   return NODE_RUNNING;
 }
 
 static void undo_elector(node *nd) {
-  elect_free(nd->el);
-  nd->el = NULL;
+  for (size_t i = 0; i < nd->n_groups; i++) {
+    elect_free(nd->groups[i].el);
+    nd->groups[i].el = NULL;
+  }
 }
 
 /* The elector (single node or etcd), not yet campaigning. */
 static node_result start_elector(node *nd) {
   const idem_options *o = nd->o;
   snprintf(nd->advertise, sizeof nd->advertise, "%s", o->advertise ? o->advertise : o->listen);
-  node_elect_cfg ec = {.etcd = o->etcd,
-                       .node_id = o->node_id ? o->node_id : nd->advertise,
-                       .advertise = nd->advertise,
-                       .prefix = o->election_prefix,
-                       .ttl_s = o->election_ttl_s,
-                       .store_timeout_ms = o->store_timeout_ms};
-  nd->fence = (node_fence){.pg = o->pg, .epoch = &nd->epoch};
-  err_t err;
-  err_clear(&err);
-  nd->el = node_elect_new(&ec, &nd->fence, &err);
-  if (!nd->el) {
-    return failed("cannot set up leader election", &err);
+  for (size_t i = 0; i < nd->n_groups; i++) {
+    node_group *g = &nd->groups[i];
+    node_elect_cfg ec = {.etcd = o->etcd,
+                         .node_id = g->elect_id,
+                         .advertise = nd->advertise,
+                         .prefix = g->prefix,
+                         .ttl_s = o->election_ttl_s,
+                         .store_timeout_ms = o->store_timeout_ms};
+    g->fence = (node_fence){.pg = g->conninfo, .epoch = &g->epoch};
+    err_t err;
+    err_clear(&err);
+    if (!(g->el = node_elect_new(&ec, &g->fence, &err))) {
+      undo_elector(nd);
+      return failed("cannot set up leader election", &err);
+    }
   }
   return NODE_RUNNING;
 }
@@ -342,22 +428,43 @@ static node_result start_elector(node *nd) {
 /* The stores of the workers and the reaper: PostgreSQL connections that write under the epoch
  * (fenced), their step transactions group-committed by the batcher. */
 static store *open_fenced(void *arg) {
-  node *nd = arg;
-  store *st = store_pg_open(nd->o->pg);
+  node_group *g = arg;
+  store *st = store_pg_open(g->conninfo);
   if (st) {
-    store_pg_set_epoch_source(st, &nd->epoch);
-    store_pg_set_batcher(st, nd->batcher);
+    store_pg_set_epoch_source(st, &g->epoch);
+    store_pg_set_batcher(st, g->batcher);
   }
   return st;
 }
 
 static bool is_leader(void *arg) {
-  return elect_is_leader(((node *)arg)->el, NULL);
+  return elect_is_leader(((node_group *)arg)->el, NULL);
+}
+
+/* docs/api.md §17: the group of a call's saga (rpc.h rpc_route_fn). */
+static bool leads_group(void *arg, size_t group) {
+  node *nd = arg;
+  return group < nd->n_groups && is_leader(&nd->groups[group]);
+}
+
+static int route(void *arg, const char *tenant, const char *id, bool new_saga) {
+  node *nd = arg;
+  return node_slots_route(nd->slots, tenant, id, new_saga, leads_group, nd);
+}
+
+static const slotmap *slotmap_now(void *arg) {
+  return node_slots_map(((node *)arg)->slots);
+}
+
+static bool owns_slot(void *arg, uint32_t slot) {
+  node_group *g = arg;
+  return node_slots_owns(g->nd->slots, g->index, slot);
 }
 
 static void undo_rpc(node *nd) {
-  coord_waiters_close(nd->waiters); /* waiting calls are answered before the drain waits */
-  rpc_server_stop(nd->rpc);         /* drain: finish the calls in flight */
+  for (size_t i = 0; i < nd->n_groups; i++) /* waiting calls are answered before the drain */
+    coord_waiters_close(nd->groups[i].waiters);
+  rpc_server_stop(nd->rpc); /* drain: finish the calls in flight */
   rpc_server_free(nd->rpc);
   nd->rpc = NULL;
   rpc_shutdown();
@@ -365,24 +472,36 @@ static void undo_rpc(node *nd) {
 
 static node_result start_rpc(node *nd) {
   const idem_options *o = nd->o;
-  coord_ctx_init(&nd->coord);
-  nd->coord.store_timeout_ms = o->store_timeout_ms;
-  nd->coord.resolve_policy = policy_cache_resolve;
-  nd->coord.resolve_arg = nd->policies;
-  nd->coord.policies_changed = policy_cache_changed;
-  nd->coord.cache = nd->cache;
-  nd->coord.waiters = nd->waiters;
+  rpc_group groups[OPT_LIST_MAX];
+  for (size_t i = 0; i < nd->n_groups; i++) {
+    node_group *g = &nd->groups[i];
+    coord_ctx_init(&g->coord);
+    g->coord.store_timeout_ms = o->store_timeout_ms;
+    g->coord.resolve_policy = policy_cache_resolve;
+    g->coord.resolve_arg = nd->policies;
+    g->coord.policies_changed = policy_cache_changed;
+    g->coord.cache = g->cache;
+    g->coord.waiters = g->waiters;
+    if (nd->n_groups > 1) { /* BeginSaga's global id in its group's slots */
+      g->coord.slots = (uint32_t)o->slots;
+      g->coord.owns_slot = owns_slot;
+      g->coord.owns_arg = g;
+    }
+    groups[i] = (rpc_group){g->name, &g->coord, g->el, open_fenced, g};
+  }
   rpc_config rc = {
       .listen = o->listen,
       .workers = o->workers,
-      .coord = &nd->coord,
-      .open_store = open_fenced,
-      .open_store_arg = nd,
+      .groups = groups,
+      .n_groups = nd->n_groups,
+      .route = route,
+      .route_arg = nd,
+      .slotmap_now = slotmap_now,
+      .slotmap_arg = nd,
       .submit_steps = true, /* BeginStep and CompleteStep are answered by the batcher */
       .node_id = o->node_id,
       .max_recv_bytes = MAX_RECV_BYTES,
       .default_deadline_ms = DEFAULT_DEADLINE_MS,
-      .elector = nd->el,
       .tls_cert_pem = nd->tls.cert_pem,
       .tls_key_pem = nd->tls.key_pem,
       .tls_client_ca_pem = nd->tls.client_ca_pem,
@@ -402,20 +521,37 @@ static node_result start_rpc(node *nd) {
 }
 
 static void undo_campaign(node *nd) {
-  elect_resign(nd->el); /* stop serving and hand over at once; the drain follows */
+  node_balance_stop(nd->balance);
+  nd->balance = NULL;
+  for (size_t i = 0; i < nd->n_groups; i++) /* stop serving and hand over; the drain follows */
+    elect_resign(nd->groups[i].el);
 }
 
-/* Campaigns once the port is bound, so the address it advertises answers. */
+/* Campaigns once the port is bound, so the address it advertises answers; with etcd and
+ * several groups, balances them among the nodes. */
 static node_result start_campaign(node *nd) {
-  err_t err;
-  err_clear(&err);
-  if (elect_start(nd->el, &err) != ERR_OK) return failed("cannot start leader election", &err);
+  for (size_t i = 0; i < nd->n_groups; i++) {
+    err_t err;
+    err_clear(&err);
+    if (elect_start(nd->groups[i].el, &err) != ERR_OK) {
+      undo_campaign(nd);
+      return failed("cannot start leader election", &err);
+    }
+  }
+  if (nd->o->etcd && nd->n_groups > 1) {
+    elect *els[OPT_LIST_MAX];
+    for (size_t i = 0; i < nd->n_groups; i++) els[i] = nd->groups[i].el;
+    nd->balance = node_balance_start(els, nd->n_groups, (int64_t)nd->o->election_ttl_s * 500);
+    if (!nd->balance) log_kv(LOG_ERROR, "cannot balance the groups", (const char *)NULL);
+  }
   return NODE_RUNNING;
 }
 
 static void undo_reaper(node *nd) {
-  reaper_stop(nd->reaper);
-  nd->reaper = NULL;
+  for (size_t i = 0; i < nd->n_groups; i++) {
+    reaper_stop(nd->groups[i].reaper);
+    nd->groups[i].reaper = NULL;
+  }
 }
 
 /* Only the leader reaps, through a fenced store. A reaper that cannot start is logged and the
@@ -426,18 +562,22 @@ static node_result start_reaper(node *nd) {
     log_kv(LOG_INFO, "reaper disabled (--reaper-interval 0)", (const char *)NULL);
     return NODE_RUNNING;
   }
-  reaper_config rc = {
-      .open_store = open_fenced,
-      .open_store_arg = nd,
-      .interval_ms = (int64_t)o->reaper_interval_s * 1000,
-      .batch = REAPER_BATCH_DEFAULT,
-      .pause_ms = 0,
-      .store_timeout_ms = o->store_timeout_ms,
-      .is_leader = is_leader,
-      .is_leader_arg = nd,
-  };
-  nd->reaper = reaper_start(&rc);
-  if (!nd->reaper) log_kv(LOG_ERROR, "cannot start the reaper", (const char *)NULL);
+  for (size_t i = 0; i < nd->n_groups; i++) { /* each group's reaper runs on its leader */
+    node_group *g = &nd->groups[i];
+    reaper_config rc = {
+        .open_store = open_fenced,
+        .open_store_arg = g,
+        .interval_ms = (int64_t)o->reaper_interval_s * 1000,
+        .batch = REAPER_BATCH_DEFAULT,
+        .pause_ms = 0,
+        .store_timeout_ms = o->store_timeout_ms,
+        .is_leader = is_leader,
+        .is_leader_arg = g,
+    };
+    g->reaper = reaper_start(&rc);
+    if (!g->reaper)
+      log_kv(LOG_ERROR, "cannot start the reaper", "group", g->name, (const char *)NULL);
+  }
   return NODE_RUNNING;
 }
 
@@ -473,10 +613,10 @@ static node_result start_console(node *nd) {
     return NODE_FAILED;
   }
   console_config cc = {.address = o->console,
-                       .coord = &nd->coord,
+                       .coord = &nd->groups[0].coord,
                        .open_store = open_fenced,
-                       .open_store_arg = nd,
-                       .elector = nd->el,
+                       .open_store_arg = &nd->groups[0],
+                       .elector = nd->groups[0].el,
                        .node_id = o->node_id ? o->node_id : nd->advertise,
                        .advertise = nd->advertise,
                        .tokens = nd->tokens,
@@ -510,11 +650,14 @@ node_result node_start(const idem_options *o, const sigset_t *sigs, node **out, 
   }
   nd->o = o;
   nd->sigs = sigs;
+  nd->msg = msg;
+  nd->msg_n = n;
   static const struct {
     node_result (*start)(node *);
     node_undo_fn undo;
   } steps[] = {
       {migrate, NULL},
+      {start_slots, undo_slots},
       {start_policies, undo_policies},
       {start_cache, undo_cache},
       {start_waiters, undo_waiters},

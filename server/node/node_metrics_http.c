@@ -69,7 +69,6 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
   return reply(conn, MHD_HTTP_OK, text, MHD_RESPMEM_MUST_FREE);
 }
 
-
 metrics_http *metrics_http_start(const char *addr, int *bound_port, char *errbuf,
                                  size_t errbuf_len) {
   struct sockaddr_storage ss;
@@ -83,9 +82,10 @@ metrics_http *metrics_http_start(const char *addr, int *bound_port, char *errbuf
   /* epoll: no FD_SETSIZE ceiling, so the cap can be high (the node raised RLIMIT_NOFILE) */
   unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL;
   if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
-  h->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-                          MHD_OPTION_CONNECTION_LIMIT, METRICS_HTTP_CONN_MAX,
-                          MHD_OPTION_CONNECTION_TIMEOUT, METRICS_HTTP_IDLE_S, MHD_OPTION_END);
+  h->d =
+      MHD_start_daemon(flags, 0, NULL, NULL, handle, NULL, MHD_OPTION_SOCK_ADDR,
+                       (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT, METRICS_HTTP_CONN_MAX,
+                       MHD_OPTION_CONNECTION_TIMEOUT, METRICS_HTTP_IDLE_S, MHD_OPTION_END);
   if (!h->d) {
     free(h);
     snprintf(errbuf, errbuf_len, "cannot listen on %s", addr);

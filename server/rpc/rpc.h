@@ -16,10 +16,26 @@
 #include "../auth/auth.h"
 #include "../coord/coord.h"
 #include "../elect/elect.h"
+#include "../slots/slotmap.h"
 #include "../store/store.h"
 #include "../util/err.h"
 
 typedef struct rpc_server rpc_server;
+
+/* One store group (docs/api.md §17) as the server sees it: the rules over its store, its
+ * elector and where its workers' stores come from. All borrowed; they must outlive the server. */
+typedef struct rpc_group {
+  const char *name;
+  const coord_ctx *coord;
+  elect *elector; /* NULL: always the leader */
+  store *(*open_store)(void *arg);
+  void *open_store_arg;
+} rpc_group;
+
+/* Which group serves a call: the index into rpc_config.groups of the slot of (tenant, id), or
+ * -1 when no group does (no map yet). id is a global id, or with new_saga BeginSaga's request id
+ * ("" when none: any group this node leads). */
+typedef int (*rpc_route_fn)(void *arg, const char *tenant, const char *id, bool new_saga);
 
 typedef struct rpc_config {
   const char *listen;     /* "127.0.0.1:50051" */
@@ -28,6 +44,18 @@ typedef struct rpc_config {
   /* Opens one store for one worker (called once per worker at start). */
   store *(*open_store)(void *arg);
   void *open_store_arg;
+  /* slot groups (docs/api.md §17): with n_groups > 1, every call that names a saga is routed
+   * by route to its group, served only by that group's leader (else UNAVAILABLE with
+   * idem-leader and idem-group, nothing done), on that group's coord and stores; the other
+   * calls use groups[0]. n_groups 0: one group made of coord, elector and open_store above
+   * (which are then ignored otherwise). Copied; the members are borrowed. */
+  const rpc_group *groups;
+  size_t n_groups;
+  rpc_route_fn route;
+  void *route_arg;
+  /* the slot map now, for GetTopology and GetStatus (NULL: none; borrowed until the next call) */
+  const slotmap *(*slotmap_now)(void *arg);
+  void *slotmap_arg;
   /* throughput: BeginStep and CompleteStep do not take a worker. The
    * completion-queue thread checks and decodes them and hands them to one more store (from
    * open_store) with store_step_txn_submit; the store's thread sends the reply after the

@@ -14,7 +14,7 @@
 
 /* A store round trip bounded like any store call: min(call deadline, now + store timeout). */
 static bool store_ok(const rpc_req *rq) {
-  int64_t deadline = clock_mono_ms() + rq->srv->coord->store_timeout_ms;
+  int64_t deadline = clock_mono_ms() + rq->coord->store_timeout_ms;
   if (rq->deadline < deadline) deadline = rq->deadline;
   err_t err;
   err_clear(&err);
@@ -34,7 +34,16 @@ err_code rpc__get_status(const rpc_req *rq, const ProtobufCMessage *in, rpc_call
   resp.election_ok = es.election_ok;
   resp.version = (char *)IDEM_VERSION;
   resp.started_unix_ms = rq->srv->started_unix_ms;
-  return rpc__call_reply(c, &resp.base, err);
+  rpc_groups_view v = {0};
+  if (rq->srv->n_groups > 1) { /* docs/api.md §17: each group as this node sees it */
+    err_code rc = rpc__groups_view(rq, &v, err);
+    if (rc != ERR_OK) return rc;
+    resp.n_groups = v.n;
+    resp.groups = v.ptrs;
+  }
+  err_code rc = rpc__call_reply(c, &resp.base, err);
+  rpc__groups_view_free(&v);
+  return rc;
 }
 
 err_code rpc__health_check(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c, err_t *err) {
@@ -46,6 +55,8 @@ err_code rpc__health_check(const rpc_req *rq, const ProtobufCMessage *in, rpc_ca
                    "service: unknown (this server reports \"\" and \"idem.v1.Coordinator\")");
   Grpc__Health__V1__HealthCheckResponse resp = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
   bool leader = !rq->srv->elector || elect_is_leader(rq->srv->elector, NULL);
+  for (size_t i = 1; !leader && i < rq->srv->n_groups; i++) /* with groups: leads any */
+    leader = elect_is_leader(rq->srv->groups[i].g.elector, NULL);
   resp.status = leader && store_ok(rq)
                     ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
                     : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;

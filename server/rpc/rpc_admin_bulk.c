@@ -15,8 +15,7 @@ err_code rpc__resolve_steps(const rpc_req *rq, const ProtobufCMessage *in, rpc_c
       .request_id = req->request_id,
   };
   coord_bulk_out out;
-  err_code rc =
-      coord_resolve_steps(rq->srv->coord, rq->st, rq->tenant, &bi, rq->deadline, &out, err);
+  err_code rc = coord_resolve_steps(rq->coord, rq->st, rq->tenant, &bi, rq->deadline, &out, err);
   if (rc != ERR_OK) return rc;
   Idem__V1__StepKey keys[BULK_SAMPLE_MAX];
   Idem__V1__StepKey *ptrs[BULK_SAMPLE_MAX];

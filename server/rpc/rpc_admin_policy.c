@@ -35,15 +35,14 @@ err_code rpc__set_policy(const rpc_req *rq, const ProtobufCMessage *in, rpc_call
   err_code rc;
   if ((rc = copy_name("service", req->service, p.service, sizeof p.service, err)) != ERR_OK)
     return rc;
-  if ((rc = copy_name("operation", req->operation, p.operation, sizeof p.operation, err)) !=
-      ERR_OK)
+  if ((rc = copy_name("operation", req->operation, p.operation, sizeof p.operation, err)) != ERR_OK)
     return rc;
   p.mode = (failure_mode)req->failure_mode;
   p.retention_s = req->retention_s;
   p.lease_ms = req->lease_ms;
   p.key_retention_s = req->key_retention_s;
   policy out;
-  rc = coord_set_policy(rq->srv->coord, rq->st, rq->tenant, &p, rq->deadline, &out, err);
+  rc = coord_set_policy(rq->coord, rq->st, rq->tenant, &p, rq->deadline, &out, err);
   if (rc != ERR_OK) return rc;
   Idem__V1__Policy resp;
   policy_to_pb(&out, &resp);
@@ -54,8 +53,8 @@ err_code rpc__delete_policy(const rpc_req *rq, const ProtobufCMessage *in, rpc_c
                             err_t *err) {
   const Idem__V1__DeletePolicyRequest *req = (const Idem__V1__DeletePolicyRequest *)in;
   bool deleted = false;
-  err_code rc = coord_delete_policy(rq->srv->coord, rq->st, rq->tenant, req->service,
-                                    req->operation, rq->deadline, &deleted, err);
+  err_code rc = coord_delete_policy(rq->coord, rq->st, rq->tenant, req->service, req->operation,
+                                    rq->deadline, &deleted, err);
   if (rc != ERR_OK) return rc;
   Idem__V1__DeletePolicyResponse resp = IDEM__V1__DELETE_POLICY_RESPONSE__INIT;
   resp.deleted = deleted;
@@ -67,8 +66,7 @@ err_code rpc__list_policies(const rpc_req *rq, const ProtobufCMessage *in, rpc_c
   (void)in;
   policy_row *rows = NULL;
   size_t n = 0;
-  err_code rc = coord_list_policies(rq->srv->coord, rq->st, rq->tenant, rq->deadline, &rows, &n,
-                                    err);
+  err_code rc = coord_list_policies(rq->coord, rq->st, rq->tenant, rq->deadline, &rows, &n, err);
   if (rc != ERR_OK) return rc;
   Idem__V1__Policy *pbs = n ? calloc(n, sizeof *pbs) : NULL;
   Idem__V1__Policy **ptrs = n ? calloc(n, sizeof *ptrs) : NULL;

@@ -27,8 +27,7 @@ err_code rpc__list_steps(const rpc_req *rq, const ProtobufCMessage *in, rpc_call
   li.rec_size = rpc__rec_size;
   step_list l = {0};
   char next[COORD_TOKEN_MAX];
-  err_code rc =
-      coord_list_steps(rq->srv->coord, rq->st, rq->tenant, &li, rq->deadline, &l, next, err);
+  err_code rc = coord_list_steps(rq->coord, rq->st, rq->tenant, &li, rq->deadline, &l, next, err);
   if (rc != ERR_OK) return rc;
   rpc_recs_pb recs;
   if (!rpc__recs_to_pb(l.recs, l.n, &recs)) {
@@ -52,8 +51,7 @@ err_code rpc__resolve_step(const rpc_req *rq, const ProtobufCMessage *in, rpc_ca
       RPC_RESOLUTION_FIELDS(req),
   };
   step_rec out = {0};
-  err_code rc =
-      coord_resolve_step(rq->srv->coord, rq->st, rq->tenant, &ri, rq->deadline, &out, err);
+  err_code rc = coord_resolve_step(rq->coord, rq->st, rq->tenant, &ri, rq->deadline, &out, err);
   return rpc__reply_record(c, rc, &out, err);
 }
 
@@ -61,7 +59,7 @@ err_code rpc__list_audit(const rpc_req *rq, const ProtobufCMessage *in, rpc_call
   const Idem__V1__ListAuditRequest *req = (const Idem__V1__ListAuditRequest *)in;
   audit_list l = {0};
   char next[COORD_TOKEN_MAX];
-  err_code rc = coord_list_audit(rq->srv->coord, rq->st, rq->tenant, req->global_id, req->page_size,
+  err_code rc = coord_list_audit(rq->coord, rq->st, rq->tenant, req->global_id, req->page_size,
                                  req->page_token, rq->deadline, &l, next, err);
   if (rc != ERR_OK) return rc;
   Idem__V1__AuditEntry *entries = l.n ? calloc(l.n, sizeof *entries) : NULL;

@@ -68,7 +68,8 @@ void rpc__call_closed(rpc_call *c) {
   /* cancelled: the client went away (or the server cancelled the call) before the status
    * went out; a parked wait is answered at once, freeing its place (c lives on until the reply
    * batch completes too) */
-  if (c->cancelled && c->srv->coord) coord_waiters_cancel(c->srv->coord->waiters, &c->cell);
+  const coord_ctx *coord = c->srv->groups[c->group].g.coord;
+  if (c->cancelled && coord) coord_waiters_cancel(coord->waiters, &c->cell);
   rpc__call_batch_done(c);
 }
 
@@ -170,17 +171,23 @@ void rpc__call_finish(rpc_call *c, const err_t *e) {
   if (code != ERR_OK) reply_drop(c);
   /* docs/api.md §20: every non-OK answer says why in a word (set below, with the leader known) */
   const char *reason = err_wire_reason(code == e->code ? e : &internal);
-  if (code == ERR_UNAVAILABLE && err_is_not_leader(e) && c->srv->elector) {
+  elect *elector = c->srv->groups[c->group].g.elector;
+  if (code == ERR_UNAVAILABLE && err_is_not_leader(e) && elector) {
     /* refused (nothing done, or the fence refused the commit): send the caller to the leader */
     const char *leader = e->leader; /* set by the refusal before the handler */
     elect_status st;
     if (!leader[0]) { /* the fence refused the commit: ask the elector now */
-      elect_status_get(c->srv->elector, &st);
+      elect_status_get(elector, &st);
       leader = st.leader_addr;
     }
     c->trailing[0].key = grpc_slice_from_static_string(RPC_LEADER_MD);
     c->trailing[0].value = grpc_slice_from_copied_string(leader);
     c->n_trailing = 1;
+    if (c->srv->n_groups > 1) { /* docs/api.md §17: which group's leader that is */
+      c->trailing[1].key = grpc_slice_from_static_string(RPC_GROUP_MD);
+      c->trailing[1].value = grpc_slice_from_copied_string(c->srv->groups[c->group].g.name);
+      c->n_trailing = 2;
+    }
     if (e->reason == ERR_R_NOT_LEADER) /* no leader known to this node: an election */
       reason = err_reason_word(leader[0] ? ERR_R_NOT_LEADER : ERR_R_NO_LEADER);
   } else if (code == ERR_ABORTED && e->retry_after_ms > 0) {
@@ -249,12 +256,26 @@ int64_t rpc__mono_us(void) {
 /* the calls every node answers, leader or not (docs/api.md §7). */
 static bool leader_only(const rpc_method *m) {
   return strcmp(m->path, "/idem.v1.Admin/GetStatus") != 0 &&
+         strcmp(m->path, "/idem.v1.Coordinator/GetTopology") != 0 &&
          strcmp(m->path, "/grpc.health.v1.Health/Check") != 0;
 }
 
-/* Marks c as refused by a node that is not (or no longer) the leader. */
+/* Whether the call's group is known only once its message is decoded (route_call). */
+static bool routed(const rpc_server *srv, const rpc_method *m) {
+  return srv->n_groups > 1 && m->route;
+}
+
+/* Fills err with a refusal by a node that does not lead (elector's view of the leader). */
+static void not_leader(elect *elector, err_t *err) {
+  err_fail(err, ERR_UNAVAILABLE, ERR_R_NOT_LEADER, "not the leader");
+  elect_status es;
+  elect_status_get(elector, &es);
+  err_leader(err, es.leader_addr);
+}
+
 /* The checks every call passes before its handler runs, in order: deadline, handler,
- * identity, leadership, size (docs/api.md §5). False with err filled. */
+ * identity, leadership, size (docs/api.md §5); a routed call's leadership is checked by
+ * route_call once it is decoded. False with err filled. */
 static bool admit(rpc_call *c, const rpc_method *m, char *tenant, size_t cap, err_t *err) {
   if (clock_mono_ms() >= c->deadline) {
     err_set(err, ERR_DEADLINE, "deadline exceeded before the call was handled");
@@ -267,11 +288,9 @@ static bool admit(rpc_call *c, const rpc_method *m, char *tenant, size_t cap, er
                  : tenant_of(&c->md, c->srv->require_tenant && leader_only(m), tenant, cap, err) !=
                        ERR_OK) {
     /* refused: err says why */
-  } else if (c->srv->elector && leader_only(m) && !elect_is_leader(c->srv->elector, NULL)) {
-    err_fail(err, ERR_UNAVAILABLE, ERR_R_NOT_LEADER, "not the leader");
-    elect_status es;
-    elect_status_get(c->srv->elector, &es);
-    err_leader(err, es.leader_addr);
+  } else if (c->srv->elector && leader_only(m) && !routed(c->srv, m) &&
+             !elect_is_leader(c->srv->elector, NULL)) {
+    not_leader(c->srv->elector, err);
   } else if (c->payload && grpc_byte_buffer_length(c->payload) > c->srv->max_recv_bytes) {
     /* docs/api.md §5: over the limit is INVALID_ARGUMENT, checked before anything is unpacked */
     err_set(err, ERR_INVALID, "message too large: %zu bytes, limit %zu",
@@ -280,6 +299,35 @@ static bool admit(rpc_call *c, const rpc_method *m, char *tenant, size_t cap, er
     return true;
   }
   return false;
+}
+
+/* docs/api.md §17: a routed call goes to its saga's group, served only by that group's leader;
+ * anywhere else it is refused (idem-leader, idem-group) with nothing done. Sets c->group and
+ * rq's group and rules. False with err filled. */
+static bool route_call(rpc_call *c, const rpc_method *m, const ProtobufCMessage *in,
+                       const char *tenant, rpc_req *rq, err_t *err) {
+  rpc_server *srv = c->srv;
+  c->group = 0;
+  const char *id = routed(srv, m) ? m->route(in) : NULL;
+  if (id && (id[0] || m->new_saga)) {
+    int g = srv->route(srv->route_arg, tenant, id, m->new_saga);
+    if (g < 0 || (size_t)g >= srv->n_groups) {
+      err_fail(err, ERR_UNAVAILABLE, ERR_R_NO_LEADER, "no group serves this saga's slot yet");
+      return false;
+    }
+    c->group = g;
+    elect *el = srv->groups[g].g.elector;
+    if (el && !elect_is_leader(el, NULL)) {
+      not_leader(el, err);
+      return false;
+    }
+  } else if (routed(srv, m) && srv->elector && !elect_is_leader(srv->elector, NULL)) {
+    not_leader(srv->elector, err); /* not routed by its message: the first group's leader */
+    return false;
+  }
+  rq->group = (size_t)c->group;
+  rq->coord = srv->groups[c->group].g.coord;
+  return true;
 }
 
 /* The handler's answer in err (trusting its return value). */
@@ -299,18 +347,20 @@ static void done(rpc_call *c, const err_t *err) {
   rpc__call_finish(c, err);
 }
 
-void rpc__call_handle(rpc_call *c, store *st) {
+void rpc__call_handle(rpc_call *c, store **st) {
   const rpc_method *m = &rpc__methods[c->method];
   err_t err;
   err_clear(&err);
   char tenant[REC_GLOBAL_ID_MAX + 2];
   if (admit(c, m, tenant, sizeof tenant, &err)) {
     ProtobufCMessage *in = rpc__decode(c->payload, m->in, &err);
-    if (in) {
-      rpc_req rq = {.srv = c->srv, .st = st, .tenant = tenant, .deadline = c->deadline};
+    rpc_req rq = {.srv = c->srv, .tenant = tenant, .deadline = c->deadline};
+    if (in && route_call(c, m, in, tenant, &rq, &err)) {
+      rq.st = st[rq.group];
+      rq.stores = st;
       settle(c, m->handler(&rq, in, c, &err), &err);
-      protobuf_c_message_free_unpacked(in, NULL);
     }
+    if (in) protobuf_c_message_free_unpacked(in, NULL);
   }
   done(c, &err);
 }
@@ -318,24 +368,27 @@ void rpc__call_handle(rpc_call *c, store *st) {
 bool rpc__call_try_async(rpc_call *c) {
   rpc_server *srv = c->srv;
   const rpc_method *m = &rpc__methods[c->method];
-  if (!m->async || !srv->submit_store) return false;
+  if (!m->async || !srv->submits) return false;
   err_t err;
   err_clear(&err);
   char tenant[REC_GLOBAL_ID_MAX + 2];
-  if (!admit(c, m, tenant, sizeof tenant, &err) ||
-      !(c->in = rpc__decode(c->payload, m->in, &err))) {
-    done(c, &err);
-    return true;
-  }
-  pthread_mutex_lock(&srv->mu);
-  srv->async_pending++;
-  pthread_mutex_unlock(&srv->mu);
   rpc_req rq = {.srv = srv,
-                .st = srv->submit_store,
                 .tenant = tenant,
                 .deadline = c->deadline,
                 .no_deadline = c->deadline_ts.tv_sec == INT64_MAX ||
                                c->deadline_ts.clock_type == GPR_TIMESPAN};
+  if (!admit(c, m, tenant, sizeof tenant, &err) ||
+      !(c->in = rpc__decode(c->payload, m->in, &err)) ||
+      !route_call(c, m, c->in, tenant, &rq, &err)) {
+    if (c->in) protobuf_c_message_free_unpacked(c->in, NULL);
+    c->in = NULL;
+    done(c, &err);
+    return true;
+  }
+  rq.st = srv->groups[rq.group].submit_store;
+  pthread_mutex_lock(&srv->mu);
+  srv->async_pending++;
+  pthread_mutex_unlock(&srv->mu);
   m->async(&rq, c->in, c); /* c may be ended, even freed, when it returns */
   return true;
 }

@@ -18,8 +18,8 @@ typedef struct rpc_rec_pb {
 
 /* The resolution every resolving request carries (ResolveStepRequest, ResolveStepsRequest: the
  * same field names), as designated initializers of coord_resolve_in / coord_bulk_in. */
-#define RPC_RESOLUTION_FIELDS(req)                                                       \
-  .outcome = (int)(req)->outcome, .code = (req)->code, .body = (req)->body.data,         \
+#define RPC_RESOLUTION_FIELDS(req)                                               \
+  .outcome = (int)(req)->outcome, .code = (req)->code, .body = (req)->body.data, \
   .body_len = (req)->body.len, .reason = (req)->reason, .actor = (req)->actor
 
 /* The protobuf view of a key (strings borrowed from k). */

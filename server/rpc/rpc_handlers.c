@@ -51,8 +51,8 @@ err_code rpc__begin_saga(const rpc_req *rq, const ProtobufCMessage *in, rpc_call
     }
   }
   saga_begun out;
-  err_code rc = coord_begin_saga(rq->srv->coord, rq->st, rq->tenant, req->request_id,
-                                 req->saga_type, labels, req->n_labels, rq->deadline, &out, err);
+  err_code rc = coord_begin_saga(rq->coord, rq->st, rq->tenant, req->request_id, req->saga_type,
+                                 labels, req->n_labels, rq->deadline, &out, err);
   free(labels);
   if (rc != ERR_OK) return rc;
   Idem__V1__BeginSagaResponse resp = IDEM__V1__BEGIN_SAGA_RESPONSE__INIT;
@@ -95,7 +95,7 @@ err_code rpc__begin_step(const rpc_req *rq, const ProtobufCMessage *in, rpc_call
    * answer is as with 0 */
   err_code rc = coord_check_wait_ms(req->wait_ms, err);
   if (rc != ERR_OK) return rc;
-  rc = coord_begin_step(rq->srv->coord, rq->st, rq->tenant, &key, req->fingerprint.data,
+  rc = coord_begin_step(rq->coord, rq->st, rq->tenant, &key, req->fingerprint.data,
                         req->fingerprint.len, req->lease_ms, rq->deadline, &out, err);
   if (rc != ERR_OK) {
     coord_begin_result_clear(&out);
@@ -120,8 +120,8 @@ void rpc__begin_step_async(const rpc_req *rq, const ProtobufCMessage *in, rpc_ca
   if (rq->no_deadline && req->wait_ms <= REC_WAIT_MS_MAX) deadline += req->wait_ms;
   /* a call that may park learns at once of its client going away, which frees its place */
   coord_wait_cell *cell = NULL;
-  if (req->wait_ms > 0 && rq->srv->coord->waiters && rpc__call_watch_close(c)) cell = &c->cell;
-  coord_begin_step_wait_async(rq->srv->coord, rq->st, rq->tenant, &key, req->fingerprint.data,
+  if (req->wait_ms > 0 && rq->coord->waiters && rpc__call_watch_close(c)) cell = &c->cell;
+  coord_begin_step_wait_async(rq->coord, rq->st, rq->tenant, &key, req->fingerprint.data,
                               req->fingerprint.len, req->lease_ms, req->wait_ms, deadline, cell,
                               begin_step_done, c);
 }
@@ -141,7 +141,7 @@ err_code rpc__complete_step(const rpc_req *rq, const ProtobufCMessage *in, rpc_c
   coord_key_in key = rpc__key_in(req->key);
   step_rec out = {0};
   err_code rc =
-      coord_complete_step(rq->srv->coord, rq->st, rq->tenant, &key, req->attempt, (int)req->outcome,
+      coord_complete_step(rq->coord, rq->st, rq->tenant, &key, req->attempt, (int)req->outcome,
                           req->code, req->body.data, req->body.len, rq->deadline, &out, err);
   if (rc == ERR_OK) rc = reply_complete(c, &out, err);
   step_rec_clear(&out);
@@ -158,17 +158,17 @@ static void complete_step_done(void *arg, err_code rc, step_rec *out, err_t *err
 void rpc__complete_step_async(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c) {
   const Idem__V1__CompleteStepRequest *req = (const Idem__V1__CompleteStepRequest *)in;
   coord_key_in key = rpc__key_in(req->key);
-  coord_complete_step_async(rq->srv->coord, rq->st, rq->tenant, &key, req->attempt,
-                            (int)req->outcome, req->code, req->body.data, req->body.len,
-                            rq->deadline, complete_step_done, c);
+  coord_complete_step_async(rq->coord, rq->st, rq->tenant, &key, req->attempt, (int)req->outcome,
+                            req->code, req->body.data, req->body.len, rq->deadline,
+                            complete_step_done, c);
 }
 
 err_code rpc__extend_lease(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c, err_t *err) {
   const Idem__V1__ExtendLeaseRequest *req = (const Idem__V1__ExtendLeaseRequest *)in;
   coord_key_in key = rpc__key_in(req->key);
   int64_t lease_expires = 0;
-  err_code rc = coord_extend_lease(rq->srv->coord, rq->st, rq->tenant, &key, req->attempt,
-                                   req->lease_ms, rq->deadline, &lease_expires, err);
+  err_code rc = coord_extend_lease(rq->coord, rq->st, rq->tenant, &key, req->attempt, req->lease_ms,
+                                   rq->deadline, &lease_expires, err);
   if (rc != ERR_OK) return rc;
   Idem__V1__ExtendLeaseResponse resp = IDEM__V1__EXTEND_LEASE_RESPONSE__INIT;
   resp.lease_expires_unix_ms = lease_expires;
@@ -189,8 +189,7 @@ err_code rpc__lookup_step(const rpc_req *rq, const ProtobufCMessage *in, rpc_cal
   const Idem__V1__LookupStepRequest *req = (const Idem__V1__LookupStepRequest *)in;
   coord_key_in key = rpc__key_in(req->key);
   step_rec out = {0};
-  err_code rc =
-      coord_lookup_step(rq->srv->coord, rq->st, rq->tenant, &key, rq->deadline, &out, err);
+  err_code rc = coord_lookup_step(rq->coord, rq->st, rq->tenant, &key, rq->deadline, &out, err);
   return rpc__reply_record(c, rc, &out, err);
 }
 
@@ -200,8 +199,7 @@ err_code rpc__get_saga(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *
   coord_saga_in si = {
       .global_id = req->global_id, .page_token = req->page_token, .rec_size = rpc__rec_size};
   char next[COORD_TOKEN_MAX];
-  err_code rc =
-      coord_get_saga(rq->srv->coord, rq->st, rq->tenant, &si, rq->deadline, &v, next, err);
+  err_code rc = coord_get_saga(rq->coord, rq->st, rq->tenant, &si, rq->deadline, &v, next, err);
   if (rc != ERR_OK) {
     saga_view_clear(&v);
     return rc;
@@ -244,8 +242,7 @@ err_code rpc__get_saga(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *
 err_code rpc__get_policy(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c, err_t *err) {
   const Idem__V1__GetPolicyRequest *req = (const Idem__V1__GetPolicyRequest *)in;
   policy pol;
-  err_code rc =
-      coord_get_policy(rq->srv->coord, rq->tenant, req->service, req->operation, &pol, err);
+  err_code rc = coord_get_policy(rq->coord, rq->tenant, req->service, req->operation, &pol, err);
   if (rc != ERR_OK) return rc;
   Idem__V1__Policy resp = IDEM__V1__POLICY__INIT;
   resp.service = pol.service;

@@ -34,6 +34,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "idem/v1/coordinator.pb-c.h"
 #include "rpc.h"
 
 /* Requests kept outstanding per registered method; one is re-posted as each one arrives. */
@@ -54,6 +55,7 @@
 #define RPC_TENANT_MD "idem-tenant"
 #define RPC_RETRY_AFTER_MD "idem-retry-after-ms"
 #define RPC_LEADER_MD "idem-leader" /* a standby's (or fenced) refusal */
+#define RPC_GROUP_MD "idem-group"   /* with groups: the group whose leader idem-leader names */
 #define RPC_REASON_MD "idem-reason" /* every non-OK answer: why, in a word (docs/api.md §20) */
 
 typedef enum rpc_tag_kind {
@@ -73,11 +75,14 @@ typedef struct rpc_call rpc_call;
 /* What a handler gets besides the decoded request. */
 typedef struct rpc_req {
   rpc_server *srv;
-  store *st;          /* the worker's own store; for an async handler the shared submit store */
-  const char *tenant; /* from the credentials (valid); with authentication off from
-                         metadata idem-tenant, else "default", not yet validated */
-  int64_t deadline;   /* absolute, monotonic ms */
-  bool no_deadline;   /* the client set none: deadline is the server's default */
+  const coord_ctx *coord; /* the call's group's rules */
+  size_t group;           /* index into srv->groups */
+  store *const *stores;   /* on a worker: its store of every group (NULL for async handlers) */
+  store *st;              /* the worker's own store; for an async handler the shared submit store */
+  const char *tenant;     /* from the credentials (valid); with authentication off from
+                             metadata idem-tenant, else "default", not yet validated */
+  int64_t deadline;       /* absolute, monotonic ms */
+  bool no_deadline;       /* the client set none: deadline is the server's default */
 } rpc_req;
 
 /* A handler answers ERR_OK after setting the reply with rpc__call_reply, or an error code with
@@ -97,6 +102,11 @@ typedef struct rpc_method {
   rpc_handler_fn handler;               /* NULL: UNIMPLEMENTED "not implemented yet" */
   rpc_async_fn async;                   /* NULL (or no cfg->submit_steps): handler on a worker */
   bool bulky; /* a read with replies of up to COORD_PAGE_BYTES: refused when the buffer is full */
+  /* with groups: the saga the call names (its global id; BeginSaga's request id with
+   * new_saga), routing it to its group; NULL, or "" returned without new_saga: not routed
+   * (served on groups[0]) */
+  const char *(*route)(const ProtobufCMessage *in);
+  bool new_saga;
 } rpc_method;
 
 extern const rpc_method rpc__methods[];
@@ -115,8 +125,9 @@ struct rpc_call {
   int64_t arrived_us;        /* monotonic microseconds at arrival (latency metrics); 0 unknown */
   /* the reply, alive until the batch completes */
   grpc_byte_buffer *reply;
-  size_t reply_bytes; /* counted in srv->reply_bytes while reply is held */
-  grpc_metadata trailing[2]; /* idem-leader or idem-retry-after-ms, then idem-reason */
+  size_t reply_bytes;        /* counted in srv->reply_bytes while reply is held */
+  grpc_metadata trailing[3]; /* idem-leader and idem-group, or idem-retry-after-ms; idem-reason */
+  int group;                 /* the group the call was routed to (0 when not routed) */
   size_t n_trailing;
   int cancelled;
   /* a call that may wait (see the top of this file): the early close batch's tag, the batches
@@ -132,7 +143,7 @@ struct rpc_call {
 /* --- worker pool (rpc_workers.c) --- */
 typedef struct rpc_worker {
   rpc_server *srv;
-  store *st;
+  store **st; /* one per group */
   pthread_t thread;
   bool started;
 } rpc_worker;
@@ -156,6 +167,11 @@ bool rpc__pool_push(rpc_pool *p, rpc_call *c);
 void rpc__pool_stop(rpc_pool *p);
 
 /* --- the server (rpc_server.c) --- */
+typedef struct rpc_group_rt {
+  rpc_group g;         /* name owned */
+  store *submit_store; /* with cfg->submit_steps */
+} rpc_group_rt;
+
 struct rpc_server {
   char *listen;
   char *node_id;
@@ -166,8 +182,14 @@ struct rpc_server {
   size_t max_recv_bytes;
   int64_t default_deadline_ms;
   int workers;
-  elect *elector;          /* NULL = always the leader */
+  elect *elector;          /* groups[0]'s; NULL = always the leader */
   const auth_config *auth; /* NULL = authentication off */
+  rpc_group_rt *groups;    /* at least one */
+  size_t n_groups;
+  rpc_route_fn route; /* with n_groups > 1 */
+  void *route_arg;
+  const slotmap *(*slotmap_now)(void *arg); /* NULL: no map (GetTopology UNAVAILABLE) */
+  void *slotmap_arg;
 
   grpc_server *server;
   grpc_completion_queue *cq;
@@ -187,9 +209,9 @@ struct rpc_server {
   bool stopped;
 
   rpc_pool pool;
-  /* with cfg->submit_steps: the store async handlers submit to, and how many calls they
-   * have not ended yet (under mu; cv is broadcast when it drops to 0) */
-  store *submit_store;
+  /* with cfg->submit_steps: whether the groups have stores async handlers submit to, and how
+   * many calls they have not ended yet (under mu; cv is broadcast when it drops to 0) */
+  bool submits;
   int async_pending;
 };
 
@@ -206,8 +228,9 @@ bool rpc__call_watch_close(rpc_call *c);
 void rpc__call_closed(rpc_call *c);
 /* Absolute monotonic ms deadline of a call from its gRPC deadline (default when none). */
 int64_t rpc__deadline_mono(gpr_timespec dl, int64_t default_ms);
-/* Worker side: decode, run the handler, send the reply. */
-void rpc__call_handle(rpc_call *c, store *st);
+/* Worker side: decode, run the handler (on its group's store of st, one per group), send the
+ * reply. */
+void rpc__call_handle(rpc_call *c, store **st);
 /* Completion-queue side: when the method has an async handler and the server
  * submits steps, runs every check, decodes and starts the handler; true when the call is
  * taken (the cq thread must not touch c again). */
@@ -263,6 +286,18 @@ err_code rpc__list_audit(const rpc_req *, const ProtobufCMessage *, rpc_call *, 
 err_code rpc__resolve_steps(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
 /* Monotonic clock in microseconds (rpc_call.c). */
 int64_t rpc__mono_us(void);
+
+/* slot groups: rpc_topology.c. Each group's status as this node sees it (its store pinged
+ * through rq->stores, at most half a second each). */
+typedef struct rpc_groups_view {
+  Idem__V1__GroupStatus *gs;
+  Idem__V1__GroupStatus **ptrs; /* for a repeated field */
+  char (*addrs)[ELECT_ADDR_MAX];
+  size_t n;
+} rpc_groups_view;
+err_code rpc__groups_view(const rpc_req *rq, rpc_groups_view *v, err_t *err);
+void rpc__groups_view_free(rpc_groups_view *v);
+err_code rpc__get_topology(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
 
 /* policies: rpc_admin_policy.c */
 err_code rpc__set_policy(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);

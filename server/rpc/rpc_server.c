@@ -27,7 +27,8 @@
 #define DEFAULT_WORKERS 8
 #define DEFAULT_MAX_RECV (256 * 1024)
 /* gRPC's own receive cap: above it the transport answers RESOURCE_EXHAUSTED by itself. Between
- * max_recv_bytes and this, rpc_call.c answers INVALID_ARGUMENT "message too large" (docs/api.md §5). */
+ * max_recv_bytes and this, rpc_call.c answers INVALID_ARGUMENT "message too large" (docs/api.md
+ * §5). */
 #define HARD_MAX_RECV (1024 * 1024)
 #define DEFAULT_DEADLINE_MS 2000
 #define MAX_METADATA_BYTES (8 * 1024)
@@ -129,7 +130,6 @@ static void *cq_main(void *arg) {
 
 /* --- start --- */
 
-
 /* The address clients reach this node at: --listen with the port actually bound (it may say :0);
  * a unix or unix-abstract socket as given. NULL on allocation failure or a malformed address. */
 static char *address_with_port(const char *listen, int port) {
@@ -139,7 +139,17 @@ static char *address_with_port(const char *listen, int port) {
   return strdup(buf);
 }
 
+/* Closes every group's submit store. */
+static void close_submit_stores(rpc_server *s) {
+  for (size_t i = 0; i < s->n_groups; i++) {
+    store_close(s->groups[i].submit_store);
+    s->groups[i].submit_store = NULL;
+  }
+}
+
 static void free_server(rpc_server *s) {
+  for (size_t i = 0; i < s->n_groups; i++) free((char *)s->groups[i].g.name);
+  free(s->groups);
   free(s->listen);
   free(s->node_id);
   free(s->address);
@@ -155,7 +165,7 @@ static void abort_unstarted(rpc_server *s) {
   drain(s);
   grpc_completion_queue_destroy(s->cq);
   if (s->pool.workers) rpc__pool_stop(&s->pool);
-  store_close(s->submit_store);
+  close_submit_stores(s);
   free_server(s);
 }
 
@@ -167,7 +177,7 @@ static void grpc_log_line(gpr_log_func_args *a) {
   snprintf(where, sizeof where, "%s:%d", file ? file + 1 : a->file ? a->file : "?", a->line);
   log_level lvl = a->severity == GPR_LOG_SEVERITY_ERROR  ? LOG_ERROR
                   : a->severity == GPR_LOG_SEVERITY_INFO ? LOG_INFO
-                                                          : LOG_DEBUG;
+                                                         : LOG_DEBUG;
   log_kv(lvl, "grpc", "at", where, "detail", a->message, (const char *)NULL);
 }
 
@@ -186,7 +196,8 @@ static const char *bind_failure(const char *listen, char *buf, size_t cap) {
   if (!hostport_parse(listen, 0, &hp) || hp.kind != HOSTPORT_TCP) return buf;
   if (!hostport_sockaddr(&hp, &ss, &len, buf, cap)) return buf;
   int fd = socket(ss.ss_family, SOCK_STREAM, 0);
-  if (fd >= 0 && bind(fd, (struct sockaddr *)&ss, len) != 0) snprintf(buf, cap, "%s", strerror(errno));
+  if (fd >= 0 && bind(fd, (struct sockaddr *)&ss, len) != 0)
+    snprintf(buf, cap, "%s", strerror(errno));
   if (fd >= 0) close(fd);
   return buf;
 }
@@ -195,8 +206,38 @@ void rpc_shutdown(void) {
   grpc_shutdown();
 }
 
+/* The groups of cfg (one made of coord, elector and open_store when none is given), copied. */
+static bool copy_groups(rpc_server *s, const rpc_config *cfg) {
+  rpc_group one = {"default", cfg->coord, cfg->elector, cfg->open_store, cfg->open_store_arg};
+  const rpc_group *g = cfg->n_groups ? cfg->groups : &one;
+  size_t n = cfg->n_groups ? cfg->n_groups : 1;
+  s->groups = calloc(n, sizeof *s->groups);
+  if (!s->groups) return false;
+  s->n_groups = n;
+  for (size_t i = 0; i < n; i++) {
+    s->groups[i].g = g[i];
+    s->groups[i].g.name = strdup(g[i].name ? g[i].name : "default");
+    if (!s->groups[i].g.name) return false;
+  }
+  s->coord = s->groups[0].g.coord;
+  s->elector = s->groups[0].g.elector;
+  s->open_store = s->groups[0].g.open_store;
+  s->open_store_arg = s->groups[0].g.open_store_arg;
+  return true;
+}
+
+/* Whether every group can serve: rules and stores, and a route when there are several. */
+static bool config_ok(const rpc_config *cfg) {
+  if (!cfg || !cfg->listen) return false;
+  if (!cfg->n_groups) return cfg->open_store && cfg->coord;
+  if (cfg->n_groups > 1 && !cfg->route) return false;
+  for (size_t i = 0; i < cfg->n_groups; i++)
+    if (!cfg->groups[i].open_store || !cfg->groups[i].coord) return false;
+  return true;
+}
+
 rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err) {
-  if (!cfg || !cfg->listen || !cfg->open_store || !cfg->coord) {
+  if (!config_ok(cfg)) {
     err_set(err, ERR_INVALID, "invalid rpc configuration");
     return NULL;
   }
@@ -219,21 +260,21 @@ rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err) {
     host[sizeof host - 1] = '\0';
     s->node_id = strdup(host);
   }
-  if (!s->listen || !s->node_id) {
+  if (!s->listen || !s->node_id || !copy_groups(s, cfg)) {
     err_oom(err);
     free_server(s);
     return NULL;
   }
-  s->coord = cfg->coord;
-  s->open_store = cfg->open_store;
-  s->open_store_arg = cfg->open_store_arg;
+  s->route = cfg->route;
+  s->route_arg = cfg->route_arg;
+  s->slotmap_now = cfg->slotmap_now;
+  s->slotmap_arg = cfg->slotmap_arg;
   s->workers = cfg->workers > 0 ? cfg->workers : DEFAULT_WORKERS;
   s->max_recv_bytes = cfg->max_recv_bytes > 0 ? cfg->max_recv_bytes : DEFAULT_MAX_RECV;
   if (s->max_recv_bytes > INT_MAX) s->max_recv_bytes = INT_MAX;
   s->default_deadline_ms =
       cfg->default_deadline_ms > 0 ? cfg->default_deadline_ms : DEFAULT_DEADLINE_MS;
   s->started_unix_ms = clock_wall_ms();
-  s->elector = cfg->elector;
   s->auth = cfg->auth;
   s->require_tenant = cfg->require_tenant;
 
@@ -279,11 +320,16 @@ rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err) {
     abort_unstarted(s);
     return NULL;
   }
-  if (cfg->submit_steps && !(s->submit_store = cfg->open_store(cfg->open_store_arg))) {
-    err_set(err, ERR_INTERNAL, "cannot open the store for submitted steps");
-    abort_unstarted(s);
-    return NULL;
+  for (size_t i = 0; cfg->submit_steps && i < s->n_groups; i++) {
+    rpc_group_rt *g = &s->groups[i];
+    if (!(g->submit_store = g->g.open_store(g->g.open_store_arg))) {
+      err_set(err, ERR_INTERNAL, "cannot open the store for submitted steps of group %s",
+              g->g.name);
+      abort_unstarted(s);
+      return NULL;
+    }
   }
+  s->submits = cfg->submit_steps;
   grpc_server_credentials *creds = rpc__server_credentials(cfg); /* TLS */
   s->port = grpc_server_add_http2_port(s->server, s->listen, creds);
   grpc_server_credentials_release(creds);
@@ -356,8 +402,7 @@ void rpc_server_stop(rpc_server *s) {
   s->server = NULL;
   /* workers finish whatever is queued (nothing, once the tag fired), then close their stores */
   rpc__pool_stop(&s->pool);
-  store_close(s->submit_store);
-  s->submit_store = NULL;
+  close_submit_stores(s);
   grpc_completion_queue_shutdown(s->cq);
   if (s->cq_started)
     pthread_join(s->cq_thread, NULL);

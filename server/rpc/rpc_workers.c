@@ -41,10 +41,17 @@ err_code rpc__pool_start(rpc_pool *p, rpc_server *srv, int n, err_t *err) {
   for (int i = 0; i < n; i++) {
     rpc_worker *w = &p->workers[i];
     w->srv = srv;
-    w->st = srv->open_store(srv->open_store_arg);
+    w->st = calloc(srv->n_groups, sizeof *w->st);
     if (!w->st) {
-      err_set(err, ERR_INTERNAL, "cannot open store for worker %d", i);
+      err_oom(err);
       goto fail;
+    }
+    for (size_t g = 0; g < srv->n_groups; g++) {
+      const rpc_group *grp = &srv->groups[g].g;
+      if (!(w->st[g] = grp->open_store(grp->open_store_arg))) {
+        err_set(err, ERR_INTERNAL, "cannot open store for worker %d of group %s", i, grp->name);
+        goto fail;
+      }
     }
   }
   for (int i = 0; i < n; i++) {
@@ -98,7 +105,11 @@ void rpc__pool_stop(rpc_pool *p) {
   }
   p->tail = NULL;
   p->len = 0;
-  for (int i = 0; i < p->n; i++) store_close(p->workers[i].st);
+  for (int i = 0; i < p->n; i++) {
+    for (size_t g = 0; p->workers[i].st && g < p->workers[i].srv->n_groups; g++)
+      store_close(p->workers[i].st[g]);
+    free(p->workers[i].st);
+  }
   free(p->workers);
   p->workers = NULL;
   p->n = 0;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "spawn.h"
 #include "testutil.h"
@@ -18,6 +19,46 @@ bool etcd_healthy(const etcd_proc *e) {
   snprintf(health, sizeof health, "%s/health", e->url);
   const char *argv[] = {"curl", "-sf", "-m", "1", "-o", "/dev/null", health, NULL};
   return spawn_run(argv, &(spawn_opts){.log = "/dev/null"}, 5000) == 0;
+}
+
+/* base64 of s (the gateway's keys) into out. */
+static void b64(const char *s, char *out, size_t cap) {
+  static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  size_t n = strlen(s), o = 0;
+  for (size_t i = 0; i < n && o + 5 < cap; i += 3) {
+    unsigned v = (unsigned char)s[i] << 16 | (i + 1 < n ? (unsigned char)s[i + 1] << 8 : 0) |
+                 (i + 2 < n ? (unsigned char)s[i + 2] : 0);
+    out[o++] = tbl[v >> 18 & 63];
+    out[o++] = tbl[v >> 12 & 63];
+    out[o++] = i + 1 < n ? tbl[v >> 6 & 63] : '=';
+    out[o++] = i + 2 < n ? tbl[v & 63] : '=';
+  }
+  out[o] = '\0';
+}
+
+int etcd_count_prefix(const etcd_proc *e, const char *prefix) {
+  char key[256], end[256], endkey[256], body[700], url[128], out[] = "/tmp/idem-etcdq-XXXXXX";
+  snprintf(endkey, sizeof endkey, "%s", prefix);
+  endkey[strlen(endkey) - 1]++; /* the key just past the prefix (a printable last byte) */
+  b64(prefix, key, sizeof key);
+  b64(endkey, end, sizeof end);
+  snprintf(body, sizeof body, "{\"key\":\"%s\",\"range_end\":\"%s\",\"count_only\":true}", key,
+           end);
+  snprintf(url, sizeof url, "%s/v3/kv/range", e->url);
+  int fd = mkstemp(out);
+  cr_assert_geq(fd, 0);
+  close(fd);
+  const char *argv[] = {"curl", "-sf", "-m", "3", "-o", out, "-X", "POST", "-d", body, url, NULL};
+  int rc = spawn_run(argv, &(spawn_opts){.log = "/dev/null"}, 10000);
+  char buf[512] = "";
+  FILE *f = fopen(out, "r");
+  size_t got = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+  buf[got] = '\0';
+  if (f) fclose(f);
+  unlink(out);
+  if (rc != 0) return -1;
+  const char *c = strstr(buf, "\"count\":\"");
+  return c ? atoi(c + 9) : 0; /* zero values are omitted */
 }
 
 static void spawn(etcd_proc *e) {

@@ -23,6 +23,9 @@ void etcd_kill(etcd_proc *e);
 void etcd_stop(etcd_proc *e);
 /* Whether etcd answers on its client URL. */
 bool etcd_healthy(const etcd_proc *e);
+/* How many keys start with prefix (its last byte printable); -1 when etcd did not answer. */
+int etcd_count_prefix(const etcd_proc *e, const char *prefix);
+
 /* A free loopback TCP port (bound and released). */
 int etcd_free_port(void);
 

@@ -60,8 +60,10 @@ static void srv_start(srv *s, const char *pg_url, const char *const *extra_args,
     argv[argc++] = bin;
     argv[argc++] = "--listen";
     argv[argc++] = s->addr;
-    argv[argc++] = "--pg";
-    argv[argc++] = pg_url;
+    if (pg_url[0]) { /* "": the caller names the stores (--store) */
+      argv[argc++] = "--pg";
+      argv[argc++] = pg_url;
+    }
     for (int i = 0; extra_args && extra_args[i] && argc < 30; i++) argv[argc++] = extra_args[i];
     argv[argc] = NULL;
     s->pid = spawn_start(argv, &(spawn_opts){.log = s->log_path, .env = env});
@@ -103,6 +105,16 @@ int h_raw_call(const char *addr, const char *method, const char *tenant, const v
 int h_raw_call_reason(const char *addr, const char *method, const char *tenant, const void *req,
                       size_t req_len, char *details, size_t details_len, char *reason,
                       size_t reason_len) {
+  return h_raw_call_trailer(addr, method, tenant, req, req_len, details, details_len, "idem-reason",
+                            reason, reason_len);
+}
+
+int h_raw_call_trailer(const char *addr, const char *method, const char *tenant, const void *req,
+                       size_t req_len, char *details, size_t details_len, const char *trailer,
+                       char *value, size_t value_len) {
+  const char *want = trailer;
+  char *reason = value;
+  size_t reason_len = value_len;
   grpc_init();
   grpc_channel_credentials *creds = grpc_insecure_credentials_create();
   grpc_channel *ch = grpc_channel_create(addr, creds, NULL);
@@ -158,7 +170,7 @@ int h_raw_call_reason(const char *addr, const char *method, const char *tenant, 
   if (reason && reason_len) {
     reason[0] = '\0';
     for (size_t i = 0; i < trail_md.count; i++) {
-      if (grpc_slice_str_cmp(trail_md.metadata[i].key, "idem-reason") != 0) continue;
+      if (grpc_slice_str_cmp(trail_md.metadata[i].key, want) != 0) continue;
       size_t n = GRPC_SLICE_LENGTH(trail_md.metadata[i].value);
       if (n >= reason_len) n = reason_len - 1;
       memcpy(reason, GRPC_SLICE_START_PTR(trail_md.metadata[i].value), n);

@@ -27,8 +27,9 @@ typedef struct srv {
 } srv;
 
 /* Starts idem-coordinator ($IDEM_COORDINATOR_BIN) on a free port against pg_url (NULL =
- * $IDEM_TEST_PG_URL) with extra args (NULL-terminated, may be NULL), and waits until
- * Admin.GetStatus answers (30 s deadline). Fails the test on error. */
+ * $IDEM_TEST_PG_URL; "" = no --pg, extra_args name the --store groups) with extra args
+ * (NULL-terminated, may be NULL), and waits until Admin.GetStatus answers (30 s deadline). Fails
+ * the test on error. */
 void h_srv_start(srv *s, const char *pg_url, const char *const *extra_args);
 
 /* h_srv_start whose readiness probe (Admin.GetStatus) connects with probe's options (TLS,
@@ -58,6 +59,12 @@ int h_raw_call(const char *addr, const char *method, const char *tenant, const v
 int h_raw_call_reason(const char *addr, const char *method, const char *tenant, const void *req,
                       size_t req_len, char *details, size_t details_len, char *reason,
                       size_t reason_len);
+
+/* h_raw_call that copies the value of one trailing metadata entry (e.g. "idem-group") into
+ * value ("" when absent). */
+int h_raw_call_trailer(const char *addr, const char *method, const char *tenant, const void *req,
+                       size_t req_len, char *details, size_t details_len, const char *trailer,
+                       char *value, size_t value_len);
 
 /* A fingerprint of everything tenant t has stored (steps, sagas, labels, policies, audit):
  * row counts plus a hash of every column. Equal before and after = nothing changed. */

@@ -24,6 +24,7 @@ type CoordinatorClient interface {
 	LookupStep(ctx context.Context, in *LookupStepRequest, opts ...grpc.CallOption) (*StepRecord, error)
 	GetSaga(ctx context.Context, in *GetSagaRequest, opts ...grpc.CallOption) (*GetSagaResponse, error)
 	GetPolicy(ctx context.Context, in *GetPolicyRequest, opts ...grpc.CallOption) (*Policy, error)
+	GetTopology(ctx context.Context, in *GetTopologyRequest, opts ...grpc.CallOption) (*Topology, error)
 }
 
 type coordinatorClient struct {
@@ -97,6 +98,15 @@ func (c *coordinatorClient) GetPolicy(ctx context.Context, in *GetPolicyRequest,
 	return out, nil
 }
 
+func (c *coordinatorClient) GetTopology(ctx context.Context, in *GetTopologyRequest, opts ...grpc.CallOption) (*Topology, error) {
+	out := new(Topology)
+	err := c.cc.Invoke(ctx, "/idem.v1.Coordinator/GetTopology", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CoordinatorServer is the server API for Coordinator service.
 // All implementations must embed UnimplementedCoordinatorServer
 // for forward compatibility
@@ -108,6 +118,7 @@ type CoordinatorServer interface {
 	LookupStep(context.Context, *LookupStepRequest) (*StepRecord, error)
 	GetSaga(context.Context, *GetSagaRequest) (*GetSagaResponse, error)
 	GetPolicy(context.Context, *GetPolicyRequest) (*Policy, error)
+	GetTopology(context.Context, *GetTopologyRequest) (*Topology, error)
 	mustEmbedUnimplementedCoordinatorServer()
 }
 
@@ -135,6 +146,9 @@ func (UnimplementedCoordinatorServer) GetSaga(context.Context, *GetSagaRequest) 
 }
 func (UnimplementedCoordinatorServer) GetPolicy(context.Context, *GetPolicyRequest) (*Policy, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method GetPolicy not implemented")
+}
+func (UnimplementedCoordinatorServer) GetTopology(context.Context, *GetTopologyRequest) (*Topology, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetTopology not implemented")
 }
 func (UnimplementedCoordinatorServer) mustEmbedUnimplementedCoordinatorServer() {}
 
@@ -275,6 +289,24 @@ func _Coordinator_GetPolicy_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Coordinator_GetTopology_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetTopologyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServer).GetTopology(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/idem.v1.Coordinator/GetTopology",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServer).GetTopology(ctx, req.(*GetTopologyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _Coordinator_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "idem.v1.Coordinator",
 	HandlerType: (*CoordinatorServer)(nil),
@@ -306,6 +338,10 @@ var _Coordinator_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetPolicy",
 			Handler:    _Coordinator_GetPolicy_Handler,
+		},
+		{
+			MethodName: "GetTopology",
+			Handler:    _Coordinator_GetTopology_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

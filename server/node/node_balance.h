@@ -1,0 +1,28 @@
+/* node_balance.h — spreads a node's store groups over the live nodes (docs/api.md §17).
+ *
+ * Every node campaigns in every group. A thread watches how many candidates each election has
+ * (the live nodes, N) and how many groups this node leads: while it leads more than ⌈G/N⌉ for a
+ * settle period, it yields one group (elect_yield: its term ends and it campaigns again behind
+ * the others), at most one per settle period. So within two election TTLs no node keeps more
+ * than its share, and a lone survivor leads every group.
+ */
+#ifndef IDEM_NODE_BALANCE_H
+#define IDEM_NODE_BALANCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../elect/elect.h"
+
+typedef struct node_balance node_balance;
+
+/* Starts the thread over els (n electors, borrowed: they must outlive it). settle_ms: how long
+ * an excess must last before a yield (and between yields). NULL on failure. */
+node_balance *node_balance_start(elect *const *els, size_t n, int64_t settle_ms);
+
+/* The share rule itself: the most groups one node may lead, ⌈groups/nodes⌉ (nodes 0 reads 1). */
+size_t node_balance_share(size_t groups, size_t nodes);
+
+void node_balance_stop(node_balance *b);
+
+#endif

@@ -1,0 +1,94 @@
+/* rpc_topology.c — Coordinator.GetTopology and the groups of Admin.GetStatus (docs/api.md §17):
+ * the slot map this node follows and each group's leader, epoch and store health as this node
+ * sees them. Any node answers, leader or not. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/clock.h"
+#include "idem/v1/coordinator.pb-c.h"
+#include "rpc_internal.h"
+
+#define PING_BUDGET_MS 500 /* a group's store that takes longer is reported unhealthy */
+
+void rpc__groups_view_free(rpc_groups_view *v) {
+  free(v->gs);
+  free(v->ptrs);
+  free(v->addrs);
+  memset(v, 0, sizeof *v);
+}
+
+err_code rpc__groups_view(const rpc_req *rq, rpc_groups_view *v, err_t *err) {
+  rpc_server *srv = rq->srv;
+  size_t n = srv->n_groups;
+  const slotmap *m = srv->slotmap_now ? srv->slotmap_now(srv->slotmap_arg) : NULL;
+  memset(v, 0, sizeof *v);
+  v->gs = calloc(n, sizeof *v->gs);
+  v->ptrs = calloc(n, sizeof *v->ptrs);
+  v->addrs = calloc(n, sizeof *v->addrs);
+  if (!v->gs || !v->ptrs || !v->addrs) {
+    rpc__groups_view_free(v);
+    return err_oom(err);
+  }
+  v->n = n;
+  for (size_t i = 0; i < n; i++) {
+    const rpc_group *g = &srv->groups[i].g;
+    Idem__V1__GroupStatus *s = &v->gs[i];
+    idem__v1__group_status__init(s);
+    v->ptrs[i] = s;
+    elect_status es = {.leader = true};
+    if (g->elector) elect_status_get(g->elector, &es);
+    snprintf(v->addrs[i], sizeof v->addrs[i], "%s",
+             g->elector     ? es.leader_addr
+             : srv->address ? srv->address
+                            : "");
+    s->name = (char *)g->name;
+    s->leader_address = v->addrs[i];
+    s->epoch = es.epoch;
+    s->led_here = es.leader;
+    s->slot_count = m ? slotmap_count(m, g->name) : 0;
+    int64_t deadline = clock_mono_ms() + PING_BUDGET_MS;
+    if (rq->deadline < deadline) deadline = rq->deadline;
+    err_t perr;
+    err_clear(&perr);
+    s->store_ok = rq->stores && store_ping(rq->stores[i], deadline, &perr) == ERR_OK;
+  }
+  return ERR_OK;
+}
+
+err_code rpc__get_topology(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c, err_t *err) {
+  (void)in;
+  rpc_server *srv = rq->srv;
+  const slotmap *m = srv->slotmap_now ? srv->slotmap_now(srv->slotmap_arg) : NULL;
+  if (!m) return err_fail(err, ERR_UNAVAILABLE, ERR_R_NONE, "no slot map yet");
+  rpc_groups_view v;
+  err_code rc = rpc__groups_view(rq, &v, err);
+  if (rc != ERR_OK) return rc;
+  Idem__V1__SlotRange *r = calloc(m->n_ranges, sizeof *r);
+  Idem__V1__SlotRange **rp = calloc(m->n_ranges, sizeof *rp);
+  if (!r || !rp) {
+    rc = err_oom(err);
+  } else {
+    for (size_t i = 0; i < m->n_ranges; i++) {
+      idem__v1__slot_range__init(&r[i]);
+      r[i].from = m->ranges[i].from;
+      r[i].to = m->ranges[i].to;
+      r[i].group = (char *)m->ranges[i].group;
+      r[i].moving = m->ranges[i].moving;
+      r[i].to_group = (char *)m->ranges[i].to_group;
+      rp[i] = &r[i];
+    }
+    Idem__V1__Topology t = IDEM__V1__TOPOLOGY__INIT;
+    t.slots = m->slots;
+    t.version = m->version;
+    t.n_ranges = m->n_ranges;
+    t.ranges = rp;
+    t.n_groups = v.n;
+    t.groups = v.ptrs;
+    rc = rpc__call_reply(c, &t.base, err);
+  }
+  free(r);
+  free(rp);
+  rpc__groups_view_free(&v);
+  return rc;
+}

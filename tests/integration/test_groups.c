@@ -1,0 +1,408 @@
+/* test_groups.c — slot groups (docs/api.md §17): two store groups (a database each on the test
+ * Postgres), two coordinators elected through a private etcd.
+ *  - every saga's steps land in its slot's group only (checked in each store with SQL), and
+ *    BeginSaga's global id has its request id's slot;
+ *  - the two nodes lead one group each; a call to the wrong node answers UNAVAILABLE with
+ *    idem-leader and idem-group and stores nothing, and libidem follows the redirect;
+ *  - kill -9 of one node under load: the other leads both groups within TTL + 1 s, with no
+ *    PROCEED after an acknowledged completion and no acknowledged completion lost;
+ *  - another --slots, or groups other than the map's: exit 2 naming it, nothing in etcd.
+ * The slot function is computed here independently of the server (FNV-1a 64 by hand). */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "pbenc.h"
+
+#define SLOTS 64 /* g1 serves 0-31, g2 32-63 (equal ranges in the order named) */
+#define TTL_S 2
+#define COORD "/idem.v1.Coordinator/"
+
+static uint32_t slot_of(const char *tenant, const char *id) {
+  uint64_t h = UINT64_C(14695981039346656037);
+  const char *parts[] = {tenant, "", id};
+  for (int p = 0; p < 3; p++) {
+    size_t n = p == 1 ? 1 : strlen(parts[p]); /* the NUL between tenant and id */
+    for (size_t i = 0; i < n; i++) {
+      h ^= (unsigned char)parts[p][i];
+      h *= UINT64_C(1099511628211);
+    }
+  }
+  return (uint32_t)(h % SLOTS);
+}
+
+static int group_of(const char *tenant, const char *id) {
+  return slot_of(tenant, id) < SLOTS / 2 ? 0 : 1;
+}
+
+typedef struct cluster {
+  etcd_proc etcd;
+  char db[2][64], url[2][256];
+  char store[2][300];
+  srv node[2];
+  char t[64];
+} cluster;
+
+static void node_start(cluster *cl, int i) {
+  const char *args[] = {"--store",           cl->store[0], "--store", cl->store[1],     "--etcd",
+                        cl->etcd.url,        "--slots",    "64",      "--election-ttl", "2",
+                        "--reaper-interval", "0",          NULL};
+  h_srv_start(&cl->node[i], "", args);
+}
+
+static void cluster_start(cluster *cl) {
+  memset(cl, 0, sizeof *cl);
+  etcd_start(&cl->etcd);
+  for (int g = 0; g < 2; g++) {
+    pgx_db_create(g ? "idem_g2" : "idem_g1", cl->db[g], sizeof cl->db[g], cl->url[g],
+                  sizeof cl->url[g]);
+    snprintf(cl->store[g], sizeof cl->store[g], "g%d=%s", g + 1, cl->url[g]);
+  }
+  h_tenant(cl->t);
+  node_start(cl, 0);
+  node_start(cl, 1);
+}
+
+static void cluster_stop(cluster *cl) {
+  for (int i = 0; i < 2; i++)
+    if (cl->node[i].pid > 0) h_srv_stop(&cl->node[i]);
+  etcd_stop(&cl->etcd);
+  for (int g = 0; g < 2; g++) pgx_db_drop(cl->db[g]);
+}
+
+/* A global id of group g (an id whose slot is in g's range). */
+static void id_in_group(const char *tenant, int g, const char *tag, char *out, size_t cap) {
+  for (int i = 0;; i++) {
+    snprintf(out, cap, "%s-%d", tag, i);
+    if (group_of(tenant, out) == g) return;
+  }
+}
+
+/* LookupStep of a key of group g sent to node i: NOT_FOUND (5) when i leads g, UNAVAILABLE (14)
+ * with idem-group when it does not. group gets the idem-group trailer. */
+static int probe(const cluster *cl, int i, int g, char *group, size_t cap) {
+  char gid[64];
+  id_in_group(cl->t, g, "probe", gid, sizeof gid);
+  pbuf *req = pb_sub(pb_new(), 1, pb_key(gid, "svc", "op", 1));
+  char details[256];
+  int st = h_raw_call_trailer(cl->node[i].addr, COORD "LookupStep", cl->t, req->b, req->n, details,
+                              sizeof details, "idem-group", group, cap);
+  pb_free(req);
+  return st;
+}
+
+/* Who leads group g: 0 or 1 (that node answers for it), -1 when no node does now. */
+static int leader_of(const cluster *cl, int g) {
+  char grp[32];
+  for (int i = 0; i < 2; i++)
+    if (cl->node[i].pid > 0 && probe(cl, i, g, grp, sizeof grp) == 5) return i;
+  return -1;
+}
+
+/* Waits until the nodes lead one group each (the balance rule: ceil(2/2) = 1). */
+static void wait_balanced(const cluster *cl) {
+  int64_t until = h_now_ms() + 4 * TTL_S * 1000 + 5000;
+  for (;;) {
+    int a = leader_of(cl, 0), b = leader_of(cl, 1);
+    if (a >= 0 && b >= 0 && a != b) return;
+    if (h_now_ms() > until) {
+      h_srv_dump_log(&cl->node[0]);
+      h_srv_dump_log(&cl->node[1]);
+      cr_assert_fail("groups not balanced: g1 led by %d, g2 by %d", a, b);
+    }
+    h_sleep_ms(100);
+  }
+}
+
+static idem_client *client_of(const cluster *cl, const char *addrs) {
+  idem_options o = {.address = addrs, .tenant = cl->t, .deadline_ms = 3000};
+  idem_client *c = NULL;
+  idem_error e = {0};
+  cr_assert_eq(idem_connect(&o, &c, &e), IDEM_OK, "%s", e.message);
+  return c;
+}
+
+/* Rows of tenant t in database url whose global id is of group g, and those that are not. */
+static void count_rows(const char *url, const char *table, const char *t, int g, long *mine,
+                       long *other) {
+  PGconn *pc = PQconnectdb(url);
+  cr_assert_eq(PQstatus(pc), CONNECTION_OK);
+  char sql[200];
+  snprintf(sql, sizeof sql, "SELECT global_id FROM %s WHERE tenant = $1", table);
+  const char *params[] = {t};
+  PGresult *r = PQexecParams(pc, sql, 1, NULL, params, NULL, NULL, 0);
+  cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQerrorMessage(pc));
+  *mine = *other = 0;
+  for (int i = 0; i < PQntuples(r); i++) {
+    if (group_of(t, PQgetvalue(r, i, 0)) == g)
+      (*mine)++;
+    else
+      (*other)++;
+  }
+  PQclear(r);
+  PQfinish(pc);
+}
+
+Test(groups, steps_land_in_their_slots_group_and_each_node_leads_one, .timeout = 120) {
+  cluster cl;
+  cluster_start(&cl);
+  wait_balanced(&cl);
+  char both[160];
+  snprintf(both, sizeof both, "%s,%s", cl.node[0].addr, cl.node[1].addr);
+  idem_client *c = client_of(&cl, both);
+  enum { SAGAS = 40 };
+  int per_group[2] = {0, 0};
+  for (int i = 0; i < SAGAS; i++) {
+    char rid[32], gid[IDEM_GLOBAL_ID_MAX + 1];
+    snprintf(rid, sizeof rid, "req-%d", i);
+    idem_error e = {0};
+    cr_assert_eq(idem_saga_begin(c, rid, "order", NULL, 0, gid, NULL, NULL, &e), IDEM_OK, "%s",
+                 e.message);
+    cr_assert_eq(slot_of(cl.t, gid), slot_of(cl.t, rid),
+                 "BeginSaga's global id %s has the slot of its request id %s", gid, rid);
+    per_group[group_of(cl.t, gid)]++;
+    idem_step_key k = {gid, "payments", "charge", IDEM_FORWARD};
+    idem_begin b = {0};
+    cr_assert_eq(idem_step_begin(c, &k, NULL, 0, 0, &b, &e), IDEM_OK, "%s", e.message);
+    cr_assert_eq(b.decision, IDEM_DECISION_PROCEED);
+    cr_assert_eq(
+        idem_step_complete(c, &k, b.attempt, IDEM_OUTCOME_SUCCEEDED, 200, "ok", 2, NULL, &e),
+        IDEM_OK, "%s", e.message);
+    idem_begin_clear(&b);
+  }
+  cr_assert(per_group[0] > 0 && per_group[1] > 0, "40 request ids fall in both groups (%d, %d)",
+            per_group[0], per_group[1]);
+  for (int g = 0; g < 2; g++) {
+    long mine, other;
+    count_rows(cl.url[g], "idem_steps", cl.t, g, &mine, &other);
+    cr_expect_eq(mine, per_group[g], "g%d holds its %d sagas' steps (has %ld)", g + 1, per_group[g],
+                 mine);
+    cr_expect_eq(other, 0, "g%d holds %ld steps of the other group", g + 1, other);
+    count_rows(cl.url[g], "idem_sagas", cl.t, g, &mine, &other);
+    cr_expect_eq(mine, per_group[g]);
+    cr_expect_eq(other, 0);
+  }
+  idem_close(c);
+  cluster_stop(&cl);
+}
+
+Test(groups, a_wrong_group_call_redirects_and_does_nothing, .timeout = 120) {
+  cluster cl;
+  cluster_start(&cl);
+  wait_balanced(&cl);
+  int l1 = leader_of(&cl, 0), other = 1 - l1; /* other leads g2, not g1 */
+  char gid[64];
+  id_in_group(cl.t, 0, "wrong", gid, sizeof gid);
+  pbuf *req = pb_sub(pb_new(), 1, pb_key(gid, "payments", "charge", 1));
+  char details[256], grp[32] = "", reason[32] = "", leader[128] = "";
+  int st = h_raw_call_trailer(cl.node[other].addr, COORD "BeginStep", cl.t, req->b, req->n, details,
+                              sizeof details, "idem-group", grp, sizeof grp);
+  cr_assert_eq(st, 14, "UNAVAILABLE from the node that does not lead g1: %d %s", st, details);
+  cr_expect_str_eq(grp, "g1");
+  h_raw_call_trailer(cl.node[other].addr, COORD "BeginStep", cl.t, req->b, req->n, details,
+                     sizeof details, "idem-leader", leader, sizeof leader);
+  cr_expect_str_eq(leader, cl.node[l1].addr, "idem-leader names g1's leader");
+  h_raw_call_trailer(cl.node[other].addr, COORD "BeginStep", cl.t, req->b, req->n, details,
+                     sizeof details, "idem-reason", reason, sizeof reason);
+  cr_expect_str_eq(reason, "not-leader");
+  pb_free(req);
+  long mine, oth;
+  for (int g = 0; g < 2; g++) {
+    count_rows(cl.url[g], "idem_steps", cl.t, g, &mine, &oth);
+    cr_expect_eq(mine + oth, 0, "nothing stored in g%d", g + 1);
+  }
+  /* libidem given only the wrong node follows idem-leader */
+  idem_client *c = client_of(&cl, cl.node[other].addr);
+  idem_step_key k = {gid, "payments", "charge", IDEM_FORWARD};
+  idem_begin b = {0};
+  idem_error e = {0};
+  cr_assert_eq(idem_step_begin(c, &k, NULL, 0, 0, &b, &e), IDEM_OK, "%s", e.message);
+  cr_expect_eq(b.decision, IDEM_DECISION_PROCEED);
+  idem_begin_clear(&b);
+  count_rows(cl.url[0], "idem_steps", cl.t, 0, &mine, &oth);
+  cr_expect_eq(mine, 1, "the step is in g1");
+  idem_close(c);
+  cluster_stop(&cl);
+}
+
+/* --- kill -9 of one node under load --- */
+
+enum { KEYS = 4000, WORKERS = 4 };
+
+typedef struct load {
+  cluster *cl;
+  char addrs[160];
+  atomic_int next;
+  atomic_bool stop;
+  atomic_int acked[KEYS];     /* CompleteStep answered OK */
+  atomic_int after_ack[KEYS]; /* a PROCEED seen after that */
+  atomic_long ok, failed;
+} load;
+
+static void *worker(void *arg) {
+  load *L = arg;
+  idem_client *c = client_of(L->cl, L->addrs);
+  while (!atomic_load(&L->stop)) {
+    int i = atomic_fetch_add(&L->next, 1) % KEYS;
+    char gid[32];
+    snprintf(gid, sizeof gid, "k-%d", i);
+    idem_step_key k = {gid, "payments", "charge", IDEM_FORWARD};
+    idem_begin b = {0};
+    idem_error e = {0};
+    int was_acked = atomic_load(&L->acked[i]);
+    if (idem_step_begin(c, &k, NULL, 0, 0, &b, &e) != IDEM_OK) {
+      atomic_fetch_add(&L->failed, 1);
+      continue;
+    }
+    if (b.decision == IDEM_DECISION_PROCEED) {
+      if (was_acked) atomic_fetch_add(&L->after_ack[i], 1);
+      if (idem_step_complete(c, &k, b.attempt, IDEM_OUTCOME_SUCCEEDED, 200, gid, strlen(gid), NULL,
+                             &e) == IDEM_OK) {
+        atomic_store(&L->acked[i], 1);
+        atomic_fetch_add(&L->ok, 1);
+      } else {
+        atomic_fetch_add(&L->failed, 1);
+      }
+    } else {
+      atomic_fetch_add(&L->ok, 1);
+    }
+    idem_begin_clear(&b);
+  }
+  idem_close(c);
+  return NULL;
+}
+
+Test(groups, kill_one_node_the_other_leads_both, .timeout = 180) {
+  cluster cl;
+  cluster_start(&cl);
+  wait_balanced(&cl);
+  load *L = calloc(1, sizeof *L);
+  L->cl = &cl;
+  snprintf(L->addrs, sizeof L->addrs, "%s,%s", cl.node[0].addr, cl.node[1].addr);
+  pthread_t th[WORKERS];
+  for (int i = 0; i < WORKERS; i++) pthread_create(&th[i], NULL, worker, L);
+  int64_t until = h_now_ms() + 20000;
+  while (atomic_load(&L->ok) < 300 && h_now_ms() < until) h_sleep_ms(20);
+  cr_assert_geq(atomic_load(&L->ok), 300, "load runs before the kill");
+  kill(cl.node[0].pid, SIGKILL);
+  waitpid(cl.node[0].pid, NULL, 0);
+  int64_t killed = h_now_ms();
+  cl.node[0].pid = 0;
+  int64_t both = 0;
+  while (h_now_ms() < killed + 15000) {
+    if (leader_of(&cl, 0) == 1 && leader_of(&cl, 1) == 1) {
+      both = h_now_ms() - killed;
+      break;
+    }
+    h_sleep_ms(50);
+  }
+  long ok_at_failover = atomic_load(&L->ok);
+  until = h_now_ms() + 20000;
+  while (atomic_load(&L->ok) < ok_at_failover + 300 && h_now_ms() < until) h_sleep_ms(20);
+  atomic_store(&L->stop, true);
+  for (int i = 0; i < WORKERS; i++) pthread_join(th[i], NULL);
+  fprintf(stderr,
+          "groups failover: the survivor led both groups %lld ms after kill -9 (TTL %d s)\n",
+          (long long)both, TTL_S);
+  cr_assert_gt(both, 0, "the survivor leads both groups");
+  cr_expect_leq(both, TTL_S * 1000 + 1000, "within the TTL + 1 s: %lld ms", (long long)both);
+  /* every acknowledged completion is still there; none was followed by a PROCEED */
+  idem_client *c = client_of(&cl, cl.node[1].addr);
+  int lost = 0, dup = 0, acked = 0;
+  for (int i = 0; i < KEYS; i++) {
+    dup += atomic_load(&L->after_ack[i]);
+    if (!atomic_load(&L->acked[i])) continue;
+    acked++;
+    char gid[32];
+    snprintf(gid, sizeof gid, "k-%d", i);
+    idem_step_key k = {gid, "payments", "charge", IDEM_FORWARD};
+    idem_begin b = {0};
+    idem_error e = {0};
+    int rc = idem_step_begin(c, &k, NULL, 0, 0, &b, &e);
+    if (rc != IDEM_OK || b.decision != IDEM_DECISION_REPLAY || b.result.body_len != strlen(gid) ||
+        memcmp(b.result.body, gid, b.result.body_len) != 0)
+      lost++;
+    idem_begin_clear(&b);
+  }
+  fprintf(stderr, "groups failover: %d keys acknowledged, %d lost, %d PROCEED after an ack\n",
+          acked, lost, dup);
+  cr_expect_gt(acked, 300);
+  cr_expect_eq(lost, 0);
+  cr_expect_eq(dup, 0);
+  idem_close(c);
+  free(L);
+  cluster_stop(&cl);
+}
+
+/* --- refusals at start --- */
+
+/* Runs the coordinator with args until it exits (30 s): its exit status; its log into log. */
+static int run_node(const char *const *args, char *log, size_t cap) {
+  srv s;
+  (void)s;
+  char path[] = "/tmp/idem-groups-start-XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert_geq(fd, 0);
+  close(fd);
+  const char *argv[24];
+  int n = 0;
+  argv[n++] = h_env("IDEM_COORDINATOR_BIN");
+  argv[n++] = "--listen";
+  char listen[32];
+  snprintf(listen, sizeof listen, "127.0.0.1:%d", h_free_port());
+  argv[n++] = listen;
+  for (int i = 0; args[i]; i++) argv[n++] = args[i];
+  argv[n] = NULL;
+  int st = spawn_run(argv, &(spawn_opts){.log = path}, 30000);
+  FILE *f = fopen(path, "r");
+  size_t got = f ? fread(log, 1, cap - 1, f) : 0;
+  log[got] = '\0';
+  if (f) fclose(f);
+  unlink(path);
+  return st;
+}
+
+Test(groups, another_slot_count_or_other_groups_exit_2_naming_it, .timeout = 120) {
+  cluster cl;
+  cluster_start(&cl);
+  char log[8192];
+  const char *slots[] = {"--store",   cl.store[0], "--store", cl.store[1], "--etcd",
+                         cl.etcd.url, "--slots",   "32",      NULL};
+  cr_expect_eq(run_node(slots, log, sizeof log), 2, "%s", log);
+  cr_expect(strstr(log, "--slots 32") && strstr(log, "created with 64 slots"), "%s", log);
+  char g3[300];
+  snprintf(g3, sizeof g3, "g3=%s", cl.url[1]);
+  const char *groups[] = {"--store",   cl.store[0], "--store", g3,  "--etcd",
+                          cl.etcd.url, "--slots",   "64",      NULL};
+  cr_expect_eq(run_node(groups, log, sizeof log), 2, "%s", log);
+  cr_expect(strstr(log, "group g2, which this node is not given"), "%s", log);
+  /* the running cluster is untouched: both groups still led */
+  cr_expect_geq(leader_of(&cl, 0), 0);
+  cr_expect_geq(leader_of(&cl, 1), 0);
+  cluster_stop(&cl);
+}
+
+Test(groups, a_bad_store_exits_2_and_writes_nothing_to_etcd, .timeout = 120) {
+  etcd_proc e;
+  etcd_start(&e);
+  char log[8192];
+  const char *unresolvable[] = {"--store", "g1=postgresql://postgres@no-such-host.invalid/x",
+                                "--store", "g2=postgresql://postgres@127.0.0.1:1/x",
+                                "--etcd",  e.url,
+                                NULL};
+  cr_expect_eq(run_node(unresolvable, log, sizeof log), 2, "%s", log);
+  cr_expect(strstr(log, "group=g1") || strstr(log, "\"group\":\"g1\""), "names the group: %s", log);
+  cr_expect(strstr(log, "no-such-host.invalid"), "names the host: %s", log);
+  const char *bad_name[] = {"--store", "g/1=dbname=x", "--etcd", e.url, NULL};
+  cr_expect_eq(run_node(bad_name, log, sizeof log), 2, "%s", log);
+  cr_expect(strstr(log, "--store g/1"), "%s", log);
+  cr_expect_eq(etcd_count_prefix(&e, "/idem/"), 0, "nothing written to etcd");
+  etcd_stop(&e);
+}
