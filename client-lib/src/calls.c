@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "idem/v1/slot.h"
 #include "idem_internal.h"
 
 #define UNARY(c, m, req, T, timeout, out, err) \
@@ -214,9 +215,8 @@ int idem_step_begin(idem_client *c, const idem_step_key *key, const uint8_t *fp,
   return idem__step_begin(c, key, fp, fp_len, lease_ms, 0, 0, out, err);
 }
 
-int idem_step_begin_wait(idem_client *c, const idem_step_key *key, const uint8_t *fp,
-                         size_t fp_len, uint32_t lease_ms, uint32_t wait_ms, idem_begin *out,
-                         idem_error *err) {
+int idem_step_begin_wait(idem_client *c, const idem_step_key *key, const uint8_t *fp, size_t fp_len,
+                         uint32_t lease_ms, uint32_t wait_ms, idem_begin *out, idem_error *err) {
   /* the call's deadline covers the wait: the client's per-call deadline after it */
   int64_t timeout = c ? idem__client_deadline_ms(c) + (int64_t)wait_ms : 0;
   return idem__step_begin(c, key, fp, fp_len, lease_ms, wait_ms, timeout, out, err);
@@ -364,6 +364,62 @@ int idem_get_status(idem_client *c, idem_status *out, idem_error *err) {
     out->started_unix_ms = resp->started_unix_ms;
   }
   idem__v1__get_status_response__free_unpacked(resp, NULL);
+  return IDEM_OK;
+}
+
+/* --- slot groups (docs/api.md §17) --- */
+
+uint32_t idem_slot_of(const char *tenant, const char *id, uint32_t slots) {
+  return idem_v1_slot_of(tenant, id, slots);
+}
+
+void idem_topology_clear(idem_topology *t) {
+  if (!t) return;
+  free(t->ranges);
+  free(t->groups);
+  memset(t, 0, sizeof *t);
+}
+
+int idem_get_topology(idem_client *c, idem_topology *out, idem_error *err) {
+  if (!out) return idem__fail(err, IDEM_INVALID_ARGUMENT, "out: missing");
+  memset(out, 0, sizeof *out);
+  Idem__V1__GetTopologyRequest req = IDEM__V1__GET_TOPOLOGY_REQUEST__INIT;
+  Idem__V1__Topology *resp;
+  int rc = UNARY(c, IDEM__M_GET_TOPOLOGY, req, idem__v1__topology, 0, &resp, err);
+  if (rc != IDEM_OK) return rc;
+  idem__topology_taken(c, resp);
+  out->slots = resp->slots;
+  out->version = resp->version;
+  out->ranges = calloc(resp->n_ranges ? resp->n_ranges : 1, sizeof *out->ranges);
+  out->groups = calloc(resp->n_groups ? resp->n_groups : 1, sizeof *out->groups);
+  if (!out->ranges || !out->groups) {
+    idem__v1__topology__free_unpacked(resp, NULL);
+    idem_topology_clear(out);
+    return idem__fail(err, IDEM_NOMEM, "out of memory");
+  }
+  out->n_ranges = resp->n_ranges;
+  for (size_t i = 0; i < resp->n_ranges; i++) {
+    const Idem__V1__SlotRange *r = resp->ranges[i];
+    idem_slot_range *o = &out->ranges[i];
+    o->from = r->from;
+    o->to = r->to;
+    o->moving = r->moving;
+    snprintf(o->group, sizeof o->group, "%s", r->group ? r->group : "");
+    snprintf(o->to_group, sizeof o->to_group, "%s", r->to_group ? r->to_group : "");
+  }
+  out->n_groups = resp->n_groups;
+  for (size_t i = 0; i < resp->n_groups; i++) {
+    const Idem__V1__GroupStatus *g = resp->groups[i];
+    idem_group_status *o = &out->groups[i];
+    snprintf(o->name, sizeof o->name, "%s", g->name ? g->name : "");
+    snprintf(o->leader_address, sizeof o->leader_address, "%s",
+             g->leader_address ? g->leader_address : "");
+    o->epoch = g->epoch;
+    o->store_ok = g->store_ok;
+    o->slot_count = g->slot_count;
+    o->led_here = g->led_here;
+  }
+  idem__v1__topology__free_unpacked(resp, NULL);
   return IDEM_OK;
 }
 

@@ -38,8 +38,8 @@ struct idem_client {
     idem__heard heard;
     int sent_to; /* heard IDEM__HEARD_SENT: the endpoint of the leader it named, -1 unknown */
   } eps[IDEM__MAX_ENDPOINTS];
-  char *tenant; /* NULL = send no idem-tenant */
-  char *auth;   /* "Bearer <token>", NULL = none */
+  char *tenant;                    /* NULL = send no idem-tenant */
+  char *auth;                      /* "Bearer <token>", NULL = none */
   grpc_channel_credentials *creds; /* shared by every channel, insecure or TLS */
   char *server_name;               /* TLS name override, NULL = the address's host */
   int64_t deadline_ms;
@@ -47,6 +47,7 @@ struct idem_client {
   char *journal_path; /* NULL = none */
   int64_t policy_refresh_ms;
   idem__pcache *pcache;
+  idem__topo *topo; /* slot groups: where each saga's group is led (route.c) */
 };
 
 static const char *const method_paths[IDEM__M_COUNT] = {
@@ -65,6 +66,7 @@ static const char *const method_paths[IDEM__M_COUNT] = {
     [IDEM__M_LIST_AUDIT] = "/idem.v1.Admin/ListAudit",
     [IDEM__M_GET_STATUS] = "/idem.v1.Admin/GetStatus",
     [IDEM__M_RESOLVE_STEPS] = "/idem.v1.Admin/ResolveSteps",
+    [IDEM__M_GET_TOPOLOGY] = "/idem.v1.Coordinator/GetTopology",
 };
 
 const char *idem__method_path(idem__method m) {
@@ -89,7 +91,6 @@ int64_t idem__client_policy_refresh_ms(const idem_client *c) {
 }
 
 /* --- connect / close --------------------------------------------------------------------- */
-
 
 /* --- endpoints ---------------------------------------------------------------------------- */
 
@@ -157,6 +158,7 @@ static void free_client(idem_client *c) {
   free(c->server_name);
   free(c->journal_path);
   idem__pcache_free(c->pcache);
+  idem__topo_free(c->topo);
   free(c);
 }
 
@@ -174,10 +176,10 @@ int idem_connect(const idem_options *opt, idem_client **out, idem_error *err) {
   c->deadline_ms = opt->deadline_ms > 0 ? opt->deadline_ms : DEFAULT_DEADLINE_MS;
   if (opt->tenant && !(c->tenant = strdup(opt->tenant))) goto nomem;
   c->policy_refresh_ms = opt->policy_refresh_ms ? opt->policy_refresh_ms : 30000;
-  if (opt->journal_path && *opt->journal_path &&
-      !(c->journal_path = strdup(opt->journal_path)))
+  if (opt->journal_path && *opt->journal_path && !(c->journal_path = strdup(opt->journal_path)))
     goto nomem;
   if (!(c->pcache = idem__pcache_new())) goto nomem;
+  if (!(c->topo = idem__topo_new())) goto nomem;
   if (opt->token) {
     size_t n = strlen(opt->token) + sizeof "Bearer ";
     if (!(c->auth = malloc(n))) goto nomem;
@@ -255,6 +257,8 @@ static bool parse_trailers(const grpc_metadata_array *md, idem_error *err) {
       standby = true;
     } else if (grpc_slice_str_cmp(e->key, "idem-reason") == 0) {
       copy_slice(err->reason, sizeof err->reason, e->value);
+    } else if (grpc_slice_str_cmp(e->key, "idem-group") == 0) {
+      copy_slice(err->group, sizeof err->group, e->value);
     }
   }
   return standby;
@@ -313,8 +317,8 @@ bool idem__none_could_decide(idem_client *c, int64_t since_ms) {
       if (c->eps[j].heard_ms < since_ms || c->eps[j].sent_to < 0) break;
       j = c->eps[j].sent_to;
     }
-    none = c->eps[j].heard_ms >= since_ms && (c->eps[j].heard == IDEM__HEARD_NOTHING ||
-                                              c->eps[j].heard == IDEM__HEARD_UNDECIDED);
+    none = c->eps[j].heard_ms >= since_ms &&
+           (c->eps[j].heard == IDEM__HEARD_NOTHING || c->eps[j].heard == IDEM__HEARD_UNDECIDED);
   }
   pthread_mutex_unlock(&c->mu);
   return none;
@@ -452,6 +456,37 @@ static bool repeatable(idem__method m, const ProtobufCMessage *req) {
   return r->request_id && r->request_id[0];
 }
 
+/* The tenant whose slots the client can compute: the one it sends, unless a token decides
+ * (then only redirects route its calls). */
+static const char *route_tenant(const idem_client *c) {
+  if (c->auth) return NULL;
+  return c->tenant ? c->tenant : "default";
+}
+
+/* With slot groups: the endpoint of the leader of the group of the saga id names, -1 when the
+ * client does not know it (no topology yet, or no leader). */
+static int routed_ep(idem_client *c, const char *id) {
+  char leader[128];
+  const char *t = route_tenant(c);
+  if (!t || !id[0] || !idem__topo_leader(c->topo, t, id, leader, sizeof leader)) return -1;
+  return ep_add(c, leader, strlen(leader));
+}
+
+/* Fetches the topology from endpoint ep into the client's map (best effort). */
+static void fetch_topology(idem_client *c, int ep) {
+  Idem__V1__GetTopologyRequest req = IDEM__V1__GET_TOPOLOGY_REQUEST__INIT;
+  ProtobufCMessage *resp = NULL;
+  idem_error e;
+  if (unary_at(c, ep, IDEM__M_GET_TOPOLOGY, &req.base, &idem__v1__topology__descriptor,
+               c->deadline_ms, &resp, &e) == IDEM_OK)
+    idem__topo_set(c->topo, (const Idem__V1__Topology *)resp);
+  if (resp) protobuf_c_message_free_unpacked(resp, NULL);
+}
+
+void idem__topology_taken(idem_client *c, const Idem__V1__Topology *t) {
+  idem__topo_set(c->topo, t);
+}
+
 int idem__unary(idem_client *c, idem__method m, const ProtobufCMessage *req,
                 const ProtobufCMessageDescriptor *resp_desc, int64_t timeout_ms,
                 ProtobufCMessage **resp, idem_error *err) {
@@ -462,10 +497,14 @@ int idem__unary(idem_client *c, idem__method m, const ProtobufCMessage *req,
   if (timeout_ms <= 0) timeout_ms = c->deadline_ms;
   int64_t deadline = idem__now_ms() + timeout_ms;
   bool unknown = false; /* an earlier try may have acted */
+  const char *rid = idem__route_id(m, req);
+  int want = routed_ep(c, rid); /* docs/api.md §17: straight to the saga's group's leader */
+  int fetch_from = -1;          /* a redirect named a group: fetch the topology after the call */
   for (int tries = 0;; tries++) {
     pthread_mutex_lock(&c->mu);
-    int ep = c->cur, n = c->n_eps;
+    int ep = want >= 0 ? want : c->cur, n = c->n_eps;
     pthread_mutex_unlock(&c->mu);
+    want = -1;
     int64_t left = deadline - idem__now_ms();
     if (left < 1) left = 1;
     int rc = unary_at(c, ep, m, req, resp_desc, left, resp, err);
@@ -477,6 +516,7 @@ int idem__unary(idem_client *c, idem__method m, const ProtobufCMessage *req,
     if (rc != IDEM_UNAVAILABLE) {
       /* a refusal after a try that may have acted does not prove nothing happened */
       if (rc != IDEM_OK && unknown) err->outcome_unknown = true;
+      if (fetch_from >= 0) fetch_topology(c, fetch_from);
       return rc;
     }
     bool standby = !err->outcome_unknown; /* idem-leader came with it: nothing was done */
@@ -487,7 +527,10 @@ int idem__unary(idem_client *c, idem__method m, const ProtobufCMessage *req,
     int next = ep;
     if (standby && err->leader[0]) {
       int i = ep_add(c, err->leader, strlen(err->leader));
-      if (i >= 0) next = i;
+      if (i >= 0) next = want = i;
+      if (err->group[0] && idem__topo_redirect(c->topo, route_tenant(c) ? route_tenant(c) : "", rid,
+                                               err->group, err->leader))
+        fetch_from = ep;
     } else if (n > 1) {
       next = (ep + 1) % n; /* no leader named, or this node is unreachable: the next one */
     }
@@ -498,6 +541,7 @@ int idem__unary(idem_client *c, idem__method m, const ProtobufCMessage *req,
     int64_t wait = (standby && err->leader[0] && next != ep) ? 0 : idem__backoff_ms(25, 500, tries);
     if (idem__now_ms() + wait + IDEM__MIN_TRY_MS >= deadline) {
       if (unknown) err->outcome_unknown = true;
+      if (fetch_from >= 0) fetch_topology(c, fetch_from);
       return rc;
     }
     idem__sleep_ms(wait);

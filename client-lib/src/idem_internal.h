@@ -29,6 +29,7 @@ typedef enum idem__method {
   IDEM__M_LIST_AUDIT,
   IDEM__M_GET_STATUS,
   IDEM__M_RESOLVE_STEPS,
+  IDEM__M_GET_TOPOLOGY,
   IDEM__M_COUNT
 } idem__method;
 
@@ -36,6 +37,25 @@ typedef enum idem__method {
  * least time worth another try before the caller's deadline. */
 #define IDEM__MAX_ENDPOINTS 16
 #define IDEM__MIN_TRY_MS 50
+
+/* --- slot groups: route.c (docs/api.md §17) ------------------------------------------- */
+/* What the client knows of the cluster's groups: the slot map (from GetTopology) and each
+ * group's leader (from the map and from redirects). Thread-safe. */
+typedef struct idem__topo idem__topo;
+idem__topo *idem__topo_new(void);
+void idem__topo_free(idem__topo *t);
+/* The saga request m names (a global id, or BeginSaga's request id); "" when none. */
+const char *idem__route_id(idem__method m, const ProtobufCMessage *req);
+/* The leader of id's group into addr; false when no map or no leader is known. */
+bool idem__topo_leader(idem__topo *t, const char *tenant, const char *id, char *addr, size_t cap);
+/* A redirect named group's leader (for id): noted. True when the map should be fetched now
+ * (none yet, or it disagrees with the redirect; at most once a second). */
+bool idem__topo_redirect(idem__topo *t, const char *tenant, const char *id, const char *group,
+                         const char *leader);
+/* Takes a GetTopology answer (a newer or equal version replaces the map). */
+void idem__topo_set(idem__topo *t, const Idem__V1__Topology *pb);
+/* idem_get_topology's answer, kept by the client for routing (client.c). */
+void idem__topology_taken(idem_client *c, const Idem__V1__Topology *t);
 
 /* --- security: tls.c ------------------------------------------------------------------- */
 struct grpc_channel_credentials;
@@ -117,8 +137,7 @@ idem__pcache *idem__pcache_new(void); /* NULL on allocation failure */
 void idem__pcache_free(idem__pcache *p);
 /* Records a fetch of (svc, op) made at now_ms (monotonic): mode IDEM_FAIL_CLOSED / _OPEN when it
  * succeeded, 0 when it failed (the old mode is kept). false when no entry could be made. */
-bool idem__pcache_note(idem__pcache *p, const char *svc, const char *op, int64_t now_ms,
-                       int mode);
+bool idem__pcache_note(idem__pcache *p, const char *svc, const char *op, int64_t now_ms, int mode);
 /* Whether (svc, op) is due for a fetch (never tried, or last tried every_ms ago or more); a
  * due entry is marked tried now, so that one thread of many fetches. */
 bool idem__pcache_claim(idem__pcache *p, const char *svc, const char *op, int64_t now_ms,
@@ -128,8 +147,8 @@ int idem__pcache_mode(idem__pcache *p, const char *svc, const char *op);
 
 /* Accessors of the client's options (client.c). */
 idem__pcache *idem__client_pcache(const idem_client *c);
-const char *idem__client_tenant(const idem_client *c);  /* "default" when none was given */
-const char *idem__client_journal(const idem_client *c); /* NULL when none */
+const char *idem__client_tenant(const idem_client *c);        /* "default" when none was given */
+const char *idem__client_journal(const idem_client *c);       /* NULL when none */
 int64_t idem__client_policy_refresh_ms(const idem_client *c); /* < 0: never fetch */
 
 /* Fetches (service, operation) with GetPolicy when the cached copy is stale (at most one

@@ -1,21 +1,12 @@
-/* slot.c — see slot.h. */
+/* slot.c — see slot.h: the contract's function (proto/idem/v1/slot.h), under the server's names. */
 #include "slot.h"
 
-#include <string.h>
+#include "idem/v1/slot.h"
 
 uint64_t slot_fnv1a64(const void *p, size_t n, uint64_t h) {
-  const unsigned char *b = p;
-  for (size_t i = 0; i < n; i++) {
-    h ^= b[i];
-    h *= SLOT_FNV_PRIME;
-  }
-  return h;
+  return idem_v1_fnv1a64(p, n, h);
 }
 
 uint32_t slot_of(const char *tenant, const char *id, uint32_t slots) {
-  const char *t = tenant ? tenant : "", *g = id ? id : "";
-  uint64_t h = slot_fnv1a64(t, strlen(t), SLOT_FNV_OFFSET);
-  h = slot_fnv1a64("", 1, h); /* the NUL between them */
-  h = slot_fnv1a64(g, strlen(g), h);
-  return (uint32_t)(h % (slots ? slots : 1));
+  return idem_v1_slot_of(tenant, id, slots);
 }

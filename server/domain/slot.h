@@ -4,7 +4,7 @@
  * every one of its steps) is fnv1a64(tenant + "\0" + global_id) mod S; BeginSaga's slot is the
  * same over its request id. FNV-1a 64-bit: offset basis 14695981039346656037, prime
  * 1099511628211, over the bytes. Other tools (the SDKs, scripts) compute it too: the function is
- * part of the contract, not a detail.
+ * part of the contract, not a detail: its one text is proto/idem/v1/slot.h, shared with libidem.
  */
 #ifndef IDEM_DOMAIN_SLOT_H
 #define IDEM_DOMAIN_SLOT_H

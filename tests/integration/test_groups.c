@@ -47,13 +47,17 @@ typedef struct cluster {
   char db[2][64], url[2][256];
   char store[2][300];
   srv node[2];
+  int mport[2]; /* each node's --metrics port */
   char t[64];
 } cluster;
 
 static void node_start(cluster *cl, int i) {
-  const char *args[] = {"--store",           cl->store[0], "--store", cl->store[1],     "--etcd",
-                        cl->etcd.url,        "--slots",    "64",      "--election-ttl", "2",
-                        "--reaper-interval", "0",          NULL};
+  char metrics[32];
+  cl->mport[i] = h_free_port();
+  snprintf(metrics, sizeof metrics, "127.0.0.1:%d", cl->mport[i]);
+  const char *args[] = {"--metrics",      metrics,  "--store",           cl->store[0], "--store",
+                        cl->store[1],     "--etcd", cl->etcd.url,        "--slots",    "64",
+                        "--election-ttl", "2",      "--reaper-interval", "0",          NULL};
   h_srv_start(&cl->node[i], "", args);
 }
 
@@ -405,4 +409,62 @@ Test(groups, a_bad_store_exits_2_and_writes_nothing_to_etcd, .timeout = 120) {
   cr_expect(strstr(log, "--store g/1"), "%s", log);
   cr_expect_eq(etcd_count_prefix(&e, "/idem/"), 0, "nothing written to etcd");
   etcd_stop(&e);
+}
+
+/* --- libidem's topology --- */
+
+static double unavailable(const cluster *cl, int i, const char *method) {
+  char series[160];
+  snprintf(series, sizeof series, "idem_rpc_calls_total{method=\"%s\",code=\"UNAVAILABLE\"}",
+           method);
+  double v = h_metric(cl->mport[i], series);
+  return v < 0 ? 0 : v;
+}
+
+Test(groups, libidem_fetches_the_topology_and_goes_straight_to_each_leader, .timeout = 120) {
+  cluster cl;
+  cluster_start(&cl);
+  wait_balanced(&cl);
+  int l1 = leader_of(&cl, 0), l2 = leader_of(&cl, 1);
+  idem_client *c = client_of(&cl, cl.node[0].addr);
+  idem_topology t;
+  idem_error e = {0};
+  cr_assert_eq(idem_get_topology(c, &t, &e), IDEM_OK, "%s", e.message);
+  cr_expect_eq(t.slots, SLOTS);
+  cr_assert_eq(t.n_ranges, 2);
+  cr_expect_eq(t.ranges[0].from, 0);
+  cr_expect_eq(t.ranges[0].to, 31);
+  cr_expect_str_eq(t.ranges[0].group, "g1");
+  cr_expect_str_eq(t.ranges[1].group, "g2");
+  cr_assert_eq(t.n_groups, 2);
+  cr_expect_str_eq(t.groups[0].leader_address, cl.node[l1].addr);
+  cr_expect_str_eq(t.groups[1].leader_address, cl.node[l2].addr);
+  cr_expect_eq(t.groups[0].slot_count, 32);
+  cr_expect(t.groups[0].store_ok && t.groups[1].store_ok);
+  cr_expect_eq(t.groups[0].led_here, l1 == 0);
+  cr_expect_eq(t.groups[1].led_here, l2 == 0);
+  cr_expect_eq(idem_slot_of(cl.t, "order-42", SLOTS), slot_of(cl.t, "order-42"));
+  idem_topology_clear(&t);
+  idem_close(c);
+  /* a fresh client learns the map from its first redirect, then never asks the wrong node */
+  c = client_of(&cl, cl.node[0].addr);
+  char gid[64];
+  id_in_group(cl.t, l1 == 0 ? 1 : 0, "warm", gid, sizeof gid); /* led by node 1 */
+  idem_step_key k = {gid, "payments", "charge", IDEM_FORWARD};
+  idem_begin b = {0};
+  cr_assert_eq(idem_step_begin(c, &k, NULL, 0, 0, &b, &e), IDEM_OK, "%s", e.message);
+  idem_begin_clear(&b);
+  const char *m = "Coordinator/BeginStep";
+  double before = unavailable(&cl, 0, m) + unavailable(&cl, 1, m);
+  cr_expect_geq(before, 1, "the first call was redirected");
+  for (int i = 0; i < 60; i++) {
+    snprintf(gid, sizeof gid, "direct-%d", i);
+    idem_step_key kk = {gid, "payments", "charge", IDEM_FORWARD};
+    cr_assert_eq(idem_step_begin(c, &kk, NULL, 0, 0, &b, &e), IDEM_OK, "%s", e.message);
+    idem_begin_clear(&b);
+  }
+  double after = unavailable(&cl, 0, m) + unavailable(&cl, 1, m);
+  cr_expect_eq(after, before, "60 calls over both groups, %g redirected", after - before);
+  idem_close(c);
+  cluster_stop(&cl);
 }

@@ -25,26 +25,26 @@ extern "C" {
 /* --- errors ------------------------------------------------------------------------------ */
 
 /* X(name, value, text). Values 0–16 are gRPC status codes; 100+ are the library's own. */
-#define IDEM_CODES(X)                                                       \
-  X(OK, 0, "ok")                                                            \
-  X(CANCELLED, 1, "cancelled")                                              \
-  X(UNKNOWN, 2, "unknown error")                                            \
-  X(INVALID_ARGUMENT, 3, "invalid argument")                                \
-  X(DEADLINE_EXCEEDED, 4, "deadline exceeded")                              \
-  X(NOT_FOUND, 5, "not found")                                              \
-  X(ALREADY_EXISTS, 6, "already exists")                                    \
-  X(PERMISSION_DENIED, 7, "permission denied")                              \
-  X(RESOURCE_EXHAUSTED, 8, "resource exhausted")                            \
-  X(FAILED_PRECONDITION, 9, "failed precondition")                          \
-  X(ABORTED, 10, "aborted")                                                 \
-  X(OUT_OF_RANGE, 11, "out of range")                                       \
-  X(UNIMPLEMENTED, 12, "unimplemented")                                     \
-  X(INTERNAL, 13, "internal error")                                         \
-  X(UNAVAILABLE, 14, "unavailable")                                         \
-  X(DATA_LOSS, 15, "data loss")                                             \
-  X(UNAUTHENTICATED, 16, "unauthenticated")                                 \
-  X(NOMEM, 100, "out of memory")                                            \
-  X(BAD_RESPONSE, 101, "malformed response from the coordinator")           \
+#define IDEM_CODES(X)                                             \
+  X(OK, 0, "ok")                                                  \
+  X(CANCELLED, 1, "cancelled")                                    \
+  X(UNKNOWN, 2, "unknown error")                                  \
+  X(INVALID_ARGUMENT, 3, "invalid argument")                      \
+  X(DEADLINE_EXCEEDED, 4, "deadline exceeded")                    \
+  X(NOT_FOUND, 5, "not found")                                    \
+  X(ALREADY_EXISTS, 6, "already exists")                          \
+  X(PERMISSION_DENIED, 7, "permission denied")                    \
+  X(RESOURCE_EXHAUSTED, 8, "resource exhausted")                  \
+  X(FAILED_PRECONDITION, 9, "failed precondition")                \
+  X(ABORTED, 10, "aborted")                                       \
+  X(OUT_OF_RANGE, 11, "out of range")                             \
+  X(UNIMPLEMENTED, 12, "unimplemented")                           \
+  X(INTERNAL, 13, "internal error")                               \
+  X(UNAVAILABLE, 14, "unavailable")                               \
+  X(DATA_LOSS, 15, "data loss")                                   \
+  X(UNAUTHENTICATED, 16, "unauthenticated")                       \
+  X(NOMEM, 100, "out of memory")                                  \
+  X(BAD_RESPONSE, 101, "malformed response from the coordinator") \
   X(STEP_FAILED, 102, "the step's action failed") /* idem_step_run: see there */
 
 typedef enum idem_code {
@@ -68,6 +68,8 @@ typedef struct idem_error {
    * list is in docs/api.md); "" when no coordinator answered (connection refused, deadline) or
    * the library itself failed. Decide on code and reason, never on the message. */
   char reason[32];
+  /* With slot groups (docs/api.md §17): the group whose leader `leader` is (idem-group), else "" */
+  char group[64];
 } idem_error;
 
 /* --- the contract's enums (values equal idem.v1's) ---------------------------------------- */
@@ -118,14 +120,14 @@ typedef struct idem_options {
    * deadline. A call whose outcome is unknown (sent, then no answer) is only repeated when
    * that is harmless (same key), and its error says outcome_unknown. */
   const char *address;
-  const char *tenant;   /* sent as idem-tenant metadata; NULL = server default. A server with
-                           authentication on ignores it: the token or certificate decides */
-  const char *token;    /* sent as "authorization: Bearer …" on every call; NULL = none */
-  int64_t deadline_ms;  /* per call; 0 = 2000 */
+  const char *tenant;  /* sent as idem-tenant metadata; NULL = server default. A server with
+                          authentication on ignores it: the token or certificate decides */
+  const char *token;   /* sent as "authorization: Bearer …" on every call; NULL = none */
+  int64_t deadline_ms; /* per call; 0 = 2000 */
   /* policies and fail-open (see "policies and fail-open" below) */
-  const char *journal_path; /* unguarded-execution journal (copied); NULL = none, and then a
-                               fail-open step is refused like a fail-closed one when the
-                               coordinator cannot be reached */
+  const char *journal_path;  /* unguarded-execution journal (copied); NULL = none, and then a
+                                fail-open step is refused like a fail-closed one when the
+                                coordinator cannot be reached */
   int64_t policy_refresh_ms; /* how long a fetched policy is fresh; 0 = 30000; < 0 = never
                                 fetch (every step is fail-closed when unreachable) */
   /* TLS (security, see README). Plaintext unless tls is true or a tls_* file is given. Files
@@ -173,7 +175,7 @@ typedef struct idem_begin {
   int64_t lease_expires_unix_ms;
   bool takeover;
   int64_t expires_unix_ms; /* when the key is forgotten (the policy's key_retention_s) */
-  bool has_result; /* REPLAY */
+  bool has_result;         /* REPLAY */
   idem_result result;
   /* REPLAY past the policy's retention_s (docs/api.md §12): outcome and code only, the body was
    * dropped; the key is still remembered until expires_unix_ms. */
@@ -224,8 +226,8 @@ void idem_saga_clear(idem_saga *s);
  * created/created_unix_ms may be NULL. */
 int idem_saga_begin(idem_client *c, const char *request_id, const char *saga_type,
                     const idem_label *labels, size_t n_labels,
-                    char global_id[IDEM_GLOBAL_ID_MAX + 1], bool *created,
-                    int64_t *created_unix_ms, idem_error *err);
+                    char global_id[IDEM_GLOBAL_ID_MAX + 1], bool *created, int64_t *created_unix_ms,
+                    idem_error *err);
 
 /* GetSaga: the saga and all its steps. The server sends steps in pages of at most 3 MiB
  * (docs/api.md §16); this follows them, one call per page. */
@@ -242,9 +244,8 @@ int idem_step_begin(idem_client *c, const idem_step_key *key, const uint8_t *fp,
  * SKIP. ABORTED (with retry_after_ms) when the wait ran out first, or at once when the
  * coordinator holds too many waiting calls (--max-waiters). The call's deadline is the client's
  * per-call deadline plus wait_ms. wait_ms 0 is idem_step_begin. */
-int idem_step_begin_wait(idem_client *c, const idem_step_key *key, const uint8_t *fp,
-                         size_t fp_len, uint32_t lease_ms, uint32_t wait_ms, idem_begin *out,
-                         idem_error *err);
+int idem_step_begin_wait(idem_client *c, const idem_step_key *key, const uint8_t *fp, size_t fp_len,
+                         uint32_t lease_ms, uint32_t wait_ms, idem_begin *out, idem_error *err);
 
 /* CompleteStep. out may be NULL. */
 int idem_step_complete(idem_client *c, const idem_step_key *key, uint64_t attempt,
@@ -252,12 +253,11 @@ int idem_step_complete(idem_client *c, const idem_step_key *key, uint64_t attemp
                        idem_record *out, idem_error *err);
 
 /* ExtendLease. lease_expires_unix_ms may be NULL. */
-int idem_step_extend(idem_client *c, const idem_step_key *key, uint64_t attempt,
-                     uint32_t lease_ms, int64_t *lease_expires_unix_ms, idem_error *err);
+int idem_step_extend(idem_client *c, const idem_step_key *key, uint64_t attempt, uint32_t lease_ms,
+                     int64_t *lease_expires_unix_ms, idem_error *err);
 
 /* LookupStep. */
-int idem_step_lookup(idem_client *c, const idem_step_key *key, idem_record *out,
-                     idem_error *err);
+int idem_step_lookup(idem_client *c, const idem_step_key *key, idem_record *out, idem_error *err);
 
 typedef struct idem_policy {
   char service[IDEM_NAME_MAX + 1];
@@ -272,8 +272,8 @@ typedef struct idem_policy {
 } idem_policy;
 
 /* GetPolicy: the effective policy of (service, operation). */
-int idem_policy_get(idem_client *c, const char *service, const char *operation,
-                    idem_policy *out, idem_error *err);
+int idem_policy_get(idem_client *c, const char *service, const char *operation, idem_policy *out,
+                    idem_error *err);
 
 typedef struct idem_status {
   char node_id[128];
@@ -289,19 +289,59 @@ typedef struct idem_status {
 /* Admin.GetStatus. */
 int idem_get_status(idem_client *c, idem_status *out, idem_error *err);
 
+/* --- slot groups (docs/api.md §17) ---------------------------------------------------------- */
+
+#define IDEM_GROUP_NAME_MAX 63
+
+/* A cluster spreads its sagas over store groups by slot: the slot of a saga is
+ * fnv1a64(tenant + "\0" + global_id) mod slots (BeginSaga's: over its request id). */
+uint32_t idem_slot_of(const char *tenant, const char *id, uint32_t slots);
+
+typedef struct idem_slot_range {
+  uint32_t from, to; /* inclusive */
+  char group[IDEM_GROUP_NAME_MAX + 1];
+  bool moving; /* being moved to to_group (docs/api.md §18) */
+  char to_group[IDEM_GROUP_NAME_MAX + 1];
+} idem_slot_range;
+
+typedef struct idem_group_status {
+  char name[IDEM_GROUP_NAME_MAX + 1];
+  char leader_address[128]; /* "" while no node leads it */
+  uint64_t epoch;
+  bool store_ok; /* the answering node reached the group's store */
+  uint32_t slot_count;
+  bool led_here; /* the answering node leads it */
+} idem_group_status;
+
+typedef struct idem_topology {
+  uint32_t slots;
+  uint64_t version;        /* of the slot map; a newer one replaces an older */
+  idem_slot_range *ranges; /* owned, in slot order, covering 0..slots-1 */
+  size_t n_ranges;
+  idem_group_status *groups; /* owned */
+  size_t n_groups;
+} idem_topology;
+
+/* Coordinator.GetTopology: the slot map and each group's leader, as the answering node sees
+ * them (any node answers). Free with idem_topology_clear. A client routes calls itself: after
+ * the first answer that names a group (idem-group), it fetches the topology and sends each
+ * call to its saga's group's leader. */
+int idem_get_topology(idem_client *c, idem_topology *out, idem_error *err);
+void idem_topology_clear(idem_topology *t);
+
 /* --- admin: incident response ------------------------------------------------------------ */
 
 /* Admin.ListSteps filters (docs/api.md §2). Every field may be left zero: all live steps of the
  * tenant, in key order (global_id, service, operation, phase), page_size 100 (at most 1000). */
 typedef struct idem_steps_filter {
-  idem_state state;              /* IDEM_STATE_UNSPECIFIED = any */
-  const char *service;           /* NULL or "" = any */
-  const char *operation;         /* NULL or "" = any */
-  const char *global_id;         /* NULL or "" = any */
+  idem_state state;               /* IDEM_STATE_UNSPECIFIED = any */
+  const char *service;            /* NULL or "" = any */
+  const char *operation;          /* NULL or "" = any */
+  const char *global_id;          /* NULL or "" = any */
   int64_t updated_before_unix_ms; /* 0 = any */
-  bool lease_expired_only;       /* IN_PROGRESS steps whose lease has expired */
-  uint32_t page_size;            /* 0 = 100 */
-  const char *page_token;        /* NULL or "" = the first page; else a next_page_token */
+  bool lease_expired_only;        /* IN_PROGRESS steps whose lease has expired */
+  uint32_t page_size;             /* 0 = 100 */
+  const char *page_token;         /* NULL or "" = the first page; else a next_page_token */
 } idem_steps_filter;
 
 typedef struct idem_step_page {
@@ -413,8 +453,8 @@ void idem_fingerprint(const void *data, size_t len, uint8_t out[IDEM_FINGERPRINT
 int idem_policy_set(idem_client *c, const idem_policy *p, idem_policy *out, idem_error *err);
 
 /* Admin.DeletePolicy: *deleted (may be NULL) says whether the tenant had that row. */
-int idem_policy_delete(idem_client *c, const char *service, const char *operation,
-                       bool *deleted, idem_error *err);
+int idem_policy_delete(idem_client *c, const char *service, const char *operation, bool *deleted,
+                       idem_error *err);
 
 typedef struct idem_policies {
   idem_policy *policies; /* owned array */
@@ -453,15 +493,15 @@ int idem_policy_prefetch(idem_client *c, const char *service, const char *operat
  * byte outside [A-Za-z0-9._:/-] becomes %XX); an empty field is written "-". */
 
 typedef enum idem_reconcile_status {
-  IDEM_RECONCILE_RECORDED = 1, /* the coordinator had no record: recorded now */
+  IDEM_RECONCILE_RECORDED = 1,        /* the coordinator had no record: recorded now */
   IDEM_RECONCILE_ALREADY_PRESENT = 2, /* it held the same result (outcome, code, body): this
                                           line was reconciled before, or an identical run */
-  IDEM_RECONCILE_RAN_TWICE = 3, /* it held a different result, an execution in progress, a
-                                   compensation, or a different fingerprint: the step ran
-                                   under the coordinator too */
-  IDEM_RECONCILE_SKIPPED = 4,   /* another tenant's line (reconcile once per tenant) */
-  IDEM_RECONCILE_INVALID = 5,   /* malformed line */
-  IDEM_RECONCILE_FAILED = 6,    /* the coordinator refused it (see error_code, detail) */
+  IDEM_RECONCILE_RAN_TWICE = 3,       /* it held a different result, an execution in progress, a
+                                         compensation, or a different fingerprint: the step ran
+                                         under the coordinator too */
+  IDEM_RECONCILE_SKIPPED = 4,         /* another tenant's line (reconcile once per tenant) */
+  IDEM_RECONCILE_INVALID = 5,         /* malformed line */
+  IDEM_RECONCILE_FAILED = 6,          /* the coordinator refused it (see error_code, detail) */
 } idem_reconcile_status;
 
 typedef struct idem_reconcile_line {
@@ -471,9 +511,9 @@ typedef struct idem_reconcile_line {
   char service[IDEM_NAME_MAX + 1];
   char operation[IDEM_NAME_MAX + 1];
   idem_phase phase;
-  idem_outcome outcome;  /* the journaled outcome */
-  int error_code;        /* FAILED: the idem_code */
-  char detail[160];      /* why, in a few words */
+  idem_outcome outcome; /* the journaled outcome */
+  int error_code;       /* FAILED: the idem_code */
+  char detail[160];     /* why, in a few words */
 } idem_reconcile_line;
 
 typedef struct idem_reconcile_report {
@@ -518,8 +558,8 @@ typedef struct idem_step_output {
 typedef void (*idem_step_fn)(void *arg, const idem_step_ctx *ctx, idem_step_output *out);
 
 typedef struct idem_run_options {
-  int64_t deadline_ms;   /* the whole run, retries included; 0 = 10000 */
-  uint32_t lease_ms;     /* 0 = the policy's */
+  int64_t deadline_ms;     /* the whole run, retries included; 0 = 10000 */
+  uint32_t lease_ms;       /* 0 = the policy's */
   int64_t backoff_base_ms; /* first retry waits up to this; 0 = 50 */
   int64_t backoff_max_ms;  /* cap of one wait; 0 = 1000 */
   /* By default a BeginStep that meets the step in progress waits on the coordinator for it
@@ -532,9 +572,9 @@ typedef struct idem_run_options {
 typedef struct idem_run_report {
   idem_decision decision; /* of the BeginStep that settled the run */
   uint64_t attempt;
-  bool ran;        /* the action was called in this run */
-  bool takeover;   /* it ran as a takeover of an expired lease */
-  bool replayed;   /* the stored result was returned instead */
+  bool ran;           /* the action was called in this run */
+  bool takeover;      /* it ran as a takeover of an expired lease */
+  bool replayed;      /* the stored result was returned instead */
   idem_result result; /* the outcome: the action's (ran) or the stored one (replayed); owned */
   int begin_retries;  /* BeginStep calls retried after ABORTED/UNAVAILABLE (or DEADLINE_EXCEEDED
                        * from one of several addresses) */
@@ -548,8 +588,8 @@ void idem_run_report_clear(idem_run_report *r);
 
 /* Runs one guarded step: BeginStep (waiting on the coordinator while the step is in progress
  * elsewhere, see idem_run_options.no_wait; retrying ABORTED and UNAVAILABLE with exponential
- * backoff and full jitter inside the deadline); on PROCEED calls fn, then CompleteStep with its output
- * (retrying UNAVAILABLE: a repeated identical Complete is harmless); on REPLAY returns the
+ * backoff and full jitter inside the deadline); on PROCEED calls fn, then CompleteStep with its
+ * output (retrying UNAVAILABLE: a repeated identical Complete is harmless); on REPLAY returns the
  * stored result without calling fn; on a SKIP decision calls nothing. Returns IDEM_OK when the
  * step is settled (see rep->decision, rep->ran, rep->replayed, rep->result), or the error that
  * stopped it: FAILED_PRECONDITION (fingerprint mismatch), ABORTED (still in progress at the
