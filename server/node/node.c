@@ -24,6 +24,7 @@
 #include "node_metrics.h"
 #include "node_balance.h"
 #include "node_sec.h"
+#include "node_slotfill.h"
 #include "node_slots.h"
 
 #ifndef IDEM_VERSION
@@ -67,6 +68,7 @@ struct node {
   auth_config auth;
   policy_cache *policies;
   node_slots *slots; /* the slot map: which group serves each slot */
+  node_slotfill *slotfill; /* rows written before slot groups get their slot */
   node_group groups[OPT_LIST_MAX];
   size_t n_groups;
   node_balance *balance; /* with etcd and several groups: at most ceil(G/N) groups led here */
@@ -160,6 +162,26 @@ static void raise_fd_limit(void) {
  * a timeout) until it answers, MIGRATE_PATIENCE_MS pass or a stop signal comes. Every failure
  * names where it tried; one no retry can fix (a malformed --pg, authentication, a missing
  * database) stops the start at once. */
+/* docs/api.md §17: the store keeps the cluster's slot count; a node with another refuses to
+ * start (exit 2) naming both. */
+static node_result check_slots(node *nd, const node_group *g) {
+  err_t err;
+  err_clear(&err);
+  if (store_pg_slots_check(g->conninfo, (uint32_t)nd->o->slots,
+                           clock_mono_ms() + nd->o->store_timeout_ms, &err) == ERR_OK)
+    return NODE_RUNNING;
+  if (err.code == ERR_INVALID) {
+    snprintf(nd->msg, nd->msg_n,
+             "--slots %d: group %s: %s; start every node with the slot count "
+             "the cluster was created with",
+             nd->o->slots, g->name, err.msg);
+    return NODE_USAGE;
+  }
+  log_kv(LOG_ERROR, "cannot record the slot count", "group", g->name, "error", err.msg,
+         (const char *)NULL);
+  return NODE_FAILED;
+}
+
 static node_result migrate_group(node *nd, const node_group *g) {
   char target[512];
   err_t err;
@@ -175,7 +197,7 @@ static node_result migrate_group(node *nd, const node_group *g) {
     err_clear(&err);
     int64_t deadline = clock_mono_ms() + nd->o->store_timeout_ms;
     if (deadline > give_up) deadline = give_up;
-    if (store_pg_migrate(g->conninfo, deadline, &err) == ERR_OK) return NODE_RUNNING;
+    if (store_pg_migrate(g->conninfo, deadline, &err) == ERR_OK) return check_slots(nd, g);
     if (store_pg_error_permanent(&err)) {
       log_kv(LOG_ERROR, "postgres refused the connection; not retrying", "group", g->name, "target",
              target, "error", err.msg, (const char *)NULL);
@@ -205,6 +227,7 @@ static node_result migrate_group(node *nd, const node_group *g) {
  * start before anything is written to etcd). */
 static node_result migrate(node *nd) {
   const idem_options *o = nd->o;
+  store_pg_set_slots((uint32_t)o->slots); /* before any store opens: the slot of every row */
   nd->n_groups = o->n_groups;
   for (size_t i = 0; i < o->n_groups; i++) {
     node_group *g = &nd->groups[i];
@@ -229,6 +252,8 @@ static node_result migrate(node *nd) {
 }
 
 static void undo_slots(node *nd) {
+  node_slotfill_stop(nd->slotfill);
+  nd->slotfill = NULL;
   node_slots_stop(nd->slots);
   nd->slots = NULL;
 }
@@ -238,6 +263,7 @@ static node_result start_slots(node *nd) {
   node_slots_result rc = node_slots_start(nd->o, &nd->slots, nd->msg, nd->msg_n);
   if (rc == NODE_SLOTS_USAGE) return NODE_USAGE;
   if (rc != NODE_SLOTS_OK) return NODE_FAILED;
+  nd->slotfill = node_slotfill_start(nd->o);
   if (nd->n_groups > 1) {
     const slotmap *m = node_slots_map(nd->slots);
     for (size_t i = 0; i < nd->n_groups; i++) {

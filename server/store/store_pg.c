@@ -8,6 +8,7 @@
 #include "../metrics/metrics.h"
 #include "../util/clock.h"
 #include "../util/log.h"
+#include "../domain/slot.h"
 #include "store_pg_internal.h"
 
 /* The pair lock: one advisory transaction lock per (tenant, global_id, service, operation),
@@ -20,18 +21,28 @@ const char pg__sql_pair_lock[] =
 
 /* Both phases of the pair and the database clock; one row with NULL columns when there is
  * no record. */
-const char pg__sql_pair_read[] =
-    "SELECT n.now_ms, " PG_STEP_COLS_AT("n.now_ms") " FROM (SELECT " PG_NOW_MS
-    " AS now_ms) n"
-    " LEFT JOIN idem_steps s ON s.tenant = $1 AND s.global_id = $2 AND s.service = $3"
-    " AND s.operation = $4";
+const char pg__sql_pair_read[] = "SELECT n.now_ms, " PG_STEP_COLS_AT(
+    "n.now_ms") " FROM (SELECT " PG_NOW_MS
+                " AS now_ms) n"
+                " LEFT JOIN idem_steps s ON s.tenant = $1 AND s.global_id = $2 AND s.service = $3"
+                " AND s.operation = $4";
 
 const char pg__sql_step_insert[] =
     "INSERT INTO idem_steps (tenant, global_id, service, operation, phase, state, attempt,"
     " fingerprint, outcome, code, body, completed_ms, created_ms, updated_ms,"
-    " lease_expires_ms, expires_ms, result_expires_ms)"
+    " lease_expires_ms, expires_ms, result_expires_ms, slot)"
     " VALUES ($1, $2, $3, $4, $5, $6, $7, $8::bytea, $9, $10, $11::bytea, $12, $13, $14, $15,"
-    " $16, $17)";
+    " $16, $17, $18)";
+
+static _Atomic uint32_t g_slots = SLOTS_DEFAULT;
+
+void store_pg_set_slots(uint32_t slots) {
+  atomic_store(&g_slots, slots ? slots : SLOTS_DEFAULT);
+}
+
+int64_t pg__slot(const char *tenant, const char *global_id) {
+  return slot_of(tenant, global_id, atomic_load(&g_slots));
+}
 
 const char pg__sql_step_update[] =
     "UPDATE idem_steps SET state = $6, attempt = $7, fingerprint = $8::bytea, outcome = $9,"
@@ -104,6 +115,7 @@ static err_code write_step(pg_store *s, const step_key *key, const step_rec *r, 
                            int64_t deadline, err_t *err) {
   pg_params p;
   pg__write_params(&p, key, r);
+  if (!exists) pg__p_i64(&p, pg__slot(key->tenant, key->global_id)); /* $18 */
   PGresult *res = NULL;
   err_code rc =
       pg__exec(s, exists ? pg__sql_step_update : pg__sql_step_insert, &p, deadline, &res, err);
@@ -200,7 +212,7 @@ err_code pg__step_txn(store *st, const step_key *key, int64_t deadline, store_st
 }
 
 err_code pg__lookup_step(store *st, const step_key *key, int64_t deadline, step_rec *out,
-                               err_t *err) {
+                         err_t *err) {
   pg_store *s = (pg_store *)st;
   memset(out, 0, sizeof *out);
   pg_params p;

@@ -24,6 +24,21 @@ store *store_pg_open(const char *conninfo);
  * reached before deadline. */
 err_code store_pg_migrate(const char *conninfo, int64_t deadline, err_t *err);
 
+/* Slot groups (docs/api.md §17): the cluster's slot count S, recorded in the store at its first
+ * start with slots. ERR_INVALID ("the store was created with 256 slots, not 64") when the store
+ * holds another S. Call after store_pg_migrate. */
+err_code store_pg_slots_check(const char *conninfo, uint32_t slots, int64_t deadline, err_t *err);
+
+/* Gives up to limit rows of each table keyed by saga that have no slot (written before version
+ * 8) their slot by the rule (idem_slot in SQL); *filled counts them (0: none left). Each table
+ * in a statement of its own; rows locked by a writer are skipped. */
+err_code store_pg_slots_fill(const char *conninfo, uint32_t slots, int limit, int64_t deadline,
+                             long *filled, err_t *err);
+
+/* The slot count every store of this process writes slots under (default SLOTS_DEFAULT); set
+ * once at start, before any store is opened. */
+void store_pg_set_slots(uint32_t slots);
+
 /* --- at start: where, and whether to retry (store_pg_target.c) --- */
 
 /* "host H port P database D user U" for conninfo, with libpq's defaults filled in (never the
@@ -94,7 +109,7 @@ typedef struct store_batcher_cfg {
   const _Atomic uint64_t *epoch; /* fencing source (borrowed), NULL = unfenced */
   store_commit_fn on_commit;     /* may be NULL */
   void *on_commit_arg;
-  store_change_fn on_change;     /* may be NULL */
+  store_change_fn on_change; /* may be NULL */
   void *on_change_arg;
 } store_batcher_cfg;
 

@@ -15,8 +15,8 @@
 
 const char pg__sql_audit_insert[] =
     "INSERT INTO idem_audit (tenant, at_ms, actor, action, global_id, service, operation, phase,"
-    " reason, from_state, to_state, batch_id)"
-    " VALUES ($1, " PG_NOW_MS ", $2, $3, $4, $5, $6, $7, $8, $9, $10, NULLIF($11, ''))";
+    " reason, from_state, to_state, batch_id, slot)"
+    " VALUES ($1, " PG_NOW_MS ", $2, $3, $4, $5, $6, $7, $8, $9, $10, NULLIF($11, ''), $12)";
 
 #define AUDIT_COLS                                                                                \
   "id, at_ms, actor, action, global_id, service, operation, phase, reason, from_state, to_state," \
@@ -155,6 +155,7 @@ void pg__audit_params(pg_params *p, const audit_rec *a) {
   pg__p_i64(p, a->from_state);
   pg__p_i64(p, a->to_state);
   pg__p_text(p, a->batch_id);
+  pg__p_i64(p, pg__slot(a->key.tenant, a->key.global_id));
 }
 
 err_code pg__audit_insert(pg_store *s, const audit_rec *a, int64_t deadline, err_t *err) {

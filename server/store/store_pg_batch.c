@@ -37,15 +37,16 @@ static const char SQL_LOCK_MANY[] =
  * a lateral probe ordered by phase: only the primary key gives that order, so the plan uses
  * it whatever the table's statistics (a plain join, planned while the table was empty, probed
  * idem_steps_list_state_idx by tenant alone and filtered every row of the tenant). */
-const char pg__sql_batch_read[] =
-    "SELECT k.i, n.now_ms, " PG_STEP_COLS_AT("n.now_ms") " FROM " UNNEST_KEYS
-    " WITH ORDINALITY AS k(t, g, s, o, i)"
-    " CROSS JOIN (SELECT " PG_NOW_MS
-    " AS now_ms) n"
-    " LEFT JOIN LATERAL (SELECT " PG_STEP_COLS
-    " FROM idem_steps r WHERE r.tenant = k.t"
-    " AND r.global_id = k.g AND r.service = k.s AND r.operation = k.o ORDER BY r.phase) st ON true"
-    " ORDER BY k.i, st.phase";
+const char pg__sql_batch_read[] = "SELECT k.i, n.now_ms, " PG_STEP_COLS_AT(
+    "n.now_ms") " FROM " UNNEST_KEYS
+                " WITH ORDINALITY AS k(t, g, s, o, i)"
+                " CROSS JOIN (SELECT " PG_NOW_MS
+                " AS now_ms) n"
+                " LEFT JOIN LATERAL (SELECT " PG_STEP_COLS
+                " FROM idem_steps r WHERE r.tenant = k.t"
+                " AND r.global_id = k.g AND r.service = k.s AND r.operation = k.o ORDER BY "
+                "r.phase) st ON true"
+                " ORDER BY k.i, st.phase";
 
 /* Every record the batch writes, as upserts: the reaper may delete an expired row the batch
  * read (it skips only row-locked rows), and the upsert then still writes exactly the record
@@ -53,11 +54,11 @@ const char pg__sql_batch_read[] =
 static const char SQL_UPSERT_MANY[] =
     "INSERT INTO idem_steps (tenant, global_id, service, operation, phase, state, attempt,"
     " fingerprint, outcome, code, body, completed_ms, created_ms, updated_ms,"
-    " lease_expires_ms, expires_ms, result_expires_ms)"
+    " lease_expires_ms, expires_ms, result_expires_ms, slot)"
     " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::smallint[],"
     " $6::smallint[], $7::bigint[], $8::bytea[], $9::smallint[], $10::int[], $11::bytea[],"
     " $12::bigint[], $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[],"
-    " $17::bigint[])"
+    " $17::bigint[], $18::int[])"
     " ON CONFLICT (tenant, global_id, service, operation, phase) DO UPDATE SET"
     " state = EXCLUDED.state, attempt = EXCLUDED.attempt, fingerprint = EXCLUDED.fingerprint,"
     " outcome = EXCLUDED.outcome, code = EXCLUDED.code, body = EXCLUDED.body,"
@@ -65,7 +66,7 @@ static const char SQL_UPSERT_MANY[] =
     " updated_ms = EXCLUDED.updated_ms, lease_expires_ms = EXCLUDED.lease_expires_ms,"
     " expires_ms = EXCLUDED.expires_ms, result_expires_ms = EXCLUDED.result_expires_ms";
 
-#define N_COLS 17 /* of the upsert */
+#define N_COLS 18 /* of the upsert */
 
 #define BT_DEFAULT_CONNS 2
 #define BT_DEFAULT_HELP_AFTER_US 10000
@@ -404,6 +405,7 @@ static void write_arrays(bt_thread *t, const step_key *k, const step_rec *r) {
   pg__arr_i64(&a[14], r->lease_expires_ms);
   pg__arr_i64(&a[15], r->expires_ms);
   pg__arr_i64(&a[16], r->result_expires_ms);
+  pg__arr_i64(&a[17], pg__slot(k->tenant, k->global_id)); /* written once, kept on update */
 }
 
 /* Pipeline 2: every write (one statement), the audit rows, COMMIT. */

@@ -3,16 +3,16 @@
  *
  * How: each connection of a fenced store carries the session setting idem.epoch (set at
  * connect through the startup options, and again with set_config when the store's epoch source
- * changes: pg__fence_sync in store_pg_conn.c). Migration 4 puts a statement-level trigger on every table the coordinator writes
- * (idem_steps, idem_sagas, idem_saga_labels, idem_policies, idem_audit): before any INSERT,
- * UPDATE or DELETE it takes the fence lock shared, reads idem_fence and raises SQLSTATE IF001
- * when the fence is above idem.epoch. So fencing is a property of the write path, whatever the
- * statement: the step transactions, sagas, policies, the audit trail and the reaper are all
- * covered, and so is any later write to those tables. The check holds the fence's advisory lock
- * shared to the commit, and the raise takes it exclusive, so a new leader's raise waits for every
- * transaction that passed the check under the old epoch: each old-epoch commit comes before
- * the raise, and the raise before the new leader's first commit. A connection without idem.epoch
- * (tools, tests) is not fenced.
+ * changes: pg__fence_sync in store_pg_conn.c). Migration 4 puts a statement-level trigger on every
+ * table the coordinator writes (idem_steps, idem_sagas, idem_saga_labels, idem_policies,
+ * idem_audit): before any INSERT, UPDATE or DELETE it takes the fence lock shared, reads idem_fence
+ * and raises SQLSTATE IF001 when the fence is above idem.epoch. So fencing is a property of the
+ * write path, whatever the statement: the step transactions, sagas, policies, the audit trail and
+ * the reaper are all covered, and so is any later write to those tables. The check holds the
+ * fence's advisory lock shared to the commit, and the raise takes it exclusive, so a new leader's
+ * raise waits for every transaction that passed the check under the old epoch: each old-epoch
+ * commit comes before the raise, and the raise before the new leader's first commit. A connection
+ * without idem.epoch (tools, tests) is not fenced.
  */
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -49,8 +49,7 @@ void store_pg_set_epoch_source(store *st, const _Atomic uint64_t *epoch) {
   pg__drop(s); /* the next call connects with the setting */
 }
 
-err_code store_pg_fence_read(const char *conninfo, int64_t deadline, uint64_t *epoch,
-                             err_t *err) {
+err_code store_pg_fence_read(const char *conninfo, int64_t deadline, uint64_t *epoch, err_t *err) {
   pg_store s;
   *epoch = 0;
   if (!pg__init(&s, conninfo)) return err_oom(err);

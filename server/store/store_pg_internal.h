@@ -5,8 +5,8 @@
  * the statement is cancelled and the connection dropped; on a lost connection it is dropped;
  * either way the next call reconnects (pg__ensure).
  *
- * Failover (docs/api.md §14): conninfo may name several hosts (target_session_attrs=read-write picks
- * the primary). A connection whose server reports itself read-only (in_hot_standby or
+ * Failover (docs/api.md §14): conninfo may name several hosts (target_session_attrs=read-write
+ * picks the primary). A connection whose server reports itself read-only (in_hot_standby or
  * default_transaction_read_only on: a standby, a demoted primary rejoining as one) is never used:
  * it is dropped at connect and at the start of every call, and a statement refused with SQLSTATE
  * 25006 drops it too (the call re-runs once on a fresh connection: nothing of it committed).
@@ -164,8 +164,8 @@ const char *pg__str(const PGresult *r, int row, int col); /* NULL → "" */
  * before the reaper drops it. Returns false on allocation failure. */
 #define PG_STEP_COLS_AT(now)                                                            \
   "phase, state, attempt, fingerprint, outcome, code, body, completed_ms, created_ms, " \
-  "updated_ms, lease_expires_ms, expires_ms, result_expires_ms, " PG_RESULT_EXPIRED_AT(now) \
-  " AS result_expired"
+  "updated_ms, lease_expires_ms, expires_ms, result_expires_ms, " PG_RESULT_EXPIRED_AT( \
+      now) " AS result_expired"
 #define PG_STEP_COLS PG_STEP_COLS_AT(PG_NOW_MS)
 bool pg__row_step(const PGresult *r, int row, int col, bool own, step_rec *rec);
 
@@ -193,6 +193,8 @@ extern const char pg__sql_audit_insert[];
 /* key_params for the lock and the read ($1..$4), write_params for an insert or update. */
 void pg__key_params(pg_params *p, const step_key *k);
 void pg__write_params(pg_params *p, const step_key *key, const step_rec *r);
+/* The slot of a saga under the process's slot count (store_pg_set_slots). */
+int64_t pg__slot(const char *tenant, const char *global_id);
 /* Fills pair (records borrow from res) and exists[phase] from rows [row0, row1) of a pair
  * read: the database clock in column col, PG_STEP_COLS from col + 1 (NULL: no record). */
 void pg__read_pair(const PGresult *res, int row0, int row1, int col, const step_key *key,
@@ -201,8 +203,8 @@ void pg__read_pair(const PGresult *res, int row0, int row1, int col, const step_
 /* A PostgreSQL array literal in text format, built up element by element (store_pg_arr.c):
  * the parameters of the batcher's multi-row statements. */
 typedef struct pg_arr {
-  buf_t b;    /* the literal; b.oom: an append failed and the literal is unusable */
-  int n;    /* elements */
+  buf_t b; /* the literal; b.oom: an append failed and the literal is unusable */
+  int n;   /* elements */
 } pg_arr;
 void pg__arr_reset(pg_arr *a);
 void pg__arr_text(pg_arr *a, const char *v);
@@ -233,8 +235,8 @@ err_code pg__get_saga(store *st, const char *tenant, const char *global_id, cons
 /* store_pg.c: the step transaction on the store's own connection (no group commit); with
  * audit != NULL the audit row is inserted before the commit when fn returns ERR_OK.
  * store_pg_ops.c sends it through the batcher instead when the store has one. */
-err_code pg__step_txn(store *st, const step_key *key, int64_t deadline, store_step_fn fn,
-                      void *arg, const audit_rec *audit, err_t *err);
+err_code pg__step_txn(store *st, const step_key *key, int64_t deadline, store_step_fn fn, void *arg,
+                      const audit_rec *audit, err_t *err);
 /* store_pg.c: LookupStep. */
 err_code pg__lookup_step(store *st, const step_key *key, int64_t deadline, step_rec *out,
                          err_t *err);
@@ -256,11 +258,9 @@ err_code pg__policy_delete(store *st, const char *tenant, const char *service,
                            const char *operation, int64_t deadline, bool *deleted, err_t *err);
 err_code pg__policy_list(store *st, const char *tenant, int64_t deadline, policy_row **rows,
                          size_t *n, err_t *err);
-err_code pg__reap_steps(store *st, uint32_t limit, int64_t deadline, uint64_t *deleted,
-                        err_t *err);
+err_code pg__reap_steps(store *st, uint32_t limit, int64_t deadline, uint64_t *deleted, err_t *err);
 err_code pg__reap_bodies(store *st, uint32_t limit, int64_t deadline, uint64_t *dropped,
                          err_t *err);
-err_code pg__reap_sagas(store *st, uint32_t limit, int64_t deadline, uint64_t *deleted,
-                        err_t *err);
+err_code pg__reap_sagas(store *st, uint32_t limit, int64_t deadline, uint64_t *deleted, err_t *err);
 
 #endif

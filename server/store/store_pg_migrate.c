@@ -194,6 +194,41 @@ static const char *const m7_sql[] = {
     NULL,
 };
 
+/* Version 8 (slot groups, docs/api.md §17): every table keyed by saga gets the saga's slot,
+ * fnv1a64(tenant, NUL, global_id) mod S (proto/idem/v1/slot.h; idem_slot below is the same rule
+ * in SQL, for rows written before), and the cluster's S is recorded (idem_cluster). New rows get
+ * their slot from the writer; rows still without one are filled at start (store_pg_slots_check,
+ * in batches through the partial indexes on slot IS NULL, empty once filled: a write with its
+ * slot adds nothing to them). No index on slot itself yet: nothing reads by slot until slots
+ * move (§18), and every index costs each step write. */
+static const char *const m8_sql[] = {
+    "CREATE TABLE IF NOT EXISTS idem_cluster (id int PRIMARY KEY CHECK (id = 1),"
+    " slots int NOT NULL, created_ms bigint NOT NULL)",
+    "CREATE OR REPLACE FUNCTION idem_slot(tenant text, id text, slots int) RETURNS int"
+    " LANGUAGE plpgsql IMMUTABLE STRICT AS $f$"
+    " DECLARE b bytea := convert_to(tenant, 'UTF8') || decode('00', 'hex') || convert_to(id, "
+    "'UTF8');"
+    "  h numeric := 14695981039346656037; lo int;"
+    " BEGIN"
+    "  FOR i IN 0 .. length(b) - 1 LOOP"
+    "   lo := (h % 256)::int;"
+    "   h := h - lo + (lo # get_byte(b, i));"
+    "   h := (h * 1099511628211) % 18446744073709551616;"
+    "  END LOOP;"
+    "  RETURN (h % slots)::int;"
+    " END $f$",
+    "ALTER TABLE idem_steps ADD COLUMN IF NOT EXISTS slot int",
+    "ALTER TABLE idem_sagas ADD COLUMN IF NOT EXISTS slot int",
+    "ALTER TABLE idem_saga_labels ADD COLUMN IF NOT EXISTS slot int",
+    "ALTER TABLE idem_audit ADD COLUMN IF NOT EXISTS slot int",
+    "CREATE INDEX IF NOT EXISTS idem_steps_noslot_idx ON idem_steps (tenant) WHERE slot IS NULL",
+    "CREATE INDEX IF NOT EXISTS idem_sagas_noslot_idx ON idem_sagas (tenant) WHERE slot IS NULL",
+    "CREATE INDEX IF NOT EXISTS idem_labels_noslot_idx ON idem_saga_labels (tenant)"
+    " WHERE slot IS NULL",
+    "CREATE INDEX IF NOT EXISTS idem_audit_noslot_idx ON idem_audit (tenant) WHERE slot IS NULL",
+    NULL,
+};
+
 static const migration migrations[] = {
     {1, m1_sql}, {2, m2_sql},
     {3, m3_sql}, /* version 2 (policies) may sit before it: each version applies on its own */
@@ -201,6 +236,7 @@ static const migration migrations[] = {
     {5, m5_sql}, /* throughput: unused indexes of version 1 */
     {6, m6_sql}, /* bulk resolution: audit batch ids, answers by request id */
     {7, m7_sql}, /* key retention: body expiry, policies' key_retention_s */
+    {8, m8_sql}, /* slot groups: the slot column, the cluster's slot count */
 };
 
 /* Applies one migration unless it is recorded; returns ERR_OK either way. */
@@ -246,6 +282,87 @@ static err_code migrate(pg_store *s, int64_t deadline, err_t *err) {
     if (applied) log_msg(LOG_INFO, "schema migrated to version %d", migrations[i].version);
   }
   return ERR_OK;
+}
+
+/* --- the cluster's slot count (docs/api.md §17) --- */
+
+static const char SQL_CLUSTER_READ[] = "SELECT slots FROM idem_cluster WHERE id = 1";
+static const char SQL_CLUSTER_ADD[] =
+    "INSERT INTO idem_cluster (id, slots, created_ms) VALUES (1, $1, " PG_NOW_MS ")";
+/* A batch of rows without a slot, per table (rows being written are skipped: their writer
+ * gives them one). */
+#define FILL_SQL(t)                                                      \
+  "UPDATE " t                                                            \
+  " SET slot = idem_slot(tenant, global_id, $1) WHERE ctid = ANY(ARRAY(" \
+  "SELECT ctid FROM " t " WHERE slot IS NULL LIMIT $2 FOR UPDATE SKIP LOCKED))"
+static const char *const SQL_FILL[] = {
+    FILL_SQL("idem_steps"),
+    FILL_SQL("idem_sagas"),
+    FILL_SQL("idem_saga_labels"),
+    FILL_SQL("idem_audit"),
+};
+
+static err_code slots_check(pg_store *s, uint32_t slots, int64_t deadline, uint32_t *had,
+                            err_t *err) {
+  err_code rc = pg__call_start(s, deadline, err);
+  if (rc == ERR_OK)
+    rc = pg__exec(s, "BEGIN ISOLATION LEVEL READ COMMITTED", NULL, deadline, NULL, err);
+  if (rc == ERR_OK) rc = pg__exec(s, SQL_MIGRATE_LOCK, NULL, deadline, NULL, err);
+  PGresult *res = NULL;
+  if (rc == ERR_OK) rc = pg__exec(s, SQL_CLUSTER_READ, NULL, deadline, &res, err);
+  if (rc != ERR_OK) return rc;
+  *had = PQntuples(res) ? (uint32_t)pg__int(res, 0, 0) : 0;
+  PQclear(res);
+  if (*had && *had != slots) {
+    pg__exec(s, "ROLLBACK", NULL, deadline, NULL, err);
+    return err_set(err, ERR_INVALID, "the store was created with %u slots, not %u", *had, slots);
+  }
+  pg_params p;
+  pg__p_reset(&p);
+  pg__p_i64(&p, slots);
+  if (!*had) rc = pg__exec(s, SQL_CLUSTER_ADD, &p, deadline, NULL, err);
+  if (rc == ERR_OK) rc = pg__exec(s, "COMMIT", NULL, deadline, NULL, err);
+  return rc;
+}
+
+static err_code slots_fill(pg_store *s, uint32_t slots, int limit, int64_t deadline, long *filled,
+                           err_t *err) {
+  err_code rc = pg__call_start(s, deadline, err);
+  pg_params p;
+  pg__p_reset(&p);
+  pg__p_i64(&p, slots);
+  pg__p_i64(&p, limit);
+  for (size_t i = 0; rc == ERR_OK && i < sizeof SQL_FILL / sizeof SQL_FILL[0]; i++) {
+    PGresult *res = NULL;
+    rc = pg__exec(s, SQL_FILL[i], &p, deadline, &res, err);
+    if (rc == ERR_OK) *filled += atol(PQcmdTuples(res));
+    PQclear(res);
+  }
+  return rc;
+}
+
+err_code store_pg_slots_fill(const char *conninfo, uint32_t slots, int limit, int64_t deadline,
+                             long *filled, err_t *err) {
+  *filled = 0;
+  pg_store s;
+  if (!pg__init(&s, conninfo)) return err_oom(err);
+  err_code rc = slots_fill(&s, slots, limit, deadline, filled, err);
+  if (rc == ERR_OK) err_clear(err);
+  pg__fini(&s);
+  return rc;
+}
+
+err_code store_pg_slots_check(const char *conninfo, uint32_t slots, int64_t deadline, err_t *err) {
+  pg_store s;
+  if (!pg__init(&s, conninfo)) return err_oom(err);
+  uint32_t had = 0;
+  err_code rc = slots_check(&s, slots, deadline, &had, err);
+  if (rc != ERR_OK)
+    pg__rollback(&s, deadline);
+  else
+    err_clear(err);
+  pg__fini(&s);
+  return rc;
 }
 
 err_code store_pg_migrate(const char *conninfo, int64_t deadline, err_t *err) {

@@ -30,9 +30,9 @@ static const char SQL_POLICY_DELETE[] =
 #define POLICY_COLS \
   "tenant, service, operation, failure_mode, retention_s, lease_ms, updated_ms, key_retention_s"
 
-static const char SQL_POLICY_LIST_ONE[] =
-    "SELECT " POLICY_COLS " FROM idem_policies WHERE tenant = $1"
-    " ORDER BY tenant, service, operation";
+static const char SQL_POLICY_LIST_ONE[] = "SELECT " POLICY_COLS
+                                          " FROM idem_policies WHERE tenant = $1"
+                                          " ORDER BY tenant, service, operation";
 
 static const char SQL_POLICY_LIST_ALL[] =
     "SELECT " POLICY_COLS " FROM idem_policies ORDER BY tenant, service, operation";
@@ -93,8 +93,8 @@ err_code pg__policy_put(store *st, const char *tenant, const policy *pol, bool o
   pg__p_i64(&p, pol->lease_ms);
   pg__p_i64(&p, pol->key_retention_s);
   PGresult *res = NULL;
-  err_code rc =
-      pg__exec_call(s, only_if_absent ? SQL_POLICY_SEED : SQL_POLICY_UPSERT, &p, deadline, &res, err);
+  err_code rc = pg__exec_call(s, only_if_absent ? SQL_POLICY_SEED : SQL_POLICY_UPSERT, &p, deadline,
+                              &res, err);
   if (rc != ERR_OK) return rc;
   bool w = PQntuples(res) == 1;
   if (w && out) {

@@ -11,8 +11,9 @@
 static const char SQL_SAGA_INSERT[] =
     "WITH n AS (SELECT " PG_NOW_MS
     " AS now_ms)"
-    " INSERT INTO idem_sagas (tenant, global_id, request_id, saga_type, created_ms, expires_ms)"
-    " SELECT $1, $2, $3, $4, n.now_ms, n.now_ms + $5::bigint FROM n"
+    " INSERT INTO idem_sagas (tenant, global_id, request_id, saga_type, created_ms, expires_ms,"
+    " slot)"
+    " SELECT $1, $2, $3, $4, n.now_ms, n.now_ms + $5::bigint, $6 FROM n"
     " ON CONFLICT DO NOTHING RETURNING created_ms";
 
 static const char SQL_SAGA_BY_REQUEST[] =
@@ -56,20 +57,21 @@ static err_code insert_labels(pg_store *s, const saga_new *in, int64_t deadline,
   for (size_t done = 0; done < in->n_labels;) {
     size_t batch = in->n_labels - done;
     if (batch > LABELS_PER_INSERT) batch = LABELS_PER_INSERT;
-    char sql[128 + LABELS_PER_INSERT * 24];
+    char sql[160 + LABELS_PER_INSERT * 32];
     size_t len = (size_t)snprintf(sql, sizeof sql,
-                                  "INSERT INTO idem_saga_labels (tenant, global_id, key, value)"
-                                  " VALUES ");
+                                  "INSERT INTO idem_saga_labels (tenant, global_id, key, value,"
+                                  " slot) VALUES ");
     pg_params p;
     pg__p_reset(&p);
     pg__p_text(&p, in->tenant);
     pg__p_text(&p, in->global_id);
+    pg__p_i64(&p, pg__slot(in->tenant, in->global_id));
     for (size_t i = 0; i < batch; i++) {
       const saga_label *l = &in->labels[done + i];
       pg__p_text(&p, l->key ? l->key : "");
       pg__p_text(&p, l->value ? l->value : "");
-      len += (size_t)snprintf(sql + len, sizeof sql - len, "%s($1, $2, $%d, $%d)", i ? ", " : "",
-                              p.n - 1, p.n);
+      len += (size_t)snprintf(sql + len, sizeof sql - len, "%s($1, $2, $%d, $%d, $3)",
+                              i ? ", " : "", p.n - 1, p.n);
     }
     snprintf(sql + len, sizeof sql - len, " ON CONFLICT DO NOTHING");
     err_code rc = pg__exec(s, sql, &p, deadline, NULL, err);
@@ -93,6 +95,7 @@ static err_code begin_saga_once(pg_store *s, const saga_new *in, int64_t deadlin
     pg__p_text(&p, in->request_id);
     pg__p_text(&p, in->saga_type ? in->saga_type : "");
     pg__p_i64(&p, (int64_t)in->retention_s * 1000);
+    pg__p_i64(&p, pg__slot(in->tenant, in->global_id));
     rc = pg__exec(s, SQL_SAGA_INSERT, &p, deadline, &res, err);
     if (rc != ERR_OK) return rc;
     if (PQntuples(res) == 1) {

@@ -19,9 +19,9 @@
 
 /* step_rec_result_expired in SQL: the row's body is past its retention at now (never while
  * UNKNOWN; result_expires_ms 0 = with the row). */
-#define PG_RESULT_EXPIRED_AT(now)                                                     \
-  "(state <> " PG_SQL_NUM(REC_KEPT_STATE) " AND result_expires_ms > 0 AND result_expires_ms <= " \
-  now ")"
+#define PG_RESULT_EXPIRED_AT(now) \
+  "(state <> " PG_SQL_NUM(        \
+      REC_KEPT_STATE) " AND result_expires_ms > 0 AND result_expires_ms <= " now ")"
 
 /* step_state_reapable in SQL: the states the reaper never deletes, as an SQL list. */
 #define PG_UNREAPABLE_STATES \

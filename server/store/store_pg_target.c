@@ -61,14 +61,21 @@ err_code store_pg_target(const char *conninfo, char *buf, size_t cap, err_t *err
   const char *user = value_of(opts, defs, "user");
   const char *db = value_of(opts, defs, "dbname");
   snprintf(buf, cap, "host %s port %s database %s user %s",
-           host ? host : addr ? addr : "(the local socket)", port ? port : "5432",
-           db ? db : user ? user : "(the user's name)", user ? user : "(this OS user)");
+           host   ? host
+           : addr ? addr
+                  : "(the local socket)",
+           port ? port : "5432",
+           db     ? db
+           : user ? user
+                  : "(the user's name)",
+           user ? user : "(this OS user)");
   char bad[256];
   bool no_host = !addr && host && unresolvable(host, bad, sizeof bad);
   PQconninfoFree(defs);
   PQconninfoFree(opts);
   if (no_host)
-    return err_set(err, ERR_INVALID, "--pg: host %s does not resolve (the name does not exist)", bad);
+    return err_set(err, ERR_INVALID, "--pg: host %s does not resolve (the name does not exist)",
+                   bad);
   err_clear(err);
   return ERR_OK;
 }

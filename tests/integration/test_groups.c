@@ -139,12 +139,15 @@ static void count_rows(const char *url, const char *table, const char *t, int g,
   PGconn *pc = PQconnectdb(url);
   cr_assert_eq(PQstatus(pc), CONNECTION_OK);
   char sql[200];
-  snprintf(sql, sizeof sql, "SELECT global_id FROM %s WHERE tenant = $1", table);
+  snprintf(sql, sizeof sql, "SELECT global_id, coalesce(slot, -1) FROM %s WHERE tenant = $1",
+           table);
   const char *params[] = {t};
   PGresult *r = PQexecParams(pc, sql, 1, NULL, params, NULL, NULL, 0);
   cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQerrorMessage(pc));
   *mine = *other = 0;
   for (int i = 0; i < PQntuples(r); i++) {
+    cr_expect_eq(atoi(PQgetvalue(r, i, 1)), (int)slot_of(t, PQgetvalue(r, i, 0)),
+                 "%s: the row's slot column is its saga's slot", table);
     if (group_of(t, PQgetvalue(r, i, 0)) == g)
       (*mine)++;
     else

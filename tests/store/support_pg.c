@@ -45,4 +45,6 @@ PGconn *hold_pair_lock(const char *url, const step_key *key) {
   return holder;
 }
 
-void release_pair_lock(PGconn *holder) { PQclear(PQexec(holder, "ROLLBACK")); }
+void release_pair_lock(PGconn *holder) {
+  PQclear(PQexec(holder, "ROLLBACK"));
+}

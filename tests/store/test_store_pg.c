@@ -91,7 +91,8 @@ Test(store_pg, ping_and_migrate_twice) {
 /* Every index on idem_steps costs each step write; version 5 drops the two of version 1
  * that nothing reads. A fresh schema runs version 1 (which creates them) and then 5, so this
  * also checks the upgrade of a database at version 4. Version 7's body index is partial: only
- * rows whose key outlives their body (key_retention_s) are in it. */
+ * rows whose key outlives their body (key_retention_s) are in it; so is version 8's: only rows
+ * written before slots existed, until they are given theirs. */
 Test(store_pg, steps_carry_only_the_indexes_something_reads) {
   err_t e;
   cr_assert_eq(store_pg_migrate(pgx_url(), sp_in_ms(5000), &e), ERR_OK, "%s", e.msg);
@@ -102,8 +103,8 @@ Test(store_pg, steps_carry_only_the_indexes_something_reads) {
                         " WHERE tablename = 'idem_steps' AND schemaname = current_schema()",
                         0, NULL);
   cr_assert_str_eq(PQgetvalue(r, 0, 0),
-                   "idem_steps_body_reap_idx,idem_steps_list_state_idx,idem_steps_open_idx,"
-                   "idem_steps_pkey,idem_steps_reap_idx");
+                   "idem_steps_body_reap_idx,idem_steps_list_state_idx,idem_steps_noslot_idx,"
+                   "idem_steps_open_idx,idem_steps_pkey,idem_steps_reap_idx");
   PQclear(r);
   PQfinish(c);
 }
@@ -494,7 +495,8 @@ Test(store_pg, get_saga_with_steps_and_labels_and_not_found) {
   saga_view_clear(&v);
   cr_assert(!v.more);
 
-  /* pages (docs/api.md §16): by count, then by the bodies' bytes; the saga's fields on every page */
+  /* pages (docs/api.md §16): by count, then by the bodies' bytes; the saga's fields on every page
+   */
   saga_page pg = {.limit = 2};
   cr_assert_eq(store_get_saga(s, tenant, "saga-g", &pg, sp_in_ms(2000), &v, &e), ERR_OK, "%s",
                e.msg);

@@ -43,9 +43,10 @@ static long long sql_int(const char *sql, const char *param) {
 static long long pair_lock_waiters(PGconn *holder) {
   char pid[16];
   snprintf(pid, sizeof pid, "%d", PQbackendPID(holder));
-  return sql_int("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-                 " AND $1::int = ANY(pg_blocking_pids(pid))",
-                 pid);
+  return sql_int(
+      "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+      " AND $1::int = ANY(pg_blocking_pids(pid))",
+      pid);
 }
 
 /* The callback: the forward record's attempt goes up by one (a read-modify-write that loses
@@ -337,8 +338,9 @@ Test(store_batch, the_pair_read_is_planned_once_per_connection) {
     cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "execute: %s", PQerrorMessage(c));
     PQclear(r);
   }
-  r = run(c, "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
-             " WHERE name = 'batch_read'");
+  r = run(c,
+          "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+          " WHERE name = 'batch_read'");
   cr_assert_eq(PQntuples(r), 1);
   long generic = atol(PQgetvalue(r, 0, 0)), custom = atol(PQgetvalue(r, 0, 1));
   PQclear(r);

@@ -97,7 +97,7 @@ Test(store_retention, an_expired_body_reads_as_gone_and_the_reaper_drops_only_th
   int64_t now = clock_wall_ms(), hour = 3600000;
   put(s, "expired", STATE_SUCCEEDED, "paid", now - 1000, now + hour);
   put(s, "fresh", STATE_SUCCEEDED, "fresh", now + hour, now + 2 * hour);
-  put(s, "same", STATE_SUCCEEDED, "same", now + hour, now + hour);     /* the default: one expiry */
+  put(s, "same", STATE_SUCCEEDED, "same", now + hour, now + hour); /* the default: one expiry */
   put(s, "old-unknown", STATE_UNKNOWN, "maybe", now - 2000, now - 1000); /* kept until resolved */
 
   err_t e;
