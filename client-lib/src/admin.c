@@ -156,26 +156,55 @@ int idem_steps_resolve(idem_client *c, const idem_bulk_resolution *in, int64_t t
   req.dry_run = in->dry_run;
   req.max_steps = in->max_steps;
   req.request_id = str_or_empty(in->request_id);
-  Idem__V1__ResolveStepsResponse *resp = NULL;
-  int rc = idem__unary(c, IDEM__M_RESOLVE_STEPS, &req.base,
-                       &idem__v1__resolve_steps_response__descriptor, timeout_ms,
-                       (ProtobufCMessage **)&resp, err);
-  if (rc != IDEM_OK) return rc;
-  if (out) {
-    out->matched = resp->matched;
-    out->resolved = resp->resolved;
-    out->dry_run = resp->dry_run;
-    out->replayed = resp->replayed;
-    copy_trunc(out->batch_id, sizeof out->batch_id, resp->batch_id);
-    for (size_t i = 0; i < resp->n_sample && i < sizeof out->sample / sizeof out->sample[0]; i++) {
+  /* docs/api.md §17: with slot groups each group's leader resolves that group's steps (a write
+   * is its leader's alone): the request goes to every group, named in idem-group, and the
+   * answers add up. The same request id in each group makes a repeat converge. */
+  idem_topology topo = {0};
+  idem_error terr;
+  size_t n = 1;
+  if (idem_get_topology(c, &topo, &terr) == IDEM_OK && topo.n_groups > 1) n = topo.n_groups;
+  idem_bulk_result sum = {0};
+  int rc = IDEM_OK;
+  if (n > 1 && !in->dry_run) { /* max_steps bounds the whole resolution: count every group's */
+    uint32_t matched = 0;
+    req.dry_run = true;
+    for (size_t g = 0; g < n && rc == IDEM_OK; g++) {
+      Idem__V1__ResolveStepsResponse *resp = NULL;
+      rc = idem__unary_group(c, IDEM__M_RESOLVE_STEPS, &req.base, topo.groups[g].name,
+                             &idem__v1__resolve_steps_response__descriptor, timeout_ms,
+                             (ProtobufCMessage **)&resp, err);
+      if (rc == IDEM_OK) matched += resp->matched;
+      if (resp) idem__v1__resolve_steps_response__free_unpacked(resp, NULL);
+    }
+    req.dry_run = false;
+    if (rc == IDEM_OK && matched > in->max_steps)
+      rc = idem__fail(err, IDEM_FAILED_PRECONDITION,
+                      "max_steps: %u steps match across %zu groups, more than %u: nothing resolved",
+                      matched, n, in->max_steps);
+  }
+  for (size_t g = 0; g < n && rc == IDEM_OK; g++) {
+    Idem__V1__ResolveStepsResponse *resp = NULL;
+    rc = idem__unary_group(c, IDEM__M_RESOLVE_STEPS, &req.base, n > 1 ? topo.groups[g].name : NULL,
+                           &idem__v1__resolve_steps_response__descriptor, timeout_ms,
+                           (ProtobufCMessage **)&resp, err);
+    if (rc != IDEM_OK) break;
+    sum.matched += resp->matched;
+    sum.resolved += resp->resolved;
+    sum.dry_run = resp->dry_run;
+    sum.replayed = g == 0 ? resp->replayed : sum.replayed && resp->replayed;
+    if (!sum.batch_id[0]) copy_trunc(sum.batch_id, sizeof sum.batch_id, resp->batch_id);
+    for (size_t i = 0;
+         i < resp->n_sample && sum.n_sample < sizeof sum.sample / sizeof sum.sample[0]; i++) {
       const Idem__V1__StepKey *k = resp->sample[i];
-      idem_bulk_key *o = &out->sample[out->n_sample++];
+      idem_bulk_key *o = &sum.sample[sum.n_sample++];
       copy_trunc(o->global_id, sizeof o->global_id, k->global_id);
       copy_trunc(o->service, sizeof o->service, k->service);
       copy_trunc(o->operation, sizeof o->operation, k->operation);
       o->phase = (idem_phase)k->phase;
     }
+    idem__v1__resolve_steps_response__free_unpacked(resp, NULL);
   }
-  idem__v1__resolve_steps_response__free_unpacked(resp, NULL);
+  if (rc == IDEM_OK && out) *out = sum;
+  idem_topology_clear(&topo);
   return rc;
 }

@@ -333,8 +333,8 @@ int idem__client_endpoints(idem_client *c) {
 
 /* One attempt on endpoint ep (the body of the call before failover existed). */
 static int unary_at(idem_client *c, int ep, idem__method m, const ProtobufCMessage *req,
-                    const ProtobufCMessageDescriptor *resp_desc, int64_t timeout_ms,
-                    ProtobufCMessage **resp, idem_error *err) {
+                    const char *group, const ProtobufCMessageDescriptor *resp_desc,
+                    int64_t timeout_ms, ProtobufCMessage **resp, idem_error *err) {
   idem_error scratch;
   if (!err) err = &scratch;
   idem__err_reset(err);
@@ -361,7 +361,7 @@ static int unary_at(idem_client *c, int ep, idem__method m, const ProtobufCMessa
 
   /* Static slices over the client's own strings: they outlive every call (idem_close
    * requires that no call is in flight). */
-  grpc_metadata md[2];
+  grpc_metadata md[3];
   size_t n_md = 0;
   memset(md, 0, sizeof md);
   if (c->tenant) {
@@ -372,6 +372,11 @@ static int unary_at(idem_client *c, int ep, idem__method m, const ProtobufCMessa
   if (c->auth) {
     md[n_md].key = grpc_slice_from_static_string("authorization");
     md[n_md].value = grpc_slice_from_static_string(c->auth);
+    n_md++;
+  }
+  if (group) { /* the caller's string outlives the call */
+    md[n_md].key = grpc_slice_from_static_string("idem-group");
+    md[n_md].value = grpc_slice_from_static_string(group);
     n_md++;
   }
 
@@ -472,12 +477,19 @@ static int routed_ep(idem_client *c, const char *id) {
   return ep_add(c, leader, strlen(leader));
 }
 
+/* The endpoint of the named group's leader, -1 when not known. */
+static int group_ep(idem_client *c, const char *group) {
+  char leader[128];
+  if (!idem__topo_group_leader(c->topo, group, leader, sizeof leader)) return -1;
+  return ep_add(c, leader, strlen(leader));
+}
+
 /* Fetches the topology from endpoint ep into the client's map (best effort). */
 static void fetch_topology(idem_client *c, int ep) {
   Idem__V1__GetTopologyRequest req = IDEM__V1__GET_TOPOLOGY_REQUEST__INIT;
   ProtobufCMessage *resp = NULL;
   idem_error e;
-  if (unary_at(c, ep, IDEM__M_GET_TOPOLOGY, &req.base, &idem__v1__topology__descriptor,
+  if (unary_at(c, ep, IDEM__M_GET_TOPOLOGY, &req.base, NULL, &idem__v1__topology__descriptor,
                c->deadline_ms, &resp, &e) == IDEM_OK)
     idem__topo_set(c->topo, (const Idem__V1__Topology *)resp);
   if (resp) protobuf_c_message_free_unpacked(resp, NULL);
@@ -490,6 +502,12 @@ void idem__topology_taken(idem_client *c, const Idem__V1__Topology *t) {
 int idem__unary(idem_client *c, idem__method m, const ProtobufCMessage *req,
                 const ProtobufCMessageDescriptor *resp_desc, int64_t timeout_ms,
                 ProtobufCMessage **resp, idem_error *err) {
+  return idem__unary_group(c, m, req, NULL, resp_desc, timeout_ms, resp, err);
+}
+
+int idem__unary_group(idem_client *c, idem__method m, const ProtobufCMessage *req,
+                      const char *group, const ProtobufCMessageDescriptor *resp_desc,
+                      int64_t timeout_ms, ProtobufCMessage **resp, idem_error *err) {
   idem_error scratch;
   if (!err) err = &scratch;
   *resp = NULL;
@@ -498,8 +516,9 @@ int idem__unary(idem_client *c, idem__method m, const ProtobufCMessage *req,
   int64_t deadline = idem__now_ms() + timeout_ms;
   bool unknown = false; /* an earlier try may have acted */
   const char *rid = idem__route_id(m, req);
-  int want = routed_ep(c, rid); /* docs/api.md §17: straight to the saga's group's leader */
-  int fetch_from = -1;          /* a redirect named a group: fetch the topology after the call */
+  /* docs/api.md §17: straight to the leader of the saga's (or the named) group */
+  int want = group ? group_ep(c, group) : routed_ep(c, rid);
+  int fetch_from = -1; /* a redirect named a group: fetch the topology after the call */
   for (int tries = 0;; tries++) {
     pthread_mutex_lock(&c->mu);
     int ep = want >= 0 ? want : c->cur, n = c->n_eps;
@@ -507,7 +526,7 @@ int idem__unary(idem_client *c, idem__method m, const ProtobufCMessage *req,
     want = -1;
     int64_t left = deadline - idem__now_ms();
     if (left < 1) left = 1;
-    int rc = unary_at(c, ep, m, req, resp_desc, left, resp, err);
+    int rc = unary_at(c, ep, m, req, group, resp_desc, left, resp, err);
     if (rc == IDEM_DEADLINE_EXCEEDED && n > 1) { /* no answer: the next call starts elsewhere */
       pthread_mutex_lock(&c->mu);
       if (c->cur == ep) c->cur = (ep + 1) % n;

@@ -52,6 +52,8 @@ bool idem__topo_leader(idem__topo *t, const char *tenant, const char *id, char *
  * (none yet, or it disagrees with the redirect; at most once a second). */
 bool idem__topo_redirect(idem__topo *t, const char *tenant, const char *id, const char *group,
                          const char *leader);
+/* The named group's leader into addr; false when not known. */
+bool idem__topo_group_leader(idem__topo *t, const char *group, char *addr, size_t cap);
 /* Takes a GetTopology answer (a newer or equal version replaces the map). */
 void idem__topo_set(idem__topo *t, const Idem__V1__Topology *pb);
 /* idem_get_topology's answer, kept by the client for routing (client.c). */
@@ -83,6 +85,12 @@ const char *idem__method_path(idem__method m);
 int idem__unary(idem_client *c, idem__method m, const ProtobufCMessage *req,
                 const ProtobufCMessageDescriptor *resp_desc, int64_t timeout_ms,
                 ProtobufCMessage **resp, idem_error *err);
+
+/* idem__unary for a call that acts on one store group's steps (docs/api.md §17): sent with
+ * idem-group metadata, first to that group's leader when the client knows it. */
+int idem__unary_group(idem_client *c, idem__method m, const ProtobufCMessage *req,
+                      const char *group, const ProtobufCMessageDescriptor *resp_desc,
+                      int64_t timeout_ms, ProtobufCMessage **resp, idem_error *err);
 
 /* The client's default per-call deadline in milliseconds (> 0). */
 int64_t idem__client_deadline_ms(const idem_client *c);

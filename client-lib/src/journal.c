@@ -116,8 +116,7 @@ int idem__journal_append(const char *path, const char *source, const char *tenan
       ssize_t w = write(fd, buf + done, len - done);
       if (w < 0 && errno == EINTR) continue;
       if (w <= 0)
-        rc = idem__fail(err, IDEM_DATA_LOSS, "journal %s: cannot write: %s", path,
-                        strerror(errno));
+        rc = idem__fail(err, IDEM_DATA_LOSS, "journal %s: cannot write: %s", path, strerror(errno));
       else
         done += (size_t)w;
     }
@@ -195,12 +194,24 @@ void idem_reconcile_report_clear(idem_reconcile_report *r) {
 static int note(idem_reconcile_report *rep, size_t line_no, idem_reconcile_status st,
                 const jline *j, int code, const char *detail, idem_error *err) {
   switch (st) {
-    case IDEM_RECONCILE_RECORDED: rep->recorded++; return IDEM_OK;
-    case IDEM_RECONCILE_ALREADY_PRESENT: rep->already_present++; break;
-    case IDEM_RECONCILE_RAN_TWICE: rep->ran_twice++; break;
-    case IDEM_RECONCILE_SKIPPED: rep->skipped++; break;
-    case IDEM_RECONCILE_INVALID: rep->invalid++; break;
-    case IDEM_RECONCILE_FAILED: rep->failed++; break;
+    case IDEM_RECONCILE_RECORDED:
+      rep->recorded++;
+      return IDEM_OK;
+    case IDEM_RECONCILE_ALREADY_PRESENT:
+      rep->already_present++;
+      break;
+    case IDEM_RECONCILE_RAN_TWICE:
+      rep->ran_twice++;
+      break;
+    case IDEM_RECONCILE_SKIPPED:
+      rep->skipped++;
+      break;
+    case IDEM_RECONCILE_INVALID:
+      rep->invalid++;
+      break;
+    case IDEM_RECONCILE_FAILED:
+      rep->failed++;
+      break;
   }
   idem_reconcile_line *grown = realloc(rep->items, (rep->n_items + 1) * sizeof *grown);
   if (!grown) return idem__fail(err, IDEM_NOMEM, "out of memory");
@@ -257,8 +268,9 @@ static int replay(idem_client *c, const jline *j, idem_reconcile_status *st, int
       bool same = r->outcome == j->outcome && r->code == j->code && r->body_len == j->body_len &&
                   (j->body_len == 0 || memcmp(r->body, j->body, j->body_len) == 0);
       *st = same ? IDEM_RECONCILE_ALREADY_PRESENT : IDEM_RECONCILE_RAN_TWICE;
-      snprintf(detail, dn, "%s", same ? "the coordinator holds the same result"
-                                      : "the coordinator holds a different result");
+      snprintf(detail, dn, "%s",
+               same ? "the coordinator holds the same result"
+                    : "the coordinator holds a different result");
       idem_begin_clear(&b);
       return IDEM_OK;
     }

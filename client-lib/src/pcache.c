@@ -9,7 +9,7 @@
 typedef struct pentry {
   char service[IDEM_NAME_MAX + 1];
   char operation[IDEM_NAME_MAX + 1];
-  int mode;          /* 0 = never fetched successfully */
+  int mode;           /* 0 = never fetched successfully */
   int64_t fetched_ms; /* monotonic, last success */
   int64_t tried_ms;   /* monotonic, last attempt */
 } pentry;
@@ -52,8 +52,7 @@ static pentry *lookup(idem__pcache *p, const char *svc, const char *op, bool cre
   return e;
 }
 
-bool idem__pcache_note(idem__pcache *p, const char *svc, const char *op, int64_t now_ms,
-                       int mode) {
+bool idem__pcache_note(idem__pcache *p, const char *svc, const char *op, int64_t now_ms, int mode) {
   pthread_mutex_lock(&p->mu);
   pentry *e = lookup(p, svc, op, true);
   if (e) {

@@ -49,8 +49,8 @@ int idem_policy_set(idem_client *c, const idem_policy *p, idem_policy *out, idem
   return rc;
 }
 
-int idem_policy_delete(idem_client *c, const char *service, const char *operation,
-                       bool *deleted, idem_error *err) {
+int idem_policy_delete(idem_client *c, const char *service, const char *operation, bool *deleted,
+                       idem_error *err) {
   if (deleted) *deleted = false;
   Idem__V1__DeletePolicyRequest req = IDEM__V1__DELETE_POLICY_REQUEST__INIT;
   req.service = str_or_empty(service);
@@ -103,8 +103,8 @@ static int fetch(idem_client *c, const char *svc, const char *op, int64_t timeou
   int64_t now = idem__now_ms();
   int rc = UNARY(c, IDEM__M_GET_POLICY, req, idem__v1__policy, timeout_ms, &resp, err);
   int mode = 0;
-  if (rc == IDEM_OK && (resp->failure_mode == IDEM_FAIL_CLOSED ||
-                        resp->failure_mode == IDEM_FAIL_OPEN))
+  if (rc == IDEM_OK &&
+      (resp->failure_mode == IDEM_FAIL_CLOSED || resp->failure_mode == IDEM_FAIL_OPEN))
     mode = (int)resp->failure_mode;
   bool kept = idem__pcache_note(idem__client_pcache(c), svc, op, now, mode);
   if (rc == IDEM_OK) idem__v1__policy__free_unpacked(resp, NULL);
@@ -117,7 +117,8 @@ void idem__policy_refresh(idem_client *c, const char *service, const char *opera
                           int64_t timeout_ms) {
   int64_t every = idem__client_policy_refresh_ms(c);
   if (every < 0 || !service || !operation) return;
-  bool stale = idem__pcache_claim(idem__client_pcache(c), service, operation, idem__now_ms(), every);
+  bool stale =
+      idem__pcache_claim(idem__client_pcache(c), service, operation, idem__now_ms(), every);
   if (!stale) return;
   idem_error scratch;
   (void)fetch(c, service, operation, timeout_ms, &scratch);

@@ -95,6 +95,16 @@ bool idem__topo_leader(idem__topo *t, const char *tenant, const char *id, char *
   return found;
 }
 
+bool idem__topo_group_leader(idem__topo *t, const char *group, char *addr, size_t cap) {
+  if (!t || !group) return false;
+  pthread_mutex_lock(&t->mu);
+  int g = group_index(t, group);
+  bool found = g >= 0 && t->groups[g].leader[0];
+  if (found) snprintf(addr, cap, "%s", t->groups[g].leader);
+  pthread_mutex_unlock(&t->mu);
+  return found;
+}
+
 bool idem__topo_redirect(idem__topo *t, const char *tenant, const char *id, const char *group,
                          const char *leader) {
   if (!t || !group || !group[0]) return false;

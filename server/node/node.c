@@ -54,6 +54,7 @@ typedef struct node_group {
   elect *el;              /* single node or etcd */
   coord_ctx coord;
   reaper *reaper;
+  policy_cache *policies; /* the group's own policies, read from its store */
 } node_group;
 
 struct node {
@@ -66,8 +67,7 @@ struct node {
   auth_keyring *tokens; /* NULL: no --tokens */
   tls_files tls;        /* wiped once the server holds its credentials */
   auth_config auth;
-  policy_cache *policies;
-  node_slots *slots; /* the slot map: which group serves each slot */
+  node_slots *slots;       /* the slot map: which group serves each slot */
   node_slotfill *slotfill; /* rows written before slot groups get their slot */
   node_group groups[OPT_LIST_MAX];
   size_t n_groups;
@@ -281,19 +281,21 @@ static store *open_pg(void *conninfo) {
 }
 
 static void undo_policies(node *nd) {
-  policy_cache_free(nd->policies);
-  nd->policies = NULL;
+  for (size_t i = 0; i < nd->n_groups; i++) {
+    policy_cache_free(nd->groups[i].policies);
+    nd->groups[i].policies = NULL;
+  }
 }
 
-/* Seeds the config file's policies (a row already stored is kept: changes made with
- * Admin.SetPolicy survive restarts), loads every row, starts the refresh thread. */
-static node_result start_policies(node *nd) {
+/* One group's policies: the config file's seeds written to its store (a row already stored is
+ * kept: changes made with Admin.SetPolicy survive restarts), every row loaded, the refresh
+ * thread started. Each group's rules read their own store's (docs/api.md §17). */
+static node_result start_group_policies(node *nd, node_group *g) {
   const idem_options *o = nd->o;
-  nd->policies = policy_cache_new();
-  store *st = nd->policies ? store_pg_open(o->pg) : NULL;
+  g->policies = policy_cache_new();
+  store *st = g->policies ? store_pg_open(g->conninfo) : NULL;
   if (!st) {
     log_kv(LOG_ERROR, "out of memory", (const char *)NULL);
-    undo_policies(nd);
     return NODE_FAILED;
   }
   err_t err;
@@ -303,26 +305,36 @@ static node_result start_policies(node *nd) {
     bool written = false;
     if (store_policy_put(st, r->tenant, &r->p, true, clock_mono_ms() + o->store_timeout_ms,
                          &written, NULL, &err) != ERR_OK) {
-      log_kv(LOG_ERROR, "cannot seed a policy from the config file", "service", r->p.service,
-             "operation", r->p.operation, "error", err.msg, (const char *)NULL);
+      log_kv(LOG_ERROR, "cannot seed a policy from the config file", "group", g->name, "service",
+             r->p.service, "operation", r->p.operation, "error", err.msg, (const char *)NULL);
       store_close(st);
-      undo_policies(nd);
       return NODE_FAILED;
     }
     log_kv(LOG_INFO,
            written ? "policy seeded from the config file"
                    : "policy in the config file already stored, kept the stored one",
-           "tenant", r->tenant, "service", r->p.service, "operation", r->p.operation, "mode",
-           policy_mode_name(r->p.mode), (const char *)NULL);
+           "group", nd->n_groups > 1 ? g->name : NULL, "tenant", r->tenant, "service", r->p.service,
+           "operation", r->p.operation, "mode", policy_mode_name(r->p.mode), (const char *)NULL);
   }
-  if (policy_cache_reload(nd->policies, st, clock_mono_ms() + o->store_timeout_ms, &err) != ERR_OK)
-    log_kv(LOG_WARN, "cannot load policies yet, will retry", "error", err.msg, (const char *)NULL);
+  if (policy_cache_reload(g->policies, st, clock_mono_ms() + o->store_timeout_ms, &err) != ERR_OK)
+    log_kv(LOG_WARN, "cannot load policies yet, will retry", "group", g->name, "error", err.msg,
+           (const char *)NULL);
   store_close(st);
-  if (!policy_cache_start(nd->policies, open_pg, (void *)o->pg, POLICY_CACHE_REFRESH_MS_DEFAULT,
-                          o->store_timeout_ms)) {
+  if (!policy_cache_start(g->policies, open_pg, (void *)g->conninfo,
+                          POLICY_CACHE_REFRESH_MS_DEFAULT, o->store_timeout_ms)) {
     log_kv(LOG_ERROR, "cannot start the policy refresh", (const char *)NULL);
-    undo_policies(nd);
     return NODE_FAILED;
+  }
+  return NODE_RUNNING;
+}
+
+static node_result start_policies(node *nd) {
+  for (size_t i = 0; i < nd->n_groups; i++) {
+    node_result rc = start_group_policies(nd, &nd->groups[i]);
+    if (rc != NODE_RUNNING) {
+      undo_policies(nd);
+      return rc;
+    }
   }
   return NODE_RUNNING;
 }
@@ -504,7 +516,7 @@ static node_result start_rpc(node *nd) {
     coord_ctx_init(&g->coord);
     g->coord.store_timeout_ms = o->store_timeout_ms;
     g->coord.resolve_policy = policy_cache_resolve;
-    g->coord.resolve_arg = nd->policies;
+    g->coord.resolve_arg = g->policies;
     g->coord.policies_changed = policy_cache_changed;
     g->coord.cache = g->cache;
     g->coord.waiters = g->waiters;
@@ -513,7 +525,8 @@ static node_result start_rpc(node *nd) {
       g->coord.owns_slot = owns_slot;
       g->coord.owns_arg = g;
     }
-    groups[i] = (rpc_group){g->name, &g->coord, g->el, open_fenced, g};
+    groups[i] =
+        (rpc_group){g->name, &g->coord, g->el, open_fenced, g, open_pg, (void *)g->conninfo};
   }
   rpc_config rc = {
       .listen = o->listen,

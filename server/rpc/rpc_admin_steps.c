@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "../coord/coord_admin.h"
+#include "../coord/coord_groups.h"
 #include "idem/v1/coordinator.pb-c.h"
 #include "rpc_convert.h"
 #include "rpc_internal.h"
@@ -22,12 +23,27 @@ coord_list_in rpc__list_in(const Idem__V1__ListStepsRequest *req) {
   return li;
 }
 
+/* docs/api.md §17: a listing without a global id spans every group; the serving node reads each
+ * group's store (its worker holds one per group). False when the call is one group's. */
+static bool across_groups(const rpc_req *rq, const char *global_id,
+                          coord_group_view g[RPC_GROUPS_MAX]) {
+  if (rq->srv->n_groups < 2 || (global_id && global_id[0]) || !rq->stores) return false;
+  for (size_t i = 0; i < rq->srv->n_groups; i++)
+    g[i] = (coord_group_view){rq->srv->groups[i].g.name, rq->srv->groups[i].g.coord, rq->stores[i]};
+  return true;
+}
+
 err_code rpc__list_steps(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c, err_t *err) {
   coord_list_in li = rpc__list_in((const Idem__V1__ListStepsRequest *)in);
   li.rec_size = rpc__rec_size;
   step_list l = {0};
   char next[COORD_TOKEN_MAX];
-  err_code rc = coord_list_steps(rq->coord, rq->st, rq->tenant, &li, rq->deadline, &l, next, err);
+  coord_group_view g[RPC_GROUPS_MAX];
+  err_code rc =
+      across_groups(rq, li.global_id, g)
+          ? coord_list_steps_groups(g, rq->srv->n_groups, rq->tenant, &li, rq->deadline, &l, next,
+                                    err)
+          : coord_list_steps(rq->coord, rq->st, rq->tenant, &li, rq->deadline, &l, next, err);
   if (rc != ERR_OK) return rc;
   rpc_recs_pb recs;
   if (!rpc__recs_to_pb(l.recs, l.n, &recs)) {
@@ -59,8 +75,13 @@ err_code rpc__list_audit(const rpc_req *rq, const ProtobufCMessage *in, rpc_call
   const Idem__V1__ListAuditRequest *req = (const Idem__V1__ListAuditRequest *)in;
   audit_list l = {0};
   char next[COORD_TOKEN_MAX];
-  err_code rc = coord_list_audit(rq->coord, rq->st, rq->tenant, req->global_id, req->page_size,
-                                 req->page_token, rq->deadline, &l, next, err);
+  coord_group_view g[RPC_GROUPS_MAX];
+  err_code rc =
+      across_groups(rq, req->global_id, g)
+          ? coord_list_audit_groups(g, rq->srv->n_groups, rq->tenant, req->page_size,
+                                    req->page_token, rq->deadline, &l, next, err)
+          : coord_list_audit(rq->coord, rq->st, rq->tenant, req->global_id, req->page_size,
+                             req->page_token, rq->deadline, &l, next, err);
   if (rc != ERR_OK) return rc;
   Idem__V1__AuditEntry *entries = l.n ? calloc(l.n, sizeof *entries) : NULL;
   Idem__V1__StepKey *keys = l.n ? calloc(l.n, sizeof *keys) : NULL;

@@ -262,7 +262,7 @@ static bool leader_only(const rpc_method *m) {
 
 /* Whether the call's group is known only once its message is decoded (route_call). */
 static bool routed(const rpc_server *srv, const rpc_method *m) {
-  return srv->n_groups > 1 && m->route;
+  return srv->n_groups > 1 && (m->route || m->group_md);
 }
 
 /* Fills err with a refusal by a node that does not lead (elector's view of the leader). */
@@ -301,6 +301,29 @@ static bool admit(rpc_call *c, const rpc_method *m, char *tenant, size_t cap, er
   return false;
 }
 
+/* The group the call's idem-group metadata names; -1 with err filled when it names none (or
+ * no group of this node). */
+static int group_named(rpc_call *c, err_t *err) {
+  const rpc_server *srv = c->srv;
+  for (size_t i = 0; i < c->md.count; i++) {
+    if (grpc_slice_str_cmp(c->md.metadata[i].key, RPC_GROUP_MD) != 0) continue;
+    const grpc_slice v = c->md.metadata[i].value;
+    size_t n = GRPC_SLICE_LENGTH(v);
+    for (size_t g = 0; g < srv->n_groups; g++)
+      if (strlen(srv->groups[g].g.name) == n &&
+          memcmp(srv->groups[g].g.name, GRPC_SLICE_START_PTR(v), n) == 0)
+        return (int)g;
+    err_set(err, ERR_INVALID, "%s metadata: no store group named %.*s", RPC_GROUP_MD,
+            n > 63 ? 63 : (int)n, (const char *)GRPC_SLICE_START_PTR(v));
+    return -1;
+  }
+  err_set(err, ERR_INVALID,
+          "%s metadata: required with slot groups (each group's steps are resolved by its "
+          "leader: send the call to each group, as libidem and idemctl do)",
+          RPC_GROUP_MD);
+  return -1;
+}
+
 /* docs/api.md §17: a routed call goes to its saga's group, served only by that group's leader;
  * anywhere else it is refused (idem-leader, idem-group) with nothing done. Sets c->group and
  * rq's group and rules. False with err filled. */
@@ -308,13 +331,22 @@ static bool route_call(rpc_call *c, const rpc_method *m, const ProtobufCMessage 
                        const char *tenant, rpc_req *rq, err_t *err) {
   rpc_server *srv = c->srv;
   c->group = 0;
-  const char *id = routed(srv, m) ? m->route(in) : NULL;
+  const char *id = routed(srv, m) && m->route ? m->route(in) : NULL;
   if (id && (id[0] || m->new_saga)) {
     int g = srv->route(srv->route_arg, tenant, id, m->new_saga);
     if (g < 0 || (size_t)g >= srv->n_groups) {
       err_fail(err, ERR_UNAVAILABLE, ERR_R_NO_LEADER, "no group serves this saga's slot yet");
       return false;
     }
+    c->group = g;
+    elect *el = srv->groups[g].g.elector;
+    if (el && !elect_is_leader(el, NULL)) {
+      not_leader(el, err);
+      return false;
+    }
+  } else if (srv->n_groups > 1 && m->group_md) {
+    int g = group_named(c, err);
+    if (g < 0) return false;
     c->group = g;
     elect *el = srv->groups[g].g.elector;
     if (el && !elect_is_leader(el, NULL)) {

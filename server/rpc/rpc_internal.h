@@ -45,6 +45,7 @@
 /* After this long in rpc_server_stop, calls still in flight are cancelled. */
 #define RPC_DRAIN_GRACE_MS 10000
 #define RPC_MAX_METHODS 32
+#define RPC_GROUPS_MAX 64 /* store groups (SLOTMAP_GROUPS_MAX) */
 /* What the server holds for clients that do not read their replies (docs/api.md §16): every reply
  * is counted from its encoding until its batch completes (sent, or the call died). A bulky
  * reply that would take the total past this is refused with RESOURCE_EXHAUSTED instead (a read:
@@ -107,6 +108,9 @@ typedef struct rpc_method {
    * (served on groups[0]) */
   const char *(*route)(const ProtobufCMessage *in);
   bool new_saga;
+  /* with groups: the call acts on one group's steps, named by its idem-group metadata
+   * (required), and is served by that group's leader (ResolveSteps) */
+  bool group_md;
 } rpc_method;
 
 extern const rpc_method rpc__methods[];

@@ -208,7 +208,8 @@ void rpc_shutdown(void) {
 
 /* The groups of cfg (one made of coord, elector and open_store when none is given), copied. */
 static bool copy_groups(rpc_server *s, const rpc_config *cfg) {
-  rpc_group one = {"default", cfg->coord, cfg->elector, cfg->open_store, cfg->open_store_arg};
+  rpc_group one = {"default",           cfg->coord, cfg->elector, cfg->open_store,
+                   cfg->open_store_arg, NULL,       NULL};
   const rpc_group *g = cfg->n_groups ? cfg->groups : &one;
   size_t n = cfg->n_groups ? cfg->n_groups : 1;
   s->groups = calloc(n, sizeof *s->groups);
@@ -230,7 +231,7 @@ static bool copy_groups(rpc_server *s, const rpc_config *cfg) {
 static bool config_ok(const rpc_config *cfg) {
   if (!cfg || !cfg->listen) return false;
   if (!cfg->n_groups) return cfg->open_store && cfg->coord;
-  if (cfg->n_groups > 1 && !cfg->route) return false;
+  if (cfg->n_groups > RPC_GROUPS_MAX || (cfg->n_groups > 1 && !cfg->route)) return false;
   for (size_t i = 0; i < cfg->n_groups; i++)
     if (!cfg->groups[i].open_store || !cfg->groups[i].coord) return false;
   return true;
