@@ -8,7 +8,8 @@
  * Threads and the store: MHD runs `threads` polling threads; a request that needs the store
  * takes one of `threads` store handles from a small pool (opened on first use with
  * open_store, the same fenced stores the gRPC workers use, but never theirs), so a slow page
- * never holds a gRPC worker or the batcher.
+ * never holds a gRPC worker or the batcher. The Slots page pings each store group through one
+ * handle of that group's own (console_group, opened on the page's first visit).
  *
  * Security: with tokens (--tokens) a session comes from /login: a random id in an HttpOnly,
  * SameSite=Strict cookie (Secure under TLS), 8 h, tenant and role from the token, a CSRF token
