@@ -63,7 +63,10 @@ void h_groups_start(h_groups *cl, bool console) {
 
 void h_groups_stop(h_groups *cl) {
   for (int i = 0; i < 2; i++)
-    if (cl->node[i].pid > 0) h_srv_stop(&cl->node[i]);
+    if (cl->node[i].pid > 0) {
+      int st = h_srv_stop(&cl->node[i]);
+      cr_expect_eq(st, 0, "node %d drains and exits 0 on SIGTERM (status %d)", i, st);
+    }
   etcd_stop(&cl->etcd);
   for (int g = 0; g < 2; g++) pgx_db_drop(cl->db[g]);
 }

@@ -37,7 +37,8 @@ void h_groups_id_in_group(const char *tenant, int g, const char *tag, char *out,
 void h_groups_start(h_groups *cl, bool console);
 /* (Re)starts node i with the cluster's arguments. */
 void h_groups_node_start(h_groups *cl, int i);
-/* Stops the nodes still running, etcd, and drops the databases. */
+/* Stops the nodes still running (each must exit 0: drained, and clean under the sanitizers),
+ * etcd, and drops the databases. */
 void h_groups_stop(h_groups *cl);
 
 /* Who leads group g (0 or 1), -1 when no node does now: by default the node whose
