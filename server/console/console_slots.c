@@ -47,7 +47,7 @@ static void groups_table(creq *r, const slotmap *m) {
     const char *leader = g->elector ? es.leader_addr : c->cfg.advertise;
     bool ok = group_store_ok(r, i);
     console__html(b, "<tr><td>%s</td><td>%s</td>", g->name, leader[0] ? leader : "(none)");
-    if (es.epoch) /* known where the group is led (elect.h) */
+    if (es.epoch || es.leader) /* known where the group is led (elect.h) */
       console__html(b, "<td class=\"num\">%llu</td>", (unsigned long long)es.epoch);
     else
       console__html(b, "<td class=\"num muted\">\xE2\x80\x94</td>");

@@ -55,8 +55,10 @@ static void print_topology(const ctl *c, const idem_topology *t) {
   for (size_t i = 0; i < t->n_groups; i++) {
     const idem_group_status *g = &t->groups[i];
     char epoch[24], count[16];
-    /* the epoch is known where the group is led (elect.h): "-" elsewhere */
-    snprintf(epoch, sizeof epoch, g->epoch ? "%llu" : "-", (unsigned long long)g->epoch);
+    /* the epoch is known where the group is led (elect.h): "-" elsewhere (a single node
+     * without etcd leads under its store's fence, 0 on a new store) */
+    snprintf(epoch, sizeof epoch, g->epoch || g->led_here ? "%llu" : "-",
+             (unsigned long long)g->epoch);
     snprintf(count, sizeof count, "%u", g->slot_count);
     const char *row[] = {g->name,
                          g->leader_address[0] ? g->leader_address : "(none)",
