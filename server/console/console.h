@@ -3,12 +3,13 @@
  * threads, reading and writing through the same coord/ functions as the Admin API.
  *
  * Pages: /  /steps  /sagas/{global_id}  /steps/{global_id}/{service}/{operation}/{phase}
- * /audit  /policies  /login  /logout  (and /style.css, embedded).
+ * /audit  /policies  /slots  /login  /logout  (and /style.css, embedded).
  *
  * Threads and the store: MHD runs `threads` polling threads; a request that needs the store
  * takes one of `threads` store handles from a small pool (opened on first use with
  * open_store, the same fenced stores the gRPC workers use, but never theirs), so a slow page
- * never holds a gRPC worker or the batcher.
+ * never holds a gRPC worker or the batcher. The Slots page pings each store group through one
+ * handle of that group's own (console_group, opened on the page's first visit).
  *
  * Security: with tokens (--tokens) a session comes from /login: a random id in an HttpOnly,
  * SameSite=Strict cookie (Secure under TLS), 8 h, tenant and role from the token, a CSRF token
@@ -27,6 +28,7 @@
 #include "../auth/auth.h"
 #include "../coord/coord.h"
 #include "../elect/elect.h"
+#include "../slots/slotmap.h"
 #include "../store/store.h"
 #include "../util/err.h"
 
@@ -34,6 +36,15 @@
 #define CONSOLE_SESSION_TTL_MS (8 * 3600 * 1000LL)
 
 typedef struct console console;
+
+/* One store group (docs/api.md §17) as the Slots page shows it: its leader from its election,
+ * its store's health from a handle of its own (opened on the page's first visit). */
+typedef struct console_group {
+  const char *name;                /* borrowed for the console's life */
+  elect *elector;                  /* borrowed; NULL = this node leads it */
+  store *(*open_store)(void *arg); /* borrowed */
+  void *open_store_arg;
+} console_group;
 
 typedef struct console_config {
   const char *address;             /* HOST:PORT ([V6]:PORT); port 0 = any (see bound_port) */
@@ -49,6 +60,12 @@ typedef struct console_config {
   int threads;        /* 0 = CONSOLE_THREADS_DEFAULT */
   int64_t started_ms; /* wall clock, shown on the overview */
   const char *version;
+  /* slot groups, for /slots: the array is copied, its members borrowed; n_groups 0 = the one
+   * group above, named "default" */
+  const console_group *groups;
+  size_t n_groups;
+  const slotmap *(*slotmap_now)(void *arg); /* the map now (borrowed); NULL = none */
+  void *slotmap_arg;
 } console_config;
 
 /* Starts serving. NULL with err filled (the address cannot be parsed or bound, TLS is not

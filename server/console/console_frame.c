@@ -50,7 +50,7 @@ void console__page_begin(creq *r, const char *title) {
         "<a href=\"/\">Overview</a><a href=\"/steps\">Steps</a>"
         "<a href=\"/steps?lease_expired=1\">Stuck leases</a>"
         "<a href=\"/steps?state=unknown\">Unknown outcomes</a><a href=\"/audit\">Audit</a>"
-        "<a href=\"/policies\">Policies</a>"
+        "<a href=\"/policies\">Policies</a><a href=\"/slots\">Slots</a>"
         "<span class=\"who\">tenant <b>%s</b> \xC2\xB7 %s</span>",
         r->s.tenant, r->s.dev ? "development" : auth_role_name(r->s.role));
     if (!r->s.dev) {

@@ -147,6 +147,28 @@ static void wipe_free(char *s) {
   free(s);
 }
 
+/* The groups of the Slots page: cfg's copied (or the one group of cfg, "default"), with a pool
+ * of one store handle each (opened on first use). */
+static bool copy_groups(console *c) {
+  console_config *cfg = &c->cfg;
+  console_group one = {"default", cfg->elector, cfg->open_store, cfg->open_store_arg};
+  const console_group *from = cfg->n_groups ? cfg->groups : &one;
+  size_t n = cfg->n_groups ? cfg->n_groups : 1;
+  cfg->groups = NULL;
+  cfg->n_groups = 0;
+  c->groups = calloc(n, sizeof *c->groups);
+  c->gpools = calloc(n, sizeof *c->gpools);
+  if (!c->groups || !c->gpools) return false;
+  for (size_t i = 0; i < n; i++) {
+    c->groups[i] = from[i];
+    c->gpools[i] = console__pool_new(1, from[i].open_store, from[i].open_store_arg);
+    if (!c->gpools[i]) return false;
+    cfg->n_groups = i + 1; /* console_stop frees the pools made */
+  }
+  cfg->groups = c->groups;
+  return true;
+}
+
 console *console_start(const console_config *cfg, int *bound_port, err_t *err) {
   struct sockaddr_storage ss;
   socklen_t ss_len;
@@ -171,6 +193,11 @@ console *console_start(const console_config *cfg, int *bound_port, err_t *err) {
     c->key = tls ? strdup(cfg->tls_key_pem) : NULL;
     c->guard = console__guard_start(REQUEST_MS);
     c->logins = console__logins_new();
+  }
+  if (c && !copy_groups(c)) {
+    console_stop(c);
+    err_oom(err);
+    return NULL;
   }
   if (!c || !c->sess || !c->pool || !c->guard || !c->logins || (tls && (!c->cert || !c->key))) {
     console_stop(c);
@@ -207,6 +234,9 @@ void console_stop(console *c) {
   if (!c) return;
   if (c->d) MHD_stop_daemon(c->d);
   console__guard_stop(c->guard);
+  for (size_t i = 0; c->gpools && i < c->cfg.n_groups; i++) console__pool_free(c->gpools[i]);
+  free(c->gpools);
+  free(c->groups);
   console__pool_free(c->pool);
   console__sessions_free(c->sess);
   console__logins_free(c->logins);

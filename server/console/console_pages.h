@@ -17,6 +17,7 @@ console_page console__page_audit;      /* GET /audit                  console_ad
 console_page console__page_policies;   /* GET /policies               console_admin.c */
 console_page console__post_policy_set; /* POST /policies              console_admin.c */
 console_page console__post_policy_delete; /* POST /policies/delete       console_admin.c */
+console_page console__page_slots;         /* GET /slots                  console_slots.c */
 console_page console__page_login;         /* GET /login                  console_login.c */
 console_page console__post_login;         /* POST /login                 console_login.c */
 console_page console__post_logout;        /* POST /logout                console_login.c */

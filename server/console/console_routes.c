@@ -33,6 +33,7 @@ static const route routes[] = {
     {"GET", "/sagas/*", console__page_saga, 0},
     {"GET", "/audit", console__page_audit, 0},
     {"GET", "/policies", console__page_policies, 0},
+    {"GET", "/slots", console__page_slots, 0},
     {"POST", "/policies", console__post_policy_set, CONSOLE_NEEDS_ADMIN | CONSOLE_NEEDS_LEADER},
     {"POST", "/policies/delete", console__post_policy_delete,
      CONSOLE_NEEDS_ADMIN | CONSOLE_NEEDS_LEADER},

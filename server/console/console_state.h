@@ -70,6 +70,9 @@ struct console {
   struct MHD_Daemon *d;
   struct cguard *guard; /* the whole-request deadline (console_guard.h) */
   login_limits *logins;
+  /* the Slots page: the groups (cfg.groups points here) and one store handle each */
+  console_group *groups;
+  cpool **gpools;
 };
 
 #endif

@@ -651,6 +651,9 @@ static node_result start_console(node *nd) {
     log_kv(LOG_ERROR, "cannot serve the console", "error", why, (const char *)NULL);
     return NODE_FAILED;
   }
+  console_group groups[OPT_LIST_MAX];
+  for (size_t i = 0; i < nd->n_groups; i++) /* the Slots page (copied by console_start) */
+    groups[i] = (console_group){nd->groups[i].name, nd->groups[i].el, open_fenced, &nd->groups[i]};
   console_config cc = {.address = o->console,
                        .coord = &nd->groups[0].coord,
                        .open_store = open_fenced,
@@ -662,7 +665,11 @@ static node_result start_console(node *nd) {
                        .tls_cert_pem = tls.cert_pem,
                        .tls_key_pem = tls.key_pem,
                        .started_ms = clock_wall_ms(),
-                       .version = IDEM_VERSION};
+                       .version = IDEM_VERSION,
+                       .groups = groups,
+                       .n_groups = nd->n_groups,
+                       .slotmap_now = slotmap_now,
+                       .slotmap_arg = nd};
   err_t err;
   err_clear(&err);
   int port = 0;

@@ -7,7 +7,8 @@
  *  - kill -9 of one node under load: the other leads both groups within TTL + 1 s, with no
  *    PROCEED after an acknowledged completion and no acknowledged completion lost;
  *  - another --slots, or groups other than the map's: exit 2 naming it, nothing in etcd.
- * The slot function is computed here independently of the server (FNV-1a 64 by hand). */
+ * The cluster and the slot function (computed independently of the server, FNV-1a 64 by hand)
+ * are tests/support/groups.h's. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <signal.h>
@@ -18,82 +19,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "groups.h"
 #include "harness.h"
 #include "pbenc.h"
 
-#define SLOTS 64 /* g1 serves 0-31, g2 32-63 (equal ranges in the order named) */
-#define TTL_S 2
+#define SLOTS H_GROUPS_SLOTS /* g1 serves 0-31, g2 32-63 (equal ranges in the order named) */
+#define TTL_S H_GROUPS_TTL_S
 #define COORD "/idem.v1.Coordinator/"
-
-static uint32_t slot_of(const char *tenant, const char *id) {
-  uint64_t h = UINT64_C(14695981039346656037);
-  const char *parts[] = {tenant, "", id};
-  for (int p = 0; p < 3; p++) {
-    size_t n = p == 1 ? 1 : strlen(parts[p]); /* the NUL between tenant and id */
-    for (size_t i = 0; i < n; i++) {
-      h ^= (unsigned char)parts[p][i];
-      h *= UINT64_C(1099511628211);
-    }
-  }
-  return (uint32_t)(h % SLOTS);
-}
-
-static int group_of(const char *tenant, const char *id) {
-  return slot_of(tenant, id) < SLOTS / 2 ? 0 : 1;
-}
-
-typedef struct cluster {
-  etcd_proc etcd;
-  char db[2][64], url[2][256];
-  char store[2][300];
-  srv node[2];
-  int mport[2]; /* each node's --metrics port */
-  char t[64];
-} cluster;
-
-static void node_start(cluster *cl, int i) {
-  char metrics[32];
-  cl->mport[i] = h_free_port();
-  snprintf(metrics, sizeof metrics, "127.0.0.1:%d", cl->mport[i]);
-  const char *args[] = {"--metrics",      metrics,  "--store",           cl->store[0], "--store",
-                        cl->store[1],     "--etcd", cl->etcd.url,        "--slots",    "64",
-                        "--election-ttl", "2",      "--reaper-interval", "0",          NULL};
-  h_srv_start(&cl->node[i], "", args);
-}
-
-static void cluster_start(cluster *cl) {
-  memset(cl, 0, sizeof *cl);
-  etcd_start(&cl->etcd);
-  for (int g = 0; g < 2; g++) {
-    pgx_db_create(g ? "idem_g2" : "idem_g1", cl->db[g], sizeof cl->db[g], cl->url[g],
-                  sizeof cl->url[g]);
-    snprintf(cl->store[g], sizeof cl->store[g], "g%d=%s", g + 1, cl->url[g]);
-  }
-  h_tenant(cl->t);
-  node_start(cl, 0);
-  node_start(cl, 1);
-}
-
-static void cluster_stop(cluster *cl) {
-  for (int i = 0; i < 2; i++)
-    if (cl->node[i].pid > 0) h_srv_stop(&cl->node[i]);
-  etcd_stop(&cl->etcd);
-  for (int g = 0; g < 2; g++) pgx_db_drop(cl->db[g]);
-}
-
-/* A global id of group g (an id whose slot is in g's range). */
-static void id_in_group(const char *tenant, int g, const char *tag, char *out, size_t cap) {
-  for (int i = 0;; i++) {
-    snprintf(out, cap, "%s-%d", tag, i);
-    if (group_of(tenant, out) == g) return;
-  }
-}
 
 /* LookupStep of a key of group g sent to node i: NOT_FOUND (5) when i leads g, UNAVAILABLE (14)
  * with idem-group when it does not. group gets the idem-group trailer. */
-static int probe(const cluster *cl, int i, int g, char *group, size_t cap) {
+static int probe(const h_groups *cl, int i, int g, char *group, size_t cap) {
   char gid[64];
-  id_in_group(cl->t, g, "probe", gid, sizeof gid);
+  h_groups_id_in_group(cl->t, g, "probe", gid, sizeof gid);
   pbuf *req = pb_sub(pb_new(), 1, pb_key(gid, "svc", "op", 1));
   char details[256];
   int st = h_raw_call_trailer(cl->node[i].addr, COORD "LookupStep", cl->t, req->b, req->n, details,
@@ -103,29 +41,19 @@ static int probe(const cluster *cl, int i, int g, char *group, size_t cap) {
 }
 
 /* Who leads group g: 0 or 1 (that node answers for it), -1 when no node does now. */
-static int leader_of(const cluster *cl, int g) {
+static int leader_of(const h_groups *cl, int g) {
   char grp[32];
   for (int i = 0; i < 2; i++)
     if (cl->node[i].pid > 0 && probe(cl, i, g, grp, sizeof grp) == 5) return i;
   return -1;
 }
 
-/* Waits until the nodes lead one group each (the balance rule: ceil(2/2) = 1). */
-static void wait_balanced(const cluster *cl) {
-  int64_t until = h_now_ms() + 4 * TTL_S * 1000 + 5000;
-  for (;;) {
-    int a = leader_of(cl, 0), b = leader_of(cl, 1);
-    if (a >= 0 && b >= 0 && a != b) return;
-    if (h_now_ms() > until) {
-      h_srv_dump_log(&cl->node[0]);
-      h_srv_dump_log(&cl->node[1]);
-      cr_assert_fail("groups not balanced: g1 led by %d, g2 by %d", a, b);
-    }
-    h_sleep_ms(100);
-  }
+/* Waits until the nodes lead one group each, as their answers to calls show. */
+static void wait_balanced(const h_groups *cl) {
+  h_groups_wait_balanced(cl, leader_of);
 }
 
-static idem_client *client_of(const cluster *cl, const char *addrs) {
+static idem_client *client_of(const h_groups *cl, const char *addrs) {
   idem_options o = {.address = addrs, .tenant = cl->t, .deadline_ms = 3000};
   idem_client *c = NULL;
   idem_error e = {0};
@@ -146,9 +74,9 @@ static void count_rows(const char *url, const char *table, const char *t, int g,
   cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQerrorMessage(pc));
   *mine = *other = 0;
   for (int i = 0; i < PQntuples(r); i++) {
-    cr_expect_eq(atoi(PQgetvalue(r, i, 1)), (int)slot_of(t, PQgetvalue(r, i, 0)),
+    cr_expect_eq(atoi(PQgetvalue(r, i, 1)), (int)h_groups_slot_of(t, PQgetvalue(r, i, 0)),
                  "%s: the row's slot column is its saga's slot", table);
-    if (group_of(t, PQgetvalue(r, i, 0)) == g)
+    if (h_groups_group_of(t, PQgetvalue(r, i, 0)) == g)
       (*mine)++;
     else
       (*other)++;
@@ -158,8 +86,8 @@ static void count_rows(const char *url, const char *table, const char *t, int g,
 }
 
 Test(groups, steps_land_in_their_slots_group_and_each_node_leads_one, .timeout = 120) {
-  cluster cl;
-  cluster_start(&cl);
+  h_groups cl;
+  h_groups_start(&cl, false);
   wait_balanced(&cl);
   char both[160];
   snprintf(both, sizeof both, "%s,%s", cl.node[0].addr, cl.node[1].addr);
@@ -172,9 +100,9 @@ Test(groups, steps_land_in_their_slots_group_and_each_node_leads_one, .timeout =
     idem_error e = {0};
     cr_assert_eq(idem_saga_begin(c, rid, "order", NULL, 0, gid, NULL, NULL, &e), IDEM_OK, "%s",
                  e.message);
-    cr_assert_eq(slot_of(cl.t, gid), slot_of(cl.t, rid),
+    cr_assert_eq(h_groups_slot_of(cl.t, gid), h_groups_slot_of(cl.t, rid),
                  "BeginSaga's global id %s has the slot of its request id %s", gid, rid);
-    per_group[group_of(cl.t, gid)]++;
+    per_group[h_groups_group_of(cl.t, gid)]++;
     idem_step_key k = {gid, "payments", "charge", IDEM_FORWARD};
     idem_begin b = {0};
     cr_assert_eq(idem_step_begin(c, &k, NULL, 0, 0, &b, &e), IDEM_OK, "%s", e.message);
@@ -197,16 +125,16 @@ Test(groups, steps_land_in_their_slots_group_and_each_node_leads_one, .timeout =
     cr_expect_eq(other, 0);
   }
   idem_close(c);
-  cluster_stop(&cl);
+  h_groups_stop(&cl);
 }
 
 Test(groups, a_wrong_group_call_redirects_and_does_nothing, .timeout = 120) {
-  cluster cl;
-  cluster_start(&cl);
+  h_groups cl;
+  h_groups_start(&cl, false);
   wait_balanced(&cl);
   int l1 = leader_of(&cl, 0), other = 1 - l1; /* other leads g2, not g1 */
   char gid[64];
-  id_in_group(cl.t, 0, "wrong", gid, sizeof gid);
+  h_groups_id_in_group(cl.t, 0, "wrong", gid, sizeof gid);
   pbuf *req = pb_sub(pb_new(), 1, pb_key(gid, "payments", "charge", 1));
   char details[256], grp[32] = "", reason[32] = "", leader[128] = "";
   int st = h_raw_call_trailer(cl.node[other].addr, COORD "BeginStep", cl.t, req->b, req->n, details,
@@ -236,7 +164,7 @@ Test(groups, a_wrong_group_call_redirects_and_does_nothing, .timeout = 120) {
   count_rows(cl.url[0], "idem_steps", cl.t, 0, &mine, &oth);
   cr_expect_eq(mine, 1, "the step is in g1");
   idem_close(c);
-  cluster_stop(&cl);
+  h_groups_stop(&cl);
 }
 
 /* --- kill -9 of one node under load --- */
@@ -244,7 +172,7 @@ Test(groups, a_wrong_group_call_redirects_and_does_nothing, .timeout = 120) {
 enum { KEYS = 4000, WORKERS = 4 };
 
 typedef struct load {
-  cluster *cl;
+  h_groups *cl;
   char addrs[160];
   atomic_int next;
   atomic_bool stop;
@@ -287,8 +215,8 @@ static void *worker(void *arg) {
 }
 
 Test(groups, kill_one_node_the_other_leads_both, .timeout = 180) {
-  cluster cl;
-  cluster_start(&cl);
+  h_groups cl;
+  h_groups_start(&cl, false);
   wait_balanced(&cl);
   load *L = calloc(1, sizeof *L);
   L->cl = &cl;
@@ -345,7 +273,7 @@ Test(groups, kill_one_node_the_other_leads_both, .timeout = 180) {
   cr_expect_eq(dup, 0);
   idem_close(c);
   free(L);
-  cluster_stop(&cl);
+  h_groups_stop(&cl);
 }
 
 /* --- refusals at start --- */
@@ -377,8 +305,8 @@ static int run_node(const char *const *args, char *log, size_t cap) {
 }
 
 Test(groups, another_slot_count_or_other_groups_exit_2_naming_it, .timeout = 120) {
-  cluster cl;
-  cluster_start(&cl);
+  h_groups cl;
+  h_groups_start(&cl, false);
   char log[8192];
   const char *slots[] = {"--store",   cl.store[0], "--store", cl.store[1], "--etcd",
                          cl.etcd.url, "--slots",   "32",      NULL};
@@ -393,7 +321,7 @@ Test(groups, another_slot_count_or_other_groups_exit_2_naming_it, .timeout = 120
   /* the running cluster is untouched: both groups still led */
   cr_expect_geq(leader_of(&cl, 0), 0);
   cr_expect_geq(leader_of(&cl, 1), 0);
-  cluster_stop(&cl);
+  h_groups_stop(&cl);
 }
 
 Test(groups, a_bad_store_exits_2_and_writes_nothing_to_etcd, .timeout = 120) {
@@ -416,7 +344,7 @@ Test(groups, a_bad_store_exits_2_and_writes_nothing_to_etcd, .timeout = 120) {
 
 /* --- libidem's topology --- */
 
-static double unavailable(const cluster *cl, int i, const char *method) {
+static double unavailable(const h_groups *cl, int i, const char *method) {
   char series[160];
   snprintf(series, sizeof series, "idem_rpc_calls_total{method=\"%s\",code=\"UNAVAILABLE\"}",
            method);
@@ -425,8 +353,8 @@ static double unavailable(const cluster *cl, int i, const char *method) {
 }
 
 Test(groups, libidem_fetches_the_topology_and_goes_straight_to_each_leader, .timeout = 120) {
-  cluster cl;
-  cluster_start(&cl);
+  h_groups cl;
+  h_groups_start(&cl, false);
   wait_balanced(&cl);
   int l1 = leader_of(&cl, 0), l2 = leader_of(&cl, 1);
   idem_client *c = client_of(&cl, cl.node[0].addr);
@@ -446,13 +374,13 @@ Test(groups, libidem_fetches_the_topology_and_goes_straight_to_each_leader, .tim
   cr_expect(t.groups[0].store_ok && t.groups[1].store_ok);
   cr_expect_eq(t.groups[0].led_here, l1 == 0);
   cr_expect_eq(t.groups[1].led_here, l2 == 0);
-  cr_expect_eq(idem_slot_of(cl.t, "order-42", SLOTS), slot_of(cl.t, "order-42"));
+  cr_expect_eq(idem_slot_of(cl.t, "order-42", SLOTS), h_groups_slot_of(cl.t, "order-42"));
   idem_topology_clear(&t);
   idem_close(c);
   /* a fresh client learns the map from its first redirect, then never asks the wrong node */
   c = client_of(&cl, cl.node[0].addr);
   char gid[64];
-  id_in_group(cl.t, l1 == 0 ? 1 : 0, "warm", gid, sizeof gid); /* led by node 1 */
+  h_groups_id_in_group(cl.t, l1 == 0 ? 1 : 0, "warm", gid, sizeof gid); /* led by node 1 */
   idem_step_key k = {gid, "payments", "charge", IDEM_FORWARD};
   idem_begin b = {0};
   cr_assert_eq(idem_step_begin(c, &k, NULL, 0, 0, &b, &e), IDEM_OK, "%s", e.message);
@@ -469,5 +397,5 @@ Test(groups, libidem_fetches_the_topology_and_goes_straight_to_each_leader, .tim
   double after = unavailable(&cl, 0, m) + unavailable(&cl, 1, m);
   cr_expect_eq(after, before, "60 calls over both groups, %g redirected", after - before);
   idem_close(c);
-  cluster_stop(&cl);
+  h_groups_stop(&cl);
 }

@@ -87,6 +87,7 @@ int cmd_policy_get(ctl *c);
 int cmd_policy_set(ctl *c);
 int cmd_policy_delete(ctl *c);
 int cmd_reconcile(ctl *c);
+int cmd_slots(ctl *c); /* cmd_slots.c */
 
 /* fmt.c — tables */
 typedef struct table table;

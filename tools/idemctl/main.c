@@ -19,6 +19,12 @@ static const ctl_cmd commands[] = {
      "Leader, epoch, store and election health of the coordinator at --addr. Exits 3 when "
      "its store is unreachable.",
      cmd_status},
+    {"slots", "", "", 0, 0,
+     "The slot map and each group's leader, epoch, store health and slot count. Slot ranges "
+     "with the group serving each (a range being moved shows its target), as the node at "
+     "--addr sees them (docs/api.md §17). Exits 3 when a group has no leader or its store is "
+     "unreachable from that node.",
+     cmd_slots},
     {"step", "GLOBAL_ID SERVICE OPERATION", "compensation", 3, 3,
      "Everything stored for one step (the forward phase, or --compensation).", cmd_step},
     {"saga", "GLOBAL_ID", "", 1, 1, "All steps of a saga, as a table, oldest first.", cmd_saga},

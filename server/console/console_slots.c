@@ -1,0 +1,74 @@
+/* console_slots.c — the Slots page (/slots, docs/api.md §17): what `idemctl slots` prints. The
+ * slot map (ranges → group, a range being moved and its target) and each group's leader,
+ * epoch, store health (pinged through the group's own store handle) and slot count, as this
+ * node sees them. */
+#include <stdio.h>
+#include <string.h>
+
+#include "../util/clock.h"
+#include "console_pages.h"
+
+#define PING_BUDGET_MS 500 /* a group's store that takes longer is shown unreachable */
+
+static bool group_store_ok(creq *r, size_t i) {
+  cpool *p = r->c->gpools[i];
+  store *st = console__pool_get(p);
+  if (!st) return false;
+  int64_t deadline = clock_mono_ms() + PING_BUDGET_MS;
+  if (r->deadline < deadline) deadline = r->deadline;
+  err_t err;
+  err_clear(&err);
+  bool ok = store_ping(st, deadline, &err) == ERR_OK;
+  console__pool_put(p, st);
+  return ok;
+}
+
+static void ranges_table(creq *r, const slotmap *m) {
+  buf_t *b = &r->out;
+  console__html(b, "<p>%u slots, map version %llu.</p>", m->slots, (unsigned long long)m->version);
+  console__html(b, "<table id=\"ranges\"><tr><th>slots</th><th>group</th><th>moving to</th></tr>");
+  for (size_t i = 0; i < m->n_ranges; i++) {
+    const slot_range *x = &m->ranges[i];
+    console__html(b, "<tr><td class=\"num\">%u\xE2\x80\x93%u</td><td>%s</td><td>%s</td></tr>",
+                  x->from, x->to, x->group, x->moving ? x->to_group : "\xE2\x80\x94");
+  }
+  console__html(b, "</table>");
+}
+
+static void groups_table(creq *r, const slotmap *m) {
+  const console *c = r->c;
+  buf_t *b = &r->out;
+  console__html(b, "<h2>Groups</h2><table id=\"groups\"><tr><th>group</th><th>leader</th>"
+                   "<th>epoch</th><th>store</th><th>slots</th><th>led here</th></tr>");
+  for (size_t i = 0; i < c->cfg.n_groups; i++) {
+    const console_group *g = &c->groups[i];
+    elect_status es = {.leader = true};
+    if (g->elector) elect_status_get(g->elector, &es);
+    const char *leader = g->elector ? es.leader_addr : c->cfg.advertise;
+    bool ok = group_store_ok(r, i);
+    console__html(b, "<tr><td>%s</td><td>%s</td>", g->name, leader[0] ? leader : "(none)");
+    if (es.epoch || es.leader) /* known where the group is led (elect.h) */
+      console__html(b, "<td class=\"num\">%llu</td>", (unsigned long long)es.epoch);
+    else
+      console__html(b, "<td class=\"num muted\">\xE2\x80\x94</td>");
+    console__html(b,
+                  "<td><span class=\"state %s\">%s</span></td><td class=\"num\">%u</td>"
+                  "<td>%s</td></tr>",
+                  ok ? "s-succeeded" : "s-failed", ok ? "ok" : "unreachable",
+                  m ? slotmap_count(m, g->name) : 0, es.leader ? "yes" : "no");
+  }
+  console__html(b, "</table>");
+}
+
+void console__page_slots(creq *r, char **seg) {
+  (void)seg;
+  const console_config *cfg = &r->c->cfg;
+  const slotmap *m = cfg->slotmap_now ? cfg->slotmap_now(cfg->slotmap_arg) : NULL;
+  console__page_begin(r, "Slots");
+  if (m)
+    ranges_table(r, m);
+  else
+    console__html(&r->out, "<div class=\"banner err\">No slot map yet.</div>");
+  groups_table(r, m);
+  console__page_end(r);
+}
