@@ -9,23 +9,45 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define MG METRICS_GROUPS_MAX
+
 static atomic_uint_fast64_t g_unguarded;
-static atomic_uint_fast64_t g_reaped_steps;
-static atomic_uint_fast64_t g_reaped_sagas;
-static atomic_uint_fast64_t g_reaped_bodies; /* bodies dropped past result retention */
+static atomic_uint_fast64_t g_reaped_steps[MG];
+static atomic_uint_fast64_t g_reaped_sagas[MG];
+static atomic_uint_fast64_t g_reaped_bodies[MG]; /* bodies dropped past result retention */
+
+/* the groups (metrics_set_groups): 0 or 1 = no group label */
+static _Atomic size_t g_n_groups;
+static const char *g_group_names[MG];
+static _Atomic(metrics_leader_fn) g_leader_fn;
+static _Atomic(void *) g_leader_arg;
+
+static int group_ix(int group) {
+  return group >= 0 && group < MG ? group : 0;
+}
+
+static uint64_t sum_groups(atomic_uint_fast64_t *v) {
+  uint64_t n = 0;
+  for (int g = 0; g < MG; g++) n += (uint64_t)atomic_load(&v[g]);
+  return n;
+}
 
 void metrics_unguarded(void) {
   atomic_fetch_add(&g_unguarded, 1);
 }
 
 static atomic_uint_fast64_t *reaped_counter(const char *kind) {
-  if (strcmp(kind, "sagas") == 0) return &g_reaped_sagas;
-  if (strcmp(kind, "bodies") == 0) return &g_reaped_bodies;
-  return &g_reaped_steps;
+  if (strcmp(kind, "sagas") == 0) return g_reaped_sagas;
+  if (strcmp(kind, "bodies") == 0) return g_reaped_bodies;
+  return g_reaped_steps;
+}
+
+void metrics_reaped_g(int group, const char *kind, uint64_t n) {
+  atomic_fetch_add(&reaped_counter(kind)[group_ix(group)], n);
 }
 
 void metrics_reaped(const char *kind, uint64_t n) {
-  atomic_fetch_add(reaped_counter(kind), n);
+  metrics_reaped_g(0, kind, n);
 }
 
 uint64_t metrics_unguarded_total(void) {
@@ -33,7 +55,7 @@ uint64_t metrics_unguarded_total(void) {
 }
 
 uint64_t metrics_reaped_total(const char *kind) {
-  return atomic_load(reaped_counter(kind));
+  return sum_groups(reaped_counter(kind));
 }
 
 /* --- waiting --- */
@@ -55,11 +77,15 @@ uint64_t metrics_wait_timed_out_total(void) {
 
 /* --- throughput --- */
 
-static atomic_uint_fast64_t g_batches, g_batched, g_cache_hits, g_cache_misses;
+static atomic_uint_fast64_t g_batches[MG], g_batched[MG], g_cache_hits, g_cache_misses;
+
+void metrics_batch_g(int group, uint64_t n) {
+  atomic_fetch_add(&g_batches[group_ix(group)], 1);
+  atomic_fetch_add(&g_batched[group_ix(group)], n);
+}
 
 void metrics_batch(uint64_t n) {
-  atomic_fetch_add(&g_batches, 1);
-  atomic_fetch_add(&g_batched, n);
+  metrics_batch_g(0, n);
 }
 
 void metrics_replay_cache(bool hit) {
@@ -104,7 +130,7 @@ static atomic_uint_fast64_t g_resolved[N_OUTCOMES];
 
 static const char *const store_kinds[] = {"unavailable", "timeout", "conflict", "error"};
 #define N_STORE_KINDS (sizeof store_kinds / sizeof store_kinds[0])
-static atomic_uint_fast64_t g_store_errors[N_STORE_KINDS];
+static atomic_uint_fast64_t g_store_errors[MG][N_STORE_KINDS];
 
 static atomic_bool g_leader = true;
 static atomic_uint_fast64_t g_epoch;
@@ -141,10 +167,22 @@ void metrics_resolved(int outcome) {
   atomic_fetch_add_explicit(&g_resolved[outcome], 1, memory_order_relaxed);
 }
 
-void metrics_store_error(const char *kind) {
+void metrics_store_error_g(int group, const char *kind) {
   size_t i = 0;
   while (i < N_STORE_KINDS - 1 && strcmp(kind, store_kinds[i]) != 0) i++;
-  atomic_fetch_add_explicit(&g_store_errors[i], 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&g_store_errors[group_ix(group)][i], 1, memory_order_relaxed);
+}
+
+void metrics_store_error(const char *kind) {
+  metrics_store_error_g(0, kind);
+}
+
+void metrics_set_groups(size_t n, const char *const *names, metrics_leader_fn fn, void *arg) {
+  if (n > MG) n = MG;
+  for (size_t i = 0; i < n; i++) g_group_names[i] = names[i];
+  atomic_store(&g_leader_arg, arg);
+  atomic_store(&g_leader_fn, fn);
+  atomic_store(&g_n_groups, n);
 }
 
 void metrics_set_leader(bool leader, uint64_t epoch) {
@@ -211,30 +249,31 @@ typedef struct family {
 } family;
 
 static const family FAMILIES[] = {
-    {"idem_takeovers_total", "counter", "PROCEED answers that took over an expired lease.", NULL,
+    {"idem_takeovers_total",
+     "counter",
+     "PROCEED answers that took over an expired lease.",
+     NULL,
      {{NULL, &g_takeovers}}},
-    {"idem_unguarded_executions_total", "counter",
-     "PROCEED_UNGUARDED answers (fail-open while the store was unreachable).", NULL,
+    {"idem_unguarded_executions_total",
+     "counter",
+     "PROCEED_UNGUARDED answers (fail-open while the store was unreachable).",
+     NULL,
      {{NULL, &g_unguarded}}},
-    {"idem_begin_step_waiters", "gauge", "BeginStep calls waiting on a step in progress (wait_ms).",
-     NULL, {{NULL, &g_waiting}}},
-    {"idem_begin_step_wait_timeouts_total", "counter",
-     "Waiting BeginStep calls answered ABORTED because their wait ran out.", NULL,
+    {"idem_begin_step_waiters",
+     "gauge",
+     "BeginStep calls waiting on a step in progress (wait_ms).",
+     NULL,
+     {{NULL, &g_waiting}}},
+    {"idem_begin_step_wait_timeouts_total",
+     "counter",
+     "Waiting BeginStep calls answered ABORTED because their wait ran out.",
+     NULL,
      {{NULL, &g_wait_timeouts}}},
-    {"idem_reaped_rows_total", "counter", "Expired rows deleted by the reaper, by table.", "kind",
-     {{"steps", &g_reaped_steps}, {"sagas", &g_reaped_sagas}}},
-    {"idem_reaped_bodies_total", "counter",
-     "Bodies of finished steps dropped past their result retention (the key is kept).", NULL,
-     {{NULL, &g_reaped_bodies}}},
-    {"idem_store_batches_total", "counter", "Group commits (one transaction each).", NULL,
-     {{NULL, &g_batches}}},
-    {"idem_store_batched_steps_total", "counter", "Step transactions committed in group commits.",
-     NULL, {{NULL, &g_batched}}},
-    {"idem_replay_cache_lookups_total", "counter",
-     "BeginSteps looked up in the leader's replay cache, by result.", "result",
+    {"idem_replay_cache_lookups_total",
+     "counter",
+     "BeginSteps looked up in the leader's replay cache, by result.",
+     "result",
      {{"hit", &g_cache_hits}, {"miss", &g_cache_misses}}},
-    {"idem_epoch", "gauge", "The leadership epoch this node serves under.", NULL,
-     {{NULL, &g_epoch}}},
 };
 
 static void render_family(FILE *f, const family *fam) {
@@ -256,16 +295,67 @@ static void render_words(FILE *f, const char *name, const char *help_text, const
     fprintf(f, "%s{%s=\"%s\"} %llu\n", name, key, names[i], ld(&v[i]));
 }
 
+/* One sample of a group-aware series: `name{group="g",key="label"} v`, the group label only with
+ * groups, the other only when key is given. */
+static void sample(FILE *f, const char *name, int group, const char *key, const char *label,
+                   unsigned long long v) {
+  bool grouped = atomic_load(&g_n_groups) > 1;
+  if (grouped && key)
+    fprintf(f, "%s{group=\"%s\",%s=\"%s\"} %llu\n", name, g_group_names[group], key, label, v);
+  else if (grouped)
+    fprintf(f, "%s{group=\"%s\"} %llu\n", name, g_group_names[group], v);
+  else if (key)
+    fprintf(f, "%s{%s=\"%s\"} %llu\n", name, key, label, v);
+  else
+    fprintf(f, "%s %llu\n", name, v);
+}
+
+/* The store, batch, reaper and election series: per group with groups, else as one. */
+static void render_grouped(FILE *f) {
+  size_t n = atomic_load(&g_n_groups);
+  int groups = n > 1 ? (int)n : 1;
+  metrics_leader_fn fn = n > 1 ? atomic_load(&g_leader_fn) : NULL;
+  help(f, "idem_store_errors_total", "counter", "Failed store calls, by kind.");
+  for (int g = 0; g < groups; g++)
+    for (size_t k = 0; k < N_STORE_KINDS; k++)
+      sample(f, "idem_store_errors_total", g, "kind", store_kinds[k], ld(&g_store_errors[g][k]));
+  help(f, "idem_reaped_rows_total", "counter", "Expired rows deleted by the reaper, by table.");
+  for (int g = 0; g < groups; g++) {
+    sample(f, "idem_reaped_rows_total", g, "kind", "steps", ld(&g_reaped_steps[g]));
+    sample(f, "idem_reaped_rows_total", g, "kind", "sagas", ld(&g_reaped_sagas[g]));
+  }
+  help(f, "idem_reaped_bodies_total", "counter",
+       "Bodies of finished steps dropped past their result retention (the key is kept).");
+  for (int g = 0; g < groups; g++)
+    sample(f, "idem_reaped_bodies_total", g, NULL, NULL, ld(&g_reaped_bodies[g]));
+  help(f, "idem_store_batches_total", "counter", "Group commits (one transaction each).");
+  for (int g = 0; g < groups; g++)
+    sample(f, "idem_store_batches_total", g, NULL, NULL, ld(&g_batches[g]));
+  help(f, "idem_store_batched_steps_total", "counter",
+       "Step transactions committed in group commits.");
+  for (int g = 0; g < groups; g++)
+    sample(f, "idem_store_batched_steps_total", g, NULL, NULL, ld(&g_batched[g]));
+  bool lead[MG];
+  uint64_t epoch[MG];
+  for (int g = 0; g < groups; g++) {
+    lead[g] = atomic_load(&g_leader);
+    epoch[g] = atomic_load(&g_epoch);
+    if (fn) fn(atomic_load(&g_leader_arg), g, &lead[g], &epoch[g]);
+  }
+  help(f, "idem_epoch", "gauge", "The leadership epoch this node serves under.");
+  for (int g = 0; g < groups; g++)
+    sample(f, "idem_epoch", g, NULL, NULL, (unsigned long long)epoch[g]);
+  help(f, "idem_leader", "gauge", "1 while this node is the leader.");
+  for (int g = 0; g < groups; g++) sample(f, "idem_leader", g, NULL, NULL, lead[g] ? 1 : 0);
+}
+
 static void render_counters(FILE *f) {
   render_words(f, "idem_begin_step_decisions_total", "BeginStep answers, by decision.", "decision",
                decision_names, g_decisions, 1, N_DECISIONS - 1);
   render_words(f, "idem_resolved_steps_total", "Steps resolved by hand, by outcome.", "outcome",
                outcome_names, g_resolved, 1, 3);
-  render_words(f, "idem_store_errors_total", "Failed store calls, by kind.", "kind", store_kinds,
-               g_store_errors, 0, (int)N_STORE_KINDS - 1);
   for (size_t i = 0; i < sizeof FAMILIES / sizeof FAMILIES[0]; i++) render_family(f, &FAMILIES[i]);
-  help(f, "idem_leader", "gauge", "1 while this node is the leader.");
-  fprintf(f, "idem_leader %d\n", atomic_load(&g_leader) ? 1 : 0);
+  render_grouped(f);
 }
 
 static void render_gauges(FILE *f) {

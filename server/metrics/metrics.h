@@ -67,6 +67,22 @@ void metrics_store_error(const char *kind);
 /* The leader/epoch gauges (single node: leader, epoch 0). */
 void metrics_set_leader(bool leader, uint64_t epoch);
 
+/* --- slot groups (docs/api.md §17) ---
+ * With more than one store group, the store, batch, reaper and election series carry a group
+ * label: idem_store_errors_total{group="g1",kind="timeout"}, idem_store_batches_total{group=..},
+ * idem_reaped_rows_total{group=..,kind=..}, idem_leader{group=..}, idem_epoch{group=..}. With
+ * one group they are rendered without it, as before. Group indexes are those of names. */
+#define METRICS_GROUPS_MAX 64
+/* Called at each scrape for each group: whether this node leads it, under which epoch. */
+typedef void (*metrics_leader_fn)(void *arg, int group, bool *leader, uint64_t *epoch);
+/* Registers the groups (names outlive the process's metrics; n <= METRICS_GROUPS_MAX). */
+void metrics_set_groups(size_t n, const char *const *names, metrics_leader_fn fn, void *arg);
+/* The group-aware forms of metrics_store_error, metrics_batch and metrics_reaped (which count
+ * for group 0). An out-of-range group counts for group 0. */
+void metrics_store_error_g(int group, const char *kind);
+void metrics_batch_g(int group, uint64_t n);
+void metrics_reaped_g(int group, const char *kind, uint64_t n);
+
 /* The source of the step gauges, called on each scrape (from the HTTP thread): fills the
  * live IN_PROGRESS and UNKNOWN step counts and returns true, or false when they cannot be
  * read now (the scrape then reports idem_steps_scrape_ok 0 and omits the gauges). */

@@ -422,7 +422,8 @@ static node_result start_batcher(node *nd) {
                             .on_commit = g->cache ? replay_cache_committed : NULL,
                             .on_commit_arg = g->cache,
                             .on_change = changed,
-                            .on_change_arg = g->waiters};
+                            .on_change_arg = g->waiters,
+                            .metrics_group = (int)i};
     err_t err;
     err_clear(&err);
     if (!(g->batcher = store_batcher_start(&bc, &err))) {
@@ -471,6 +472,7 @@ static store *open_fenced(void *arg) {
   if (st) {
     store_pg_set_epoch_source(st, &g->epoch);
     store_pg_set_batcher(st, g->batcher);
+    store_pg_set_metrics_group(st, (int)g->index);
   }
   return st;
 }
@@ -612,6 +614,7 @@ static node_result start_reaper(node *nd) {
         .store_timeout_ms = o->store_timeout_ms,
         .is_leader = is_leader,
         .is_leader_arg = g,
+        .metrics_group = (int)i,
     };
     g->reaper = reaper_start(&rc);
     if (!g->reaper)
@@ -625,8 +628,19 @@ static void undo_metrics(node *nd) {
   nd->metrics = NULL;
 }
 
+/* docs/api.md §17: each group's leader and epoch gauges, read at each scrape. */
+static void group_leader(void *arg, int group, bool *leader, uint64_t *epoch) {
+  node *nd = arg;
+  *leader = elect_is_leader(nd->groups[group].el, epoch);
+}
+
 static node_result start_metrics(node *nd) {
   metrics_set_leader(true, 0); /* single node until the elector says otherwise */
+  if (nd->n_groups > 1) {
+    const char *names[OPT_LIST_MAX];
+    for (size_t i = 0; i < nd->n_groups; i++) names[i] = nd->groups[i].name;
+    metrics_set_groups(nd->n_groups, names, group_leader, nd);
+  }
   if (!nd->o->metrics) return NODE_RUNNING;
   nd->metrics =
       node_metrics_start(nd->o->metrics, store_pg_open(nd->o->pg), nd->o->store_timeout_ms);

@@ -64,11 +64,11 @@ static uint64_t reap_all_of(store *st, const reaper_config *cfg, const bool *sto
     err_code rc = kind->batch(st, batch, deadline, &n, &err);
     if (rc != ERR_OK) {
       *failed = true;
-      log_kv(LOG_WARN, "reaper: store call failed, will retry next round", "kind",
-             kind->name, "error", err.msg, (const char *)NULL);
+      log_kv(LOG_WARN, "reaper: store call failed, will retry next round", "kind", kind->name,
+             "error", err.msg, (const char *)NULL);
       break;
     }
-    if (n > 0) metrics_reaped(kind->name, n);
+    if (n > 0) metrics_reaped_g(cfg->metrics_group, kind->name, n);
     total += n;
     if (n < batch) break;
     /* At most a fifth of the time deleting: rest REAPER_REST_FACTOR times as long as the batch

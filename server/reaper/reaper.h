@@ -36,13 +36,14 @@
 typedef struct reaper_config {
   store *(*open_store)(void *arg); /* the reaper's own store */
   void *open_store_arg;
-  int64_t interval_ms;      /* between rounds; > 0 */
-  uint32_t batch;           /* rows per transaction; 0 = REAPER_BATCH_DEFAULT */
-  int64_t pause_ms;         /* least rest between batches of one round; the rest is also at
-                             * least REAPER_REST_FACTOR times what the batch took */
-  int64_t store_timeout_ms; /* per batch; 0 = 2000 */
+  int64_t interval_ms;          /* between rounds; > 0 */
+  uint32_t batch;               /* rows per transaction; 0 = REAPER_BATCH_DEFAULT */
+  int64_t pause_ms;             /* least rest between batches of one round; the rest is also at
+                                 * least REAPER_REST_FACTOR times what the batch took */
+  int64_t store_timeout_ms;     /* per batch; 0 = 2000 */
   bool (*is_leader)(void *arg); /* NULL = always */
   void *is_leader_arg;
+  int metrics_group; /* the store group it reaps, for the metrics' group label (0 = the one) */
 } reaper_config;
 
 typedef struct reaper reaper;

@@ -196,7 +196,7 @@ err_code pg__step_txn(store *st, const step_key *key, int64_t deadline, store_st
     }
     if (why != PG_RETRY_SERIAL) return rc;
     if (tries + 1 >= PG_TXN_RETRIES) {
-      metrics_store_error("conflict");
+      metrics_store_error_g(s->mgroup, "conflict");
       log_kv(LOG_WARN, "store conflict: giving up", "sqlstate", s->sqlstate, NULL);
       return err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_CONFLICT,
                       "store conflict: too many retries");

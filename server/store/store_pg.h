@@ -64,6 +64,9 @@ bool store_pg_error_permanent(const err_t *err);
  * borrowed: it must outlive s. Not thread-safe with calls on s (set it before use). */
 void store_pg_set_epoch_source(store *s, const _Atomic uint64_t *epoch);
 
+/* The store group this store's metrics count for (metrics.h metrics_store_error_g). */
+void store_pg_set_metrics_group(store *s, int group);
+
 /* Raises idem_fence to epoch (never lowers it), first ending every transaction other
  * coordinator processes still have open on the database (a paused former leader's). ERR_OK
  * once the fence is at epoch; *superseded (with ERR_UNAVAILABLE) when it is already above
@@ -111,6 +114,7 @@ typedef struct store_batcher_cfg {
   void *on_commit_arg;
   store_change_fn on_change; /* may be NULL */
   void *on_change_arg;
+  int metrics_group; /* the store group its metrics count for (docs/api.md §17; 0 = the one) */
 } store_batcher_cfg;
 
 /* Starts the threads (connections open lazily). NULL with err on failure. */

@@ -497,7 +497,7 @@ static void run_batch(bt_thread *t) {
       report(b, s->epoch_sent, live, n);
       for (int i = 0; i < n; i++) answer(live[i], live[i]->fn_rc, &live[i]->fn_err);
       drop_read(t);
-      metrics_batch((uint64_t)n);
+      metrics_batch_g(s->mgroup, (uint64_t)n);
       atomic_fetch_add(&b->batches, 1);
       atomic_fetch_add(&b->txns, (uint64_t)n);
       uint64_t big = atomic_load(&b->largest);
@@ -519,7 +519,7 @@ static void run_batch(bt_thread *t) {
     if (timed_out && !commit_sent) continue; /* the expired go; the others run again */
     if (why != PG_RETRY_SERIAL) break;
     if (tries + 1 >= PG_TXN_RETRIES) {
-      metrics_store_error("conflict");
+      metrics_store_error_g(s->mgroup, "conflict");
       log_kv(LOG_WARN, "store conflict: giving up", "sqlstate", s->sqlstate, NULL);
       err_fail(&err, ERR_UNAVAILABLE, ERR_R_STORE_CONFLICT, "store conflict: too many retries");
       break;
@@ -669,6 +669,7 @@ store_batcher *store_batcher_start(const store_batcher_cfg *cfg, err_t *err) {
     t->params = calloc(2 + (size_t)b->max_batch, sizeof *t->params);
     if (!t->conn || !t->items || !t->stmts || !t->params) goto oom;
     t->conn->epoch_src = cfg->epoch; /* fenced like the store it serves (NULL: unfenced) */
+    t->conn->mgroup = cfg->metrics_group;
   }
   if (pthread_create(&b->answerer, NULL, answerer_main, b) != 0) {
     store_batcher_stop(b);

@@ -157,7 +157,7 @@ static void short_reason(const char *msg, char *out, size_t n) {
 static err_code unavailable(pg_store *s, const char *why, err_t *err) {
   char reason[160];
   short_reason(why, reason, sizeof reason);
-  metrics_store_error("unavailable");
+  metrics_store_error_g(s->mgroup, "unavailable");
   log_kv(LOG_WARN, "store unavailable", "reason", reason, NULL);
   err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_UNAVAILABLE, "store unavailable: %s", reason);
   err_hint(err, "check that PostgreSQL runs and that --pg names it");
@@ -205,7 +205,7 @@ static void send_cancel(PGconn *conn) {
 err_code pg__timeout(pg_store *s, bool cancel, err_t *err) {
   if (cancel && s->conn) send_cancel(s->conn);
   pg__drop(s);
-  metrics_store_error("timeout");
+  metrics_store_error_g(s->mgroup, "timeout");
   log_kv(LOG_WARN, "store timeout", NULL);
   return err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_TIMEOUT, "store timeout");
 }
@@ -316,7 +316,7 @@ static int host_pos(const pg_store *s, PGconn *c, int start, int prev) {
 err_code pg__connect(pg_store *s, int64_t deadline, err_t *err) {
   if (s->connect_failures > 0 && !backoff_passed(s, deadline)) {
     /* the failure logged already: answer with it, without a log line per call */
-    metrics_store_error("unavailable");
+    metrics_store_error_g(s->mgroup, "unavailable");
     err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_UNAVAILABLE, "store unavailable: %s",
              s->last_failure);
     err_detail(err, "reconnecting after %d failed attempts", s->connect_failures);
@@ -476,7 +476,7 @@ err_code pg__sql_error(pg_store *s, const PGresult *r, err_t *err) {
   if (sqlstate_is(st, "25006")) { /* read_only_sql_transaction: a standby, a demoted primary */
     s->read_only = true;          /* dropped at the next start, after the rollback */
     s->retry = PG_RETRY_STALE;    /* refused, so nothing committed: once more elsewhere */
-    metrics_store_error("unavailable");
+    metrics_store_error_g(s->mgroup, "unavailable");
     log_kv(LOG_WARN, "store unavailable", "sqlstate", st, "reason", "the server is read-only",
            NULL);
     err_fail(err, ERR_UNAVAILABLE, ERR_R_STORE_UNAVAILABLE,
@@ -489,7 +489,7 @@ err_code pg__sql_error(pg_store *s, const PGresult *r, err_t *err) {
   char reason[160];
   short_reason(msg, reason, sizeof reason);
   const char *what = down ? "store unavailable" : "store error";
-  metrics_store_error(down ? "unavailable" : "error");
+  metrics_store_error_g(s->mgroup, down ? "unavailable" : "error");
   log_kv(down ? LOG_WARN : LOG_ERROR, what, "sqlstate", st, "reason", reason, NULL);
   err_fail(err, down ? ERR_UNAVAILABLE : ERR_INTERNAL,
            down ? ERR_R_STORE_UNAVAILABLE : ERR_R_STORE_ERROR, "%s: %s", what, reason);

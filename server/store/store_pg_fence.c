@@ -49,6 +49,10 @@ void store_pg_set_epoch_source(store *st, const _Atomic uint64_t *epoch) {
   pg__drop(s); /* the next call connects with the setting */
 }
 
+void store_pg_set_metrics_group(store *st, int group) {
+  ((pg_store *)st)->mgroup = group;
+}
+
 err_code store_pg_fence_read(const char *conninfo, int64_t deadline, uint64_t *epoch, err_t *err) {
   pg_store s;
   *epoch = 0;

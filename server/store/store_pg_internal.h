@@ -75,6 +75,7 @@ typedef struct pg_store {
   char *ports[PG_MAX_HOSTS]; /* all NULL: one port (or the default) for every host */
   int host_first;            /* tried first: the host that last worked */
   int64_t host_budget_ms;    /* how long one host may stay silent */
+  int mgroup;                /* the store group its metrics count for (metrics_*_g) */
 } pg_store;
 
 /* Parameters of one statement: text format except bytea (binary). Values are borrowed. */

@@ -6,7 +6,8 @@
  *    idem-leader and idem-group and stores nothing, and libidem follows the redirect;
  *  - kill -9 of one node under load: the other leads both groups within TTL + 1 s, with no
  *    PROCEED after an acknowledged completion and no acknowledged completion lost;
- *  - another --slots, or groups other than the map's: exit 2 naming it, nothing in etcd.
+ *  - another --slots, or groups other than the map's: exit 2 naming it, nothing in etcd;
+ *  - libidem routes by the topology; /metrics labels the election and batch series by group.
  * The cluster and the slot function (computed independently of the server, FNV-1a 64 by hand)
  * are tests/support/groups.h's. */
 #include <criterion/criterion.h>
@@ -396,6 +397,19 @@ Test(groups, libidem_fetches_the_topology_and_goes_straight_to_each_leader, .tim
   }
   double after = unavailable(&cl, 0, m) + unavailable(&cl, 1, m);
   cr_expect_eq(after, before, "60 calls over both groups, %g redirected", after - before);
+  /* /metrics: the election and batch series carry the group */
+  for (int g = 0; g < 2; g++) {
+    int lead = g == 0 ? l1 : l2;
+    char series[96];
+    snprintf(series, sizeof series, "idem_leader{group=\"g%d\"}", g + 1);
+    cr_expect_eq(h_metric(cl.mport[lead], series), 1, "%s on its leader", series);
+    cr_expect_eq(h_metric(cl.mport[1 - lead], series), 0, "%s elsewhere", series);
+    snprintf(series, sizeof series, "idem_store_batches_total{group=\"g%d\"}", g + 1);
+    cr_expect_gt(h_metric(cl.mport[lead], series), 0, "%s on its leader", series);
+    cr_expect_eq(h_metric(cl.mport[1 - lead], series), 0, "%s elsewhere", series);
+  }
+  cr_expect_eq(h_metric(cl.mport[0], "idem_store_batches_total"), -1,
+               "with groups every batch series has its group");
   idem_close(c);
   h_groups_stop(&cl);
 }
