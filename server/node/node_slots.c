@@ -1,6 +1,8 @@
 /* node_slots.c — see node_slots.h. */
 #include "node_slots.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,16 +16,43 @@
 #define MAP_PATIENCE_MS 30000 /* keep trying to read or create the map this long */
 #define MAP_CALL_MS 2000
 #define MAP_RETRY_MS 500
+#define WATCH_EVERY_MS 1000 /* the map in etcd is read this often */
+#define RETIRED_MAX 256     /* maps replaced while running, freed at stop */
+
+/* One version of the map with its slot -> group table; immutable once published. */
+typedef struct map_rt {
+  slotmap *map;
+  uint16_t *owner; /* per slot: the index of its group in o->groups */
+} map_rt;
 
 struct node_slots {
   const idem_options *o;
-  slotmap *map;
-  uint16_t *owner; /* per slot: the index of its group in o->groups */
+  _Atomic(map_rt *) cur;
+  map_rt *retired[RETIRED_MAX]; /* earlier versions: a reader may still hold one */
+  size_t n_retired;
+  /* the watch (etcd and --store only) */
+  pthread_t th;
+  bool watching;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool stop;
 };
 
-/* Builds the slot -> group table; NODE_SLOTS_USAGE when the map names a group o lacks. */
-static node_slots_result index_map(node_slots *s, char *msg, size_t cap) {
-  const slotmap *m = s->map;
+static void map_rt_free(map_rt *m) {
+  if (!m) return;
+  slotmap_free(m->map);
+  free(m->owner);
+  free(m);
+}
+
+static map_rt *cur_of(const node_slots *s) {
+  return atomic_load(&((node_slots *)s)->cur);
+}
+
+/* Builds rt's slot -> group table; NODE_SLOTS_USAGE when the map has another slot count or
+ * names a group o lacks. */
+static node_slots_result index_map(const node_slots *s, map_rt *rt, char *msg, size_t cap) {
+  const slotmap *m = rt->map;
   if (m->slots != (uint32_t)s->o->slots) {
     snprintf(msg, cap,
              "--slots %d: the cluster was created with %u slots (the slot map in etcd at "
@@ -31,8 +60,8 @@ static node_slots_result index_map(node_slots *s, char *msg, size_t cap) {
              s->o->slots, m->slots, s->o->election_prefix, m->slots);
     return NODE_SLOTS_USAGE;
   }
-  s->owner = calloc(m->slots, sizeof *s->owner);
-  if (!s->owner) {
+  rt->owner = calloc(m->slots, sizeof *rt->owner);
+  if (!rt->owner) {
     snprintf(msg, cap, "out of memory");
     return NODE_SLOTS_FAILED;
   }
@@ -47,13 +76,14 @@ static node_slots_result index_map(node_slots *s, char *msg, size_t cap) {
                r->from, r->to, r->group);
       return NODE_SLOTS_USAGE;
     }
-    for (uint32_t x = r->from; x <= r->to; x++) s->owner[x] = (uint16_t)g;
+    for (uint32_t x = r->from; x <= r->to; x++) rt->owner[x] = (uint16_t)g;
   }
   return NODE_SLOTS_OK;
 }
 
-/* The map in etcd, created with equal ranges when there is none. */
-static node_slots_result etcd_map(node_slots *s, const slotmap *fresh, char *msg, size_t cap) {
+/* The map in etcd into *out, created there with equal ranges (fresh) when there is none. */
+static node_slots_result etcd_map(node_slots *s, const slotmap *fresh, slotmap **out, char *msg,
+                                  size_t cap) {
   const idem_options *o = s->o;
   char key[512];
   snprintf(key, sizeof key, "%s/slotmap", o->election_prefix);
@@ -72,10 +102,10 @@ static node_slots_result etcd_map(node_slots *s, const slotmap *fresh, char *msg
     if (etcd_kv_get(o->etcd, key, MAP_CALL_MS, &value, &len, &rev, &err) == ERR_OK) {
       if (value) {
         char why[256];
-        s->map = slotmap_parse(value, len, why, sizeof why);
+        *out = slotmap_parse(value, len, why, sizeof why);
         free(value);
         free(json);
-        if (!s->map) {
+        if (!*out) {
           snprintf(msg, cap, "the slot map in etcd at %s is not valid: %s", key, why);
           return NODE_SLOTS_USAGE;
         }
@@ -84,9 +114,9 @@ static node_slots_result etcd_map(node_slots *s, const slotmap *fresh, char *msg
       bool created = false;
       if (etcd_kv_create(o->etcd, key, json, MAP_CALL_MS, &created, &err) == ERR_OK && created) {
         log_kv(LOG_INFO, "created the slot map", "key", key, "map", json, (const char *)NULL);
-        s->map = slotmap_parse(json, strlen(json), NULL, 0);
+        *out = slotmap_parse(json, strlen(json), NULL, 0);
         free(json);
-        return s->map ? NODE_SLOTS_OK : NODE_SLOTS_FAILED;
+        return *out ? NODE_SLOTS_OK : NODE_SLOTS_FAILED;
       }
       if (err.code == ERR_OK) continue; /* another node created it first: read theirs */
     }
@@ -102,26 +132,84 @@ static node_slots_result etcd_map(node_slots *s, const slotmap *fresh, char *msg
   return NODE_SLOTS_FAILED;
 }
 
+/* One look at the map in etcd: a newer version this node can serve (the same slot count, only
+ * groups it has) is published; one it cannot is logged and not followed. */
+static void watch_once(node_slots *s, const char *key) {
+  char *value = NULL, why[256] = "";
+  size_t len = 0;
+  int64_t rev = 0;
+  err_t err;
+  err_clear(&err);
+  map_rt *cur = cur_of(s), *next = NULL;
+  if (etcd_kv_get(s->o->etcd, key, WATCH_EVERY_MS, &value, &len, &rev, &err) != ERR_OK || !value)
+    goto done;
+  if (!(next = calloc(1, sizeof *next))) goto done;
+  if (!(next->map = slotmap_parse(value, len, why, sizeof why))) {
+    log_kv(LOG_ERROR, "the slot map in etcd is not valid; keeping the one followed", "key", key,
+           "error", why, (const char *)NULL);
+  } else if (next->map->version > cur->map->version) {
+    if (index_map(s, next, why, sizeof why) != NODE_SLOTS_OK || s->n_retired >= RETIRED_MAX) {
+      log_kv(LOG_ERROR, "cannot follow the new slot map", "error",
+             why[0] ? why : "too many versions since start", (const char *)NULL);
+    } else {
+      char v[24];
+      snprintf(v, sizeof v, "%llu", (unsigned long long)next->map->version);
+      log_kv(LOG_INFO, "following a new slot map", "version", v, (const char *)NULL);
+      s->retired[s->n_retired++] = cur;
+      atomic_store(&s->cur, next);
+      next = NULL;
+    }
+  }
+done:
+  map_rt_free(next);
+  free(value);
+}
+
+static void *watch_main(void *arg) {
+  node_slots *s = arg;
+  char key[512];
+  snprintf(key, sizeof key, "%s/slotmap", s->o->election_prefix);
+  pthread_mutex_lock(&s->mu);
+  while (!s->stop) {
+    struct timespec ts = clock_after_us(CLOCK_MONOTONIC, WATCH_EVERY_MS * 1000);
+    pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+    if (s->stop) break;
+    pthread_mutex_unlock(&s->mu);
+    watch_once(s, key);
+    pthread_mutex_lock(&s->mu);
+  }
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
+}
+
 node_slots_result node_slots_start(const idem_options *o, node_slots **out, char *msg, size_t cap) {
   *out = NULL;
   node_slots *s = calloc(1, sizeof *s);
+  map_rt *rt = s ? calloc(1, sizeof *rt) : NULL;
   const char *names[OPT_LIST_MAX];
   for (size_t i = 0; i < o->n_groups; i++) names[i] = o->groups[i].name;
-  slotmap *fresh = s ? slotmap_equal((uint32_t)o->slots, names, o->n_groups) : NULL;
+  slotmap *fresh = rt ? slotmap_equal((uint32_t)o->slots, names, o->n_groups) : NULL;
   if (!fresh) {
+    free(rt);
     free(s);
     snprintf(msg, cap, "out of memory");
     return NODE_SLOTS_FAILED;
   }
   s->o = o;
+  pthread_mutex_init(&s->mu, NULL);
+  clock_cond_init(&s->cv);
+  atomic_store(&s->cur, rt);
+  bool in_etcd = o->etcd && !o->groups_from_pg;
   node_slots_result rc = NODE_SLOTS_OK;
-  if (o->etcd && !o->groups_from_pg) {
-    rc = etcd_map(s, fresh, msg, cap);
+  if (in_etcd) {
+    rc = etcd_map(s, fresh, &rt->map, msg, cap);
     slotmap_free(fresh);
   } else {
-    s->map = fresh;
+    rt->map = fresh;
   }
-  if (rc == NODE_SLOTS_OK) rc = index_map(s, msg, cap);
+  if (rc == NODE_SLOTS_OK) rc = index_map(s, rt, msg, cap);
+  if (rc == NODE_SLOTS_OK && in_etcd)
+    s->watching = pthread_create(&s->th, NULL, watch_main, s) == 0;
   if (rc != NODE_SLOTS_OK) {
     node_slots_stop(s);
     return rc;
@@ -137,20 +225,31 @@ int node_slots_route(const node_slots *s, const char *tenant, const char *id, bo
       if (leads(leads_arg, g)) return (int)g;
     return 0;
   }
-  return s->owner[slot_of(tenant, id, s->map->slots)];
+  const map_rt *m = cur_of(s);
+  return m->owner[slot_of(tenant, id, m->map->slots)];
 }
 
 bool node_slots_owns(const node_slots *s, size_t group, uint32_t slot) {
-  return slot < s->map->slots && s->owner[slot] == group;
+  const map_rt *m = cur_of(s);
+  return slot < m->map->slots && m->owner[slot] == group;
 }
 
 const slotmap *node_slots_map(const node_slots *s) {
-  return s->map;
+  return cur_of(s)->map;
 }
 
 void node_slots_stop(node_slots *s) {
   if (!s) return;
-  slotmap_free(s->map);
-  free(s->owner);
+  if (s->watching) {
+    pthread_mutex_lock(&s->mu);
+    s->stop = true;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->th, NULL);
+  }
+  map_rt_free(cur_of(s));
+  for (size_t i = 0; i < s->n_retired; i++) map_rt_free(s->retired[i]);
+  pthread_cond_destroy(&s->cv);
+  pthread_mutex_destroy(&s->mu);
   free(s);
 }

@@ -4,8 +4,10 @@
  * With --etcd and --store groups the map lives in etcd at <election prefix>/slotmap: read at
  * start, created there (equal ranges, in the order the groups are named) when the cluster is
  * new. A node whose --slots differs from the map's, or whose groups do not include every group
- * the map names, refuses to start (exit 2) and writes nothing. Without etcd, or with --pg (one
- * group), the map is the equal split, kept in memory.
+ * the map names, refuses to start (exit 2) and writes nothing. While it runs the node reads the
+ * map every second and follows a newer version it can serve (the same slot count, only its
+ * groups); readers get the map current when they ask (a replaced one stays valid until stop).
+ * Without etcd, or with --pg (one group), the map is the equal split, kept in memory.
  */
 #ifndef IDEM_NODE_SLOTS_H
 #define IDEM_NODE_SLOTS_H

@@ -7,7 +7,8 @@
  *  - kill -9 of one node under load: the other leads both groups within TTL + 1 s, with no
  *    PROCEED after an acknowledged completion and no acknowledged completion lost;
  *  - another --slots, or groups other than the map's: exit 2 naming it, nothing in etcd;
- *  - libidem routes by the topology; /metrics labels the election and batch series by group.
+ *  - libidem routes by the topology; /metrics labels the election and batch series by group;
+ *  - a newer slot map written to etcd is followed by both nodes (GetTopology, routing).
  * The cluster and the slot function (computed independently of the server, FNV-1a 64 by hand)
  * are tests/support/groups.h's. */
 #include <criterion/criterion.h>
@@ -411,5 +412,62 @@ Test(groups, libidem_fetches_the_topology_and_goes_straight_to_each_leader, .tim
   cr_expect_eq(h_metric(cl.mport[0], "idem_store_batches_total"), -1,
                "with groups every batch series has its group");
   idem_close(c);
+  h_groups_stop(&cl);
+}
+
+/* The map version node i follows (GetTopology), 0 when it does not answer. */
+static uint64_t map_version(const h_groups *cl, int i) {
+  idem_client *c = client_of(cl, cl->node[i].addr);
+  idem_topology t;
+  idem_error e = {0};
+  uint64_t v = idem_get_topology(c, &t, &e) == IDEM_OK ? t.version : 0;
+  idem_topology_clear(&t);
+  idem_close(c);
+  return v;
+}
+
+Test(groups, a_newer_slot_map_in_etcd_is_followed, .timeout = 120) {
+  h_groups cl;
+  h_groups_start(&cl, false);
+  wait_balanced(&cl);
+  /* a slot that g1 serves in the first map (0-31) and g2 in the next (g1 0-15, g2 16-63) */
+  char gid[64];
+  for (int i = 0;; i++) {
+    snprintf(gid, sizeof gid, "moved-%d", i);
+    uint32_t slot = h_groups_slot_of(cl.t, gid);
+    if (slot >= 16 && slot < 32) break;
+  }
+  int l1 = leader_of(&cl, 0), l2 = leader_of(&cl, 1);
+  pbuf *req = pb_sub(pb_new(), 1, pb_key(gid, "svc", "op", 1));
+  char details[256], grp[32];
+  cr_expect_eq(h_raw_call_trailer(cl.node[l1].addr, COORD "LookupStep", cl.t, req->b, req->n,
+                                  details, sizeof details, "idem-group", grp, sizeof grp),
+               5, "g1's leader serves it under the first map: %s", details);
+  cr_assert(etcd_put(&cl.etcd, "/idem/leader/slotmap",
+                     "{\"version\":2,\"slots\":64,\"ranges\":[{\"from\":0,\"to\":15,"
+                     "\"group\":\"g1\"},{\"from\":16,\"to\":63,\"group\":\"g2\"}]}"));
+  int64_t until = h_now_ms() + 10000;
+  while ((map_version(&cl, 0) != 2 || map_version(&cl, 1) != 2) && h_now_ms() < until)
+    h_sleep_ms(100);
+  cr_assert_eq(map_version(&cl, 0), 2, "node 0 follows version 2");
+  cr_assert_eq(map_version(&cl, 1), 2, "node 1 follows version 2");
+  cr_expect_eq(h_raw_call_trailer(cl.node[l1].addr, COORD "LookupStep", cl.t, req->b, req->n,
+                                  details, sizeof details, "idem-group", grp, sizeof grp),
+               14, "g1's leader no longer serves it: %s", details);
+  cr_expect_str_eq(grp, "g2");
+  cr_expect_eq(h_raw_call_trailer(cl.node[l2].addr, COORD "LookupStep", cl.t, req->b, req->n,
+                                  details, sizeof details, "idem-group", grp, sizeof grp),
+               5, "g2's leader does: %s", details);
+  /* a map this node cannot serve (a group it lacks) is not followed */
+  cr_assert(etcd_put(&cl.etcd, "/idem/leader/slotmap",
+                     "{\"version\":3,\"slots\":64,\"ranges\":[{\"from\":0,\"to\":63,"
+                     "\"group\":\"g9\"}]}"));
+  until = h_now_ms() + 10000; /* the node saw it and said why it does not follow it */
+  while (h_log_count(cl.node[0].log_path, "cannot follow the new slot map") == 0 &&
+         h_now_ms() < until)
+    h_sleep_ms(100);
+  cr_expect_gt(h_log_count(cl.node[0].log_path, "cannot follow the new slot map"), 0);
+  cr_expect_eq(map_version(&cl, 0), 2);
+  pb_free(req);
   h_groups_stop(&cl);
 }

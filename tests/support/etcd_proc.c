@@ -61,6 +61,17 @@ int etcd_count_prefix(const etcd_proc *e, const char *prefix) {
   return c ? atoi(c + 9) : 0; /* zero values are omitted */
 }
 
+bool etcd_put(const etcd_proc *e, const char *key, const char *value) {
+  char k[512], v[4096], body[4700], url[128];
+  b64(key, k, sizeof k);
+  b64(value, v, sizeof v);
+  snprintf(body, sizeof body, "{\"key\":\"%s\",\"value\":\"%s\"}", k, v);
+  snprintf(url, sizeof url, "%s/v3/kv/put", e->url);
+  const char *argv[] = {"curl", "-sf",  "-m", "3",  "-o", "/dev/null",
+                        "-X",   "POST", "-d", body, url,  NULL};
+  return spawn_run(argv, &(spawn_opts){.log = "/dev/null"}, 10000) == 0;
+}
+
 static void spawn(etcd_proc *e) {
   const char *bin = getenv("IDEM_TEST_ETCD");
   if (!bin || !*bin) bin = "/usr/bin/etcd";

@@ -26,6 +26,9 @@ bool etcd_healthy(const etcd_proc *e);
 /* How many keys start with prefix (its last byte printable); -1 when etcd did not answer. */
 int etcd_count_prefix(const etcd_proc *e, const char *prefix);
 
+/* Writes key = value (short texts) through the JSON gateway; false when etcd did not take it. */
+bool etcd_put(const etcd_proc *e, const char *key, const char *value);
+
 /* A free loopback TCP port (bound and released). */
 int etcd_free_port(void);
 
