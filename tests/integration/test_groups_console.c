@@ -62,8 +62,14 @@ Test(groups_console, the_slots_page_lists_both_groups_and_ranges, .timeout = 120
     cr_expect(strstr(html, "<h1>Slots</h1>"), "%s", html);
     cr_expect(strstr(html, "<a href=\"/slots\">Slots</a>"), "the navigation links it");
     cr_expect(strstr(html, "64 slots, map version 1"), "%s", html);
-    expect_range(html, "0\xE2\x80\x93" "31", "g1");
-    expect_range(html, "32\xE2\x80\x93" "63", "g2");
+    expect_range(html,
+                 "0\xE2\x80\x93"
+                 "31",
+                 "g1");
+    expect_range(html,
+                 "32\xE2\x80\x93"
+                 "63",
+                 "g2");
     expect_group(html, "g1", cl.node[lead[0]].addr, lead[0] == i, ">ok<");
     expect_group(html, "g2", cl.node[lead[1]].addr, lead[1] == i, ">ok<");
     free(html);

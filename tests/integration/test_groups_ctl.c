@@ -81,9 +81,8 @@ static void db_refuse(const char *db, bool on) {
   pgx_sql(NULL, sql, 0, NULL);
   if (!on) return;
   const char *p[] = {db};
-  pgx_sql(NULL,
-          "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = $1", 1,
-          p);
+  pgx_sql(NULL, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = $1",
+          1, p);
 }
 
 Test(groups_ctl, slots_shows_the_map_and_each_groups_leader, .timeout = 120) {
@@ -96,8 +95,7 @@ Test(groups_ctl, slots_shows_the_map_and_each_groups_leader, .timeout = 120) {
   /* a node's store handle of a group another node fenced meanwhile fails its first ping (then
    * reconnects): until then `slots` says so and exits 3 */
   int64_t until = h_now_ms() + 10000;
-  do
-    ctl(r, cl.node[0].addr, "slots", "--json", NULL);
+  do ctl(r, cl.node[0].addr, "slots", "--json", NULL);
   while (r->status == 3 && h_now_ms() < until && (h_sleep_ms(100), true));
   cr_assert_eq(r->status, 0, "%s%s", r->out, r->err);
   cJSON *o = cJSON_Parse(r->out);
@@ -124,15 +122,13 @@ Test(groups_ctl, slots_shows_the_map_and_each_groups_leader, .timeout = 120) {
       cr_expect_eq(epoch, 0, "%s", r->out);
     cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(x, "store_ok")));
     cr_expect_eq(cJSON_GetObjectItem(x, "slot_count")->valuedouble, 32);
-    cr_expect_eq(cJSON_IsTrue(cJSON_GetObjectItem(x, "led_here")), leader[g] == 0, "%s",
-                 r->out);
+    cr_expect_eq(cJSON_IsTrue(cJSON_GetObjectItem(x, "led_here")), leader[g] == 0, "%s", r->out);
   }
   cJSON_Delete(o);
 
   /* the tables, from the other node */
   until = h_now_ms() + 10000;
-  do
-    ctl(r, cl.node[1].addr, "slots", NULL);
+  do ctl(r, cl.node[1].addr, "slots", NULL);
   while (r->status == 3 && h_now_ms() < until && (h_sleep_ms(100), true));
   cr_assert_eq(r->status, 0, "%s%s", r->out, r->err);
   cr_expect(strstr(r->out, "64 slots"), "%s", r->out);
@@ -150,8 +146,7 @@ Test(groups_ctl, slots_shows_the_map_and_each_groups_leader, .timeout = 120) {
   o = cJSON_Parse(r->out);
   cr_assert(cJSON_IsObject(o), "%s", r->out);
   groups = cJSON_GetObjectItem(o, "groups");
-  cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(group_named(groups, "g1"), "store_ok")), "%s",
-            r->out);
+  cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(group_named(groups, "g1"), "store_ok")), "%s", r->out);
   cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(group_named(groups, "g2"), "store_ok")), "%s",
             r->out);
   cJSON_Delete(o);

@@ -35,12 +35,13 @@ typedef struct run {
   series s;
 } run;
 
+/* A load thread (it asserts nothing: criterion's asserts belong to the test's own thread). */
 static void *pairs(void *arg) {
   run *r = arg;
   idem_options o = {.address = r->addr, .tenant = r->t, .deadline_ms = 3000};
   idem_client *c = NULL;
   idem_error e = {0};
-  cr_assert_eq(idem_connect(&o, &c, &e), IDEM_OK, "%s", e.message);
+  if (idem_connect(&o, &c, &e) != IDEM_OK) return NULL; /* no pairs: the test's checks fail */
   while (!atomic_load(&r->stop)) {
     char tag[48], gid[64];
     snprintf(tag, sizeof tag, "%s%d", r->tag, atomic_fetch_add(&r->next, 1));
