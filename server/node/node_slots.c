@@ -1,7 +1,6 @@
 /* node_slots.c — see node_slots.h. */
 #include "node_slots.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +11,7 @@
 #include "../elect/etcd_kv.h"
 #include "../util/clock.h"
 #include "../util/log.h"
+#include "../util/ticker.h"
 
 #define MAP_PATIENCE_MS 30000 /* keep trying to read or create the map this long */
 #define MAP_CALL_MS 2000
@@ -30,12 +30,8 @@ struct node_slots {
   _Atomic(map_rt *) cur;
   map_rt *retired[RETIRED_MAX]; /* earlier versions: a reader may still hold one */
   size_t n_retired;
-  /* the watch (etcd and --store only) */
-  pthread_t th;
-  bool watching;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  bool stop;
+  char key[512]; /* <prefix>/slotmap */
+  ticker *watch; /* etcd and --store only */
 };
 
 static void map_rt_free(map_rt *m) {
@@ -85,8 +81,7 @@ static node_slots_result index_map(const node_slots *s, map_rt *rt, char *msg, s
 static node_slots_result etcd_map(node_slots *s, const slotmap *fresh, slotmap **out, char *msg,
                                   size_t cap) {
   const idem_options *o = s->o;
-  char key[512];
-  snprintf(key, sizeof key, "%s/slotmap", o->election_prefix);
+  const char *key = s->key;
   char *json = slotmap_json(fresh);
   if (!json) {
     snprintf(msg, cap, "out of memory");
@@ -165,21 +160,10 @@ done:
   free(value);
 }
 
-static void *watch_main(void *arg) {
+static bool watch_tick(void *arg) {
   node_slots *s = arg;
-  char key[512];
-  snprintf(key, sizeof key, "%s/slotmap", s->o->election_prefix);
-  pthread_mutex_lock(&s->mu);
-  while (!s->stop) {
-    struct timespec ts = clock_after_us(CLOCK_MONOTONIC, WATCH_EVERY_MS * 1000);
-    pthread_cond_timedwait(&s->cv, &s->mu, &ts);
-    if (s->stop) break;
-    pthread_mutex_unlock(&s->mu);
-    watch_once(s, key);
-    pthread_mutex_lock(&s->mu);
-  }
-  pthread_mutex_unlock(&s->mu);
-  return NULL;
+  watch_once(s, s->key);
+  return true;
 }
 
 node_slots_result node_slots_start(const idem_options *o, node_slots **out, char *msg, size_t cap) {
@@ -196,8 +180,7 @@ node_slots_result node_slots_start(const idem_options *o, node_slots **out, char
     return NODE_SLOTS_FAILED;
   }
   s->o = o;
-  pthread_mutex_init(&s->mu, NULL);
-  clock_cond_init(&s->cv);
+  snprintf(s->key, sizeof s->key, "%s/slotmap", o->election_prefix);
   atomic_store(&s->cur, rt);
   bool in_etcd = o->etcd && !o->groups_from_pg;
   node_slots_result rc = NODE_SLOTS_OK;
@@ -208,8 +191,8 @@ node_slots_result node_slots_start(const idem_options *o, node_slots **out, char
     rt->map = fresh;
   }
   if (rc == NODE_SLOTS_OK) rc = index_map(s, rt, msg, cap);
-  if (rc == NODE_SLOTS_OK && in_etcd)
-    s->watching = pthread_create(&s->th, NULL, watch_main, s) == 0;
+  if (rc == NODE_SLOTS_OK && in_etcd && !(s->watch = ticker_start(WATCH_EVERY_MS, watch_tick, s)))
+    log_kv(LOG_ERROR, "cannot watch the slot map", (const char *)NULL);
   if (rc != NODE_SLOTS_OK) {
     node_slots_stop(s);
     return rc;
@@ -240,16 +223,8 @@ const slotmap *node_slots_map(const node_slots *s) {
 
 void node_slots_stop(node_slots *s) {
   if (!s) return;
-  if (s->watching) {
-    pthread_mutex_lock(&s->mu);
-    s->stop = true;
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-    pthread_join(s->th, NULL);
-  }
+  ticker_stop(s->watch);
   map_rt_free(cur_of(s));
   for (size_t i = 0; i < s->n_retired; i++) map_rt_free(s->retired[i]);
-  pthread_cond_destroy(&s->cv);
-  pthread_mutex_destroy(&s->mu);
   free(s);
 }
