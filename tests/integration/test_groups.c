@@ -29,38 +29,8 @@
 #define TTL_S H_GROUPS_TTL_S
 #define COORD "/idem.v1.Coordinator/"
 
-/* LookupStep of a key of group g sent to node i: NOT_FOUND (5) when i leads g, UNAVAILABLE (14)
- * with idem-group when it does not. group gets the idem-group trailer. */
-static int probe(const h_groups *cl, int i, int g, char *group, size_t cap) {
-  char gid[64];
-  h_groups_id_in_group(cl->t, g, "probe", gid, sizeof gid);
-  pbuf *req = pb_sub(pb_new(), 1, pb_key(gid, "svc", "op", 1));
-  char details[256];
-  int st = h_raw_call_trailer(cl->node[i].addr, COORD "LookupStep", cl->t, req->b, req->n, details,
-                              sizeof details, "idem-group", group, cap);
-  pb_free(req);
-  return st;
-}
-
-/* Who leads group g: 0 or 1 (that node answers for it), -1 when no node does now. */
-static int leader_of(const h_groups *cl, int g) {
-  char grp[32];
-  for (int i = 0; i < 2; i++)
-    if (cl->node[i].pid > 0 && probe(cl, i, g, grp, sizeof grp) == 5) return i;
-  return -1;
-}
-
-/* Waits until the nodes lead one group each, as their answers to calls show. */
 static void wait_balanced(const h_groups *cl) {
-  h_groups_wait_balanced(cl, leader_of);
-}
-
-static idem_client *client_of(const h_groups *cl, const char *addrs) {
-  idem_options o = {.address = addrs, .tenant = cl->t, .deadline_ms = 3000};
-  idem_client *c = NULL;
-  idem_error e = {0};
-  cr_assert_eq(idem_connect(&o, &c, &e), IDEM_OK, "%s", e.message);
-  return c;
+  h_groups_wait_balanced(cl, h_groups_answering_leader);
 }
 
 /* Rows of tenant t in database url whose global id is of group g, and those that are not. */
@@ -93,7 +63,7 @@ Test(groups, steps_land_in_their_slots_group_and_each_node_leads_one, .timeout =
   wait_balanced(&cl);
   char both[160];
   snprintf(both, sizeof both, "%s,%s", cl.node[0].addr, cl.node[1].addr);
-  idem_client *c = client_of(&cl, both);
+  idem_client *c = h_groups_client(&cl, both);
   enum { SAGAS = 40 };
   int per_group[2] = {0, 0};
   for (int i = 0; i < SAGAS; i++) {
@@ -134,7 +104,7 @@ Test(groups, a_wrong_group_call_redirects_and_does_nothing, .timeout = 120) {
   h_groups cl;
   h_groups_start(&cl, false);
   wait_balanced(&cl);
-  int l1 = leader_of(&cl, 0), other = 1 - l1; /* other leads g2, not g1 */
+  int l1 = h_groups_answering_leader(&cl, 0), other = 1 - l1; /* other leads g2, not g1 */
   char gid[64];
   h_groups_id_in_group(cl.t, 0, "wrong", gid, sizeof gid);
   pbuf *req = pb_sub(pb_new(), 1, pb_key(gid, "payments", "charge", 1));
@@ -156,7 +126,7 @@ Test(groups, a_wrong_group_call_redirects_and_does_nothing, .timeout = 120) {
     cr_expect_eq(mine + oth, 0, "nothing stored in g%d", g + 1);
   }
   /* libidem given only the wrong node follows idem-leader */
-  idem_client *c = client_of(&cl, cl.node[other].addr);
+  idem_client *c = h_groups_client(&cl, cl.node[other].addr);
   idem_step_key k = {gid, "payments", "charge", IDEM_FORWARD};
   idem_begin b = {0};
   idem_error e = {0};
@@ -239,7 +209,7 @@ Test(groups, kill_one_node_the_other_leads_both, .timeout = 180) {
   cl.node[0].pid = 0;
   int64_t both = 0;
   while (h_now_ms() < killed + 15000) {
-    if (leader_of(&cl, 0) == 1 && leader_of(&cl, 1) == 1) {
+    if (h_groups_answering_leader(&cl, 0) == 1 && h_groups_answering_leader(&cl, 1) == 1) {
       both = h_now_ms() - killed;
       break;
     }
@@ -256,7 +226,7 @@ Test(groups, kill_one_node_the_other_leads_both, .timeout = 180) {
   cr_assert_gt(both, 0, "the survivor leads both groups");
   cr_expect_leq(both, TTL_S * 1000 + 1000, "within the TTL + 1 s: %lld ms", (long long)both);
   /* every acknowledged completion is still there; none was followed by a PROCEED */
-  idem_client *c = client_of(&cl, cl.node[1].addr);
+  idem_client *c = h_groups_client(&cl, cl.node[1].addr);
   int lost = 0, dup = 0, acked = 0;
   for (int i = 0; i < KEYS; i++) {
     dup += atomic_load(&L->after_ack[i]);
@@ -326,8 +296,8 @@ Test(groups, another_slot_count_or_other_groups_exit_2_naming_it, .timeout = 120
   cr_expect_eq(run_node(groups, log, sizeof log), 2, "%s", log);
   cr_expect(strstr(log, "group g2, which this node is not given"), "%s", log);
   /* the running cluster is untouched: both groups still led */
-  cr_expect_geq(leader_of(&cl, 0), 0);
-  cr_expect_geq(leader_of(&cl, 1), 0);
+  cr_expect_geq(h_groups_answering_leader(&cl, 0), 0);
+  cr_expect_geq(h_groups_answering_leader(&cl, 1), 0);
   h_groups_stop(&cl);
 }
 

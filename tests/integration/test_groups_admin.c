@@ -20,14 +20,6 @@
 
 enum { PER_GROUP = 9 };
 
-static idem_client *client_of(const h_groups *cl, const char *addrs) {
-  idem_options o = {.address = addrs, .tenant = cl->t, .deadline_ms = 5000};
-  idem_client *c = NULL;
-  idem_error e = {0};
-  cr_assert_eq(idem_connect(&o, &c, &e), IDEM_OK, "%s", e.message);
-  return c;
-}
-
 /* PER_GROUP steps begun (IN_PROGRESS) in each group: ids "open-N" of either group. */
 static void begin_steps(const h_groups *cl, idem_client *c) {
   for (int g = 0; g < 2; g++)
@@ -47,7 +39,7 @@ static void begin_steps(const h_groups *cl, idem_client *c) {
 /* Every step of the tenant listed through node `at`, page by page (page_size 4): how many, and
  * how many of them were seen twice; *pages counts the pages. */
 static int list_all(const h_groups *cl, int at, idem_state state, int *twice, int *pages) {
-  idem_client *c = client_of(cl, cl->node[at].addr);
+  idem_client *c = h_groups_client(cl, cl->node[at].addr);
   char seen[64][IDEM_GLOBAL_ID_MAX + 1];
   int n = 0;
   *twice = *pages = 0;
@@ -79,7 +71,7 @@ Test(groups_admin, list_steps_without_a_saga_covers_both_groups_once, .timeout =
   h_groups_wait_balanced(&cl, NULL);
   char both[160];
   snprintf(both, sizeof both, "%s,%s", cl.node[0].addr, cl.node[1].addr);
-  idem_client *c = client_of(&cl, both);
+  idem_client *c = h_groups_client(&cl, both);
   begin_steps(&cl, c);
   idem_close(c);
   for (int at = 0; at < 2; at++) { /* each node leads one group and reads both */
@@ -98,7 +90,7 @@ Test(groups_admin, a_bulk_resolution_spans_both_groups, .timeout = 120) {
   h_groups_wait_balanced(&cl, NULL);
   char both[160];
   snprintf(both, sizeof both, "%s,%s", cl.node[0].addr, cl.node[1].addr);
-  idem_client *c = client_of(&cl, both);
+  idem_client *c = h_groups_client(&cl, both);
   begin_steps(&cl, c);
   idem_bulk_resolution br = {
       .filter = {.state = IDEM_STATE_IN_PROGRESS},
@@ -124,7 +116,7 @@ Test(groups_admin, a_bulk_resolution_spans_both_groups, .timeout = 120) {
   /* the audit trail of both groups, through either node, each row once */
   idem_close(c);
   for (int at = 0; at < 2; at++) {
-    c = client_of(&cl, cl.node[at].addr);
+    c = h_groups_client(&cl, cl.node[at].addr);
     int rows = 0, guard = 0;
     char *token = NULL;
     do {
@@ -185,7 +177,7 @@ Test(groups_admin, a_policy_set_with_one_group_down_names_it_and_converges, .tim
   h_groups_wait_balanced(&cl, NULL);
   char both[160];
   snprintf(both, sizeof both, "%s,%s", cl.node[0].addr, cl.node[1].addr);
-  idem_client *c = client_of(&cl, both);
+  idem_client *c = h_groups_client(&cl, both);
   allow_connections(&cl, 1, false); /* g2's database takes no new connection */
   idem_policy p = {.service = "payments",
                    .operation = "charge",

@@ -19,36 +19,8 @@
 #define SLOTS H_GROUPS_SLOTS
 #define COORD "/idem.v1.Coordinator/"
 
-/* LookupStep of a key of group g sent to node i: NOT_FOUND (5) when i leads g, UNAVAILABLE (14)
- * with idem-group when it does not. */
-static int probe(const h_groups *cl, int i, int g) {
-  char gid[64], group[32];
-  h_groups_id_in_group(cl->t, g, "probe", gid, sizeof gid);
-  pbuf *req = pb_sub(pb_new(), 1, pb_key(gid, "svc", "op", 1));
-  char details[256];
-  int st = h_raw_call_trailer(cl->node[i].addr, COORD "LookupStep", cl->t, req->b, req->n, details,
-                              sizeof details, "idem-group", group, sizeof group);
-  pb_free(req);
-  return st;
-}
-
-/* Who leads group g: 0 or 1 (that node answers for it), -1 when no node does now. */
-static int leader_of(const h_groups *cl, int g) {
-  for (int i = 0; i < 2; i++)
-    if (cl->node[i].pid > 0 && probe(cl, i, g) == 5) return i;
-  return -1;
-}
-
 static void wait_balanced(const h_groups *cl) {
-  h_groups_wait_balanced(cl, leader_of);
-}
-
-static idem_client *client_of(const h_groups *cl, const char *addrs) {
-  idem_options o = {.address = addrs, .tenant = cl->t, .deadline_ms = 3000};
-  idem_client *c = NULL;
-  idem_error e = {0};
-  cr_assert_eq(idem_connect(&o, &c, &e), IDEM_OK, "%s", e.message);
-  return c;
+  h_groups_wait_balanced(cl, h_groups_answering_leader);
 }
 
 /* --- libidem's topology --- */
@@ -65,8 +37,8 @@ Test(groups, libidem_fetches_the_topology_and_goes_straight_to_each_leader, .tim
   h_groups cl;
   h_groups_start(&cl, false);
   wait_balanced(&cl);
-  int l1 = leader_of(&cl, 0), l2 = leader_of(&cl, 1);
-  idem_client *c = client_of(&cl, cl.node[0].addr);
+  int l1 = h_groups_answering_leader(&cl, 0), l2 = h_groups_answering_leader(&cl, 1);
+  idem_client *c = h_groups_client(&cl, cl.node[0].addr);
   idem_topology t;
   idem_error e = {0};
   cr_assert_eq(idem_get_topology(c, &t, &e), IDEM_OK, "%s", e.message);
@@ -87,7 +59,7 @@ Test(groups, libidem_fetches_the_topology_and_goes_straight_to_each_leader, .tim
   idem_topology_clear(&t);
   idem_close(c);
   /* a fresh client learns the map from its first redirect, then never asks the wrong node */
-  c = client_of(&cl, cl.node[0].addr);
+  c = h_groups_client(&cl, cl.node[0].addr);
   char gid[64];
   h_groups_id_in_group(cl.t, l1 == 0 ? 1 : 0, "warm", gid, sizeof gid); /* led by node 1 */
   idem_step_key k = {gid, "payments", "charge", IDEM_FORWARD};
@@ -124,7 +96,7 @@ Test(groups, libidem_fetches_the_topology_and_goes_straight_to_each_leader, .tim
 
 /* The map version node i follows (GetTopology), 0 when it does not answer. */
 static uint64_t map_version(const h_groups *cl, int i) {
-  idem_client *c = client_of(cl, cl->node[i].addr);
+  idem_client *c = h_groups_client(cl, cl->node[i].addr);
   idem_topology t;
   idem_error e = {0};
   uint64_t v = idem_get_topology(c, &t, &e) == IDEM_OK ? t.version : 0;
@@ -144,7 +116,7 @@ Test(groups, a_newer_slot_map_in_etcd_is_followed, .timeout = 120) {
     uint32_t slot = h_groups_slot_of(cl.t, gid);
     if (slot >= 16 && slot < 32) break;
   }
-  int l1 = leader_of(&cl, 0), l2 = leader_of(&cl, 1);
+  int l1 = h_groups_answering_leader(&cl, 0), l2 = h_groups_answering_leader(&cl, 1);
   pbuf *req = pb_sub(pb_new(), 1, pb_key(gid, "svc", "op", 1));
   char details[256], grp[32];
   cr_expect_eq(h_raw_call_trailer(cl.node[l1].addr, COORD "LookupStep", cl.t, req->b, req->n,

@@ -35,9 +35,9 @@ void h_groups_node_start(h_groups *cl, int i) {
   snprintf(metrics, sizeof metrics, "127.0.0.1:%d", cl->mport[i]);
   snprintf(slots, sizeof slots, "%d", H_GROUPS_SLOTS);
   snprintf(ttl, sizeof ttl, "%d", H_GROUPS_TTL_S);
-  const char *args[20] = {"--metrics", metrics,          "--store", cl->store[0],     "--store",
-                          cl->store[1], "--etcd",        cl->etcd.url, "--slots",         slots,
-                          "--election-ttl", ttl,         "--reaper-interval", "0"};
+  const char *args[20] = {"--metrics",      metrics,  "--store",           cl->store[0], "--store",
+                          cl->store[1],     "--etcd", cl->etcd.url,        "--slots",    slots,
+                          "--election-ttl", ttl,      "--reaper-interval", "0"};
   if (cl->console) {
     cl->cport[i] = h_free_port();
     snprintf(console, sizeof console, "127.0.0.1:%d", cl->cport[i]);
@@ -108,4 +108,43 @@ void h_groups_wait_balanced(const h_groups *cl, h_groups_leader_fn leader_of) {
     }
     h_sleep_ms(100);
   }
+}
+
+idem_client *h_groups_client(const h_groups *cl, const char *addrs) {
+  idem_options o = {.address = addrs, .tenant = cl->t, .deadline_ms = 5000};
+  idem_client *c = NULL;
+  idem_error e = {0};
+  cr_assert_eq(idem_connect(&o, &c, &e), IDEM_OK, "%s", e.message);
+  return c;
+}
+
+/* A LookupStep request for a key of group g ("probe-N"), encoded by hand: StepKey {1: global_id,
+ * 2: service, 3: operation, 4: phase} inside field 1. */
+static size_t probe_request(const h_groups *cl, int g, unsigned char *buf, size_t cap) {
+  char gid[64];
+  h_groups_id_in_group(cl->t, g, "probe", gid, sizeof gid);
+  unsigned char key[128];
+  size_t n = 0, gl = strlen(gid);
+  key[n++] = 0x0a, key[n++] = (unsigned char)gl;
+  memcpy(key + n, gid, gl), n += gl;
+  memcpy(key + n, "\x12\x03svc\x1a\x02op\x20\x01", 11), n += 11;
+  cr_assert_leq(n + 2, cap);
+  buf[0] = 0x0a, buf[1] = (unsigned char)n;
+  memcpy(buf + 2, key, n);
+  return n + 2;
+}
+
+int h_groups_probe(const h_groups *cl, int i, int g, char *group, size_t cap) {
+  unsigned char req[160];
+  size_t n = probe_request(cl, g, req, sizeof req);
+  char details[256];
+  return h_raw_call_trailer(cl->node[i].addr, "/idem.v1.Coordinator/LookupStep", cl->t, req, n,
+                            details, sizeof details, "idem-group", group, cap);
+}
+
+int h_groups_answering_leader(const h_groups *cl, int g) {
+  char grp[32];
+  for (int i = 0; i < 2; i++)
+    if (cl->node[i].pid > 0 && h_groups_probe(cl, i, g, grp, sizeof grp) == 5) return i;
+  return -1;
 }

@@ -21,7 +21,7 @@ typedef struct h_groups {
   char store[2][300]; /* "g1=URL", "g2=URL": the --store arguments */
   srv node[2];
   int mport[2]; /* each node's --metrics port */
-  bool console;  /* each node serves the console (development mode) on cport[i] */
+  bool console; /* each node serves the console (development mode) on cport[i] */
   int cport[2];
   char t[64]; /* a fresh tenant */
 } h_groups;
@@ -48,5 +48,16 @@ int h_groups_leader_of(const h_groups *cl, int g);
 /* Waits until the nodes lead one group each (the balance rule: ceil(2/2) = 1), asking
  * leader_of (NULL = h_groups_leader_of); fails the test with both logs after 4 TTLs + 5 s. */
 void h_groups_wait_balanced(const h_groups *cl, h_groups_leader_fn leader_of);
+
+/* A client for the cluster's tenant on addrs ("h:p" or "h:p,h:p"), deadline 5 s. */
+idem_client *h_groups_client(const h_groups *cl, const char *addrs);
+
+/* LookupStep of a key of group g sent to node i: NOT_FOUND (5) when i leads g, UNAVAILABLE (14)
+ * with idem-group (into group) when it does not. */
+int h_groups_probe(const h_groups *cl, int i, int g, char *group, size_t cap);
+
+/* Who leads group g as the nodes' answers to calls show (an h_groups_leader_fn): the node that
+ * answers a call of g, -1 when none does now. */
+int h_groups_answering_leader(const h_groups *cl, int g);
 
 #endif
