@@ -6,6 +6,8 @@
  *    idem-leader and idem-group and stores nothing, and libidem follows the redirect;
  *  - kill -9 of one node under load: the other leads both groups within TTL + 1 s, with no
  *    PROCEED after an acknowledged completion and no acknowledged completion lost;
+ *  - a paused leader of g1 is fenced in g1's store (its fence raised past its epoch) while g2's
+ *    fence does not move, and once resumed it answers nothing of g1;
  *  - another --slots, or groups other than the map's: exit 2 naming it, nothing in etcd.
  * libidem's routing by the topology, the group labels of /metrics and following a newer map are
  * test_groups_topology.c's.
@@ -250,6 +252,37 @@ Test(groups, kill_one_node_the_other_leads_both, .timeout = 180) {
   cr_expect_eq(dup, 0);
   idem_close(c);
   free(L);
+  h_groups_stop(&cl);
+}
+
+/* --- fencing per group --- */
+
+static long long fence_of(const h_groups *cl, int g) {
+  return pgx_sql(cl->url[g], "SELECT epoch FROM idem_fence WHERE id = 1", 0, NULL);
+}
+
+Test(groups, a_paused_leader_is_fenced_in_its_groups_store_only, .timeout = 120) {
+  h_groups cl;
+  h_groups_start(&cl, false);
+  wait_balanced(&cl);
+  int a = h_groups_answering_leader(&cl, 0), b = 1 - a; /* a leads g1, b leads g2 */
+  long long f1 = fence_of(&cl, 0), f2 = fence_of(&cl, 1);
+  cr_assert_gt(f1, 0);
+  cr_assert_gt(f2, 0);
+  kill(cl.node[a].pid, SIGSTOP);
+  char grp[32];
+  int64_t until = h_now_ms() + 4 * TTL_S * 1000 + 5000;
+  while (h_groups_probe(&cl, b, 0, grp, sizeof grp) != 5 && h_now_ms() < until) h_sleep_ms(50);
+  long long f1_after = fence_of(&cl, 0), f2_after = fence_of(&cl, 1);
+  kill(cl.node[a].pid, SIGCONT);
+  cr_assert_eq(h_groups_probe(&cl, b, 0, grp, sizeof grp), 5, "the other node took g1");
+  cr_expect_gt(f1_after, f1, "g1's store fences the paused leader's epoch %lld (now %lld)", f1,
+               f1_after);
+  cr_expect_eq(f2_after, f2, "g2's store is untouched");
+  /* resumed, the old leader of g1 serves nothing of g1: its term ran out while it was paused */
+  cr_expect_eq(h_groups_probe(&cl, a, 0, grp, sizeof grp), 14,
+               "no answer for g1 from the old leader");
+  cr_expect_str_eq(grp, "g1");
   h_groups_stop(&cl);
 }
 
