@@ -34,6 +34,7 @@ static long long one(const char *url, const char *sql, int n, const char *const 
 }
 
 Test(store_slots, the_sql_rule_is_the_c_rule) {
+  PGconn *c = pgx_connect(NULL);
   /* ids of the shapes the server sees: UUIDv7s, request ids, odd bytes of the tenant rule */
   for (int i = 0; i < 200; i++) {
     char id[64], slots[16];
@@ -41,9 +42,10 @@ Test(store_slots, the_sql_rule_is_the_c_rule) {
     uint32_t s = (uint32_t)(i % 3 == 0 ? 256 : i % 3 == 1 ? 65536 : 7);
     snprintf(slots, sizeof slots, "%u", s);
     const char *p[] = {tenant, id, slots};
-    cr_expect_eq(one(NULL, "SELECT idem_slot($1, $2, $3::int)", 3, p), slot_of(tenant, id, s),
+    cr_expect_eq(pgx_exec(c, "SELECT idem_slot($1, $2, $3::int)", 3, p), slot_of(tenant, id, s),
                  "%s/%s mod %u", tenant, id, s);
   }
+  PQfinish(c);
 }
 
 Test(store_slots, every_row_written_carries_its_sagas_slot) {
