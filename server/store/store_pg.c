@@ -8,7 +8,6 @@
 #include "../metrics/metrics.h"
 #include "../util/clock.h"
 #include "../util/log.h"
-#include "../domain/slot.h"
 #include "store_pg_internal.h"
 
 /* The pair lock: one advisory transaction lock per (tenant, global_id, service, operation),
@@ -33,16 +32,6 @@ const char pg__sql_step_insert[] =
     " lease_expires_ms, expires_ms, result_expires_ms, slot)"
     " VALUES ($1, $2, $3, $4, $5, $6, $7, $8::bytea, $9, $10, $11::bytea, $12, $13, $14, $15,"
     " $16, $17, $18)";
-
-static _Atomic uint32_t g_slots = SLOTS_DEFAULT;
-
-void store_pg_set_slots(uint32_t slots) {
-  atomic_store(&g_slots, slots ? slots : SLOTS_DEFAULT);
-}
-
-int64_t pg__slot(const char *tenant, const char *global_id) {
-  return slot_of(tenant, global_id, atomic_load(&g_slots));
-}
 
 const char pg__sql_step_update[] =
     "UPDATE idem_steps SET state = $6, attempt = $7, fingerprint = $8::bytea, outcome = $9,"

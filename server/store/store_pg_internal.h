@@ -78,6 +78,10 @@ typedef struct pg_store {
   int mgroup;                /* the store group its metrics count for (metrics_*_g) */
 } pg_store;
 
+/* Serializes schema changes across nodes starting at once (store_pg_migrate.c, the slot count
+ * of store_pg_slots.c). */
+#define PG_SQL_MIGRATE_LOCK "SELECT pg_advisory_xact_lock(1768187245, 1)"
+
 /* Parameters of one statement: text format except bytea (binary). Values are borrowed. */
 typedef struct pg_params {
   int n;
