@@ -63,8 +63,8 @@ typedef struct shared {
   atomic_bool stop;
   atomic_long errors[BENCH_MAX_CODES + 1];
   atomic_long calls; /* storm and dups: BeginStep and CompleteStep RPCs made */
-  const bench_route *route;                  /* --by-group: the topology; else NULL */
-  atomic_long group_ops[BENCH_MAX_GROUPS];   /* --by-group: operations finished per group */
+  const bench_route *route; /* --by-group: the topology; else NULL */
+  atomic_long group_ops[BENCH_MAX_GROUPS]; /* --by-group: operations finished per group */
   /* storm: rounds in lock step */
   pthread_barrier_t storm_go, storm_done;
   bool storm_run; /* written by worker 0 before storm_go, read by all after it */
@@ -98,9 +98,9 @@ void bench_count_error(shared *sh, int code);
 /* The key of a workload's operation: run id, kind, caller, sequence. */
 void bench_key_name(const shared *sh, const char *kind, long a, long b, char *out, size_t n);
 
-/* pairs and replay: all --concurrency slots (--by-group: that many per group) driven by the calling thread on one completion
- * queue (bench_async.c), paced by --rate when set; results into w. 0, or 3 when it cannot
- * start. */
+/* pairs and replay: all --concurrency slots (--by-group: that many per group) driven by the
+ * calling thread on one completion queue (bench_async.c), paced by --rate when set; results into
+ * w. 0, or 3 when it cannot start. */
 int bench_run_async(shared *sh, worker *w);
 
 /* replay: finishes the --keys keys (in parallel, --concurrency callers) before timing. */
