@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bench_route.h"
+
 #define BENCH_MAX_CODES 17 /* gRPC codes 0-16; index BENCH_MAX_CODES: library errors */
 
 typedef enum workload { W_PAIRS, W_REPLAY, W_STORM, W_SAGA, W_DUPS } workload;
@@ -27,6 +29,8 @@ typedef struct conf {
   uint32_t wait_ms; /* storm: BeginStep's wait_ms; dups: > 0 = idem_step_run waits */
   int action_ms;    /* dups: how long the step's action takes */
   bool json;
+  bool topology; /* --topology: print the topology and exit */
+  bool by_group; /* pairs: --concurrency callers per slot group, each call to its group's leader */
 } conf;
 
 /* Latencies of one kind, in milliseconds; each worker has its own (no locking). */
@@ -59,6 +63,8 @@ typedef struct shared {
   atomic_bool stop;
   atomic_long errors[BENCH_MAX_CODES + 1];
   atomic_long calls; /* storm and dups: BeginStep and CompleteStep RPCs made */
+  const bench_route *route; /* --by-group: the topology; else NULL */
+  atomic_long group_ops[BENCH_MAX_GROUPS]; /* --by-group: operations finished per group */
   /* storm: rounds in lock step */
   pthread_barrier_t storm_go, storm_done;
   bool storm_run; /* written by worker 0 before storm_go, read by all after it */
@@ -92,9 +98,9 @@ void bench_count_error(shared *sh, int code);
 /* The key of a workload's operation: run id, kind, caller, sequence. */
 void bench_key_name(const shared *sh, const char *kind, long a, long b, char *out, size_t n);
 
-/* pairs and replay: all --concurrency slots driven by the calling thread on one completion
- * queue (bench_async.c), paced by --rate when set; results into w. 0, or 3 when it cannot
- * start. */
+/* pairs and replay: all --concurrency slots (--by-group: that many per group) driven by the
+ * calling thread on one completion queue (bench_async.c), paced by --rate when set; results into
+ * w. 0, or 3 when it cannot start. */
 int bench_run_async(shared *sh, worker *w);
 
 /* replay: finishes the --keys keys (in parallel, --concurrency callers) before timing. */

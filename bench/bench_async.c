@@ -4,7 +4,9 @@
  * more CPU than the coordinator on a 2-core machine; this one measures the same operations
  * (same keys, same latency points) for less. With --rate a slot whose ticket starts later
  * waits (without a call in flight) until then; the loop wakes for the earliest such start.
- * storm and saga keep the threaded driver. */
+ * storm and saga keep the threaded driver. With --by-group (bench_route.h) there are
+ * --concurrency slots per group: slot i works in group i mod G, on keys of that group, over
+ * --channels channels to that group's leader. */
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
@@ -17,6 +19,7 @@
 
 typedef struct slot {
   int id;
+  int group; /* --by-group: the group its keys are in (else 0) */
   long seq;
   double start_at; /* --rate: the claimed operation starts then (0: no operation waiting) */
   bool completing; /* pairs: the CompleteStep of the pair is in flight */
@@ -33,7 +36,8 @@ typedef struct driver {
   shared *sh;
   worker *w;
   grpc_completion_queue *cq;
-  grpc_channel **ch;
+  grpc_channel **ch; /* --channels, or --channels per group (group g's from g * --channels) */
+  int n_slots;       /* --concurrency, or --concurrency per group */
   grpc_metadata tenant_md;
   slot *slots;
   int active;  /* calls in flight */
@@ -65,7 +69,9 @@ static ProtobufCMessage *unpack(grpc_byte_buffer *bb, const ProtobufCMessageDesc
 
 /* Starts one unary call of method with request msg on slot s. */
 static bool start_call(driver *d, slot *s, const char *method, const ProtobufCMessage *msg) {
-  grpc_channel *ch = d->ch[s->id % d->sh->cf->channels];
+  int per = d->sh->cf->channels;
+  const bench_route *rt = d->sh->route;
+  grpc_channel *ch = rt ? d->ch[s->group * per + (s->id / rt->n_groups) % per] : d->ch[s->id % per];
   grpc_slice m = grpc_slice_from_static_string(method);
   gpr_timespec dl = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_seconds(10, GPR_TIMESPAN));
   s->call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, d->cq, m, NULL, dl, NULL);
@@ -123,7 +129,12 @@ static bool start_op(driver *d, slot *s) {
   s->completing = false;
   Idem__V1__StepKey k = IDEM__V1__STEP_KEY__INIT;
   Idem__V1__BeginStepRequest req = IDEM__V1__BEGIN_STEP_REQUEST__INIT;
-  if (cf->w == W_PAIRS) {
+  if (cf->w == W_PAIRS && d->sh->route) {
+    char base[128];
+    bench_key_name(d->sh, "p", s->id, s->seq, base, sizeof base);
+    bench_route_key(d->sh->route, cf->tenant, s->group, base, s->gid, sizeof s->gid);
+    key_of(s, &k, "pair");
+  } else if (cf->w == W_PAIRS) {
     bench_key_name(d->sh, "p", s->id, s->seq, s->gid, sizeof s->gid);
     key_of(s, &k, "pair");
   } else {
@@ -153,7 +164,7 @@ static bool next_op(driver *d, slot *s) {
  * (0: none). */
 static double start_due(driver *d) {
   double now = now_s(), next = 0;
-  for (int i = 0; i < d->sh->cf->concurrency && d->waiting > 0; i++) {
+  for (int i = 0; i < d->n_slots && d->waiting > 0; i++) {
     slot *s = &d->slots[i];
     if (s->start_at == 0) continue;
     if (s->start_at <= now) {
@@ -170,6 +181,7 @@ static double start_due(driver *d) {
 static void op_done(driver *d, slot *s, int rc) {
   lat_add(&d->w->lat, (now_s() - s->t_op) * 1000.0);
   d->w->ops++;
+  if (d->sh->route) atomic_fetch_add(&d->sh->group_ops[s->group], 1);
   if (rc != IDEM_OK) bench_count_error(d->sh, rc);
 }
 
@@ -220,21 +232,25 @@ int bench_run_async(shared *sh, worker *w) {
   const conf *cf = sh->cf;
   driver d = {.sh = sh, .w = w};
   d.cq = grpc_completion_queue_create_for_next(NULL);
-  d.ch = calloc((size_t)cf->channels, sizeof *d.ch);
-  d.slots = calloc((size_t)cf->concurrency, sizeof *d.slots);
+  int groups = sh->route ? sh->route->n_groups : 1, n_ch = cf->channels * groups;
+  d.n_slots = cf->concurrency * groups;
+  d.ch = calloc((size_t)n_ch, sizeof *d.ch);
+  d.slots = calloc((size_t)d.n_slots, sizeof *d.slots);
   if (!d.ch || !d.slots) return 3;
   grpc_channel_credentials *cr = grpc_insecure_credentials_create();
-  for (int i = 0; i < cf->channels; i++) {
+  for (int i = 0; i < n_ch; i++) {
     /* a channel argument of its own per channel, so they do not share one connection */
     grpc_arg a = {.type = GRPC_ARG_INTEGER, .key = "idem.bench.channel", .value.integer = i};
     grpc_channel_args args = {.num_args = 1, .args = &a};
-    d.ch[i] = grpc_channel_create(cf->addr, cr, &args);
+    const char *addr = sh->route ? sh->route->leader[i / cf->channels] : cf->addr;
+    d.ch[i] = grpc_channel_create(addr, cr, &args);
   }
   grpc_channel_credentials_release(cr);
   d.tenant_md.key = grpc_slice_from_static_string("idem-tenant");
   d.tenant_md.value = grpc_slice_from_copied_string(cf->tenant);
-  for (int i = 0; i < cf->concurrency; i++) {
+  for (int i = 0; i < d.n_slots; i++) {
     d.slots[i].id = i;
+    d.slots[i].group = i % groups;
     d.slots[i].seq = -1;
     next_op(&d, &d.slots[i]);
   }
@@ -253,7 +269,7 @@ int bench_run_async(shared *sh, worker *w) {
          GRPC_QUEUE_SHUTDOWN) {
   }
   grpc_completion_queue_destroy(d.cq);
-  for (int i = 0; i < cf->channels; i++) grpc_channel_destroy(d.ch[i]);
+  for (int i = 0; i < n_ch; i++) grpc_channel_destroy(d.ch[i]);
   grpc_slice_unref(d.tenant_md.value);
   free(d.ch);
   free(d.slots);

@@ -2,7 +2,7 @@
  *
  *   idem-bench --addr HOST:PORT [--tenant T] --workload pairs|replay|storm|saga|dups
  *              [--concurrency 64] [--channels 4] [--duration 10 | --count N] [--keys N]
- *              [--rate N] [--wait-ms MS] [--action-ms 50] [--json]
+ *              [--rate N] [--wait-ms MS] [--action-ms 50] [--by-group] [--json]
  *
  * --concurrency callers each keep one operation in flight (closed loop) through --channels
  * gRPC channels. `pairs` and `replay` run on one thread and one completion queue
@@ -20,6 +20,11 @@
  *           key (one key per round); the one that proceeds runs an action of --action-ms
  *           (default 50) and completes, the others get its result — waiting on the
  *           coordinator with --wait-ms > 0, else retrying ABORTED with libidem's backoff
+ * --by-group (pairs only) spreads the load over slot groups (docs/api.md §17, bench_route.h):
+ * it reads the topology through --addr, then runs --concurrency callers per group, each on keys
+ * of its group, sending every call straight to that group's leader over --channels channels
+ * per group; the report adds each group's leader and operations.
+ * --topology prints the topology read through --addr as one JSON line and exits (no workload).
  * --duration S runs for S seconds (default 10); --count N runs exactly N operations instead.
  * --rate N paces the starts: operation i (over all callers) starts no earlier than i/N s after
  * the start, so at most N operations/s begin (still at most --concurrency in flight); latency
@@ -28,7 +33,8 @@
  * latency, and errors by gRPC code. --json prints one object with workload, ops, seconds,
  * throughput, p50_ms, p90_ms, p99_ms, max_ms, errors (docs/api.md §11) and, in addition,
  * concurrency, rate, begins, begin_p50_ms, begin_p90_ms, begin_p99_ms, begin_max_ms, and calls
- * (storm and dups: BeginStep and CompleteStep RPCs made) and wait_ms.
+ * (storm and dups: BeginStep and CompleteStep RPCs made) and wait_ms, and with --by-group
+ * groups: [{name, leader, ops}].
  * Exit status: 0, or 1 when any operation failed, 2 on bad usage, 3 when it cannot start.
  */
 #include <getopt.h>
@@ -83,7 +89,8 @@ static void usage(FILE *f) {
           "usage: idem-bench --addr HOST:PORT [--tenant T] --workload pairs|replay|storm|saga|dups\n"
           "                  [--concurrency 64] [--channels 4] [--duration 10 | --count N]\n"
           "                  [--keys N] [--rate OPS_PER_S] [--wait-ms MS] [--action-ms 50]\n"
-          "                  [--json]\n");
+          "                  [--by-group] [--json]\n"
+          "       idem-bench --addr HOST:PORT --topology\n");
 }
 
 static int parse(int argc, char **argv, conf *cf) {
@@ -96,7 +103,8 @@ static int parse(int argc, char **argv, conf *cf) {
       {"count", required_argument, 0, 'n'},    {"keys", required_argument, 0, 'k'},
       {"rate", required_argument, 0, 'r'},     {"json", no_argument, 0, 'j'},
       {"wait-ms", required_argument, 0, 'W'},  {"action-ms", required_argument, 0, 'A'},
-      {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
+      {"by-group", no_argument, 0, 'g'},       {"topology", no_argument, 0, 'T'},       {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0}};
   bool have_duration = false, have_count = false;
   int o;
   while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -124,12 +132,15 @@ static int parse(int argc, char **argv, conf *cf) {
       case 'k': cf->keys = atoi(optarg); break;
       case 'r': cf->rate = atof(optarg); break;
       case 'j': cf->json = true; break;
+      case 'g': cf->by_group = true; break;
+      case 'T': cf->topology = true; break;
       case 'W': cf->wait_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
       case 'A': cf->action_ms = atoi(optarg); break;
       case 'h': usage(stdout); exit(0);
       default: usage(stderr); return 2;
     }
   }
+  if (cf->addr && cf->topology) return 0;
   if (!cf->addr || (int)cf->w < 0) {
     fprintf(stderr, "idem-bench: --addr and --workload are required\n");
     usage(stderr);
@@ -144,6 +155,10 @@ static int parse(int argc, char **argv, conf *cf) {
       cf->keys < 1 || !(cf->rate >= 0)) {
     fprintf(stderr, "idem-bench: --concurrency 1-4096, --channels 1-256, --duration > 0, "
                     "--count >= 1, --keys >= 1, --rate >= 0\n");
+    return 2;
+  }
+  if (cf->by_group && cf->w != W_PAIRS) {
+    fprintf(stderr, "idem-bench: --by-group: only with --workload pairs\n");
     return 2;
   }
   return 0;
@@ -170,8 +185,16 @@ static void report(const conf *cf, shared *sh, long ops, double secs, lat_summar
     print_errors_json(sh);
     printf("},\"calls\":%ld,\"wait_ms\":%u,", atomic_load(&sh->calls), cf->wait_ms);
     printf("\"concurrency\":%d,\"rate\":%.1f,\"begins\":%zu,\"begin_p50_ms\":%.3f,"
-           "\"begin_p90_ms\":%.3f,\"begin_p99_ms\":%.3f,\"begin_max_ms\":%.3f}\n",
+           "\"begin_p90_ms\":%.3f,\"begin_p99_ms\":%.3f,\"begin_max_ms\":%.3f",
            cf->concurrency, cf->rate, bg.n, bg.p50, bg.p90, bg.p99, bg.max);
+    if (sh->route) {
+      printf(",\"groups\":[");
+      for (int g = 0; g < sh->route->n_groups; g++)
+        printf("%s{\"name\":\"%s\",\"leader\":\"%s\",\"ops\":%ld}", g ? "," : "",
+               sh->route->name[g], sh->route->leader[g], atomic_load(&sh->group_ops[g]));
+      printf("]");
+    }
+    printf("}\n");
     return;
   }
   printf("workload     %s (concurrency %d, channels %d", workload_names[cf->w], cf->concurrency,
@@ -187,6 +210,10 @@ static void report(const conf *cf, shared *sh, long ops, double secs, lat_summar
   if (cf->w == W_STORM || cf->w == W_DUPS)
     printf("rpc calls    %ld (BeginStep and CompleteStep; wait_ms %u)\n", atomic_load(&sh->calls),
            cf->wait_ms);
+  if (sh->route)
+    for (int g = 0; g < sh->route->n_groups; g++)
+      printf("group        %s at %s: %ld operations\n", sh->route->name[g], sh->route->leader[g],
+             atomic_load(&sh->group_ops[g]));
   printf("errors       %ld\n", total_err);
   for (int i = 0; i <= BENCH_MAX_CODES; i++) {
     long v = atomic_load(&sh->errors[i]);
@@ -198,6 +225,18 @@ int main(int argc, char **argv) {
   conf cf;
   int prc = parse(argc, argv, &cf);
   if (prc) return prc;
+  if (cf.topology) {
+    idem_options o = {.address = cf.addr, .deadline_ms = 3000};
+    idem_client *c = NULL;
+    idem_error e = {0};
+    if (idem_connect(&o, &c, &e) != IDEM_OK) {
+      fprintf(stderr, "idem-bench: connect %s: %s\n", cf.addr, e.message);
+      return 3;
+    }
+    int rc = bench_route_print(c);
+    idem_close(c);
+    return rc;
+  }
 
   shared *sh = calloc(1, sizeof *sh);
   worker *ws = calloc((size_t)cf.concurrency, sizeof *ws);
@@ -215,6 +254,15 @@ int main(int argc, char **argv) {
       fprintf(stderr, "idem-bench: connect %s: %s\n", cf.addr, e.message);
       return 3;
     }
+  }
+  bench_route route = {0};
+  if (cf.by_group) {
+    char err[256];
+    if (bench_route_fetch(sh->clients[0], &route, err, sizeof err) != 0) {
+      fprintf(stderr, "idem-bench: --by-group: %s\n", err);
+      return 3;
+    }
+    sh->route = &route;
   }
   if (cf.w == W_REPLAY && bench_setup_replay(sh)) return 3;
   if (cf.w == W_STORM || cf.w == W_DUPS) {
@@ -260,6 +308,7 @@ int main(int argc, char **argv) {
   }
   lat_free(&all);
   lat_free(&begins);
+  bench_route_free(&route);
   free(ws);
   free(sh->clients);
   free(sh);

@@ -18,6 +18,10 @@
 # Source it after setting CH (namespace prefix), CH_DIR (state directory) and CH_BIN (a build
 # directory with server/idem-coordinator and tests/chaos/idem-chaos-client). Every process is
 # recorded in $CH_DIR/pids/NAME and stopped by that PID.
+#
+# bench/groups-scale/run sources it too, for the network (ch_net_up/ch_net_down), etcd
+# (ch_etcd_start), ch_wait, ch_stop and ch_leftovers, after replacing CH_NET, CH_NODES and ch_ip
+# with its own address plan.
 
 CH_NET=10.77.0
 CH_NODES="ctl etcd dcs pg1 pg2 c1 c2 cli"
