@@ -140,17 +140,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   ctx.resolve_arg = pc;
   ctx.policies_changed = policy_cache_changed;
 
+  rpc_group_rt group;
+  memset(&group, 0, sizeof group);
+  group.g = (rpc_group){.name = "default", .coord = &ctx};
   rpc_server srv;
   memset(&srv, 0, sizeof srv);
   srv.coord = &ctx;
+  srv.groups = &group; /* one store group, as a node with --pg */
+  srv.n_groups = 1;
   srv.node_id = (char *)"fuzz";
   srv.address = (char *)"127.0.0.1:50051";
   srv.started_unix_ms = NOW_MS;
 
   rpc_call *c = rpc__call_new(&srv, (int)mi);
   if (!c) abort();
-  rpc_req rq = {
-      .srv = &srv, .st = &st->base, .tenant = tenant, .deadline = clock_mono_ms() + 60000};
+  store *stores[1] = {&st->base};
+  rpc_req rq = {.srv = &srv,
+                .coord = &ctx,
+                .st = &st->base,
+                .stores = stores,
+                .tenant = tenant,
+                .deadline = clock_mono_ms() + 60000};
   err_code rc = m->handler(&rq, in, c, &err);
   if (verbose)
     fprintf(stderr, "fuzz_rpc: %s%s: %s %s\n", m->path, (flags & 1) ? " (store down)" : "",
