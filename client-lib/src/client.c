@@ -239,9 +239,13 @@ static void copy_slice(char *dst, size_t cap, grpc_slice s) {
   dst[n] = '\0';
 }
 
-/* Reads the trailing metadata the coordinator attaches to its errors. Returns whether an
- * idem-leader entry was present (the call was answered by a standby: nothing was done). */
-static bool parse_trailers(const grpc_metadata_array *md, idem_error *err) {
+#define GROUP_CAP (IDEM_GROUP_NAME_MAX + 1)
+
+/* Reads the trailing metadata the coordinator attaches to its errors; idem-group (slot groups)
+ * into group (GROUP_CAP bytes, may be NULL): idem_error stays as it was (its size is libidem0's
+ * ABI). Returns whether an idem-leader entry was present (the call was answered by a standby:
+ * nothing was done). */
+static bool parse_trailers(const grpc_metadata_array *md, idem_error *err, char *group) {
   bool standby = false;
   for (size_t i = 0; i < md->count; i++) {
     const grpc_metadata *e = &md->metadata[i];
@@ -257,8 +261,8 @@ static bool parse_trailers(const grpc_metadata_array *md, idem_error *err) {
       standby = true;
     } else if (grpc_slice_str_cmp(e->key, "idem-reason") == 0) {
       copy_slice(err->reason, sizeof err->reason, e->value);
-    } else if (grpc_slice_str_cmp(e->key, "idem-group") == 0) {
-      copy_slice(err->group, sizeof err->group, e->value);
+    } else if (group && grpc_slice_str_cmp(e->key, "idem-group") == 0) {
+      copy_slice(group, GROUP_CAP, e->value);
     }
   }
   return standby;
@@ -334,7 +338,8 @@ int idem__client_endpoints(idem_client *c) {
 /* One attempt on endpoint ep (the body of the call before failover existed). */
 static int unary_at(idem_client *c, int ep, idem__method m, const ProtobufCMessage *req,
                     const char *group, const ProtobufCMessageDescriptor *resp_desc,
-                    int64_t timeout_ms, ProtobufCMessage **resp, idem_error *err) {
+                    int64_t timeout_ms, ProtobufCMessage **resp, idem_error *err,
+                    char *heard_group) {
   idem_error scratch;
   if (!err) err = &scratch;
   idem__err_reset(err);
@@ -429,7 +434,7 @@ static int unary_at(idem_client *c, int ep, idem__method m, const ProtobufCMessa
       copy_slice(err->message, sizeof err->message, details);
     else
       snprintf(err->message, sizeof err->message, "%s", idem_strerror(rc));
-    bool standby = parse_trailers(&trailing_md, err);
+    bool standby = parse_trailers(&trailing_md, err, heard_group);
     /* Be conservative: gRPC cannot tell us whether an UNAVAILABLE came before or after the
      * request reached the coordinator, unless a standby named the leader (it did nothing). */
     if (rc == IDEM_DEADLINE_EXCEEDED || (rc == IDEM_UNAVAILABLE && !standby))
@@ -490,7 +495,7 @@ static void fetch_topology(idem_client *c, int ep) {
   ProtobufCMessage *resp = NULL;
   idem_error e;
   if (unary_at(c, ep, IDEM__M_GET_TOPOLOGY, &req.base, NULL, &idem__v1__topology__descriptor,
-               c->deadline_ms, &resp, &e) == IDEM_OK)
+               c->deadline_ms, &resp, &e, NULL) == IDEM_OK)
     idem__topo_set(c->topo, (const Idem__V1__Topology *)resp);
   if (resp) protobuf_c_message_free_unpacked(resp, NULL);
 }
@@ -526,7 +531,8 @@ int idem__unary_group(idem_client *c, idem__method m, const ProtobufCMessage *re
     want = -1;
     int64_t left = deadline - idem__now_ms();
     if (left < 1) left = 1;
-    int rc = unary_at(c, ep, m, req, group, resp_desc, left, resp, err);
+    char heard[GROUP_CAP] = ""; /* the group a redirect names (idem-group) */
+    int rc = unary_at(c, ep, m, req, group, resp_desc, left, resp, err, heard);
     if (rc == IDEM_DEADLINE_EXCEEDED && n > 1) { /* no answer: the next call starts elsewhere */
       pthread_mutex_lock(&c->mu);
       if (c->cur == ep) c->cur = (ep + 1) % n;
@@ -547,8 +553,8 @@ int idem__unary_group(idem_client *c, idem__method m, const ProtobufCMessage *re
     if (standby && err->leader[0]) {
       int i = ep_add(c, err->leader, strlen(err->leader));
       if (i >= 0) next = want = i;
-      if (err->group[0] && idem__topo_redirect(c->topo, route_tenant(c) ? route_tenant(c) : "", rid,
-                                               err->group, err->leader))
+      if (heard[0] && idem__topo_redirect(c->topo, route_tenant(c) ? route_tenant(c) : "", rid,
+                                          heard, err->leader))
         fetch_from = ep;
     } else if (n > 1) {
       next = (ep + 1) % n; /* no leader named, or this node is unreachable: the next one */

@@ -68,8 +68,6 @@ typedef struct idem_error {
    * list is in docs/api.md); "" when no coordinator answered (connection refused, deadline) or
    * the library itself failed. Decide on code and reason, never on the message. */
   char reason[32];
-  /* With slot groups (docs/api.md §17): the group whose leader `leader` is (idem-group), else "" */
-  char group[64];
 } idem_error;
 
 /* --- the contract's enums (values equal idem.v1's) ---------------------------------------- */
