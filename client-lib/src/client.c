@@ -524,6 +524,9 @@ int idem__unary_group(idem_client *c, idem__method m, const ProtobufCMessage *re
   /* docs/api.md §17: straight to the leader of the saga's (or the named) group */
   int want = group ? group_ep(c, group) : routed_ep(c, rid);
   int fetch_from = -1; /* a redirect named a group: fetch the topology after the call */
+  idem_error said;       /* the last UNAVAILABLE a coordinator answered (reason set) */
+  bool have_said = false;
+  int64_t try_ms = 0; /* how long the last try took: a try that cannot fit is not started */
   for (int tries = 0;; tries++) {
     pthread_mutex_lock(&c->mu);
     int ep = want >= 0 ? want : c->cur, n = c->n_eps;
@@ -532,7 +535,16 @@ int idem__unary_group(idem_client *c, idem__method m, const ProtobufCMessage *re
     int64_t left = deadline - idem__now_ms();
     if (left < 1) left = 1;
     char heard[GROUP_CAP] = ""; /* the group a redirect names (idem-group) */
+    int64_t t0 = idem__now_ms();
     int rc = unary_at(c, ep, m, req, group, resp_desc, left, resp, err, heard);
+    try_ms = idem__now_ms() - t0;
+    if (rc == IDEM_DEADLINE_EXCEEDED && have_said) {
+      /* the last try ran out of time: answer with what a coordinator last said, not a bare
+       * timeout (its outcome is unknown, so this one's is too) */
+      *err = said;
+      err->outcome_unknown = true;
+      rc = err->code;
+    }
     if (rc == IDEM_DEADLINE_EXCEEDED && n > 1) { /* no answer: the next call starts elsewhere */
       pthread_mutex_lock(&c->mu);
       if (c->cur == ep) c->cur = (ep + 1) % n;
@@ -544,6 +556,7 @@ int idem__unary_group(idem_client *c, idem__method m, const ProtobufCMessage *re
       if (fetch_from >= 0) fetch_topology(c, fetch_from);
       return rc;
     }
+    if (err->reason[0]) said = *err, have_said = true;
     bool standby = !err->outcome_unknown; /* idem-leader came with it: nothing was done */
     if (!standby) {
       unknown = true;
@@ -564,7 +577,8 @@ int idem__unary_group(idem_client *c, idem__method m, const ProtobufCMessage *re
     pthread_mutex_unlock(&c->mu);
     /* straight to a named leader; otherwise back off (full jitter) */
     int64_t wait = (standby && err->leader[0] && next != ep) ? 0 : idem__backoff_ms(25, 500, tries);
-    if (idem__now_ms() + wait + IDEM__MIN_TRY_MS >= deadline) {
+    int64_t need = try_ms > IDEM__MIN_TRY_MS ? try_ms : IDEM__MIN_TRY_MS;
+    if (idem__now_ms() + wait + need >= deadline) {
       if (unknown) err->outcome_unknown = true;
       if (fetch_from >= 0) fetch_topology(c, fetch_from);
       return rc;
