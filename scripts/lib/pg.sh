@@ -31,12 +31,15 @@ pg_init() {
   fi
 }
 
+# Slot moves (docs/api.md §18) replicate logically between the stores of one test server.
+PG_LOGICAL="-c wal_level=logical -c max_replication_slots=20 -c max_wal_senders=20 -c max_logical_replication_workers=8 -c max_worker_processes=16"
+
 # pg_start DIR PORT [ADDRESS]: starts postgres on ADDRESS:PORT (default 127.0.0.1), waits until
 # it accepts connections.
 pg_start() {
   local dir=$1 port=$2 addr=${3:-127.0.0.1}
   pg__exec "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 \
-    -o "-c listen_addresses=$addr -p $port -c unix_socket_directories=$dir -c max_connections=300 -c fsync=on -c synchronous_commit=on" \
+    -o "-c listen_addresses=$addr -p $port -c unix_socket_directories=$dir -c max_connections=300 -c fsync=on -c synchronous_commit=on $PG_LOGICAL" \
     start >/dev/null || { tail -n 30 "$dir/postgres.log" >&2; return 1; }
   echo "$port" >"$dir/port"
 }

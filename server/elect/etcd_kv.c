@@ -112,3 +112,15 @@ err_code etcd_kv_count(const char *endpoints, const char *prefix, int64_t timeou
   cJSON_Delete(r);
   return rc;
 }
+
+err_code etcd_kv_put(const char *endpoints, const char *key, const char *value, int64_t timeout_ms,
+                     err_t *err) {
+  cJSON *b = cJSON_CreateObject(), *r = NULL;
+  if (!b || !etcd__add_b64(b, "key", key) || !etcd__add_b64(b, "value", value)) {
+    cJSON_Delete(b);
+    return err_oom(err);
+  }
+  err_code rc = call(endpoints, "/v3/kv/put", b, timeout_ms, &r, err);
+  cJSON_Delete(r);
+  return rc;
+}

@@ -28,6 +28,10 @@ err_code etcd_kv_create(const char *endpoints, const char *key, const char *valu
 err_code etcd_kv_swap(const char *endpoints, const char *key, const char *value, int64_t mod_rev,
                       int64_t timeout_ms, bool *swapped, err_t *err);
 
+/* Writes key = value whatever it held (progress reports; unknown outcome on ERR_UNAVAILABLE). */
+err_code etcd_kv_put(const char *endpoints, const char *key, const char *value, int64_t timeout_ms,
+                     err_t *err);
+
 /* How many keys start with prefix. */
 err_code etcd_kv_count(const char *endpoints, const char *prefix, int64_t timeout_ms,
                        int64_t *count, err_t *err);

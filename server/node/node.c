@@ -25,6 +25,7 @@
 #include "node_balance.h"
 #include "node_sec.h"
 #include "node_slotfill.h"
+#include "node_move.h"
 #include "node_slots.h"
 
 #ifndef IDEM_VERSION
@@ -72,6 +73,7 @@ struct node {
   node_group groups[OPT_LIST_MAX];
   size_t n_groups;
   node_balance *balance; /* with etcd and several groups: at most ceil(G/N) groups led here */
+  node_move *mover;      /* with etcd and several groups: moves of slots (docs/api.md §18) */
   rpc_server *rpc;
   node_metrics *metrics;
   console *console;
@@ -501,6 +503,19 @@ static bool owns_slot(void *arg, uint32_t slot) {
   return node_slots_owns(g->nd->slots, g->index, slot);
 }
 
+static err_code move_slots(void *arg, const slot_move_req *rq, int64_t deadline,
+                           slot_move_res *out, err_t *err) {
+  node *nd = arg;
+  if (!nd->mover)
+    return err_set(err, ERR_PRECONDITION,
+                   "moving slots needs --etcd and two or more --store groups on every node");
+  return node_move_request(nd->mover, rq, deadline, out, err);
+}
+
+static bool move_progress(void *arg, uint64_t *rows, int64_t *lag) {
+  return node_move_progress(((node *)arg)->mover, rows, lag);
+}
+
 static void undo_rpc(node *nd) {
   for (size_t i = 0; i < nd->n_groups; i++) /* waiting calls are answered before the drain */
     coord_waiters_close(nd->groups[i].waiters);
@@ -539,6 +554,9 @@ static node_result start_rpc(node *nd) {
       .route_arg = nd,
       .slotmap_now = slotmap_now,
       .slotmap_arg = nd,
+      .move_slots = move_slots,
+      .move_progress = move_progress,
+      .move_arg = nd,
       .submit_steps = true, /* BeginStep and CompleteStep are answered by the batcher */
       .node_id = o->node_id,
       .max_recv_bytes = MAX_RECV_BYTES,
@@ -585,6 +603,23 @@ static node_result start_campaign(node *nd) {
     nd->balance = node_balance_start(els, nd->n_groups, (int64_t)nd->o->election_ttl_s * 500);
     if (!nd->balance) log_kv(LOG_ERROR, "cannot balance the groups", (const char *)NULL);
   }
+  return NODE_RUNNING;
+}
+
+static void undo_mover(node *nd) {
+  node_move_stop(nd->mover);
+  nd->mover = NULL;
+}
+
+/* With etcd and several groups: the thread that drives moves of slots led here. */
+static node_result start_mover(node *nd) {
+  if (!nd->o->etcd || nd->n_groups < 2 || nd->o->groups_from_pg) return NODE_RUNNING;
+  node_move_group g[OPT_LIST_MAX];
+  for (size_t i = 0; i < nd->n_groups; i++)
+    g[i] = (node_move_group){nd->groups[i].name, nd->groups[i].conninfo, nd->groups[i].el,
+                             &nd->groups[i].epoch};
+  if (!(nd->mover = node_move_start(nd->o, nd->slots, g, nd->n_groups)))
+    log_kv(LOG_ERROR, "cannot start the slot mover", (const char *)NULL);
   return NODE_RUNNING;
 }
 
@@ -725,6 +760,7 @@ node_result node_start(const idem_options *o, const sigset_t *sigs, node **out, 
       {start_elector, undo_elector},
       {start_rpc, undo_rpc},
       {start_campaign, undo_campaign},
+      {start_mover, undo_mover},
       {start_reaper, undo_reaper},
       {start_metrics, undo_metrics},
       {start_console, undo_console},

@@ -1,6 +1,7 @@
 /* node_slots.c — see node_slots.h. */
 #include "node_slots.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,12 +13,14 @@
 #include "../util/clock.h"
 #include "../util/log.h"
 #include "../util/ticker.h"
+#include "../slots/slotmove.h"
 
 #define MAP_PATIENCE_MS 30000 /* keep trying to read or create the map this long */
 #define MAP_CALL_MS 2000
 #define MAP_RETRY_MS 500
 #define WATCH_EVERY_MS 1000 /* the map in etcd is read this often */
-#define RETIRED_MAX 256     /* maps replaced while running, freed at stop */
+#define RETIRED_MAX 256     /* maps replaced while running */
+#define RETIRED_KEEP_MS 60000 /* a replaced map is freed this long after (a reader is long done) */
 
 /* One version of the map with its slot -> group table; immutable once published. */
 typedef struct map_rt {
@@ -29,7 +32,9 @@ struct node_slots {
   const idem_options *o;
   _Atomic(map_rt *) cur;
   map_rt *retired[RETIRED_MAX]; /* earlier versions: a reader may still hold one */
+  int64_t retired_at[RETIRED_MAX];
   size_t n_retired;
+  pthread_mutex_t mu; /* publishing (the watch, a move's driver) */
   char key[512]; /* <prefix>/slotmap */
   ticker *watch; /* etcd and --store only */
 };
@@ -127,6 +132,60 @@ static node_slots_result etcd_map(node_slots *s, const slotmap *fresh, slotmap *
   return NODE_SLOTS_FAILED;
 }
 
+/* Frees retired maps replaced long enough ago; true when there is room for one more. */
+static bool retire_room(node_slots *s) {
+  int64_t now = clock_mono_ms();
+  size_t k = 0;
+  for (size_t i = 0; i < s->n_retired; i++) {
+    if (now - s->retired_at[i] >= RETIRED_KEEP_MS) {
+      map_rt_free(s->retired[i]);
+    } else {
+      s->retired[k] = s->retired[i];
+      s->retired_at[k++] = s->retired_at[i];
+    }
+  }
+  s->n_retired = k;
+  return k < RETIRED_MAX;
+}
+
+/* Publishes next (indexed) in place of the current map when it is newer; takes next either way.
+ * Under s->mu. */
+static void publish(node_slots *s, map_rt *next) {
+  map_rt *cur = cur_of(s);
+  if (next->map->version <= cur->map->version || !retire_room(s)) {
+    if (next->map->version > cur->map->version)
+      log_kv(LOG_ERROR, "cannot follow the new slot map", "error", "too many versions in a minute",
+             (const char *)NULL);
+    map_rt_free(next);
+    return;
+  }
+  char v[24];
+  snprintf(v, sizeof v, "%llu", (unsigned long long)next->map->version);
+  log_kv(LOG_INFO, "following a new slot map", "version", v, (const char *)NULL);
+  s->retired_at[s->n_retired] = clock_mono_ms();
+  s->retired[s->n_retired++] = cur;
+  atomic_store(&s->cur, next);
+}
+
+bool node_slots_follow(node_slots *s, slotmap *m) {
+  map_rt *next = calloc(1, sizeof *next);
+  char why[256] = "";
+  if (!next) {
+    slotmap_free(m);
+    return false;
+  }
+  next->map = m;
+  if (index_map(s, next, why, sizeof why) != NODE_SLOTS_OK) {
+    log_kv(LOG_ERROR, "cannot follow the new slot map", "error", why, (const char *)NULL);
+    map_rt_free(next);
+    return false;
+  }
+  pthread_mutex_lock(&s->mu);
+  publish(s, next);
+  pthread_mutex_unlock(&s->mu);
+  return true;
+}
+
 /* One look at the map in etcd: a newer version this node can serve (the same slot count, only
  * groups it has) is published; one it cannot is logged and not followed. */
 static void watch_once(node_slots *s, const char *key) {
@@ -143,15 +202,12 @@ static void watch_once(node_slots *s, const char *key) {
     log_kv(LOG_ERROR, "the slot map in etcd is not valid; keeping the one followed", "key", key,
            "error", why, (const char *)NULL);
   } else if (next->map->version > cur->map->version) {
-    if (index_map(s, next, why, sizeof why) != NODE_SLOTS_OK || s->n_retired >= RETIRED_MAX) {
-      log_kv(LOG_ERROR, "cannot follow the new slot map", "error",
-             why[0] ? why : "too many versions since start", (const char *)NULL);
+    if (index_map(s, next, why, sizeof why) != NODE_SLOTS_OK) {
+      log_kv(LOG_ERROR, "cannot follow the new slot map", "error", why, (const char *)NULL);
     } else {
-      char v[24];
-      snprintf(v, sizeof v, "%llu", (unsigned long long)next->map->version);
-      log_kv(LOG_INFO, "following a new slot map", "version", v, (const char *)NULL);
-      s->retired[s->n_retired++] = cur;
-      atomic_store(&s->cur, next);
+      pthread_mutex_lock(&s->mu);
+      publish(s, next);
+      pthread_mutex_unlock(&s->mu);
       next = NULL;
     }
   }
@@ -180,6 +236,7 @@ node_slots_result node_slots_start(const idem_options *o, node_slots **out, char
     return NODE_SLOTS_FAILED;
   }
   s->o = o;
+  pthread_mutex_init(&s->mu, NULL);
   snprintf(s->key, sizeof s->key, "%s/slotmap", o->election_prefix);
   atomic_store(&s->cur, rt);
   bool in_etcd = o->etcd && !o->groups_from_pg;
@@ -209,7 +266,11 @@ int node_slots_route(const node_slots *s, const char *tenant, const char *id, bo
     return 0;
   }
   const map_rt *m = cur_of(s);
-  return m->owner[slot_of(tenant, id, m->map->slots)];
+  uint32_t slot = slot_of(tenant, id, m->map->slots);
+  const struct slot_move *mv = m->map->move;
+  if (mv && mv->phase == MOVE_BLOCKED && slot >= mv->from && slot <= mv->to)
+    return NODE_SLOTS_MOVING;
+  return m->owner[slot];
 }
 
 bool node_slots_owns(const node_slots *s, size_t group, uint32_t slot) {
@@ -226,5 +287,6 @@ void node_slots_stop(node_slots *s) {
   ticker_stop(s->watch);
   map_rt_free(cur_of(s));
   for (size_t i = 0; i < s->n_retired; i++) map_rt_free(s->retired[i]);
+  pthread_mutex_destroy(&s->mu);
   free(s);
 }

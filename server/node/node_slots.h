@@ -35,14 +35,20 @@ typedef bool (*node_slots_leads_fn)(void *arg, size_t group);
 
 /* The group (index into o->groups) of the slot of (tenant, id); with new_saga and id "", a
  * group leads says this node leads (else the first group). -1 when the map names a group this
- * node does not have. */
+ * node does not have; NODE_SLOTS_MOVING while the slot's move is in its handoff (docs/api.md §18:
+ * the source refuses it, UNAVAILABLE slot-moving, until the target serves it). */
+#define NODE_SLOTS_MOVING (-2)
 int node_slots_route(const node_slots *s, const char *tenant, const char *id, bool new_saga,
                      node_slots_leads_fn leads, void *leads_arg);
 
 /* Whether slot belongs to group. */
 bool node_slots_owns(const node_slots *s, size_t group, uint32_t slot);
 
-/* The map now (borrowed until node_slots_stop). */
+/* Follows m (taken) at once when it is newer than the map followed: a move's driver wrote it
+ * to etcd. False when it cannot be followed (logged). */
+bool node_slots_follow(node_slots *s, slotmap *m);
+
+/* The map now (borrowed: valid for a minute after a newer one replaces it, and until stop). */
 const slotmap *node_slots_map(const node_slots *s);
 
 void node_slots_stop(node_slots *s);

@@ -17,6 +17,7 @@
 #include "../coord/coord.h"
 #include "../elect/elect.h"
 #include "../slots/slotmap.h"
+#include "../slots/slotmove.h"
 #include "../store/store.h"
 #include "../util/err.h"
 
@@ -40,6 +41,15 @@ typedef struct rpc_group {
  * -1 when no group does (no map yet). id is a global id, or with new_saga BeginSaga's request id
  * ("" when none: any group this node leads). */
 typedef int (*rpc_route_fn)(void *arg, const char *tenant, const char *id, bool new_saga);
+/* route's answer while the slot is handed to another group (docs/api.md §18): UNAVAILABLE
+ * slot-moving with idem-retry-after-ms */
+#define RPC_ROUTE_MOVING (-2)
+
+/* Admin.MoveSlots (docs/api.md §18): runs or waits for the move until deadline (absolute,
+ * monotonic ms); and the progress of the move under way (false when none is known). */
+typedef err_code (*rpc_move_fn)(void *arg, const slot_move_req *rq, int64_t deadline,
+                                slot_move_res *out, err_t *err);
+typedef bool (*rpc_move_progress_fn)(void *arg, uint64_t *rows, int64_t *lag);
 
 typedef struct rpc_config {
   const char *listen;     /* "127.0.0.1:50051" */
@@ -60,6 +70,9 @@ typedef struct rpc_config {
   /* the slot map now, for GetTopology and GetStatus (NULL: none; borrowed until the next call) */
   const slotmap *(*slotmap_now)(void *arg);
   void *slotmap_arg;
+  rpc_move_fn move_slots; /* NULL: MoveSlots answers FAILED_PRECONDITION (no slot groups) */
+  rpc_move_progress_fn move_progress;
+  void *move_arg;
   /* throughput: BeginStep and CompleteStep do not take a worker. The
    * completion-queue thread checks and decodes them and hands them to one more store (from
    * open_store) with store_step_txn_submit; the store's thread sends the reply after the

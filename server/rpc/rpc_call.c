@@ -190,7 +190,7 @@ void rpc__call_finish(rpc_call *c, const err_t *e) {
     }
     if (e->reason == ERR_R_NOT_LEADER) /* no leader known to this node: an election */
       reason = err_reason_word(leader[0] ? ERR_R_NOT_LEADER : ERR_R_NO_LEADER);
-  } else if (code == ERR_ABORTED && e->retry_after_ms > 0) {
+  } else if ((code == ERR_ABORTED || code == ERR_UNAVAILABLE) && e->retry_after_ms > 0) {
     char v[24];
     snprintf(v, sizeof v, "%" PRId64, e->retry_after_ms);
     c->trailing[0].key = grpc_slice_from_static_string(RPC_RETRY_AFTER_MD);
@@ -257,6 +257,7 @@ int64_t rpc__mono_us(void) {
 static bool leader_only(const rpc_method *m) {
   return strcmp(m->path, "/idem.v1.Admin/GetStatus") != 0 &&
          strcmp(m->path, "/idem.v1.Coordinator/GetTopology") != 0 &&
+         strcmp(m->path, "/idem.v1.Admin/MoveSlots") != 0 && /* any node: the mover decides */
          strcmp(m->path, "/grpc.health.v1.Health/Check") != 0;
 }
 
@@ -334,6 +335,12 @@ static bool route_call(rpc_call *c, const rpc_method *m, const ProtobufCMessage 
   const char *id = routed(srv, m) && m->route ? m->route(in) : NULL;
   if (id && (id[0] || m->new_saga)) {
     int g = srv->route(srv->route_arg, tenant, id, m->new_saga);
+    if (g == RPC_ROUTE_MOVING) { /* docs/api.md §18: the handoff of the slot's move */
+      err_fail(err, ERR_UNAVAILABLE, ERR_R_SLOT_MOVING,
+               "slot moving: this saga's slot is being handed to another group");
+      err->retry_after_ms = RPC_MOVING_RETRY_MS;
+      return false;
+    }
     if (g < 0 || (size_t)g >= srv->n_groups) {
       err_fail(err, ERR_UNAVAILABLE, ERR_R_NO_LEADER, "no group serves this saga's slot yet");
       return false;

@@ -46,6 +46,7 @@
 #define RPC_DRAIN_GRACE_MS 10000
 #define RPC_MAX_METHODS 32
 #define RPC_GROUPS_MAX 64 /* store groups (SLOTMAP_GROUPS_MAX) */
+#define RPC_MOVING_RETRY_MS 200 /* idem-retry-after-ms of a slot in its move's handoff */
 /* What the server holds for clients that do not read their replies (docs/api.md §16): every reply
  * is counted from its encoding until its batch completes (sent, or the call died). A bulky
  * reply that would take the total past this is refused with RESOURCE_EXHAUSTED instead (a read:
@@ -194,6 +195,9 @@ struct rpc_server {
   void *route_arg;
   const slotmap *(*slotmap_now)(void *arg); /* NULL: no map (GetTopology UNAVAILABLE) */
   void *slotmap_arg;
+  rpc_move_fn move_slots;
+  rpc_move_progress_fn move_progress;
+  void *move_arg;
 
   grpc_server *server;
   grpc_completion_queue *cq;
@@ -288,6 +292,7 @@ err_code rpc__list_steps(const rpc_req *, const ProtobufCMessage *, rpc_call *, 
 err_code rpc__resolve_step(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
 err_code rpc__list_audit(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
 err_code rpc__resolve_steps(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
+err_code rpc__move_slots(const rpc_req *, const ProtobufCMessage *, rpc_call *, err_t *);
 /* Monotonic clock in microseconds (rpc_call.c). */
 int64_t rpc__mono_us(void);
 

@@ -81,6 +81,8 @@ const rpc_method rpc__methods[] = {
      NULL, false, false},
     {ADMIN "ResolveSteps", &idem__v1__resolve_steps_request__descriptor, rpc__resolve_steps, NULL,
      false, NULL, false, true},
+    {ADMIN "MoveSlots", &idem__v1__move_slots_request__descriptor, rpc__move_slots, NULL, false,
+     NULL, false, false},
 
     {"/grpc.health.v1.Health/Check", &grpc__health__v1__health_check_request__descriptor,
      rpc__health_check, NULL, false, NULL, false, false},

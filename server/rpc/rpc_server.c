@@ -270,6 +270,9 @@ rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err) {
   s->route_arg = cfg->route_arg;
   s->slotmap_now = cfg->slotmap_now;
   s->slotmap_arg = cfg->slotmap_arg;
+  s->move_slots = cfg->move_slots;
+  s->move_progress = cfg->move_progress;
+  s->move_arg = cfg->move_arg;
   s->workers = cfg->workers > 0 ? cfg->workers : DEFAULT_WORKERS;
   s->max_recv_bytes = cfg->max_recv_bytes > 0 ? cfg->max_recv_bytes : DEFAULT_MAX_RECV;
   if (s->max_recv_bytes > INT_MAX) s->max_recv_bytes = INT_MAX;

@@ -85,6 +85,21 @@ err_code rpc__get_topology(const rpc_req *rq, const ProtobufCMessage *in, rpc_ca
     t.ranges = rp;
     t.n_groups = v.n;
     t.groups = v.ptrs;
+    Idem__V1__SlotMove mv = IDEM__V1__SLOT_MOVE__INIT;
+    const slot_move *sm = m->move;
+    if (sm) { /* docs/api.md §18: the move under way */
+      mv.request_id = (char *)sm->request_id;
+      mv.from = sm->from;
+      mv.to = sm->to;
+      mv.source = (char *)sm->source;
+      mv.target = (char *)sm->target;
+      mv.phase = (char *)slot_move_phase_word(sm->phase);
+      mv.started_unix_ms = sm->started_ms;
+      mv.note = (char *)sm->note;
+      mv.lag_bytes = -1;
+      if (srv->move_progress) srv->move_progress(srv->move_arg, &mv.rows_copied, &mv.lag_bytes);
+      t.move = &mv;
+    }
     rc = rpc__call_reply(c, &t.base, err);
   }
   free(r);

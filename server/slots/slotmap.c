@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../domain/slot.h"
+#include "slotmove.h"
 
 static void why_set(char *why, size_t cap, const char *fmt, ...) {
   if (!why || !cap) return;
@@ -146,6 +147,15 @@ slotmap *slotmap_parse(const char *json, size_t len, char *why, size_t cap) {
       why_set(why, cap, "ranges: end at slot %u, expected %u", next - 1, m->slots - 1);
       goto bad;
     }
+    const cJSON *mv = cJSON_GetObjectItemCaseSensitive(root, "move");
+    if (mv && !cJSON_IsNull(mv)) {
+      char w[160];
+      if (!(m->move = calloc(1, sizeof *m->move)) ||
+          !slot_move_from_json(mv, m->slots, m->move, w, sizeof w)) {
+        why_set(why, cap, "move: %s", m->move ? w : "out of memory");
+        goto bad;
+      }
+    }
   } else {
     why_set(why, cap, "out of memory");
   }
@@ -179,6 +189,11 @@ char *slotmap_json(const slotmap *m) {
       cJSON_AddItemToObject(o, "to_group", cJSON_CreateString(r->to_group));
     }
   }
+  if (m->move) {
+    cJSON *mv = slot_move_to_json(m->move);
+    if (!mv) goto done;
+    cJSON_AddItemToObject(root, "move", mv);
+  }
   out = cJSON_PrintUnformatted(root);
 done:
   cJSON_Delete(ranges);
@@ -207,8 +222,25 @@ uint32_t slotmap_count(const slotmap *m, const char *name) {
   return n;
 }
 
+slotmap *slotmap_copy(const slotmap *m) {
+  slotmap *c = alloc_map(m->n_ranges);
+  if (!c) return NULL;
+  c->version = m->version;
+  c->slots = m->slots;
+  memcpy(c->ranges, m->ranges, m->n_ranges * sizeof *m->ranges);
+  if (m->move) {
+    if (!(c->move = malloc(sizeof *c->move))) {
+      slotmap_free(c);
+      return NULL;
+    }
+    *c->move = *m->move;
+  }
+  return c;
+}
+
 void slotmap_free(slotmap *m) {
   if (!m) return;
+  free(m->move);
   free(m->ranges);
   free(m);
 }

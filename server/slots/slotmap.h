@@ -4,7 +4,8 @@
  *   {"version":N,"slots":S,"ranges":[{"from":0,"to":127,"group":"g1"},…]}
  * whose ranges cover 0..S-1 exactly once, in order. At a cluster's first start the map is
  * slotmap_equal: equal contiguous ranges in the order the groups are named. A range that is
- * being moved (§18) carries "moving":true and "to_group".
+ * being moved (§18) carries "moving":true and "to_group", and the map the move's record
+ * ("move", slotmove.h): one key holds both, so one compare-and-swap changes them together.
  *
  * Pure data: no etcd, no threads. A slotmap is immutable once built; readers share it.
  */
@@ -25,11 +26,14 @@ typedef struct slot_range {
   char to_group[SLOTMAP_NAME_MAX];
 } slot_range;
 
+struct slot_move; /* slotmove.h: a move under way (docs/api.md §18), kept in the map */
+
 typedef struct slotmap {
   uint64_t version;
   uint32_t slots;
   size_t n_ranges;
   slot_range *ranges;
+  struct slot_move *move; /* NULL when no move is under way ("move" in the JSON) */
 } slotmap;
 
 /* Whether name is a usable group name (the tenant rule: 1..63 bytes of [A-Za-z0-9._-]);
@@ -53,6 +57,9 @@ const slot_range *slotmap_range_of(const slotmap *m, uint32_t slot);
 
 /* How many slots name serves. */
 uint32_t slotmap_count(const slotmap *m, const char *name);
+
+/* A deep copy (NULL on allocation failure). */
+slotmap *slotmap_copy(const slotmap *m);
 
 void slotmap_free(slotmap *m);
 

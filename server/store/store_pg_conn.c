@@ -473,6 +473,12 @@ err_code pg__sql_error(pg_store *s, const PGresult *r, err_t *err) {
     err_detail(err, "a newer leader raised the fence: nothing of this call was committed");
     return ERR_UNAVAILABLE;
   }
+  if (sqlstate_is(st, PG_SLOT_BLOCKED_SQLSTATE)) { /* docs/api.md §18: a moved or moving slot */
+    err_fail(err, ERR_UNAVAILABLE, ERR_R_SLOT_MOVING, "slot moving: this group's store refuses it");
+    err_detail(err, "%s", msg);
+    err->retry_after_ms = PG_SLOT_BLOCKED_RETRY_MS;
+    return ERR_UNAVAILABLE;
+  }
   if (sqlstate_is(st, "25006")) { /* read_only_sql_transaction: a standby, a demoted primary */
     s->read_only = true;          /* dropped at the next start, after the rollback */
     s->retry = PG_RETRY_STALE;    /* refused, so nothing committed: once more elsewhere */

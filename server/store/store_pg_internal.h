@@ -178,6 +178,10 @@ bool pg__row_step(const PGresult *r, int row, int col, bool own, step_rec *rec);
  * runs under an epoch older than idem_fence's (mapped to ERR_UNAVAILABLE "not the leader
  * (fenced)"). */
 #define PG_FENCED_SQLSTATE "IF001"
+/* docs/api.md §18: a write to a slot this store does not serve (moved away, or moving in or out:
+ * idem_slot_blocks, store_pg_move.c) */
+#define PG_SLOT_BLOCKED_SQLSTATE "IF002"
+#define PG_SLOT_BLOCKED_RETRY_MS 200
 
 /* group commit: store_pg_batch.c. Runs the step transaction through s->batcher. */
 err_code pg__batch_step_txn(pg_store *s, const step_key *key, int64_t deadline, store_step_fn fn,

@@ -228,6 +228,46 @@ static const char *const m8_sql[] = {
     NULL,
 };
 
+/* Version 9 (moving slots, docs/api.md §18; store_pg_move.c): the slots this store must not
+ * write (idem_slot_blocks: moving in or out, or moved away), enforced by row triggers whose WHEN
+ * lists the ranges (idem_slot_blocks_sync rebuilds them: free for rows outside them; logical
+ * replication's apply runs as a replica and does not fire them), a move's marks (the last row a
+ * move replicates) and indexes by slot (a move counts and deletes its rows by slot). */
+static const char *const m9_sql[] = {
+    "CREATE TABLE IF NOT EXISTS idem_slot_blocks (from_slot int NOT NULL, to_slot int NOT NULL,"
+    " move_id text NOT NULL, why text NOT NULL, PRIMARY KEY (move_id, from_slot))",
+    "CREATE TABLE IF NOT EXISTS idem_move_marks (move_id text PRIMARY KEY, at_ms bigint NOT NULL)",
+    "CREATE OR REPLACE FUNCTION idem_slot_blocked() RETURNS trigger LANGUAGE plpgsql AS $f$"
+    " BEGIN"
+    "  IF current_setting('idem.slot_cleanup', true) = 'on' THEN"
+    "   IF TG_OP = 'DELETE' THEN RETURN OLD; END IF; RETURN NEW;"
+    "  END IF;"
+    "  RAISE EXCEPTION 'slot % is not served by this store (moved or moving)',"
+    "   CASE WHEN TG_OP = 'DELETE' THEN OLD.slot ELSE NEW.slot END USING ERRCODE = 'IF002';"
+    " END $f$",
+    "CREATE OR REPLACE FUNCTION idem_slot_blocks_sync() RETURNS void LANGUAGE plpgsql AS $f$"
+    " DECLARE t text; w text; d text;"
+    " BEGIN"
+    "  SELECT string_agg(format('(NEW.slot BETWEEN %s AND %s)', from_slot, to_slot), ' OR '),"
+    "   string_agg(format('(OLD.slot BETWEEN %s AND %s)', from_slot, to_slot), ' OR ')"
+    "   INTO w, d FROM idem_slot_blocks;"
+    "  FOREACH t IN ARRAY ARRAY['idem_steps', 'idem_sagas', 'idem_saga_labels'] LOOP"
+    "   EXECUTE format('DROP TRIGGER IF EXISTS %I ON %I', t || '_slotblock_w', t);"
+    "   EXECUTE format('DROP TRIGGER IF EXISTS %I ON %I', t || '_slotblock_d', t);"
+    "   IF w IS NOT NULL THEN"
+    "    EXECUTE format('CREATE TRIGGER %I BEFORE INSERT OR UPDATE ON %I FOR EACH ROW WHEN (%s)"
+    " EXECUTE FUNCTION idem_slot_blocked()', t || '_slotblock_w', t, w);"
+    "    EXECUTE format('CREATE TRIGGER %I BEFORE DELETE ON %I FOR EACH ROW WHEN (%s)"
+    " EXECUTE FUNCTION idem_slot_blocked()', t || '_slotblock_d', t, d);"
+    "   END IF;"
+    "  END LOOP;"
+    " END $f$",
+    "CREATE INDEX IF NOT EXISTS idem_steps_slot_idx ON idem_steps (slot)",
+    "CREATE INDEX IF NOT EXISTS idem_sagas_slot_idx ON idem_sagas (slot)",
+    "CREATE INDEX IF NOT EXISTS idem_audit_slot_idx ON idem_audit (slot)",
+    NULL,
+};
+
 static const migration migrations[] = {
     {1, m1_sql}, {2, m2_sql},
     {3, m3_sql}, /* version 2 (policies) may sit before it: each version applies on its own */
@@ -236,6 +276,7 @@ static const migration migrations[] = {
     {6, m6_sql}, /* bulk resolution: audit batch ids, answers by request id */
     {7, m7_sql}, /* key retention: body expiry, policies' key_retention_s */
     {8, m8_sql}, /* slot groups: the slot column, the cluster's slot count */
+    {9, m9_sql}, /* moving slots: blocks, marks, indexes by slot */
 };
 
 /* Applies one migration unless it is recorded; returns ERR_OK either way. */

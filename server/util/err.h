@@ -58,7 +58,8 @@ typedef enum err_code {
   X(FINISHED_DIFFERENTLY, "finished-differently") /* a Complete that disagrees */         \
   X(NOT_RESOLVABLE, "not-resolvable")             /* ResolveStep on a settled step */     \
   X(SHUTTING_DOWN, "shutting-down")               /* the server is draining */            \
-  X(NO_LEADER, "no-leader")                       /* no node leads now (an election) */
+  X(NO_LEADER, "no-leader")                       /* no node leads now (an election) */   \
+  X(SLOT_MOVING, "slot-moving")                   /* the slot is being moved (§18) */
 
 typedef enum err_reason {
 #define X(name, word) ERR_R_##name,
@@ -75,7 +76,8 @@ typedef enum err_reason {
 typedef struct err_t {
   err_code code;
   err_reason reason;
-  int64_t retry_after_ms; /* ERR_ABORTED for a step in progress: when to try again; else 0 */
+  int64_t retry_after_ms; /* ERR_ABORTED in progress, ERR_UNAVAILABLE slot-moving: when to try
+                             again; else 0 */
   char msg[ERR_MSG_MAX];  /* "" when code == ERR_OK */
   char detail[ERR_DETAIL_MAX];
   char hint[ERR_HINT_MAX];

@@ -92,7 +92,8 @@ Test(store_pg, ping_and_migrate_twice) {
  * that nothing reads. A fresh schema runs version 1 (which creates them) and then 5, so this
  * also checks the upgrade of a database at version 4. Version 7's body index is partial: only
  * rows whose key outlives their body (key_retention_s) are in it; so is version 8's: only rows
- * written before slots existed, until they are given theirs. */
+ * written before slots existed, until they are given theirs; and version 9's by slot: a move
+ * counts and deletes its slots' rows (docs/api.md §18). */
 Test(store_pg, steps_carry_only_the_indexes_something_reads) {
   err_t e;
   cr_assert_eq(store_pg_migrate(pgx_url(), sp_in_ms(5000), &e), ERR_OK, "%s", e.msg);
@@ -104,7 +105,7 @@ Test(store_pg, steps_carry_only_the_indexes_something_reads) {
                         0, NULL);
   cr_assert_str_eq(PQgetvalue(r, 0, 0),
                    "idem_steps_body_reap_idx,idem_steps_list_state_idx,idem_steps_noslot_idx,"
-                   "idem_steps_open_idx,idem_steps_pkey,idem_steps_reap_idx");
+                   "idem_steps_open_idx,idem_steps_pkey,idem_steps_reap_idx,idem_steps_slot_idx");
   PQclear(r);
   PQfinish(c);
 }

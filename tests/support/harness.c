@@ -4,6 +4,7 @@
 
 #include <criterion/criterion.h>
 #include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
@@ -112,7 +113,15 @@ int h_raw_call_reason(const char *addr, const char *method, const char *tenant, 
 int h_raw_call_trailer(const char *addr, const char *method, const char *tenant, const void *req,
                        size_t req_len, char *details, size_t details_len, const char *trailer,
                        char *value, size_t value_len) {
-  const char *want = trailer;
+  h_raw_opts o = {.trailer = trailer, .value = value, .value_len = value_len};
+  return h_raw_call_opts(addr, method, tenant, req, req_len, details, details_len, &o);
+}
+
+int h_raw_call_opts(const char *addr, const char *method, const char *tenant, const void *req,
+                    size_t req_len, char *details, size_t details_len, h_raw_opts *o) {
+  const char *want = o->trailer ? o->trailer : "idem-reason";
+  char *value = o->value;
+  size_t value_len = o->value_len;
   char *reason = value;
   size_t reason_len = value_len;
   grpc_init();
@@ -121,7 +130,8 @@ int h_raw_call_trailer(const char *addr, const char *method, const char *tenant,
   grpc_channel_credentials_release(creds);
   grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
   gpr_timespec deadline =
-      gpr_time_add(gpr_now(GPR_CLOCK_REALTIME), gpr_time_from_millis(5000, GPR_TIMESPAN));
+      gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
+                   gpr_time_from_millis(o->deadline_ms ? o->deadline_ms : 5000, GPR_TIMESPAN));
   grpc_slice mslice = grpc_slice_from_copied_string(method);
   grpc_call *call =
       grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, mslice, NULL, deadline, NULL);
@@ -176,6 +186,16 @@ int h_raw_call_trailer(const char *addr, const char *method, const char *tenant,
       memcpy(reason, GRPC_SLICE_START_PTR(trail_md.metadata[i].value), n);
       reason[n] = '\0';
     }
+  }
+  if (o->resp && recv) { /* the answer's bytes */
+    grpc_byte_buffer_reader rd;
+    cr_assert(grpc_byte_buffer_reader_init(&rd, recv));
+    grpc_slice all = grpc_byte_buffer_reader_readall(&rd);
+    grpc_byte_buffer_reader_destroy(&rd);
+    o->resp_len = GRPC_SLICE_LENGTH(all);
+    *o->resp = malloc(o->resp_len ? o->resp_len : 1);
+    memcpy(*o->resp, GRPC_SLICE_START_PTR(all), o->resp_len);
+    grpc_slice_unref(all);
   }
   grpc_slice_unref(status_details);
   grpc_slice_unref(md.value);

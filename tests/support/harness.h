@@ -66,6 +66,19 @@ int h_raw_call_trailer(const char *addr, const char *method, const char *tenant,
                        size_t req_len, char *details, size_t details_len, const char *trailer,
                        char *value, size_t value_len);
 
+/* h_raw_call with more: the trailer to copy (default idem-reason) into value, the deadline
+ * (default 5000 ms) and, with resp set, the answer's bytes (malloc'd into *resp, resp_len). */
+typedef struct h_raw_opts {
+  const char *trailer;
+  char *value;
+  size_t value_len;
+  int64_t deadline_ms;
+  void **resp;
+  size_t resp_len;
+} h_raw_opts;
+int h_raw_call_opts(const char *addr, const char *method, const char *tenant, const void *req,
+                    size_t req_len, char *details, size_t details_len, h_raw_opts *o);
+
 /* A fingerprint of everything tenant t has stored (steps, sagas, labels, policies, audit):
  * row counts plus a hash of every column. Equal before and after = nothing changed. */
 long long h_tenant_hash(const char *t);

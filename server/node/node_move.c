@@ -1,0 +1,273 @@
+/* node_move.c — see node_move.h: Admin.MoveSlots, the thread, the map in etcd. The phases are
+ * in node_move_drive.c. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../elect/etcd_kv.h"
+#include "../store/store_pg_move.h"
+#include "../util/clock.h"
+#include "../util/log.h"
+#include "node_move_internal.h"
+
+err_code nm__map_get(node_move *m, slotmap **out, int64_t *rev, err_t *err) {
+  *out = NULL;
+  char *value = NULL, why[256];
+  size_t len = 0;
+  err_code rc = etcd_kv_get(m->o->etcd, m->map_key, MOVE_ETCD_MS, &value, &len, rev, err);
+  if (rc != ERR_OK || !value) return rc;
+  *out = slotmap_parse(value, len, why, sizeof why);
+  free(value);
+  if (!*out) return err_set(err, ERR_INTERNAL, "the slot map in etcd is not valid: %s", why);
+  return ERR_OK;
+}
+
+err_code nm__map_put(node_move *m, const slotmap *next, int64_t rev, bool *swapped, err_t *err) {
+  *swapped = false;
+  char *json = slotmap_json(next);
+  if (!json) return err_oom(err);
+  err_code rc = etcd_kv_swap(m->o->etcd, m->map_key, json, rev, MOVE_ETCD_MS, swapped, err);
+  free(json);
+  if (rc == ERR_OK && *swapped) {
+    slotmap *mine = slotmap_copy(next);
+    if (mine) node_slots_follow(m->slots, mine);
+  }
+  return rc;
+}
+
+int nm__group(const node_move *m, const char *name) {
+  for (size_t i = 0; i < m->n; i++)
+    if (strcmp(m->g[i].name, name) == 0) return (int)i;
+  return -1;
+}
+
+static bool is_group(void *arg, const char *name) {
+  return nm__group(arg, name) >= 0;
+}
+
+/* Reads another driver's progress now and then (the driver keeps its own). */
+static void read_progress(node_move *m) {
+  int64_t now = clock_mono_ms();
+  if (now - m->progress_read_ms < 1000) return;
+  m->progress_read_ms = now;
+  char *value = NULL;
+  size_t len = 0;
+  int64_t rev = 0;
+  err_t err;
+  if (etcd_kv_get(m->o->etcd, m->progress_key, 500, &value, &len, &rev, &err) != ERR_OK || !value)
+    return;
+  cJSON *j = cJSON_ParseWithLength(value, len);
+  const cJSON *r = cJSON_GetObjectItemCaseSensitive(j, "rows");
+  const cJSON *l = cJSON_GetObjectItemCaseSensitive(j, "lag");
+  if (cJSON_IsNumber(r) && cJSON_IsNumber(l)) {
+    atomic_store(&m->rows, (uint64_t)r->valuedouble);
+    atomic_store(&m->lag, (int64_t)l->valuedouble);
+    atomic_store(&m->have_progress, true);
+  }
+  cJSON_Delete(j);
+  free(value);
+}
+
+static bool tick(void *arg) {
+  node_move *m = arg;
+  const slotmap *seen = node_slots_map(m->slots);
+  if (!seen->move) {
+    atomic_store(&m->have_progress, false);
+    return true;
+  }
+  int src = nm__group(m, seen->move->source);
+  if (src < 0 || !elect_is_leader(m->g[src].el, NULL)) {
+    read_progress(m);
+    return true;
+  }
+  slotmap *map = NULL;
+  int64_t rev = 0;
+  err_t err;
+  err_clear(&err);
+  if (nm__map_get(m, &map, &rev, &err) == ERR_OK && map && map->move) nm__drive(m, map, rev);
+  slotmap_free(map);
+  return true;
+}
+
+node_move *node_move_start(const idem_options *o, node_slots *slots, const node_move_group *g,
+                           size_t n) {
+  if (!o->etcd || n < 2) return NULL;
+  node_move *m = calloc(1, sizeof *m);
+  if (!m) return NULL;
+  m->o = o;
+  m->slots = slots;
+  m->n = n < OPT_LIST_MAX ? n : OPT_LIST_MAX;
+  memcpy(m->g, g, m->n * sizeof *g);
+  snprintf(m->map_key, sizeof m->map_key, "%s/slotmap", o->election_prefix);
+  snprintf(m->results, sizeof m->results, "%s/moves/", o->election_prefix);
+  snprintf(m->progress_key, sizeof m->progress_key, "%s/slotmove.progress", o->election_prefix);
+  snprintf(m->me, sizeof m->me, "%.30s/%ld/%lld", o->node_id ? o->node_id : "node", (long)getpid(),
+           (long long)clock_wall_ms());
+  if (!(m->t = ticker_start(MOVE_TICK_MS, tick, m))) {
+    free(m);
+    return NULL;
+  }
+  return m;
+}
+
+void node_move_stop(node_move *m) {
+  if (!m) return;
+  ticker_stop(m->t);
+  free(m);
+}
+
+bool node_move_progress(node_move *m, uint64_t *rows, int64_t *lag) {
+  if (!m || !atomic_load(&m->have_progress)) return false;
+  *rows = atomic_load(&m->rows);
+  *lag = atomic_load(&m->lag);
+  return true;
+}
+
+/* The result kept for request id rid: ERR_OK with *found; an ended move's error comes back as
+ * err (ERR_ABORTED). */
+static err_code result_of(node_move *m, const char *rid, bool *found, slot_move_res *out,
+                          err_t *err) {
+  char key[640], *value = NULL;
+  size_t len = 0;
+  int64_t rev = 0;
+  *found = false;
+  snprintf(key, sizeof key, "%s%s", m->results, rid);
+  err_code rc = etcd_kv_get(m->o->etcd, key, MOVE_ETCD_MS, &value, &len, &rev, err);
+  if (rc != ERR_OK || !value) return rc;
+  *found = true;
+  cJSON *j = cJSON_ParseWithLength(value, len);
+  free(value);
+  const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "error");
+  if (cJSON_IsString(e) && e->valuestring[0]) {
+    rc = err_set(err, ERR_ABORTED, "the move of request_id %s was rolled back: %s", rid,
+                 e->valuestring);
+  } else {
+    const cJSON *v;
+    out->version = (v = cJSON_GetObjectItemCaseSensitive(j, "version")) ? (uint64_t)v->valuedouble : 0;
+    out->steps_moved =
+        (v = cJSON_GetObjectItemCaseSensitive(j, "steps_moved")) ? (uint64_t)v->valuedouble : 0;
+    out->sagas_moved =
+        (v = cJSON_GetObjectItemCaseSensitive(j, "sagas_moved")) ? (uint64_t)v->valuedouble : 0;
+    out->paused_ms =
+        (v = cJSON_GetObjectItemCaseSensitive(j, "paused_ms")) ? (int64_t)v->valuedouble : 0;
+  }
+  cJSON_Delete(j);
+  return rc;
+}
+
+/* Waits for the result of rid until deadline. */
+static err_code wait_result(node_move *m, const char *rid, int64_t deadline, slot_move_res *out,
+                            err_t *err) {
+  for (;;) {
+    bool found = false;
+    err_t e;
+    err_clear(&e);
+    err_code rc = result_of(m, rid, &found, out, &e);
+    if (found) {
+      if (rc != ERR_OK) *err = e;
+      return rc;
+    }
+    if (clock_mono_ms() + 300 >= deadline) break;
+    struct timespec ts = clock_span_timespec(200);
+    nanosleep(&ts, NULL);
+  }
+  const slotmap *now = node_slots_map(m->slots);
+  return err_set(err, ERR_DEADLINE,
+                 "the move of request_id %s goes on (%s): call again with the same request_id to "
+                 "wait for its result",
+                 rid, now->move ? slot_move_phase_word(now->move->phase) : "ending");
+}
+
+static void new_id(char *out, size_t cap) {
+  unsigned char b[8] = {0};
+  if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
+    uint64_t x = (uint64_t)clock_wall_ms() ^ ((uint64_t)getpid() << 40);
+    memcpy(b, &x, sizeof b);
+  }
+  snprintf(out, cap, "m%02x%02x%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3], b[4], b[5], b[6],
+           b[7]);
+}
+
+/* Checks both stores can take part; ERR_PRECONDITION naming the group otherwise. */
+static err_code stores_ready(node_move *m, int src, int dst, int64_t deadline, err_t *err) {
+  char what[96];
+  snprintf(what, sizeof what, "group %s", m->g[src].name);
+  err_code rc = store_pg_move_check(m->g[src].conninfo, true, what, deadline, err);
+  if (rc != ERR_OK) return rc;
+  snprintf(what, sizeof what, "group %s", m->g[dst].name);
+  return store_pg_move_check(m->g[dst].conninfo, false, what, deadline, err);
+}
+
+err_code node_move_request(node_move *m, const slot_move_req *rq, int64_t deadline,
+                           slot_move_res *out, err_t *err) {
+  memset(out, 0, sizeof *out);
+  char why[320];
+  if (!slot_move_request_id_ok(rq->request_id, why, sizeof why))
+    return err_set(err, ERR_INVALID, "%s", why);
+  bool found = false;
+  err_code rc = result_of(m, rq->request_id, &found, out, err);
+  if (found) {
+    out->replayed = true;
+    return rc;
+  }
+  if (rc != ERR_OK) return rc;
+  for (int attempt = 0; attempt < 5; attempt++) {
+    slotmap *map = NULL;
+    int64_t rev = 0;
+    if ((rc = nm__map_get(m, &map, &rev, err)) != ERR_OK) return rc;
+    if (!map) return err_set(err, ERR_UNAVAILABLE, "no slot map in etcd yet");
+    if (map->move && strcmp(map->move->request_id, rq->request_id) == 0) {
+      slotmap_free(map);
+      rc = wait_result(m, rq->request_id, deadline, out, err);
+      out->replayed = true;
+      return rc;
+    }
+    char source[SLOTMAP_NAME_MAX] = "";
+    slot_move_check_result cr = slotmap_move_check(map, rq->from, rq->to, rq->group, is_group, m,
+                                                   source, why, sizeof why);
+    if (cr != MOVE_CHECK_OK) {
+      slotmap_free(map);
+      return err_set(err, cr == MOVE_CHECK_BUSY ? ERR_PRECONDITION : ERR_INVALID, "%s", why);
+    }
+    int src = nm__group(m, source), dst = nm__group(m, rq->group);
+    int64_t store_deadline = clock_mono_ms() + MOVE_STORE_MS;
+    if (store_deadline > deadline) store_deadline = deadline;
+    if ((rc = stores_ready(m, src, dst, store_deadline, err)) != ERR_OK) {
+      slotmap_free(map);
+      return rc;
+    }
+    if (rq->dry_run) {
+      out->version = map->version;
+      slotmap_free(map);
+      return store_pg_move_count(m->g[src].conninfo, rq->from, rq->to, &out->steps_moved,
+                                 &out->sagas_moved, store_deadline, err);
+    }
+    slot_move mv = {0};
+    new_id(mv.id, sizeof mv.id);
+    snprintf(mv.request_id, sizeof mv.request_id, "%s", rq->request_id);
+    mv.from = rq->from;
+    mv.to = rq->to;
+    snprintf(mv.source, sizeof mv.source, "%s", source);
+    snprintf(mv.target, sizeof mv.target, "%s", rq->group);
+    mv.phase = MOVE_PLANNED;
+    mv.started_ms = clock_wall_ms();
+    slotmap *next = slotmap_move_begin(map, &mv);
+    slotmap_free(map);
+    if (!next) return err_oom(err);
+    bool swapped = false;
+    rc = nm__map_put(m, next, rev, &swapped, err);
+    slotmap_free(next);
+    if (rc != ERR_OK) return rc;
+    if (!swapped) continue; /* the map changed meanwhile: check again */
+    char range[32];
+    snprintf(range, sizeof range, "%u-%u", mv.from, mv.to);
+    log_kv(LOG_INFO, "slot move planned", "request_id", mv.request_id, "slots", range, "from",
+           mv.source, "to", mv.target, "move", mv.id, (const char *)NULL);
+    return wait_result(m, rq->request_id, deadline, out, err);
+  }
+  return err_set(err, ERR_UNAVAILABLE, "the slot map kept changing: try again");
+}

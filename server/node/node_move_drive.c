@@ -1,0 +1,310 @@
+/* node_move_drive.c — the phases of a move on the leader of its source group (node_move.h). Every
+ * store step is idempotent, so a phase cut short is repeated from its start: by this node at its
+ * next look (finishing, rolling back) or by the group's next leader. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../elect/etcd_kv.h"
+#include "../store/store_pg_move.h"
+#include "../util/clock.h"
+#include "../util/log.h"
+#include "node_move_internal.h"
+
+typedef struct drive {
+  node_move *m;
+  slotmap *map; /* the map in etcd as last written or read */
+  int64_t rev;
+  slot_move mv; /* the record being written */
+  const node_move_group *src, *dst;
+  char range[32];
+} drive;
+
+static int64_t store_deadline(void) {
+  return clock_mono_ms() + MOVE_STORE_MS;
+}
+
+static void log_move(const drive *d, log_level lv, const char *what, const char *error) {
+  log_kv(lv, what, "move", d->mv.id, "request_id", d->mv.request_id, "slots", d->range, "from",
+         d->mv.source, "to", d->mv.target, "phase", slot_move_phase_word(d->mv.phase), "error",
+         error ? error : "", (const char *)NULL);
+}
+
+/* Writes the next map make(map, mv) at the revision read; false when the map changed (another
+ * driver: this one stops) or etcd did not answer (the next look decides again). */
+static bool advance(drive *d, slotmap *(*make)(const slotmap *, const slot_move *)) {
+  slotmap *next = make(d->map, &d->mv);
+  if (!next) return false;
+  bool swapped = false;
+  err_t err;
+  err_clear(&err);
+  if (nm__map_put(d->m, next, d->rev, &swapped, &err) != ERR_OK || !swapped) {
+    log_move(d, LOG_WARN, "slot move: the map changed under this driver; stopping here",
+             err.msg[0] ? err.msg : "another writer");
+    slotmap_free(next);
+    return false;
+  }
+  slotmap *now = NULL;
+  int64_t rev = 0;
+  if (nm__map_get(d->m, &now, &rev, &err) != ERR_OK || !now || now->version != next->version) {
+    slotmap_free(now);
+    slotmap_free(next);
+    return false;
+  }
+  slotmap_free(next);
+  slotmap_free(d->map);
+  d->map = now;
+  d->rev = rev;
+  return true;
+}
+
+static slotmap *end_map(const slotmap *m, const slot_move *mv) {
+  (void)mv;
+  return slotmap_move_end(m);
+}
+
+/* Keeps the move's result for its request id (created once; kept when there already). */
+static bool keep_result(drive *d, const char *error) {
+  cJSON *j = cJSON_CreateObject();
+  if (!j) return false;
+  cJSON_AddNumberToObject(j, "version", (double)d->map->version);
+  cJSON_AddNumberToObject(j, "steps_moved", (double)d->mv.steps_moved);
+  cJSON_AddNumberToObject(j, "sagas_moved", (double)d->mv.sagas_moved);
+  cJSON_AddNumberToObject(j, "paused_ms", (double)d->mv.paused_ms);
+  cJSON_AddStringToObject(j, "error", error ? error : "");
+  cJSON_AddStringToObject(j, "move", d->mv.id);
+  char *json = cJSON_PrintUnformatted(j);
+  cJSON_Delete(j);
+  if (!json) return false;
+  char key[640];
+  snprintf(key, sizeof key, "%s%s", d->m->results, d->mv.request_id);
+  bool created = false;
+  err_t err;
+  err_code rc = etcd_kv_create(d->m->o->etcd, key, json, MOVE_ETCD_MS, &created, &err);
+  free(json);
+  return rc == ERR_OK;
+}
+
+/* Undoes everything of the move (ROLLING_BACK): the target's copy and subscription, the source's
+ * block and publication; then the map without it. Repeated until it gets through. */
+static void roll_back(drive *d) {
+  err_t err;
+  err_clear(&err);
+  const char *src = d->src->conninfo, *dst = d->dst->conninfo, *id = d->mv.id;
+  int64_t deleted = 0;
+  if (store_pg_move_unsubscribe(dst, src, id, store_deadline(), &err) != ERR_OK ||
+      store_pg_move_unblock(src, d->mv.from, d->mv.to, store_deadline(), &err) != ERR_OK ||
+      store_pg_move_delete(dst, id, d->mv.from, d->mv.to, &deleted, store_deadline(), &err) !=
+          ERR_OK ||
+      store_pg_move_unblock(dst, d->mv.from, d->mv.to, store_deadline(), &err) != ERR_OK ||
+      store_pg_move_unpublish(src, id, store_deadline(), &err) != ERR_OK) {
+    log_move(d, LOG_WARN, "slot move: rolling back, a store did not answer; trying again",
+             err.msg);
+    return;
+  }
+  d->mv.steps_moved = d->mv.sagas_moved = 0;
+  if (!keep_result(d, d->mv.note[0] ? d->mv.note : "rolled back")) return;
+  if (advance(d, end_map)) log_move(d, LOG_WARN, "slot move rolled back", d->mv.note);
+}
+
+/* Starts rolling back, saying why. */
+static void give_up(drive *d, const char *why) {
+  snprintf(d->mv.note, sizeof d->mv.note, "%s", why);
+  log_move(d, LOG_WARN, "slot move: rolling back", why);
+  d->mv.phase = MOVE_ROLLING_BACK;
+  if (advance(d, slotmap_move_phase)) roll_back(d);
+}
+
+/* Ends a switched move: the target serves, the source's rows and publication go. */
+static void finish(drive *d) {
+  err_t err;
+  err_clear(&err);
+  const char *src = d->src->conninfo, *dst = d->dst->conninfo, *id = d->mv.id;
+  int64_t deleted = 0;
+  if (store_pg_move_unsubscribe(dst, src, id, store_deadline(), &err) != ERR_OK ||
+      store_pg_move_unblock(dst, d->mv.from, d->mv.to, store_deadline(), &err) != ERR_OK ||
+      store_pg_move_delete(src, id, d->mv.from, d->mv.to, &deleted, store_deadline(), &err) !=
+          ERR_OK ||
+      store_pg_move_delete(dst, id, 1, 0, &deleted, store_deadline(), &err) != ERR_OK ||
+      store_pg_move_unpublish(src, id, store_deadline(), &err) != ERR_OK) {
+    log_move(d, LOG_WARN, "slot move: finishing, a store did not answer; trying again", err.msg);
+    return;
+  }
+  if (!keep_result(d, NULL)) return;
+  if (advance(d, end_map)) {
+    char v[64];
+    snprintf(v, sizeof v, "paused %lld ms", (long long)d->mv.paused_ms);
+    log_move(d, LOG_INFO, "slot move finished", v);
+  }
+}
+
+/* Whether the server behind conninfo is still the one named was (no failover since). */
+static bool same_server(const char *conninfo, const char *was, const char *side, char *why,
+                        size_t cap) {
+  char now[128];
+  err_t err;
+  if (store_pg_move_identity(conninfo, now, sizeof now, store_deadline(), &err) != ERR_OK)
+    return true; /* not reachable: the copy's own errors decide */
+  if (strcmp(now, was) == 0) return true;
+  snprintf(why, cap,
+           "the %s's PostgreSQL failed over (server %s, now %s): logical replication slots do not "
+           "survive a PostgreSQL 15 failover",
+           side, was, now);
+  return false;
+}
+
+static void report_progress(drive *d, uint64_t rows, int64_t lag) {
+  atomic_store(&d->m->rows, rows);
+  atomic_store(&d->m->lag, lag);
+  atomic_store(&d->m->have_progress, true);
+  char v[96];
+  snprintf(v, sizeof v, "{\"rows\":%llu,\"lag\":%lld}", (unsigned long long)rows, (long long)lag);
+  err_t err;
+  etcd_kv_put(d->m->o->etcd, d->m->progress_key, v, MOVE_ETCD_MS, &err);
+}
+
+/* The handoff: the source refuses, the last changes arrive, the target serves. */
+static void hand_off(drive *d, const char *src_id, const char *dst_id) {
+  d->mv.phase = MOVE_BLOCKED;
+  d->mv.blocked_ms = clock_wall_ms();
+  int64_t t0 = clock_mono_ms();
+  if (!advance(d, slotmap_move_phase)) return;
+  err_t err;
+  err_clear(&err);
+  const char *src = d->src->conninfo, *dst = d->dst->conninfo, *id = d->mv.id;
+  if (store_pg_move_block(src, id, d->mv.from, d->mv.to, atomic_load(d->src->epoch),
+                          store_deadline(), &err) != ERR_OK) {
+    if (err.reason == ERR_R_FENCED) return; /* a newer leader of the source decides */
+    give_up(d, err.msg);
+    return;
+  }
+  bool arrived = false;
+  while (!arrived) {
+    if (store_pg_move_marked(dst, id, &arrived, store_deadline(), &err) != ERR_OK) arrived = false;
+    if (arrived) break;
+    if (clock_mono_ms() - t0 > MOVE_MARK_MAX_MS) {
+      give_up(d, "the last changes did not reach the target within 15 s");
+      return;
+    }
+    if (ticker_pause(d->m->t, 10)) return;
+  }
+  char why[300];
+  if (!same_server(src, src_id, "source", why, sizeof why) ||
+      !same_server(dst, dst_id, "target", why, sizeof why)) {
+    give_up(d, why);
+    return;
+  }
+  if (store_pg_move_count(dst, d->mv.from, d->mv.to, &d->mv.steps_moved, &d->mv.sagas_moved,
+                          store_deadline(), &err) != ERR_OK ||
+      store_pg_move_unsubscribe(dst, src, id, store_deadline(), &err) != ERR_OK ||
+      store_pg_move_unblock(dst, d->mv.from, d->mv.to, store_deadline(), &err) != ERR_OK) {
+    give_up(d, err.msg);
+    return;
+  }
+  d->mv.phase = MOVE_SWITCHED;
+  d->mv.paused_ms = clock_mono_ms() - t0;
+  if (!advance(d, slotmap_move_switch)) return;
+  log_move(d, LOG_INFO, "slot move switched: the target serves the slots", NULL);
+  finish(d);
+}
+
+/* Copying: publication, subscription, catch-up; then the handoff. */
+static void run(drive *d) {
+  err_t err;
+  err_clear(&err);
+  const char *src = d->src->conninfo, *dst = d->dst->conninfo, *id = d->mv.id;
+  char src_id[128] = "", dst_id[128] = "", why[300];
+  if (store_pg_move_identity(src, src_id, sizeof src_id, store_deadline(), &err) != ERR_OK ||
+      store_pg_move_identity(dst, dst_id, sizeof dst_id, store_deadline(), &err) != ERR_OK ||
+      store_pg_move_publish(src, id, d->mv.from, d->mv.to, store_deadline(), &err) != ERR_OK ||
+      store_pg_move_subscribe(dst, src, id, d->mv.from, d->mv.to, store_deadline(), &err) !=
+          ERR_OK) {
+    give_up(d, err.msg);
+    return;
+  }
+  log_move(d, LOG_INFO, "slot move copying", NULL);
+  int64_t t0 = clock_mono_ms(), synced_at = 0, failing_since = 0, checked = t0;
+  for (;;) {
+    if (ticker_pause(d->m->t, 200)) return; /* stopping: the next leader rolls it back */
+    if (!elect_is_leader(d->src->el, NULL)) {
+      log_move(d, LOG_WARN, "slot move: no longer the source group's leader; its next leader rolls "
+                            "the move back", NULL);
+      return;
+    }
+    int64_t now = clock_mono_ms();
+    if (now - t0 > MOVE_COPY_MAX_MS) {
+      give_up(d, "the copy did not catch up within 10 minutes");
+      return;
+    }
+    if (now - checked >= 2000) {
+      checked = now;
+      if (!same_server(src, src_id, "source", why, sizeof why) ||
+          !same_server(dst, dst_id, "target", why, sizeof why)) {
+        give_up(d, why);
+        return;
+      }
+    }
+    bool synced = false;
+    int64_t lag = -1;
+    uint64_t rows = 0;
+    err_code rc = store_pg_move_progress(src, dst, id, d->mv.from, d->mv.to, &synced, &lag, &rows,
+                                         store_deadline(), &err);
+    if (rc == ERR_PRECONDITION) {
+      give_up(d, err.msg);
+      return;
+    }
+    if (rc != ERR_OK) {
+      if (!failing_since) failing_since = now;
+      if (now - failing_since > MOVE_ERRORS_MAX_MS) {
+        give_up(d, err.msg);
+        return;
+      }
+      continue;
+    }
+    failing_since = 0;
+    report_progress(d, rows, lag);
+    if (!synced) continue;
+    if (!synced_at) synced_at = now;
+    if ((lag >= 0 && lag <= MOVE_LAG_OK) || now - synced_at > MOVE_LAG_WAIT_MS) break;
+  }
+  hand_off(d, src_id, dst_id);
+}
+
+void nm__drive(node_move *m, const slotmap *map, int64_t rev) {
+  drive d = {.m = m, .rev = rev, .mv = *map->move};
+  int s = nm__group(m, d.mv.source), t = nm__group(m, d.mv.target);
+  if (s < 0 || t < 0 || !(d.map = slotmap_copy(map))) {
+    slotmap_free(d.map);
+    return;
+  }
+  d.src = &m->g[s];
+  d.dst = &m->g[t];
+  snprintf(d.range, sizeof d.range, "%u-%u", d.mv.from, d.mv.to);
+  switch (d.mv.phase) {
+    case MOVE_PLANNED:
+      d.mv.phase = MOVE_COPYING;
+      memcpy(d.mv.driver, m->me, sizeof d.mv.driver);
+      if (advance(&d, slotmap_move_phase)) run(&d);
+      break;
+    case MOVE_COPYING:
+    case MOVE_BLOCKED: {
+      char why[200];
+      snprintf(why, sizeof why,
+               "cut short in phase %s (its driver %s stopped or lost the source group's "
+               "leadership)",
+               slot_move_phase_word(d.mv.phase), d.mv.driver[0] ? d.mv.driver : "unknown");
+      give_up(&d, why);
+      break;
+    }
+    case MOVE_SWITCHED:
+      finish(&d);
+      break;
+    case MOVE_ROLLING_BACK:
+      roll_back(&d);
+      break;
+    default:
+      break;
+  }
+  slotmap_free(d.map);
+}

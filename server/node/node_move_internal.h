@@ -1,0 +1,46 @@
+/* node_move_internal.h — what node_move.c (the call, the thread, the map in etcd) and
+ * node_move_drive.c (the phases) share. */
+#ifndef IDEM_NODE_MOVE_INTERNAL_H
+#define IDEM_NODE_MOVE_INTERNAL_H
+
+#include "../util/ticker.h"
+#include "node_move.h"
+
+#define MOVE_TICK_MS 250
+#define MOVE_ETCD_MS 2000       /* one etcd call */
+#define MOVE_STORE_MS 15000     /* one store operation */
+#define MOVE_COPY_MAX_MS 600000 /* a copy that has not caught up by then is rolled back */
+#define MOVE_ERRORS_MAX_MS 20000 /* store errors for this long in a row roll a copy back */
+#define MOVE_LAG_OK 4194304     /* bytes of lag small enough to start the handoff */
+#define MOVE_LAG_WAIT_MS 30000  /* after the initial copy, wait this long at most for that */
+#define MOVE_MARK_MAX_MS 15000  /* the mark must arrive within this, or the move rolls back */
+
+struct node_move {
+  const idem_options *o;
+  node_slots *slots;
+  node_move_group g[OPT_LIST_MAX];
+  size_t n;
+  char map_key[512];      /* <prefix>/slotmap */
+  char results[512];      /* <prefix>/moves/ */
+  char progress_key[512]; /* <prefix>/slotmove.progress */
+  char me[64];            /* this process, as a move's driver */
+  ticker *t;
+  _Atomic uint64_t rows;
+  _Atomic int64_t lag;
+  _Atomic bool have_progress;
+  int64_t progress_read_ms; /* the thread's last read of another driver's progress */
+};
+
+/* The map in etcd and its revision; ERR_OK with *m NULL when there is none. */
+err_code nm__map_get(node_move *m, slotmap **out, int64_t *rev, err_t *err);
+
+/* Writes next if the map is still at rev; on success this node follows it at once. */
+err_code nm__map_put(node_move *m, const slotmap *next, int64_t rev, bool *swapped, err_t *err);
+
+/* The index of the group named name, -1 when none. */
+int nm__group(const node_move *m, const char *name);
+
+/* Drives the move in map (at rev) one step further (see node_move.h). */
+void nm__drive(node_move *m, const slotmap *map, int64_t rev);
+
+#endif

@@ -1,0 +1,245 @@
+/* slotmove.c — see slotmove.h. JSON through cJSON. */
+#include "slotmove.h"
+
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const phase_words[MOVE__PHASES] = {"planned", "copying", "blocked", "switched",
+                                                      "rolling_back"};
+
+const char *slot_move_phase_word(slot_move_phase p) {
+  return (unsigned)p < MOVE__PHASES ? phase_words[p] : "invalid";
+}
+
+static void why_set(char *why, size_t cap, const char *fmt, ...) {
+  if (!why || !cap) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, cap, fmt, ap);
+  va_end(ap);
+}
+
+bool slot_move_request_id_ok(const char *rid, char *why, size_t cap) {
+  size_t n = rid ? strlen(rid) : 0;
+  if (n == 0 || n >= SLOT_MOVE_RID_MAX) {
+    why_set(why, cap, "request_id: required, 1 to %d bytes (got %zu)", SLOT_MOVE_RID_MAX - 1, n);
+    return false;
+  }
+  for (size_t i = 0; i < n; i++) {
+    char ch = rid[i];
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+          ch == '.' || ch == '_' || ch == '-')) {
+      why_set(why, cap, "request_id: byte %zu is not one of A-Z a-z 0-9 . _ -", i + 1);
+      return false;
+    }
+  }
+  return true;
+}
+
+static bool get_str(const cJSON *o, const char *name, char *out, size_t cap) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+  if (!v) {
+    out[0] = '\0';
+    return true;
+  }
+  if (!cJSON_IsString(v) || strlen(v->valuestring) >= cap) return false;
+  snprintf(out, cap, "%s", v->valuestring);
+  return true;
+}
+
+static bool get_num(const cJSON *o, const char *name, double *out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+  if (!v) {
+    *out = 0;
+    return true;
+  }
+  if (!cJSON_IsNumber(v)) return false;
+  *out = v->valuedouble;
+  return true;
+}
+
+bool slot_move_from_json(const cJSON *o, uint32_t slots, slot_move *mv, char *why, size_t cap) {
+  memset(mv, 0, sizeof *mv);
+  char phase[24];
+  double from, to, started, blocked, paused, steps, sagas;
+  if (!cJSON_IsObject(o) || !get_str(o, "id", mv->id, sizeof mv->id) ||
+      !get_str(o, "request_id", mv->request_id, sizeof mv->request_id) ||
+      !get_str(o, "source", mv->source, sizeof mv->source) ||
+      !get_str(o, "target", mv->target, sizeof mv->target) ||
+      !get_str(o, "phase", phase, sizeof phase) ||
+      !get_str(o, "driver", mv->driver, sizeof mv->driver) ||
+      !get_str(o, "note", mv->note, sizeof mv->note) || !get_num(o, "from", &from) ||
+      !get_num(o, "to", &to) || !get_num(o, "started_ms", &started) ||
+      !get_num(o, "blocked_ms", &blocked) || !get_num(o, "paused_ms", &paused) ||
+      !get_num(o, "steps_moved", &steps) || !get_num(o, "sagas_moved", &sagas)) {
+    why_set(why, cap, "a member has the wrong type or is too long");
+    return false;
+  }
+  mv->phase = MOVE__PHASES;
+  for (int p = 0; p < MOVE__PHASES; p++)
+    if (strcmp(phase, phase_words[p]) == 0) mv->phase = (slot_move_phase)p;
+  if (mv->phase == MOVE__PHASES) {
+    why_set(why, cap, "phase: '%s' is not a phase", phase);
+    return false;
+  }
+  if (!mv->id[0] || !mv->source[0] || !mv->target[0] || from < 0 || from > to || to >= slots) {
+    why_set(why, cap, "id, source, target and from <= to < %u are required", slots);
+    return false;
+  }
+  mv->from = (uint32_t)from;
+  mv->to = (uint32_t)to;
+  mv->started_ms = (int64_t)started;
+  mv->blocked_ms = (int64_t)blocked;
+  mv->paused_ms = (int64_t)paused;
+  mv->steps_moved = (uint64_t)steps;
+  mv->sagas_moved = (uint64_t)sagas;
+  return true;
+}
+
+cJSON *slot_move_to_json(const slot_move *mv) {
+  cJSON *o = cJSON_CreateObject();
+  if (!o) return NULL;
+  cJSON_AddStringToObject(o, "id", mv->id);
+  cJSON_AddStringToObject(o, "request_id", mv->request_id);
+  cJSON_AddNumberToObject(o, "from", mv->from);
+  cJSON_AddNumberToObject(o, "to", mv->to);
+  cJSON_AddStringToObject(o, "source", mv->source);
+  cJSON_AddStringToObject(o, "target", mv->target);
+  cJSON_AddStringToObject(o, "phase", slot_move_phase_word(mv->phase));
+  cJSON_AddStringToObject(o, "driver", mv->driver);
+  cJSON_AddNumberToObject(o, "started_ms", (double)mv->started_ms);
+  cJSON_AddNumberToObject(o, "blocked_ms", (double)mv->blocked_ms);
+  cJSON_AddNumberToObject(o, "paused_ms", (double)mv->paused_ms);
+  cJSON_AddNumberToObject(o, "steps_moved", (double)mv->steps_moved);
+  cJSON_AddNumberToObject(o, "sagas_moved", (double)mv->sagas_moved);
+  cJSON_AddStringToObject(o, "note", mv->note);
+  return o;
+}
+
+slot_move_check_result slotmap_move_check(const slotmap *m, uint32_t from, uint32_t to,
+                                          const char *target,
+                                          bool (*is_group)(void *arg, const char *name),
+                                          void *arg, char *source, char *why, size_t cap) {
+  if (m->move) {
+    why_set(why, cap, "a move is under way: slots %u-%u from %s to %s (request_id %s, %s)",
+            m->move->from, m->move->to, m->move->source, m->move->target, m->move->request_id,
+            slot_move_phase_word(m->move->phase));
+    return MOVE_CHECK_BUSY;
+  }
+  if (from >= m->slots) {
+    why_set(why, cap, "from: slot %u is out of range (the cluster has slots 0-%u)", from,
+            m->slots - 1);
+    return MOVE_CHECK_INVALID;
+  }
+  if (to >= m->slots || to < from) {
+    why_set(why, cap, "to: slot %u is out of range (want from %u to %u)", to, from, m->slots - 1);
+    return MOVE_CHECK_INVALID;
+  }
+  if (!target || !target[0] || !slotmap_name_ok(target, NULL, 0) || !is_group(arg, target)) {
+    why_set(why, cap, "group: '%s' is not a store group of this cluster", target ? target : "");
+    return MOVE_CHECK_INVALID;
+  }
+  const slot_range *r = slotmap_range_of(m, from);
+  for (uint32_t x = from; x <= to; x = r->to + 1) {
+    const slot_range *rx = slotmap_range_of(m, x);
+    if (strcmp(rx->group, r->group) != 0) {
+      why_set(why, cap,
+              "from, to: slots %u-%u span groups %s and %s (slot %u): move one group's slots at "
+              "a time",
+              from, to, r->group, rx->group, x);
+      return MOVE_CHECK_INVALID;
+    }
+    r = rx;
+    if (r->to >= to) break;
+  }
+  r = slotmap_range_of(m, from);
+  if (strcmp(r->group, target) == 0) {
+    why_set(why, cap, "group: slots %u-%u are group %s's already", from, to, target);
+    return MOVE_CHECK_INVALID;
+  }
+  snprintf(source, SLOTMAP_NAME_MAX, "%s", r->group);
+  return MOVE_CHECK_OK;
+}
+
+/* A map with room for n ranges, m's header and record copied (version + 1). */
+static slotmap *next_of(const slotmap *m, size_t n, const slot_move *mv) {
+  slotmap *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  c->ranges = calloc(n ? n : 1, sizeof *c->ranges);
+  c->move = mv ? malloc(sizeof *c->move) : NULL;
+  if (!c->ranges || (mv && !c->move)) {
+    slotmap_free(c);
+    return NULL;
+  }
+  if (mv) *c->move = *mv;
+  c->version = m->version + 1;
+  c->slots = m->slots;
+  return c;
+}
+
+static void push(slotmap *c, uint32_t from, uint32_t to, const slot_range *like) {
+  slot_range *r = &c->ranges[c->n_ranges++];
+  *r = *like;
+  r->from = from;
+  r->to = to;
+}
+
+slotmap *slotmap_move_begin(const slotmap *m, const slot_move *mv) {
+  slotmap *c = next_of(m, m->n_ranges + 2, mv);
+  if (!c) return NULL;
+  for (size_t i = 0; i < m->n_ranges; i++) {
+    const slot_range *r = &m->ranges[i];
+    if (r->to < mv->from || r->from > mv->to) {
+      push(c, r->from, r->to, r);
+      continue;
+    }
+    if (r->from < mv->from) push(c, r->from, mv->from - 1, r);
+    if (r->from <= mv->from) { /* the moving range, once */
+      slot_range mr = *r;
+      mr.moving = true;
+      snprintf(mr.to_group, sizeof mr.to_group, "%s", mv->target);
+      push(c, mv->from, mv->to, &mr);
+    }
+    if (r->to > mv->to) push(c, mv->to + 1, r->to, r);
+  }
+  return c;
+}
+
+slotmap *slotmap_move_phase(const slotmap *m, const slot_move *mv) {
+  slotmap *c = next_of(m, m->n_ranges, mv);
+  if (!c) return NULL;
+  for (size_t i = 0; i < m->n_ranges; i++) push(c, m->ranges[i].from, m->ranges[i].to, &m->ranges[i]);
+  return c;
+}
+
+slotmap *slotmap_move_switch(const slotmap *m, const slot_move *mv) {
+  slotmap *c = slotmap_move_phase(m, mv);
+  if (!c) return NULL;
+  for (size_t i = 0; i < c->n_ranges; i++) {
+    slot_range *r = &c->ranges[i];
+    if (r->from == mv->from && r->to == mv->to && r->moving) {
+      snprintf(r->group, sizeof r->group, "%s", mv->target);
+      r->moving = false;
+      r->to_group[0] = '\0';
+    }
+  }
+  return c;
+}
+
+slotmap *slotmap_move_end(const slotmap *m) {
+  slotmap *c = next_of(m, m->n_ranges, NULL);
+  if (!c) return NULL;
+  for (size_t i = 0; i < m->n_ranges; i++) {
+    slot_range r = m->ranges[i];
+    r.moving = false;
+    r.to_group[0] = '\0';
+    if (c->n_ranges && strcmp(c->ranges[c->n_ranges - 1].group, r.group) == 0)
+      c->ranges[c->n_ranges - 1].to = r.to; /* a neighbour of the same group */
+    else
+      push(c, r.from, r.to, &r);
+  }
+  return c;
+}
