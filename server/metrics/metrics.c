@@ -190,6 +190,19 @@ void metrics_set_leader(bool leader, uint64_t epoch) {
   atomic_store(&g_epoch, epoch);
 }
 
+static _Atomic(metrics_move_fn) g_move_fn;
+static _Atomic(void *) g_move_arg;
+static atomic_uint_fast64_t g_moves_ended[2]; /* finished, rolled back */
+
+void metrics_set_move_fn(metrics_move_fn fn, void *arg) {
+  atomic_store(&g_move_arg, arg);
+  atomic_store(&g_move_fn, fn);
+}
+
+void metrics_move_ended(bool finished) {
+  atomic_fetch_add_explicit(&g_moves_ended[finished ? 0 : 1], 1, memory_order_relaxed);
+}
+
 void metrics_set_counts_fn(metrics_counts_fn fn, void *arg) {
   atomic_store(&g_counts_arg, arg);
   atomic_store(&g_counts_fn, fn);
@@ -370,6 +383,28 @@ static void render_gauges(FILE *f) {
   fprintf(f, "idem_steps{state=\"unknown\"} %llu\n", (unsigned long long)unknown);
 }
 
+static void render_moves(FILE *f) {
+  metrics_move_fn fn = atomic_load(&g_move_fn);
+  if (!fn) return;
+  const char *phase = NULL;
+  uint64_t rows = 0;
+  int64_t lag = -1;
+  bool on = fn(atomic_load(&g_move_arg), &phase, &rows, &lag);
+  static const char *const phases[] = {"planned", "copying", "blocked", "switched", "rolling_back"};
+  help(f, "idem_slot_move_phase", "gauge", "1 for the phase of the slot move under way.");
+  for (size_t i = 0; i < sizeof phases / sizeof phases[0]; i++)
+    fprintf(f, "idem_slot_move_phase{phase=\"%s\"} %d\n", phases[i],
+            on && phase && strcmp(phase, phases[i]) == 0 ? 1 : 0);
+  help(f, "idem_slot_move_rows_copied", "gauge", "Steps and sagas the move's target holds so far.");
+  fprintf(f, "idem_slot_move_rows_copied %llu\n", on ? (unsigned long long)rows : 0ULL);
+  help(f, "idem_slot_move_lag_bytes", "gauge",
+       "Source WAL the move's target has not confirmed (-1: unknown).");
+  fprintf(f, "idem_slot_move_lag_bytes %lld\n", on ? (long long)lag : -1LL);
+  help(f, "idem_slot_moves_total", "counter", "Slot moves this node ended, by result.");
+  fprintf(f, "idem_slot_moves_total{result=\"finished\"} %llu\n", ld(&g_moves_ended[0]));
+  fprintf(f, "idem_slot_moves_total{result=\"rolled_back\"} %llu\n", ld(&g_moves_ended[1]));
+}
+
 char *metrics_render(void) {
   char *buf = NULL;
   size_t len = 0;
@@ -378,6 +413,7 @@ char *metrics_render(void) {
   render_rpc(f);
   render_counters(f);
   render_gauges(f);
+  render_moves(f);
   if (fclose(f) != 0) {
     free(buf);
     return NULL;

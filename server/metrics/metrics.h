@@ -89,6 +89,16 @@ void metrics_reaped_g(int group, const char *kind, uint64_t n);
 typedef bool (*metrics_counts_fn)(void *arg, uint64_t *in_progress, uint64_t *unknown);
 void metrics_set_counts_fn(metrics_counts_fn fn, void *arg);
 
+/* --- moving slots (docs/api.md §18) ---
+ * idem_slot_move_phase{phase=".."} (1 for the phase of the move under way, as this node's map
+ * says), idem_slot_move_rows_copied and idem_slot_move_lag_bytes (the target's rows in the
+ * range, the source's WAL it has not confirmed; -1 unknown), and idem_slot_moves_total{result=
+ * "finished"|"rolled_back"} (moves this node ended). The source is called at each scrape: false
+ * when no move is under way. */
+typedef bool (*metrics_move_fn)(void *arg, const char **phase, uint64_t *rows, int64_t *lag);
+void metrics_set_move_fn(metrics_move_fn fn, void *arg);
+void metrics_move_ended(bool finished);
+
 /* The whole Prometheus text exposition (format 0.0.4). Returns a malloc'd NUL-terminated
  * string the caller frees, or NULL on allocation failure. Calls the counts function. */
 char *metrics_render(void);

@@ -14,6 +14,7 @@
 #include "../cache/replay_cache.h"
 #include "../console/console.h"
 #include "../coord/coord.h"
+#include "../metrics/metrics.h"
 #include "../policy/policy_cache.h"
 #include "../reaper/reaper.h"
 #include "../rpc/rpc.h"
@@ -516,6 +517,16 @@ static bool move_progress(void *arg, uint64_t *rows, int64_t *lag) {
   return node_move_progress(((node *)arg)->mover, rows, lag);
 }
 
+/* /metrics: the move under way as this node's map says (docs/api.md §18). */
+static bool move_metrics(void *arg, const char **phase, uint64_t *rows, int64_t *lag) {
+  node *nd = arg;
+  const slotmap *m = node_slots_map(nd->slots);
+  if (!m->move) return false;
+  *phase = slot_move_phase_word(m->move->phase);
+  if (!node_move_progress(nd->mover, rows, lag)) *lag = -1;
+  return true;
+}
+
 static void undo_rpc(node *nd) {
   for (size_t i = 0; i < nd->n_groups; i++) /* waiting calls are answered before the drain */
     coord_waiters_close(nd->groups[i].waiters);
@@ -607,6 +618,7 @@ static node_result start_campaign(node *nd) {
 }
 
 static void undo_mover(node *nd) {
+  metrics_set_move_fn(NULL, NULL);
   node_move_stop(nd->mover);
   nd->mover = NULL;
 }
@@ -620,6 +632,8 @@ static node_result start_mover(node *nd) {
                              &nd->groups[i].epoch};
   if (!(nd->mover = node_move_start(nd->o, nd->slots, g, nd->n_groups)))
     log_kv(LOG_ERROR, "cannot start the slot mover", (const char *)NULL);
+  else
+    metrics_set_move_fn(move_metrics, nd);
   return NODE_RUNNING;
 }
 

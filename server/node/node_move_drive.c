@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../elect/etcd_kv.h"
+#include "../metrics/metrics.h"
 #include "../store/store_pg_move.h"
 #include "../util/clock.h"
 #include "../util/log.h"
@@ -105,7 +106,10 @@ static void roll_back(drive *d) {
   }
   d->mv.steps_moved = d->mv.sagas_moved = 0;
   if (!keep_result(d, d->mv.note[0] ? d->mv.note : "rolled back")) return;
-  if (advance(d, end_map)) log_move(d, LOG_WARN, "slot move rolled back", d->mv.note);
+  if (advance(d, end_map)) {
+    metrics_move_ended(false);
+    log_move(d, LOG_WARN, "slot move rolled back", d->mv.note);
+  }
 }
 
 /* Starts rolling back, saying why. */
@@ -133,6 +137,7 @@ static void finish(drive *d) {
   }
   if (!keep_result(d, NULL)) return;
   if (advance(d, end_map)) {
+    metrics_move_ended(true);
     char v[64];
     snprintf(v, sizeof v, "paused %lld ms", (long long)d->mv.paused_ms);
     log_move(d, LOG_INFO, "slot move finished", v);

@@ -19,6 +19,7 @@
 #define MAP_CALL_MS 2000
 #define MAP_RETRY_MS 500
 #define WATCH_EVERY_MS 1000 /* the map in etcd is read this often */
+#define WATCH_MOVING_MS 200 /* and this often while a move is under way */
 #define RETIRED_MAX 256     /* maps replaced while running */
 #define RETIRED_KEEP_MS 60000 /* a replaced map is freed this long after (a reader is long done) */
 
@@ -37,6 +38,7 @@ struct node_slots {
   pthread_mutex_t mu; /* publishing (the watch, a move's driver) */
   char key[512]; /* <prefix>/slotmap */
   ticker *watch; /* etcd and --store only */
+  int64_t watched_ms; /* the watch's last read */
 };
 
 static void map_rt_free(map_rt *m) {
@@ -216,8 +218,14 @@ done:
   free(value);
 }
 
+/* Every WATCH_EVERY_MS; every WATCH_MOVING_MS while a move is under way (docs/api.md §18: the
+ * nodes follow its handoff sooner, so the moving slots pause less). */
 static bool watch_tick(void *arg) {
   node_slots *s = arg;
+  int64_t now = clock_mono_ms();
+  if (!cur_of(s)->map->move && now - s->watched_ms < WATCH_EVERY_MS - WATCH_MOVING_MS / 2)
+    return true;
+  s->watched_ms = now;
   watch_once(s, s->key);
   return true;
 }
@@ -248,7 +256,7 @@ node_slots_result node_slots_start(const idem_options *o, node_slots **out, char
     rt->map = fresh;
   }
   if (rc == NODE_SLOTS_OK) rc = index_map(s, rt, msg, cap);
-  if (rc == NODE_SLOTS_OK && in_etcd && !(s->watch = ticker_start(WATCH_EVERY_MS, watch_tick, s)))
+  if (rc == NODE_SLOTS_OK && in_etcd && !(s->watch = ticker_start(WATCH_MOVING_MS, watch_tick, s)))
     log_kv(LOG_ERROR, "cannot watch the slot map", (const char *)NULL);
   if (rc != NODE_SLOTS_OK) {
     node_slots_stop(s);

@@ -5,7 +5,7 @@
  * start, created there (equal ranges, in the order the groups are named) when the cluster is
  * new. A node whose --slots differs from the map's, or whose groups do not include every group
  * the map names, refuses to start (exit 2) and writes nothing. While it runs the node reads the
- * map every second and follows a newer version it can serve (the same slot count, only its
+ * map every second (five times a second while a move is under way) and follows a newer version it can serve (the same slot count, only its
  * groups); readers get the map current when they ask (a replaced one stays valid until stop).
  * Without etcd, or with --pg (one group), the map is the equal split, kept in memory.
  */

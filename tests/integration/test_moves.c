@@ -243,6 +243,14 @@ Test(moves, half_a_group_moves_under_traffic_and_nothing_is_lost, .timeout = 240
     } while (strcmp(g, "g2") != 0 && h_now_ms() < deadline && (h_sleep_ms(100), true));
     cr_expect_str_eq(g, "g2", "node %d: slot %d is g2's", n, FROM);
   }
+  /* /metrics: the driver counted the move finished; no move is under way */
+  double finished = 0, phase_on = 0;
+  for (int n = 0; n < 2; n++) {
+    finished += h_metric(cl.mport[n], "idem_slot_moves_total{result=\"finished\"}");
+    phase_on += h_metric(cl.mport[n], "idem_slot_move_phase{phase=\"copying\"}");
+  }
+  cr_expect_eq(finished, 1, "one node counted the move finished");
+  cr_expect_eq(phase_on, 0, "no move in phase copying");
   /* the same request_id again: the first result */
   move_answer again = move_slots(&cl, 0, FROM, TO, "g2", "move-half", false);
   cr_expect_eq(again.status, 0, "%s", again.details);
@@ -339,6 +347,8 @@ Test(moves, a_move_whose_driver_is_killed_is_rolled_back_by_the_next_leader, .ti
     if (!copying) h_sleep_ms(20);
   }
   cr_assert(copying, "the move reached copying");
+  cr_expect_eq(h_metric(cl.mport[other], "idem_slot_move_phase{phase=\"copying\"}"), 1,
+               "/metrics shows the phase");
   kill(cl.node[driver].pid, SIGKILL);
   waitpid(cl.node[driver].pid, NULL, 0);
   cl.node[driver].pid = 0;
@@ -358,6 +368,8 @@ Test(moves, a_move_whose_driver_is_killed_is_rolled_back_by_the_next_leader, .ti
   char g[64];
   group_of_slot(&cl, other, FROM, g, sizeof g);
   cr_expect_str_eq(g, "g1", "slot %d stays g1's", FROM);
+  cr_expect_eq(h_metric(cl.mport[other], "idem_slot_moves_total{result=\"rolled_back\"}"), 1,
+               "g1's next leader counted the move rolled back");
   move_answer again = move_slots(&cl, other, FROM, TO, "g2", "move-killed", false);
   cr_expect_eq(again.status, 10, "ABORTED: %d %s", again.status, again.details);
   cr_expect(strstr(again.details, "rolled back"), "%s", again.details);
