@@ -45,14 +45,15 @@ static int parse_span(ctl *c, const char *arg, uint32_t *from, uint32_t *to) {
 }
 
 /* The group serving every slot of from..to, as the topology says before the move (a move with
- * this request id under way: its source); "" when not known or split over groups. */
-static void source_group(ctl *c, uint32_t from, uint32_t to, const char *rid, char *out,
-                         size_t cap) {
+ * this request id under way: its source); "" when split over groups. IDEM_OK, or the error of
+ * GetTopology in *e (nothing answers: no point in waiting --timeout for a move). */
+static int source_group(ctl *c, uint32_t from, uint32_t to, const char *rid, char *out, size_t cap,
+                        idem_error *e) {
   out[0] = '\0';
   idem_topology t;
   idem_slot_move mv;
-  idem_error e = {0};
-  if (idem_get_topology_move(ctl_client(c), &t, &mv, &e) != IDEM_OK) return;
+  int rc = idem_get_topology_move(ctl_client(c), &t, &mv, e);
+  if (rc != IDEM_OK) return rc;
   if (mv.active && strcmp(mv.request_id, rid) == 0) {
     snprintf(out, cap, "%s", mv.source);
   } else {
@@ -62,6 +63,7 @@ static void source_group(ctl *c, uint32_t from, uint32_t to, const char *rid, ch
     }
   }
   idem_topology_clear(&t);
+  return IDEM_OK;
 }
 
 static void print_json(const idem_move *m, const char *source, const idem_move_result *r) {
@@ -124,9 +126,10 @@ int cmd_slots_move(ctl *c) {
   }
 
   char source[IDEM_GROUP_NAME_MAX + 1];
-  source_group(c, m.from, m.to, m.request_id, source, sizeof source);
   idem_move_result r;
   idem_error e = {0};
+  if (source_group(c, m.from, m.to, m.request_id, source, sizeof source, &e) != IDEM_OK)
+    return ctl_fail("slots move: reading the slot map", &e);
   if (idem_move_slots(ctl_client(c), &m, &r, &e) != IDEM_OK) {
     int code = ctl_fail("slots move", &e);
     if (e.code == IDEM_DEADLINE_EXCEEDED || e.outcome_unknown)
