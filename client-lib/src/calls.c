@@ -381,6 +381,12 @@ void idem_topology_clear(idem_topology *t) {
 }
 
 int idem_get_topology(idem_client *c, idem_topology *out, idem_error *err) {
+  return idem_get_topology_move(c, out, NULL, err);
+}
+
+int idem_get_topology_move(idem_client *c, idem_topology *out, idem_slot_move *move,
+                           idem_error *err) {
+  if (move) memset(move, 0, sizeof *move);
   if (!out) return idem__fail(err, IDEM_INVALID_ARGUMENT, "out: missing");
   memset(out, 0, sizeof *out);
   Idem__V1__GetTopologyRequest req = IDEM__V1__GET_TOPOLOGY_REQUEST__INIT;
@@ -388,6 +394,10 @@ int idem_get_topology(idem_client *c, idem_topology *out, idem_error *err) {
   int rc = UNARY(c, IDEM__M_GET_TOPOLOGY, req, idem__v1__topology, 0, &resp, err);
   if (rc != IDEM_OK) return rc;
   idem__topology_taken(c, resp);
+  if (move && (rc = idem__slot_move_from_pb(resp->move, move, err)) != IDEM_OK) {
+    idem__v1__topology__free_unpacked(resp, NULL);
+    return rc;
+  }
   out->slots = resp->slots;
   out->version = resp->version;
   out->ranges = calloc(resp->n_ranges ? resp->n_ranges : 1, sizeof *out->ranges);

@@ -67,6 +67,7 @@ static const char *const method_paths[IDEM__M_COUNT] = {
     [IDEM__M_GET_STATUS] = "/idem.v1.Admin/GetStatus",
     [IDEM__M_RESOLVE_STEPS] = "/idem.v1.Admin/ResolveSteps",
     [IDEM__M_GET_TOPOLOGY] = "/idem.v1.Coordinator/GetTopology",
+    [IDEM__M_MOVE_SLOTS] = "/idem.v1.Admin/MoveSlots",
 };
 
 const char *idem__method_path(idem__method m) {
@@ -524,7 +525,7 @@ int idem__unary_group(idem_client *c, idem__method m, const ProtobufCMessage *re
   /* docs/api.md §17: straight to the leader of the saga's (or the named) group */
   int want = group ? group_ep(c, group) : routed_ep(c, rid);
   int fetch_from = -1; /* a redirect named a group: fetch the topology after the call */
-  idem_error said;       /* the last UNAVAILABLE a coordinator answered (reason set) */
+  idem_error said;     /* the last UNAVAILABLE a coordinator answered (reason set) */
   bool have_said = false;
   int64_t try_ms = 0; /* how long the last try took: a try that cannot fit is not started */
   for (int tries = 0;; tries++) {

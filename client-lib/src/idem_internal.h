@@ -30,6 +30,7 @@ typedef enum idem__method {
   IDEM__M_GET_STATUS,
   IDEM__M_RESOLVE_STEPS,
   IDEM__M_GET_TOPOLOGY,
+  IDEM__M_MOVE_SLOTS,
   IDEM__M_COUNT
 } idem__method;
 
@@ -58,6 +59,9 @@ bool idem__topo_group_leader(idem__topo *t, const char *group, char *addr, size_
 void idem__topo_set(idem__topo *t, const Idem__V1__Topology *pb);
 /* idem_get_topology's answer, kept by the client for routing (client.c). */
 void idem__topology_taken(idem_client *c, const Idem__V1__Topology *t);
+/* Topology.move into *out (zeroed, active false, when pb is NULL): moves.c. IDEM_OK, or
+ * IDEM_BAD_RESPONSE (a string longer than its field; *out is then zeroed). */
+int idem__slot_move_from_pb(const Idem__V1__SlotMove *pb, idem_slot_move *out, idem_error *err);
 
 /* --- security: tls.c ------------------------------------------------------------------- */
 struct grpc_channel_credentials;

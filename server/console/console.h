@@ -23,6 +23,7 @@
 #ifndef IDEM_CONSOLE_H
 #define IDEM_CONSOLE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "../auth/auth.h"
@@ -46,6 +47,19 @@ typedef struct console_group {
   void *open_store_arg;
 } console_group;
 
+/* The move under way (docs/api.md §18), as the Slots page shows it: what GetTopology answers in
+ * Topology.move. Strings are copied in (cut to fit). */
+typedef struct console_move {
+  char request_id[256];
+  uint32_t from, to; /* inclusive */
+  char source[SLOTMAP_NAME_MAX], target[SLOTMAP_NAME_MAX];
+  char phase[32]; /* planned, copying, blocked, switched, rolling_back */
+  uint64_t rows_copied;
+  int64_t lag_bytes;
+  int64_t started_unix_ms; /* wall clock */
+  char note[256];
+} console_move;
+
 typedef struct console_config {
   const char *address;             /* HOST:PORT ([V6]:PORT); port 0 = any (see bound_port) */
   const coord_ctx *coord;          /* borrowed for the console's life (the Admin API's own) */
@@ -66,6 +80,9 @@ typedef struct console_config {
   size_t n_groups;
   const slotmap *(*slotmap_now)(void *arg); /* the map now (borrowed); NULL = none */
   void *slotmap_arg;
+  /* the move under way into *out, true when there is one; NULL = never shown */
+  bool (*move_now)(void *arg, console_move *out);
+  void *move_arg;
 } console_config;
 
 /* Starts serving. NULL with err filled (the address cannot be parsed or bound, TLS is not

@@ -22,6 +22,11 @@ console_page console__page_login;         /* GET /login                  console
 console_page console__post_login;         /* POST /login                 console_login.c */
 console_page console__post_logout;        /* POST /logout                console_login.c */
 
+/* The Slots page's box for the move under way (console_slots.c): its slots, source → target,
+ * phase (a word and a colour), rows copied, lag, start (absolute and relative to now_ms), request
+ * id and note, every string escaped. */
+void console__move_html(buf_t *b, const console_move *m, int64_t now_ms);
+
 /* Answers r from the route table (console_routes.c): a page, or an error page. */
 void console__route(creq *r);
 

@@ -1,7 +1,7 @@
 /* console_slots.c — the Slots page (/slots, docs/api.md §17): what `idemctl slots` prints. The
- * slot map (ranges → group, a range being moved and its target) and each group's leader,
- * epoch, store health (pinged through the group's own store handle) and slot count, as this
- * node sees them. */
+ * move under way (§18: slots, source → target, phase, rows copied, lag), the slot map (ranges →
+ * group, a range being moved and its target) and each group's leader, epoch, store health
+ * (pinged through the group's own store handle) and slot count, as this node sees them. */
 #include <stdio.h>
 #include <string.h>
 
@@ -21,6 +21,50 @@ static bool group_store_ok(creq *r, size_t i) {
   bool ok = store_ping(st, deadline, &err) == ERR_OK;
   console__pool_put(p, st);
   return ok;
+}
+
+/* A move's phase as a colour of the state classes: waiting grey, copying blue, blocked (those
+ * slots refused) orange, switched green, rolling back red. */
+static const char *phase_class(const char *phase) {
+  static const struct {
+    const char *phase, *cls;
+  } map[] = {{"copying", "s-in_progress"},
+             {"blocked", "s-unknown"},
+             {"switched", "s-succeeded"},
+             {"rolling_back", "s-failed"}};
+  for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+    if (strcmp(phase, map[i].phase) == 0) return map[i].cls;
+  return "s-none"; /* planned, or a word this console does not know */
+}
+
+/* "512 B", "3.2 KiB", "4.0 MiB", ... into buf */
+static const char *bytes_words(int64_t n, char *buf, size_t cap) {
+  static const char *const unit[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (n < 1024) {
+    snprintf(buf, cap, "%lld B", (long long)n);
+    return buf;
+  }
+  double v = (double)n / 1024;
+  int u = 0;
+  while (v >= 1024 && u < 3) v /= 1024, u++;
+  snprintf(buf, cap, "%.1f %s", v, unit[u]);
+  return buf;
+}
+
+void console__move_html(buf_t *b, const console_move *m, int64_t now_ms) {
+  char lag[32];
+  console__html(b, "<h2>Move under way</h2><table id=\"move\"><tr><th>slots</th><th>from</th>"
+                   "<th>to</th><th>phase</th><th>rows copied</th><th>lag</th><th>started</th>"
+                   "<th>request</th></tr>");
+  console__html(b,
+                "<tr><td class=\"num\">%u\xE2\x80\x93%u</td><td>%s</td><td>%s</td>"
+                "<td><span class=\"state %s\">%s</span></td><td class=\"num\">%llu</td>"
+                "<td class=\"num\">%s</td><td>",
+                m->from, m->to, m->source, m->target, phase_class(m->phase), m->phase,
+                (unsigned long long)m->rows_copied, bytes_words(m->lag_bytes, lag, sizeof lag));
+  console__time(b, m->started_unix_ms, now_ms);
+  console__html(b, "</td><td>%s</td></tr></table>", m->request_id);
+  if (m->note[0]) console__html(b, "<p class=\"muted\" id=\"move-note\">%s</p>", m->note);
 }
 
 static void ranges_table(creq *r, const slotmap *m) {
@@ -65,6 +109,10 @@ void console__page_slots(creq *r, char **seg) {
   const console_config *cfg = &r->c->cfg;
   const slotmap *m = cfg->slotmap_now ? cfg->slotmap_now(cfg->slotmap_arg) : NULL;
   console__page_begin(r, "Slots");
+  console_move mv;
+  memset(&mv, 0, sizeof mv);
+  if (cfg->move_now && cfg->move_now(cfg->move_arg, &mv))
+    console__move_html(&r->out, &mv, r->now_ms);
   if (m)
     ranges_table(r, m);
   else

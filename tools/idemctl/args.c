@@ -1,5 +1,6 @@
 /* args.c — the flags that more than one idemctl command reads: the step filters of `steps` and
- * `resolve --where`, and the resolution of `resolve` (both forms). */
+ * `resolve --where`, the resolution of `resolve` (both forms), and fresh request ids (`resolve
+ * --where`, `slots move`). */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -81,4 +82,14 @@ int ctl_parse_resolution(ctl *c, idem_resolution *res, uint8_t **body) {
     res->body_len = strlen(v);
   }
   return EXIT_OK;
+}
+
+bool ctl_new_request_id(char out[40]) {
+  unsigned char b[16];
+  FILE *f = fopen("/dev/urandom", "rb");
+  size_t n = f ? fread(b, 1, sizeof b, f) : 0;
+  if (f) fclose(f);
+  if (n != sizeof b) return false;
+  for (size_t i = 0; i < sizeof b; i++) snprintf(out + 2 * i, 3, "%02x", b[i]);
+  return true;
 }

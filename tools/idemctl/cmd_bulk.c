@@ -1,5 +1,5 @@
-/* cmd_bulk.c — `idemctl resolve --where …`: Admin.ResolveSteps (docs/api.md §12) for on-call after an
- * outage. A dry run first shows the count and a sample; without --yes on a terminal it asks; the
+/* cmd_bulk.c — `idemctl resolve --where …`: Admin.ResolveSteps (docs/api.md §12) for on-call after
+ * an outage. A dry run first shows the count and a sample; without --yes on a terminal it asks; the
  * request id (made here unless --request-id) is printed so that a run cut short can be repeated
  * without resolving anything twice. --stuck is two requests (in progress with an expired lease,
  * then unknown), with the request ids R.in_progress and R.unknown. */
@@ -13,17 +13,6 @@
 #include "idemctl.h"
 
 #define BULK_TIMEOUT_MS 600000 /* a bulk resolution of thousands of steps takes seconds */
-
-/* A fresh request id: 16 random bytes in hex. */
-static bool new_request_id(char out[40]) {
-  unsigned char b[16];
-  FILE *f = fopen("/dev/urandom", "rb");
-  size_t n = f ? fread(b, 1, sizeof b, f) : 0;
-  if (f) fclose(f);
-  if (n != sizeof b) return false;
-  for (size_t i = 0; i < sizeof b; i++) snprintf(out + 2 * i, 3, "%02x", b[i]);
-  return true;
-}
 
 typedef struct part { /* one ResolveSteps request */
   idem_steps_filter filter;
@@ -84,7 +73,7 @@ static int plan(ctl *c, part parts[2], int *n) {
   const char *rid = ctl_flag_value(c, "request-id");
   char made[40];
   if (!rid) {
-    if (!new_request_id(made)) return ctl_usage_error(c, "cannot make a request id");
+    if (!ctl_new_request_id(made)) return ctl_usage_error(c, "cannot make a request id");
     rid = made;
   }
   if (ctl_has(c, "stuck")) {

@@ -3,7 +3,8 @@
  * and the exit codes.
  *
  * Exit status: 0 success; 1 not found or refused (NOT_FOUND, FAILED_PRECONDITION, ABORTED,
- * PERMISSION_DENIED, ...); 2 usage (bad flags, or INVALID_ARGUMENT from the server);
+ * PERMISSION_DENIED, UNIMPLEMENTED: a server without that call, ...); 2 usage (bad flags, or
+ * INVALID_ARGUMENT from the server);
  * 3 unavailable (UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL, a malformed answer).
  */
 #ifndef IDEMCTL_H
@@ -81,13 +82,20 @@ int ctl_parse_resolution(ctl *c, idem_resolution *res, uint8_t **body);
 /* The filters of `steps` (--state, --service, --operation, --global-id, --older-than) into *f.
  * EXIT_OK or the usage error's exit status (printed). */
 int ctl_parse_filter(ctl *c, idem_steps_filter *f);
+/* A fresh request id: 16 random bytes in hex (32 digits and the NUL); false when /dev/urandom
+ * cannot be read. */
+bool ctl_new_request_id(char out[40]);
 int cmd_audit(ctl *c);
 int cmd_policy_list(ctl *c);
 int cmd_policy_get(ctl *c);
 int cmd_policy_set(ctl *c);
 int cmd_policy_delete(ctl *c);
 int cmd_reconcile(ctl *c);
-int cmd_slots(ctl *c); /* cmd_slots.c */
+int cmd_slots(ctl *c);      /* cmd_slots.c */
+int cmd_slots_move(ctl *c); /* cmd_move.c */
+/* cmd_slots.c: the move under way, for people (one line and, when there is one, its note) */
+void ctl_print_move(const idem_slot_move *m);
+cJSON *ctl_json_move(const idem_slot_move *m);
 
 /* fmt.c — tables */
 typedef struct table table;

@@ -1,6 +1,6 @@
 /* main.c — idemctl: the operator's command line for idem (docs/api.md §10). One table of commands;
- * global flags (--addr, --tenant, --token, --tls*, --json, --deadline-ms) may come before or after the
- * command; every command answers --help. Flags are read by getopt_long from the tables (the
+ * global flags (--addr, --tenant, --token, --tls*, --json, --deadline-ms) may come before or after
+ * the command; every command answers --help. Flags are read by getopt_long from the tables (the
  * global flags and each command's). Exit codes: see idemctl.h. */
 #include <errno.h>
 #include <getopt.h>
@@ -21,10 +21,19 @@ static const ctl_cmd commands[] = {
      cmd_status},
     {"slots", "", "", 0, 0,
      "The slot map and each group's leader, epoch, store health and slot count. Slot ranges "
-     "with the group serving each (a range being moved shows its target), as the node at "
-     "--addr sees them (docs/api.md §17). Exits 3 when a group has no leader or its store is "
-     "unreachable from that node.",
+     "with the group serving each (a range being moved shows its target, and a move under way "
+     "its phase, rows copied and lag), as the node at --addr sees them (docs/api.md §17, §18). "
+     "Exits 3 when a group has no leader or its store is unreachable from that node.",
      cmd_slots},
+    {"slots move", "FROM-TO --to GROUP", "to=,dry-run,request-id=,timeout=", 0, 1,
+     "Moves slots to another group. Slots FROM-TO (or one slot N) go from the group that "
+     "serves them to --to GROUP (docs/api.md §18) with PostgreSQL's logical replication; only "
+     "the final handoff pauses those slots. Waits until the move ends, up to --timeout (default "
+     "600 s; 30s, 10m, 1h also do): past it the move goes on, `idemctl slots` shows its progress "
+     "and the same --request-id waits for it again (a request id is made and printed unless "
+     "given; a repeat answers the first result, \"(replayed)\"). --dry-run checks and plans "
+     "without moving anything. Needs the admin role.",
+     cmd_slots_move},
     {"step", "GLOBAL_ID SERVICE OPERATION", "compensation", 3, 3,
      "Everything stored for one step (the forward phase, or --compensation).", cmd_step},
     {"saga", "GLOBAL_ID", "", 1, 1, "All steps of a saga, as a table, oldest first.", cmd_saga},
@@ -173,13 +182,14 @@ int ctl_exit_code(int code) {
     case IDEM_CANCELLED:
     case IDEM_INTERNAL:
     case IDEM_UNKNOWN:
-    case IDEM_UNIMPLEMENTED:
     case IDEM_RESOURCE_EXHAUSTED:
     case IDEM_DATA_LOSS:
     case IDEM_NOMEM:
     case IDEM_BAD_RESPONSE:
       return EXIT_UNAVAILABLE;
-    default: /* NOT_FOUND, FAILED_PRECONDITION, ABORTED, PERMISSION_DENIED, ... */
+    /* UNIMPLEMENTED: a server without the call (older than idemctl) refuses it; trying again
+     * later does not help, so it is a refusal, not "unavailable" */
+    default: /* NOT_FOUND, FAILED_PRECONDITION, ABORTED, PERMISSION_DENIED, UNIMPLEMENTED, ... */
       return EXIT_REFUSED;
   }
 }
@@ -220,16 +230,17 @@ static const char *flag_or_env(const ctl *c, const char *flag, const char *env) 
 static const ctl_cmd *find_cmd(const char *w1, const char *w2, int *words) {
   char two[64];
   snprintf(two, sizeof two, "%s %s", w1, w2 ? w2 : "");
-  for (size_t i = 0; i < N_COMMANDS; i++) {
-    if (w2 && strcmp(commands[i].name, two) == 0) {
+  /* two words first: "slots move" before "slots" with an argument "move" */
+  for (size_t i = 0; w2 && i < N_COMMANDS; i++)
+    if (strcmp(commands[i].name, two) == 0) {
       *words = 2;
       return &commands[i];
     }
+  for (size_t i = 0; i < N_COMMANDS; i++)
     if (strcmp(commands[i].name, w1) == 0) {
       *words = 1;
       return &commands[i];
     }
-  }
   return NULL;
 }
 
@@ -271,7 +282,8 @@ static int parse_flags(ctl *c, int argc, char **argv, const struct option *opts,
       int len = eq ? (int)(eq - arg) : (int)strlen(arg);
       if (ch == ':') return ctl_usage_error(c, "%s needs a value", arg);
       for (int k = 0; eq && opts[k].name; k++)
-        if ((int)strlen(opts[k].name) == len - 2 && strncmp(opts[k].name, arg + 2, (size_t)len - 2) == 0)
+        if ((int)strlen(opts[k].name) == len - 2 &&
+            strncmp(opts[k].name, arg + 2, (size_t)len - 2) == 0)
           return ctl_usage_error(c, "%.*s takes no value", len, arg);
       return ctl_usage_error(c, "unknown flag %.*s", len, arg);
     }
@@ -342,7 +354,8 @@ static int run(ctl *c, int argc, char **argv, struct option *opts, int *n_opts) 
   c->tls_key = flag_or_env(c, "tls-key", "IDEM_TLS_CLIENT_KEY");
   c->tls_server_name = flag_or_env(c, "tls-server-name", "IDEM_TLS_SERVER_NAME");
   c->tls = ctl_has(c, "tls");
-  if (!c->tls_cert != !c->tls_key) return ctl_usage_error(c, "--tls-cert and --tls-key go together");
+  if (!c->tls_cert != !c->tls_key)
+    return ctl_usage_error(c, "--tls-cert and --tls-key go together");
   c->deadline_ms = 5000;
   const char *dl = ctl_flag_value(c, "deadline-ms");
   if (dl) {

@@ -327,6 +327,66 @@ typedef struct idem_topology {
 int idem_get_topology(idem_client *c, idem_topology *out, idem_error *err);
 void idem_topology_clear(idem_topology *t);
 
+/* --- moving slots between groups (docs/api.md §18) ------------------------------------------ */
+
+#define IDEM_REQUEST_ID_MAX 255
+
+/* The move under way, as the answering node reports it (Topology.move). Filled by
+ * idem_get_topology_move; a struct of its own because idem_topology is allocated by callers
+ * (libidem0's layout stays). Owns nothing. */
+typedef struct idem_slot_move {
+  bool active; /* a move is under way; everything else 0 / "" when not */
+  char request_id[IDEM_REQUEST_ID_MAX + 1];
+  uint32_t from, to;                    /* the slots moved, inclusive */
+  char source[IDEM_GROUP_NAME_MAX + 1]; /* the group they leave */
+  char target[IDEM_GROUP_NAME_MAX + 1]; /* the group they go to */
+  /* "planned", "copying", "blocked" (the source refuses those slots while the last changes
+   * drain), "switched" (the target serves them; the source's rows are being deleted),
+   * "rolling_back" */
+  char phase[32];
+  uint64_t rows_copied;
+  int64_t lag_bytes; /* how far the target's copy is behind the source */
+  int64_t started_unix_ms;
+  char note[256]; /* why it waits or rolls back, in the coordinator's words; "" when nothing */
+} idem_slot_move;
+
+/* idem_get_topology that also answers the move under way into *move (may be NULL; active false
+ * when none). Longer strings than the fields hold are IDEM_BAD_RESPONSE. */
+int idem_get_topology_move(idem_client *c, idem_topology *out, idem_slot_move *move,
+                           idem_error *err);
+
+/* Admin.MoveSlots (admin role): moves slots from..to (inclusive) of the one group that serves
+ * them to group, with PostgreSQL's logical replication; only the final handoff pauses those
+ * slots. Served by the leader of the cluster's first group (a standby's idem-leader is
+ * followed). */
+typedef struct idem_move {
+  uint32_t from, to;      /* from <= to, both below the cluster's slot count */
+  const char *group;      /* the target group (required; 1–63 bytes of [A-Za-z0-9._-]) */
+  const char *request_id; /* 1–255 printable ASCII; NULL or "" = libidem makes one (32 random
+                             hex digits) so that its own retries are idempotent. Give your own
+                             to be able to wait for the move again after DEADLINE_EXCEEDED */
+  bool dry_run;           /* check and plan only: nothing is copied or changed */
+  int64_t timeout_ms;     /* the whole call; 0 = the client's deadline_ms. A move of many rows
+                             takes minutes: give it that long */
+} idem_move;
+
+typedef struct idem_move_result {
+  uint64_t version;     /* the slot map's version with the new owner */
+  uint64_t steps_moved; /* rows moved */
+  uint64_t sagas_moved;
+  int64_t paused_ms; /* how long those slots were refused during the handoff */
+  bool replayed;     /* the same request id had already moved them: the first result */
+  char request_id[IDEM_REQUEST_ID_MAX + 1]; /* the one sent (given, or made by libidem) */
+} idem_move_result;
+
+/* Blocks until the move ends: IDEM_OK with *out (may be NULL) once the target serves the slots;
+ * the coordinator's error when it refused the move (INVALID_ARGUMENT / FAILED_PRECONDITION
+ * naming from, to, group or request_id) or rolled it back (naming why). DEADLINE_EXCEEDED when
+ * timeout_ms ran out first: the move goes on, and the same request_id again waits for it (or
+ * answers its result, replayed). Arguments are checked here first (INVALID_ARGUMENT naming the
+ * field, nothing sent). */
+int idem_move_slots(idem_client *c, const idem_move *m, idem_move_result *out, idem_error *err);
+
 /* --- admin: incident response ------------------------------------------------------------ */
 
 /* Admin.ListSteps filters (docs/api.md §2). Every field may be left zero: all live steps of the
