@@ -517,6 +517,25 @@ static bool move_progress(void *arg, uint64_t *rows, int64_t *lag) {
   return node_move_progress(((node *)arg)->mover, rows, lag);
 }
 
+/* The console's slots page: the move under way as this node's map says (docs/api.md §18). */
+static bool console_move_now(void *arg, console_move *out) {
+  node *nd = arg;
+  const slotmap *m = node_slots_map(nd->slots);
+  const slot_move *mv = m->move;
+  if (!mv) return false;
+  memset(out, 0, sizeof *out);
+  snprintf(out->request_id, sizeof out->request_id, "%s", mv->request_id);
+  out->from = mv->from;
+  out->to = mv->to;
+  snprintf(out->source, sizeof out->source, "%s", mv->source);
+  snprintf(out->target, sizeof out->target, "%s", mv->target);
+  snprintf(out->phase, sizeof out->phase, "%s", slot_move_phase_word(mv->phase));
+  out->started_unix_ms = mv->started_ms;
+  snprintf(out->note, sizeof out->note, "%s", mv->note);
+  if (!node_move_progress(nd->mover, &out->rows_copied, &out->lag_bytes)) out->lag_bytes = -1;
+  return true;
+}
+
 /* /metrics: the move under way as this node's map says (docs/api.md §18). */
 static bool move_metrics(void *arg, const char **phase, uint64_t *rows, int64_t *lag) {
   node *nd = arg;
@@ -732,7 +751,9 @@ static node_result start_console(node *nd) {
                        .groups = groups,
                        .n_groups = nd->n_groups,
                        .slotmap_now = slotmap_now,
-                       .slotmap_arg = nd};
+                       .slotmap_arg = nd,
+                       .move_now = console_move_now,
+                       .move_arg = nd};
   err_t err;
   err_clear(&err);
   int port = 0;

@@ -2,8 +2,8 @@
  * (IDEMCTL_BIN, set by tests/CMakeLists.txt):
  *  - usage errors exit 2 naming the argument, before anything is sent: the address given has no
  *    coordinator, so a command that reached the network would exit 3 instead;
- *  - against a real coordinator: a group name libidem refuses exits 2 naming group; a server
- *    without MoveSlots (UNIMPLEMENTED) exits 1 with its message; `slots --json` carries "move"
+ *  - against a real coordinator: a group name libidem refuses exits 2 naming group; a node with
+ *    one store group refuses a move (FAILED_PRECONDITION), exit 1 with its message; `slots --json` carries "move"
  *    (null: no move under way) and the table no "moving" line.
  * The moves themselves are tested end to end with the server side (tests/integration). */
 #include <cjson/cJSON.h>
@@ -137,12 +137,12 @@ static void stop(void) {
 
 TestSuite(slots_move_server, .init = start, .fini = stop, .timeout = 90);
 
-Test(slots_move_server, a_server_without_move_slots_is_a_refusal_with_its_message) {
+Test(slots_move_server, a_single_group_node_refuses_with_its_message) {
   run *r = calloc(1, sizeof *r);
   ctl(r, S.addr, "slots", "move", "0-63", "--to", "default", NULL);
   cr_expect_eq(r->status, 1, "exit %d: %s", r->status, r->err);
-  cr_expect(strstr(r->err, "idemctl: slots move: unimplemented"), "%s", r->err);
-  cr_expect(strstr(r->err, "MoveSlots"), "the server's message: %s", r->err);
+  cr_expect(strstr(r->err, "idemctl: slots move: failed precondition"), "%s", r->err);
+  cr_expect(strstr(r->err, "two or more --store groups"), "the server's message: %s", r->err);
   cr_expect_str_empty(r->out, "%s", r->out);
   /* libidem checks the group name before sending: a usage error naming the field */
   ctl(r, S.addr, "slots", "move", "0-63", "--to", "no such group", NULL);
