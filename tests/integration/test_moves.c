@@ -380,3 +380,86 @@ Test(moves, a_move_whose_driver_is_killed_is_rolled_back_by_the_next_leader, .ti
   free(T.acked);
   h_groups_stop(&cl);
 }
+
+/* Whether node `at` knows group name and some node leads it. */
+static bool group_led(const h_groups *cl, int at, const char *name) {
+  Idem__V1__Topology *t = topology(cl, at);
+  bool led = false;
+  for (size_t i = 0; t && i < t->n_groups; i++)
+    if (strcmp(t->groups[i]->name, name) == 0 && t->groups[i]->leader_address[0]) led = true;
+  if (t) idem__v1__topology__free_unpacked(t, NULL);
+  return led;
+}
+
+/* docs/scaling-out.md, "Adding a group": a third database, every node restarted one at a time
+ * with one more --store, then slots moved onto it, while the steps already there stay put. */
+Test(moves, a_third_group_joins_a_live_cluster_and_takes_slots, .timeout = 240) {
+  h_groups cl;
+  h_groups_start(&cl, false);
+  h_groups_wait_balanced(&cl, NULL);
+  char both[160];
+  snprintf(both, sizeof both, "%s,%s", cl.node[0].addr, cl.node[1].addr);
+  idem_client *c = h_groups_client(&cl, both);
+  enum { N = 20 };
+  char ids[N][64];
+  for (int i = 0; i < N; i++) { /* finished steps in g1 */
+    char tag[16];
+    snprintf(tag, sizeof tag, "old%d", i);
+    h_groups_id_in_group(cl.t, 0, tag, ids[i], sizeof ids[i]);
+    idem_step_key k = {ids[i], "payments", "charge", IDEM_FORWARD};
+    idem_begin b = {0};
+    idem_error e = {0};
+    cr_assert_eq(idem_step_begin(c, &k, NULL, 0, 30000, &b, &e), IDEM_OK, "%s", e.message);
+    uint64_t attempt = b.attempt;
+    idem_begin_clear(&b);
+    cr_assert_eq(idem_step_complete(c, &k, attempt, IDEM_OUTCOME_SUCCEEDED, 0, ids[i],
+                                    strlen(ids[i]), NULL, &e),
+                 IDEM_OK, "%s", e.message);
+  }
+  idem_close(c);
+  /* 1. a database for g3; 2. each node restarted with --store g3=URL */
+  char db3[64], url3[256];
+  pgx_db_create("idem_g3", db3, sizeof db3, url3, sizeof url3);
+  snprintf(cl.extra, sizeof cl.extra, "g3=%s", url3);
+  for (int n = 0; n < 2; n++) {
+    cr_assert_eq(h_srv_stop(&cl.node[n]), 0, "node %d drains", n);
+    h_groups_node_start(&cl, n);
+  }
+  int64_t until = h_now_ms() + 30000;
+  while (!(group_led(&cl, 0, "g3") && group_led(&cl, 1, "g3")) && h_now_ms() < until)
+    h_sleep_ms(100);
+  cr_assert(group_led(&cl, 0, "g3") && group_led(&cl, 1, "g3"), "both nodes know g3's leader");
+  /* 3. slots onto it */
+  move_answer a = move_slots(&cl, 0, FROM, TO, "g3", "to-g3", false);
+  cr_assert_eq(a.status, 0, "%d %s", a.status, a.details);
+  long long moved = count_rows(url3, "idem_steps", FROM, TO);
+  cr_expect_eq((long long)a.steps, moved, "g3 holds what the move counted");
+  cr_expect_eq(count_rows(cl.url[0], "idem_steps", FROM, TO), 0);
+  char g[64];
+  group_of_slot(&cl, 1, FROM, g, sizeof g);
+  for (int64_t dl = h_now_ms() + 5000; strcmp(g, "g3") != 0 && h_now_ms() < dl;) {
+    h_sleep_ms(100);
+    group_of_slot(&cl, 1, FROM, g, sizeof g);
+  }
+  cr_expect_str_eq(g, "g3");
+  snprintf(both, sizeof both, "%s,%s", cl.node[0].addr, cl.node[1].addr); /* new ports */
+  c = h_groups_client(&cl, both); /* every old step replays, wherever it lives now */
+  int replayed = 0;
+  for (int i = 0; i < N; i++) {
+    idem_step_key k = {ids[i], "payments", "charge", IDEM_FORWARD};
+    idem_begin b = {0};
+    idem_error e = {0};
+    int rc = idem_step_begin(c, &k, NULL, 0, 30000, &b, &e);
+    if (rc == IDEM_OK && b.decision == IDEM_DECISION_REPLAY && b.result.body_len == strlen(ids[i]))
+      replayed++;
+    else
+      cr_log_error("%s (slot %u): rc %d decision %d %s (%s)", ids[i],
+                   h_groups_slot_of(cl.t, ids[i]), rc, b.decision, e.message, e.reason);
+    idem_begin_clear(&b);
+  }
+  idem_close(c);
+  cr_expect_eq(replayed, N, "every finished step replays");
+  cr_expect_gt(moved, 0, "some of them moved to g3");
+  h_groups_stop(&cl);
+  pgx_db_drop(db3);
+}

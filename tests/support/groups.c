@@ -38,11 +38,16 @@ void h_groups_node_start(h_groups *cl, int i) {
   const char *args[20] = {"--metrics",      metrics,  "--store",           cl->store[0], "--store",
                           cl->store[1],     "--etcd", cl->etcd.url,        "--slots",    slots,
                           "--election-ttl", ttl,      "--reaper-interval", "0"};
+  int n = 14;
   if (cl->console) {
     cl->cport[i] = h_free_port();
     snprintf(console, sizeof console, "127.0.0.1:%d", cl->cport[i]);
-    args[14] = "--console";
-    args[15] = console;
+    args[n++] = "--console";
+    args[n++] = console;
+  }
+  if (cl->extra[0]) {
+    args[n++] = "--store";
+    args[n++] = cl->extra;
   }
   h_srv_start(&cl->node[i], "", args);
 }

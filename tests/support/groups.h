@@ -24,6 +24,7 @@ typedef struct h_groups {
   bool console; /* each node serves the console (development mode) on cport[i] */
   int cport[2];
   char t[64]; /* a fresh tenant */
+  char extra[300]; /* one more --store argument ("g3=URL") nodes start with; "" = none */
 } h_groups;
 
 /* fnv1a64(tenant + "\0" + id) mod H_GROUPS_SLOTS, and the group (0 = g1, 1 = g2) serving it. */
