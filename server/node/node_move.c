@@ -93,6 +93,26 @@ static bool tick(void *arg) {
   return true;
 }
 
+static void read_hold(node_move *m) {
+  m->hold_phase = -1;
+  const char *h = getenv("IDEM_TEST_MOVE_HOLD");
+  const char *colon = h ? strchr(h, ':') : NULL;
+  if (!colon) return;
+  for (int p = 0; p < MOVE__PHASES; p++)
+    if (strncmp(h, slot_move_phase_word((slot_move_phase)p), (size_t)(colon - h)) == 0 &&
+        strlen(slot_move_phase_word((slot_move_phase)p)) == (size_t)(colon - h))
+      m->hold_phase = p;
+  m->hold_ms = atoll(colon + 1);
+  if (m->hold_phase >= 0)
+    log_kv(LOG_WARN, "IDEM_TEST_MOVE_HOLD: moves hold in a phase (tests only)", "hold", h,
+           (const char *)NULL);
+}
+
+bool nm__hold(node_move *m, slot_move_phase p) {
+  if (m->hold_phase != (int)p || m->hold_ms <= 0) return false;
+  return ticker_pause(m->t, m->hold_ms);
+}
+
 node_move *node_move_start(const idem_options *o, node_slots *slots, const node_move_group *g,
                            size_t n) {
   if (!o->etcd || n < 2) return NULL;
@@ -107,6 +127,7 @@ node_move *node_move_start(const idem_options *o, node_slots *slots, const node_
   snprintf(m->progress_key, sizeof m->progress_key, "%s/slotmove.progress", o->election_prefix);
   snprintf(m->me, sizeof m->me, "%.30s/%ld/%lld", o->node_id ? o->node_id : "node", (long)getpid(),
            (long long)clock_wall_ms());
+  read_hold(m);
   if (!(m->t = ticker_start(MOVE_TICK_MS, tick, m))) {
     free(m);
     return NULL;

@@ -184,6 +184,7 @@ static void hand_off(drive *d, const char *src_id, const char *dst_id) {
     give_up(d, err.msg);
     return;
   }
+  if (nm__hold(d->m, MOVE_BLOCKED)) return;
   bool arrived = false;
   while (!arrived) {
     if (store_pg_move_marked(dst, id, &arrived, store_deadline(), &err) != ERR_OK) arrived = false;
@@ -211,6 +212,7 @@ static void hand_off(drive *d, const char *src_id, const char *dst_id) {
   d->mv.paused_ms = clock_mono_ms() - t0;
   if (!advance(d, slotmap_move_switch)) return;
   log_move(d, LOG_INFO, "slot move switched: the target serves the slots", NULL);
+  if (nm__hold(d->m, MOVE_SWITCHED)) return;
   finish(d);
 }
 
@@ -229,6 +231,7 @@ static void run(drive *d) {
     return;
   }
   log_move(d, LOG_INFO, "slot move copying", NULL);
+  if (nm__hold(d->m, MOVE_COPYING)) return;
   int64_t t0 = clock_mono_ms(), synced_at = 0, failing_since = 0, checked = t0;
   for (;;) {
     if (ticker_pause(d->m->t, 200)) return; /* stopping: the next leader rolls it back */

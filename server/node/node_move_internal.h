@@ -29,7 +29,15 @@ struct node_move {
   _Atomic int64_t lag;
   _Atomic bool have_progress;
   int64_t progress_read_ms; /* the thread's last read of another driver's progress */
+  /* tests only (IDEM_TEST_MOVE_HOLD=PHASE:MS, read at start): the driver holds MS in PHASE
+   * (copying: once subscribed; blocked: after the source's block; switched: before the
+   * clean-up), so that a test can inject a failure there */
+  int hold_phase; /* -1: none */
+  int64_t hold_ms;
 };
+
+/* Holds the driver when a test asked for it in phase p; true when the node is stopping. */
+bool nm__hold(node_move *m, slot_move_phase p);
 
 /* The map in etcd and its revision; ERR_OK with *m NULL when there is none. */
 err_code nm__map_get(node_move *m, slotmap **out, int64_t *rev, err_t *err);

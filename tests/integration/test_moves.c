@@ -22,185 +22,10 @@
 #include "groups.h"
 #include "harness.h"
 #include "idem/v1/coordinator.pb-c.h"
-#include "pbenc.h"
+#include "moves.h"
 
-#define MOVE_METHOD "/idem.v1.Admin/MoveSlots"
 #define FROM 0
 #define TO 15 /* half of g1's slots */
-
-typedef struct move_answer {
-  int status;
-  char details[512];
-  uint64_t version, steps, sagas;
-  int64_t paused_ms;
-  bool replayed;
-} move_answer;
-
-static move_answer move_slots(const h_groups *cl, int at, uint32_t from, uint32_t to,
-                              const char *group, const char *rid, bool dry_run) {
-  pbuf *req = pb_new();
-  if (from) pb_varint(req, 1, from);
-  if (to) pb_varint(req, 2, to);
-  if (group) pb_str(req, 3, group);
-  if (rid) pb_str(req, 4, rid);
-  if (dry_run) pb_varint(req, 5, 1);
-  move_answer a = {0};
-  void *resp = NULL;
-  h_raw_opts o = {.deadline_ms = 90000, .resp = &resp};
-  a.status = h_raw_call_opts(cl->node[at].addr, MOVE_METHOD, cl->t, req->b, req->n, a.details,
-                             sizeof a.details, &o);
-  pb_free(req);
-  if (a.status == 0) {
-    Idem__V1__MoveSlotsResponse *r = idem__v1__move_slots_response__unpack(NULL, o.resp_len, resp);
-    cr_assert(r, "the answer decodes");
-    a.version = r->version;
-    a.steps = r->steps_moved;
-    a.sagas = r->sagas_moved;
-    a.paused_ms = r->paused_ms;
-    a.replayed = r->replayed;
-    idem__v1__move_slots_response__free_unpacked(r, NULL);
-  }
-  free(resp);
-  return a;
-}
-
-/* The slot map as node `at` answers GetTopology (free with idem__v1__topology__free_unpacked). */
-static Idem__V1__Topology *topology(const h_groups *cl, int at) {
-  void *resp = NULL;
-  h_raw_opts o = {.resp = &resp};
-  char details[256];
-  int st = h_raw_call_opts(cl->node[at].addr, "/idem.v1.Coordinator/GetTopology", cl->t, "", 0,
-                           details, sizeof details, &o);
-  Idem__V1__Topology *t =
-      st == 0 ? idem__v1__topology__unpack(NULL, o.resp_len, resp) : NULL;
-  free(resp);
-  return t;
-}
-
-/* The group serving slot in the map node `at` follows ("" when unknown), into out. */
-static void group_of_slot(const h_groups *cl, int at, uint32_t slot, char *out, size_t cap) {
-  out[0] = '\0';
-  Idem__V1__Topology *t = topology(cl, at);
-  for (size_t i = 0; t && i < t->n_ranges; i++)
-    if (slot >= t->ranges[i]->from && slot <= t->ranges[i]->to)
-      snprintf(out, cap, "%s", t->ranges[i]->group);
-  if (t) idem__v1__topology__free_unpacked(t, NULL);
-}
-
-static long long count_rows(const char *url, const char *table, uint32_t from, uint32_t to) {
-  char sql[200], a[16], b[16];
-  snprintf(sql, sizeof sql, "SELECT count(*) FROM %s WHERE slot BETWEEN $1::int AND $2::int",
-           table);
-  snprintf(a, sizeof a, "%u", from);
-  snprintf(b, sizeof b, "%u", to);
-  const char *p[] = {a, b};
-  PGconn *c = pgx_connect(url);
-  PGresult *r = pgx_run(c, sql, 2, p);
-  long long n = atoll(PQgetvalue(r, 0, 0));
-  PQclear(r);
-  PQfinish(c);
-  return n;
-}
-
-static long long count_sql(const char *url, const char *sql) {
-  PGconn *c = pgx_connect(url);
-  PGresult *r = pgx_run(c, sql, 0, NULL);
-  long long n = atoll(PQgetvalue(r, 0, 0));
-  PQclear(r);
-  PQfinish(c);
-  return n;
-}
-
-/* What a move leaves behind in either database: publications, subscriptions, its slots. */
-static long long leftovers(const h_groups *cl) {
-  long long n = 0;
-  for (int g = 0; g < 2; g++) {
-    n += count_sql(cl->url[g], "SELECT count(*) FROM pg_publication WHERE pubname LIKE 'idem_move_%'");
-    n += count_sql(cl->url[g],
-                   "SELECT count(*) FROM pg_subscription WHERE subname LIKE 'idem_move_%'");
-  }
-  n += count_sql(cl->url[0],
-                 "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'idem_move_%'");
-  return n;
-}
-
-/* --- traffic: pairs on g1's slots, every acknowledged completion remembered -------------- */
-
-#define ACKED_MAX 20000
-typedef struct traffic {
-  const h_groups *cl;
-  atomic_bool stop;
-  atomic_int pairs, errors, dup_proceed;
-  char (*acked)[48]; /* global ids whose CompleteStep was acknowledged (body = the id) */
-  atomic_int n_acked;
-  atomic_int threads; /* gives each thread its own ids */
-} traffic;
-
-static void *traffic_run(void *arg) {
-  traffic *T = arg;
-  char both[160];
-  snprintf(both, sizeof both, "%s,%s", T->cl->node[0].addr, T->cl->node[1].addr);
-  idem_client *c = h_groups_client(T->cl, both);
-  int me = atomic_fetch_add(&T->threads, 1);
-  for (int i = 0; !atomic_load(&T->stop); i++) {
-    char tag[32], gid[48];
-    snprintf(tag, sizeof tag, "tr%d-%d", me, i);
-    h_groups_id_in_group(T->cl->t, 0, tag, gid, sizeof gid);
-    idem_step_key k = {gid, "payments", "charge", IDEM_FORWARD};
-    idem_begin b = {0};
-    idem_error e = {0};
-    int rc = idem_step_begin(c, &k, NULL, 0, 30000, &b, &e);
-    if (rc != IDEM_OK) {
-      if (atomic_fetch_add(&T->errors, 1) < 3) cr_log_info("begin %s: %d %s", gid, rc, e.message);
-      continue;
-    }
-    if (b.decision != IDEM_DECISION_PROCEED) { /* a fresh key: only PROCEED is right */
-      atomic_fetch_add(&T->dup_proceed, 1);
-      idem_begin_clear(&b);
-      continue;
-    }
-    uint64_t attempt = b.attempt;
-    idem_begin_clear(&b);
-    for (int tries = 0; tries < 50; tries++) {
-      rc = idem_step_complete(c, &k, attempt, IDEM_OUTCOME_SUCCEEDED, 0, gid, strlen(gid), NULL,
-                              &e);
-      if (rc == IDEM_OK || rc != IDEM_UNAVAILABLE) break;
-      h_sleep_ms(100);
-    }
-    if (rc == IDEM_OK) {
-      int n = atomic_fetch_add(&T->n_acked, 1);
-      if (n < ACKED_MAX) snprintf(T->acked[n], sizeof T->acked[n], "%s", gid);
-      atomic_fetch_add(&T->pairs, 1);
-    } else {
-      atomic_fetch_add(&T->errors, 1);
-    }
-  }
-  idem_close(c);
-  return NULL;
-}
-
-/* Every acknowledged completion answers REPLAY with its body: lost counts the others. */
-static int lost_results(const h_groups *cl, traffic *T) {
-  char both[160];
-  snprintf(both, sizeof both, "%s,%s", cl->node[0].addr, cl->node[1].addr);
-  idem_client *c = h_groups_client(cl, both);
-  int lost = 0, n = atomic_load(&T->n_acked);
-  for (int i = 0; i < n && i < ACKED_MAX; i++) {
-    idem_step_key k = {T->acked[i], "payments", "charge", IDEM_FORWARD};
-    idem_begin b = {0};
-    idem_error e = {0};
-    int rc = idem_step_begin(c, &k, NULL, 0, 30000, &b, &e);
-    if (rc != IDEM_OK || b.decision != IDEM_DECISION_REPLAY ||
-        b.result.body_len != strlen(T->acked[i]) ||
-        memcmp(b.result.body, T->acked[i], b.result.body_len) != 0) {
-      if (lost < 5) cr_log_error("lost %s: rc %d decision %d %s", T->acked[i], rc, b.decision, e.message);
-      lost++;
-    }
-    idem_begin_clear(&b);
-  }
-  idem_close(c);
-  return lost;
-}
 
 Test(moves, half_a_group_moves_under_traffic_and_nothing_is_lost, .timeout = 240) {
   h_groups cl;
@@ -209,14 +34,14 @@ Test(moves, half_a_group_moves_under_traffic_and_nothing_is_lost, .timeout = 240
   traffic T = {.cl = &cl};
   T.acked = calloc(ACKED_MAX, sizeof *T.acked);
   pthread_t th[2];
-  for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, traffic_run, &T);
+  for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, h_traffic_run, &T);
   int64_t until = h_now_ms() + 20000;
   while (atomic_load(&T.pairs) < 100 && h_now_ms() < until) h_sleep_ms(20);
   cr_assert_geq(atomic_load(&T.pairs), 100, "traffic runs before the move");
-  long long in_range = count_rows(cl.url[0], "idem_steps", FROM, TO);
+  long long in_range = h_count_rows(cl.url[0], "idem_steps", FROM, TO);
   cr_assert_gt(in_range, 0, "g1 holds steps in slots %d-%d", FROM, TO);
 
-  move_answer a = move_slots(&cl, 1, FROM, TO, "g2", "move-half", false);
+  move_answer a = h_move_slots(&cl, 1, FROM, TO, "g2", "move-half", false);
   cr_assert_eq(a.status, 0, "MoveSlots: %d %s", a.status, a.details);
   int pairs_after_move = atomic_load(&T.pairs);
   h_sleep_ms(1500); /* traffic goes on against the new owner */
@@ -230,16 +55,16 @@ Test(moves, half_a_group_moves_under_traffic_and_nothing_is_lost, .timeout = 240
   cr_expect_lt(a.paused_ms, 15000);
   cr_expect_gt(atomic_load(&T.pairs), pairs_after_move, "pairs go on after the move");
   cr_expect_eq(atomic_load(&T.dup_proceed), 0, "no fresh key was answered anything but PROCEED");
-  cr_expect_eq(lost_results(&cl, &T), 0, "every acknowledged completion replays its body");
+  cr_expect_eq(h_lost_results(&cl, &T), 0, "every acknowledged completion replays its body");
   /* the rows live in g2 now, and only there */
-  cr_expect_eq(count_rows(cl.url[0], "idem_steps", FROM, TO), 0, "g1 deleted the moved steps");
-  cr_expect_geq(count_rows(cl.url[1], "idem_steps", FROM, TO), in_range, "g2 holds them");
-  cr_expect_eq(leftovers(&cl), 0, "no publication, subscription or slot is left");
+  cr_expect_eq(h_count_rows(cl.url[0], "idem_steps", FROM, TO), 0, "g1 deleted the moved steps");
+  cr_expect_geq(h_count_rows(cl.url[1], "idem_steps", FROM, TO), in_range, "g2 holds them");
+  cr_expect_eq(h_move_leftovers(&cl), 0, "no publication, subscription or slot is left");
   for (int n = 0; n < 2; n++) { /* both nodes follow the new map */
     char g[64] = "";
     int64_t deadline = h_now_ms() + 5000;
     do {
-      group_of_slot(&cl, n, FROM, g, sizeof g);
+      h_group_of_slot(&cl, n, FROM, g, sizeof g);
     } while (strcmp(g, "g2") != 0 && h_now_ms() < deadline && (h_sleep_ms(100), true));
     cr_expect_str_eq(g, "g2", "node %d: slot %d is g2's", n, FROM);
   }
@@ -252,7 +77,7 @@ Test(moves, half_a_group_moves_under_traffic_and_nothing_is_lost, .timeout = 240
   cr_expect_eq(finished, 1, "one node counted the move finished");
   cr_expect_eq(phase_on, 0, "no move in phase copying");
   /* the same request_id again: the first result */
-  move_answer again = move_slots(&cl, 0, FROM, TO, "g2", "move-half", false);
+  move_answer again = h_move_slots(&cl, 0, FROM, TO, "g2", "move-half", false);
   cr_expect_eq(again.status, 0, "%s", again.details);
   cr_expect(again.replayed);
   cr_expect_eq(again.version, a.version);
@@ -265,7 +90,7 @@ Test(moves, bad_requests_are_refused_naming_the_field_and_nothing_moves, .timeou
   h_groups cl;
   h_groups_start(&cl, false);
   h_groups_wait_balanced(&cl, NULL);
-  Idem__V1__Topology *before = topology(&cl, 0);
+  Idem__V1__Topology *before = h_topology(&cl, 0);
   cr_assert(before);
   struct {
     uint32_t from, to;
@@ -278,7 +103,7 @@ Test(moves, bad_requests_are_refused_naming_the_field_and_nothing_moves, .timeou
       {0, 3, "g2", "a b", "request_id", 3},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    move_answer a = move_slots(&cl, 0, bad[i].from, bad[i].to, bad[i].group, bad[i].rid, false);
+    move_answer a = h_move_slots(&cl, 0, bad[i].from, bad[i].to, bad[i].group, bad[i].rid, false);
     cr_expect_eq(a.status, bad[i].status, "case %zu: %d %s", i, a.status, a.details);
     cr_expect(strstr(a.details, bad[i].word), "case %zu names %s: %s", i, bad[i].word, a.details);
   }
@@ -296,15 +121,15 @@ Test(moves, bad_requests_are_refused_naming_the_field_and_nothing_moves, .timeou
   cr_assert_eq(idem_step_begin(c, &k, NULL, 0, 30000, &b, &e), IDEM_OK, "%s", e.message);
   idem_begin_clear(&b);
   idem_close(c);
-  move_answer d = move_slots(&cl, 0, 0, 31, "g2", "dry", true);
+  move_answer d = h_move_slots(&cl, 0, 0, 31, "g2", "dry", true);
   cr_expect_eq(d.status, 0, "%s", d.details);
-  cr_expect_eq(d.steps, (uint64_t)count_rows(cl.url[0], "idem_steps", 0, 31));
+  cr_expect_eq(d.steps, (uint64_t)h_count_rows(cl.url[0], "idem_steps", 0, 31));
   cr_expect_geq(d.steps, 1);
-  Idem__V1__Topology *after = topology(&cl, 0);
+  Idem__V1__Topology *after = h_topology(&cl, 0);
   cr_assert(after);
   cr_expect_eq(after->version, before->version, "no map version was written");
   cr_expect_null(after->move, "no move under way");
-  cr_expect_eq(leftovers(&cl), 0);
+  cr_expect_eq(h_move_leftovers(&cl), 0);
   idem__v1__topology__free_unpacked(before, NULL);
   idem__v1__topology__free_unpacked(after, NULL);
   h_groups_stop(&cl);
@@ -317,7 +142,7 @@ typedef struct bg_move {
 
 static void *bg_move_run(void *arg) {
   bg_move *m = arg;
-  m->a = move_slots(m->cl, 1, FROM, TO, "g2", "move-killed", false);
+  m->a = h_move_slots(m->cl, 1, FROM, TO, "g2", "move-killed", false);
   return NULL;
 }
 
@@ -328,7 +153,7 @@ Test(moves, a_move_whose_driver_is_killed_is_rolled_back_by_the_next_leader, .ti
   traffic T = {.cl = &cl};
   T.acked = calloc(ACKED_MAX, sizeof *T.acked);
   pthread_t th;
-  pthread_create(&th, NULL, traffic_run, &T);
+  pthread_create(&th, NULL, h_traffic_run, &T);
   int64_t until = h_now_ms() + 20000;
   while (atomic_load(&T.pairs) < 50 && h_now_ms() < until) h_sleep_ms(20);
   int driver = h_groups_leader_of(&cl, 0); /* g1's leader drives the move */
@@ -341,7 +166,7 @@ Test(moves, a_move_whose_driver_is_killed_is_rolled_back_by_the_next_leader, .ti
   bool copying = false;
   until = h_now_ms() + 20000;
   while (!copying && h_now_ms() < until) {
-    Idem__V1__Topology *t = topology(&cl, other);
+    Idem__V1__Topology *t = h_topology(&cl, other);
     copying = t && t->move && strcmp(t->move->phase, "copying") == 0;
     if (t) idem__v1__topology__free_unpacked(t, NULL);
     if (!copying) h_sleep_ms(20);
@@ -356,7 +181,7 @@ Test(moves, a_move_whose_driver_is_killed_is_rolled_back_by_the_next_leader, .ti
   bool ended = false;
   until = h_now_ms() + 60000;
   while (!ended && h_now_ms() < until) {
-    Idem__V1__Topology *t = topology(&cl, other);
+    Idem__V1__Topology *t = h_topology(&cl, other);
     ended = t && !t->move;
     if (t) idem__v1__topology__free_unpacked(t, NULL);
     if (!ended) h_sleep_ms(100);
@@ -366,24 +191,24 @@ Test(moves, a_move_whose_driver_is_killed_is_rolled_back_by_the_next_leader, .ti
   pthread_join(th, NULL);
   pthread_join(mt, NULL);
   char g[64];
-  group_of_slot(&cl, other, FROM, g, sizeof g);
+  h_group_of_slot(&cl, other, FROM, g, sizeof g);
   cr_expect_str_eq(g, "g1", "slot %d stays g1's", FROM);
   cr_expect_eq(h_metric(cl.mport[other], "idem_slot_moves_total{result=\"rolled_back\"}"), 1,
                "g1's next leader counted the move rolled back");
-  move_answer again = move_slots(&cl, other, FROM, TO, "g2", "move-killed", false);
+  move_answer again = h_move_slots(&cl, other, FROM, TO, "g2", "move-killed", false);
   cr_expect_eq(again.status, 10, "ABORTED: %d %s", again.status, again.details);
   cr_expect(strstr(again.details, "rolled back"), "%s", again.details);
-  cr_expect_eq(count_rows(cl.url[1], "idem_steps", FROM, TO), 0, "g2 kept nothing of the copy");
-  cr_expect_eq(leftovers(&cl), 0, "no publication, subscription or slot is left");
+  cr_expect_eq(h_count_rows(cl.url[1], "idem_steps", FROM, TO), 0, "g2 kept nothing of the copy");
+  cr_expect_eq(h_move_leftovers(&cl), 0, "no publication, subscription or slot is left");
   cr_expect_eq(atomic_load(&T.dup_proceed), 0);
-  cr_expect_eq(lost_results(&cl, &T), 0, "every acknowledged completion replays its body");
+  cr_expect_eq(h_lost_results(&cl, &T), 0, "every acknowledged completion replays its body");
   free(T.acked);
   h_groups_stop(&cl);
 }
 
 /* Whether node `at` knows group name and some node leads it. */
 static bool group_led(const h_groups *cl, int at, const char *name) {
-  Idem__V1__Topology *t = topology(cl, at);
+  Idem__V1__Topology *t = h_topology(cl, at);
   bool led = false;
   for (size_t i = 0; t && i < t->n_groups; i++)
     if (strcmp(t->groups[i]->name, name) == 0 && t->groups[i]->leader_address[0]) led = true;
@@ -430,16 +255,16 @@ Test(moves, a_third_group_joins_a_live_cluster_and_takes_slots, .timeout = 240) 
     h_sleep_ms(100);
   cr_assert(group_led(&cl, 0, "g3") && group_led(&cl, 1, "g3"), "both nodes know g3's leader");
   /* 3. slots onto it */
-  move_answer a = move_slots(&cl, 0, FROM, TO, "g3", "to-g3", false);
+  move_answer a = h_move_slots(&cl, 0, FROM, TO, "g3", "to-g3", false);
   cr_assert_eq(a.status, 0, "%d %s", a.status, a.details);
-  long long moved = count_rows(url3, "idem_steps", FROM, TO);
+  long long moved = h_count_rows(url3, "idem_steps", FROM, TO);
   cr_expect_eq((long long)a.steps, moved, "g3 holds what the move counted");
-  cr_expect_eq(count_rows(cl.url[0], "idem_steps", FROM, TO), 0);
+  cr_expect_eq(h_count_rows(cl.url[0], "idem_steps", FROM, TO), 0);
   char g[64];
-  group_of_slot(&cl, 1, FROM, g, sizeof g);
+  h_group_of_slot(&cl, 1, FROM, g, sizeof g);
   for (int64_t dl = h_now_ms() + 5000; strcmp(g, "g3") != 0 && h_now_ms() < dl;) {
     h_sleep_ms(100);
-    group_of_slot(&cl, 1, FROM, g, sizeof g);
+    h_group_of_slot(&cl, 1, FROM, g, sizeof g);
   }
   cr_expect_str_eq(g, "g3");
   snprintf(both, sizeof both, "%s,%s", cl.node[0].addr, cl.node[1].addr); /* new ports */

@@ -49,11 +49,12 @@ void h_groups_node_start(h_groups *cl, int i) {
     args[n++] = "--store";
     args[n++] = cl->extra;
   }
-  h_srv_start(&cl->node[i], "", args);
+  h_srv_start_env(&cl->node[i], "", args, cl->env[0] ? cl->env : NULL);
 }
 
-void h_groups_start(h_groups *cl, bool console) {
+static void h_groups_start_with(h_groups *cl, bool console, const char *const *env) {
   memset(cl, 0, sizeof *cl);
+  for (int i = 0; env && env[i] && i < 3; i++) cl->env[i] = env[i];
   cl->console = console;
   etcd_start(&cl->etcd);
   for (int g = 0; g < 2; g++) {
@@ -64,6 +65,14 @@ void h_groups_start(h_groups *cl, bool console) {
   h_tenant(cl->t);
   h_groups_node_start(cl, 0);
   h_groups_node_start(cl, 1);
+}
+
+void h_groups_start_env(h_groups *cl, const char *const *env) {
+  h_groups_start_with(cl, false, env);
+}
+
+void h_groups_start(h_groups *cl, bool console) {
+  h_groups_start_with(cl, console, NULL);
 }
 
 void h_groups_stop(h_groups *cl) {

@@ -25,6 +25,7 @@ typedef struct h_groups {
   int cport[2];
   char t[64]; /* a fresh tenant */
   char extra[300]; /* one more --store argument ("g3=URL") nodes start with; "" = none */
+  const char *env[4]; /* NULL-terminated "K=V" the nodes start with (none when env[0] NULL) */
 } h_groups;
 
 /* fnv1a64(tenant + "\0" + id) mod H_GROUPS_SLOTS, and the group (0 = g1, 1 = g2) serving it. */
@@ -36,6 +37,9 @@ void h_groups_id_in_group(const char *tenant, int g, const char *tag, char *out,
 /* Starts etcd, makes the two databases and starts both nodes (with console, each with --console
  * on a free port). Fails the test on error. */
 void h_groups_start(h_groups *cl, bool console);
+/* h_groups_start without the console, the nodes started with env ("K=V", NULL-terminated, at
+ * most 3, kept for restarts). */
+void h_groups_start_env(h_groups *cl, const char *const *env);
 /* (Re)starts node i with the cluster's arguments. */
 void h_groups_node_start(h_groups *cl, int i);
 /* Stops the nodes still running (each must exit 0: drained, and clean under the sanitizers),

@@ -1,0 +1,57 @@
+/* moves.h — helpers for tests of slot moves (docs/api.md §18) on a tests/support/groups.h
+ * cluster: Admin.MoveSlots and GetTopology as raw calls (their answers decoded), row counts by
+ * slot in a group's database, what a move can leave behind, and client traffic on g1's slots
+ * that remembers every acknowledged completion, for the history check after. */
+#ifndef IDEM_TEST_MOVES_H
+#define IDEM_TEST_MOVES_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "groups.h"
+#include "idem/v1/coordinator.pb-c.h"
+
+typedef struct move_answer {
+  int status;
+  char details[512];
+  uint64_t version, steps, sagas;
+  int64_t paused_ms;
+  bool replayed;
+} move_answer;
+
+/* MoveSlots sent to node `at` (deadline 90 s); 0 / NULL fields are left out of the request. */
+move_answer h_move_slots(const h_groups *cl, int at, uint32_t from, uint32_t to,
+                         const char *group, const char *rid, bool dry_run);
+
+/* GetTopology of node `at` (NULL when it does not answer; free with
+ * idem__v1__topology__free_unpacked). */
+Idem__V1__Topology *h_topology(const h_groups *cl, int at);
+
+/* The group serving slot in node `at`'s map into out ("" when unknown). */
+void h_group_of_slot(const h_groups *cl, int at, uint32_t slot, char *out, size_t cap);
+
+/* Rows of table in database url with slot in from..to. */
+long long h_count_rows(const char *url, const char *table, uint32_t from, uint32_t to);
+
+/* What moves left in the cluster's two databases: publications, subscriptions and replication
+ * slots named idem_move_%. */
+long long h_move_leftovers(const h_groups *cl);
+
+/* Traffic: threads running h_traffic_run do BeginStep + CompleteStep on fresh keys of g1 (body =
+ * the global id) until stop; a fresh key answered anything but PROCEED counts in dup_proceed. */
+#define ACKED_MAX 20000
+typedef struct traffic {
+  const h_groups *cl;
+  atomic_bool stop;
+  atomic_int pairs, errors, dup_proceed;
+  char (*acked)[48]; /* global ids whose CompleteStep was acknowledged (body = the id) */
+  atomic_int n_acked;
+  atomic_int threads; /* gives each thread its own ids */
+} traffic;
+void *h_traffic_run(void *arg);
+
+/* Every acknowledged completion answers REPLAY with its body: how many do not. */
+int h_lost_results(const h_groups *cl, traffic *T);
+
+#endif
