@@ -104,7 +104,7 @@ err_code store_pg_move_identity(const char *conninfo, char *out, size_t cap, int
   if (rc == ERR_OK)
     rc = pg__exec(&c.s,
                   "SELECT (SELECT system_identifier FROM pg_control_system())::text || '/' ||"
-                  " (SELECT timeline_id FROM pg_control_checkpoint())::text",
+                  " substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)",
                   NULL, deadline, &res, err);
   if (rc == ERR_OK) snprintf(out, cap, "%s", PQntuples(res) ? pg__str(res, 0, 0) : "");
   PQclear(res);

@@ -25,8 +25,8 @@
 err_code store_pg_move_check(const char *conninfo, bool source, const char *what, int64_t deadline,
                              err_t *err);
 
-/* The server's identity "<system identifier>/<timeline>": another value later means a failover
- * (logical replication slots do not survive one in PG 15). */
+/* The server's identity "<system identifier>/<timeline of its WAL, 8 hex digits>": another
+ * value later means a failover (logical replication slots do not survive one in PG 15). */
 err_code store_pg_move_identity(const char *conninfo, char *out, size_t cap, int64_t deadline,
                                 err_t *err);
 

@@ -52,14 +52,18 @@ void h_groups_node_start(h_groups *cl, int i) {
   h_srv_start_env(&cl->node[i], "", args, cl->env[0] ? cl->env : NULL);
 }
 
-static void h_groups_start_with(h_groups *cl, bool console, const char *const *env) {
+static void h_groups_start_with(h_groups *cl, bool console, const char *const *env,
+                                const char *const *urls) {
   memset(cl, 0, sizeof *cl);
   for (int i = 0; env && env[i] && i < 3; i++) cl->env[i] = env[i];
   cl->console = console;
   etcd_start(&cl->etcd);
   for (int g = 0; g < 2; g++) {
-    pgx_db_create(g ? "idem_g2" : "idem_g1", cl->db[g], sizeof cl->db[g], cl->url[g],
-                  sizeof cl->url[g]);
+    if (urls && urls[g]) /* the caller's database: not dropped at stop */
+      snprintf(cl->url[g], sizeof cl->url[g], "%s", urls[g]);
+    else
+      pgx_db_create(g ? "idem_g2" : "idem_g1", cl->db[g], sizeof cl->db[g], cl->url[g],
+                    sizeof cl->url[g]);
     snprintf(cl->store[g], sizeof cl->store[g], "g%d=%s", g + 1, cl->url[g]);
   }
   h_tenant(cl->t);
@@ -68,11 +72,15 @@ static void h_groups_start_with(h_groups *cl, bool console, const char *const *e
 }
 
 void h_groups_start_env(h_groups *cl, const char *const *env) {
-  h_groups_start_with(cl, false, env);
+  h_groups_start_with(cl, false, env, NULL);
+}
+
+void h_groups_start_on(h_groups *cl, const char *const *env, const char *const *urls) {
+  h_groups_start_with(cl, false, env, urls);
 }
 
 void h_groups_start(h_groups *cl, bool console) {
-  h_groups_start_with(cl, console, NULL);
+  h_groups_start_with(cl, console, NULL, NULL);
 }
 
 void h_groups_stop(h_groups *cl) {
@@ -82,7 +90,8 @@ void h_groups_stop(h_groups *cl) {
       cr_expect_eq(st, 0, "node %d drains and exits 0 on SIGTERM (status %d)", i, st);
     }
   etcd_stop(&cl->etcd);
-  for (int g = 0; g < 2; g++) pgx_db_drop(cl->db[g]);
+  for (int g = 0; g < 2; g++)
+    if (cl->db[g][0]) pgx_db_drop(cl->db[g]);
 }
 
 /* Whether node i says it leads group g (GetTopology's led_here). */

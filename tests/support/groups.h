@@ -40,6 +40,9 @@ void h_groups_start(h_groups *cl, bool console);
 /* h_groups_start without the console, the nodes started with env ("K=V", NULL-terminated, at
  * most 3, kept for restarts). */
 void h_groups_start_env(h_groups *cl, const char *const *env);
+/* h_groups_start_env with urls[g] (when not NULL) as group g's database instead of one made on
+ * the test Postgres (and left alone at stop). */
+void h_groups_start_on(h_groups *cl, const char *const *env, const char *const *urls);
 /* (Re)starts node i with the cluster's arguments. */
 void h_groups_node_start(h_groups *cl, int i);
 /* Stops the nodes still running (each must exit 0: drained, and clean under the sanitizers),
