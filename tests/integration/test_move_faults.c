@@ -31,7 +31,7 @@
 
 #define FROM 0
 #define TO 15
-#define HOLD_MS 4000
+#define HOLD_MS 2500
 
 typedef struct fault_case {
   char phase[16]; /* copying, blocked, switched */
