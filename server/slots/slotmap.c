@@ -9,8 +9,9 @@
 
 #include "../domain/slot.h"
 #include "slotmove.h"
+#include "slots_internal.h"
 
-static void why_set(char *why, size_t cap, const char *fmt, ...) {
+void slots__why(char *why, size_t cap, const char *fmt, ...) {
   if (!why || !cap) return;
   va_list ap;
   va_start(ap, fmt);
@@ -21,11 +22,11 @@ static void why_set(char *why, size_t cap, const char *fmt, ...) {
 bool slotmap_name_ok(const char *name, char *why, size_t cap) {
   size_t n = name ? strlen(name) : 0;
   if (n == 0) {
-    why_set(why, cap, "a group name must not be empty");
+    slots__why(why, cap, "a group name must not be empty");
     return false;
   }
   if (n >= SLOTMAP_NAME_MAX) {
-    why_set(why, cap, "group name '%.20s…' is %zu bytes, at most %d", name, n,
+    slots__why(why, cap, "group name '%.20s…' is %zu bytes, at most %d", name, n,
             SLOTMAP_NAME_MAX - 1);
     return false;
   }
@@ -33,7 +34,7 @@ bool slotmap_name_ok(const char *name, char *why, size_t cap) {
     char ch = name[i];
     if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
           ch == '.' || ch == '_' || ch == '-')) {
-      why_set(why, cap, "group name '%s': byte %zu is not one of A-Z a-z 0-9 . _ -", name, i + 1);
+      slots__why(why, cap, "group name '%s': byte %zu is not one of A-Z a-z 0-9 . _ -", name, i + 1);
       return false;
     }
   }
@@ -82,7 +83,7 @@ static bool get_uint(const cJSON *o, const char *name, double max, double *out) 
 static bool get_name(const cJSON *o, const char *member, char *out, char *why, size_t cap) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, member);
   if (!cJSON_IsString(v)) {
-    why_set(why, cap, "%s: missing or not a string", member);
+    slots__why(why, cap, "%s: missing or not a string", member);
     return false;
   }
   if (!slotmap_name_ok(v->valuestring, why, cap)) return false;
@@ -97,18 +98,18 @@ static bool parse_range(const cJSON *it, size_t i, uint32_t slots, slot_range *r
   char w[160];
   if (!cJSON_IsObject(it) || !get_uint(it, "from", SLOTS_MAX, &from) ||
       !get_uint(it, "to", SLOTS_MAX, &to) || from > to || to >= slots) {
-    why_set(why, cap, "ranges[%zu]: from and to must be slots with from <= to < %u", i, slots);
+    slots__why(why, cap, "ranges[%zu]: from and to must be slots with from <= to < %u", i, slots);
     return false;
   }
   r->from = (uint32_t)from;
   r->to = (uint32_t)to;
   if (!get_name(it, "group", r->group, w, sizeof w)) {
-    why_set(why, cap, "ranges[%zu]: %s", i, w);
+    slots__why(why, cap, "ranges[%zu]: %s", i, w);
     return false;
   }
   r->moving = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "moving"));
   if (r->moving && !get_name(it, "to_group", r->to_group, w, sizeof w)) {
-    why_set(why, cap, "ranges[%zu]: %s", i, w);
+    slots__why(why, cap, "ranges[%zu]: %s", i, w);
     return false;
   }
   return true;
@@ -120,13 +121,13 @@ slotmap *slotmap_parse(const char *json, size_t len, char *why, size_t cap) {
   double version, slots;
   const cJSON *ranges = root ? cJSON_GetObjectItemCaseSensitive(root, "ranges") : NULL;
   if (!cJSON_IsObject(root)) {
-    why_set(why, cap, "not a JSON object");
+    slots__why(why, cap, "not a JSON object");
   } else if (!get_uint(root, "version", 9007199254740991.0, &version)) {
-    why_set(why, cap, "version: missing or not a non-negative integer");
+    slots__why(why, cap, "version: missing or not a non-negative integer");
   } else if (!get_uint(root, "slots", SLOTS_MAX, &slots) || slots < SLOTS_MIN) {
-    why_set(why, cap, "slots: missing or not from %d to %d", SLOTS_MIN, SLOTS_MAX);
+    slots__why(why, cap, "slots: missing or not from %d to %d", SLOTS_MIN, SLOTS_MAX);
   } else if (!cJSON_IsArray(ranges) || cJSON_GetArraySize(ranges) == 0) {
-    why_set(why, cap, "ranges: missing or empty");
+    slots__why(why, cap, "ranges: missing or empty");
   } else if ((m = alloc_map((size_t)cJSON_GetArraySize(ranges)))) {
     m->version = (uint64_t)version;
     m->slots = (uint32_t)slots;
@@ -136,7 +137,7 @@ slotmap *slotmap_parse(const char *json, size_t len, char *why, size_t cap) {
     cJSON_ArrayForEach(it, ranges) {
       if (!parse_range(it, i, m->slots, &m->ranges[i], why, cap)) goto bad;
       if (m->ranges[i].from != next) {
-        why_set(why, cap, "ranges[%zu]: starts at %u, expected %u (gap or overlap)", i,
+        slots__why(why, cap, "ranges[%zu]: starts at %u, expected %u (gap or overlap)", i,
                 m->ranges[i].from, next);
         goto bad;
       }
@@ -144,7 +145,7 @@ slotmap *slotmap_parse(const char *json, size_t len, char *why, size_t cap) {
       i++;
     }
     if (next != m->slots) {
-      why_set(why, cap, "ranges: end at slot %u, expected %u", next - 1, m->slots - 1);
+      slots__why(why, cap, "ranges: end at slot %u, expected %u", next - 1, m->slots - 1);
       goto bad;
     }
     const cJSON *mv = cJSON_GetObjectItemCaseSensitive(root, "move");
@@ -152,12 +153,12 @@ slotmap *slotmap_parse(const char *json, size_t len, char *why, size_t cap) {
       char w[160];
       if (!(m->move = calloc(1, sizeof *m->move)) ||
           !slot_move_from_json(mv, m->slots, m->move, w, sizeof w)) {
-        why_set(why, cap, "move: %s", m->move ? w : "out of memory");
+        slots__why(why, cap, "move: %s", m->move ? w : "out of memory");
         goto bad;
       }
     }
   } else {
-    why_set(why, cap, "out of memory");
+    slots__why(why, cap, "out of memory");
   }
   cJSON_Delete(root);
   return m;

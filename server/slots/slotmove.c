@@ -1,8 +1,8 @@
 /* slotmove.c — see slotmove.h. JSON through cJSON. */
 #include "slotmove.h"
+#include "slots_internal.h"
 
 #include <cjson/cJSON.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,25 +14,17 @@ const char *slot_move_phase_word(slot_move_phase p) {
   return (unsigned)p < MOVE__PHASES ? phase_words[p] : "invalid";
 }
 
-static void why_set(char *why, size_t cap, const char *fmt, ...) {
-  if (!why || !cap) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(why, cap, fmt, ap);
-  va_end(ap);
-}
-
 bool slot_move_request_id_ok(const char *rid, char *why, size_t cap) {
   size_t n = rid ? strlen(rid) : 0;
   if (n == 0 || n >= SLOT_MOVE_RID_MAX) {
-    why_set(why, cap, "request_id: required, 1 to %d bytes (got %zu)", SLOT_MOVE_RID_MAX - 1, n);
+    slots__why(why, cap, "request_id: required, 1 to %d bytes (got %zu)", SLOT_MOVE_RID_MAX - 1, n);
     return false;
   }
   for (size_t i = 0; i < n; i++) {
     char ch = rid[i];
     if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
           ch == '.' || ch == '_' || ch == '-')) {
-      why_set(why, cap, "request_id: byte %zu is not one of A-Z a-z 0-9 . _ -", i + 1);
+      slots__why(why, cap, "request_id: byte %zu is not one of A-Z a-z 0-9 . _ -", i + 1);
       return false;
     }
   }
@@ -75,18 +67,18 @@ bool slot_move_from_json(const cJSON *o, uint32_t slots, slot_move *mv, char *wh
       !get_num(o, "to", &to) || !get_num(o, "started_ms", &started) ||
       !get_num(o, "blocked_ms", &blocked) || !get_num(o, "paused_ms", &paused) ||
       !get_num(o, "steps_moved", &steps) || !get_num(o, "sagas_moved", &sagas)) {
-    why_set(why, cap, "a member has the wrong type or is too long");
+    slots__why(why, cap, "a member has the wrong type or is too long");
     return false;
   }
   mv->phase = MOVE__PHASES;
   for (int p = 0; p < MOVE__PHASES; p++)
     if (strcmp(phase, phase_words[p]) == 0) mv->phase = (slot_move_phase)p;
   if (mv->phase == MOVE__PHASES) {
-    why_set(why, cap, "phase: '%s' is not a phase", phase);
+    slots__why(why, cap, "phase: '%s' is not a phase", phase);
     return false;
   }
   if (!mv->id[0] || !mv->source[0] || !mv->target[0] || from < 0 || from > to || to >= slots) {
-    why_set(why, cap, "id, source, target and from <= to < %u are required", slots);
+    slots__why(why, cap, "id, source, target and from <= to < %u are required", slots);
     return false;
   }
   mv->from = (uint32_t)from;
@@ -124,29 +116,29 @@ slot_move_check_result slotmap_move_check(const slotmap *m, uint32_t from, uint3
                                           bool (*is_group)(void *arg, const char *name),
                                           void *arg, char *source, char *why, size_t cap) {
   if (m->move) {
-    why_set(why, cap, "a move is under way: slots %u-%u from %s to %s (request_id %s, %s)",
+    slots__why(why, cap, "a move is under way: slots %u-%u from %s to %s (request_id %s, %s)",
             m->move->from, m->move->to, m->move->source, m->move->target, m->move->request_id,
             slot_move_phase_word(m->move->phase));
     return MOVE_CHECK_BUSY;
   }
   if (from >= m->slots) {
-    why_set(why, cap, "from: slot %u is out of range (the cluster has slots 0-%u)", from,
+    slots__why(why, cap, "from: slot %u is out of range (the cluster has slots 0-%u)", from,
             m->slots - 1);
     return MOVE_CHECK_INVALID;
   }
   if (to >= m->slots || to < from) {
-    why_set(why, cap, "to: slot %u is out of range (want from %u to %u)", to, from, m->slots - 1);
+    slots__why(why, cap, "to: slot %u is out of range (want from %u to %u)", to, from, m->slots - 1);
     return MOVE_CHECK_INVALID;
   }
   if (!target || !target[0] || !slotmap_name_ok(target, NULL, 0) || !is_group(arg, target)) {
-    why_set(why, cap, "group: '%s' is not a store group of this cluster", target ? target : "");
+    slots__why(why, cap, "group: '%s' is not a store group of this cluster", target ? target : "");
     return MOVE_CHECK_INVALID;
   }
   const slot_range *r = slotmap_range_of(m, from);
   for (uint32_t x = from; x <= to; x = r->to + 1) {
     const slot_range *rx = slotmap_range_of(m, x);
     if (strcmp(rx->group, r->group) != 0) {
-      why_set(why, cap,
+      slots__why(why, cap,
               "from, to: slots %u-%u span groups %s and %s (slot %u): move one group's slots at "
               "a time",
               from, to, r->group, rx->group, x);
@@ -157,7 +149,7 @@ slot_move_check_result slotmap_move_check(const slotmap *m, uint32_t from, uint3
   }
   r = slotmap_range_of(m, from);
   if (strcmp(r->group, target) == 0) {
-    why_set(why, cap, "group: slots %u-%u are group %s's already", from, to, target);
+    slots__why(why, cap, "group: slots %u-%u are group %s's already", from, to, target);
     return MOVE_CHECK_INVALID;
   }
   snprintf(source, SLOTMAP_NAME_MAX, "%s", r->group);
