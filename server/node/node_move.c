@@ -14,37 +14,6 @@
 #include "../util/log.h"
 #include "node_move_internal.h"
 
-err_code nm__map_get(node_move *m, slotmap **out, int64_t *rev, err_t *err) {
-  *out = NULL;
-  char *value = NULL, why[256];
-  size_t len = 0;
-  err_code rc = etcd_kv_get(m->o->etcd, m->map_key, MOVE_ETCD_MS, &value, &len, rev, err);
-  if (rc != ERR_OK || !value) return rc;
-  *out = slotmap_parse(value, len, why, sizeof why);
-  free(value);
-  if (!*out) return err_set(err, ERR_INTERNAL, "the slot map in etcd is not valid: %s", why);
-  return ERR_OK;
-}
-
-err_code nm__map_put(node_move *m, const slotmap *next, int64_t rev, bool *swapped, err_t *err) {
-  *swapped = false;
-  char *json = slotmap_json(next);
-  if (!json) return err_oom(err);
-  err_code rc = etcd_kv_swap(m->o->etcd, m->map_key, json, rev, MOVE_ETCD_MS, swapped, err);
-  free(json);
-  if (rc == ERR_OK && *swapped) {
-    slotmap *mine = slotmap_copy(next);
-    if (mine) node_slots_follow(m->slots, mine);
-  }
-  return rc;
-}
-
-int nm__group(const node_move *m, const char *name) {
-  for (size_t i = 0; i < m->n; i++)
-    if (strcmp(m->g[i].name, name) == 0) return (int)i;
-  return -1;
-}
-
 static bool is_group(void *arg, const char *name) {
   return nm__group(arg, name) >= 0;
 }
@@ -106,11 +75,6 @@ static void read_hold(node_move *m) {
   if (m->hold_phase >= 0)
     log_kv(LOG_WARN, "IDEM_TEST_MOVE_HOLD: moves hold in a phase (tests only)", "hold", h,
            (const char *)NULL);
-}
-
-bool nm__hold(node_move *m, slot_move_phase p) {
-  if (m->hold_phase != (int)p || m->hold_ms <= 0) return false;
-  return ticker_pause(m->t, m->hold_ms);
 }
 
 node_move *node_move_start(const idem_options *o, node_slots *slots, const node_move_group *g,
@@ -255,9 +219,9 @@ err_code node_move_request(node_move *m, const slot_move_req *rq, int64_t deadli
       return err_set(err, cr == MOVE_CHECK_BUSY ? ERR_PRECONDITION : ERR_INVALID, "%s", why);
     }
     int src = nm__group(m, source), dst = nm__group(m, rq->group);
-    int64_t store_deadline = clock_mono_ms() + MOVE_STORE_MS;
-    if (store_deadline > deadline) store_deadline = deadline;
-    if ((rc = stores_ready(m, src, dst, store_deadline, err)) != ERR_OK) {
+    int64_t until = clock_mono_ms() + MOVE_STORE_MS;
+    if (until > deadline) until = deadline;
+    if ((rc = stores_ready(m, src, dst, until, err)) != ERR_OK) {
       slotmap_free(map);
       return rc;
     }
@@ -265,7 +229,7 @@ err_code node_move_request(node_move *m, const slot_move_req *rq, int64_t deadli
       out->version = map->version;
       slotmap_free(map);
       return store_pg_move_count(m->g[src].conninfo, rq->from, rq->to, &out->steps_moved,
-                                 &out->sagas_moved, store_deadline, err);
+                                 &out->sagas_moved, until, err);
     }
     slot_move mv = {0};
     new_id(mv.id, sizeof mv.id);

@@ -2,22 +2,15 @@
 #include "slotmap.h"
 
 #include <cjson/cJSON.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../domain/slot.h"
-#include "slotmove.h"
+#include "slotmove_record.h"
 #include "slots_internal.h"
 
-void slots__why(char *why, size_t cap, const char *fmt, ...) {
-  if (!why || !cap) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(why, cap, fmt, ap);
-  va_end(ap);
-}
+_Static_assert(SLOT_MOVE_GROUP_MAX == SLOTMAP_NAME_MAX, "a move names groups as the map does");
 
 bool slotmap_name_ok(const char *name, char *why, size_t cap) {
   size_t n = name ? strlen(name) : 0;

@@ -19,34 +19,7 @@
 #include <stdint.h>
 
 #include "slotmap.h"
-
-typedef enum slot_move_phase {
-  MOVE_PLANNED,
-  MOVE_COPYING,
-  MOVE_BLOCKED,
-  MOVE_SWITCHED,
-  MOVE_ROLLING_BACK,
-  MOVE__PHASES
-} slot_move_phase;
-
-const char *slot_move_phase_word(slot_move_phase p);
-
-#define SLOT_MOVE_ID_MAX 24  /* "m" + 16 hex digits: names publication, slot, subscription */
-#define SLOT_MOVE_RID_MAX 64 /* a request id: 1..63 bytes of [A-Za-z0-9._-] */
-
-typedef struct slot_move {
-  char id[SLOT_MOVE_ID_MAX];
-  char request_id[SLOT_MOVE_RID_MAX];
-  uint32_t from, to; /* inclusive */
-  char source[SLOTMAP_NAME_MAX], target[SLOTMAP_NAME_MAX];
-  slot_move_phase phase;
-  char driver[64];    /* the node driving it ("" while planned) */
-  int64_t started_ms; /* wall clock */
-  int64_t blocked_ms; /* wall clock: when the source began refusing (blocked), else 0 */
-  int64_t paused_ms;  /* blocked -> switched */
-  uint64_t steps_moved, sagas_moved;
-  char note[200]; /* why it rolls back */
-} slot_move;
+#include "slotmove_record.h"
 
 /* Admin.MoveSlots's request and answer (docs/api.md §18), free of the wire's types. */
 typedef struct slot_move_req {
@@ -60,15 +33,6 @@ typedef struct slot_move_res {
   int64_t paused_ms;
   bool replayed;
 } slot_move_res;
-
-struct cJSON;
-/* The record from / to its JSON object; false with why filled. */
-bool slot_move_from_json(const struct cJSON *o, uint32_t slots, slot_move *mv, char *why,
-                         size_t cap);
-struct cJSON *slot_move_to_json(const slot_move *mv);
-
-/* Whether rid is a usable request id; false with why naming request_id. */
-bool slot_move_request_id_ok(const char *rid, char *why, size_t cap);
 
 typedef enum slot_move_check_result {
   MOVE_CHECK_OK,

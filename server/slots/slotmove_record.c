@@ -1,0 +1,114 @@
+/* slotmove_record.c — see slotmove_record.h. JSON through cJSON. */
+#include "slotmove_record.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "slots_internal.h"
+
+static const char *const phase_words[MOVE__PHASES] = {"planned", "copying", "blocked", "switched",
+                                                      "rolling_back"};
+
+const char *slot_move_phase_word(slot_move_phase p) {
+  return (unsigned)p < MOVE__PHASES ? phase_words[p] : "invalid";
+}
+
+bool slot_move_request_id_ok(const char *rid, char *why, size_t cap) {
+  size_t n = rid ? strlen(rid) : 0;
+  if (n == 0 || n >= SLOT_MOVE_RID_MAX) {
+    slots__why(why, cap, "request_id: required, 1 to %d bytes (got %zu)", SLOT_MOVE_RID_MAX - 1, n);
+    return false;
+  }
+  for (size_t i = 0; i < n; i++) {
+    char ch = rid[i];
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+          ch == '.' || ch == '_' || ch == '-')) {
+      slots__why(why, cap, "request_id: byte %zu is not one of A-Z a-z 0-9 . _ -", i + 1);
+      return false;
+    }
+  }
+  return true;
+}
+
+static bool get_str(const cJSON *o, const char *name, char *out, size_t cap) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+  if (!v) {
+    out[0] = '\0';
+    return true;
+  }
+  if (!cJSON_IsString(v) || strlen(v->valuestring) >= cap) return false;
+  snprintf(out, cap, "%s", v->valuestring);
+  return true;
+}
+
+static bool get_num(const cJSON *o, const char *name, double *out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+  if (!v) {
+    *out = 0;
+    return true;
+  }
+  if (!cJSON_IsNumber(v)) return false;
+  *out = v->valuedouble;
+  return true;
+}
+
+bool slot_move_from_json(const cJSON *o, uint32_t slots, slot_move *mv, char *why, size_t cap) {
+  memset(mv, 0, sizeof *mv);
+  char phase[24];
+  double from, to, started, blocked, paused, steps, sagas;
+  if (!cJSON_IsObject(o) || !get_str(o, "id", mv->id, sizeof mv->id) ||
+      !get_str(o, "request_id", mv->request_id, sizeof mv->request_id) ||
+      !get_str(o, "source", mv->source, sizeof mv->source) ||
+      !get_str(o, "target", mv->target, sizeof mv->target) ||
+      !get_str(o, "phase", phase, sizeof phase) ||
+      !get_str(o, "driver", mv->driver, sizeof mv->driver) ||
+      !get_str(o, "note", mv->note, sizeof mv->note) || !get_num(o, "from", &from) ||
+      !get_num(o, "to", &to) || !get_num(o, "started_ms", &started) ||
+      !get_num(o, "blocked_ms", &blocked) || !get_num(o, "paused_ms", &paused) ||
+      !get_num(o, "steps_moved", &steps) || !get_num(o, "sagas_moved", &sagas)) {
+    slots__why(why, cap, "a member has the wrong type or is too long");
+    return false;
+  }
+  mv->phase = MOVE__PHASES;
+  for (int p = 0; p < MOVE__PHASES; p++)
+    if (strcmp(phase, phase_words[p]) == 0) mv->phase = (slot_move_phase)p;
+  if (mv->phase == MOVE__PHASES) {
+    slots__why(why, cap, "phase: '%s' is not a phase", phase);
+    return false;
+  }
+  if (!mv->id[0] || !mv->source[0] || !mv->target[0] || from < 0 || from > to || to >= slots) {
+    slots__why(why, cap, "id, source, target and from <= to < %u are required", slots);
+    return false;
+  }
+  mv->from = (uint32_t)from;
+  mv->to = (uint32_t)to;
+  mv->started_ms = (int64_t)started;
+  mv->blocked_ms = (int64_t)blocked;
+  mv->paused_ms = (int64_t)paused;
+  mv->steps_moved = (uint64_t)steps;
+  mv->sagas_moved = (uint64_t)sagas;
+  return true;
+}
+
+cJSON *slot_move_to_json(const slot_move *mv) {
+  cJSON *o = cJSON_CreateObject();
+  if (!o) return NULL;
+  cJSON_AddStringToObject(o, "id", mv->id);
+  cJSON_AddStringToObject(o, "request_id", mv->request_id);
+  cJSON_AddNumberToObject(o, "from", mv->from);
+  cJSON_AddNumberToObject(o, "to", mv->to);
+  cJSON_AddStringToObject(o, "source", mv->source);
+  cJSON_AddStringToObject(o, "target", mv->target);
+  cJSON_AddStringToObject(o, "phase", slot_move_phase_word(mv->phase));
+  cJSON_AddStringToObject(o, "driver", mv->driver);
+  cJSON_AddNumberToObject(o, "started_ms", (double)mv->started_ms);
+  cJSON_AddNumberToObject(o, "blocked_ms", (double)mv->blocked_ms);
+  cJSON_AddNumberToObject(o, "paused_ms", (double)mv->paused_ms);
+  cJSON_AddNumberToObject(o, "steps_moved", (double)mv->steps_moved);
+  cJSON_AddNumberToObject(o, "sagas_moved", (double)mv->sagas_moved);
+  cJSON_AddStringToObject(o, "note", mv->note);
+  return o;
+}
+

@@ -1,0 +1,49 @@
+/* slotmove_record.h — a move's record (docs/api.md §18) as the slot map carries it: its phases,
+ * its fields, its JSON object ("move" in the map's JSON) and the rule of its request id. Used by
+ * slotmap.c (parsing and printing the map) and slotmove.c (the moves' maps). Pure data. */
+#ifndef IDEM_SLOTS_SLOTMOVE_RECORD_H
+#define IDEM_SLOTS_SLOTMOVE_RECORD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum slot_move_phase {
+  MOVE_PLANNED,
+  MOVE_COPYING,
+  MOVE_BLOCKED,
+  MOVE_SWITCHED,
+  MOVE_ROLLING_BACK,
+  MOVE__PHASES
+} slot_move_phase;
+
+const char *slot_move_phase_word(slot_move_phase p);
+
+#define SLOT_MOVE_GROUP_MAX 64 /* a group name, as SLOTMAP_NAME_MAX (slotmap.c checks) */
+#define SLOT_MOVE_ID_MAX 24  /* "m" + 16 hex digits: names publication, slot, subscription */
+#define SLOT_MOVE_RID_MAX 64 /* a request id: 1..63 bytes of [A-Za-z0-9._-] */
+
+typedef struct slot_move {
+  char id[SLOT_MOVE_ID_MAX];
+  char request_id[SLOT_MOVE_RID_MAX];
+  uint32_t from, to; /* inclusive */
+  char source[SLOT_MOVE_GROUP_MAX], target[SLOT_MOVE_GROUP_MAX];
+  slot_move_phase phase;
+  char driver[64];    /* the node driving it ("" while planned) */
+  int64_t started_ms; /* wall clock */
+  int64_t blocked_ms; /* wall clock: when the source began refusing (blocked), else 0 */
+  int64_t paused_ms;  /* blocked -> switched */
+  uint64_t steps_moved, sagas_moved;
+  char note[200]; /* why it rolls back */
+} slot_move;
+
+struct cJSON;
+/* The record from / to its JSON object; false with why filled. */
+bool slot_move_from_json(const struct cJSON *o, uint32_t slots, slot_move *mv, char *why,
+                         size_t cap);
+struct cJSON *slot_move_to_json(const slot_move *mv);
+
+/* Whether rid is a usable request id; false with why naming request_id. */
+bool slot_move_request_id_ok(const char *rid, char *why, size_t cap);
+
+#endif
