@@ -360,6 +360,7 @@ type AdminClient interface {
 	ListAudit(ctx context.Context, in *ListAuditRequest, opts ...grpc.CallOption) (*ListAuditResponse, error)
 	GetStatus(ctx context.Context, in *GetStatusRequest, opts ...grpc.CallOption) (*GetStatusResponse, error)
 	ResolveSteps(ctx context.Context, in *ResolveStepsRequest, opts ...grpc.CallOption) (*ResolveStepsResponse, error)
+	MoveSlots(ctx context.Context, in *MoveSlotsRequest, opts ...grpc.CallOption) (*MoveSlotsResponse, error)
 }
 
 type adminClient struct {
@@ -442,6 +443,15 @@ func (c *adminClient) ResolveSteps(ctx context.Context, in *ResolveStepsRequest,
 	return out, nil
 }
 
+func (c *adminClient) MoveSlots(ctx context.Context, in *MoveSlotsRequest, opts ...grpc.CallOption) (*MoveSlotsResponse, error) {
+	out := new(MoveSlotsResponse)
+	err := c.cc.Invoke(ctx, "/idem.v1.Admin/MoveSlots", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility
@@ -454,6 +464,7 @@ type AdminServer interface {
 	ListAudit(context.Context, *ListAuditRequest) (*ListAuditResponse, error)
 	GetStatus(context.Context, *GetStatusRequest) (*GetStatusResponse, error)
 	ResolveSteps(context.Context, *ResolveStepsRequest) (*ResolveStepsResponse, error)
+	MoveSlots(context.Context, *MoveSlotsRequest) (*MoveSlotsResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -484,6 +495,9 @@ func (UnimplementedAdminServer) GetStatus(context.Context, *GetStatusRequest) (*
 }
 func (UnimplementedAdminServer) ResolveSteps(context.Context, *ResolveStepsRequest) (*ResolveStepsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ResolveSteps not implemented")
+}
+func (UnimplementedAdminServer) MoveSlots(context.Context, *MoveSlotsRequest) (*MoveSlotsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method MoveSlots not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 
@@ -642,6 +656,24 @@ func _Admin_ResolveSteps_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_MoveSlots_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MoveSlotsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).MoveSlots(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/idem.v1.Admin/MoveSlots",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).MoveSlots(ctx, req.(*MoveSlotsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _Admin_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "idem.v1.Admin",
 	HandlerType: (*AdminServer)(nil),
@@ -677,6 +709,10 @@ var _Admin_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResolveSteps",
 			Handler:    _Admin_ResolveSteps_Handler,
+		},
+		{
+			MethodName: "MoveSlots",
+			Handler:    _Admin_MoveSlots_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
