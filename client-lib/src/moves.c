@@ -58,15 +58,19 @@ static int check_group(const char *g, idem_error *err) {
   return IDEM_OK;
 }
 
+/* The server's rule (docs/api.md §18): 1–63 bytes of [A-Za-z0-9._-]. */
 static int check_request_id(const char *r, idem_error *err) {
   size_t n = strlen(r);
-  if (n > IDEM_REQUEST_ID_MAX)
-    return idem__fail(err, IDEM_INVALID_ARGUMENT, "request_id: %zu characters, at most %d", n,
-                      IDEM_REQUEST_ID_MAX);
-  for (size_t i = 0; i < n; i++)
-    if ((unsigned char)r[i] < 0x20 || (unsigned char)r[i] > 0x7e)
+  if (n > IDEM_MOVE_REQUEST_ID_MAX)
+    return idem__fail(err, IDEM_INVALID_ARGUMENT, "request_id: %zu bytes, at most %d", n,
+                      IDEM_MOVE_REQUEST_ID_MAX);
+  for (size_t i = 0; i < n; i++) {
+    char ch = r[i];
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+          ch == '.' || ch == '_' || ch == '-'))
       return idem__fail(err, IDEM_INVALID_ARGUMENT,
-                        "request_id: character %zu is not printable ASCII", i + 1);
+                        "request_id: byte %zu is not one of A-Z a-z 0-9 . _ -", i + 1);
+  }
   return IDEM_OK;
 }
 

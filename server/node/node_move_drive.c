@@ -87,19 +87,20 @@ static bool keep_result(drive *d, const char *error) {
   return rc == ERR_OK;
 }
 
-/* Undoes everything of the move (ROLLING_BACK): the target's copy and subscription, the source's
- * block and publication; then the map without it. Repeated until it gets through. */
+/* Undoes everything of the move (ROLLING_BACK), the source first (it serves the slots again and
+ * keeps no WAL for the move even while the target cannot be reached), then the target's
+ * subscription, copy and block; then the map without the move. Repeated until it gets through. */
 static void roll_back(drive *d) {
   err_t err;
   err_clear(&err);
   const char *src = d->src->conninfo, *dst = d->dst->conninfo, *id = d->mv.id;
   int64_t deleted = 0;
-  if (store_pg_move_unsubscribe(dst, src, id, store_deadline(), &err) != ERR_OK ||
-      store_pg_move_unblock(src, d->mv.from, d->mv.to, store_deadline(), &err) != ERR_OK ||
+  if (store_pg_move_unblock(src, d->mv.from, d->mv.to, store_deadline(), &err) != ERR_OK ||
+      store_pg_move_unpublish(src, id, store_deadline(), &err) != ERR_OK ||
+      store_pg_move_unsubscribe(dst, src, id, store_deadline(), &err) != ERR_OK ||
       store_pg_move_delete(dst, id, d->mv.from, d->mv.to, &deleted, store_deadline(), &err) !=
           ERR_OK ||
-      store_pg_move_unblock(dst, d->mv.from, d->mv.to, store_deadline(), &err) != ERR_OK ||
-      store_pg_move_unpublish(src, id, store_deadline(), &err) != ERR_OK) {
+      store_pg_move_unblock(dst, d->mv.from, d->mv.to, store_deadline(), &err) != ERR_OK) {
     log_move(d, LOG_WARN, "slot move: rolling back, a store did not answer; trying again",
              err.msg);
     return;

@@ -31,7 +31,7 @@
 
 #define FROM 0
 #define TO 15
-#define HOLD_MS 2500
+#define HOLD_MS 1500
 
 typedef struct fault_case {
   char phase[16]; /* copying, blocked, switched */
@@ -142,7 +142,7 @@ static void run_case(const fault_case *fc) {
   int64_t t0 = h_now_ms();
   cr_assert(wait_phase(&cl, other, fc->phase), "the move reached %s", fc->phase);
   int64_t t_phase = h_now_ms();
-  h_sleep_ms(300); /* inside the hold: the phase's own work is done */
+  h_sleep_ms(200); /* inside the hold: the phase's own work is done */
   if (strcmp(fc->fault, "kill-driver") == 0) {
     kill(cl.node[driver].pid, SIGKILL);
     waitpid(cl.node[driver].pid, NULL, 0);
@@ -151,7 +151,7 @@ static void run_case(const fault_case *fc) {
     pair_fail_over(&pair);
   } else {
     etcd_kill(&cl.etcd);
-    h_sleep_ms(1500);
+    h_sleep_ms(1000);
     etcd_restart(&cl.etcd);
   }
   int64_t t_fault = h_now_ms();

@@ -49,13 +49,15 @@ Test(client_move, arguments_are_checked_before_anything_is_sent) {
   memset(long_group, 'g', sizeof long_group - 1);
   long_group[sizeof long_group - 1] = '\0';
   refused(&(idem_move){.from = 0, .to = 63, .group = long_group}, "group: 64 bytes");
-  char long_rid[IDEM_REQUEST_ID_MAX + 2];
+  char long_rid[IDEM_MOVE_REQUEST_ID_MAX + 2];
   memset(long_rid, 'r', sizeof long_rid - 1);
   long_rid[sizeof long_rid - 1] = '\0';
   refused(&(idem_move){.from = 0, .to = 63, .group = "g2", .request_id = long_rid},
-          "request_id: 256 characters");
+          "request_id: 64 bytes");
   refused(&(idem_move){.from = 0, .to = 63, .group = "g2", .request_id = "r\x01"},
-          "request_id: character 2");
+          "request_id: byte 2");
+  refused(&(idem_move){.from = 0, .to = 63, .group = "g2", .request_id = "a b"},
+          "request_id: byte 2");
   refused(&(idem_move){.from = 0, .to = 63, .group = "g2", .timeout_ms = -1}, "timeout_ms");
   idem_error e = {0};
   cr_expect_eq(idem_move_slots(NULL, &(idem_move){.group = "g2"}, NULL, &e), IDEM_INVALID_ARGUMENT);
@@ -63,10 +65,10 @@ Test(client_move, arguments_are_checked_before_anything_is_sent) {
 
 Test(client_move, a_valid_move_is_sent) {
   /* the longest group and request id that pass, one slot, and no out: sent (no one answers) */
-  char group[IDEM_GROUP_NAME_MAX + 1], rid[IDEM_REQUEST_ID_MAX + 1];
+  char group[IDEM_GROUP_NAME_MAX + 1], rid[IDEM_MOVE_REQUEST_ID_MAX + 1];
   memset(group, 'g', sizeof group - 1);
   group[sizeof group - 1] = '\0';
-  memset(rid, '~', sizeof rid - 1);
+  memset(rid, '_', sizeof rid - 1);
   rid[sizeof rid - 1] = '\0';
   const idem_move ms[] = {{.from = 7, .to = 7, .group = group, .request_id = rid},
                           {.from = 0, .to = 65535, .group = "g-2_x.y", .timeout_ms = 200}};

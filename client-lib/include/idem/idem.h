@@ -357,14 +357,16 @@ int idem_get_topology_move(idem_client *c, idem_topology *out, idem_slot_move *m
 
 /* Admin.MoveSlots (admin role): moves slots from..to (inclusive) of the one group that serves
  * them to group, with PostgreSQL's logical replication; only the final handoff pauses those
- * slots. Served by the leader of the cluster's first group (a standby's idem-leader is
- * followed). */
+ * slots. Any node answers: the leader of the slots' group runs the move, and the call waits for
+ * its end (docs/api.md §18). */
+#define IDEM_MOVE_REQUEST_ID_MAX 63
 typedef struct idem_move {
   uint32_t from, to;      /* from <= to, both below the cluster's slot count */
   const char *group;      /* the target group (required; 1–63 bytes of [A-Za-z0-9._-]) */
-  const char *request_id; /* 1–255 printable ASCII; NULL or "" = libidem makes one (32 random
-                             hex digits) so that its own retries are idempotent. Give your own
-                             to be able to wait for the move again after DEADLINE_EXCEEDED */
+  const char *request_id; /* 1–63 bytes of [A-Za-z0-9._-]; NULL or "" = libidem makes one (32
+                             random hex digits) so that its own retries are idempotent. Give
+                             your own to be able to wait for the move again after
+                             DEADLINE_EXCEEDED */
   bool dry_run;           /* check and plan only: nothing is copied or changed */
   int64_t timeout_ms;     /* the whole call; 0 = the client's deadline_ms. A move of many rows
                              takes minutes: give it that long */
