@@ -507,10 +507,14 @@ static bool owns_slot(void *arg, uint32_t slot) {
 static err_code move_slots(void *arg, const slot_move_req *rq, int64_t deadline,
                            slot_move_res *out, err_t *err) {
   node *nd = arg;
-  if (!nd->mover)
+  if (!nd->o->etcd || nd->n_groups < 2 || nd->o->groups_from_pg)
     return err_set(err, ERR_PRECONDITION,
                    "moving slots needs --etcd and two or more --store groups on every node");
-  return node_move_request(nd->mover, rq, deadline, out, err);
+  /* the calls are served before the mover starts (and when it could not): another node, or
+   * this one in a moment, answers */
+  node_move *m = __atomic_load_n(&nd->mover, __ATOMIC_ACQUIRE);
+  if (!m) return err_set(err, ERR_UNAVAILABLE, "this node's slot mover is not running (yet)");
+  return node_move_request(m, rq, deadline, out, err);
 }
 
 static bool move_progress(void *arg, uint64_t *rows, int64_t *lag) {
@@ -616,6 +620,12 @@ static void undo_campaign(node *nd) {
     elect_resign(nd->groups[i].el);
 }
 
+/* The balancer keeps the source group of a move driven here (node_balance.h). */
+static int move_source(void *arg) {
+  node *nd = arg;
+  return node_move_driving(__atomic_load_n(&nd->mover, __ATOMIC_ACQUIRE));
+}
+
 /* Campaigns once the port is bound, so the address it advertises answers; with etcd and
  * several groups, balances them among the nodes. */
 static node_result start_campaign(node *nd) {
@@ -630,13 +640,16 @@ static node_result start_campaign(node *nd) {
   if (nd->o->etcd && nd->n_groups > 1) {
     elect *els[OPT_LIST_MAX];
     for (size_t i = 0; i < nd->n_groups; i++) els[i] = nd->groups[i].el;
-    nd->balance = node_balance_start(els, nd->n_groups, (int64_t)nd->o->election_ttl_s * 500);
+    nd->balance = node_balance_start(els, nd->n_groups, (int64_t)nd->o->election_ttl_s * 500,
+                                     move_source, nd);
     if (!nd->balance) log_kv(LOG_ERROR, "cannot balance the groups", (const char *)NULL);
   }
   return NODE_RUNNING;
 }
 
 static void undo_mover(node *nd) {
+  node_balance_stop(nd->balance); /* it asks the mover (move_source) */
+  nd->balance = NULL;
   metrics_set_move_fn(NULL, NULL);
   node_move_stop(nd->mover);
   nd->mover = NULL;
@@ -649,7 +662,9 @@ static node_result start_mover(node *nd) {
   for (size_t i = 0; i < nd->n_groups; i++)
     g[i] = (node_move_group){nd->groups[i].name, nd->groups[i].conninfo, nd->groups[i].el,
                              &nd->groups[i].epoch};
-  if (!(nd->mover = node_move_start(nd->o, nd->slots, g, nd->n_groups)))
+  node_move *m = node_move_start(nd->o, nd->slots, g, nd->n_groups);
+  __atomic_store_n(&nd->mover, m, __ATOMIC_RELEASE);
+  if (!m)
     log_kv(LOG_ERROR, "cannot start the slot mover", (const char *)NULL);
   else
     metrics_set_move_fn(move_metrics, nd);

@@ -18,6 +18,8 @@ struct node_balance {
   int64_t settle_ms;
   int64_t over_since, last_yield; /* the ticker's thread only */
   ticker *t;
+  node_balance_keep_fn keep;
+  void *keep_arg;
 };
 
 size_t node_balance_share(size_t groups, size_t nodes) {
@@ -28,14 +30,15 @@ size_t node_balance_share(size_t groups, size_t nodes) {
 /* One look: how many groups this node leads against its share of the live nodes. */
 static bool balance_once(void *arg) {
   node_balance *b = arg;
-  size_t led = 0, nodes = 1, last_led = 0;
+  size_t led = 0, nodes = 1, last_led = b->n; /* b->n: none that may be yielded */
+  int keep = b->keep ? b->keep(b->keep_arg) : -1;
   for (size_t i = 0; i < b->n; i++) {
     elect_status es;
     elect_status_get(b->els[i], &es);
     if (es.candidates > 0 && (size_t)es.candidates > nodes) nodes = (size_t)es.candidates;
     if (es.leader) {
       led++;
-      last_led = i;
+      if ((int)i != keep) last_led = i;
     }
   }
   size_t share = node_balance_share(b->n, nodes);
@@ -44,7 +47,8 @@ static bool balance_once(void *arg) {
     b->over_since = 0;
   } else if (!b->over_since) {
     b->over_since = now;
-  } else if (now - b->over_since >= b->settle_ms && now - b->last_yield >= b->settle_ms) {
+  } else if (now - b->over_since >= b->settle_ms && now - b->last_yield >= b->settle_ms &&
+             last_led < b->n) {
     char l[24], s[24], nn[24];
     snprintf(l, sizeof l, "%zu", led);
     snprintf(s, sizeof s, "%zu", share);
@@ -58,13 +62,16 @@ static bool balance_once(void *arg) {
   return true;
 }
 
-node_balance *node_balance_start(elect *const *els, size_t n, int64_t settle_ms) {
+node_balance *node_balance_start(elect *const *els, size_t n, int64_t settle_ms,
+                                 node_balance_keep_fn keep, void *keep_arg) {
   if (n > OPT_LIST_MAX) return NULL;
   node_balance *b = calloc(1, sizeof *b);
   if (!b) return NULL;
   for (size_t i = 0; i < n; i++) b->els[i] = els[i];
   b->n = n;
   b->settle_ms = settle_ms;
+  b->keep = keep;
+  b->keep_arg = keep_arg;
   if (!(b->t = ticker_start(CHECK_MS, balance_once, b))) {
     free(b);
     return NULL;

@@ -16,9 +16,16 @@
 
 typedef struct node_balance node_balance;
 
+/* Which group (index into els) this node must keep leading for now, -1 for none: the source
+ * of a move it drives (yielding it would roll the move back). */
+typedef int (*node_balance_keep_fn)(void *arg);
+
 /* Starts the thread over els (n electors, borrowed: they must outlive it). settle_ms: how long
- * an excess must last before a yield (and between yields). NULL on failure. */
-node_balance *node_balance_start(elect *const *els, size_t n, int64_t settle_ms);
+ * an excess must last before a yield (and between yields). keep (may be NULL) is asked before
+ * each yield: the group it names is not yielded (another led one is, or none this time). NULL
+ * on failure. */
+node_balance *node_balance_start(elect *const *els, size_t n, int64_t settle_ms,
+                                 node_balance_keep_fn keep, void *keep_arg);
 
 /* The share rule itself: the most groups one node may lead, ⌈groups/nodes⌉ (nodes 0 reads 1). */
 size_t node_balance_share(size_t groups, size_t nodes);

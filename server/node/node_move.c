@@ -92,11 +92,16 @@ node_move *node_move_start(const idem_options *o, node_slots *slots, const node_
   snprintf(m->me, sizeof m->me, "%.30s/%ld/%lld", o->node_id ? o->node_id : "node", (long)getpid(),
            (long long)clock_wall_ms());
   read_hold(m);
+  atomic_init(&m->driving, -1);
   if (!(m->t = ticker_start(MOVE_TICK_MS, tick, m))) {
     free(m);
     return NULL;
   }
   return m;
+}
+
+int node_move_driving(node_move *m) {
+  return m ? atomic_load(&m->driving) : -1;
 }
 
 void node_move_stop(node_move *m) {

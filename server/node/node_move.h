@@ -53,6 +53,10 @@ err_code node_move_request(node_move *m, const slot_move_req *rq, int64_t deadli
 /* The progress of the move under way as last seen here: rows the target holds, WAL lag. */
 bool node_move_progress(node_move *m, uint64_t *rows, int64_t *lag);
 
+/* The index of the group this node is driving a move out of now, -1 when none (the balancer
+ * keeps that group: yielding it would roll the move back). NULL reads -1. */
+int node_move_driving(node_move *m);
+
 void node_move_stop(node_move *m);
 
 #endif

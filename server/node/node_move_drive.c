@@ -20,10 +20,26 @@ typedef struct drive {
   slot_move mv; /* the record being written */
   const node_move_group *src, *dst;
   char range[32];
+  char src_id[128], dst_id[128]; /* the stores' identities when the copy began ("": not known) */
 } drive;
 
 static int64_t store_deadline(void) {
   return clock_mono_ms() + MOVE_STORE_MS;
+}
+
+/* Whether to run a store step that failed once more (every step is idempotent): after a lost
+ * connection, up to STEP_TRIES times STEP_AGAIN_MS apart. A new leader of either group ends the
+ * other coordinators' transactions on its store when it raises its fence, and the leadership of
+ * the target (balanced between the nodes) moving must not roll the move back; a new leader of
+ * the source fences the next try. */
+#define STEP_TRIES 3
+#define STEP_AGAIN_MS 200
+static bool again(drive *d, err_t *err, int *tries) {
+  if (err->reason != ERR_R_STORE_UNAVAILABLE || ++*tries >= STEP_TRIES) return false;
+  log_kv(LOG_INFO, "slot move: a store step lost its connection; trying again", "move", d->mv.id,
+         "error", err->msg, (const char *)NULL);
+  err_clear(err);
+  return !ticker_pause(d->m->t, STEP_AGAIN_MS);
 }
 
 static void log_move(const drive *d, log_level lv, const char *what, const char *error) {
@@ -145,19 +161,38 @@ static void finish(drive *d) {
   }
 }
 
-/* Whether the server behind conninfo is still the one named was (no failover since). */
-static bool same_server(const char *conninfo, const char *was, const char *side, char *why,
-                        size_t cap) {
+/* Whether the server behind conninfo is still the one named was (no failover since). Its
+ * identity is asked again for up to wait_ms while it does not answer (a promotion under way);
+ * not reachable by then: true, the move's own store errors decide. */
+static bool same_server(drive *d, const char *conninfo, const char *was, const char *side,
+                        int64_t wait_ms, char *why, size_t cap) {
   char now[128];
   err_t err;
-  if (store_pg_move_identity(conninfo, now, sizeof now, store_deadline(), &err) != ERR_OK)
-    return true; /* not reachable: the copy's own errors decide */
+  int64_t until = clock_mono_ms() + wait_ms;
+  while (store_pg_move_identity(conninfo, now, sizeof now, store_deadline(), &err) != ERR_OK)
+    if (clock_mono_ms() >= until || ticker_pause(d->m->t, 200)) return true;
   if (strcmp(now, was) == 0) return true;
   snprintf(why, cap,
            "the %s's PostgreSQL failed over (server %s, now %s): logical replication slots do not "
            "survive a PostgreSQL 15 failover",
            side, was, now);
   return false;
+}
+
+/* Whether either store failed over since the copy began (why says which), waiting up to
+ * wait_ms for each to answer. */
+static bool failed_over(drive *d, int64_t wait_ms, char *why, size_t cap) {
+  if (!d->src_id[0] || !d->dst_id[0]) return false;
+  return !same_server(d, d->src->conninfo, d->src_id, "source", wait_ms, why, cap) ||
+         !same_server(d, d->dst->conninfo, d->dst_id, "target", wait_ms, why, cap);
+}
+
+/* Rolls back after a store error before the switch, naming a failover of either store as the
+ * cause when there was one (the error itself is then only its symptom, e.g. "connection
+ * refused" while the standby is being promoted). */
+static void give_up_store(drive *d, const char *error) {
+  char why[300];
+  give_up(d, failed_over(d, MOVE_STORE_MS, why, sizeof why) ? why : error);
 }
 
 static void report_progress(drive *d, uint64_t rows, int64_t lag) {
@@ -170,8 +205,31 @@ static void report_progress(drive *d, uint64_t rows, int64_t lag) {
   etcd_kv_put(d->m->o->etcd, d->m->progress_key, v, MOVE_ETCD_MS, &err);
 }
 
-/* The handoff: the source refuses, the last changes arrive, the target serves. */
-static void hand_off(drive *d, const char *src_id, const char *dst_id) {
+/* The target's side of the handoff: its rows counted, its store opened to the slots. */
+static err_code open_target(drive *d, err_t *err) {
+  const char *dst = d->dst->conninfo;
+  err_code rc = store_pg_move_count(dst, d->mv.from, d->mv.to, &d->mv.steps_moved,
+                                    &d->mv.sagas_moved, store_deadline(), err);
+  if (rc == ERR_OK) rc = store_pg_move_unblock(dst, d->mv.from, d->mv.to, store_deadline(), err);
+  return rc;
+}
+
+/* The copy's start: both stores' identities, the publication, the subscription. */
+static err_code begin_copy(drive *d, err_t *err) {
+  const char *src = d->src->conninfo, *dst = d->dst->conninfo, *id = d->mv.id;
+  err_code rc = store_pg_move_identity(src, d->src_id, sizeof d->src_id, store_deadline(), err);
+  if (rc == ERR_OK)
+    rc = store_pg_move_identity(dst, d->dst_id, sizeof d->dst_id, store_deadline(), err);
+  if (rc == ERR_OK) rc = store_pg_move_publish(src, id, d->mv.from, d->mv.to, store_deadline(), err);
+  if (rc == ERR_OK)
+    rc = store_pg_move_subscribe(dst, src, id, d->mv.from, d->mv.to, store_deadline(), err);
+  return rc;
+}
+
+/* The handoff: the source refuses, the last changes arrive, the target serves. The target's
+ * subscription is dropped after the switch (finish: before the source's rows are deleted, whose
+ * deletes it would otherwise carry over), so that it is not part of the pause. */
+static void hand_off(drive *d) {
   d->mv.phase = MOVE_BLOCKED;
   d->mv.blocked_ms = clock_wall_ms();
   int64_t t0 = clock_mono_ms();
@@ -179,40 +237,58 @@ static void hand_off(drive *d, const char *src_id, const char *dst_id) {
   err_t err;
   err_clear(&err);
   const char *src = d->src->conninfo, *dst = d->dst->conninfo, *id = d->mv.id;
-  if (store_pg_move_block(src, id, d->mv.from, d->mv.to, atomic_load(d->src->epoch),
-                          store_deadline(), &err) != ERR_OK) {
+  int64_t t_map = clock_mono_ms();
+  err_code rc;
+  int tries = 0;
+  while ((rc = store_pg_move_block(src, id, d->mv.from, d->mv.to, atomic_load(d->src->epoch),
+                                   store_deadline(), &err)) != ERR_OK &&
+         again(d, &err, &tries)) {
+  }
+  if (rc != ERR_OK) {
     if (err.reason == ERR_R_FENCED) return; /* a newer leader of the source decides */
-    give_up(d, err.msg);
+    give_up_store(d, err.msg);
     return;
   }
   if (nm__hold(d->m, MOVE_BLOCKED)) return;
+  int64_t t_block = clock_mono_ms();
   bool arrived = false;
-  while (!arrived) {
-    if (store_pg_move_marked(dst, id, &arrived, store_deadline(), &err) != ERR_OK) arrived = false;
+  while (!arrived) { /* in slices, so that a stopping node does not wait out the whole time */
+    int64_t now = clock_mono_ms(), slice = now + 250 < t0 + MOVE_MARK_MAX_MS ? now + 250
+                                                                            : t0 + MOVE_MARK_MAX_MS;
+    bool answered = store_pg_move_wait_marked(dst, id, slice, &arrived, &err) == ERR_OK;
     if (arrived) break;
     if (clock_mono_ms() - t0 > MOVE_MARK_MAX_MS) {
-      give_up(d, "the last changes did not reach the target within 15 s");
+      give_up_store(d, "the last changes did not reach the target within 15 s");
       return;
     }
-    if (ticker_pause(d->m->t, 10)) return;
+    if (ticker_pause(d->m->t, answered ? 0 : 50)) return; /* stopping: the next leader rolls back */
   }
+  int64_t t_drain = clock_mono_ms();
+  /* before the commit point both stores must be known to be the ones the copy began on: one
+   * not answering now (a standby being promoted) is waited for, not assumed unchanged */
   char why[300];
-  if (!same_server(src, src_id, "source", why, sizeof why) ||
-      !same_server(dst, dst_id, "target", why, sizeof why)) {
+  if (failed_over(d, MOVE_STORE_MS, why, sizeof why)) {
     give_up(d, why);
     return;
   }
-  if (store_pg_move_count(dst, d->mv.from, d->mv.to, &d->mv.steps_moved, &d->mv.sagas_moved,
-                          store_deadline(), &err) != ERR_OK ||
-      store_pg_move_unsubscribe(dst, src, id, store_deadline(), &err) != ERR_OK ||
-      store_pg_move_unblock(dst, d->mv.from, d->mv.to, store_deadline(), &err) != ERR_OK) {
-    give_up(d, err.msg);
+  int64_t t_check = clock_mono_ms();
+  tries = 0;
+  while ((rc = open_target(d, &err)) != ERR_OK && again(d, &err, &tries)) {
+  }
+  if (rc != ERR_OK) {
+    give_up_store(d, err.msg);
     return;
   }
   d->mv.phase = MOVE_SWITCHED;
-  d->mv.paused_ms = clock_mono_ms() - t0;
+  int64_t t_ready = clock_mono_ms();
+  d->mv.paused_ms = t_ready - t0;
   if (!advance(d, slotmap_move_switch)) return;
-  log_move(d, LOG_INFO, "slot move switched: the target serves the slots", NULL);
+  char ms[5][24];
+  int64_t at[] = {t0, t_map, t_block, t_drain, t_check, t_ready};
+  for (int i = 0; i < 5; i++) snprintf(ms[i], sizeof ms[i], "%lld", (long long)(at[i + 1] - at[i]));
+  log_kv(LOG_INFO, "slot move switched: the target serves the slots", "move", d->mv.id, "slots",
+         d->range, "map_ms", ms[0], "block_ms", ms[1], "drain_ms", ms[2], "check_ms", ms[3],
+         "serve_ms", ms[4], (const char *)NULL);
   if (nm__hold(d->m, MOVE_SWITCHED)) return;
   finish(d);
 }
@@ -222,12 +298,12 @@ static void run(drive *d) {
   err_t err;
   err_clear(&err);
   const char *src = d->src->conninfo, *dst = d->dst->conninfo, *id = d->mv.id;
-  char src_id[128] = "", dst_id[128] = "", why[300];
-  if (store_pg_move_identity(src, src_id, sizeof src_id, store_deadline(), &err) != ERR_OK ||
-      store_pg_move_identity(dst, dst_id, sizeof dst_id, store_deadline(), &err) != ERR_OK ||
-      store_pg_move_publish(src, id, d->mv.from, d->mv.to, store_deadline(), &err) != ERR_OK ||
-      store_pg_move_subscribe(dst, src, id, d->mv.from, d->mv.to, store_deadline(), &err) !=
-          ERR_OK) {
+  char why[300];
+  err_code rc;
+  int tries = 0;
+  while ((rc = begin_copy(d, &err)) != ERR_OK && again(d, &err, &tries)) {
+  }
+  if (rc != ERR_OK) {
     give_up(d, err.msg);
     return;
   }
@@ -248,8 +324,7 @@ static void run(drive *d) {
     }
     if (now - checked >= 2000) {
       checked = now;
-      if (!same_server(src, src_id, "source", why, sizeof why) ||
-          !same_server(dst, dst_id, "target", why, sizeof why)) {
+      if (failed_over(d, 0, why, sizeof why)) {
         give_up(d, why);
         return;
       }
@@ -257,7 +332,7 @@ static void run(drive *d) {
     bool synced = false;
     int64_t lag = -1;
     uint64_t rows = 0;
-    err_code rc = store_pg_move_progress(src, dst, id, d->mv.from, d->mv.to, &synced, &lag, &rows,
+    rc = store_pg_move_progress(src, dst, id, d->mv.from, d->mv.to, &synced, &lag, &rows,
                                          store_deadline(), &err);
     if (rc == ERR_PRECONDITION) {
       give_up(d, err.msg);
@@ -266,7 +341,7 @@ static void run(drive *d) {
     if (rc != ERR_OK) {
       if (!failing_since) failing_since = now;
       if (now - failing_since > MOVE_ERRORS_MAX_MS) {
-        give_up(d, err.msg);
+        give_up_store(d, err.msg);
         return;
       }
       continue;
@@ -277,7 +352,7 @@ static void run(drive *d) {
     if (!synced_at) synced_at = now;
     if ((lag >= 0 && lag <= MOVE_LAG_OK) || now - synced_at > MOVE_LAG_WAIT_MS) break;
   }
-  hand_off(d, src_id, dst_id);
+  hand_off(d);
 }
 
 void nm__drive(node_move *m, const slotmap *map, int64_t rev) {
@@ -288,6 +363,7 @@ void nm__drive(node_move *m, const slotmap *map, int64_t rev) {
     return;
   }
   d.src = &m->g[s];
+  atomic_store(&m->driving, s);
   d.dst = &m->g[t];
   snprintf(d.range, sizeof d.range, "%u-%u", d.mv.from, d.mv.to);
   switch (d.mv.phase) {
@@ -316,4 +392,6 @@ void nm__drive(node_move *m, const slotmap *map, int64_t rev) {
       break;
   }
   slotmap_free(d.map);
+  store_pg_move_disconnect();
+  atomic_store(&m->driving, -1);
 }

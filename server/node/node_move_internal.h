@@ -28,6 +28,7 @@ struct node_move {
   _Atomic uint64_t rows;
   _Atomic int64_t lag;
   _Atomic bool have_progress;
+  _Atomic int driving; /* the source group's index while a drive runs here, else -1 */
   int64_t progress_read_ms; /* the thread's last read of another driver's progress */
   /* tests only (IDEM_TEST_MOVE_HOLD=PHASE:MS, read at start): the driver holds MS in PHASE
    * (copying: once subscribed; blocked: after the source's block; switched: before the

@@ -19,7 +19,7 @@
 #define MAP_CALL_MS 2000
 #define MAP_RETRY_MS 500
 #define WATCH_EVERY_MS 1000 /* the map in etcd is read this often */
-#define WATCH_MOVING_MS 200 /* and this often while a move is under way */
+#define WATCH_MOVING_MS 50  /* and this often while a move is under way */
 #define RETIRED_MAX 256     /* maps replaced while running */
 #define RETIRED_KEEP_MS 60000 /* a replaced map is freed this long after (a reader is long done) */
 

@@ -46,7 +46,7 @@
 #define RPC_DRAIN_GRACE_MS 10000
 #define RPC_MAX_METHODS 32
 #define RPC_GROUPS_MAX 64 /* store groups (SLOTMAP_GROUPS_MAX) */
-#define RPC_MOVING_RETRY_MS 200 /* idem-retry-after-ms of a slot in its move's handoff */
+#define RPC_MOVING_RETRY_MS 50 /* idem-retry-after-ms of a slot in its move's handoff */
 /* What the server holds for clients that do not read their replies (docs/api.md §16): every reply
  * is counted from its encoding until its batch completes (sent, or the call died). A bulky
  * reply that would take the total past this is refused with RESOURCE_EXHAUSTED instead (a read:
@@ -175,6 +175,11 @@ void rpc__pool_stop(rpc_pool *p);
 typedef struct rpc_group_rt {
   rpc_group g;         /* name owned */
   store *submit_store; /* with cfg->submit_steps */
+  /* the store's health as GetTopology reports it (rpc_topology.c): the last ping's answer and
+   * when it was asked (monotonic ms, 0: never), one ping at a time */
+  _Atomic bool ping_ok;
+  _Atomic int64_t ping_ms;
+  atomic_flag pinging;
 } rpc_group_rt;
 
 struct rpc_server {

@@ -471,6 +471,21 @@ static int drop_expired(bt_item **v, int n, int64_t *deadline) {
   return m;
 }
 
+/* Answers the items of slot (err) and removes them from v; false when none is of it. */
+static bool drop_slot(bt_item **v, int *n, int64_t slot, const err_t *err) {
+  int m = 0;
+  for (int i = 0; i < *n; i++) {
+    if (slot >= 0 && pg__slot(v[i]->key->tenant, v[i]->key->global_id) == slot) {
+      answer(v[i], err->code, err);
+      continue;
+    }
+    v[m++] = v[i];
+  }
+  bool dropped = m < *n;
+  *n = m;
+  return dropped;
+}
+
 static void run_batch(bt_thread *t) {
   store_batcher *b = t->b;
   pg_store *s = t->conn;
@@ -509,6 +524,7 @@ static void run_batch(bt_thread *t) {
     pg_retry why = s->retry;
     /* the database refused a statement (and the connection is up): nothing was committed */
     bool sql_error = s->sqlstate[0] != '\0' && s->conn != NULL;
+    int64_t blocked = s->blocked_slot; /* before the rollback resets it */
     pg__rollback(s, deadline);
     if (commit_sent && !sql_error) break; /* the outcome of the COMMIT is unknown */
     if (why == PG_RETRY_STALE && !stale_retried) {
@@ -517,6 +533,10 @@ static void run_batch(bt_thread *t) {
     }
     bool timed_out = !sql_error && err.reason == ERR_R_STORE_TIMEOUT;
     if (timed_out && !commit_sent) continue; /* the expired go; the others run again */
+    /* a write to a slot this store does not serve (a move's handoff, docs/api.md §18): its
+     * items get the refusal, the batch's other slots run again (each pass drops one slot) */
+    if (sql_error && err.reason == ERR_R_SLOT_MOVING && drop_slot(live, &n, blocked, &err))
+      continue;
     if (why != PG_RETRY_SERIAL) break;
     if (tries + 1 >= PG_TXN_RETRIES) {
       metrics_store_error_g(s->mgroup, "conflict");

@@ -55,6 +55,7 @@ typedef struct pg_store {
   int call_stmts;   /* statements sent during the current call */
   pg_retry retry;   /* set by the last failing pg__exec */
   char sqlstate[6]; /* SQLSTATE of the last SQL error, "" if none */
+  int64_t blocked_slot; /* the slot of the last IF002 (a write to a blocked slot), else -1 */
   /* fencing (store_pg_fence.c): the epoch this store writes under, read at the start
    * of every call; NULL = unfenced (tests, tools). epoch_sent is the value the connection's
    * idem.epoch setting holds (set at connect, updated when the source changes). */
@@ -181,7 +182,7 @@ bool pg__row_step(const PGresult *r, int row, int col, bool own, step_rec *rec);
 /* docs/api.md §18: a write to a slot this store does not serve (moved away, or moving in or out:
  * idem_slot_blocks, store_pg_move.c) */
 #define PG_SLOT_BLOCKED_SQLSTATE "IF002"
-#define PG_SLOT_BLOCKED_RETRY_MS 200
+#define PG_SLOT_BLOCKED_RETRY_MS 50
 
 /* group commit: store_pg_batch.c. Runs the step transaction through s->batcher. */
 err_code pg__batch_step_txn(pg_store *s, const step_key *key, int64_t deadline, store_step_fn fn,

@@ -268,6 +268,22 @@ static const char *const m9_sql[] = {
     NULL,
 };
 
+/* Version 10 (moving slots): audit rows that arrive by a move take an id of this store's own
+ * sequence, as each store numbers its audit rows itself and the source's ids may already be
+ * taken here (a duplicate key would stop the move's apply). A replica trigger: it fires only in
+ * logical replication's copy and apply, never for this store's own writes. Its search_path is
+ * the migration's (the apply worker's is empty). */
+static const char *const m10_sql[] = {
+    "CREATE OR REPLACE FUNCTION idem_audit_renumber() RETURNS trigger LANGUAGE plpgsql"
+    " SET search_path FROM CURRENT AS $f$"
+    " BEGIN NEW.id := nextval('idem_audit_id_seq'); RETURN NEW; END $f$",
+    "DROP TRIGGER IF EXISTS idem_audit_renumber ON idem_audit",
+    "CREATE TRIGGER idem_audit_renumber BEFORE INSERT ON idem_audit FOR EACH ROW"
+    " EXECUTE FUNCTION idem_audit_renumber()",
+    "ALTER TABLE idem_audit ENABLE REPLICA TRIGGER idem_audit_renumber",
+    NULL,
+};
+
 static const migration migrations[] = {
     {1, m1_sql}, {2, m2_sql},
     {3, m3_sql}, /* version 2 (policies) may sit before it: each version applies on its own */
@@ -276,7 +292,8 @@ static const migration migrations[] = {
     {6, m6_sql}, /* bulk resolution: audit batch ids, answers by request id */
     {7, m7_sql}, /* key retention: body expiry, policies' key_retention_s */
     {8, m8_sql}, /* slot groups: the slot column, the cluster's slot count */
-    {9, m9_sql}, /* moving slots: blocks, marks, indexes by slot */
+    {9, m9_sql},   /* moving slots: blocks, marks, indexes by slot */
+    {10, m10_sql}, /* moving slots: moved audit rows numbered by the target */
 };
 
 /* Applies one migration unless it is recorded; returns ERR_OK either way. */

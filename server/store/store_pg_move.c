@@ -1,42 +1,98 @@
 /* store_pg_move.c — see store_pg_move.h. */
 #include "store_pg_move.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "../util/clock.h"
 #include "store_pg_internal.h"
 
+#define MOVE_APPLY_ERRORS_MAX 3 /* the subscription's workers' errors before a move gives up */
 #define MOVE_TABLES_N 4
 static const char *const move_tables[MOVE_TABLES_N] = {"idem_sagas", "idem_saga_labels",
                                                        "idem_steps", "idem_audit"};
-#define AUDIT_ID_GAP "4294967296" /* the target's own audit ids start this far past the source's */
 #define DELETE_BATCH 5000
+#define MARK_POLL_MS 5 /* the handoff asks this often whether the mark has arrived */
 
-/* One connection for a whole operation. */
-typedef struct conn {
+/* Connections. A handoff makes several calls on each side within a second, and a new
+ * connection costs the server a process: the calls take an idle connection to the same store
+ * from a small cache (kept until store_pg_move_disconnect), or open their own when all are busy.
+ * store_pg_move_delete's session setting never goes back to the cache (its own connection). */
+#define CACHE_MAX 4
+static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
   pg_store s;
+  bool open, busy;
+} cache[CACHE_MAX];
+
+typedef struct conn {
+  pg_store *s; /* &own or a cache entry's */
+  pg_store own;
+  int cached; /* the cache entry, -1 for own */
   bool ok;
 } conn;
 
-static err_code open_conn(conn *c, const char *conninfo, int64_t deadline, err_t *err) {
-  c->ok = pg__init(&c->s, conninfo);
+/* A cache entry for conninfo, marked busy; -1 when none is free. */
+static int cache_take(const char *conninfo) {
+  int got = -1, free_at = -1;
+  pthread_mutex_lock(&cache_mu);
+  for (int i = 0; i < CACHE_MAX && got < 0; i++) {
+    if (cache[i].open && !cache[i].busy && strcmp(cache[i].s.conninfo, conninfo) == 0) got = i;
+    if (!cache[i].open && free_at < 0) free_at = i;
+  }
+  if (got < 0 && free_at >= 0 && pg__init(&cache[free_at].s, conninfo)) {
+    cache[free_at].open = true;
+    got = free_at;
+  }
+  if (got >= 0) cache[got].busy = true;
+  pthread_mutex_unlock(&cache_mu);
+  return got;
+}
+
+static err_code open_conn_as(conn *c, const char *conninfo, bool reuse, int64_t deadline,
+                             err_t *err) {
+  c->cached = reuse ? cache_take(conninfo) : -1;
+  c->s = c->cached >= 0 ? &cache[c->cached].s : &c->own;
+  c->ok = c->cached >= 0 || pg__init(&c->own, conninfo);
   if (!c->ok) return err_oom(err);
-  return pg__call_start(&c->s, deadline, err);
+  return pg__call_start(c->s, deadline, err);
+}
+
+static err_code open_conn(conn *c, const char *conninfo, int64_t deadline, err_t *err) {
+  return open_conn_as(c, conninfo, true, deadline, err);
 }
 
 static void close_conn(conn *c, int64_t deadline) {
   if (!c->ok) return;
-  pg__rollback(&c->s, deadline);
-  pg__fini(&c->s);
+  pg__rollback(c->s, deadline);
   c->ok = false;
+  if (c->cached < 0) {
+    pg__fini(&c->own);
+    return;
+  }
+  pthread_mutex_lock(&cache_mu);
+  cache[c->cached].busy = false;
+  pthread_mutex_unlock(&cache_mu);
+}
+
+void store_pg_move_disconnect(void) {
+  pthread_mutex_lock(&cache_mu);
+  for (int i = 0; i < CACHE_MAX; i++)
+    if (cache[i].open && !cache[i].busy) {
+      pg__fini(&cache[i].s);
+      cache[i].open = false;
+    }
+  pthread_mutex_unlock(&cache_mu);
 }
 
 /* Runs sql; with out, the first column of the first row as an integer (0 when none / NULL). */
 static err_code q(conn *c, const char *sql, const pg_params *p, int64_t *out, int64_t deadline,
                   err_t *err) {
   PGresult *res = NULL;
-  err_code rc = pg__exec(&c->s, sql, p, deadline, out ? &res : NULL, err);
+  err_code rc = pg__exec(c->s, sql, p, deadline, out ? &res : NULL, err);
   if (rc == ERR_OK && out) *out = PQntuples(res) ? pg__int(res, 0, 0) : 0;
   PQclear(res);
   return rc;
@@ -59,9 +115,9 @@ err_code store_pg_move_check(const char *conninfo, bool source, const char *what
   if (rc == ERR_OK)
     rc = q(&c, "SELECT coalesce((SELECT max(version) FROM idem_schema_version), 0)::bigint", NULL,
            &v, deadline, err);
-  if (rc == ERR_OK && v < 9)
+  if (rc == ERR_OK && v < 10)
     rc = err_set(err, ERR_PRECONDITION,
-                 "%s: its store has version %lld of idem's schema, a move needs 9 (start a node of "
+                 "%s: its store has version %lld of idem's schema, a move needs 10 (start a node of "
                  "this version with it first)",
                  what, (long long)v);
   if (rc == ERR_OK && source) {
@@ -102,7 +158,7 @@ err_code store_pg_move_identity(const char *conninfo, char *out, size_t cap, int
   err_code rc = open_conn(&c, conninfo, deadline, err);
   PGresult *res = NULL;
   if (rc == ERR_OK)
-    rc = pg__exec(&c.s,
+    rc = pg__exec(c.s,
                   "SELECT (SELECT system_identifier FROM pg_control_system())::text || '/' ||"
                   " substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)",
                   NULL, deadline, &res, err);
@@ -167,14 +223,9 @@ static err_code add_block(conn *c, const char *id, uint32_t from, uint32_t to, c
 
 err_code store_pg_move_subscribe(const char *dst, const char *src, const char *id, uint32_t from,
                                  uint32_t to, int64_t deadline, err_t *err) {
-  conn c, s;
-  memset(&s, 0, sizeof s);
+  conn c;
   err_code rc = open_conn(&c, dst, deadline, err);
-  int64_t src_last = 0, have = 0;
-  if (rc == ERR_OK) rc = open_conn(&s, src, deadline, err);
-  if (rc == ERR_OK)
-    rc = q(&s, "SELECT last_value FROM idem_audit_id_seq", NULL, &src_last, deadline, err);
-  close_conn(&s, deadline);
+  int64_t have = 0;
   char name[64], sql[2048];
   snprintf(name, sizeof name, "idem_move_%s", id);
   if (rc == ERR_OK) rc = q(&c, "BEGIN", NULL, NULL, deadline, err);
@@ -183,26 +234,21 @@ err_code store_pg_move_subscribe(const char *dst, const char *src, const char *i
   if (rc == ERR_OK)
     rc = q1(&c, "SELECT count(*) FROM pg_subscription WHERE subname = $1", name, &have, deadline,
             err);
-  if (rc == ERR_OK && !have) {
-    pg_params p;
-    pg__p_reset(&p);
-    pg__p_i64(&p, src_last);
-    rc = q(&c,
-           "SELECT setval('idem_audit_id_seq', greatest((SELECT last_value FROM idem_audit_id_seq),"
-           " $1) + " AUDIT_ID_GAP ")",
-           &p, NULL, deadline, err);
-  }
   PGresult *res = NULL;
   if (rc == ERR_OK && !have) {
     pg_params p;
     pg__p_reset(&p);
     pg__p_text(&p, src);
-    rc = pg__exec(&c.s, "SELECT quote_literal($1)", &p, deadline, &res, err);
+    rc = pg__exec(c.s, "SELECT quote_literal($1)", &p, deadline, &res, err);
   }
+  /* the apply commits without waiting for its WAL flush (each of the source's commits would
+   * otherwise cost the target a flush of its own, slowing its other slots through the copy):
+   * the unblock at the handoff commits with synchronous_commit on after the mark has arrived,
+   * and its flush (on a synchronous standby too) covers everything applied before it */
   if (rc == ERR_OK && !have) {
     snprintf(sql, sizeof sql,
              "CREATE SUBSCRIPTION %s CONNECTION %s PUBLICATION %s WITH (create_slot = false,"
-             " slot_name = '%s', copy_data = true, synchronous_commit = 'on')",
+             " slot_name = '%s', copy_data = true, synchronous_commit = 'off')",
              name, pg__str(res, 0, 0), name, name);
     rc = q(&c, sql, NULL, NULL, deadline, err);
   }
@@ -245,6 +291,18 @@ err_code store_pg_move_progress(const char *src, const char *dst, const char *id
             " WHERE s.subname = $1",
             name, &v, deadline, err);
   if (rc == ERR_OK) *synced = v / 100 == MOVE_TABLES_N + 1 && v % 100 == 0;
+  /* a replication that keeps failing (its worker restarts every few seconds and fails again)
+   * would hold the move in copying: it is rolled back, pointing at the log */
+  if (rc == ERR_OK)
+    rc = q1(&c,
+            "SELECT coalesce((SELECT apply_error_count + sync_error_count FROM"
+            " pg_stat_subscription_stats WHERE subname = $1), 0)::bigint",
+            name, &v, deadline, err);
+  if (rc == ERR_OK && v >= MOVE_APPLY_ERRORS_MAX)
+    rc = err_set(err, ERR_PRECONDITION,
+                 "the target's logical replication failed %lld times (the target PostgreSQL's "
+                 "log says why)",
+                 (long long)v);
   if (rc == ERR_OK) {
     pg_params p;
     pg__p_reset(&p);
@@ -289,14 +347,19 @@ err_code store_pg_move_block(const char *src, const char *id, uint32_t from, uin
   return rc;
 }
 
-err_code store_pg_move_marked(const char *dst, const char *id, bool *arrived, int64_t deadline,
-                              err_t *err) {
+err_code store_pg_move_wait_marked(const char *dst, const char *id, int64_t until, bool *arrived,
+                                   err_t *err) {
   conn c;
-  int64_t n = 0;
+  *arrived = false;
+  int64_t deadline = until > clock_mono_ms() + 1000 ? until : clock_mono_ms() + 1000;
   err_code rc = open_conn(&c, dst, deadline, err);
-  if (rc == ERR_OK)
+  while (rc == ERR_OK) {
+    int64_t n = 0;
     rc = q1(&c, "SELECT count(*) FROM idem_move_marks WHERE move_id = $1", id, &n, deadline, err);
-  *arrived = rc == ERR_OK && n > 0;
+    if (rc == ERR_OK && n > 0) *arrived = true;
+    if (*arrived || clock_mono_ms() >= until) break;
+    nanosleep(&(struct timespec){0, MARK_POLL_MS * 1000000L}, NULL);
+  }
   close_conn(&c, deadline);
   return rc;
 }
@@ -376,6 +439,9 @@ err_code store_pg_move_unblock(const char *conninfo, uint32_t from, uint32_t to,
   pg__p_i64(&p, to);
   err_code rc = open_conn(&c, conninfo, deadline, err);
   if (rc == ERR_OK) rc = q(&c, "BEGIN", NULL, NULL, deadline, err);
+  /* its commit flushes the WAL of every transaction the move's apply committed before it
+   * (store_pg_move_subscribe) */
+  if (rc == ERR_OK) rc = q(&c, "SET LOCAL synchronous_commit = on", NULL, NULL, deadline, err);
   if (rc == ERR_OK)
     rc = q(&c,
            "WITH gone AS (DELETE FROM idem_slot_blocks WHERE from_slot <= $2 AND to_slot >= $1"
@@ -393,7 +459,7 @@ err_code store_pg_move_delete(const char *conninfo, const char *id, uint32_t fro
                               int64_t *deleted, int64_t deadline, err_t *err) {
   *deleted = 0;
   conn c;
-  err_code rc = open_conn(&c, conninfo, deadline, err);
+  err_code rc = open_conn_as(&c, conninfo, false, deadline, err); /* SET below */
   if (rc == ERR_OK) rc = q(&c, "SET idem.slot_cleanup = 'on'", NULL, NULL, deadline, err);
   static const char *const tables[] = {"idem_saga_labels", "idem_steps", "idem_sagas",
                                        "idem_audit"};
@@ -409,7 +475,7 @@ err_code store_pg_move_delete(const char *conninfo, const char *id, uint32_t fro
       pg__p_i64(&p, from);
       pg__p_i64(&p, to);
       PGresult *res = NULL;
-      rc = pg__exec(&c.s, sql, &p, deadline, &res, err);
+      rc = pg__exec(c.s, sql, &p, deadline, &res, err);
       long n = rc == ERR_OK ? atol(PQcmdTuples(res)) : 0;
       PQclear(res);
       *deleted += n;

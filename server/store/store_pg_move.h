@@ -3,11 +3,13 @@
  * row filters; the tables' replica identity FULL while it runs, so updates and deletes carry the
  * slot), a replication slot made first (so that a source and target in one PostgreSQL cluster
  * work too), a subscription on the target, and the blocks (idem_slot_blocks, version 9 of the
- * schema) that keep a store from writing slots it does not serve.
+ * schema) that keep a store from writing slots it does not serve. Audit rows that arrive take
+ * the target's own ids (version 10: a replica trigger renumbers them).
  *
- * Each call opens its own connection to the store(s) it names by conninfo, is bounded by
- * deadline and is idempotent: a call repeated after a crash, or on an object already made or
- * already gone, does nothing more. Names: publication, slot and subscription are idem_move_<id>.
+ * Each call connects to the store(s) it names by conninfo (reusing an idle connection of an
+ * earlier call: store_pg_move_disconnect closes them), is bounded by deadline and is
+ * idempotent: a call repeated after a crash, or on an object already made or already gone, does
+ * nothing more. Names: publication, slot and subscription are idem_move_<id>.
  * Only the composition root (node/) includes this header.
  */
 #ifndef IDEM_STORE_PG_MOVE_H
@@ -19,8 +21,8 @@
 
 #include "../util/err.h"
 
-/* ERR_PRECONDITION naming what is missing: the source needs wal_level=logical, version 9 of the
- * schema and every row's slot filled; the target version 9 and a superuser role (CREATE
+/* ERR_PRECONDITION naming what is missing: the source needs wal_level=logical, version 10 of
+ * the schema and every row's slot filled; the target version 10 and a superuser role (CREATE
  * SUBSCRIPTION in PG 15). what names the side in the message ("group g2"). */
 err_code store_pg_move_check(const char *conninfo, bool source, const char *what, int64_t deadline,
                              err_t *err);
@@ -34,13 +36,17 @@ err_code store_pg_move_identity(const char *conninfo, char *out, size_t cap, int
 err_code store_pg_move_publish(const char *src, const char *id, uint32_t from, uint32_t to,
                                int64_t deadline, err_t *err);
 
-/* Target: blocks from..to (moving in), moves its audit ids out of the source's way, subscribes. */
+/* Target: blocks from..to (moving in), subscribes (audit rows arriving take its own ids; the
+ * apply's commits do not wait for a WAL flush: store_pg_move_unblock's commit, synchronous,
+ * makes them durable before the target serves). */
 err_code store_pg_move_subscribe(const char *dst, const char *src, const char *id, uint32_t from,
                                  uint32_t to, int64_t deadline, err_t *err);
 
 /* How far the copy is: *synced once every table's initial copy is done, *lag bytes of the
  * source's WAL the target has not confirmed, *rows the target holds in from..to (steps and
- * sagas). ERR_PRECONDITION when the source's replication slot is gone. */
+ * sagas). ERR_PRECONDITION when the source's replication slot is gone, or when the
+ * subscription's workers failed 3 times (a replication that keeps failing: the message points at
+ * the target's log). */
 err_code store_pg_move_progress(const char *src, const char *dst, const char *id, uint32_t from,
                                 uint32_t to, bool *synced, int64_t *lag, uint64_t *rows,
                                 int64_t deadline, err_t *err);
@@ -51,9 +57,10 @@ err_code store_pg_move_progress(const char *src, const char *dst, const char *id
 err_code store_pg_move_block(const char *src, const char *id, uint32_t from, uint32_t to,
                              uint64_t epoch, int64_t deadline, err_t *err);
 
-/* Target: whether the mark has arrived (then everything written before the block has). */
-err_code store_pg_move_marked(const char *dst, const char *id, bool *arrived, int64_t deadline,
-                              err_t *err);
+/* Target: whether the mark has arrived (then everything written before the block has), asked
+ * every few milliseconds on one connection until it has or until (monotonic ms) passes. */
+err_code store_pg_move_wait_marked(const char *dst, const char *id, int64_t until, bool *arrived,
+                                   err_t *err);
 
 /* Target: the steps and sagas it holds in from..to. */
 err_code store_pg_move_count(const char *dst, uint32_t from, uint32_t to, uint64_t *steps,
@@ -73,5 +80,8 @@ err_code store_pg_move_delete(const char *conninfo, const char *id, uint32_t fro
 
 /* Source: drops the publication and slot, replica identity back to the default. */
 err_code store_pg_move_unpublish(const char *src, const char *id, int64_t deadline, err_t *err);
+
+/* Closes the idle connections the calls above keep (the end of a move's drive). */
+void store_pg_move_disconnect(void);
 
 #endif

@@ -4,7 +4,10 @@
  *  - half of g1's slots move to g2 while clients run pairs on both halves: every acknowledged
  *    completion is still there (a REPLAY with its body), none PROCEEDs twice, the rows are in
  *    g2's database and gone from g1's, the replication objects are gone, and the same request_id
- *    again answers the first result, replayed;
+ *    again answers the first result, replayed; the moved slots' audit rows arrive in g2 although
+ *    g2's own audit rows already hold their ids (a target numbers arriving audit rows itself);
+ *  - a move whose replication keeps failing (a row of the slots already in the target: the copy
+ *    fails on its key) is rolled back, naming the target's log, and nothing moves;
  *  - bad requests are refused naming the field, and nothing moves;
  *  - a dry run counts and changes nothing;
  *  - a move whose driver (g1's leader) is killed -9 while it copies is rolled back by g1's next
@@ -23,14 +26,41 @@
 #include "harness.h"
 #include "idem/v1/coordinator.pb-c.h"
 #include "moves.h"
+#include "spawn.h"
 
 #define FROM 0
 #define TO 15 /* half of g1's slots */
+
+/* n steps resolved by hand (an audit row each) in group g, in slots from..to when g is 0. */
+static void resolve_some(const h_groups *cl, int g, int n, const char *tag) {
+  char both[160];
+  snprintf(both, sizeof both, "%s,%s", cl->node[0].addr, cl->node[1].addr);
+  idem_client *c = h_groups_client(cl, both); /* libidem routes to each id's group */
+  for (int i = 0, k = 0; i < n; k++) {
+    char id[48];
+    snprintf(id, sizeof id, "%s-%d", tag, k);
+    uint32_t slot = h_groups_slot_of(cl->t, id);
+    if (h_groups_group_of(cl->t, id) != g || (g == 0 && slot > TO)) continue; /* FROM is 0 */
+    idem_step_key key = {id, "audit", "resolve", IDEM_FORWARD};
+    idem_begin b = {0};
+    idem_error e = {0};
+    cr_assert_eq(idem_step_begin(c, &key, NULL, 0, 30000, &b, &e), IDEM_OK, "%s", e.message);
+    idem_begin_clear(&b);
+    idem_resolution r = {.outcome = IDEM_OUTCOME_SUCCEEDED, .reason = "a move carries my audit"};
+    cr_assert_eq(idem_step_resolve(c, &key, &r, NULL, &e), IDEM_OK, "%s", e.message);
+    i++;
+  }
+  idem_close(c);
+}
 
 Test(moves, half_a_group_moves_under_traffic_and_nothing_is_lost, .timeout = 240) {
   h_groups cl;
   h_groups_start(&cl, false);
   h_groups_wait_balanced(&cl, NULL);
+  /* audit rows on both sides: g2's ids 1-6 are taken when g1's 1-3 arrive */
+  resolve_some(&cl, 0, 3, "g1-audit");
+  resolve_some(&cl, 1, 6, "g2-audit");
+  cr_assert_eq(h_count_rows(cl.url[0], "idem_audit", FROM, TO), 3);
   traffic T = {.cl = &cl};
   T.acked = calloc(ACKED_MAX, sizeof *T.acked);
   pthread_t th[2];
@@ -59,6 +89,9 @@ Test(moves, half_a_group_moves_under_traffic_and_nothing_is_lost, .timeout = 240
   /* the rows live in g2 now, and only there */
   cr_expect_eq(h_count_rows(cl.url[0], "idem_steps", FROM, TO), 0, "g1 deleted the moved steps");
   cr_expect_geq(h_count_rows(cl.url[1], "idem_steps", FROM, TO), in_range, "g2 holds them");
+  cr_expect_eq(h_count_rows(cl.url[1], "idem_audit", FROM, TO), 3, "g2 holds their audit rows");
+  cr_expect_eq(h_count_rows(cl.url[0], "idem_audit", FROM, TO), 0, "g1 deleted them");
+  cr_expect_eq(h_count_rows(cl.url[1], "idem_audit", 32, 63), 6, "g2's own audit rows stay");
   cr_expect_eq(h_move_leftovers(&cl), 0, "no publication, subscription or slot is left");
   for (int n = 0; n < 2; n++) { /* both nodes follow the new map */
     char g[64] = "";
@@ -83,6 +116,32 @@ Test(moves, half_a_group_moves_under_traffic_and_nothing_is_lost, .timeout = 240
   cr_expect_eq(again.version, a.version);
   cr_expect_eq(again.steps, a.steps);
   free(T.acked);
+  h_groups_stop(&cl);
+}
+
+Test(moves, a_move_whose_replication_keeps_failing_is_rolled_back, .timeout = 180) {
+  h_groups cl;
+  h_groups_start(&cl, false);
+  h_groups_wait_balanced(&cl, NULL);
+  resolve_some(&cl, 0, 1, "dup"); /* one step in the moving slots */
+  /* the same row in g2's database already, as a botched manual copy would leave it */
+  char sh[1200];
+  snprintf(sh, sizeof sh,
+           "psql -qAtX '%s' -c \"\\copy (SELECT * FROM idem_steps WHERE slot BETWEEN %d AND %d)"
+           " TO STDOUT\" | psql -qAtX '%s' -c '\\copy idem_steps FROM STDIN'",
+           cl.url[0], FROM, TO, cl.url[1]);
+  const char *argv[] = {"/bin/sh", "-c", sh, NULL};
+  cr_assert_eq(spawn_run(argv, NULL, 30000), 0, "copied the row: %s", sh);
+  cr_assert_eq(h_count_rows(cl.url[1], "idem_steps", FROM, TO), 1);
+  move_answer a = h_move_slots(&cl, 1, FROM, TO, "g2", "dup-key", false);
+  cr_expect_eq(a.status, 10, "ABORTED: %d %s", a.status, a.details);
+  cr_expect(strstr(a.details, "rolled back") && strstr(a.details, "logical replication failed"),
+            "names why: %s", a.details);
+  char g[64] = "";
+  h_group_of_slot(&cl, 0, FROM, g, sizeof g);
+  cr_expect_str_eq(g, "g1", "the slots stay g1's");
+  cr_expect_eq(h_count_rows(cl.url[0], "idem_steps", FROM, TO), 1, "g1 keeps its row");
+  cr_expect_eq(h_move_leftovers(&cl), 0, "no publication, subscription or slot is left");
   h_groups_stop(&cl);
 }
 
@@ -135,14 +194,18 @@ Test(moves, bad_requests_are_refused_naming_the_field_and_nothing_moves, .timeou
   h_groups_stop(&cl);
 }
 
+/* A MoveSlots call on its own thread: the request in, the answer out. */
 typedef struct bg_move {
   const h_groups *cl;
+  int at;
+  uint32_t from, to;
+  const char *group, *rid;
   move_answer a;
 } bg_move;
 
 static void *bg_move_run(void *arg) {
   bg_move *m = arg;
-  m->a = h_move_slots(m->cl, 1, FROM, TO, "g2", "move-killed", false);
+  m->a = h_move_slots(m->cl, m->at, m->from, m->to, m->group, m->rid, false);
   return NULL;
 }
 
@@ -159,7 +222,7 @@ Test(moves, a_move_whose_driver_is_killed_is_rolled_back_by_the_next_leader, .ti
   int driver = h_groups_leader_of(&cl, 0); /* g1's leader drives the move */
   cr_assert_geq(driver, 0);
   int other = 1 - driver;
-  bg_move m = {.cl = &cl};
+  bg_move m = {.cl = &cl, .at = 1, .from = FROM, .to = TO, .group = "g2", .rid = "move-killed"};
   pthread_t mt;
   pthread_create(&mt, NULL, bg_move_run, &m);
   /* wait until the move is copying, then kill its driver */
@@ -287,4 +350,44 @@ Test(moves, a_third_group_joins_a_live_cluster_and_takes_slots, .timeout = 240) 
   cr_expect_gt(moved, 0, "some of them moved to g3");
   h_groups_stop(&cl);
   pgx_db_drop(db3);
+}
+
+/* A node that leads both groups and drives a move out of g2 gives up a group when the other
+ * node comes back (the balance rule), but not g2: yielding the source would roll the move back
+ * (before, it yielded the last group it led, g2). */
+Test(moves, the_balancer_keeps_the_source_of_a_move_driven_here, .timeout = 240) {
+  const char *env[] = {"IDEM_TEST_MOVE_HOLD=copying:8000", NULL};
+  h_groups cl;
+  h_groups_start_env(&cl, env);
+  h_groups_wait_balanced(&cl, NULL);
+  cr_assert_eq(h_srv_stop(&cl.node[1]), 0, "node 1 drains");
+  int64_t until = h_now_ms() + 30000;
+  while (!(h_groups_leader_of(&cl, 0) == 0 && h_groups_leader_of(&cl, 1) == 0) &&
+         h_now_ms() < until)
+    h_sleep_ms(100);
+  cr_assert(h_groups_leader_of(&cl, 0) == 0 && h_groups_leader_of(&cl, 1) == 0,
+            "node 0 leads both groups");
+  bg_move m = {.cl = &cl, .at = 0, .from = 32, .to = 47, .group = "g1", .rid = "keep-source"};
+  pthread_t mt;
+  pthread_create(&mt, NULL, bg_move_run, &m);
+  bool copying = false;
+  for (until = h_now_ms() + 20000; !copying && h_now_ms() < until;) {
+    Idem__V1__Topology *t = h_topology(&cl, 0);
+    copying = t && t->move && strcmp(t->move->phase, "copying") == 0;
+    if (t) idem__v1__topology__free_unpacked(t, NULL);
+    if (!copying) h_sleep_ms(20);
+  }
+  cr_assert(copying, "the move reached copying");
+  h_groups_node_start(&cl, 1); /* node 0 is over its share now */
+  until = h_now_ms() + 30000;
+  while (h_groups_leader_of(&cl, 0) != 1 && h_now_ms() < until) h_sleep_ms(100);
+  cr_expect_eq(h_groups_leader_of(&cl, 0), 1, "node 0 gave g1 to node 1");
+  cr_expect_eq(h_groups_leader_of(&cl, 1), 0, "node 0 kept g2, the move's source");
+  pthread_join(mt, NULL);
+  cr_expect_eq(m.a.status, 0, "the move finished: %d %s", m.a.status, m.a.details);
+  char g[64];
+  h_group_of_slot(&cl, 1, 32, g, sizeof g);
+  cr_expect_str_eq(g, "g1");
+  cr_expect_eq(h_move_leftovers(&cl), 0, "no publication, subscription or slot is left");
+  h_groups_stop(&cl);
 }

@@ -552,3 +552,84 @@ Test(store_batch, submitted_transactions_are_answered_once_in_order_and_the_queu
                SUB_N + 1);
   pthread_mutex_destroy(&s.mu);
 }
+
+/* --- a move's handoff (docs/api.md §18): a slot this store does not serve --- */
+
+/* A gid whose slot is (want >= 0) or is not (want < 0: -want - 1) a given slot. */
+static void gid_of_slot(char *out, size_t cap, const char *stem, int64_t want) {
+  for (int i = 0; i < 100000; i++) {
+    snprintf(out, cap, "%s-%d", stem, i);
+    int64_t s = pg__slot(tenant, out);
+    if (want >= 0 ? s == want : s != -want - 1) return;
+  }
+  cr_assert_fail("no id of that slot");
+}
+
+/* The source's block (idem_slot_blocks) refuses the moving slot's writes; a batch that also
+ * holds another slot's transaction answers the blocked one "slot moving" and commits the other
+ * (before, the whole batch got the refusal: every slot of the group stalled for the handoff). */
+Test(store_batch, a_blocked_slot_is_refused_and_the_other_slots_of_its_batch_commit) {
+  char db[64], url[1024];
+  private_db(db, sizeof db, url, sizeof url);
+  char ga[64], gb[64], gc[64], sl[24];
+  gid_of_slot(ga, sizeof ga, "moving", 3);
+  gid_of_slot(gb, sizeof gb, "staying", -3 - 1);
+  gid_of_slot(gc, sizeof gc, "first", -3 - 1);
+  snprintf(sl, sizeof sl, "%lld", (long long)pg__slot(tenant, ga));
+  PGconn *admin = pgx_connect(url);
+  const char *bp[] = {sl};
+  pgx_exec(admin,
+           "INSERT INTO idem_slot_blocks (from_slot, to_slot, move_id, why)"
+           " VALUES ($1::int, $1::int, 'm1', 'moving out')",
+           1, bp);
+  pgx_exec(admin, "SELECT idem_slot_blocks_sync()", 0, NULL);
+  PQfinish(admin);
+
+  store_batcher_cfg cfg = {.conninfo = url, .conns = 1};
+  err_t e;
+  store_batcher *b = store_batcher_start(&cfg, &e);
+  cr_assert_not_null(b, "%s", e.msg);
+  store *st = store_pg_open(url);
+  store_pg_set_batcher(st, b);
+  submitted s;
+  memset(&s, 0, sizeof s);
+  pthread_mutex_init(&s.mu, NULL);
+  s.caller = pthread_self();
+  sub_ref refs[3];
+  for (int i = 0; i < 3; i++) refs[i] = (sub_ref){.s = &s, .i = i};
+  step_key kc = mkkey(gc), ka = mkkey(ga), kb = mkkey(gb);
+  /* the first batch (kc) waits for its pair's lock: ka and kb queue, and go in one batch */
+  PGconn *holder = hold_pair_lock(url, &kc);
+  cr_assert_eq(store_step_txn_submit(st, &kc, clock_mono_ms() + 20000, sub_fn, &refs[0], sub_done,
+                                     &refs[0], &e),
+               ERR_OK, "%s", e.msg);
+  int64_t give_up = clock_mono_ms() + 10000;
+  while (pair_lock_waiters(holder) < 1) {
+    cr_assert_lt(clock_mono_ms(), give_up, "the batch never waited for the lock");
+    usleep(10000);
+  }
+  cr_assert_eq(store_step_txn_submit(st, &ka, clock_mono_ms() + 20000, sub_fn, &refs[1], sub_done,
+                                     &refs[1], &e),
+               ERR_OK, "%s", e.msg);
+  cr_assert_eq(store_step_txn_submit(st, &kb, clock_mono_ms() + 20000, sub_fn, &refs[2], sub_done,
+                                     &refs[2], &e),
+               ERR_OK, "%s", e.msg);
+  release_pair_lock(holder);
+  give_up = clock_mono_ms() + 20000;
+  while (sub_total(&s) < 3 && clock_mono_ms() < give_up) usleep(10000);
+  store_batcher_stop(b);
+  store_close(st);
+  PQfinish(holder);
+
+  cr_assert_eq(s.total, 3, "answers: %d", s.total);
+  cr_assert_eq(s.rc[0], ERR_ABORTED, "the first: %d (%s)", s.rc[0], s.msg[0]); /* odd attempt */
+  cr_assert_eq(s.rc[1], ERR_UNAVAILABLE, "the blocked slot: %d (%s)", s.rc[1], s.msg[1]);
+  cr_assert(strstr(s.msg[1], "slot moving"), "%s", s.msg[1]);
+  cr_assert_eq(s.rc[2], ERR_ABORTED, "the other slot: %d (%s)", s.rc[2], s.msg[2]);
+  cr_assert_str_eq(s.msg[2], "odd attempt 1");
+  const char *q = "SELECT count(*) FROM idem_steps WHERE global_id = $1";
+  cr_assert_eq(sql_int_at(url, q, ga), 0, "the blocked slot's row was written");
+  cr_assert_eq(sql_int_at(url, q, gb), 1, "the other slot's row is missing");
+  pthread_mutex_destroy(&s.mu);
+  pgx_db_drop(db);
+}

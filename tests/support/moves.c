@@ -79,7 +79,7 @@ long long h_count_rows(const char *url, const char *table, uint32_t from, uint32
   return n;
 }
 
-static long long count_sql(const char *url, const char *sql) {
+long long h_sql_count(const char *url, const char *sql) {
   PGconn *c = pgx_connect(url);
   PGresult *r = pgx_run(c, sql, 0, NULL);
   long long n = atoll(PQgetvalue(r, 0, 0));
@@ -88,16 +88,20 @@ static long long count_sql(const char *url, const char *sql) {
   return n;
 }
 
-/* What a move leaves behind in either database: publications, subscriptions, its slots. */
+/* What a move leaves behind in either database: publications, subscriptions, its slots. Only
+ * this cluster's databases count: pg_subscription and pg_replication_slots are server-wide, and
+ * other tests' databases may share the server. */
 long long h_move_leftovers(const h_groups *cl) {
   long long n = 0;
   for (int g = 0; g < 2; g++) {
-    n += count_sql(cl->url[g], "SELECT count(*) FROM pg_publication WHERE pubname LIKE 'idem_move_%'");
-    n += count_sql(cl->url[g],
-                   "SELECT count(*) FROM pg_subscription WHERE subname LIKE 'idem_move_%'");
+    n += h_sql_count(cl->url[g], "SELECT count(*) FROM pg_publication WHERE pubname LIKE 'idem_move_%'");
+    n += h_sql_count(cl->url[g],
+                   "SELECT count(*) FROM pg_subscription WHERE subname LIKE 'idem_move_%' AND"
+                   " subdbid = (SELECT oid FROM pg_database WHERE datname = current_database())");
   }
-  n += count_sql(cl->url[0],
-                 "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'idem_move_%'");
+  n += h_sql_count(cl->url[0],
+                 "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'idem_move_%'"
+                 " AND database = current_database()");
   return n;
 }
 

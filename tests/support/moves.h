@@ -34,6 +34,9 @@ void h_group_of_slot(const h_groups *cl, int at, uint32_t slot, char *out, size_
 /* Rows of table in database url with slot in from..to. */
 long long h_count_rows(const char *url, const char *table, uint32_t from, uint32_t to);
 
+/* The bigint of the first row of sql (no parameters) in database url. */
+long long h_sql_count(const char *url, const char *sql);
+
 /* What moves left in the cluster's two databases: publications, subscriptions and replication
  * slots named idem_move_%. */
 long long h_move_leftovers(const h_groups *cl);
