@@ -1,4 +1,4 @@
-# scripts/lib/patroni.sh — a Patroni pair on loopback: two PostgreSQL nodes (pg1, pg2), each
+# scripts/lib/patroni.sh — a Patroni pair on loopback: two PostgreSQL nodes (pg1, pg2 unless named), each
 # managed by its own `patroni` agent, with the etcd3 DCS on an etcd the caller runs, synchronous
 # replication (synchronous_mode: true, not strict: see docs/ha.md) and the REST API on loopback.
 # For scripts/quickstart --ha, scripts/bench --ha and tests/ha. Installs nothing (deps.sh does).
@@ -25,8 +25,14 @@
 #   patroni_stop DIR                        stops both agents (and their postmasters) by PID
 # Placement (scripts/chaos): PATRONI_HOST_<name> is the address node <name> listens on (default
 # 127.0.0.1), PATRONI_NETNS_<name> the network namespace its agent runs in, PATRONI_CTL_NETNS the
-# namespace this script's own probes (curl, psql, patronictl) run from, and PATRONI_HBA_NET one
+# namespace this script's own probes (curl, psql, patronictl) run from, PATRONI_START_NICE a
+# niceness increment for the agents patroni_start_node starts, and PATRONI_HBA_NET one
 # more network that may connect (e.g. 10.77.0.0/24).
+# A second pair (scripts/chaos: a store group of its own): PATRONI_PAIR="SCOPE NODE_A NODE_B" at
+# its first patroni_start names its Patroni scope and its two nodes (default "idem pg1 pg2"); DIR
+# remembers them (DIR/pair), so every other call finds them. Both pairs may share one DCS.
+# PATRONI_WAL_LEVEL (default replica; logical for slot moves, docs/api.md §18: Patroni then
+# leaves logical slots alone, ignore_slots) is written at bootstrap.
 # Timing: PATRONI_TTL (default 10), PATRONI_LOOP_WAIT (1), PATRONI_RETRY_TIMEOUT (4) seconds,
 # written into the DCS at bootstrap. Every process is found and stopped by PID only.
 
@@ -34,7 +40,22 @@ PATRONI_TTL=${PATRONI_TTL:-10}
 PATRONI_LOOP_WAIT=${PATRONI_LOOP_WAIT:-1}
 PATRONI_RETRY_TIMEOUT=${PATRONI_RETRY_TIMEOUT:-4}
 PATRONI_PG_BIN=${PATRONI_PG_BIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)}
-PATRONI_NODES="pg1 pg2"
+PATRONI_NODES="pg1 pg2" # the default pair's nodes
+PATRONI_WAL_LEVEL=${PATRONI_WAL_LEVEL:-replica}
+
+patroni__pair() { # DIR: "SCOPE NODE_A NODE_B" of the pair in DIR
+  cat "$1/pair" 2>/dev/null || echo "idem $PATRONI_NODES"
+}
+patroni__nodes() { # DIR: the pair's two node names
+  local s a b
+  read -r s a b <<<"$(patroni__pair "$1")"
+  echo "$a $b"
+}
+patroni__scope() { # DIR
+  local s a b
+  read -r s a b <<<"$(patroni__pair "$1")"
+  echo "$s"
+}
 
 patroni__host() { # NAME: the node's address
   local v="PATRONI_HOST_$1"
@@ -68,7 +89,10 @@ patroni__http() { # patroni__http URL: the status code (000 when nothing answers
 }
 
 patroni__write_config() { # DIR NAME ETCD_URL
-  local dir=$1 name=$2 etcd=$3 pg api host hba=""
+  local dir=$1 name=$2 etcd=$3 pg api host hba="" ignore=""
+  [ "$PATRONI_WAL_LEVEL" = logical ] && ignore="
+    ignore_slots:
+    - type: logical"
   host=$(patroni__host "$name")
   if [ -n "${PATRONI_HBA_NET:-}" ]; then
     hba="
@@ -80,7 +104,7 @@ patroni__write_config() { # DIR NAME ETCD_URL
   local hostport=${etcd#http://}
   hostport=${hostport%%/*}
   cat >"$dir/$name.yml" <<YML
-scope: idem
+scope: $(patroni__scope "$dir")
 namespace: /idem-patroni/
 name: $name
 log:
@@ -98,13 +122,13 @@ bootstrap:
     retry_timeout: $PATRONI_RETRY_TIMEOUT
     maximum_lag_on_failover: 1048576
     synchronous_mode: true
-    synchronous_mode_strict: false
+    synchronous_mode_strict: false$ignore
     postgresql:
       use_pg_rewind: true
       use_slots: true
       parameters:
         max_connections: 300
-        wal_level: replica
+        wal_level: $PATRONI_WAL_LEVEL
         hot_standby: "on"
         wal_log_hints: "on"
         max_wal_senders: 10
@@ -147,6 +171,7 @@ patroni_start_node() {
   local dir=$1 name=$2 ns="PATRONI_NETNS_$2" pre=()
   # no shell function in the background job: $! must be the process that becomes the agent
   [ -n "${!ns:-}" ] && pre=(ip netns exec "${!ns}")
+  [ -n "${PATRONI_START_NICE:-}" ] && pre=(nice -n "$PATRONI_START_NICE" "${pre[@]}")
   if [ "$(id -u)" = 0 ]; then
     "${pre[@]}" setpriv --reuid=postgres --regid=postgres --init-groups --reset-env -- \
       env HOME="$dir" /usr/bin/patroni "$dir/$name.yml" >>"$dir/$name/agent.log" 2>&1 </dev/null &
@@ -154,6 +179,7 @@ patroni_start_node() {
     "${pre[@]}" env HOME="$dir" /usr/bin/patroni "$dir/$name.yml" >>"$dir/$name/agent.log" 2>&1 </dev/null &
   fi
   echo $! >"$dir/$name/agent.pid"
+  disown $! # killed on purpose by fault tests: no job notice
 }
 
 patroni_agent_pid() {
@@ -172,7 +198,7 @@ patroni_postmaster_pid() {
 
 patroni_primary() {
   local n
-  for n in $PATRONI_NODES; do
+  for n in $(patroni__nodes "$1"); do
     if [ "$(patroni__http "http://$(patroni__host "$n"):$(patroni__get "$1" "$n" API_PORT)/primary")" = 200 ]; then
       echo "$n"
       return 0
@@ -182,9 +208,9 @@ patroni_primary() {
 }
 
 patroni_standby() {
-  local p
+  local p n
   p=$(patroni_primary "$1") || return 1
-  if [ "$p" = pg1 ]; then echo pg2; else echo pg1; fi
+  for n in $(patroni__nodes "$1"); do [ "$n" = "$p" ] || echo "$n"; done
 }
 
 # 0 when the primary streams to a synchronous standby that the DCS knows as such.
@@ -205,7 +231,7 @@ patroni_wait_ready() {
     if [ "$SECONDS" -ge "$until" ]; then
       echo "patroni: no primary with a streaming synchronous standby within ${secs} s" >&2
       local n
-      for n in $PATRONI_NODES; do tail -n 15 "$dir/$n/agent.log" >&2 2>/dev/null || true; done
+      for n in $(patroni__nodes "$dir"); do tail -n 15 "$dir/$n/agent.log" >&2 2>/dev/null || true; done
       return 1
     fi
     sleep 0.2
@@ -217,16 +243,18 @@ patroni_watch() {
   local dir=$1 owner=$2
   (
     trap '' INT
-    while kill -0 "$owner" 2>/dev/null && [ -f "$dir/pg1.yml" ]; do sleep 1; done
-    [ -f "$dir/pg1.yml" ] && patroni_stop "$dir"
+    while kill -0 "$owner" 2>/dev/null && [ -f "$dir/pair" ]; do sleep 1; done
+    [ -f "$dir/pair" ] && patroni_stop "$dir"
   ) </dev/null >/dev/null 2>&1 &
   echo $! >"$dir/watcher.pid"
 }
 
 patroni_start() {
-  local dir=$1 etcd=$2 owner=${3:-} n
+  local dir=$1 etcd=$2 owner=${3:-} n a b
   mkdir -p "$dir"
-  for n in $PATRONI_NODES; do
+  [ -f "$dir/pair" ] || echo "${PATRONI_PAIR:-idem $PATRONI_NODES}" >"$dir/pair"
+  read -r a b <<<"$(patroni__nodes "$dir")"
+  for n in $a $b; do
     mkdir -p "$dir/$n"
     if [ ! -f "$dir/$n.env" ]; then
       printf 'PG_PORT=%s\nAPI_PORT=%s\n' "$(patroni__port)" "$(patroni__port)" >"$dir/$n.env"
@@ -236,20 +264,20 @@ patroni_start() {
   if [ "$(id -u)" = 0 ]; then chown -R postgres:postgres "$dir"; fi
   chmod 755 "$dir"
   [ -n "$owner" ] && patroni_watch "$dir" "$owner"
-  # pg1 bootstraps first (a fresh DIR): the other then clones it with pg_basebackup
-  patroni_start_node "$dir" pg1
+  # the first node bootstraps (a fresh DIR): the other then clones it with pg_basebackup
+  patroni_start_node "$dir" "$a"
   local until=$((SECONDS + 60))
-  if [ ! -f "$dir/pg2/data/PG_VERSION" ]; then
+  if [ ! -f "$dir/$b/data/PG_VERSION" ]; then
     while ! patroni_primary "$dir" >/dev/null; do
       if [ "$SECONDS" -ge "$until" ]; then
-        echo "patroni: pg1 did not become primary within 60 s" >&2
-        tail -n 30 "$dir/pg1/agent.log" >&2
+        echo "patroni: $a did not become primary within 60 s" >&2
+        tail -n 30 "$dir/$a/agent.log" >&2
         return 1
       fi
       sleep 0.2
     done
   fi
-  patroni_start_node "$dir" pg2
+  patroni_start_node "$dir" "$b"
   patroni_wait_ready "$dir" 90
 }
 
@@ -272,7 +300,7 @@ patroni_switchover() {
   local dir=$1 p s
   p=$(patroni_primary "$dir") || return 1
   s=$(patroni_standby "$dir")
-  local ctl=(env HOME="$dir" /usr/bin/patronictl -c "$dir/$p.yml" switchover idem --master "$p" --candidate "$s" --force)
+  local ctl=(env HOME="$dir" /usr/bin/patronictl -c "$dir/$p.yml" switchover "$(patroni__scope "$dir")" --master "$p" --candidate "$s" --force)
   if [ "$(id -u)" = 0 ]; then
     patroni__ctl setpriv --reuid=postgres --regid=postgres --init-groups --reset-env -- "${ctl[@]}"
   else
@@ -282,7 +310,9 @@ patroni_switchover() {
 
 patroni_pg_url() {
   local dir=$1 db=${2:-postgres}
-  echo "postgresql://postgres@$(patroni__host pg1):$(patroni__get "$dir" pg1 PG_PORT),$(patroni__host pg2):$(patroni__get "$dir" pg2 PG_PORT)/$db?target_session_attrs=read-write"
+  local a b
+  read -r a b <<<"$(patroni__nodes "$dir")"
+  echo "postgresql://postgres@$(patroni__host "$a"):$(patroni__get "$dir" "$a" PG_PORT),$(patroni__host "$b"):$(patroni__get "$dir" "$b" PG_PORT)/$db?target_session_attrs=read-write"
 }
 
 patroni_createdb() {
@@ -298,7 +328,7 @@ patroni_createdb() {
 patroni_env() {
   local dir=$1 n
   echo "PATRONI_TTL=$PATRONI_TTL PATRONI_LOOP_WAIT=$PATRONI_LOOP_WAIT PATRONI_RETRY_TIMEOUT=$PATRONI_RETRY_TIMEOUT"
-  for n in $PATRONI_NODES; do
+  for n in $(patroni__nodes "$dir"); do
     echo "${n}_PG_PORT=$(patroni__get "$dir" "$n" PG_PORT) ${n}_API_PORT=$(patroni__get "$dir" "$n" API_PORT)" \
       "${n}_AGENT_PID=$(patroni_agent_pid "$dir" "$n") ${n}_POSTMASTER_PID=$(patroni_postmaster_pid "$dir" "$n")"
   done
@@ -320,8 +350,9 @@ patroni_stop() {
   rm -f "$dir/watcher.pid"
   if [ -n "$w" ] && [ "$w" != "${BASHPID:-$$}" ] && [ -d "/proc/$w" ]; then kill "$w" 2>/dev/null || true; fi
   # the standby first: the primary then stops without waiting for a synchronous standby
-  local order="pg2 pg1"
-  [ "$(patroni_primary "$dir" 2>/dev/null)" = pg2 ] && order="pg1 pg2"
+  local order
+  order="$(patroni_standby "$dir" 2>/dev/null || true) $(patroni_primary "$dir" 2>/dev/null || true)"
+  [ "$order" = " " ] && order=$(patroni__nodes "$dir")
   for n in $order; do
     a=$(patroni_agent_pid "$dir" "$n")
     if [ -n "$a" ]; then

@@ -39,7 +39,7 @@ PG_LOGICAL="-c wal_level=logical -c max_replication_slots=20 -c max_wal_senders=
 pg_start() {
   local dir=$1 port=$2 addr=${3:-127.0.0.1}
   pg__exec "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 \
-    -o "-c listen_addresses=$addr -p $port -c unix_socket_directories=$dir -c max_connections=300 -c fsync=on -c synchronous_commit=on $PG_LOGICAL" \
+    -o "-c listen_addresses=$addr -p $port -c unix_socket_directories=$dir -c max_connections=300 -c fsync=on -c synchronous_commit=on $PG_LOGICAL ${IDEM_PG_EXTRA:-}" \
     start >/dev/null || { tail -n 30 "$dir/postgres.log" >&2; return 1; }
   echo "$port" >"$dir/port"
 }

@@ -10,8 +10,9 @@
  *       nothing at all: a participant that crashed), a Lookup, or a ResolveStep. Leases are
  *       200–1000 ms, so takeovers happen; one BeginStep in ten sends another fingerprint, one in
  *       four waits up to 1.5 s on a step in progress (wait_ms: parked on the leader).
- *   idem-chaos-client --leader A[,B...]
- *       prints the address of the node whose GetStatus says it leads; exit 1 when none does.
+ *   idem-chaos-client --leader A[,B...] | --group-leader G A[,B...] | --groups-led A[,B...]
+ *                     | --move A[,B...] SEED REQUEST_ID
+ *       the nemesis's questions and slot moves (chaos_admin.h).
  */
 #include <inttypes.h>
 #include <stdbool.h>
@@ -23,6 +24,7 @@
 
 #include <idem/idem.h>
 
+#include "chaos_admin.h"
 #include "history.h"
 
 typedef struct ctx {
@@ -209,32 +211,11 @@ static void resolve(ctx *x) {
   hist_end(&l, &x->h);
 }
 
-/* --leader: the first address whose node says it leads. */
-static int leader(const char *addrs) {
-  char *list = strdup(addrs), *save = NULL;
-  int rc = 1;
-  for (char *a = strtok_r(list, ",", &save); a; a = strtok_r(NULL, ",", &save)) {
-    idem_options o = {.address = a, .deadline_ms = 500};
-    idem_client *c = NULL;
-    idem_error e = {0};
-    idem_status st = {0};
-    if (idem_connect(&o, &c, &e) != IDEM_OK) continue;
-    /* one address: libidem does not follow idem-leader elsewhere, so leader = this node */
-    bool is = idem_get_status(c, &st, &e) == IDEM_OK && st.leader;
-    idem_close(c);
-    if (is) {
-      printf("%s\n", a);
-      rc = 0;
-      break;
-    }
-  }
-  free(list);
-  return rc;
-}
-
 static void usage(void) {
   fprintf(stderr, "usage: idem-chaos-client --address A[,B] --process N --seconds S --seed S "
-                  "--out FILE [--run ID]\n       idem-chaos-client --leader A[,B]\n");
+                  "--out FILE [--run ID]\n       idem-chaos-client --leader A[,B] | --group-leader G A[,B]"
+                  " | --groups-led A[,B]\n"
+                  "                         | --move A[,B] SEED REQUEST_ID\n");
   exit(2);
 }
 
@@ -244,7 +225,12 @@ int main(int argc, char **argv) {
   unsigned long long seed = 1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (strcmp(a, "--leader") == 0 && v) return leader(v);
+    if (strcmp(a, "--leader") == 0 && v) return chaos_leader(v);
+    if (strcmp(a, "--groups-led") == 0 && v) return chaos_groups_led(v);
+    if (strcmp(a, "--group-leader") == 0 && v && i + 2 < argc)
+      return chaos_group_leader(v, argv[i + 2]);
+    if (strcmp(a, "--move") == 0 && v && i + 3 < argc)
+      return chaos_move(v, strtoull(argv[i + 2], NULL, 10), argv[i + 3]);
     if (!v) usage();
     if (strcmp(a, "--address") == 0) addr = v;
     else if (strcmp(a, "--out") == 0) out = v;
