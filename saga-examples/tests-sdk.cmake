@@ -10,10 +10,10 @@
 # RUN_SERIAL: the builds share client-lib's outputs (client-lib/node/dist, the Go cache).
 foreach(lang go node)
   add_test(NAME saga_payment_${lang}
-    COMMAND ${CMAKE_SOURCE_DIR}/saga-examples/polyglot/run-scenarios.sh ${CMAKE_BINARY_DIR} ${lang}
+    COMMAND ${IDEM_TEST_RUN} ${CMAKE_SOURCE_DIR}/saga-examples/polyglot/run-scenarios.sh ${CMAKE_BINARY_DIR} ${lang}
             $<TARGET_FILE:saga_test_scenarios> --jobs=2)
   add_test(NAME saga_payment_${lang}_faults
-    COMMAND ${CMAKE_SOURCE_DIR}/saga-examples/polyglot/run-scenarios.sh ${CMAKE_BINARY_DIR} ${lang}
+    COMMAND ${IDEM_TEST_RUN} ${CMAKE_SOURCE_DIR}/saga-examples/polyglot/run-scenarios.sh ${CMAKE_BINARY_DIR} ${lang}
             $<TARGET_FILE:saga_test_faults> --jobs=2 --filter faults/payment_*)
   set_tests_properties(saga_payment_${lang} saga_payment_${lang}_faults PROPERTIES
     LABELS sdk TIMEOUT 600 RUN_SERIAL ON)

@@ -7,19 +7,19 @@ set(IDEM_NODE_DIR ${CMAKE_SOURCE_DIR}/client-lib/node)
 
 # the SDK: validation, errors, the step helper (lease keep-alive, lost lease, wait, cancel),
 # fail-open journal replayed by idemctl reconcile
-add_test(NAME node_sdk COMMAND ${IDEM_NODE_DIR}/test/run.sh node --test test/unit.test.js test/pack.test.js test/sdk.test.js
+add_test(NAME node_sdk COMMAND ${IDEM_TEST_RUN} ${IDEM_NODE_DIR}/test/run.sh node --test test/unit.test.js test/pack.test.js test/sdk.test.js
   WORKING_DIRECTORY ${IDEM_NODE_DIR})
 set_tests_properties(node_sdk PROPERTIES LABELS sdk TIMEOUT 180
   ENVIRONMENT "IDEMCTL_BIN=$<TARGET_FILE:idemctl>")
 
 # client-lib/conformance/scenarios.json through the harness (leader, standby, stoppable node)
-add_test(NAME conformance_node COMMAND ${IDEM_NODE_DIR}/test/run.sh
+add_test(NAME conformance_node COMMAND ${IDEM_TEST_RUN} ${IDEM_NODE_DIR}/test/run.sh
   ${CMAKE_SOURCE_DIR}/client-lib/conformance/run node ${IDEM_NODE_DIR}/test/conformance-runner.js
   WORKING_DIRECTORY ${IDEM_NODE_DIR})
 set_tests_properties(conformance_node PROPERTIES LABELS sdk TIMEOUT 300)
 
 # the middleware: the header parser, step key and fingerprint over the shared table
 # (client-lib/conformance/idempotency-key.json), then examples/http.js against a coordinator
-add_test(NAME node_http COMMAND ${IDEM_NODE_DIR}/test/run.sh node --test test/http-key.test.js test/http.test.js
+add_test(NAME node_http COMMAND ${IDEM_TEST_RUN} ${IDEM_NODE_DIR}/test/run.sh node --test test/http-key.test.js test/http.test.js
   WORKING_DIRECTORY ${IDEM_NODE_DIR})
 set_tests_properties(node_http PROPERTIES LABELS sdk TIMEOUT 180)

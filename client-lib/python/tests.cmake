@@ -5,23 +5,23 @@ set(_idem_py ${CMAKE_SOURCE_DIR}/client-lib/python)
 set(_idem_py_env "PYTHONDONTWRITEBYTECODE=1" "IDEM_IDEMCTL_BIN=$<TARGET_FILE:idemctl>")
 
 # the Idempotency-Key parser, step key and fingerprint against client-lib/conformance's table
-add_test(NAME sdk_python_key COMMAND /usr/bin/python3 -m unittest -v test_key
+add_test(NAME sdk_python_key COMMAND ${IDEM_TEST_RUN} /usr/bin/python3 -m unittest -v test_key
   WORKING_DIRECTORY ${_idem_py}/tests)
 # the SDK's calls and step helper against a coordinator (bad input, lease keep-alive, lost lease,
 # the journal replayed by idemctl reconcile)
-add_test(NAME sdk_python_client COMMAND /usr/bin/python3 -m unittest -v test_sdk
+add_test(NAME sdk_python_client COMMAND ${IDEM_TEST_RUN} /usr/bin/python3 -m unittest -v test_sdk
   WORKING_DIRECTORY ${_idem_py}/tests)
 # pip install client-lib/python into a venv with --system-site-packages, offline
-add_test(NAME sdk_python_install COMMAND /usr/bin/python3 -m unittest -v test_install
+add_test(NAME sdk_python_install COMMAND ${IDEM_TEST_RUN} /usr/bin/python3 -m unittest -v test_install
   WORKING_DIRECTORY ${_idem_py}/tests)
 # examples/http.py behind the WSGI middleware, against a real coordinator (docs/http-middleware.md)
-add_test(NAME sdk_python_http COMMAND /usr/bin/python3 -m unittest -v test_http
+add_test(NAME sdk_python_http COMMAND ${IDEM_TEST_RUN} /usr/bin/python3 -m unittest -v test_http
   WORKING_DIRECTORY ${_idem_py}/tests)
 set_tests_properties(sdk_python_key sdk_python_client sdk_python_install sdk_python_http
   PROPERTIES LABELS sdk TIMEOUT 120 ENVIRONMENT "${_idem_py_env}")
 
 # the step helper's conformance scenarios (client-lib/conformance/README.md)
-add_test(NAME conformance_python COMMAND ${CMAKE_SOURCE_DIR}/client-lib/conformance/run
+add_test(NAME conformance_python COMMAND ${IDEM_TEST_RUN} ${CMAKE_SOURCE_DIR}/client-lib/conformance/run
   /usr/bin/python3 ${_idem_py}/conformance.py)
 set_tests_properties(conformance_python PROPERTIES LABELS sdk TIMEOUT 300
   ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")

@@ -6,6 +6,6 @@
 # the SDKs' failover test: kill -9 of the leader while a Go, a Node and a Python client run steps
 # through their step helpers; each follows the failover to the standby; 0 duplicate executions in
 # the participants' ledgers (tests/sdk/failover.py says what it asserts)
-add_test(NAME sdk_failover COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/failover.py)
+add_test(NAME sdk_failover COMMAND ${IDEM_TEST_RUN} /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/failover.py)
 set_tests_properties(sdk_failover PROPERTIES LABELS sdk TIMEOUT 400 RUN_SERIAL ON
   ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1;IDEM_SOURCE_DIR=${CMAKE_SOURCE_DIR};IDEM_GO_BUILD=${CMAKE_BINARY_DIR}/go;IDEM_IDEMCTL_BIN=$<TARGET_FILE:idemctl>")
