@@ -161,30 +161,29 @@ static void raise_fd_limit(void) {
            (const char *)NULL);
 }
 
+/* docs/api.md §17: the store keeps the cluster's slot count; a node with another refuses to
+ * start (exit 2) naming both. NODE_FAILED with err set when the store did not answer: the
+ * caller retries (another node that becomes a leader meanwhile ends this node's transaction
+ * on the store: its fence, store_pg_fence.c). */
+static node_result check_slots(node *nd, const node_group *g, err_t *err) {
+  err_clear(err);
+  if (store_pg_slots_check(g->conninfo, (uint32_t)nd->o->slots,
+                           clock_mono_ms() + nd->o->store_timeout_ms, err) == ERR_OK)
+    return NODE_RUNNING;
+  if (err->code == ERR_INVALID) {
+    snprintf(nd->msg, nd->msg_n,
+             "--slots %d: group %s: %s; start every node with the slot count "
+             "the cluster was created with",
+             nd->o->slots, g->name, err->msg);
+    return NODE_USAGE;
+  }
+  return NODE_FAILED;
+}
+
 /* Creates or migrates the schema, retrying while Postgres may still come (a refused connection,
  * a timeout) until it answers, MIGRATE_PATIENCE_MS pass or a stop signal comes. Every failure
  * names where it tried; one no retry can fix (a malformed --pg, authentication, a missing
  * database) stops the start at once. */
-/* docs/api.md §17: the store keeps the cluster's slot count; a node with another refuses to
- * start (exit 2) naming both. */
-static node_result check_slots(node *nd, const node_group *g) {
-  err_t err;
-  err_clear(&err);
-  if (store_pg_slots_check(g->conninfo, (uint32_t)nd->o->slots,
-                           clock_mono_ms() + nd->o->store_timeout_ms, &err) == ERR_OK)
-    return NODE_RUNNING;
-  if (err.code == ERR_INVALID) {
-    snprintf(nd->msg, nd->msg_n,
-             "--slots %d: group %s: %s; start every node with the slot count "
-             "the cluster was created with",
-             nd->o->slots, g->name, err.msg);
-    return NODE_USAGE;
-  }
-  log_kv(LOG_ERROR, "cannot record the slot count", "group", g->name, "error", err.msg,
-         (const char *)NULL);
-  return NODE_FAILED;
-}
-
 static node_result migrate_group(node *nd, const node_group *g) {
   char target[512];
   err_t err;
@@ -200,7 +199,10 @@ static node_result migrate_group(node *nd, const node_group *g) {
     err_clear(&err);
     int64_t deadline = clock_mono_ms() + nd->o->store_timeout_ms;
     if (deadline > give_up) deadline = give_up;
-    if (store_pg_migrate(g->conninfo, deadline, &err) == ERR_OK) return check_slots(nd, g);
+    if (store_pg_migrate(g->conninfo, deadline, &err) == ERR_OK) {
+      node_result r = check_slots(nd, g, &err);
+      if (r != NODE_FAILED) return r;
+    }
     if (store_pg_error_permanent(&err)) {
       log_kv(LOG_ERROR, "postgres refused the connection; not retrying", "group", g->name, "target",
              target, "error", err.msg, (const char *)NULL);
