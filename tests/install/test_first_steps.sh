@@ -5,8 +5,9 @@
 # status`, then the step examples' commands taken from the README's step 4 block, in its order
 # (C, Go, Python, Node), each run twice: the first run prints "ran" then "replayed", the second
 # "replayed" and no "ran" (their own order ids and services, so that one run does not make the
-# next example's look broken); `idemctl --tenant shop steps` shows all four services; Ctrl-C;
-# and `git status --porcelain` of the copy is empty afterwards (nothing built into the tree).
+# next example's look broken); `idemctl --tenant shop steps` shows all four services; the
+# README's SDK snippets compile (Go, TypeScript, Python); Ctrl-C; and `git status --porcelain`
+# of the copy is empty afterwards (nothing built into the tree).
 # Not run: step 3, `scripts/quickstart --demo` (it needs quickstart's own build).
 set -euo pipefail
 build=$(cd "${1:?usage: test_first_steps.sh BUILD_DIR}" && pwd)
@@ -93,6 +94,41 @@ for svc in payment-c payment-go payment-python payment-node; do
   grep -q -- "$svc" <<<"$out" || fail "idemctl --tenant shop steps does not show $svc: $out"
 done
 echo "idemctl --tenant shop steps: payment-c, payment-go, payment-python, payment-node"
+
+# the README's SDK snippets compile as written: Go with go.sh (GOPATH mode, offline), TypeScript with
+# tsc against client-lib/node after the README's `npm ci && npm pack` there, Python with py_compile
+snip="$work/snippets"
+mkdir -p "$snip/go"
+/usr/bin/python3 - "$copy/README.md" "$snip" <<'PY'
+import re, sys
+readme, out = sys.argv[1:]
+s = open(readme).read()
+sec = s[s.index("## From Go, TypeScript and Python"):]
+sec = sec[:sec.index("\n## ", 4)]
+for lang, path in (("go", "go/snippet.go"), ("ts", "snippet.ts"), ("python", "snippet.py")):
+    blocks = re.findall(r"```" + lang + r"\n(.*?)```", sec, re.S)
+    if len(blocks) != 1:
+        sys.exit(f"the README's SDK section: {len(blocks)} {lang} snippets, expected 1")
+    open(f"{out}/{path}", "w").write(blocks[0])
+PY
+"$copy/client-lib/go/go.sh" "$IDEM_GO_BUILD_DIR" vet "$snip/go/snippet.go" >"$snip/go.out" 2>&1 ||
+  fail "the README's Go snippet does not compile: $(cat "$snip/go.out")"
+npmcmd=$(grep -o 'cd client-lib/node && npm ci && npm pack' "$copy/README.md") ||
+  fail "the README no longer says: cd client-lib/node && npm ci && npm pack"
+(cd "$copy" && bash -c "$npmcmd --silent") >"$snip/npm.out" 2>&1 || fail "$npmcmd: $(cat "$snip/npm.out")"
+node_dir="$copy/client-lib/node"
+cat >"$snip/tsconfig.json" <<JSON
+{ "compilerOptions": { "target": "ES2020", "module": "commonjs", "strict": true, "esModuleInterop": true,
+    "noEmit": true, "skipLibCheck": true, "baseUrl": ".", "types": ["node"],
+    "typeRoots": ["$node_dir/node_modules/@types"],
+    "paths": { "idem-client": ["$node_dir/dist/index.d.ts"], "*": ["$node_dir/node_modules/*", "$node_dir/node_modules/@types/*"] } },
+  "files": ["snippet.ts"] }
+JSON
+"$node_dir/node_modules/.bin/tsc" -p "$snip/tsconfig.json" >"$snip/ts.out" 2>&1 ||
+  fail "the README's TypeScript snippet does not compile: $(cat "$snip/ts.out")"
+/usr/bin/python3 -m py_compile "$snip/snippet.py" 2>"$snip/py.out" ||
+  fail "the README's Python snippet does not compile: $(cat "$snip/py.out")"
+echo "the README's Go, TypeScript and Python snippets compile"
 
 # Ctrl-C; then nothing the README's steps did is left in the checkout
 qs_stop
