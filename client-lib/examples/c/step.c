@@ -64,8 +64,8 @@ static int pay(idem_client *c, const char *gid, struct order *o, idem_run_report
   printf("%s: %s, outcome %s, code %d, body \"%.*s\"\n",
          rep->ran ? "ran" : rep->replayed ? "replayed" : "skipped",
          rep->ran ? "the gateway was called" : "the stored result",
-         idem_outcome_name((int)rep->result.outcome),
-         (int)rep->result.code, (int)rep->result.body_len, (const char *)rep->result.body);
+         idem_outcome_name((int)rep->result.outcome), (int)rep->result.code,
+         (int)rep->result.body_len, (const char *)rep->result.body);
   return 0;
 }
 
