@@ -4,11 +4,13 @@
  * the same request twice; idem makes the charge happen once and answers the second request with
  * the first one's result.
  *
- *   cc step.c $(pkg-config --cflags --libs idem) -o step
- *   IDEM_ADDRESS=127.0.0.1:50051 ./step ORDER-ID
+ *   cc step.c $(pkg-config --cflags --libs idem) -o /tmp/idem-step
+ *   IDEM_ADDRESS=127.0.0.1:50051 /tmp/idem-step ORDER-ID
  *
  * IDEM_ADDRESS: the coordinator (default 127.0.0.1:50051); IDEM_TENANT: your tenant (default
- * "shop"). Exit status: 0 when the charge ran exactly once, 1 otherwise. */
+ * "shop"). The order id defaults to order-c-1 and the step's service is payment-c, so it runs
+ * beside the Go, Python and Node examples without sharing their sagas. Exit status: 0 when the
+ * charge ran at most once, 1 otherwise. */
 #include <idem/idem.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -54,22 +56,23 @@ static int pay(idem_client *c, const char *gid, struct order *o, idem_run_report
   int n = snprintf(canonical, sizeof canonical, "order=%s;amount=%ld", o->id, o->amount_cents);
   uint8_t fp[IDEM_FINGERPRINT_LEN];
   idem_fingerprint(canonical, (size_t)n, fp);
-  idem_step_key key = {.global_id = gid, .service = "payment", .operation = "charge",
+  idem_step_key key = {.global_id = gid, .service = "payment-c", .operation = "charge",
                        .phase = IDEM_FORWARD};
   idem_error err;
   int rc = idem_step_run(c, &key, fp, sizeof fp, charge, o, NULL, rep, &err);
   if (rc != IDEM_OK) return fail("pay", &err);
-  printf("%s: %s, outcome %d, code %d, body \"%.*s\"\n",
+  printf("%s: %s, outcome %s, code %d, body \"%.*s\"\n",
          rep->ran ? "ran" : rep->replayed ? "replayed" : "skipped",
-         rep->ran ? "the gateway was called" : "the stored result", (int)rep->result.outcome,
-         (int)rep->result.code, (int)rep->result.body_len, (const char *)rep->result.body);
+         rep->ran ? "the gateway was called" : "the stored result",
+         idem_outcome_name((int)rep->result.outcome), (int)rep->result.code,
+         (int)rep->result.body_len, (const char *)rep->result.body);
   return 0;
 }
 
 int main(int argc, char **argv) {
   const char *address = getenv("IDEM_ADDRESS");
   const char *tenant = getenv("IDEM_TENANT");
-  struct order o = {.id = argc > 1 ? argv[1] : "order-1", .amount_cents = 4200};
+  struct order o = {.id = argc > 1 ? argv[1] : "order-c-1", .amount_cents = 4200};
 
   idem_options opt = {.address = address && *address ? address : "127.0.0.1:50051",
                       .tenant = tenant && *tenant ? tenant : "shop"};

@@ -3,10 +3,12 @@
 // A shop charges a card for an order; the double-click sends the same request twice; idem runs
 // the charge once and answers the second request with the first one's result.
 //
-//   npm install && node step.js ORDER-ID
+//   npm ci && node step.js ORDER-ID
 //
 // IDEM_ADDRESS: the coordinator (default 127.0.0.1:50051); IDEM_TENANT: your tenant (default
-// "shop"). Exit status: 0 when the charge ran exactly once, 1 otherwise.
+// "shop"). The order id defaults to order-node-1 and the step's service is payment-node, so it
+// runs beside the C, Go and Python examples without sharing their sagas. Exit status: 0 when the
+// charge ran at most once, 1 otherwise.
 'use strict';
 const crypto = require('crypto');
 const path = require('path');
@@ -21,7 +23,7 @@ const idem = grpc.loadPackageDefinition(def).idem.v1;
 
 const address = process.env.IDEM_ADDRESS || '127.0.0.1:50051';
 const tenant = process.env.IDEM_TENANT || 'shop';
-const orderId = process.argv[2] || 'order-1';
+const orderId = process.argv[2] || 'order-node-1';
 const client = new idem.Coordinator(address, grpc.credentials.createInsecure());
 
 function call(method, req) {
@@ -40,7 +42,7 @@ function gatewayCharge(amountCents, fencingToken) {
 }
 
 async function pay(gid, amountCents) {
-  const key = { global_id: gid, service: 'payment', operation: 'charge', phase: 'PHASE_FORWARD' };
+  const key = { global_id: gid, service: 'payment-node', operation: 'charge', phase: 'PHASE_FORWARD' };
   const fingerprint = crypto.createHash('sha256')
     .update(`order=${orderId};amount=${amountCents}`).digest();
   let begin;

@@ -7,8 +7,10 @@ charge once and answers the second request with the first one's result.
     /usr/bin/python3 step.py ORDER-ID        (Debian's python3-grpcio and python3-protobuf)
 
 IDEM_ADDRESS: the coordinator (default 127.0.0.1:50051); IDEM_TENANT: your tenant (default
-"shop"). The messages are generated from proto/idem/v1/coordinator.proto with protoc at start.
-Exit status: 0 when the charge ran exactly once, 1 otherwise.
+"shop"). The order id defaults to order-python-1 and the step's service is payment-python, so it
+runs beside the C, Go and Node examples without sharing their sagas. The messages are generated
+from proto/idem/v1/coordinator.proto with protoc at start, into a temporary folder.
+Exit status: 0 when the charge ran at most once, 1 otherwise.
 """
 import hashlib
 import os
@@ -44,7 +46,8 @@ class Gateway:
 
 def pay(call, pb, md, gid, order_id, amount_cents, gateway):
     """One request to pay for the order: BeginStep, the charge on PROCEED, CompleteStep."""
-    key = pb.StepKey(global_id=gid, service="payment", operation="charge", phase=pb.PHASE_FORWARD)
+    key = pb.StepKey(global_id=gid, service="payment-python", operation="charge",
+                     phase=pb.PHASE_FORWARD)
     fp = hashlib.sha256(f"order={order_id};amount={amount_cents}".encode()).digest()
     for _ in range(50):  # ABORTED: another request runs the step right now; wait and ask again
         try:
@@ -74,7 +77,7 @@ def pay(call, pb, md, gid, order_id, amount_cents, gateway):
 def main():
     address = os.environ.get("IDEM_ADDRESS") or "127.0.0.1:50051"
     tenant = os.environ.get("IDEM_TENANT") or "shop"
-    order_id = sys.argv[1] if len(sys.argv) > 1 else "order-1"
+    order_id = sys.argv[1] if len(sys.argv) > 1 else "order-python-1"
     md = (("idem-tenant", tenant),)  # every call names its tenant (lower-case metadata name)
     with tempfile.TemporaryDirectory() as tmp, grpc.insecure_channel(address) as channel:
         pb = load_messages(tmp)
@@ -88,7 +91,8 @@ def main():
 
         saga = call("BeginSaga", pb.BeginSagaRequest(request_id=order_id, saga_type="order"),
                     pb.BeginSagaResponse, md)
-        print(f"saga {saga.global_id} ({'new' if saga.created else 'the order existing saga'})")
+        state = "new" if saga.created else "the order's existing saga"
+        print(f"saga {saga.global_id} ({state})")
         gateway = Gateway()
         first = pay(call, pb, md, saga.global_id, order_id, 4200, gateway)    # the click
         second = pay(call, pb, md, saga.global_id, order_id, 4200, gateway)   # the double-click

@@ -29,7 +29,8 @@ test.before(async () => {
   journal = path.join(dir, 'journal');
   example = spawn(process.execPath, [path.join(__dirname, '..', 'examples', 'http.js')], {
     env: { ...process.env, IDEM_ADDRESS: coord.address, PORT: String(port), IDEM_JOURNAL: journal,
-      PAYMENT_DELAY_MS: '300', IDEM_DEADLINE_MS: '1500' },
+      PAYMENT_DELAY_MS: '300', IDEM_DEADLINE_MS: '1500', IDEM_TENANT: 'default',
+      IDEM_SERVICE: 'example-http' },
     stdio: ['ignore', 'inherit', 'inherit'],
   });
   base = `http://127.0.0.1:${port}`;

@@ -1,18 +1,22 @@
 #!/usr/bin/python3
 """examples/http.py — a payments API behind the WSGI Idempotency-Key middleware (docs/api.md §19).
 
-    IDEM_ADDRESS=127.0.0.1:50051 IDEM_TENANT=shop PORT=8080 /usr/bin/python3 examples/http.py
-    curl -si -X POST -H 'Idempotency-Key: "order-42"' -d '{"amount":100}' 127.0.0.1:8080/payments
+    IDEM_ADDRESS=127.0.0.1:50051 IDEM_TENANT=shop PORT=8083 /usr/bin/python3 examples/http.py
+    curl -si -X POST -H 'Idempotency-Key: "order-42"' -d '{"amount":100}' 127.0.0.1:8083/payments
 
 POST /payments (and POST /refunds) are wrapped: 201 with a JSON body naming the execution
 number; the same key again gets the stored answer with Idempotent-Replayed: true. A body with
 "fail": true makes the handler answer 500 (stored as retryable: the next retry runs again);
 "delay_ms": N makes it take N ms. GET /stats → {"executions": N}, the handler's count.
 
-Environment: IDEM_ADDRESS (default 127.0.0.1:50051), IDEM_TENANT, IDEM_TOKEN, PORT (default
-8080), IDEM_SERVICE (default http-example), IDEM_JOURNAL (the fail-open journal; default
+Environment: IDEM_ADDRESS (default 127.0.0.1:50051), IDEM_TENANT (default shop), IDEM_TOKEN, PORT
+(default 8083), IDEM_SERVICE (default http-python), IDEM_JOURNAL (the fail-open journal; default
 idem-http-journal.log in the temporary folder), IDEM_HTTP_TIMEOUT_S (default 10), IDEM_HTTP_WAIT=1
-(wait for a request in progress instead of 409). Served by wsgiref on a thread per request.
+(wait for a request in progress instead of 409). Served by wsgiref on a thread per request. The
+defaults differ from the Go (8081, http-go) and Node (8082, http-node) examples' and from
+quickstart's console (8080), so that all of them run side by side. A port already taken is
+refused before anything else: the port is named, "listening" is printed only once the port is
+bound, and the exit status is 1.
 """
 import os
 import sys
@@ -24,6 +28,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(HERE.parent))
 
+import errno  # noqa: E402
 import json  # noqa: E402
 import tempfile  # noqa: E402
 import threading  # noqa: E402
@@ -92,25 +97,39 @@ class QuietHandler(WSGIRequestHandler):
 
 
 def main():
+    port = int(os.environ.get("PORT") or 8083)
+    tenant = os.environ.get("IDEM_TENANT") or "shop"
+    service = os.environ.get("IDEM_SERVICE") or "http-python"
+    app = Payments()
+    try:  # the port first: a taken one is named before anything else starts
+        srv = make_server("127.0.0.1", port, app, server_class=ThreadingServer,
+                          handler_class=QuietHandler)
+    except OSError as e:
+        print(f"examples/http.py: cannot listen on 127.0.0.1:{port}: {e.strerror or e}",
+              file=sys.stderr)
+        if e.errno == errno.EADDRINUSE:
+            print(f"examples/http.py: port {port} is taken (quickstart's console holds 8080): "
+                  "choose another with PORT=, e.g. PORT=8093", file=sys.stderr)
+        return 1
     client = idem_client.connect(
         os.environ.get("IDEM_ADDRESS") or "127.0.0.1:50051",
-        tenant=os.environ.get("IDEM_TENANT") or None, token=os.environ.get("IDEM_TOKEN") or None,
+        tenant=tenant, token=os.environ.get("IDEM_TOKEN") or None,
         journal_path=os.environ.get("IDEM_JOURNAL") or
         os.path.join(tempfile.gettempdir(), "idem-http-journal.log"))
-    app = IdempotencyMiddleware(Payments(), client, os.environ.get("IDEM_SERVICE") or "http-example",
-                                wait=os.environ.get("IDEM_HTTP_WAIT") == "1",
-                                timeout=float(os.environ.get("IDEM_HTTP_TIMEOUT_S") or 10))
-    port = int(os.environ.get("PORT") or 8080)
-    with make_server("127.0.0.1", port, app, server_class=ThreadingServer,
-                     handler_class=QuietHandler) as srv:
+    srv.set_app(IdempotencyMiddleware(app, client, service,
+                                      wait=os.environ.get("IDEM_HTTP_WAIT") == "1",
+                                      timeout=float(os.environ.get("IDEM_HTTP_TIMEOUT_S") or 10)))
+    with srv:
         print(f"examples/http.py: listening on http://127.0.0.1:{port} (coordinator "
-              f"{os.environ.get('IDEM_ADDRESS') or '127.0.0.1:50051'})", flush=True)
+              f"{os.environ.get('IDEM_ADDRESS') or '127.0.0.1:50051'}, tenant {tenant}, "
+              f"service {service})", flush=True)
         try:
             srv.serve_forever()
         except KeyboardInterrupt:
             pass
     client.close()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -4,9 +4,13 @@
 // client-lib/go/go.sh) or scripts/example-http go.
 //
 // Environment: IDEM_ADDRESS (default 127.0.0.1:50051; a comma-separated list for a cluster),
-// IDEM_TENANT, IDEM_TOKEN, PORT (default 8080; it listens on 127.0.0.1), IDEM_SERVICE (the step
-// key's service, default example-http), IDEM_JOURNAL (the fail-open journal, default
-// $TMPDIR/idem-example-http.journal), IDEM_HTTP_DEADLINE_MS (the middleware's deadline).
+// IDEM_TENANT (default shop), IDEM_TOKEN, PORT (default 8081; it listens on 127.0.0.1),
+// IDEM_SERVICE (the step key's service, default http-go), IDEM_JOURNAL (the fail-open journal,
+// default $TMPDIR/idem-example-http-go.journal), IDEM_HTTP_DEADLINE_MS (the middleware's
+// deadline). The defaults differ from the Node (8082, http-node) and Python (8083, http-python)
+// examples' and from quickstart's console (8080), so that all of them run side by side. A port
+// already taken is refused before anything else: the port is named, "listening" is printed only
+// once the port is bound, and the exit status is 1.
 //
 // For trying the middleware out, POST /payments also obeys two request headers that are not
 // part of the fingerprint: Simulate-Status: 500 answers that status instead of 201 (a 5xx is
@@ -18,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -89,9 +94,17 @@ func env(name, def string) string {
 }
 
 func main() {
-	journal := env("IDEM_JOURNAL", filepath.Join(os.TempDir(), "idem-example-http.journal"))
+	addr := "127.0.0.1:" + env("PORT", "8081")
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "example-http: cannot listen on %s: %v\n"+
+			"example-http: port %s is taken (quickstart's console holds 8080): choose another with PORT=, e.g. PORT=8091\n",
+			addr, err, env("PORT", "8081"))
+		os.Exit(1)
+	}
+	journal := env("IDEM_JOURNAL", filepath.Join(os.TempDir(), "idem-example-http-go.journal"))
 	c, err := idem.Connect(idem.Options{Address: env("IDEM_ADDRESS", "127.0.0.1:50051"),
-		Tenant: os.Getenv("IDEM_TENANT"), Token: os.Getenv("IDEM_TOKEN"), JournalPath: journal})
+		Tenant: env("IDEM_TENANT", "shop"), Token: os.Getenv("IDEM_TOKEN"), JournalPath: journal})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -100,12 +113,13 @@ func main() {
 	if ms, err := strconv.Atoi(os.Getenv("IDEM_HTTP_DEADLINE_MS")); err == nil && ms > 0 {
 		deadline = time.Duration(ms) * time.Millisecond
 	}
-	h, _, err := newServer(c, env("IDEM_SERVICE", "example-http"), deadline)
+	h, _, err := newServer(c, env("IDEM_SERVICE", "http-go"), deadline)
 	if err != nil {
 		log.Fatal(err)
 	}
-	addr := "127.0.0.1:" + env("PORT", "8080")
-	log.Printf("example-http: listening on http://%s (coordinator %s, journal %s)", addr, env("IDEM_ADDRESS", "127.0.0.1:50051"), journal)
-	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	log.Fatal(srv.ListenAndServe())
+	log.Printf("example-http: listening on http://%s (coordinator %s, tenant %s, service %s, journal %s)",
+		addr, env("IDEM_ADDRESS", "127.0.0.1:50051"), env("IDEM_TENANT", "shop"),
+		env("IDEM_SERVICE", "http-go"), journal)
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	log.Fatal(srv.Serve(ln))
 }
