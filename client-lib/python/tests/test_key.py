@@ -28,8 +28,14 @@ class KeyTable(unittest.TestCase):
 
     def test_global_id(self):
         for case in TABLE["global_id"]:
-            with self.subTest(key=case["key"]):
-                self.assertEqual(ik.global_id(case["key"]), case["global_id"])
+            with self.subTest(scope=case["scope"], key=case["key"]):
+                self.assertEqual(ik.global_id(case["key"], case["scope"]), case["global_id"])
+
+    def test_default_scope(self):
+        self.assertGreaterEqual(len(TABLE["scope_default"]), 2)
+        for case in TABLE["scope_default"]:
+            environ = {} if case["authorization"] is None else {"HTTP_AUTHORIZATION": case["authorization"]}
+            self.assertEqual(ik.authorization_scope(environ), case["scope"])
 
     def test_operation(self):
         for case in TABLE["operation"]:
