@@ -144,6 +144,26 @@ def read_body(environ, limit):
     return b"".join(parts)
 
 
+class _Answer:
+    """The running answer's iterable. A server that closes it before the first item (the client
+    left) still ends the step: the app did not run, so the key is released."""
+
+    def __init__(self, gen, outputs):
+        self._gen, self._outputs, self._started = gen, outputs, False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        self._started = True
+        return next(self._gen)
+
+    def close(self):
+        if not self._started:
+            self._outputs.put(Output("retryable", 0, b""))
+        self._gen.close()
+
+
 class IdempotencyMiddleware:
     """Options:
     client        an idem_client.Client (with journal_path for fail-open operations)
@@ -273,7 +293,8 @@ class IdempotencyMiddleware:
         ev = events.get()
         if ev[0] == "done":
             return self._decided(environ, start_response, ev[1], ev[2], key)
-        return self._proceed(environ, inner, start_response, outputs, events, key)
+        return _Answer(self._proceed(environ, inner, start_response, outputs, events, key),
+                       outputs)
 
     def _decided(self, environ, start_response, rep, err, key):
         """The answer when the app did not run here: a replay or a problem."""

@@ -7,6 +7,7 @@ input_terminated); 409, 500 coordinator-refused and 503 as problem documents; an
 that keeps this process's RSS under the file's bound over its baseline."""
 import hashlib
 import http.client
+import io
 import json
 import logging
 import re
@@ -324,6 +325,29 @@ class Cases(unittest.TestCase):
         a = send(rig.port, {"key": "plain-chunked-1", "chunks": ["{}"]})
         check_problem(self, "chunked behind wsgiref", a, "body-incomplete", "plain-chunked-1")
         self.assertEqual(rig.app.executions, 1)
+
+    def test_an_answer_closed_before_it_started_releases_the_key(self):
+        # a WSGI server may close the iterable without iterating it (the client left): the step
+        # must not stay in progress, the next request with the key runs the app
+        client = idem_client.connect(self.coord.address, tenant=support.unique("py-mw-close"))
+        self.addCleanup(client.close)
+        runs = []
+
+        def app(environ, start_response):
+            runs.append(1)
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [b"ok"]
+
+        mw = IdempotencyMiddleware(app, client, "py-mw")
+
+        def environ():
+            return {"REQUEST_METHOD": "POST", "PATH_INFO": "/x", "HTTP_IDEMPOTENCY_KEY": "closed-1",
+                    "CONTENT_LENGTH": "0", "wsgi.input": io.BytesIO(b""), "SERVER_NAME": "t",
+                    "SERVER_PORT": "80", "wsgi.url_scheme": "http"}
+        mw(environ(), lambda s, h: None).close()
+        got = {}
+        body = b"".join(mw(environ(), lambda s, h: got.update(status=s)))
+        self.assertEqual((got["status"], body, len(runs)), ("200 OK", b"ok", 1))
 
     def test_409_and_503_are_problems(self):
         coord = support.Coordinator()
