@@ -148,8 +148,9 @@ class _Answer:
     """The running answer's iterable. A server that closes it before the first item (the client
     left) still ends the step: the app did not run, so the key is released."""
 
-    def __init__(self, gen, outputs):
-        self._gen, self._outputs, self._started = gen, outputs, False
+    def __init__(self, gen, outputs, events, timeout):
+        self._gen, self._outputs, self._events, self._started = gen, outputs, events, False
+        self._timeout = timeout
 
     def __iter__(self):
         return self
@@ -161,6 +162,10 @@ class _Answer:
     def close(self):
         if not self._started:
             self._outputs.put(Output("retryable", 0, b""))
+            try:  # the step is completed (released) before the server goes on
+                self._events.get(timeout=self._timeout + 5)
+            except queue.Empty:
+                pass
         self._gen.close()
 
 
@@ -294,7 +299,7 @@ class IdempotencyMiddleware:
         if ev[0] == "done":
             return self._decided(environ, start_response, ev[1], ev[2], key)
         return _Answer(self._proceed(environ, inner, start_response, outputs, events, key),
-                       outputs)
+                       outputs, events, self.timeout)
 
     def _decided(self, environ, start_response, rep, err, key):
         """The answer when the app did not run here: a replay or a problem."""
