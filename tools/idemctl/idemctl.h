@@ -91,6 +91,7 @@ int cmd_policy_get(ctl *c);
 int cmd_policy_set(ctl *c);
 int cmd_policy_delete(ctl *c);
 int cmd_reconcile(ctl *c);
+int cmd_http_key(ctl *c);   /* cmd_http.c: the step an HTTP Idempotency-Key names */
 int cmd_slots(ctl *c);      /* cmd_slots.c */
 int cmd_slots_move(ctl *c); /* cmd_move.c */
 /* cmd_slots.c: the move under way, for people (one line and, when there is one, its note) */

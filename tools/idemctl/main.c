@@ -68,6 +68,13 @@ static const ctl_cmd commands[] = {
     {"policy delete", "SERVICE OPERATION", "", 2, 2, "Deletes a stored policy.", cmd_policy_delete},
     {"audit", "[GLOBAL_ID]", "limit=", 0, 1,
      "The audit trail (who resolved what, why), newest first; --limit N (default 100).", cmd_audit},
+    {"http-key", "KEY", "scope=", 1, 1,
+     "The step global id an HTTP Idempotency-Key names: \"k-\" + the hex SHA-256 of the scope, "
+     "a 0x1F byte and KEY (the key text as the middleware received it, unquoted). --scope TEXT "
+     "is the middleware's scope for the caller; by default the middleware uses the hex SHA-256 "
+     "of the request's Authorization header (`printf %s \"$AUTH\" | sha256sum`), and \"\" "
+     "without one. Computed here; no coordinator is asked (docs/http-middleware.md).",
+     cmd_http_key},
     {"reconcile", "JOURNAL_FILE", "", 1, 1,
      "Replays a client's unguarded-execution journal into the coordinator. Exits 1 when a line "
      "ran twice, was invalid or was refused.",

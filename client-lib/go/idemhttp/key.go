@@ -6,6 +6,7 @@ package idemhttp
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"net/http"
 	"strings"
 
 	idem "idem.dev/client"
@@ -96,14 +97,26 @@ func ParseKey(v string) (key, rule string) {
 	return "", RuleUnterminated
 }
 
-// GlobalID is the step's global id for a key: the key itself when it follows the global_id
-// rule, otherwise "h-" + the lower-case hex SHA-256 of the key.
-func GlobalID(key string) string {
-	if idem.ValidGlobalID(key) {
-		return key
+// GlobalID is the step's global id for a key in a scope: "k-" + the lower-case hex SHA-256 of
+// the scope's bytes, one 0x1F byte and the key's bytes, for every key (docs/api.md §19,
+// amended), so that neither two scopes (callers) nor two keys name one step.
+func GlobalID(scope, key string) string {
+	h := sha256.New()
+	h.Write([]byte(scope))
+	h.Write([]byte{0x1f})
+	h.Write([]byte(key))
+	return "k-" + hex.EncodeToString(h.Sum(nil))
+}
+
+// AuthorizationScope is the default scope of a request: the lower-case hex SHA-256 of its
+// Authorization header's value, "" when it has none (several lines are joined with ", ").
+func AuthorizationScope(r *http.Request) string {
+	v := r.Header.Values("Authorization")
+	if len(v) == 0 {
+		return ""
 	}
-	sum := sha256.Sum256([]byte(key))
-	return "h-" + hex.EncodeToString(sum[:])
+	sum := sha256.Sum256([]byte(strings.Join(v, ", ")))
+	return hex.EncodeToString(sum[:])
 }
 
 // Operation is the default operation name of a route: lower-case(method + " " + path), the

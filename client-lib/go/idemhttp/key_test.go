@@ -6,6 +6,7 @@ package idemhttp_test
 import (
 	"encoding/hex"
 	"encoding/json"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -22,7 +23,11 @@ type table struct {
 		Error  string  `json:"error"`
 		About  string  `json:"about"`
 	} `json:"header"`
-	GlobalIDRaw []map[string]string `json:"global_id"`
+	GlobalIDRaw  []map[string]string `json:"global_id"`
+	ScopeDefault []struct {
+		Authorization *string `json:"authorization"`
+		Scope         string  `json:"scope"`
+	} `json:"scope_default"`
 	Operation   []map[string]string `json:"operation"`
 	Fingerprint []map[string]string `json:"fingerprint"`
 }
@@ -86,8 +91,20 @@ func TestTwoHeaderLinesAreAList(t *testing.T) {
 func TestStepKeyAndFingerprintTable(t *testing.T) {
 	tb := loadTable(t)
 	for _, c := range tb.GlobalIDRaw {
-		if got := idemhttp.GlobalID(c["key"]); got != c["global_id"] {
-			t.Errorf("global id of %q: got %q want %q", c["key"], got, c["global_id"])
+		if got := idemhttp.GlobalID(c["scope"], c["key"]); got != c["global_id"] {
+			t.Errorf("global id of %q in scope %q: got %q want %q", c["key"], c["scope"], got, c["global_id"])
+		}
+	}
+	if len(tb.ScopeDefault) == 0 {
+		t.Fatal("no scope_default vectors")
+	}
+	for _, c := range tb.ScopeDefault {
+		r := httptest.NewRequest("POST", "/x", nil)
+		if c.Authorization != nil {
+			r.Header.Set("Authorization", *c.Authorization)
+		}
+		if got := idemhttp.AuthorizationScope(r); got != c.Scope {
+			t.Errorf("scope of Authorization %v: got %q want %q", c.Authorization, got, c.Scope)
 		}
 	}
 	for _, c := range tb.Operation {

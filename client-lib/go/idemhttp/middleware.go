@@ -12,7 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
+	"strings"
 	"time"
 
 	idem "idem.dev/client"
@@ -28,11 +30,20 @@ type Options struct {
 	Operation string
 	// KeepHeaders are the response headers stored and replayed; nil = Content-Type.
 	KeepHeaders []string
-	// BodyLimit: a response body larger than this (bytes) is stored and replayed without its
-	// body, with Idempotent-Body-Omitted: true; 0 = 32 KiB. (The stored encoding must also fit
-	// the coordinator's 64 KiB.)
+	// Methods are the request methods the middleware wraps; others go to the handler
+	// untouched. nil = POST and PATCH.
+	Methods []string
+	// Scope is the caller's part of the step key (docs/http-middleware.md, "Scope"): two
+	// requests with one key but different scopes are two steps. nil = AuthorizationScope (the
+	// hex SHA-256 of the Authorization header, "" without one).
+	Scope func(*http.Request) string
+	// BodyLimit: the handler's response is buffered up to this many bytes; past it the rest
+	// streams to the client and the step is stored without its body (replayed with
+	// Idempotent-Body-Omitted: true). 0 = 64 KiB. A body whose stored encoding would not fit
+	// the coordinator's 64 KiB result is stored without it too.
 	BodyLimit int
-	// MaxRequestBody: a larger request body is answered 413 without running; 0 = 1 MiB.
+	// MaxRequestBody: a longer request body (declared or read, chunked included) is answered
+	// 413 without running; 0 = 1 MiB.
 	MaxRequestBody int64
 	// ProblemBase is the base of the problem documents' type URIs; "" = DefaultProblemBase.
 	ProblemBase string
@@ -44,6 +55,9 @@ type Options struct {
 	Deadline time.Duration
 	// Lease of each execution; 0 = the policy's. It is extended while the handler runs.
 	Lease time.Duration
+	// Logf writes the middleware's log lines (one per problem it answers, naming its
+	// instance); nil = log.Printf.
+	Logf func(format string, args ...interface{})
 	// OnError, when set, is told of errors after the handler ran (the answer was sent anyway):
 	// a lost lease, a failed CompleteStep, a journal that could not be written.
 	OnError func(r *http.Request, err error)
@@ -51,8 +65,9 @@ type Options struct {
 
 // Middleware is a configured Idempotency-Key middleware.
 type Middleware struct {
-	o    Options
-	keep []string
+	o       Options
+	keep    []string
+	methods map[string]bool
 }
 
 // New checks the options.
@@ -70,7 +85,7 @@ func New(o Options) (*Middleware, error) {
 		return nil, errors.New("idemhttp: Options: negative limit or duration")
 	}
 	if o.BodyLimit == 0 {
-		o.BodyLimit = 32 * 1024
+		o.BodyLimit = 64 * 1024
 	}
 	if o.MaxRequestBody == 0 {
 		o.MaxRequestBody = 1 << 20
@@ -81,7 +96,19 @@ func New(o Options) (*Middleware, error) {
 	if o.Deadline == 0 {
 		o.Deadline = 5 * time.Second
 	}
-	m := &Middleware{o: o, keep: []string{"Content-Type"}}
+	if o.Scope == nil {
+		o.Scope = AuthorizationScope
+	}
+	if o.Logf == nil {
+		o.Logf = log.Printf
+	}
+	if o.Methods == nil {
+		o.Methods = []string{http.MethodPost, http.MethodPatch}
+	}
+	m := &Middleware{o: o, keep: []string{"Content-Type"}, methods: map[string]bool{}}
+	for _, meth := range o.Methods {
+		m.methods[strings.ToUpper(meth)] = true
+	}
 	if o.KeepHeaders != nil {
 		m.keep = nil
 		for _, h := range o.KeepHeaders {
@@ -113,24 +140,54 @@ func validName(s string) bool {
 	return true
 }
 
-// recorder captures the handler's answer.
-type recorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
+// liveWriter holds the handler's answer up to limit bytes of body; past it, it sends the
+// status, the headers and what it holds to the client and streams the rest (the step is then
+// stored without its body), so a large answer never sits in memory whole.
+type liveWriter struct {
+	w         http.ResponseWriter
+	header    http.Header
+	status    int
+	body      bytes.Buffer
+	limit     int
+	streaming bool
+	panicked  bool
 }
 
-func (r *recorder) Header() http.Header { return r.header }
-func (r *recorder) WriteHeader(s int) {
-	if r.status == 0 {
-		r.status = s
+func (l *liveWriter) Header() http.Header { return l.header }
+func (l *liveWriter) WriteHeader(s int) {
+	if l.status == 0 {
+		l.status = s
 	}
 }
-func (r *recorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
+func (l *liveWriter) Write(b []byte) (int, error) {
+	if l.status == 0 {
+		l.status = http.StatusOK
 	}
-	return r.body.Write(b)
+	if !l.streaming && l.body.Len()+len(b) <= l.limit {
+		return l.body.Write(b)
+	}
+	if !l.streaming {
+		l.startStreaming()
+	}
+	return l.w.Write(b)
+}
+
+// Flush sends what the handler wrote so far when the answer already streams (a held answer is
+// sent once the step is stored).
+func (l *liveWriter) Flush() {
+	if f, ok := l.w.(http.Flusher); ok && l.streaming {
+		f.Flush()
+	}
+}
+
+func (l *liveWriter) startStreaming() {
+	l.streaming = true
+	for k, v := range l.header {
+		l.w.Header()[k] = v
+	}
+	l.w.WriteHeader(l.status)
+	_, _ = l.w.Write(l.body.Bytes())
+	l.body = bytes.Buffer{} // let the held part go
 }
 
 func outcomeOf(status int) idem.Outcome {
@@ -149,25 +206,35 @@ func (m *Middleware) Wrap(h http.Handler) http.Handler {
 }
 
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handler) {
-	base := m.o.ProblemBase
+	if !m.methods[r.Method] {
+		h.ServeHTTP(w, r)
+		return
+	}
 	key, rule := ParseKeyHeader(r.Header.Values("Idempotency-Key"))
 	if rule == RuleMissing {
-		writeProblem(w, base, probKeyMissing, "the request has no Idempotency-Key header", 0)
+		m.problem(w, r, probKeyMissing, "", "the request has no Idempotency-Key header", 0)
 		return
 	}
 	if rule != "" {
 		raw := r.Header.Values("Idempotency-Key")
-		writeProblem(w, base, probKeyMalformed, fmt.Sprintf("Idempotency-Key %q breaks the rule %q: %s",
+		m.problem(w, r, probKeyMalformed, "", fmt.Sprintf("Idempotency-Key %q breaks the rule %q: %s",
 			joinLines(raw), rule, ruleText[rule]), 0)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, m.o.MaxRequestBody+1))
-	if err != nil {
-		http.Error(w, "cannot read the request body", http.StatusBadRequest)
+	max := m.o.MaxRequestBody
+	if r.ContentLength > max {
+		m.problem(w, r, probBodyTooLarge, key, fmt.Sprintf("the request body of %d bytes is longer than the %d-byte limit; idempotency key %q was not used", r.ContentLength, max, key), 0)
 		return
 	}
-	if int64(len(body)) > m.o.MaxRequestBody {
-		http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+	// net/http decodes a chunked body and reports a body shorter than its Content-Length or a
+	// broken chunked framing as a read error (io.ErrUnexpectedEOF)
+	body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+	if err != nil {
+		m.problem(w, r, probBodyIncomplete, key, fmt.Sprintf("the request body could not be read in full (%v); the handler did not run and idempotency key %q was not used", err, key), 0)
+		return
+	}
+	if int64(len(body)) > max {
+		m.problem(w, r, probBodyTooLarge, key, fmt.Sprintf("the request body is longer than the %d-byte limit; idempotency key %q was not used", max, key), 0)
 		return
 	}
 	target := r.RequestURI
@@ -178,16 +245,16 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handle
 	if op == "" {
 		op = Operation(r.Method, r.URL.EscapedPath())
 	}
-	sk := idem.StepKey{GlobalID: GlobalID(key), Service: m.o.Service, Operation: op, Phase: idem.Forward}
+	sk := idem.StepKey{GlobalID: GlobalID(m.o.Scope(r), key), Service: m.o.Service, Operation: op, Phase: idem.Forward}
 	ro := idem.RunOptions{Fingerprint: Fingerprint(r.Method, target, body), Deadline: m.o.Deadline,
 		Lease: m.o.Lease, InProgress: idem.FailFast}
 	if m.o.Wait {
 		ro.InProgress = idem.WaitOnCoordinator
 	}
 
-	var live *recorder
+	var live *liveWriter
 	rep, err := m.o.Client.Run(r.Context(), sk, ro, func(ctx context.Context, s idem.StepContext) idem.Result {
-		live = &recorder{header: http.Header{}}
+		live = &liveWriter{w: w, header: http.Header{}, limit: m.o.BodyLimit}
 		req := r.Clone(ctx)
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		req.ContentLength = int64(len(body))
@@ -201,7 +268,12 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handle
 		if err != nil && idem.Code(err) != idem.CodeStepFailed && m.o.OnError != nil {
 			m.o.OnError(r, err)
 		}
-		writeLive(w, live)
+		if live.panicked && live.streaming {
+			panic(http.ErrAbortHandler) // half an answer was sent: abort the connection
+		}
+		if !live.streaming {
+			writeLive(w, live)
+		}
 		return
 	}
 	if err == nil && rep.Replayed {
@@ -209,23 +281,25 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handle
 		return
 	}
 	if err == nil { // a SKIP decision: a compensation settled this key; nothing to answer with
-		writeProblem(w, base, probCompensated, fmt.Sprintf("the request with idempotency key %q was compensated and does not run again", key), 0)
+		m.problem(w, r, probCompensated, key, fmt.Sprintf("the request with idempotency key %q was compensated and does not run again", key), 0)
 		return
 	}
 	var e *idem.Error
 	errors.As(err, &e)
 	switch {
-	case e != nil && e.Code == "ABORTED":
-		writeProblem(w, base, probInProgress, fmt.Sprintf("a request with idempotency key %q is still being processed", key), e.RetryAfter)
-	case e != nil && e.Code == "FAILED_PRECONDITION" && e.Reason == "fingerprint-mismatch":
-		writeProblem(w, base, probMismatch, fmt.Sprintf("idempotency key %q was used for another request (method, target or body); use a new key for a new request", key), 0)
-	case e != nil && (e.Code == "UNAVAILABLE" || e.Code == "DEADLINE_EXCEEDED" || e.Code == "CANCELLED"):
-		writeProblem(w, base, probUnavailable, fmt.Sprintf("no idem coordinator could decide on idempotency key %q (%s) and the operation fails closed; the handler did not run", key, e.Code), e.RetryAfter)
-	default:
+	case e == nil:
 		if m.o.OnError != nil {
 			m.o.OnError(r, err)
 		}
-		http.Error(w, "idempotency middleware: "+err.Error(), http.StatusInternalServerError)
+		m.problem(w, r, probInternal, key, fmt.Sprintf("the middleware could not run the request with idempotency key %q: %v", key, err), 0)
+	case e.Code == "ABORTED":
+		m.problem(w, r, probInProgress, key, fmt.Sprintf("a request with idempotency key %q is still being processed", key), e.RetryAfter)
+	case e.Code == "FAILED_PRECONDITION" && e.Reason == "fingerprint-mismatch":
+		m.problem(w, r, probMismatch, key, fmt.Sprintf("idempotency key %q was used for another request (method, target or body); use a new key for a new request", key), 0)
+	case e.Code == "UNAUTHENTICATED" || e.Code == "PERMISSION_DENIED" || e.Code == "INVALID_ARGUMENT":
+		m.problem(w, r, probRefused, key, fmt.Sprintf("the idem coordinator refused the middleware (%s %s): a misconfiguration a retry does not fix; the handler did not run: %s", e.Code, e.Reason, e.Message), 0)
+	default:
+		m.problem(w, r, probUnavailable, key, fmt.Sprintf("no idem coordinator could decide on idempotency key %q (%s) and the operation fails closed; the handler did not run", key, e.Code), e.RetryAfter)
 	}
 }
 
@@ -251,14 +325,18 @@ func joinLines(v []string) string {
 }
 
 // runHandler calls h; a panic becomes a 500 (stored as retryable), as net/http would answer.
-func (m *Middleware) runHandler(h http.Handler, rec *recorder, req *http.Request) {
+func (m *Middleware) runHandler(h http.Handler, rec *liveWriter, req *http.Request) {
 	defer func() {
 		if p := recover(); p != nil {
 			if p == http.ErrAbortHandler {
 				panic(p)
 			}
-			rec.header = http.Header{"Content-Type": {"text/plain; charset=utf-8"}}
+			rec.panicked = true
 			rec.status = http.StatusInternalServerError
+			if rec.streaming { // the status is sent already; stored as retryable, then aborted
+				return
+			}
+			rec.header = http.Header{"Content-Type": {"text/plain; charset=utf-8"}}
 			rec.body.Reset()
 			rec.body.WriteString("internal server error\n")
 			if m.o.OnError != nil {
@@ -271,14 +349,14 @@ func (m *Middleware) runHandler(h http.Handler, rec *recorder, req *http.Request
 
 // store encodes the live answer for the coordinator: the kept headers, the body unless it is
 // over the limit.
-func (m *Middleware) store(live *recorder) []byte {
+func (m *Middleware) store(live *liveWriter) []byte {
 	s := &StoredResponse{Status: live.status}
 	for _, name := range m.keep {
 		for _, v := range live.header.Values(name) {
 			s.Headers = append(s.Headers, [2]string{name, v})
 		}
 	}
-	if live.body.Len() <= m.o.BodyLimit {
+	if !live.streaming && live.body.Len() <= m.o.BodyLimit {
 		s.Body = live.body.Bytes()
 	} else {
 		s.BodyOmitted = true
@@ -291,7 +369,7 @@ func (m *Middleware) store(live *recorder) []byte {
 	return b
 }
 
-func writeLive(w http.ResponseWriter, live *recorder) {
+func writeLive(w http.ResponseWriter, live *liveWriter) {
 	for k, v := range live.header {
 		w.Header()[k] = v
 	}

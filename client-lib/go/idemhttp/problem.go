@@ -1,9 +1,14 @@
 package idemhttp
 
-// problem.go — the RFC 9457 problem documents the middleware answers itself (400, 409, 422,
-// 503), with the titles and anchors of docs/http-middleware.md.
+// problem.go — the RFC 9457 problem documents the middleware answers itself (400, 409, 413,
+// 422, 500, 503), with the types, titles and statuses of client-lib/conformance/
+// http-middleware.json and the anchors of docs/http-middleware.md. Each carries `instance`
+// (urn:uuid: + a fresh UUID, also in the middleware's log line) and, when the request had a
+// key, `idempotency_key`.
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -20,21 +25,50 @@ type problemKind struct {
 }
 
 var (
-	probKeyMissing   = problemKind{"key-missing", "Idempotency-Key missing", 400, false}
-	probKeyMalformed = problemKind{"key-malformed", "Idempotency-Key malformed", 400, false}
-	probMismatch     = problemKind{"fingerprint-mismatch", "Idempotency-Key reused", 422, false}
-	probInProgress   = problemKind{"in-progress", "Request in progress", 409, true}
-	probUnavailable  = problemKind{"coordinator-unavailable", "Idempotency coordinator unavailable", 503, true}
-	probCompensated  = problemKind{"compensated", "Request compensated", 422, false}
+	probKeyMissing     = problemKind{"key-missing", "Idempotency-Key missing", 400, false}
+	probKeyMalformed   = problemKind{"key-malformed", "Idempotency-Key malformed", 400, false}
+	probBodyIncomplete = problemKind{"body-incomplete", "Request body incomplete", 400, false}
+	probInProgress     = problemKind{"in-progress", "Request in progress", 409, true}
+	probBodyTooLarge   = problemKind{"body-too-large", "Request body too large", 413, false}
+	probMismatch       = problemKind{"fingerprint-mismatch", "Idempotency-Key reused", 422, false}
+	probCompensated    = problemKind{"compensated", "Request compensated", 422, false}
+	probRefused        = problemKind{"coordinator-refused", "Idempotency coordinator refused the middleware", 500, false}
+	probInternal       = problemKind{"middleware-error", "Idempotency middleware error", 500, false}
+	probUnavailable    = problemKind{"coordinator-unavailable", "Idempotency coordinator unavailable", 503, true}
 )
+
+// ProblemTypes lists every problem the middleware answers: type word → status, title,
+// retryable (the tests compare it with client-lib/conformance/http-middleware.json).
+func ProblemTypes() map[string]struct {
+	Status    int
+	Title     string
+	Retryable bool
+} {
+	out := map[string]struct {
+		Status    int
+		Title     string
+		Retryable bool
+	}{}
+	for _, k := range []problemKind{probKeyMissing, probKeyMalformed, probBodyIncomplete, probInProgress,
+		probBodyTooLarge, probMismatch, probCompensated, probRefused, probInternal, probUnavailable} {
+		out[k.anchor] = struct {
+			Status    int
+			Title     string
+			Retryable bool
+		}{k.status, k.title, k.retryable}
+	}
+	return out
+}
 
 // Problem is the document's JSON (field order as in the draft's examples).
 type Problem struct {
-	Type      string `json:"type"`
-	Title     string `json:"title"`
-	Status    int    `json:"status"`
-	Detail    string `json:"detail"`
-	Retryable bool   `json:"retryable"`
+	Type           string `json:"type"`
+	Title          string `json:"title"`
+	Status         int    `json:"status"`
+	Detail         string `json:"detail"`
+	Instance       string `json:"instance"`
+	Retryable      bool   `json:"retryable"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
 // RetryAfterSeconds is the Retry-After value for a coordinator hint: whole seconds rounded up,
@@ -47,10 +81,23 @@ func RetryAfterSeconds(hint time.Duration) int {
 	return s
 }
 
-func writeProblem(w http.ResponseWriter, base string, k problemKind, detail string, retryAfter time.Duration) {
-	p := Problem{Type: base + "#" + k.anchor, Title: k.title, Status: k.status, Detail: detail,
-		Retryable: k.retryable}
+// newInstance is urn:uuid: + a random (version 4) UUID.
+func newInstance() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return "urn:uuid:" + h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// problem writes the document and logs one line naming its instance; key is "" when the
+// request had no (well-formed) key.
+func (m *Middleware) problem(w http.ResponseWriter, r *http.Request, k problemKind, key, detail string, retryAfter time.Duration) {
+	p := Problem{Type: m.o.ProblemBase + "#" + k.anchor, Title: k.title, Status: k.status, Detail: detail,
+		Instance: newInstance(), Retryable: k.retryable, IdempotencyKey: key}
 	b, _ := json.Marshal(p)
+	m.o.Logf("idemhttp: %s %s: %d %s instance=%s key=%q: %s", r.Method, r.URL.Path, k.status, k.anchor, p.Instance, key, detail)
 	h := w.Header()
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))

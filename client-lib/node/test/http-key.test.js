@@ -7,7 +7,7 @@ const assert = require('node:assert/strict');
 const fs = require('fs');
 const path = require('path');
 const {
-  parseIdempotencyKey, keyGlobalId, routeOperation, requestFingerprint, encodeStored, decodeStored,
+  parseIdempotencyKey, keyGlobalId, authorizationScope, routeOperation, requestFingerprint, encodeStored, decodeStored,
   retryAfterSeconds, problem,
 } = require('..');
 
@@ -29,8 +29,17 @@ test('header: every case of the table', () => {
   }
 });
 
-test('global id: every vector', () => {
-  for (const c of table.global_id) assert.equal(keyGlobalId(c.key), c.global_id, c.key);
+test('global id: every vector (scope, key)', () => {
+  for (const c of table.global_id) assert.equal(keyGlobalId(c.key, c.scope), c.global_id, `${c.scope} ${c.key}`);
+  assert.equal(keyGlobalId('abc'), table.global_id.find((c) => c.scope === '' && c.key === 'abc').global_id);
+});
+
+test("default scope: the Authorization header's SHA-256, empty without one", () => {
+  assert.ok(table.scope_default.length >= 2);
+  for (const c of table.scope_default) {
+    const headers = c.authorization === null ? {} : { authorization: c.authorization };
+    assert.equal(authorizationScope({ headers }), c.scope);
+  }
 });
 
 test('operation: every vector', () => {
@@ -60,9 +69,14 @@ test('stored responses: the JSON document, and the body left out over the limit'
 });
 
 test('problems: type from the base and anchor, Retry-After rounded up, at least 1', () => {
-  assert.deepEqual(problem('docs/http-middleware.md', 'in-progress', 'd'), {
+  const p = problem('docs/http-middleware.md', 'in-progress', 'd', 'k1');
+  assert.match(p.instance, /^urn:uuid:[0-9a-f-]{36}$/);
+  assert.notEqual(problem('b', 'in-progress', 'd').instance, p.instance);
+  assert.deepEqual({ ...p, instance: undefined }, {
     type: 'docs/http-middleware.md#in-progress', title: 'Request in progress', status: 409, detail: 'd', retryable: true,
+    instance: undefined, idempotency_key: 'k1',
   });
+  assert.equal('idempotency_key' in problem('b', 'key-missing', 'd'), false);
   assert.equal(problem('https://x/y', 'key-malformed', 'd').type, 'https://x/y#key-malformed');
   assert.equal(problem('b', 'fingerprint-mismatch', 'd').status, 422);
   assert.equal(problem('b', 'coordinator-unavailable', 'd').retryable, true);

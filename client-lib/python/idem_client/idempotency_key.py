@@ -9,7 +9,6 @@ import hashlib
 import re
 
 MAX_KEY = 255
-_GLOBAL_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _NOT_NAME = re.compile(r"[^a-z0-9._-]")
 
 # the rule each error word names, for a problem document's detail
@@ -81,11 +80,23 @@ def parse(value):
     return key
 
 
-def global_id(key):
-    """The key itself when it follows the global_id rule, else "h-" + hex SHA-256 of it."""
-    if _GLOBAL_ID.fullmatch(key):
-        return key
-    return "h-" + hashlib.sha256(key.encode()).hexdigest()
+def global_id(key, scope=""):
+    """The step's global id of a key in a scope: "k-" + the lower-case hex SHA-256 of the
+    scope's bytes, one 0x1F byte and the key's bytes, for every key (docs/api.md §19, amended),
+    so that neither two scopes (callers) nor two keys name one step."""
+    h = hashlib.sha256(scope.encode())
+    h.update(b"\x1f")
+    h.update(key.encode())
+    return "k-" + h.hexdigest()
+
+
+def authorization_scope(environ):
+    """The default scope of a WSGI request: the lower-case hex SHA-256 of its Authorization
+    header, "" when it has none."""
+    value = environ.get("HTTP_AUTHORIZATION")
+    if value is None:
+        return ""
+    return hashlib.sha256(value.encode("latin-1")).hexdigest()
 
 
 def operation(method, path):

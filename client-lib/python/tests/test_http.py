@@ -166,7 +166,8 @@ class Middleware(unittest.TestCase):
         key, before = self.key(), self.ex.executions()
         c = idem_client.connect(self.coord.address, tenant=self.tenant)
         try:
-            rep = c.run_step(idem_client.StepKey(key, "http-example", "post--payments",
+            # the step a key names (no Authorization header: the empty scope)
+            rep = c.run_step(idem_client.StepKey(ik.global_id(key), "http-example", "post--payments",
                                                  idem_client.types.COMPENSATION),
                              lambda ctx: idem_client.Output("succeeded", 0, b""))
             self.assertEqual(rep.decision, "SKIP_NULL_COMPENSATION")

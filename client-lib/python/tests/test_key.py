@@ -1,6 +1,8 @@
 """test_key.py — the middleware's header parser, step key and fingerprint against every case of
 client-lib/conformance/idempotency-key.json (the one table all middlewares read)."""
 import json
+import os
+import subprocess
 import unittest
 
 import support
@@ -28,8 +30,25 @@ class KeyTable(unittest.TestCase):
 
     def test_global_id(self):
         for case in TABLE["global_id"]:
-            with self.subTest(key=case["key"]):
-                self.assertEqual(ik.global_id(case["key"]), case["global_id"])
+            with self.subTest(scope=case["scope"], key=case["key"]):
+                self.assertEqual(ik.global_id(case["key"], case["scope"]), case["global_id"])
+
+    def test_default_scope(self):
+        self.assertGreaterEqual(len(TABLE["scope_default"]), 2)
+        for case in TABLE["scope_default"]:
+            environ = {} if case["authorization"] is None else {"HTTP_AUTHORIZATION": case["authorization"]}
+            self.assertEqual(ik.authorization_scope(environ), case["scope"])
+
+    def test_idemctl_http_key(self):
+        # idemctl http-key (C, OpenSSL's SHA-256) prints the same global ids
+        ctl = os.environ.get("IDEM_IDEMCTL_BIN")
+        if not ctl:
+            self.skipTest("IDEM_IDEMCTL_BIN is not set")
+        for case in TABLE["global_id"]:
+            with self.subTest(scope=case["scope"], key=case["key"]):
+                args = [ctl, "http-key", "--scope", case["scope"], "--", case["key"]]
+                out = subprocess.run(args, capture_output=True, text=True, timeout=10, check=True)
+                self.assertEqual(out.stdout.strip(), case["global_id"])
 
     def test_operation(self):
         for case in TABLE["operation"]:

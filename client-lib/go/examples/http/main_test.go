@@ -22,6 +22,7 @@ import (
 	"time"
 
 	idem "idem.dev/client"
+	"idem.dev/client/idemhttp"
 	"idem.dev/client/internal/testcoord"
 )
 
@@ -355,7 +356,7 @@ func TestStoppedCoordinator(t *testing.T) {
 		t.Fatalf("fail-open: %d %q, executions %d (was %d)", a.status, a.body, executions(t, openBase), n)
 	}
 	j, _ := os.ReadFile(f.journal)
-	if lines := strings.Split(strings.TrimSpace(string(j)), "\n"); len(lines) != 1 || !strings.Contains(lines[0], " client "+f.tenant+" down-1 ex-open post--payments forward succeeded 201 ") {
+	if lines := strings.Split(strings.TrimSpace(string(j)), "\n"); len(lines) != 1 || !strings.Contains(lines[0], " client "+f.tenant+" "+idemhttp.GlobalID("", "down-1")+" ex-open post--payments forward succeeded 201 ") {
 		t.Fatalf("journal:\n%s", j)
 	}
 }

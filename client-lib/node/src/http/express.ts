@@ -1,21 +1,27 @@
 // express.ts — idempotency(): the Idempotency-Key middleware for Express (and any connect-style
-// (req, res, next) stack), as docs/api.md §19 and docs/http-middleware.md say. For a wrapped
-// route it parses the key (400 problem when missing or malformed), reads the request body,
-// and runs the route's handler through the client's step helper under the step key
-// (global id from the key, service, operation from the route) with the request's fingerprint:
-//   first request → the handler runs; its answer is held, stored, then sent;
+// (req, res, next) stack), as docs/api.md §19 (amended) and docs/http-middleware.md say. For a
+// wrapped method (default POST and PATCH) it parses the key (400 problem when missing or
+// malformed), reads the request body in full (chunked included; 413 past the limit, 400
+// body-incomplete when it ends early — no step is begun either way), and runs the route's
+// handler through the client's step helper under the step key (global id from the caller's
+// scope and the key, service, operation from the route) with the request's fingerprint:
+//   first request → the handler runs; its answer is held up to maxBodyBytes, then stored and
+//   sent; past that it streams to the client and the step is stored without its body;
 //   finished → the stored answer, with Idempotent-Replayed: true (and Idempotent-Body-Omitted
-//   when it was too large to keep); in progress → 409 (or waits, option wait); another request
-//   with the key → 422; no coordinator can decide → 503 (fail-closed) or the handler runs
-//   unguarded and is journaled (fail-open, docs/api.md §20).
+//   when it was not kept); in progress → 409 (or waits, option wait); another request with the
+//   key → 422; the coordinator refuses the middleware (UNAUTHENTICATED, PERMISSION_DENIED,
+//   INVALID_ARGUMENT) → 500 coordinator-refused; no coordinator can decide → 503 (fail-closed)
+//   or the handler runs unguarded and is journaled (fail-open, docs/api.md §20).
+// Every answer it makes itself is a problem document (never next(err)), logged with its instance.
 // A handler's 5xx is stored as retryable (the next retry runs again); 2xx/3xx succeeded, 4xx failed.
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'http';
 import type { IdemClient } from '../client';
 import { IdemError, invalid } from '../errors';
 import type { Outcome } from '../types';
 import { checkName } from '../validate';
-import { KEY_RULES, keyGlobalId, parseIdempotencyKey, requestFingerprint, routeOperation } from './key';
+import { KEY_RULES, authorizationScope, keyGlobalId, parseIdempotencyKey, requestFingerprint, routeOperation } from './key';
 import { problem, sendProblem } from './problem';
+import type { Problem, ProblemCase } from './problem';
 import { decodeStored, encodeStored } from './stored';
 
 export interface IdempotencyOptions {
@@ -25,42 +31,103 @@ export interface IdempotencyOptions {
   /** the step's operation: a name, or one from the request; default method and path
    *  (routeOperation) */
   operation?: string | ((req: IncomingMessage) => string);
+  /** the methods wrapped (default ["POST", "PATCH"]); others go to the next handler untouched */
+  methods?: string[];
+  /** the caller's part of the step key: two requests with one key but different scopes are two
+   *  steps; default authorizationScope (hex SHA-256 of the Authorization header, "" without) */
+  scope?: (req: IncomingMessage) => string;
+  /** where the middleware's log lines go (one per problem it answers, naming its instance);
+   *  default console.error */
+  log?: (line: string) => void;
   /** response headers stored and replayed, in this order (default ["content-type"]) */
   keepHeaders?: string[];
-  /** a response body larger than this is stored without it (default 32768 bytes) */
+  /** the handler's answer is held up to this many body bytes (default 65536); past it the rest
+   *  streams to the client and the step is stored without its body */
   maxBodyBytes?: number;
   /** the same key while the first request runs: false (default) answers 409 at once; true or a
    *  number of ms waits that long for the first to finish (true = the deadline) */
   wait?: boolean | number;
-  /** how long the middleware may take to get a decision (retries included), ms; default 3000 */
+  /** how long the middleware may take to get a decision (retries included), ms; default 5000 */
   deadlineMs?: number;
   /** the handler's lease (0 = the policy's); it is extended while the handler runs */
   leaseMs?: number;
   /** where the problem documents' types point (default "docs/http-middleware.md") */
   problemBase?: string;
-  /** the largest request body read, bytes (default 1 MiB); more is answered 413 */
+  /** the largest request body read, bytes (default 1 MiB, chunked included); more is 413 */
   requestBodyLimit?: number;
 }
 
 type Next = (err?: unknown) => void;
 type Req = IncomingMessage & { body?: unknown; rawBody?: Buffer; originalUrl?: string; idempotencyKey?: string };
 
-function readBody(req: Req, limit: number): Promise<Buffer | 'too-large'> {
+// An upload cut short is an HTTP parse error of the connection ('clientError'): without a
+// listener Node answers a bare "400 Bad Request" itself and closes. The middleware listens on
+// each server it sees (unless the application does) so that a request it is reading gets its
+// problem document; any other connection gets Node's own answer.
+const hookedServers = new WeakSet<object>();
+const readingOn = new WeakMap<object, () => void>();
+type ClientSocket = { writable: boolean; destroy(e?: Error): void; write(s: string): boolean; _httpMessage?: { headersSent?: boolean } };
+
+function hookServer(req: IncomingMessage): void {
+  const server = (req.socket as unknown as { server?: { listenerCount(n: string): number; on(n: string, f: (...a: unknown[]) => void): void } }).server;
+  if (!server || hookedServers.has(server)) return;
+  hookedServers.add(server);
+  if (server.listenerCount('clientError') > 0) return; // the application answers these
+  server.on('clientError', (err: unknown, sock: unknown) => {
+    const socket = sock as ClientSocket;
+    const ours = readingOn.get(socket);
+    if (ours) {
+      readingOn.delete(socket);
+      ours();
+      return;
+    }
+    const code = (err as { code?: string }).code;
+    if (socket.writable && !socket._httpMessage?.headersSent) {
+      const status = code === 'HPE_HEADER_OVERFLOW' ? '431 Request Header Fields Too Large'
+        : code === 'ERR_HTTP_REQUEST_TIMEOUT' ? '408 Request Timeout' : '400 Bad Request';
+      socket.write(`HTTP/1.1 ${status}\r\nConnection: close\r\n\r\n`);
+    }
+    socket.destroy(err as Error);
+  });
+}
+
+function readBody(req: Req, res: ServerResponse, limit: number): Promise<Buffer | 'too-large' | 'incomplete' | 'consumed'> {
   if (Buffer.isBuffer(req.body)) return Promise.resolve(req.body);
   if (Buffer.isBuffer(req.rawBody)) return Promise.resolve(req.rawBody);
-  if (req.readableEnded || req.body !== undefined)
-    return Promise.reject(new Error('idempotency middleware: the request body was already read; mount it before body parsers (or use express.raw())'));
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
+  if (req.readableEnded || req.body !== undefined) return Promise.resolve('consumed');
+  const declared = Number(req.headers['content-length']);
+  if (Number.isFinite(declared) && declared > limit) return Promise.resolve('too-large'); // node drains it
+  return new Promise((resolve) => {
+    let chunks: Buffer[] = [];
     let n = 0;
-    let over = false;
-    req.on('data', (c: Buffer) => {
-      n += c.length;
-      if (n > limit) over = true;
-      else chunks.push(c);
+    let settled = false;
+    const done = (v: Buffer | 'too-large' | 'incomplete') => {
+      if (settled) return;
+      settled = true;
+      readingOn.delete(req.socket);
+      resolve(v);
+    };
+    hookServer(req);
+    readingOn.set(req.socket, () => {
+      // the connection is kept for the problem document, then closed
+      res.setHeader('Connection', 'close');
+      res.once('finish', () => req.socket.destroy());
+      done('incomplete');
     });
-    req.on('end', () => resolve(over ? 'too-large' : Buffer.concat(chunks)));
-    req.on('error', reject);
+    req.on('data', (c: Buffer) => {
+      if (settled) return; // past the limit: read and dropped
+      n += c.length;
+      if (n > limit) {
+        chunks = [];
+        done('too-large');
+      } else chunks.push(c);
+    });
+    // an upload cut short (fewer bytes than Content-Length, a chunked body without its last
+    // chunk, the connection closed) ends as 'aborted' / 'error' / 'close' with complete false
+    req.on('end', () => done(req.complete ? Buffer.concat(chunks) : 'incomplete'));
+    req.on('aborted', () => done('incomplete'));
+    req.on('error', () => done('incomplete'));
+    req.on('close', () => done(req.complete ? Buffer.concat(chunks) : 'incomplete'));
   });
 }
 
@@ -78,12 +145,18 @@ function outcomeOf(status: number): Outcome {
 interface Captured {
   status: number;
   body: Buffer;
+  /** the answer went past the limit and was streamed (body empty) */
+  streamed: boolean;
 }
 
-/** Holds the handler's answer (writeHead/write/end) until flush(); resolves done once it ended. */
-function capture(res: ServerResponse): { done: Promise<Captured>; flush: (c: Captured) => void } {
+/** Holds the handler's answer (writeHead/write/end) up to limit body bytes until flush(); past
+ *  the limit it sends what it holds and lets the rest through (backpressure included). done
+ *  resolves once the handler ended its answer. */
+function capture(res: ServerResponse, limit: number): { done: Promise<Captured>; flush: (c: Captured) => void } {
   const orig = { writeHead: res.writeHead, write: res.write, end: res.end };
-  const chunks: Buffer[] = [];
+  let chunks: Buffer[] = [];
+  let held = 0;
+  let streaming = false;
   let resolve!: (c: Captured) => void;
   const done = new Promise<Captured>((r) => { resolve = r; });
   const toBuf = (chunk: unknown, enc?: unknown): Buffer | undefined => {
@@ -93,6 +166,16 @@ function capture(res: ServerResponse): { done: Promise<Captured>; flush: (c: Cap
     return Buffer.from(String(chunk), (typeof enc === 'string' ? enc : 'utf8') as BufferEncoding);
   };
   const r = res as unknown as Record<string, unknown>;
+  const realWrite = (b: Buffer, cb?: unknown): boolean =>
+    (orig.write as (c: Buffer, f?: unknown) => boolean).call(res, b, typeof cb === 'function' ? cb : undefined);
+  /** past the limit: send the status, headers and what is held, then pass writes through */
+  const startStreaming = () => {
+    streaming = true;
+    r.writeHead = orig.writeHead;
+    const first = Buffer.concat(chunks);
+    chunks = [];
+    if (first.length > 0) realWrite(first);
+  };
   r.writeHead = function writeHead(status: number, a?: unknown, b?: unknown) {
     res.statusCode = status;
     if (typeof a === 'string') res.statusMessage = a;
@@ -106,28 +189,44 @@ function capture(res: ServerResponse): { done: Promise<Captured>; flush: (c: Cap
   };
   r.write = function write(chunk: unknown, enc?: unknown, cb?: unknown) {
     const b = toBuf(chunk, enc);
-    if (b) chunks.push(b);
     const f = typeof enc === 'function' ? enc : cb;
+    if (!streaming && b && held + b.length > limit) startStreaming();
+    if (streaming) return b ? realWrite(b, f) : true;
+    if (b) {
+      chunks.push(b);
+      held += b.length;
+    }
     if (typeof f === 'function') process.nextTick(f as () => void);
     return true;
   };
   r.end = function end(chunk?: unknown, enc?: unknown, cb?: unknown) {
     const b = toBuf(chunk, enc);
-    if (b) chunks.push(b);
     const f = typeof chunk === 'function' ? chunk : typeof enc === 'function' ? enc : cb;
+    if (!streaming && b && held + b.length > limit) startStreaming();
+    if (streaming) {
+      Object.assign(r, orig);
+      if (b) res.end(b, typeof f === 'function' ? (f as () => void) : undefined);
+      else res.end(typeof f === 'function' ? (f as () => void) : undefined);
+      resolve({ status: res.statusCode, body: Buffer.alloc(0), streamed: true });
+      return res;
+    }
+    if (b) chunks.push(b);
     if (typeof f === 'function') res.once('finish', f as () => void);
-    resolve({ status: res.statusCode, body: Buffer.concat(chunks) });
+    resolve({ status: res.statusCode, body: Buffer.concat(chunks), streamed: false });
+    chunks = [];
     return res;
   };
   const flush = (c: Captured) => {
     Object.assign(r, orig);
-    if (res.headersSent) return;
+    if (c.streamed || res.headersSent) return;
     res.statusCode = c.status;
     if (!res.hasHeader('transfer-encoding')) res.setHeader('Content-Length', String(c.body.length));
     res.end(c.body);
   };
   return { done, flush };
 }
+
+const REFUSALS = new Set(['UNAUTHENTICATED', 'PERMISSION_DENIED', 'INVALID_ARGUMENT']);
 
 /** The Idempotency-Key middleware for the routes it is mounted on. */
 export function idempotency(o: IdempotencyOptions): (req: IncomingMessage, res: ServerResponse, next: Next) => void {
@@ -136,42 +235,64 @@ export function idempotency(o: IdempotencyOptions): (req: IncomingMessage, res: 
   checkName('service', o.service);
   if (typeof o.operation === 'string') checkName('operation', o.operation);
   const keep = (o.keepHeaders ?? ['content-type']).map((h) => h.toLowerCase());
-  const maxBody = o.maxBodyBytes ?? 32768;
+  const maxBody = o.maxBodyBytes ?? 65536;
   const base = o.problemBase ?? 'docs/http-middleware.md';
-  const deadlineMs = o.deadlineMs ?? 3000;
+  const deadlineMs = o.deadlineMs ?? 5000;
   const bodyLimit = o.requestBodyLimit ?? 1024 * 1024;
+  const methods = new Set((o.methods ?? ['POST', 'PATCH']).map((m) => m.toUpperCase()));
+  const scopeOf = o.scope ?? authorizationScope;
+  const log = o.log ?? ((line: string) => console.error(line));
   const waitMode = o.wait === undefined || o.wait === false ? 'fail' : 'wait';
   const runDeadline = typeof o.wait === 'number' ? Math.max(o.wait, deadlineMs) : deadlineMs;
 
   return (req0, res, next) => {
     const req = req0 as Req;
+    const method = req.method ?? 'GET';
+    if (!methods.has(method.toUpperCase())) {
+      next();
+      return;
+    }
+    const target = req.originalUrl ?? req.url ?? '/';
+    /** answers a problem and logs one line naming its instance */
+    const answer = (c: ProblemCase, detail: string, key?: string, retryAfterMs?: number): void => {
+      const p: Problem = problem(base, c, detail, key);
+      log(`idem-client http: ${method} ${target.split('?')[0]}: ${p.status} ${c} instance=${p.instance}${key !== undefined ? ` key=${JSON.stringify(key)}` : ''}: ${detail}`);
+      sendProblem(res, p, retryAfterMs);
+    };
     const raw = req.headers['idempotency-key'];
     const parsed = parseIdempotencyKey(Array.isArray(raw) ? raw.join(', ') : raw);
     if (parsed.error !== undefined) {
       const c = parsed.error === 'missing' ? 'key-missing' : 'key-malformed';
       const shown = typeof raw === 'string' ? ` (Idempotency-Key: ${JSON.stringify(raw.slice(0, 300))})` : '';
-      sendProblem(res, problem(base, c, `rule ${parsed.error}: ${KEY_RULES[parsed.error]}${shown}`));
+      answer(c, `rule ${parsed.error}: ${KEY_RULES[parsed.error]}${shown}`);
       return;
     }
     const key = parsed.key;
     req.idempotencyKey = key;
-    const target = req.originalUrl ?? req.url ?? '/';
-    const method = req.method ?? 'GET';
+    const q = JSON.stringify(key);
     let operation: string;
+    let globalId: string;
     try {
       operation = typeof o.operation === 'function' ? checkName('operation', o.operation(req))
         : o.operation ?? routeOperation(method, target);
+      globalId = keyGlobalId(key, String(scopeOf(req)));
     } catch (e) {
-      next(e);
+      answer('middleware-error', `the operation or scope of idempotency key ${q} could not be named: ${(e as Error).message}`, key);
       return;
     }
-    const stepKey = { globalId: keyGlobalId(key), service: o.service, operation, phase: 'forward' as const };
-    const q = JSON.stringify(key);
+    const stepKey = { globalId, service: o.service, operation, phase: 'forward' as const };
 
-    readBody(req, bodyLimit).then(async (body) => {
+    readBody(req, res, bodyLimit).then(async (body) => {
       if (body === 'too-large') {
-        res.statusCode = 413;
-        res.end();
+        answer('body-too-large', `the request body is longer than the ${bodyLimit}-byte limit; idempotency key ${q} was not used`, key);
+        return;
+      }
+      if (body === 'incomplete') {
+        answer('body-incomplete', `the request body ended before it was complete (shorter than its Content-Length, or the upload was aborted); the handler did not run and idempotency key ${q} was not used`, key);
+        return;
+      }
+      if (body === 'consumed') {
+        answer('middleware-error', 'the request body was already read: mount the idempotency middleware before body parsers (or use express.raw())', key);
         return;
       }
       req.rawBody = body;
@@ -188,7 +309,7 @@ export function idempotency(o: IdempotencyOptions): (req: IncomingMessage, res: 
       const fingerprint = requestFingerprint(method, target, body);
       try {
         const rep = await o.client.runStep(stepKey, async () => {
-          held = capture(res);
+          held = capture(res, maxBody);
           next();
           got = await held.done;
           const headers: [string, string][] = [];
@@ -197,7 +318,7 @@ export function idempotency(o: IdempotencyOptions): (req: IncomingMessage, res: 
             if (v === undefined) continue;
             for (const one of Array.isArray(v) ? v : [String(v)]) headers.push([name, one]);
           }
-          const { doc } = encodeStored(got.status, headers, got.body, maxBody);
+          const { doc } = encodeStored(got.status, headers, got.body, got.streamed ? -1 : maxBody);
           return { outcome: outcomeOf(got.status), code: got.status, body: doc };
         }, { fingerprint, deadlineMs: runDeadline, inProgress: waitMode, leaseMs: o.leaseMs });
         if (rep.ran && held && got) {
@@ -209,33 +330,31 @@ export function idempotency(o: IdempotencyOptions): (req: IncomingMessage, res: 
           return;
         }
         // SKIP_ALREADY_COMPENSATED: the saga undid this request; nothing runs again
-        sendProblem(res, problem(base, 'compensated',
-          `the request with idempotency key ${q} was compensated and does not run again`));
+        answer('compensated', `the request with idempotency key ${q} was compensated and does not run again`, key);
       } catch (x) {
         if (held && got) {
           held.flush(got); // the handler ran (a 5xx it answered, or a failure after it): its answer stands
           return;
         }
+        if (held) return; // the handler is still answering (the step helper gave up on it)
         const e = x as IdemError;
         if (!(e instanceof IdemError)) {
-          next(e);
-          return;
-        }
-        if (e.code === 'ABORTED' && e.reason !== 'lease-lost') {
-          sendProblem(res, problem(base, 'in-progress', `a request with idempotency key ${q} is still being processed`),
-            e.retryAfterMs || 1000);
+          answer('middleware-error', `the middleware could not run the request with idempotency key ${q}: ${(x as Error)?.message ?? String(x)}`, key);
+        } else if (e.code === 'ABORTED' && e.reason !== 'lease-lost') {
+          answer('in-progress', `a request with idempotency key ${q} is still being processed`, key, e.retryAfterMs || 1000);
         } else if (e.code === 'FAILED_PRECONDITION' && e.reason === 'fingerprint-mismatch') {
-          sendProblem(res, problem(base, 'fingerprint-mismatch',
-            `rule fingerprint: idempotency key ${q} was used for another request (method, target or body differ)`));
-        } else if (e.code === 'UNAVAILABLE' || e.code === 'DEADLINE_EXCEEDED') {
-          sendProblem(res, problem(base, 'coordinator-unavailable',
-            `rule fail-closed: no idem coordinator could decide on idempotency key ${q} (${e.reason || e.code.toLowerCase()}), and ${o.service}/${operation} fails closed`),
-          e.retryAfterMs || 1000);
+          answer('fingerprint-mismatch', `rule fingerprint: idempotency key ${q} was used for another request (method, target or body differ)`, key);
+        } else if (REFUSALS.has(e.code)) {
+          answer('coordinator-refused', `the idem coordinator refused the middleware (${e.code}${e.reason ? ` ${e.reason}` : ''}): a misconfiguration a retry does not fix; the handler did not run: ${e.message}`, key);
         } else {
-          next(e);
+          answer('coordinator-unavailable',
+            `rule fail-closed: no idem coordinator could decide on idempotency key ${q} (${e.reason || e.code.toLowerCase()}), and ${o.service}/${operation} fails closed`,
+            key, e.retryAfterMs || 1000);
         }
       }
-    }).catch(next);
+    }).catch((x) => {
+      answer('middleware-error', `the middleware failed: ${(x as Error)?.message ?? String(x)}`, key);
+    });
   };
 }
 

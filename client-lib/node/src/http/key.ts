@@ -3,7 +3,6 @@
 // a value starting with '"' is an RFC 8941 String (escapes \" and \\ only, nothing after the
 // closing quote); any other value is taken verbatim; 1-255 printable ASCII characters.
 import { createHash } from 'crypto';
-import { GLOBAL_ID_RE } from '../validate';
 
 /** The rule a malformed header broke (the table's error words). */
 export type KeyError =
@@ -66,10 +65,20 @@ export const KEY_RULES: Record<KeyError, string> = {
   'bad-escape': 'the quoted key has an escape other than \\" and \\\\',
 };
 
-/** The step's global id: the key when it follows the global_id rule, else "h-" + hex SHA-256. */
-export function keyGlobalId(key: string): string {
-  if (GLOBAL_ID_RE.test(key)) return key;
-  return 'h-' + createHash('sha256').update(Buffer.from(key, 'utf8')).digest('hex');
+/** The step's global id of a key in a scope: "k-" + the lower-case hex SHA-256 of the scope's
+ *  bytes, one 0x1F byte and the key's bytes, for every key (docs/api.md §19, amended), so that
+ *  neither two scopes (callers) nor two keys name one step. */
+export function keyGlobalId(key: string, scope = ''): string {
+  return 'k-' + createHash('sha256').update(Buffer.from(scope, 'utf8')).update(Buffer.from([0x1f]))
+    .update(Buffer.from(key, 'utf8')).digest('hex');
+}
+
+/** The default scope of a request: the lower-case hex SHA-256 of its Authorization header,
+ *  "" when it has none. */
+export function authorizationScope(req: { headers: Record<string, string | string[] | undefined> }): string {
+  const a = req.headers.authorization;
+  if (a === undefined) return '';
+  return createHash('sha256').update(Array.isArray(a) ? a.join(', ') : a, 'utf8').digest('hex');
 }
 
 /** The default operation: lower-case(method + " " + path without query), every character
