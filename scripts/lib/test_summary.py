@@ -45,9 +45,9 @@ def labels_of(results, build):
 def ctest_results(results):
     """Each test a dict: name, build, label, seconds, ok, log, note."""
     rows = []
-    for fn in sorted(os.listdir(results)):
-        if not (fn.startswith("ctest-") and fn.endswith(".xml")):
-            continue
+    # in the order the runs ended (the normal build's before the sanitizers')
+    names = [fn for fn in os.listdir(results) if fn.startswith("ctest-") and fn.endswith(".xml")]
+    for fn in sorted(names, key=lambda fn: os.path.getmtime(os.path.join(results, fn))):
         build = fn[len("ctest-"):-len(".xml")].split("-")[0]
         meta = labels_of(results, build)
         try:
@@ -115,7 +115,7 @@ def main(argv):
 
     if slowest:
         print(f"== the {slowest} slowest tests")
-        for r in sorted((r for r in rows if r["label"] not in ("build", "setup")),
+        for r in sorted((r for r in rows if r["label"] not in ("build", "setup", "check")),
                         key=lambda r: -r["seconds"])[:slowest]:
             print(f"{r['seconds']:8.1f} s  {r['name']} ({r['build']}, {r['label']})")
 
