@@ -12,7 +12,12 @@
  *     TOKEN TENANT ROLE          # a comment
  * separated by spaces or tabs; `#` starts a comment (so a token cannot contain `#`); blank
  * lines are fine. TOKEN: 16 to 256 printable ASCII characters without spaces; TENANT: the
- * tenant rule of docs/api.md §1; ROLE: `service` or `admin`. A token may appear once.
+ * tenant rule of docs/api.md §1; ROLE: `service`, `admin` or `operator`. A token may appear
+ * once.
+ *
+ * Roles, each with the rights of the one before: service (the Coordinator service and
+ * Admin.GetStatus), admin (every Admin call of its own tenant), operator (also the calls that
+ * change the whole cluster, whatever tenant its rows belong to: Admin.MoveSlots, §18).
  */
 #ifndef IDEM_AUTH_H
 #define IDEM_AUTH_H
@@ -30,18 +35,25 @@
 typedef enum auth_role {
   AUTH_ROLE_NONE = 0,    /* not authenticated (authentication off) */
   AUTH_ROLE_SERVICE = 1, /* the Coordinator service and Admin.GetStatus */
-  AUTH_ROLE_ADMIN = 2,   /* everything */
+  AUTH_ROLE_ADMIN = 2,   /* every Admin call of its tenant */
+  AUTH_ROLE_OPERATOR = 3, /* everything: an admin that may also change the whole cluster */
 } auth_role;
 
-/* "service" / "admin" / "none"; never NULL. */
+/* "service" / "admin" / "operator" / "none"; never NULL. */
 const char *auth_role_name(auth_role r);
+
+/* Whether r has the rights of min (the roles are ordered: service < admin < operator). Compare
+ * roles with this, never with ==, so that a higher role passes every check of a lower one. */
+static inline bool auth_role_at_least(auth_role r, auth_role min) {
+  return r >= min;
+}
 
 /* --- the token table: immutable once built, shared by reference count ------------------- */
 
 typedef struct auth_tokens auth_tokens;
 
 /* Parses the text of a tokens file (len bytes; NUL bytes are refused). name is used in
- * messages ("tokens.txt:3: role must be service or admin"); messages carry the line number,
+ * messages ("tokens.txt:3: role must be service, admin or operator"); messages carry the line number,
  * never the token. On success *out owns a table with one reference (release it). */
 err_code auth_tokens_parse(const char *text, size_t len, const char *name, auth_tokens **out,
                            err_t *err);
@@ -89,7 +101,8 @@ void auth_keyring_free(auth_keyring *k);
 typedef enum auth_access {
   AUTH_ACCESS_OPEN,    /* grpc.health.v1.Health/Check: no credentials, ever */
   AUTH_ACCESS_SERVICE, /* idem.v1.Coordinator/ *, idem.v1.Admin/GetStatus: any role */
-  AUTH_ACCESS_ADMIN,   /* every other idem.v1.Admin method: the admin role */
+  AUTH_ACCESS_ADMIN,   /* every other idem.v1.Admin method: the admin role or above */
+  AUTH_ACCESS_OPERATOR, /* idem.v1.Admin/MoveSlots: the operator role */
 } auth_access;
 
 /* The server's authentication setup. Both off = authentication off: then the tenant is the
@@ -97,7 +110,12 @@ typedef enum auth_access {
 typedef struct auth_config {
   auth_keyring *tokens; /* --tokens; NULL = none. Borrowed. */
   bool mtls;            /* --tls-client-ca: every connection carries a verified client cert */
+  const char *operators; /* --operators NAME,...: client-certificate names with role operator
+                            (compared whole, case-sensitive); NULL = none. Borrowed. */
 } auth_config;
+
+/* Whether name[0..len) is one of the comma-separated names of list (NULL: none is). */
+bool auth_name_listed(const char *list, const char *name, size_t len);
 
 /* Whether any authentication is configured (cfg may be NULL: off). */
 bool auth_enabled(const auth_config *cfg);
@@ -123,9 +141,11 @@ typedef struct auth_identity {
  *    role; a wrong or malformed token is UNAUTHENTICATED "invalid token", never replaced by the
  *    certificate; more than one authorization entry is refused too;
  *  - no authorization, with mTLS: the certificate's name as the tenant (it must pass the tenant
- *    rule), role service;
+ *    rule), role operator when cfg->operators lists the name, else service;
  *  - otherwise UNAUTHENTICATED "missing credentials".
- * Then ERR_PERMISSION when access is ADMIN and the role is not admin. AUTH_ACCESS_OPEN answers
+ * Then ERR_PERMISSION (reason permission-denied) when the role is below what access needs
+ * (ADMIN: admin or operator; OPERATOR: operator), the message naming the role needed.
+ * AUTH_ACCESS_OPEN answers
  * ERR_OK with tenant "default" and role NONE whatever came. Messages never contain the token. */
 err_code auth_decide(const auth_config *cfg, auth_access access, const auth_input *in,
                      auth_identity *out, err_t *err);

@@ -40,8 +40,20 @@ static err_code by_token(auth_keyring *k, const auth_input *in, auth_identity *o
   return ERR_OK;
 }
 
-/* The client certificate's identity, role service. */
-static err_code by_cert(const auth_input *in, auth_identity *out, err_t *err) {
+bool auth_name_listed(const char *list, const char *name, size_t len) {
+  for (const char *p = list; p && *p;) {
+    size_t n = strcspn(p, ",");
+    if (n == len && n > 0 && memcmp(p, name, len) == 0) return true;
+    p += n;
+    if (*p == ',') p++;
+  }
+  return false;
+}
+
+/* The client certificate's identity: role operator when operators lists its name, else
+ * service. */
+static err_code by_cert(const auth_input *in, const char *operators, auth_identity *out,
+                        err_t *err) {
   if (!in->cert_name) return err_set(err, ERR_UNAUTHENTICATED, "missing credentials");
   err_t terr;
   err_clear(&terr);
@@ -54,7 +66,8 @@ static err_code by_cert(const auth_input *in, auth_identity *out, err_t *err) {
   }
   if (terr.code != ERR_OK)
     return err_set(err, ERR_UNAUTHENTICATED, "client certificate: %s", terr.msg);
-  out->role = AUTH_ROLE_SERVICE;
+  out->role = auth_name_listed(operators, out->tenant, strlen(out->tenant)) ? AUTH_ROLE_OPERATOR
+                                                                            : AUTH_ROLE_SERVICE;
   return ERR_OK;
 }
 
@@ -71,15 +84,21 @@ err_code auth_decide(const auth_config *cfg, auth_access access, const auth_inpu
   if (cfg->tokens && in->n_authorization > 0)
     rc = by_token(cfg->tokens, in, out, err);
   else if (cfg->mtls)
-    rc = by_cert(in, out, err);
+    rc = by_cert(in, cfg->operators, out, err);
   else
     rc = err_set(err, ERR_UNAUTHENTICATED, "missing credentials");
   if (rc != ERR_OK) {
     memset(out, 0, sizeof *out);
     return rc;
   }
-  if (access == AUTH_ACCESS_ADMIN && out->role != AUTH_ROLE_ADMIN)
+  if (access == AUTH_ACCESS_ADMIN && !auth_role_at_least(out->role, AUTH_ROLE_ADMIN))
     return err_set(err, ERR_PERMISSION,
                    "admin role required: this call needs a token with role admin");
+  if (access == AUTH_ACCESS_OPERATOR && !auth_role_at_least(out->role, AUTH_ROLE_OPERATOR))
+    return err_set(err, ERR_PERMISSION,
+                   "operator role required: this call changes every tenant's slots and needs a "
+                   "token with role operator or a client certificate named in --operators "
+                   "(role %s)",
+                   auth_role_name(out->role));
   return ERR_OK;
 }

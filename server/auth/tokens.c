@@ -33,6 +33,8 @@ const char *auth_role_name(auth_role r) {
       return "service";
     case AUTH_ROLE_ADMIN:
       return "admin";
+    case AUTH_ROLE_OPERATOR:
+      return "operator";
     default:
       return "none";
   }
@@ -105,8 +107,11 @@ static err_code parse_line(const char *name, int lineno, const char *line, size_
     e->role = AUTH_ROLE_SERVICE;
   else if (fl[2] == 5 && memcmp(f[2], "admin", 5) == 0)
     e->role = AUTH_ROLE_ADMIN;
+  else if (fl[2] == 8 && memcmp(f[2], "operator", 8) == 0)
+    e->role = AUTH_ROLE_OPERATOR;
   else
-    return err_set(err, ERR_INVALID, "%s:%d: role must be service or admin", name, lineno);
+    return err_set(err, ERR_INVALID, "%s:%d: role must be service, admin or operator", name,
+                   lineno);
   if (!digest(f[0], fl[0], e->digest))
     return err_set(err, ERR_INTERNAL, "%s:%d: cannot hash the token", name, lineno);
   e->line = lineno;

@@ -60,7 +60,7 @@ void console__page_policies(creq *r, char **seg) {
     return;
   }
   char leader[ELECT_ADDR_MAX];
-  bool may_edit = r->s.role == AUTH_ROLE_ADMIN && console__is_leader(r, leader);
+  bool may_edit = auth_role_at_least(r->s.role, AUTH_ROLE_ADMIN) && console__is_leader(r, leader);
   console__page_begin(r, "Policies");
   buf_t *b = &r->out;
   console__html(
@@ -94,7 +94,7 @@ void console__page_policies(creq *r, char **seg) {
   console__html(b, "</table>");
   free(rows);
   if (!may_edit) {
-    console__html(b, r->s.role == AUTH_ROLE_ADMIN
+    console__html(b, auth_role_at_least(r->s.role, AUTH_ROLE_ADMIN)
                          ? "<p class=\"muted\">Policies are changed on the "
                            "leader.</p>"
                          : "<p class=\"muted\">Your role (service) may read "

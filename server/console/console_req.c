@@ -184,7 +184,7 @@ console_refusal console__post_check(const creq *r, unsigned needs, char leader[E
   leader[0] = '\0';
   if (!r->has_session) return CONSOLE_REFUSED_NO_SESSION;
   if (!csrf || !console__secret_equal(csrf, r->s.csrf)) return CONSOLE_REFUSED_CSRF;
-  if ((needs & CONSOLE_NEEDS_ADMIN) && r->s.role != AUTH_ROLE_ADMIN) return CONSOLE_REFUSED_ROLE;
+  if ((needs & CONSOLE_NEEDS_ADMIN) && !auth_role_at_least(r->s.role, AUTH_ROLE_ADMIN)) return CONSOLE_REFUSED_ROLE;
   if ((needs & CONSOLE_NEEDS_LEADER) && !console__is_leader(r, leader))
     return CONSOLE_REFUSED_NOT_LEADER;
   return CONSOLE_ALLOWED;

@@ -69,14 +69,14 @@ void console__find_session(creq *r);
 
 /* --- the checks a POST passes --- */
 enum {
-  CONSOLE_NEEDS_ADMIN = 1,  /* the session's role is admin */
+  CONSOLE_NEEDS_ADMIN = 1,  /* the session's role is admin or operator */
   CONSOLE_NEEDS_LEADER = 2, /* this node leads (changes are made on the leader) */
 };
 typedef enum console_refusal {
   CONSOLE_ALLOWED,
   CONSOLE_REFUSED_NO_SESSION,
   CONSOLE_REFUSED_CSRF,       /* the form does not carry the session's CSRF token */
-  CONSOLE_REFUSED_ROLE,       /* needs admin, the role is service */
+  CONSOLE_REFUSED_ROLE,       /* needs admin (or operator), the role is service */
   CONSOLE_REFUSED_NOT_LEADER, /* needs the leader; leader names it ("" = unknown) */
 } console_refusal;
 /* In order: a session, its CSRF token, the role, leadership (needs: CONSOLE_NEEDS_* bits). */

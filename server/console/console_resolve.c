@@ -68,7 +68,7 @@ static void resolve_form(creq *r, const step_rec *rec) {
         b, "<p class=\"muted\">Only a step in progress or of unknown outcome can be resolved.</p>");
     return;
   }
-  if (r->s.role != AUTH_ROLE_ADMIN) {
+  if (!auth_role_at_least(r->s.role, AUTH_ROLE_ADMIN)) {
     console__html(b,
                   "<p class=\"muted\">Your role (service) may read only; an admin resolves.</p>");
     return;

@@ -143,7 +143,8 @@ static node_result start_security(node *nd, char *msg, size_t n) {
   bool bad_form;
   bool local = options_listen_is_local(o->listen, &bad_form);
   node_sec_log(&p, nd->tokens, local);
-  nd->auth = (auth_config){.tokens = nd->tokens, .mtls = o->tls_client_ca != NULL};
+  nd->auth = (auth_config){
+      .tokens = nd->tokens, .mtls = o->tls_client_ca != NULL, .operators = o->operators};
   if (!local && !o->tls_cert)
     log_kv(LOG_WARN, "serving plaintext on a non-loopback address", "address", o->listen,
            (const char *)NULL);

@@ -117,10 +117,25 @@ bool node_move_progress(node_move *m, uint64_t *rows, int64_t *lag) {
   return true;
 }
 
-/* The result kept for request id rid: ERR_OK with *found; an ended move's error comes back as
- * err (ERR_ABORTED). */
-static err_code result_of(node_move *m, const char *rid, bool *found, slot_move_res *out,
+/* FAILED_PRECONDITION request-mismatch when the move of rq's request_id (slots from..to to
+ * target) is not what rq asks: a request id names one move, like an idempotency key. */
+static err_code same_request(const slot_move_req *rq, uint32_t from, uint32_t to,
+                             const char *target, err_t *err) {
+  if (rq->from == from && rq->to == to && strcmp(rq->group ? rq->group : "", target) == 0)
+    return ERR_OK;
+  err_fail(err, ERR_PRECONDITION, ERR_R_REQUEST_MISMATCH,
+           "request_id %s already names the move of slots %u-%u to group %s, not %u-%u to %s",
+           rq->request_id, from, to, target, rq->from, rq->to, rq->group ? rq->group : "");
+  err_hint(err, "use a new request_id for another move");
+  return ERR_PRECONDITION;
+}
+
+/* The result kept for rq's request id: ERR_OK with *found; an ended move's error comes back as
+ * err (ERR_ABORTED); a result of other parameters as request-mismatch. Results kept before
+ * they named their parameters replay whatever was asked. */
+static err_code result_of(node_move *m, const slot_move_req *rq, bool *found, slot_move_res *out,
                           err_t *err) {
+  const char *rid = rq->request_id;
   char key[640], *value = NULL;
   size_t len = 0;
   int64_t rev = 0;
@@ -132,7 +147,14 @@ static err_code result_of(node_move *m, const char *rid, bool *found, slot_move_
   cJSON *j = cJSON_ParseWithLength(value, len);
   free(value);
   const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "error");
-  if (cJSON_IsString(e) && e->valuestring[0]) {
+  const cJSON *f = cJSON_GetObjectItemCaseSensitive(j, "from");
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "to");
+  const cJSON *g = cJSON_GetObjectItemCaseSensitive(j, "target");
+  if (cJSON_IsNumber(f) && cJSON_IsNumber(t) && cJSON_IsString(g) &&
+      same_request(rq, (uint32_t)f->valuedouble, (uint32_t)t->valuedouble, g->valuestring,
+                   err) != ERR_OK) {
+    rc = ERR_PRECONDITION;
+  } else if (cJSON_IsString(e) && e->valuestring[0]) {
     rc = err_set(err, ERR_ABORTED, "the move of request_id %s was rolled back: %s", rid,
                  e->valuestring);
   } else {
@@ -149,14 +171,15 @@ static err_code result_of(node_move *m, const char *rid, bool *found, slot_move_
   return rc;
 }
 
-/* Waits for the result of rid until deadline. */
-static err_code wait_result(node_move *m, const char *rid, int64_t deadline, slot_move_res *out,
-                            err_t *err) {
+/* Waits for the result of rq's request id until deadline. */
+static err_code wait_result(node_move *m, const slot_move_req *rq, int64_t deadline,
+                            slot_move_res *out, err_t *err) {
+  const char *rid = rq->request_id;
   for (;;) {
     bool found = false;
     err_t e;
     err_clear(&e);
-    err_code rc = result_of(m, rid, &found, out, &e);
+    err_code rc = result_of(m, rq, &found, out, &e);
     if (found) {
       if (rc != ERR_OK) *err = e;
       return rc;
@@ -198,22 +221,27 @@ err_code node_move_request(node_move *m, const slot_move_req *rq, int64_t deadli
   char why[320];
   if (!slot_move_request_id_ok(rq->request_id, why, sizeof why))
     return err_set(err, ERR_INVALID, "%s", why);
-  bool found = false;
-  err_code rc = result_of(m, rq->request_id, &found, out, err);
-  if (found) {
-    out->replayed = true;
-    return rc;
-  }
-  if (rc != ERR_OK) return rc;
+  err_code rc = ERR_OK;
   for (int attempt = 0; attempt < 5; attempt++) {
     slotmap *map = NULL;
     int64_t rev = 0;
     if ((rc = nm__map_get(m, &map, &rev, err)) != ERR_OK) return rc;
     if (!map) return err_set(err, ERR_UNAVAILABLE, "no slot map in etcd yet");
     if (map->move && strcmp(map->move->request_id, rq->request_id) == 0) {
+      rc = same_request(rq, map->move->from, map->move->to, map->move->target, err);
       slotmap_free(map);
-      rc = wait_result(m, rq->request_id, deadline, out, err);
-      out->replayed = true;
+      if (rc != ERR_OK) return rc;
+      rc = wait_result(m, rq, deadline, out, err);
+      out->replayed = rc == ERR_OK;
+      return rc;
+    }
+    /* the result after the map: a move ends (leaves the map) only after its result is kept, so
+     * a move of this request_id that is not in the map read above has its result by now */
+    bool found = false;
+    rc = result_of(m, rq, &found, out, err);
+    if (found || rc != ERR_OK) {
+      slotmap_free(map);
+      out->replayed = found && rc == ERR_OK;
       return rc;
     }
     char source[SLOTMAP_NAME_MAX] = "";
@@ -257,7 +285,7 @@ err_code node_move_request(node_move *m, const slot_move_req *rq, int64_t deadli
     snprintf(range, sizeof range, "%u-%u", mv.from, mv.to);
     log_kv(LOG_INFO, "slot move planned", "request_id", mv.request_id, "slots", range, "from",
            mv.source, "to", mv.target, "move", mv.id, (const char *)NULL);
-    return wait_result(m, rq->request_id, deadline, out, err);
+    return wait_result(m, rq, deadline, out, err);
   }
   return err_set(err, ERR_UNAVAILABLE, "the slot map kept changing: try again");
 }

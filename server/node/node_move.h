@@ -46,7 +46,8 @@ node_move *node_move_start(const idem_options *o, node_slots *slots, const node_
 
 /* Admin.MoveSlots: checks the request, writes the move (planned) and waits for its result until
  * deadline (absolute, monotonic ms). A request_id already used answers that move's result
- * (replayed). */
+ * (replayed) when rq asks the same slots and target group, else FAILED_PRECONDITION
+ * request-mismatch (nothing is moved). */
 err_code node_move_request(node_move *m, const slot_move_req *rq, int64_t deadline,
                            slot_move_res *out, err_t *err);
 

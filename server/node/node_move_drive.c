@@ -91,6 +91,10 @@ static bool keep_result(drive *d, const char *error) {
   cJSON_AddNumberToObject(j, "paused_ms", (double)d->mv.paused_ms);
   cJSON_AddStringToObject(j, "error", error ? error : "");
   cJSON_AddStringToObject(j, "move", d->mv.id);
+  /* what was asked, so that the same request_id with other parameters is refused */
+  cJSON_AddNumberToObject(j, "from", (double)d->mv.from);
+  cJSON_AddNumberToObject(j, "to", (double)d->mv.to);
+  cJSON_AddStringToObject(j, "target", d->mv.target);
   char *json = cJSON_PrintUnformatted(j);
   cJSON_Delete(j);
   if (!json) return false;

@@ -47,6 +47,7 @@ const opt_row options_table[] = {
   {"security",  "tls-key",         "IDEM_TLS_KEY",         OPT_STRING, F(tls_key),            NULL,              0, 0,       NULL,        false, "FILE",      "the PEM private key of --tls-cert", NULL},
   {"security",  "tls-client-ca",   "IDEM_TLS_CLIENT_CA",   OPT_STRING, F(tls_client_ca),      NULL,              0, 0,       NULL,        false, "FILE",      "require client certificates signed by this CA; tenant = SAN or CN", NULL},
   {"security",  "tokens",          "IDEM_TOKENS",          OPT_STRING, F(tokens),             NULL,              0, 0,       NULL,        true,  "FILE",      "bearer tokens: TOKEN TENANT ROLE per line (README)", NULL},
+  {"security",  "operators",       "IDEM_OPERATORS",       OPT_STRING, F(operators),          NULL,              0, 0,       NULL,        false, "NAME,...",  "client-certificate names (SAN or CN) whose role is operator instead of service: they may move slots (needs --tls-client-ca)", NULL},
   {"operations","config",          "IDEM_CONFIG",          OPT_STRING, F(config),             NULL,              0, 0,       NULL,        false, "FILE",      "INI file with any of these options and [policy ...] seeds (README)", NULL},
   {"operations","reaper-interval", "IDEM_REAPER_INTERVAL", OPT_INT,    F(reaper_interval_s),  XSTR(REAPER_INTERVAL_S_DEFAULT), 0, 86400, NULL, false, "S",   "seconds between reaper rounds, 0 = no reaper", NULL},
   {"operations","metrics",         "IDEM_METRICS",         OPT_STRING, F(metrics),            NULL,              0, 0,       NULL,        false, "HOST:PORT", "serve Prometheus text at http://HOST:PORT/metrics (none: off)", NULL},
@@ -332,6 +333,20 @@ static options_result check(idem_options *o, char *msg, size_t n) {
   if (!o->tls_cert != !o->tls_key) return usage(msg, n, "--tls-cert and --tls-key go together");
   if (o->tls_client_ca && !o->tls_cert)
     return usage(msg, n, "--tls-client-ca needs --tls-cert and --tls-key");
+  if (o->operators && !o->tls_client_ca)
+    return usage(msg, n, "--operators names client certificates: it needs --tls-client-ca");
+  for (const char *p = o->operators; p && *p;) {
+    size_t len = strcspn(p, ",");
+    char name[REC_GLOBAL_ID_MAX + 2];
+    err_t terr;
+    err_clear(&terr);
+    snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name - 1 ? len : sizeof name - 1), p);
+    if (len >= sizeof name - 1 || validate_tenant(name, &terr) != ERR_OK)
+      return usage(msg, n, "--operators: \"%s\" is not a certificate name a client can have: %s",
+                   name, len >= sizeof name - 1 ? "longer than 128 bytes" : terr.msg);
+    p += len;
+    if (*p == ',') p++;
+  }
   if (!local && !o->insecure && !o->tls_cert)
     return usage(msg, n,
                  "--listen %s is not a loopback address: without TLS (--tls-cert, --tls-key), "

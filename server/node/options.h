@@ -59,6 +59,7 @@ typedef struct idem_options {
   int election_ttl_s;
   /* security */
   const char *tls_cert, *tls_key, *tls_client_ca, *tokens;
+  const char *operators; /* --operators NAME,...: certificate names with role operator */
   /* operations */
   const char *config;
   int reaper_interval_s;

@@ -25,6 +25,8 @@ grpc_server_credentials *rpc__server_credentials(const rpc_config *cfg) {
 auth_access rpc__access(const char *path) {
   if (strcmp(path, "/grpc.health.v1.Health/Check") == 0) return AUTH_ACCESS_OPEN;
   if (strcmp(path, "/idem.v1.Admin/GetStatus") == 0) return AUTH_ACCESS_SERVICE;
+  /* slots serve every tenant: moving them is not a tenant's admin's call (§18) */
+  if (strcmp(path, "/idem.v1.Admin/MoveSlots") == 0) return AUTH_ACCESS_OPERATOR;
   if (strncmp(path, "/idem.v1.Admin/", 15) == 0) return AUTH_ACCESS_ADMIN;
   return AUTH_ACCESS_SERVICE;
 }

@@ -270,7 +270,8 @@ ProtobufCMessage *rpc__decode(grpc_byte_buffer *payload, const ProtobufCMessageD
 /* Insecure credentials, or TLS from cfg's PEM text (client certificates required and verified
  * when a client CA is given). Release with grpc_server_credentials_release. */
 grpc_server_credentials *rpc__server_credentials(const rpc_config *cfg);
-/* What a method path needs: health is open, Admin (but GetStatus) needs the admin role. */
+/* What a method path needs: health is open, Admin.MoveSlots needs the operator role, the other
+ * Admin methods (but GetStatus) the admin role. */
 auth_access rpc__access(const char *path);
 /* With authentication on: the caller's tenant (into tenant, cap > REC_GLOBAL_ID_MAX) from its
  * token or client certificate, or UNAUTHENTICATED / PERMISSION_DENIED with err filled. */

@@ -59,7 +59,8 @@ typedef enum err_code {
   X(NOT_RESOLVABLE, "not-resolvable")             /* ResolveStep on a settled step */     \
   X(SHUTTING_DOWN, "shutting-down")               /* the server is draining */            \
   X(NO_LEADER, "no-leader")                       /* no node leads now (an election) */   \
-  X(SLOT_MOVING, "slot-moving")                   /* the slot is being moved (§18) */
+  X(SLOT_MOVING, "slot-moving")                   /* the slot is being moved (§18) */     \
+  X(REQUEST_MISMATCH, "request-mismatch")         /* a move's request_id, other slots */
 
 typedef enum err_reason {
 #define X(name, word) ERR_R_##name,

@@ -165,7 +165,7 @@ Test(tokens, sighup_reloads_the_file) {
   const char *bad_lines[] = {l1, bad, NULL};
   sec_write_file(FILE_, bad_lines);
   cr_assert_eq(kill(S.pid, SIGHUP), 0);
-  cr_expect(sec_wait_file_contains(S.log_path, "tokens:2: role must be service or admin", 5000),
+  cr_expect(sec_wait_file_contains(S.log_path, "tokens:2: role must be service, admin or operator", 5000),
             "the reload error names the line");
   cr_expect_eq(lookup_code(NEW, &e), IDEM_NOT_FOUND, "still in force: %s", e.message);
   cr_expect_eq(lookup_code(SVC, &e), IDEM_UNAUTHENTICATED, "the bad file's token is not loaded");

@@ -1,5 +1,6 @@
 /* The rules of auth/ without a network: the tokens-file parser (errors name the line, never
- * the token), lookup, the per-call decision, and reloads racing lookups. */
+ * the token), lookup, the per-call decision (roles service < admin < operator; a client
+ * certificate named in --operators is an operator), and reloads racing lookups. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -12,6 +13,7 @@
 
 #define TOK_A "aaaaaaaaaaaaaaaa-service"
 #define TOK_B "bbbbbbbbbbbbbbbb-admin"
+#define TOK_C "cccccccccccccccc-operator"
 
 static err_code parse(const char *text, auth_tokens **t, err_t *err) {
   err_clear(err);
@@ -52,12 +54,37 @@ static void expect_bad(const char *text, const char *want) {
   cr_expect_eq(parse(text, &t, &err), ERR_INVALID, "accepted: %s", text);
   cr_expect_null(t);
   cr_expect_str_eq(err.msg, want);
-  cr_expect(!strstr(err.msg, "aaaaaaaa") && !strstr(err.msg, "bbbbbbbb"), "%s", err.msg);
+  cr_expect(!strstr(err.msg, "aaaaaaaa") && !strstr(err.msg, "bbbbbbbb") &&
+                !strstr(err.msg, "cccccccc"),
+            "%s", err.msg);
+}
+
+Test(tokens_file, operator_is_a_role) {
+  const char *text = TOK_A " shop service\n" TOK_C " ops operator # moves slots\n";
+  auth_tokens *t;
+  err_t err;
+  cr_assert_eq(parse(text, &t, &err), ERR_OK, "%s", err.msg);
+  cr_expect_eq(auth_tokens_count(t), 2);
+  char tenant[REC_GLOBAL_ID_MAX + 1];
+  auth_role role = AUTH_ROLE_NONE;
+  cr_assert(auth_tokens_lookup(t, TOK_C, strlen(TOK_C), tenant, &role));
+  cr_expect_str_eq(tenant, "ops");
+  cr_expect_eq(role, AUTH_ROLE_OPERATOR);
+  cr_expect_str_eq(auth_role_name(role), "operator");
+  auth_tokens_release(t);
+  expect_bad(TOK_C " ops Operator\n", "tokens.txt:1: role must be service, admin or operator");
+  expect_bad(TOK_C " ops operators\n", "tokens.txt:1: role must be service, admin or operator");
+  /* the order every check relies on */
+  cr_expect(auth_role_at_least(AUTH_ROLE_OPERATOR, AUTH_ROLE_ADMIN));
+  cr_expect(auth_role_at_least(AUTH_ROLE_ADMIN, AUTH_ROLE_ADMIN));
+  cr_expect(!auth_role_at_least(AUTH_ROLE_ADMIN, AUTH_ROLE_OPERATOR));
+  cr_expect(!auth_role_at_least(AUTH_ROLE_SERVICE, AUTH_ROLE_ADMIN));
+  cr_expect(!auth_role_at_least(AUTH_ROLE_NONE, AUTH_ROLE_SERVICE));
 }
 
 Test(tokens_file, bad_lines_are_named_by_number) {
-  expect_bad("# x\n" TOK_A " shop root\n", "tokens.txt:2: role must be service or admin");
-  expect_bad(TOK_A " shop Admin\n", "tokens.txt:1: role must be service or admin");
+  expect_bad("# x\n" TOK_A " shop root\n", "tokens.txt:2: role must be service, admin or operator");
+  expect_bad(TOK_A " shop Admin\n", "tokens.txt:1: role must be service, admin or operator");
   expect_bad("\n\n" TOK_A " shop\n", "tokens.txt:3: expected TOKEN TENANT ROLE, got 2 fields");
   expect_bad(TOK_A "\n", "tokens.txt:1: expected TOKEN TENANT ROLE, got 1 field");
   expect_bad(TOK_A " shop admin extra\n",
@@ -97,11 +124,10 @@ Test(tokens_file, load_names_the_path) {
 
 /* --- auth_decide --- */
 
-static auth_keyring *keyring(char *path_out) {
+static auth_keyring *keyring_of(char *path_out, const char *text) {
   snprintf(path_out, 64, "/tmp/idem-auth-unit-XXXXXX");
   int fd = mkstemp(path_out);
   cr_assert(fd >= 0);
-  const char *text = TOK_A " shop service\n" TOK_B " ops admin\n";
   cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
   close(fd);
   err_t err;
@@ -109,6 +135,10 @@ static auth_keyring *keyring(char *path_out) {
   auth_keyring *k = auth_keyring_open(path_out, &err);
   cr_assert(k, "%s", err.msg);
   return k;
+}
+
+static auth_keyring *keyring(char *path_out) {
+  return keyring_of(path_out, TOK_A " shop service\n" TOK_B " ops admin\n");
 }
 
 static err_code decide(const auth_config *cfg, auth_access a, const char *authz, const char *cert,
@@ -129,7 +159,8 @@ static err_code decide(const auth_config *cfg, auth_access a, const char *authz,
 
 Test(decide, tokens) {
   char path[64];
-  auth_config cfg = {.tokens = keyring(path)};
+  auth_config cfg = {
+      .tokens = keyring_of(path, TOK_A " shop service\n" TOK_B " ops admin\n" TOK_C " root operator\n")};
   auth_identity id;
   err_t err;
   cr_expect_eq(decide(&cfg, AUTH_ACCESS_SERVICE, NULL, NULL, &id, &err), ERR_UNAUTHENTICATED);
@@ -147,6 +178,24 @@ Test(decide, tokens) {
   cr_expect_eq(decide(&cfg, AUTH_ACCESS_ADMIN, "Bearer " TOK_A, NULL, &id, &err), ERR_PERMISSION);
   cr_expect_eq(decide(&cfg, AUTH_ACCESS_ADMIN, "Bearer " TOK_B, NULL, &id, &err), ERR_OK);
   cr_expect_eq(id.role, AUTH_ROLE_ADMIN);
+  /* Admin.MoveSlots: the operator role only; an operator passes every admin check too */
+  cr_expect_eq(decide(&cfg, AUTH_ACCESS_OPERATOR, "Bearer " TOK_B, NULL, &id, &err),
+               ERR_PERMISSION, "a tenant's admin may not move slots");
+  cr_expect_eq(err.reason, ERR_R_NONE);
+  cr_expect_str_eq(err_wire_reason(&err), "permission-denied");
+  cr_expect(strstr(err.msg, "role operator"), "names the role needed: %s", err.msg);
+  cr_expect(strstr(err.msg, "(role admin)"), "names the caller's role: %s", err.msg);
+  cr_expect(!strstr(err.msg, "bbbbbbbb"), "%s", err.msg);
+  cr_expect_eq(decide(&cfg, AUTH_ACCESS_OPERATOR, "Bearer " TOK_A, NULL, &id, &err),
+               ERR_PERMISSION);
+  cr_expect(strstr(err.msg, "role operator"), "%s", err.msg);
+  cr_expect_eq(decide(&cfg, AUTH_ACCESS_OPERATOR, "Bearer " TOK_C, NULL, &id, &err), ERR_OK,
+               "%s", err.msg);
+  cr_expect_str_eq(id.tenant, "root");
+  cr_expect_eq(id.role, AUTH_ROLE_OPERATOR);
+  cr_expect_eq(decide(&cfg, AUTH_ACCESS_ADMIN, "Bearer " TOK_C, NULL, &id, &err), ERR_OK,
+               "an operator is an admin too: %s", err.msg);
+  cr_expect_eq(decide(&cfg, AUTH_ACCESS_SERVICE, "Bearer " TOK_C, NULL, &id, &err), ERR_OK);
   cr_expect_eq(decide(&cfg, AUTH_ACCESS_OPEN, NULL, NULL, &id, &err), ERR_OK);
   /* without mTLS a certificate name is no credential */
   cr_expect_eq(decide(&cfg, AUTH_ACCESS_SERVICE, NULL, "shop", &id, &err), ERR_UNAUTHENTICATED);
@@ -172,6 +221,36 @@ Test(decide, certificates) {
   /* a token with no tokens file configured is ignored: the certificate decides */
   cr_expect_eq(decide(&cfg, AUTH_ACCESS_SERVICE, "Bearer " TOK_B, "shop-1", &id, &err), ERR_OK);
   cr_expect_str_eq(id.tenant, "shop-1");
+}
+
+Test(decide, certificates_named_in_operators) {
+  auth_config cfg = {.mtls = true, .operators = "ops-a,ops-b"};
+  auth_identity id;
+  err_t err;
+  cr_expect_eq(decide(&cfg, AUTH_ACCESS_OPERATOR, NULL, "ops-b", &id, &err), ERR_OK, "%s",
+               err.msg);
+  cr_expect_str_eq(id.tenant, "ops-b");
+  cr_expect_eq(id.role, AUTH_ROLE_OPERATOR);
+  cr_expect_eq(decide(&cfg, AUTH_ACCESS_ADMIN, NULL, "ops-a", &id, &err), ERR_OK, "%s", err.msg);
+  cr_expect_eq(id.role, AUTH_ROLE_OPERATOR);
+  /* names are compared whole */
+  const char *not_listed[] = {"shop-1", "ops", "ops-", "ops-ab", "OPS-A", "ops-a,ops-b"};
+  for (size_t i = 0; i < sizeof not_listed / sizeof not_listed[0]; i++) {
+    err_code rc = decide(&cfg, AUTH_ACCESS_OPERATOR, NULL, not_listed[i], &id, &err);
+    if (rc == ERR_OK) cr_expect_neq(id.role, AUTH_ROLE_OPERATOR, "%s", not_listed[i]);
+    cr_expect_neq(rc, ERR_OK, "%s is not an operator", not_listed[i]);
+  }
+  cr_expect_eq(decide(&cfg, AUTH_ACCESS_OPERATOR, NULL, "shop-1", &id, &err), ERR_PERMISSION);
+  cr_expect(strstr(err.msg, "role operator") && strstr(err.msg, "--operators"), "%s", err.msg);
+  cr_expect_eq(decide(&cfg, AUTH_ACCESS_SERVICE, NULL, "shop-1", &id, &err), ERR_OK);
+  cr_expect_eq(id.role, AUTH_ROLE_SERVICE);
+  /* no list: every certificate is a service */
+  auth_config none = {.mtls = true};
+  cr_expect_eq(decide(&none, AUTH_ACCESS_OPERATOR, NULL, "ops-a", &id, &err), ERR_PERMISSION);
+  cr_expect(auth_name_listed("a,bb,c", "bb", 2));
+  cr_expect(!auth_name_listed("a,bb,c", "b", 1));
+  cr_expect(!auth_name_listed("a,,c", "", 0));
+  cr_expect(!auth_name_listed(NULL, "a", 1));
 }
 
 /* --- reload while lookups run --- */

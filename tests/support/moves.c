@@ -23,7 +23,8 @@ move_answer h_move_slots(const h_groups *cl, int at, uint32_t from, uint32_t to,
   if (dry_run) pb_varint(req, 5, 1);
   move_answer a = {0};
   void *resp = NULL;
-  h_raw_opts o = {.deadline_ms = 90000, .resp = &resp};
+  h_raw_opts o = {.deadline_ms = 90000, .resp = &resp, .value = a.reason,
+                  .value_len = sizeof a.reason};
   a.status = h_raw_call_opts(cl->node[at].addr, MOVE_METHOD, cl->t, req->b, req->n, a.details,
                              sizeof a.details, &o);
   pb_free(req);

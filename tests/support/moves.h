@@ -15,6 +15,7 @@
 typedef struct move_answer {
   int status;
   char details[512];
+  char reason[64]; /* the idem-reason trailer ("" on OK) */
   uint64_t version, steps, sagas;
   int64_t paused_ms;
   bool replayed;

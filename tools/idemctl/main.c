@@ -31,8 +31,11 @@ static const ctl_cmd commands[] = {
      "the final handoff pauses those slots. Waits until the move ends, up to --timeout (default "
      "600 s; 30s, 10m, 1h also do): past it the move goes on, `idemctl slots` shows its progress "
      "and the same --request-id waits for it again (a request id is made and printed unless "
-     "given; a repeat answers the first result, \"(replayed)\"). --dry-run checks and plans "
-     "without moving anything. Needs the admin role.",
+     "given; a repeat answers the first result, \"(replayed)\"; the same --request-id with "
+     "another range or --to is refused, request-mismatch). --dry-run checks and plans without "
+     "moving anything. Needs the operator role (slots serve every tenant): a token with role "
+     "operator, or a client certificate the server names in --operators; a tenant's admin is "
+     "refused, permission-denied.",
      cmd_slots_move},
     {"step", "GLOBAL_ID SERVICE OPERATION", "compensation", 3, 3,
      "Everything stored for one step (the forward phase, or --compensation).", cmd_step},
