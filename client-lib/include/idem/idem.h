@@ -355,8 +355,8 @@ typedef struct idem_slot_move {
 int idem_get_topology_move(idem_client *c, idem_topology *out, idem_slot_move *move,
                            idem_error *err);
 
-/* Admin.MoveSlots (admin role): moves slots from..to (inclusive) of the one group that serves
- * them to group, with PostgreSQL's logical replication; only the final handoff pauses those
+/* Admin.MoveSlots (the operator role): moves slots from..to (inclusive) of the one group that
+ * serves them to group, with PostgreSQL's logical replication; only the final handoff pauses those
  * slots. Any node answers: the leader of the slots' group runs the move, and the call waits for
  * its end (docs/api.md §18). */
 #define IDEM_MOVE_REQUEST_ID_MAX 63
