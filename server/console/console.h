@@ -8,17 +8,21 @@
  * Threads and the store: MHD runs `threads` polling threads; a request that needs the store
  * takes one of `threads` store handles from a small pool (opened on first use with
  * open_store, the same fenced stores the gRPC workers use, but never theirs), so a slow page
- * never holds a gRPC worker or the batcher. The Slots page pings each store group through one
- * handle of that group's own (console_group, opened on the page's first visit).
+ * never holds a gRPC worker or the batcher. With slot groups (docs/api.md §17) each group has
+ * such a pool of its own: the saga, step and resolve pages read the saga in the group its slot
+ * belongs to (cfg.route, the rule GetSaga and ListSteps follow), the steps listing without a
+ * global id reads every group's store, and a resolution is made on that group's leader. The
+ * Slots page pings the groups in parallel, each through one handle of that group's own
+ * (console_group, opened on the page's first visit).
  *
  * Security: with tokens (--tokens) a session comes from /login: a random id in an HttpOnly,
  * SameSite=Strict cookie (Secure under TLS), 8 h, tenant and role from the token, a CSRF token
  * per session checked on every POST; `service` may read, `admin` may also resolve and edit
  * policies. A token holds at most CONSOLE_SESSIONS_PER_OWNER sessions (its own oldest goes), so
  * no token can log another out; TLS is 1.2 or newer; a request must arrive whole within 10 s
- * and one address holds at most 64 connections (docs/security.md "The web console"). Without tokens (development) every visitor gets an admin session of the tenant
- * ?tenant= names (default "default") and every page says so. A token is never stored in a
- * cookie or written to a log.
+ * and one address holds at most 64 connections (docs/security.md "The web console"). Without tokens
+ * (development) every visitor gets an admin session of the tenant ?tenant= names (default
+ * "default") and every page says so. A token is never stored in a cookie or written to a log.
  */
 #ifndef IDEM_CONSOLE_H
 #define IDEM_CONSOLE_H
@@ -38,10 +42,19 @@
 
 typedef struct console console;
 
+#define CONSOLE_GROUPS_MAX SLOTMAP_GROUPS_MAX
+
+/* The group serving a saga (docs/api.md §17): the index into console_config.groups of the slot
+ * of (tenant, global_id); -1 when no group does (no slot map yet); CONSOLE_ROUTE_MOVING while
+ * the slot is handed to another group (§18). Called from the console's threads. */
+typedef int (*console_route_fn)(void *arg, const char *tenant, const char *global_id);
+#define CONSOLE_ROUTE_MOVING (-2)
+
 /* One store group (docs/api.md §17) as the Slots page shows it: its leader from its election,
  * its store's health from a handle of its own (opened on the page's first visit). */
 typedef struct console_group {
   const char *name;                /* borrowed for the console's life */
+  const coord_ctx *coord;          /* the group's own (borrowed); NULL = console_config.coord */
   elect *elector;                  /* borrowed; NULL = this node leads it */
   store *(*open_store)(void *arg); /* borrowed */
   void *open_store_arg;
@@ -74,10 +87,13 @@ typedef struct console_config {
   int threads;        /* 0 = CONSOLE_THREADS_DEFAULT */
   int64_t started_ms; /* wall clock, shown on the overview */
   const char *version;
-  /* slot groups, for /slots: the array is copied, its members borrowed; n_groups 0 = the one
-   * group above, named "default" */
+  /* slot groups (at most CONSOLE_GROUPS_MAX): the array is copied, its members borrowed;
+   * n_groups 0 = the one group above, named "default". groups[0] is the group of the pages
+   * that name no saga (overview, audit, policies), as the Admin API's other calls. */
   const console_group *groups;
   size_t n_groups;
+  console_route_fn route; /* with n_groups > 1; NULL = every saga is groups[0]'s */
+  void *route_arg;
   const slotmap *(*slotmap_now)(void *arg); /* the map now (borrowed); NULL = none */
   void *slotmap_arg;
   /* the move under way into *out, true when there is one; NULL = never shown */

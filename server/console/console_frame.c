@@ -168,6 +168,34 @@ store *console__page_store(creq *r) {
   return st;
 }
 
+int console__page_saga_group(creq *r, const char *global_id, store **st) {
+  int g = console__saga_group(r, global_id);
+  if (g == CONSOLE_ROUTE_MOVING) {
+    console__page_error(r, 503, "this saga's slots are being moved to another group: try again");
+    return -1;
+  }
+  if (g < 0) {
+    console__page_error(r, 503, "no slot map yet: no group serves this saga now");
+    return -1;
+  }
+  *st = console__group_store(r, (size_t)g);
+  if (!*st) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "cannot open a store connection of group %s", r->c->groups[g].name);
+    console__page_error(r, 503, msg);
+    return -1;
+  }
+  return g;
+}
+
+bool console__page_group_leader(creq *r, size_t g) {
+  char leader[ELECT_ADDR_MAX], why[160];
+  if (console__leads_group(r, g, leader)) return true;
+  snprintf(why, sizeof why, "This node does not lead group %s", r->c->groups[g].name);
+  not_leader(r, 503, why, leader);
+  return false;
+}
+
 bool console__post_allowed(creq *r, unsigned needs) {
   char leader[ELECT_ADDR_MAX];
   switch (console__post_check(r, needs, leader)) {

@@ -25,6 +25,13 @@ void console__page_err(creq *r, const err_t *err);
 unsigned console__http_status(const err_t *err);
 /* The request's store, or NULL with a 503 page written (no store connection can be opened). */
 store *console__page_store(creq *r);
+/* The group serving the saga global_id (console__saga_group), its store in *st; -1 with a 503
+ * page written when no group serves it now (no slot map, its slots being moved) or no store
+ * connection of that group can be opened. */
+int console__page_saga_group(creq *r, const char *global_id, store **st);
+/* Whether this node leads group g (a change of one of its sagas is made there); false with a
+ * 503 page naming that group's leader written. */
+bool console__page_group_leader(creq *r, size_t g);
 /* Whether a POST passes console__post_check (needs: CONSOLE_NEEDS_* bits); false with the
  * refusal page written (403, or 503 naming the leader). */
 bool console__post_allowed(creq *r, unsigned needs);

@@ -117,7 +117,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
   } else {
     console__route(&r);
   }
-  if (r.st) console__pool_put(c->pool, r.st);
+  for (size_t g = 0; g < c->cfg.n_groups; g++)
+    if (r.st[g]) console__pool_put(c->pages[g], r.st[g]);
   enum MHD_Result ret = respond(conn, &r, false, t0);
   if (up->body.p) OPENSSL_cleanse(up->body.p, up->body.n); /* a login token, maybe */
   free(r.form);
@@ -147,23 +148,28 @@ static void wipe_free(char *s) {
   free(s);
 }
 
-/* The groups of the Slots page: cfg's copied (or the one group of cfg, "default"), with a pool
- * of one store handle each (opened on first use). */
-static bool copy_groups(console *c) {
+/* The groups: cfg's copied (or the one group of cfg, "default"), each with a pool of one store
+ * handle for the Slots page and one of `threads` for the pages (groups[0]'s is c->pool), all
+ * opened on first use. */
+static bool copy_groups(console *c, int threads) {
   console_config *cfg = &c->cfg;
-  console_group one = {"default", cfg->elector, cfg->open_store, cfg->open_store_arg};
+  console_group one = {"default", cfg->coord, cfg->elector, cfg->open_store, cfg->open_store_arg};
   const console_group *from = cfg->n_groups ? cfg->groups : &one;
   size_t n = cfg->n_groups ? cfg->n_groups : 1;
   cfg->groups = NULL;
   cfg->n_groups = 0;
+  if (n > CONSOLE_GROUPS_MAX) return false;
   c->groups = calloc(n, sizeof *c->groups);
   c->gpools = calloc(n, sizeof *c->gpools);
-  if (!c->groups || !c->gpools) return false;
+  c->pages = calloc(n, sizeof *c->pages);
+  if (!c->groups || !c->gpools || !c->pages) return false;
   for (size_t i = 0; i < n; i++) {
     c->groups[i] = from[i];
     c->gpools[i] = console__pool_new(1, from[i].open_store, from[i].open_store_arg);
-    if (!c->gpools[i]) return false;
+    c->pages[i] =
+        i ? console__pool_new(threads, from[i].open_store, from[i].open_store_arg) : c->pool;
     cfg->n_groups = i + 1; /* console_stop frees the pools made */
+    if (!c->gpools[i] || !c->pages[i]) return false;
   }
   cfg->groups = c->groups;
   return true;
@@ -194,7 +200,7 @@ console *console_start(const console_config *cfg, int *bound_port, err_t *err) {
     c->guard = console__guard_start(REQUEST_MS);
     c->logins = console__logins_new();
   }
-  if (c && !copy_groups(c)) {
+  if (c && !copy_groups(c, threads)) {
     console_stop(c);
     err_oom(err);
     return NULL;
@@ -235,7 +241,9 @@ void console_stop(console *c) {
   if (c->d) MHD_stop_daemon(c->d);
   console__guard_stop(c->guard);
   for (size_t i = 0; c->gpools && i < c->cfg.n_groups; i++) console__pool_free(c->gpools[i]);
+  for (size_t i = 1; c->pages && i < c->cfg.n_groups; i++) console__pool_free(c->pages[i]);
   free(c->gpools);
+  free(c->pages);
   free(c->groups);
   console__pool_free(c->pool);
   console__sessions_free(c->sess);

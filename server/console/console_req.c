@@ -32,16 +32,38 @@ const char *console__form(const creq *r, const char *name) {
   return f ? f->value : NULL;
 }
 
+store *console__group_store(creq *r, size_t g) {
+  if (g >= r->c->cfg.n_groups) return NULL;
+  if (!r->st[g]) r->st[g] = console__pool_get(r->c->pages[g]);
+  return r->st[g];
+}
+
 store *console__store(creq *r) {
-  if (!r->st) r->st = console__pool_get(r->c->pool);
-  return r->st;
+  return console__group_store(r, 0);
+}
+
+const coord_ctx *console__group_coord(const creq *r, size_t g) {
+  const console *c = r->c;
+  return g < c->cfg.n_groups && c->groups[g].coord ? c->groups[g].coord : c->cfg.coord;
+}
+
+int console__saga_group(const creq *r, const char *global_id) {
+  const console_config *cfg = &r->c->cfg;
+  if (cfg->n_groups < 2 || !cfg->route) return 0;
+  int g = cfg->route(cfg->route_arg, r->s.tenant, global_id);
+  return g >= (int)cfg->n_groups ? -1 : g;
+}
+
+bool console__leads_group(const creq *r, size_t g, char leader[ELECT_ADDR_MAX]) {
+  elect_status es = {.leader = true, .election_ok = true};
+  elect *el = g < r->c->cfg.n_groups ? r->c->groups[g].elector : r->c->cfg.elector;
+  if (el) elect_status_get(el, &es);
+  snprintf(leader, ELECT_ADDR_MAX, "%s", es.leader_addr);
+  return es.leader;
 }
 
 bool console__is_leader(const creq *r, char leader[ELECT_ADDR_MAX]) {
-  elect_status es = {.leader = true, .election_ok = true};
-  if (r->c->cfg.elector) elect_status_get(r->c->cfg.elector, &es);
-  snprintf(leader, ELECT_ADDR_MAX, "%s", es.leader_addr);
-  return es.leader;
+  return console__leads_group(r, 0, leader);
 }
 
 void console__redirect(creq *r, const char *location) {

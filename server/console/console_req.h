@@ -29,7 +29,7 @@ typedef struct creq {
   bool has_session;
   cfield *form;
   size_t n_form;
-  store *st;
+  store *st[CONSOLE_GROUPS_MAX]; /* the request's store of each group, taken on first use */
   int64_t now_ms, deadline; /* wall clock; the monotonic deadline of store calls */
   buf_t out;
   unsigned status;
@@ -44,8 +44,18 @@ const char *console__cookie(const creq *r, const char *name); /* NULL when absen
 size_t console__client(const creq *r, unsigned char out[17]);
 const char *console__form(const creq *r, const char *name); /* NULL when absent */
 const cfield *console__field(const creq *r, const char *name);
-store *console__store(creq *r); /* the request's store (taken from the pool on first use) */
-bool console__is_leader(const creq *r, char leader[ELECT_ADDR_MAX]);
+store *console__store(creq *r); /* the request's store of groups[0] (console__group_store) */
+/* The request's store of group g (taken from that group's pool on first use, put back when the
+ * request ends); NULL when one cannot be opened. */
+store *console__group_store(creq *r, size_t g);
+/* Group g's coord (console.h console_group.coord). */
+const coord_ctx *console__group_coord(const creq *r, size_t g);
+/* The group serving the saga global_id of the session's tenant: console_route_fn's answer (0
+ * without groups). */
+int console__saga_group(const creq *r, const char *global_id);
+/* Whether this node leads group g; leader gets the leader's address ("" = unknown). */
+bool console__leads_group(const creq *r, size_t g, char leader[ELECT_ADDR_MAX]);
+bool console__is_leader(const creq *r, char leader[ELECT_ADDR_MAX]); /* of groups[0] */
 void console__redirect(creq *r, const char *location);
 
 /* Who a console change is made by, for the audit trail: "TENANT/ROLE", or "console" in

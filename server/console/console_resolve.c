@@ -1,6 +1,7 @@
 /* console_resolve.c — one step's page and its resolution (Admin.ResolveStep through
  * coord_resolve_step): the form, a confirmation page that says what will change, then the
- * change, with the session's identity as the audit actor. */
+ * change, with the session's identity as the audit actor. The step is read in the group its
+ * saga's slot belongs to and resolved on that group's leader (console__page_saga_group). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,7 +60,7 @@ static bool resolvable(const step_rec *rec) {
   return rec->state == STATE_IN_PROGRESS || rec->state == STATE_UNKNOWN;
 }
 
-static void resolve_form(creq *r, const step_rec *rec) {
+static void resolve_form(creq *r, const step_rec *rec, size_t g) {
   buf_t *b = &r->out;
   char leader[ELECT_ADDR_MAX];
   console__html(b, "<h2>Resolve</h2>");
@@ -73,8 +74,8 @@ static void resolve_form(creq *r, const step_rec *rec) {
                   "<p class=\"muted\">Your role (service) may read only; an admin resolves.</p>");
     return;
   }
-  if (!console__is_leader(r, leader)) {
-    console__html(b, "<p>Resolve on the leader: ");
+  if (!console__leads_group(r, g, leader)) {
+    console__html(b, "<p>Resolve on the leader of group %s: ", r->c->groups[g].name);
     console__leader_link(r, leader, r->path);
     console__html(b, "</p>");
     return;
@@ -117,15 +118,17 @@ void console__page_step(creq *r, char **seg) {
   step_rec rec = {0};
   err_t err;
   err_clear(&err);
-  store *st = console__page_store(r);
-  if (!st) return;
-  if (coord_lookup_step(r->c->cfg.coord, st, r->s.tenant, key, r->deadline, &rec, &err) != ERR_OK) {
+  store *st = NULL;
+  int g = console__page_saga_group(r, key->global_id, &st);
+  if (g < 0) return;
+  if (coord_lookup_step(console__group_coord(r, (size_t)g), st, r->s.tenant, key, r->deadline, &rec,
+                        &err) != ERR_OK) {
     console__page_err(r, &err);
     return;
   }
   console__page_begin(r, "Step");
   record_card(r, &rec);
-  resolve_form(r, &rec);
+  resolve_form(r, &rec, (size_t)g);
   console__page_end(r);
   step_rec_clear(&rec);
 }
@@ -215,6 +218,10 @@ static void lf_lines(cfield *f) {
 void console__post_resolve(creq *r, char **seg) {
   coord_key_in k, *key = &k;
   if (!key_of(r, seg, key)) return;
+  store *st = NULL; /* made on the leader of the saga's group (the route checked the rest) */
+  int g = console__page_saga_group(r, key->global_id, &st);
+  if (g < 0 || !console__page_group_leader(r, (size_t)g)) return;
+  const coord_ctx *coord = console__group_coord(r, (size_t)g);
   const cfield *outcome_f = console__field(r, "outcome"), *code = console__field(r, "code"),
                *body = console__field(r, "body"), *reason = console__field(r, "reason");
   cfield *body_hex = (cfield *)console__field(r, "body_hex");
@@ -254,12 +261,9 @@ void console__post_resolve(creq *r, char **seg) {
   err_t err;
   err_clear(&err);
   step_rec rec = {0};
-  store *st = console__page_store(r);
-  if (!st) return;
   const char *confirm = console__form(r, "confirm");
   if (!confirm || strcmp(confirm, "yes") != 0) {
-    if (coord_lookup_step(r->c->cfg.coord, st, r->s.tenant, key, r->deadline, &rec, &err) !=
-        ERR_OK) {
+    if (coord_lookup_step(coord, st, r->s.tenant, key, r->deadline, &rec, &err) != ERR_OK) {
       console__page_err(r, &err);
       return;
     }
@@ -276,8 +280,7 @@ void console__post_resolve(creq *r, char **seg) {
                          .body_len = body->value_len,
                          .reason = reason->value,
                          .actor = actor};
-  if (coord_resolve_step(r->c->cfg.coord, st, r->s.tenant, &in, r->deadline, &rec, &err) !=
-      ERR_OK) {
+  if (coord_resolve_step(coord, st, r->s.tenant, &in, r->deadline, &rec, &err) != ERR_OK) {
     console__page_err(r, &err);
     return;
   }

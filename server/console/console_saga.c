@@ -1,7 +1,8 @@
 /* console_saga.c — a saga as a timeline (/sagas/{global_id}[?page=TOKEN]): one GetSaga page a
  * console page (up to REC_SAGA_PAGE_MAX steps, byte-bounded), one row per (service, operation)
  * with the forward and its compensation side by side, a link to the next page, then the saga's
- * audit entries in time order (first page only). The work is linear in the page's steps: pairs
+ * audit entries in time order (first page only). The saga is read in the group its slot belongs
+ * to (console__page_saga_group), as GetSaga is. The work is linear in the page's steps: pairs
  * are found through a hash of (service, operation), never by scanning the rows. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,14 +115,14 @@ static void timeline(creq *r, const saga_view *v, bool paged) {
   free(rows);
 }
 
-static void audit_trail(creq *r, const char *gid) {
+static void audit_trail(creq *r, const char *gid, size_t g, store *st) {
   audit_list all = {0};
   char token[COORD_TOKEN_MAX] = "", next[COORD_TOKEN_MAX];
   err_t err;
   err_clear(&err);
   for (int page = 0; page < AUDIT_PAGES_MAX; page++) {
     audit_list l = {0};
-    if (coord_list_audit(r->c->cfg.coord, console__store(r), r->s.tenant, gid, LIST_PAGE_MAX, token,
+    if (coord_list_audit(console__group_coord(r, g), st, r->s.tenant, gid, LIST_PAGE_MAX, token,
                          r->deadline, &l, next, &err) != ERR_OK)
       break;
     audit_rec *grown = realloc(all.recs, (all.n + l.n + 1) * sizeof *grown);
@@ -159,10 +160,12 @@ void console__page_saga(creq *r, char **seg) {
   err_clear(&err);
   const char *token = console__query(r, "page");
   char next[COORD_TOKEN_MAX];
-  if (!console__page_store(r)) return;
+  store *st = NULL;
+  int g = console__page_saga_group(r, gid, &st);
+  if (g < 0) return;
   coord_saga_in in = {.global_id = gid, .page_token = token, .rec_size = console__rec_size};
-  if (coord_get_saga(r->c->cfg.coord, console__store(r), r->s.tenant, &in, r->deadline, &v, next,
-                     &err) != ERR_OK) {
+  if (coord_get_saga(console__group_coord(r, (size_t)g), st, r->s.tenant, &in, r->deadline, &v,
+                     next, &err) != ERR_OK) {
     saga_view_clear(&v);
     console__page_err(r, &err);
     return;
@@ -204,7 +207,7 @@ void console__page_saga(creq *r, char **seg) {
     console__html(b, "</p>");
   }
   if (first)
-    audit_trail(r, gid);
+    audit_trail(r, gid, (size_t)g, st);
   else
     console__html(b, "<p class=\"muted\">The saga's audit trail is on its first page.</p>");
   saga_view_clear(&v);

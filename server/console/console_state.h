@@ -70,9 +70,11 @@ struct console {
   struct MHD_Daemon *d;
   struct cguard *guard; /* the whole-request deadline (console_guard.h) */
   login_limits *logins;
-  /* the Slots page: the groups (cfg.groups points here) and one store handle each */
+  /* the groups (cfg.groups points here); the Slots page's one store handle each (gpools);
+   * the pages' handles of each group (pages[g], `threads` each; pages[0] is pool) */
   console_group *groups;
   cpool **gpools;
+  cpool **pages;
 };
 
 #endif

@@ -1,12 +1,15 @@
 /* console_steps.c — the steps list (/steps): filters (state, service, operation, global id, age,
- * expired lease), one row per step with its state badge (console_frame.h), and paging. One step's
- * page and its resolution are in console_resolve.c. */
+ * expired lease), one row per step with its state badge (console_frame.h), and paging. Like
+ * ListSteps (docs/api.md §17) a listing of one saga reads its slot's group, any other every
+ * group's (coord_list_steps_groups). One step's page and its resolution are in
+ * console_resolve.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../coord/coord_admin.h"
+#include "../coord/coord_groups.h"
 #include "../util/duration.h"
 #include "console_pages.h"
 #include "idem/v1/names.h"
@@ -21,6 +24,71 @@ static int64_t parse_span(const char *s) {
 
 static void text_input(creq *r, const char *label, const char *name, const char *v) {
   console__html(&r->out, "<label>%s<input name=\"%s\" value=\"%s\"></label>", label, name, v);
+}
+
+/* Every group's steps (coord_list_steps_groups) for one console page: where a group's matches
+ * run out before the page is full, the page goes on with the next group's (at most one call
+ * per group), so a short page means the end, not a group boundary. */
+static err_code list_groups(const coord_group_view *g, size_t n, const char *tenant,
+                            const coord_list_in *in, int64_t deadline, step_list *out,
+                            char next[COORD_TOKEN_MAX], err_t *err) {
+  err_code rc = coord_list_steps_groups(g, n, tenant, in, deadline, out, next, err);
+  for (size_t hop = 1; rc == ERR_OK && hop < n && next[0] && out->n < in->page_size; hop++) {
+    char token[COORD_TOKEN_MAX];
+    snprintf(token, sizeof token, "%s", next);
+    coord_list_in rest = *in;
+    rest.page_token = token;
+    rest.page_size = in->page_size - (uint32_t)out->n;
+    step_list more = {0};
+    rc = coord_list_steps_groups(g, n, tenant, &rest, deadline, &more, next, err);
+    if (rc != ERR_OK) break;
+    step_rec *grown = more.n ? realloc(out->recs, (out->n + more.n) * sizeof *grown) : out->recs;
+    if (!grown) {
+      step_list_clear(&more);
+      rc = err_oom(err);
+      break;
+    }
+    out->recs = grown;
+    if (more.n) memcpy(out->recs + out->n, more.recs, more.n * sizeof *more.recs);
+    out->n += more.n; /* the records' bodies moved with them */
+    out->more = more.more;
+    free(more.recs);
+  }
+  if (rc != ERR_OK) step_list_clear(out);
+  return rc;
+}
+
+/* The page of steps in asks for into *l and next; false with an error page written. */
+static bool list_steps(creq *r, const coord_list_in *in, step_list *l, char next[COORD_TOKEN_MAX]) {
+  const console *c = r->c;
+  err_t err;
+  err_clear(&err);
+  err_code rc;
+  if (c->cfg.n_groups > 1 && !(in->global_id && in->global_id[0])) {
+    coord_group_view g[CONSOLE_GROUPS_MAX];
+    for (size_t i = 0; i < c->cfg.n_groups; i++) {
+      g[i] = (coord_group_view){c->groups[i].name, console__group_coord(r, i),
+                                console__group_store(r, i)};
+      if (!g[i].st) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "cannot open a store connection of group %s", g[i].name);
+        console__page_error(r, 503, msg);
+        return false;
+      }
+    }
+    rc = list_groups(g, c->cfg.n_groups, r->s.tenant, in, r->deadline, l, next, &err);
+  } else {
+    store *st = NULL;
+    int g = console__page_saga_group(r, in->global_id ? in->global_id : "", &st);
+    if (g < 0) return false;
+    rc = coord_list_steps(console__group_coord(r, (size_t)g), st, r->s.tenant, in, r->deadline, l,
+                          next, &err);
+  }
+  if (rc != ERR_OK) {
+    console__page_err(r, &err);
+    return false;
+  }
+  return true;
 }
 
 void console__page_steps(creq *r, char **seg) {
@@ -60,15 +128,7 @@ void console__page_steps(creq *r, char **seg) {
                       .rec_size = console__rec_size};
   step_list l = {0};
   char next[COORD_TOKEN_MAX];
-  err_t err;
-  err_clear(&err);
-  store *st = console__page_store(r);
-  if (!st) return;
-  if (coord_list_steps(r->c->cfg.coord, st, r->s.tenant, &in, r->deadline, &l, next, &err) !=
-      ERR_OK) {
-    console__page_err(r, &err);
-    return;
-  }
+  if (!list_steps(r, &in, &l, next)) return;
   console__page_begin(r, lease_expired ? "Steps with an expired lease" : "Steps");
   buf_t *b = &r->out;
   console__html(b,

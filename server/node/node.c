@@ -498,6 +498,12 @@ static int route(void *arg, const char *tenant, const char *id, bool new_saga) {
   return node_slots_route(nd->slots, tenant, id, new_saga, leads_group, nd);
 }
 
+/* The console's saga pages: the group of a saga, as route answers GetSaga (console.h). */
+static int console_route(void *arg, const char *tenant, const char *global_id) {
+  int g = route(arg, tenant, global_id, false);
+  return g == RPC_ROUTE_MOVING ? CONSOLE_ROUTE_MOVING : g;
+}
+
 static const slotmap *slotmap_now(void *arg) {
   return node_slots_map(((node *)arg)->slots);
 }
@@ -752,8 +758,9 @@ static node_result start_console(node *nd) {
     return NODE_FAILED;
   }
   console_group groups[OPT_LIST_MAX];
-  for (size_t i = 0; i < nd->n_groups; i++) /* the Slots page (copied by console_start) */
-    groups[i] = (console_group){nd->groups[i].name, nd->groups[i].el, open_fenced, &nd->groups[i]};
+  for (size_t i = 0; i < nd->n_groups; i++) /* copied by console_start */
+    groups[i] = (console_group){nd->groups[i].name, &nd->groups[i].coord, nd->groups[i].el,
+                                open_fenced, &nd->groups[i]};
   console_config cc = {.address = o->console,
                        .coord = &nd->groups[0].coord,
                        .open_store = open_fenced,
@@ -768,6 +775,8 @@ static node_result start_console(node *nd) {
                        .version = IDEM_VERSION,
                        .groups = groups,
                        .n_groups = nd->n_groups,
+                       .route = console_route,
+                       .route_arg = nd,
                        .slotmap_now = slotmap_now,
                        .slotmap_arg = nd,
                        .move_now = console_move_now,
