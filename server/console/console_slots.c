@@ -1,7 +1,9 @@
 /* console_slots.c — the Slots page (/slots, docs/api.md §17): what `idemctl slots` prints. The
  * move under way (§18: slots, source → target, phase, rows copied, lag), the slot map (ranges →
  * group, a range being moved and its target) and each group's leader, epoch, store health
- * (pinged through the group's own store handle) and slot count, as this node sees them. */
+ * (pinged through the group's own store handle, every group at once: the page waits for the
+ * slowest ping, not their sum) and slot count, as this node sees them. */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -10,17 +12,40 @@
 
 #define PING_BUDGET_MS 500 /* a group's store that takes longer is shown unreachable */
 
-static bool group_store_ok(creq *r, size_t i) {
-  cpool *p = r->c->gpools[i];
-  store *st = console__pool_get(p);
-  if (!st) return false;
-  int64_t deadline = clock_mono_ms() + PING_BUDGET_MS;
-  if (r->deadline < deadline) deadline = r->deadline;
+typedef struct ping {
+  cpool *pool;
+  int64_t deadline;
+  bool ok, started;
+  pthread_t t;
+} ping;
+
+static void *ping_run(void *arg) {
+  ping *p = arg;
+  store *st = console__pool_get(p->pool);
+  if (!st) return NULL;
   err_t err;
   err_clear(&err);
-  bool ok = store_ping(st, deadline, &err) == ERR_OK;
-  console__pool_put(p, st);
-  return ok;
+  p->ok = store_ping(st, p->deadline, &err) == ERR_OK;
+  console__pool_put(p->pool, st);
+  return NULL;
+}
+
+/* Pings every group's store at once; ok[i]: group i answered within PING_BUDGET_MS. A group
+ * whose thread cannot start is pinged on this one. */
+static void stores_ok(creq *r, bool ok[CONSOLE_GROUPS_MAX]) {
+  size_t n = r->c->cfg.n_groups;
+  ping p[CONSOLE_GROUPS_MAX];
+  int64_t deadline = clock_mono_ms() + PING_BUDGET_MS;
+  if (r->deadline < deadline) deadline = r->deadline;
+  for (size_t i = 0; i < n; i++) {
+    p[i] = (ping){.pool = r->c->gpools[i], .deadline = deadline};
+    p[i].started = n > 1 && pthread_create(&p[i].t, NULL, ping_run, &p[i]) == 0;
+    if (!p[i].started) ping_run(&p[i]);
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (p[i].started) pthread_join(p[i].t, NULL);
+    ok[i] = p[i].ok;
+  }
 }
 
 /* A move's phase as a colour of the state classes: waiting grey, copying blue, blocked (those
@@ -84,12 +109,14 @@ static void groups_table(creq *r, const slotmap *m) {
   buf_t *b = &r->out;
   console__html(b, "<h2>Groups</h2><table id=\"groups\"><tr><th>group</th><th>leader</th>"
                    "<th>epoch</th><th>store</th><th>slots</th><th>led here</th></tr>");
+  bool store_ok[CONSOLE_GROUPS_MAX];
+  stores_ok(r, store_ok);
   for (size_t i = 0; i < c->cfg.n_groups; i++) {
     const console_group *g = &c->groups[i];
     elect_status es = {.leader = true};
     if (g->elector) elect_status_get(g->elector, &es);
     const char *leader = g->elector ? es.leader_addr : c->cfg.advertise;
-    bool ok = group_store_ok(r, i);
+    bool ok = store_ok[i];
     console__html(b, "<tr><td>%s</td><td>%s</td>", g->name, leader[0] ? leader : "(none)");
     if (es.epoch || es.leader) /* known where the group is led (elect.h) */
       console__html(b, "<td class=\"num\">%llu</td>", (unsigned long long)es.epoch);
