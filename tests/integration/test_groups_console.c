@@ -1,12 +1,18 @@
-/* test_groups_console.c — the console's Slots page (/slots, docs/api.md §13, §17) on a real
- * two-group cluster (groups.h), over HTTP: each node's page lists both ranges with their group
- * and both groups with their leader (the node calls show leading it), epoch, store "ok" and
- * slot count; the navigation links to it; one group's database refusing connections shows that
- * group's store "unreachable" and the other's "ok". */
+/* test_groups_console.c — the console on a real two-group cluster (groups.h, docs/api.md §13,
+ * §17), over HTTP. The Slots page: each node's page lists both ranges with their group and both
+ * groups with their leader (the node calls show leading it), epoch, store "ok" and slot count;
+ * the navigation links to it; one group's database refusing connections shows that group's
+ * store "unreachable" and the other's "ok". Every group's sagas: a saga of g2 is shown (saga
+ * page, step page, the steps listing beside a step of g1) by both nodes, resolved on g2's
+ * leader, and refused on the other node with g2's leader named. */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "groups.h"
 #include "harness.h"
@@ -88,5 +94,146 @@ Test(groups_console, the_slots_page_lists_both_groups_and_ranges, .timeout = 120
   expect_group(html, "g1", cl.node[lead[0]].addr, lead[0] == 0, ">unreachable<");
   expect_group(html, "g2", cl.node[lead[1]].addr, lead[1] == 0, ">ok<");
   free(html);
+  h_groups_stop(&cl);
+}
+
+/* One HTTP/1.0 request to 127.0.0.1:port with the cookie (NULL: none) and a form body (NULL:
+ * GET): the status; the whole response, headers included, in *resp (malloc'd). */
+static int http_do(int port, const char *method, const char *path, const char *cookie,
+                   const char *form, char **resp) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  cr_assert(connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect to port %d", port);
+  char req[4096];
+  int n = snprintf(req, sizeof req, "%s %s HTTP/1.0\r\nHost: localhost\r\n", method, path);
+  if (cookie) n += snprintf(req + n, sizeof req - (size_t)n, "Cookie: %s\r\n", cookie);
+  if (form)
+    n +=
+        snprintf(req + n, sizeof req - (size_t)n,
+                 "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: %zu\r\n\r\n%s",
+                 strlen(form), form);
+  else
+    n += snprintf(req + n, sizeof req - (size_t)n, "\r\n");
+  cr_assert_lt((size_t)n, sizeof req);
+  cr_assert_eq(write(fd, req, (size_t)n), n);
+  size_t cap = 1 << 16, len = 0;
+  char *buf = malloc(cap);
+  ssize_t r;
+  while ((r = read(fd, buf + len, cap - 1 - len)) > 0) {
+    len += (size_t)r;
+    if (len + 1 == cap) buf = realloc(buf, cap *= 2);
+  }
+  close(fd);
+  buf[len] = '\0';
+  int status = 0;
+  cr_assert_eq(sscanf(buf, "HTTP/1.%*d %d", &status), 1, "%s", buf);
+  *resp = buf;
+  return status;
+}
+
+/* The text after needle in s up to the first of the stop characters, into out. */
+static bool text_after(const char *s, const char *needle, const char *stop, char *out, size_t cap) {
+  const char *p = strstr(s, needle);
+  if (!p) return false;
+  p += strlen(needle);
+  size_t n = strcspn(p, stop);
+  if (n >= cap) return false;
+  memcpy(out, p, n);
+  out[n] = '\0';
+  return true;
+}
+
+/* A development session of the tenant on node port: "idem_session=ID". */
+static void session_of(int port, const char *tenant, char *cookie, size_t cap) {
+  char path[160], *resp = NULL, id[128];
+  snprintf(path, sizeof path, "/?tenant=%s", tenant);
+  cr_assert_eq(http_do(port, "GET", path, NULL, NULL, &resp), 200, "%s", resp);
+  cr_assert(text_after(resp, "Set-Cookie: idem_session=", ";\r\n", id, sizeof id), "%s", resp);
+  snprintf(cookie, cap, "idem_session=%s", id);
+  free(resp);
+}
+
+Test(groups_console, a_saga_of_the_second_group_is_shown_and_resolved, .timeout = 120) {
+  h_groups cl;
+  h_groups_start(&cl, true);
+  h_groups_wait_balanced(&cl, NULL);
+  int lead2 = h_groups_leader_of(&cl, 1), other = 1 - lead2; /* other leads g1, not g2 */
+  char addrs[300], gid2[64], gid1[64];
+  snprintf(addrs, sizeof addrs, "%s,%s", cl.node[0].addr, cl.node[1].addr);
+  h_groups_id_in_group(cl.t, 1, "console", gid2, sizeof gid2);
+  h_groups_id_in_group(cl.t, 0, "console", gid1, sizeof gid1);
+  idem_client *c = h_groups_client(&cl, addrs);
+  const char *gids[2] = {gid1, gid2};
+  for (int g = 0; g < 2; g++) { /* one step in progress in each group */
+    idem_step_key k = {gids[g], "payments", "charge", IDEM_FORWARD};
+    idem_begin b = {0};
+    idem_error e = {0};
+    cr_assert_eq(idem_step_begin(c, &k, NULL, 0, 600000, &b, &e), IDEM_OK, "%s", e.message);
+    cr_assert_eq(b.decision, IDEM_DECISION_PROCEED);
+    idem_begin_clear(&b);
+  }
+  char path[256], cookie[160], *resp = NULL;
+  for (int i = 0; i < 2; i++) { /* both nodes show g2's saga and step, and list both groups' */
+    session_of(cl.cport[i], cl.t, cookie, sizeof cookie);
+    snprintf(path, sizeof path, "/sagas/%s", gid2);
+    cr_assert_eq(http_do(cl.cport[i], "GET", path, cookie, NULL, &resp), 200, "node %d: %s", i,
+                 resp);
+    cr_expect(strstr(resp, "<td>payments</td><td>charge</td>"), "node %d: %s", i, resp);
+    free(resp);
+    snprintf(path, sizeof path, "/steps/%s/payments/charge/forward", gid2);
+    cr_assert_eq(http_do(cl.cport[i], "GET", path, cookie, NULL, &resp), 200, "node %d: %s", i,
+                 resp);
+    cr_expect(strstr(resp, "id=\"record\""), "node %d: %s", i, resp);
+    if (i == lead2)
+      cr_expect(strstr(resp, "<form class=\"card\" id=\"resolve\""), "g2's leader offers: %s",
+                resp);
+    else
+      cr_expect(strstr(resp, cl.node[lead2].addr), "the other names g2's leader: %s", resp);
+    free(resp);
+    cr_assert_eq(http_do(cl.cport[i], "GET", "/steps", cookie, NULL, &resp), 200, "%s", resp);
+    cr_expect(strstr(resp, gid1) && strstr(resp, gid2), "node %d lists both groups': %s", i, resp);
+    free(resp);
+  }
+  /* resolved on g2's leader; refused, naming it, on the other node */
+  for (int pass = 0; pass < 2; pass++) {
+    int i = pass == 0 ? other : lead2;
+    session_of(cl.cport[i], cl.t, cookie, sizeof cookie);
+    char csrf[80] = "";
+    if (i == other) /* a page with a form of this session: g1's leader may edit policies */
+      snprintf(path, sizeof path, "/policies");
+    else
+      snprintf(path, sizeof path, "/steps/%s/payments/charge/forward", gid2);
+    cr_assert_eq(http_do(cl.cport[i], "GET", path, cookie, NULL, &resp), 200, "%s", resp);
+    cr_assert(text_after(resp, "name=\"csrf\" value=\"", "\"", csrf, sizeof csrf), "%s", resp);
+    free(resp);
+    char form[256];
+    snprintf(form, sizeof form,
+             "csrf=%s&outcome=failed&code=7&body=&reason=stuck+in+g2&confirm=yes", csrf);
+    snprintf(path, sizeof path, "/steps/%s/payments/charge/forward/resolve", gid2);
+    int st = http_do(cl.cport[i], "POST", path, cookie, form, &resp);
+    if (i == other) {
+      cr_expect_eq(st, 503, "the node not leading g2 refuses: %s", resp);
+      cr_expect(strstr(resp, cl.node[lead2].addr), "and names g2's leader: %s", resp);
+    } else {
+      cr_expect_eq(st, 303, "g2's leader resolves: %s", resp);
+      cr_expect(strstr(resp, "?resolved=1"), "%s", resp);
+    }
+    free(resp);
+  }
+  idem_step_key k = {gid2, "payments", "charge", IDEM_FORWARD};
+  idem_record rec = {0};
+  idem_error e = {0};
+  cr_assert_eq(idem_step_lookup(c, &k, &rec, &e), IDEM_OK, "%s", e.message);
+  cr_expect_eq(rec.state, IDEM_STATE_FAILED, "resolved failed: %d", rec.state);
+  cr_expect_eq(rec.result.code, 7);
+  idem_record_clear(&rec);
+  /* the saga page of g2 shows the resolution in its audit trail */
+  session_of(cl.cport[other], cl.t, cookie, sizeof cookie);
+  snprintf(path, sizeof path, "/sagas/%s", gid2);
+  cr_assert_eq(http_do(cl.cport[other], "GET", path, cookie, NULL, &resp), 200, "%s", resp);
+  cr_expect(strstr(resp, "stuck in g2"), "the audit row: %s", resp);
+  free(resp);
+  idem_close(c);
   h_groups_stop(&cl);
 }
