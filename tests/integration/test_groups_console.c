@@ -97,41 +97,6 @@ Test(groups_console, the_slots_page_lists_both_groups_and_ranges, .timeout = 120
   h_groups_stop(&cl);
 }
 
-/* One HTTP/1.0 request to 127.0.0.1:port with the cookie (NULL: none) and a form body (NULL:
- * GET): the status; the whole response, headers included, in *resp (malloc'd). */
-static int http_do(int port, const char *method, const char *path, const char *cookie,
-                   const char *form, char **resp) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  cr_assert(connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect to port %d", port);
-  char req[4096];
-  int n = snprintf(req, sizeof req, "%s %s HTTP/1.0\r\nHost: localhost\r\n", method, path);
-  if (cookie) n += snprintf(req + n, sizeof req - (size_t)n, "Cookie: %s\r\n", cookie);
-  if (form)
-    n +=
-        snprintf(req + n, sizeof req - (size_t)n,
-                 "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: %zu\r\n\r\n%s",
-                 strlen(form), form);
-  else
-    n += snprintf(req + n, sizeof req - (size_t)n, "\r\n");
-  cr_assert_lt((size_t)n, sizeof req);
-  cr_assert_eq(write(fd, req, (size_t)n), n);
-  size_t cap = 1 << 16, len = 0;
-  char *buf = malloc(cap);
-  ssize_t r;
-  while ((r = read(fd, buf + len, cap - 1 - len)) > 0) {
-    len += (size_t)r;
-    if (len + 1 == cap) buf = realloc(buf, cap *= 2);
-  }
-  close(fd);
-  buf[len] = '\0';
-  int status = 0;
-  cr_assert_eq(sscanf(buf, "HTTP/1.%*d %d", &status), 1, "%s", buf);
-  *resp = buf;
-  return status;
-}
-
 /* The text after needle in s up to the first of the stop characters, into out. */
 static bool text_after(const char *s, const char *needle, const char *stop, char *out, size_t cap) {
   const char *p = strstr(s, needle);
@@ -148,7 +113,7 @@ static bool text_after(const char *s, const char *needle, const char *stop, char
 static void session_of(int port, const char *tenant, char *cookie, size_t cap) {
   char path[160], *resp = NULL, id[128];
   snprintf(path, sizeof path, "/?tenant=%s", tenant);
-  cr_assert_eq(http_do(port, "GET", path, NULL, NULL, &resp), 200, "%s", resp);
+  cr_assert_eq(h_http_request(port, "GET", path, NULL, NULL, &resp), 200, "%s", resp);
   cr_assert(text_after(resp, "Set-Cookie: idem_session=", ";\r\n", id, sizeof id), "%s", resp);
   snprintf(cookie, cap, "idem_session=%s", id);
   free(resp);
@@ -177,13 +142,13 @@ Test(groups_console, a_saga_of_the_second_group_is_shown_and_resolved, .timeout 
   for (int i = 0; i < 2; i++) { /* both nodes show g2's saga and step, and list both groups' */
     session_of(cl.cport[i], cl.t, cookie, sizeof cookie);
     snprintf(path, sizeof path, "/sagas/%s", gid2);
-    cr_assert_eq(http_do(cl.cport[i], "GET", path, cookie, NULL, &resp), 200, "node %d: %s", i,
-                 resp);
+    cr_assert_eq(h_http_request(cl.cport[i], "GET", path, cookie, NULL, &resp), 200, "node %d: %s",
+                 i, resp);
     cr_expect(strstr(resp, "<td>payments</td><td>charge</td>"), "node %d: %s", i, resp);
     free(resp);
     snprintf(path, sizeof path, "/steps/%s/payments/charge/forward", gid2);
-    cr_assert_eq(http_do(cl.cport[i], "GET", path, cookie, NULL, &resp), 200, "node %d: %s", i,
-                 resp);
+    cr_assert_eq(h_http_request(cl.cport[i], "GET", path, cookie, NULL, &resp), 200, "node %d: %s",
+                 i, resp);
     cr_expect(strstr(resp, "id=\"record\""), "node %d: %s", i, resp);
     if (i == lead2)
       cr_expect(strstr(resp, "<form class=\"card\" id=\"resolve\""), "g2's leader offers: %s",
@@ -191,7 +156,8 @@ Test(groups_console, a_saga_of_the_second_group_is_shown_and_resolved, .timeout 
     else
       cr_expect(strstr(resp, cl.node[lead2].addr), "the other names g2's leader: %s", resp);
     free(resp);
-    cr_assert_eq(http_do(cl.cport[i], "GET", "/steps", cookie, NULL, &resp), 200, "%s", resp);
+    cr_assert_eq(h_http_request(cl.cport[i], "GET", "/steps", cookie, NULL, &resp), 200, "%s",
+                 resp);
     cr_expect(strstr(resp, gid1) && strstr(resp, gid2), "node %d lists both groups': %s", i, resp);
     free(resp);
   }
@@ -204,14 +170,14 @@ Test(groups_console, a_saga_of_the_second_group_is_shown_and_resolved, .timeout 
       snprintf(path, sizeof path, "/policies");
     else
       snprintf(path, sizeof path, "/steps/%s/payments/charge/forward", gid2);
-    cr_assert_eq(http_do(cl.cport[i], "GET", path, cookie, NULL, &resp), 200, "%s", resp);
+    cr_assert_eq(h_http_request(cl.cport[i], "GET", path, cookie, NULL, &resp), 200, "%s", resp);
     cr_assert(text_after(resp, "name=\"csrf\" value=\"", "\"", csrf, sizeof csrf), "%s", resp);
     free(resp);
     char form[256];
     snprintf(form, sizeof form,
              "csrf=%s&outcome=failed&code=7&body=&reason=stuck+in+g2&confirm=yes", csrf);
     snprintf(path, sizeof path, "/steps/%s/payments/charge/forward/resolve", gid2);
-    int st = http_do(cl.cport[i], "POST", path, cookie, form, &resp);
+    int st = h_http_request(cl.cport[i], "POST", path, cookie, form, &resp);
     if (i == other) {
       cr_expect_eq(st, 503, "the node not leading g2 refuses: %s", resp);
       cr_expect(strstr(resp, cl.node[lead2].addr), "and names g2's leader: %s", resp);
@@ -231,7 +197,7 @@ Test(groups_console, a_saga_of_the_second_group_is_shown_and_resolved, .timeout 
   /* the saga page of g2 shows the resolution in its audit trail */
   session_of(cl.cport[other], cl.t, cookie, sizeof cookie);
   snprintf(path, sizeof path, "/sagas/%s", gid2);
-  cr_assert_eq(http_do(cl.cport[other], "GET", path, cookie, NULL, &resp), 200, "%s", resp);
+  cr_assert_eq(h_http_request(cl.cport[other], "GET", path, cookie, NULL, &resp), 200, "%s", resp);
   cr_expect(strstr(resp, "stuck in g2"), "the audit row: %s", resp);
   free(resp);
   idem_close(c);

@@ -99,6 +99,10 @@ void h_action_run(void *arg, const idem_step_ctx *ctx, idem_step_output *out);
 
 /* GET path from 127.0.0.1:port over HTTP/1.0: the status code; the malloc'd body in *body. */
 int h_http_get(int port, const char *path, char **body);
+/* One HTTP/1.0 request to 127.0.0.1:port with the cookie (NULL: none) and a form body (NULL:
+ * none, as for GET): the status; the whole response, headers included, in *resp (malloc'd). */
+int h_http_request(int port, const char *method, const char *path, const char *cookie,
+                   const char *form, char **resp);
 
 /* The value of one sample (exact name and labels, e.g. `idem_x_total{k="v"}`) on the
  * coordinator's /metrics at 127.0.0.1:port; -1 when absent (metrics.c). */

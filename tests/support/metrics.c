@@ -10,13 +10,23 @@
 
 #include "harness.h"
 
-int h_http_get(int port, const char *path, char **body) {
+int h_http_request(int port, const char *method, const char *path, const char *cookie,
+                   const char *form, char **resp) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   cr_assert(connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect to port %d", port);
-  char req[256];
-  int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n", path);
+  char req[4096];
+  int n = snprintf(req, sizeof req, "%s %s HTTP/1.0\r\nHost: localhost\r\n", method, path);
+  if (cookie) n += snprintf(req + n, sizeof req - (size_t)n, "Cookie: %s\r\n", cookie);
+  if (form)
+    n +=
+        snprintf(req + n, sizeof req - (size_t)n,
+                 "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: %zu\r\n\r\n%s",
+                 strlen(form), form);
+  else
+    n += snprintf(req + n, sizeof req - (size_t)n, "\r\n");
+  cr_assert_lt((size_t)n, sizeof req);
   cr_assert_eq(write(fd, req, (size_t)n), n);
   size_t cap = 1 << 16, len = 0;
   char *buf = malloc(cap);
@@ -29,6 +39,13 @@ int h_http_get(int port, const char *path, char **body) {
   buf[len] = '\0';
   int status = 0;
   cr_assert_eq(sscanf(buf, "HTTP/1.%*d %d", &status), 1, "%s", buf);
+  *resp = buf;
+  return status;
+}
+
+int h_http_get(int port, const char *path, char **body) {
+  char *buf;
+  int status = h_http_request(port, "GET", path, NULL, NULL, &buf);
   char *sep = strstr(buf, "\r\n\r\n");
   *body = strdup(sep ? sep + 4 : "");
   free(buf);
