@@ -108,7 +108,7 @@ static bool key_of(creq *r, char **seg, coord_key_in *key) {
     console__page_error(r, 404, "phase: forward or compensation");
     return false;
   }
-  *key = (coord_key_in){seg[0], seg[1], seg[2], phase};
+  *key = (coord_key_in){seg[0], seg[1], seg[2], phase, NULL};
   return true;
 }
 

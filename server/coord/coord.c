@@ -20,6 +20,7 @@
 #include "../domain/slot.h"
 #include "coord_log.h"
 #include "coord_step.h"
+#include "../util/traceparent.h"
 #include "../validate/validate.h"
 
 void coord_ctx_init(coord_ctx *ctx) {
@@ -49,6 +50,11 @@ static void resolve(const coord_ctx *ctx, const char *tenant, const char *servic
     policy_default(service, operation, out);
   if (out->lease_ms == 0) out->lease_ms = POLICY_DEFAULT_LEASE_MS;
   if (out->retention_s == 0) out->retention_s = POLICY_DEFAULT_RETENTION_S;
+}
+
+void coord__trace_of(const coord_key_in *key, char dst[REC_TRACE_ID_MAX + 1]) {
+  const char *t = key ? key->trace_id : NULL;
+  snprintf(dst, REC_TRACE_ID_MAX + 1, "%s", trace_id_valid(t) ? t : "");
 }
 
 int64_t coord__store_deadline(const coord_ctx *ctx, int64_t deadline) {
@@ -95,6 +101,7 @@ static err_code proceed_unguarded(const step_key *k, coord_begin_result *out, er
 err_code coord__begin_fn(void *argp, const step_pair *cur, step_writes *w, err_t *err) {
   coord__begin_arg *a = argp;
   coord_begin_result_clear(a->out);
+  a->in.trace_id = a->trace_id;
   decide_begin_out d;
   err_code rc = decide_begin(&a->in, cur, &d, w, err);
   if (rc != ERR_OK) return rc;
@@ -202,6 +209,7 @@ err_code coord__begin_prepare(const coord_ctx *ctx, const char *tenant, const co
              .retention = policy_retention(pol)},
       .out = out,
   };
+  coord__trace_of(key, a->trace_id);
   return ERR_OK;
 }
 
@@ -236,6 +244,7 @@ err_code coord__begin_settle(const step_key *k, const policy *pol, err_code rc,
 err_code coord__complete_fn(void *argp, const step_pair *cur, step_writes *w, err_t *err) {
   coord__complete_arg *a = argp;
   step_rec_clear(a->out);
+  a->in.trace_id = a->trace_id;
   const step_rec *after = NULL;
   err_code rc = decide_complete(&a->in, cur, w, &after, err);
   if (rc != ERR_OK) return rc;
@@ -269,6 +278,7 @@ err_code coord__complete_prepare(const coord_ctx *ctx, const char *tenant, const
              .retention = policy_retention(&pol)},
       .out = out,
   };
+  coord__trace_of(key, a->trace_id);
   return ERR_OK;
 }
 

@@ -50,12 +50,17 @@ typedef struct coord_ctx {
 /* Sets the defaults above. */
 void coord_ctx_init(coord_ctx *ctx);
 
-/* A StepKey as decoded from the wire (borrowed strings). */
+/* A StepKey as decoded from the wire (borrowed strings), and the trace the call came in
+ * (docs/api.md §22): trace_id, the caller's W3C trace id (32 lower-case hex) as the rpc layer
+ * read it from the call's traceparent; NULL or "" = none, and anything else that is not a valid
+ * trace id reads as none. BeginStep, CompleteStep and ResolveStep store it with the records
+ * they begin or finish (step_rec.begin_trace_id / complete_trace_id); other calls ignore it. */
 typedef struct coord_key_in {
   const char *global_id;
   const char *service;
   const char *operation;
   int phase;
+  const char *trace_id;
 } coord_key_in;
 
 typedef struct coord_begin_result {

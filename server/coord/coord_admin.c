@@ -9,6 +9,7 @@
 
 #include "../metrics/metrics.h"
 #include "../util/clock.h"
+#include "../util/traceparent.h"
 #include "coord_log.h"
 #include "coord_resolve.h"
 #include "coord_step.h"
@@ -60,6 +61,9 @@ err_code coord__list_filter(const char *tenant, const coord_list_in *in, step_fi
     return rc;
   if (*nz(in->global_id) && (rc = validate_global_id("global_id", in->global_id, err)) != ERR_OK)
     return rc;
+  if (*nz(in->trace_id) && !trace_id_valid(in->trace_id))
+    return err_set(err, ERR_INVALID,
+                   "trace_id: must be 32 lower-case hex digits, not all zero (a W3C trace id)");
   if (in->updated_before_ms < 0)
     return err_set(err, ERR_INVALID, "updated_before_unix_ms: must not be negative");
   *f = (step_filter){
@@ -68,6 +72,7 @@ err_code coord__list_filter(const char *tenant, const coord_list_in *in, step_fi
       .service = nz(in->service),
       .operation = nz(in->operation),
       .global_id = nz(in->global_id),
+      .trace_id = nz(in->trace_id),
       .updated_before_ms = in->updated_before_ms,
       .lease_expired_only = in->lease_expired_only,
       .limit = page_size(in->page_size),
@@ -147,6 +152,8 @@ err_code coord__resolve_fn(void *argp, const step_pair *cur, step_writes *w, err
   err_code rc = coord_decide_resolve(a->key, a->outcome, a->code, a->body, a->body_len,
                                      a->retention, cur, w, &after, &from, err);
   if (rc != ERR_OK) return rc;
+  step_rec *n = &w->recs[w->n - 1]; /* the resolved record, *after */
+  snprintf(n->complete_trace_id, sizeof n->complete_trace_id, "%s", a->trace_id);
   a->audit->from_state = from;
   a->audit->to_state = after->state;
   if (!step_rec_copy(a->out, after)) {
@@ -229,6 +236,7 @@ err_code coord_resolve_step(const coord_ctx *ctx, store *st, const char *tenant,
   coord__resolve_arg a;
   coord__resolve_prepare(ctx, &k, in->outcome, in->code, in->body, in->body_len, actor, in->reason,
                          "", &audit, out, &a);
+  coord__trace_of(&in->key, a.trace_id);
   rc = coord__step_txn(st, &k, coord__store_deadline(ctx, deadline), coord__resolve_fn, &a, &audit,
                        "resolve", err);
   if (rc != ERR_OK) {

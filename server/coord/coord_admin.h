@@ -37,6 +37,7 @@ typedef struct coord_list_in {
   const char *service;
   const char *operation;
   const char *global_id;
+  const char *trace_id;      /* "" = any; else 32 lower-case hex: begin or complete trace id */
   int64_t updated_before_ms; /* 0 = any */
   bool lease_expired_only;   /* implies state IN_PROGRESS; another state is refused */
   uint32_t page_size;        /* 0 = LIST_PAGE_DEFAULT; larger than LIST_PAGE_MAX = the max */
@@ -98,6 +99,8 @@ typedef struct coord_bulk_in {
   bool dry_run;
   uint32_t max_steps;     /* 1–BULK_STEPS_MAX, required */
   const char *request_id; /* required: the same id again answers the first answer */
+  const char *trace_id;   /* the call's (coord_key_in.trace_id): each resolved record's
+                             complete_trace_id */
 } coord_bulk_in;
 
 typedef struct coord_bulk_out {

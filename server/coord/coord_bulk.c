@@ -122,6 +122,7 @@ static err_code resolve_all(const coord_ctx *ctx, store *st, const coord_bulk_in
     bulk_arg a = {.seen = &m[i].seen};
     coord__resolve_prepare(ctx, k, in->outcome, in->code, in->body, in->body_len, actor, in->reason,
                            batch_id, &audit, &after, &a.r);
+    coord__trace_of(&(coord_key_in){.trace_id = in->trace_id}, a.r.trace_id);
     err_t e;
     err_code rc = coord__step_txn(st, k, coord__store_deadline(ctx, deadline), bulk_fn, &a, &audit,
                                   "resolve", &e);

@@ -30,6 +30,7 @@ typedef struct coord__resolve_arg {
   step_retention retention;
   audit_rec *audit; /* from/to filled here; inserted by the store on ERR_OK */
   step_rec *out;
+  char trace_id[REC_TRACE_ID_MAX + 1]; /* the call's ("" = none): the complete_trace_id written */
 } coord__resolve_arg;
 err_code coord__resolve_fn(void *argp, const step_pair *cur, step_writes *w, err_t *err);
 

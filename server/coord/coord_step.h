@@ -9,14 +9,18 @@
 #include "coord.h"
 #include "decide.h"
 
+/* Copies key->trace_id into dst when it is a valid trace id, else "" (coord.h). */
+void coord__trace_of(const coord_key_in *key, char dst[REC_TRACE_ID_MAX + 1]);
+
 /* min(deadline, now + ctx->store_timeout_ms) on the monotonic clock. */
 int64_t coord__store_deadline(const coord_ctx *ctx, int64_t deadline);
 
 /* --- BeginStep --- */
 
 typedef struct coord__begin_arg {
-  decide_begin_in in;
+  decide_begin_in in; /* in.trace_id points at trace_id (set by coord__begin_fn) */
   coord_begin_result *out;
+  char trace_id[REC_TRACE_ID_MAX + 1]; /* the call's, copied: "" when none */
 } coord__begin_arg;
 
 /* The step transaction's callback (arg: coord__begin_arg). */
@@ -47,8 +51,9 @@ err_code coord__begin_settle(const step_key *k, const policy *pol, err_code rc,
 /* --- CompleteStep --- */
 
 typedef struct coord__complete_arg {
-  decide_complete_in in;
-  step_rec *out; /* owned copy of the record after the call */
+  decide_complete_in in; /* in.trace_id points at trace_id (set by coord__complete_fn) */
+  step_rec *out;         /* owned copy of the record after the call */
+  char trace_id[REC_TRACE_ID_MAX + 1];
 } coord__complete_arg;
 
 err_code coord__complete_fn(void *argp, const step_pair *cur, step_writes *w, err_t *err);

@@ -31,7 +31,9 @@ static uint64_t filter_hash(const step_filter *f) {
   h = fnv(h, num);
   h = fnv(h, nz(f->service));
   h = fnv(h, nz(f->operation));
-  return fnv(h, nz(f->global_id));
+  h = fnv(h, nz(f->global_id));
+  /* a trace id only when set: tokens of listings without one stay valid across an upgrade */
+  return *nz(f->trace_id) ? fnv(h, f->trace_id) : h;
 }
 
 #define TOKEN_RAW_MAX 420

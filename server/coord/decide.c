@@ -15,6 +15,7 @@
  */
 #include "decide.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "idem/v1/names.h"
@@ -66,6 +67,17 @@ static void clear_result(step_rec *r) {
   r->result_expired = false;
 }
 
+/* Copies the call's trace id (NULL = none) into a record's trace id field. */
+static void set_trace(char dst[REC_TRACE_ID_MAX + 1], const char *trace_id) {
+  snprintf(dst, REC_TRACE_ID_MAX + 1, "%s", trace_id ? trace_id : "");
+}
+
+/* r starts an attempt under the call's trace: begun by it, finished by nobody yet. */
+static void trace_begun(step_rec *r, const char *trace_id) {
+  set_trace(r->begin_trace_id, trace_id);
+  r->complete_trace_id[0] = '\0';
+}
+
 /* Appends a write slot; the caller fills it. */
 static step_rec *push(step_writes *w) {
   return &w->recs[w->n++];
@@ -111,6 +123,7 @@ static err_code create_in_progress(const decide_begin_in *in, int64_t now, decid
   r->attempt = 1;
   set_fp(r, in->fp, in->fp_len);
   r->lease_expires_ms = now + in->lease_ms;
+  trace_begun(r, in->trace_id);
   proceed(r, false, out);
   return ERR_OK;
 }
@@ -129,6 +142,7 @@ static err_code next_attempt(const decide_begin_in *in, const step_rec *cur_rec,
   r->lease_expires_ms = now + in->lease_ms;
   r->expires_ms = 0;
   r->result_expires_ms = 0;
+  trace_begun(r, in->trace_id);
   proceed(r, takeover, out);
   return ERR_OK;
 }
@@ -213,6 +227,7 @@ static err_code null_compensation(const decide_begin_in *in, int64_t now, decide
   c->code = 0;
   c->completed_ms = now;
   retain(c, now, in->retention);
+  set_trace(c->complete_trace_id, in->trace_id);
   out->decision = DECISION_SKIP_NULL_COMPENSATION;
   out->attempt = 0;
   out->expires_ms = c->expires_ms;
@@ -235,6 +250,7 @@ static void abandon_forward(const decide_begin_in *in, const step_rec *f, int64_
   r->state = STATE_ABANDONED;
   r->lease_expires_ms = 0;
   retain(r, now, in->retention);
+  set_trace(r->complete_trace_id, in->trace_id);
 }
 
 /* The COMPENSATION table of docs/api.md §3. */
@@ -348,8 +364,10 @@ err_code decide_complete(const decide_complete_in *in, const step_pair *cur, ste
 
   if (r->state == STATE_IN_PROGRESS) {
     /* accepted even when the lease expired, as long as nobody took over */
-    *after = finish(push(w), r, in->key, in->outcome, in->code, in->body, in->body_len, now,
+    step_rec *n = push(w);
+    *after = finish(n, r, in->key, in->outcome, in->code, in->body, in->body_len, now,
                     in->retention);
+    set_trace(n->complete_trace_id, in->trace_id);
     return ERR_OK;
   }
   if ((is_finished(r->state) || r->state == STATE_RELEASED) && same_result(r, in, now)) {

@@ -28,6 +28,10 @@ typedef struct decide_begin_in {
   size_t fp_len;
   uint32_t lease_ms;    /* effective lease: the request's, else the policy's */
   step_retention retention; /* the policy's (for tombstones and null compensations) */
+  /* the call's trace id (docs/api.md §22; NULL or "" = none): a new attempt records it as
+   * begin_trace_id (and clears complete_trace_id); a record this call finishes (a null
+   * compensation, an abandoned forward) as complete_trace_id */
+  const char *trace_id;
 } decide_begin_in;
 
 typedef struct decide_begin_out {
@@ -62,6 +66,8 @@ typedef struct decide_complete_in {
   const uint8_t *body;
   size_t body_len;
   step_retention retention; /* the policy's */
+  const char *trace_id;      /* the call's (NULL or "" = none): the finished record's
+                                complete_trace_id */
 } decide_complete_in;
 
 /* CompleteStep (docs/api.md §4). On ERR_OK *after points at the record as it stands after the call

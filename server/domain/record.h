@@ -28,6 +28,7 @@
 #define REC_LEASE_MS_MAX 3600000u /* a requested lease: 1 ms – 1 h (0 = the policy's) */
 #define REC_WAIT_MS_MAX 60000u    /* BeginStep's wait on a step in progress: 0 – 60 s */
 #define REC_SAGA_PAGE_MAX 1000    /* steps in one GetSaga page */
+#define REC_TRACE_ID_MAX 32       /* a W3C trace id: 32 lower-case hex (util/traceparent.h) */
 
 typedef enum step_phase {
   PHASE_UNSPECIFIED = 0,
@@ -108,6 +109,10 @@ typedef struct step_rec {
   /* result retention (docs/api.md §12): when the body is dropped; 0 = with the record (expires_ms).
    * From then on the record keeps key, state, attempt, fingerprint, outcome and code. */
   int64_t result_expires_ms;
+  /* docs/api.md §22: the trace ids (TRACE_ID_LEN lower-case hex, "" when none) of the call that
+   * began the current attempt and of the call that finished the record */
+  char begin_trace_id[REC_TRACE_ID_MAX + 1];
+  char complete_trace_id[REC_TRACE_ID_MAX + 1];
   bool result_expired; /* the store found the result expired when it read the record (its body
                         * is then empty); see step_rec_result_expired */
 } step_rec;

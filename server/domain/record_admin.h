@@ -35,6 +35,7 @@ typedef struct step_filter {
   const char *service;       /* NULL or "" = any */
   const char *operation;     /* NULL or "" = any */
   const char *global_id;     /* NULL or "" = any */
+  const char *trace_id;      /* NULL or "" = any; else begin or complete trace id equal to it */
   int64_t updated_before_ms; /* 0 = any; else updated_ms < this (Unix ms) */
   bool lease_expired_only;   /* IN_PROGRESS with lease_expires_ms <= the database clock */
   uint32_t limit;            /* rows wanted, 1..LIST_PAGE_MAX */

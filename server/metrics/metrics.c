@@ -12,6 +12,7 @@
 #define MG METRICS_GROUPS_MAX
 
 static atomic_uint_fast64_t g_unguarded;
+static atomic_uint_fast64_t g_traceparent_invalid;
 static atomic_uint_fast64_t g_reaped_steps[MG];
 static atomic_uint_fast64_t g_reaped_sagas[MG];
 static atomic_uint_fast64_t g_reaped_bodies[MG]; /* bodies dropped past result retention */
@@ -48,6 +49,14 @@ void metrics_reaped_g(int group, const char *kind, uint64_t n) {
 
 void metrics_reaped(const char *kind, uint64_t n) {
   metrics_reaped_g(0, kind, n);
+}
+
+void metrics_traceparent_invalid(void) {
+  atomic_fetch_add(&g_traceparent_invalid, 1);
+}
+
+uint64_t metrics_traceparent_invalid_total(void) {
+  return atomic_load(&g_traceparent_invalid);
 }
 
 uint64_t metrics_unguarded_total(void) {
@@ -272,6 +281,11 @@ static const family FAMILIES[] = {
      "PROCEED_UNGUARDED answers (fail-open while the store was unreachable).",
      NULL,
      {{NULL, &g_unguarded}}},
+    {"idem_traceparent_invalid_total",
+     "counter",
+     "Calls whose traceparent metadata was malformed (ignored; docs/api.md 22).",
+     NULL,
+     {{NULL, &g_traceparent_invalid}}},
     {"idem_begin_step_waiters",
      "gauge",
      "BeginStep calls waiting on a step in progress (wait_ms).",

@@ -18,6 +18,10 @@ void metrics_unguarded(void);
 /* The reaper deleted n rows of kind ("steps" or "sagas"), or dropped n bodies ("bodies"). */
 void metrics_reaped(const char *kind, uint64_t n);
 
+/* A call carried a traceparent that is not a valid W3C one (docs/api.md §22): ignored, counted. */
+void metrics_traceparent_invalid(void);
+uint64_t metrics_traceparent_invalid_total(void);
+
 /* Current counts (for tests and GetStatus); the /metrics text is the public interface. */
 uint64_t metrics_unguarded_total(void);
 uint64_t metrics_reaped_total(const char *kind);

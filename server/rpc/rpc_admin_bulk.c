@@ -13,6 +13,7 @@ err_code rpc__resolve_steps(const rpc_req *rq, const ProtobufCMessage *in, rpc_c
       .dry_run = req->dry_run,
       .max_steps = req->max_steps,
       .request_id = req->request_id,
+      .trace_id = rq->trace_id,
   };
   coord_bulk_out out;
   err_code rc = coord_resolve_steps(rq->coord, rq->st, rq->tenant, &bi, rq->deadline, &out, err);

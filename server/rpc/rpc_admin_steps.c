@@ -16,6 +16,7 @@ coord_list_in rpc__list_in(const Idem__V1__ListStepsRequest *req) {
                          .service = req->service,
                          .operation = req->operation,
                          .global_id = req->global_id,
+                         .trace_id = req->trace_id,
                          .updated_before_ms = req->updated_before_unix_ms,
                          .lease_expired_only = req->lease_expired_only,
                          .page_size = req->page_size,
@@ -66,6 +67,7 @@ err_code rpc__resolve_step(const rpc_req *rq, const ProtobufCMessage *in, rpc_ca
       .key = rpc__key_in(req->key),
       RPC_RESOLUTION_FIELDS(req),
   };
+  ri.key.trace_id = rq->trace_id;
   step_rec out = {0};
   err_code rc = coord_resolve_step(rq->coord, rq->st, rq->tenant, &ri, rq->deadline, &out, err);
   return rpc__reply_record(c, rc, &out, err);

@@ -10,6 +10,7 @@
 #include "../metrics/metrics.h"
 #include "../util/clock.h"
 #include "../util/log.h"
+#include "../util/traceparent.h"
 #include "rpc_internal.h"
 
 rpc_call *rpc__call_new(rpc_server *srv, int method) {
@@ -132,6 +133,25 @@ static err_code tenant_of(const grpc_metadata_array *md, bool required, char *bu
     return err_set(err, ERR_INVALID,
                    "%s metadata: required (the server runs with --require-tenant)", RPC_TENANT_MD);
   return ERR_OK;
+}
+
+/* The trace id of the call's traceparent metadata into buf (docs/api.md §22): "" when there is
+ * none; a malformed one (or more than one) is ignored and counted, never an error. tracestate
+ * is vendor data for the caller's tracer: the coordinator records only the trace id. */
+static void trace_of(const grpc_metadata_array *md, char buf[TRACE_ID_LEN + 1]) {
+  buf[0] = '\0';
+  int seen = 0;
+  bool ok = false;
+  for (size_t i = 0; i < md->count; i++) {
+    if (grpc_slice_str_cmp(md->metadata[i].key, RPC_TRACEPARENT_MD) != 0) continue;
+    const grpc_slice v = md->metadata[i].value;
+    ok = ++seen == 1 && traceparent_parse((const char *)GRPC_SLICE_START_PTR(v),
+                                          GRPC_SLICE_LENGTH(v), buf);
+  }
+  if (seen > 0 && !ok) {
+    buf[0] = '\0';
+    metrics_traceparent_invalid();
+  }
 }
 
 /* --- the reply --- */
@@ -390,10 +410,11 @@ void rpc__call_handle(rpc_call *c, store **st) {
   const rpc_method *m = &rpc__methods[c->method];
   err_t err;
   err_clear(&err);
-  char tenant[REC_GLOBAL_ID_MAX + 2];
+  char tenant[REC_GLOBAL_ID_MAX + 2], trace[TRACE_ID_LEN + 1];
   if (admit(c, m, tenant, sizeof tenant, &err)) {
     ProtobufCMessage *in = rpc__decode(c->payload, m->in, &err);
-    rpc_req rq = {.srv = c->srv, .tenant = tenant, .deadline = c->deadline};
+    trace_of(&c->md, trace);
+    rpc_req rq = {.srv = c->srv, .tenant = tenant, .deadline = c->deadline, .trace_id = trace};
     if (in && route_call(c, m, in, tenant, &rq, &err)) {
       rq.st = st[rq.group];
       rq.stores = st;
@@ -410,12 +431,14 @@ bool rpc__call_try_async(rpc_call *c) {
   if (!m->async || !srv->submits) return false;
   err_t err;
   err_clear(&err);
-  char tenant[REC_GLOBAL_ID_MAX + 2];
+  char tenant[REC_GLOBAL_ID_MAX + 2], trace[TRACE_ID_LEN + 1] = "";
   rpc_req rq = {.srv = srv,
                 .tenant = tenant,
+                .trace_id = trace,
                 .deadline = c->deadline,
                 .no_deadline = c->deadline_ts.tv_sec == INT64_MAX ||
                                c->deadline_ts.clock_type == GPR_TIMESPAN};
+  trace_of(&c->md, trace);
   if (!admit(c, m, tenant, sizeof tenant, &err) ||
       !(c->in = rpc__decode(c->payload, m->in, &err)) ||
       !route_call(c, m, c->in, tenant, &rq, &err)) {

@@ -28,6 +28,8 @@ void rpc__rec_to_pb(const step_rec *r, rpc_rec_pb *o) {
   o->rec.expires_unix_ms = r->expires_ms;
   o->rec.result_expired = r->result_expired; /* the store read it past result retention */
   o->rec.tenant = (char *)r->key.tenant;
+  o->rec.begin_trace_id = (char *)r->begin_trace_id;
+  o->rec.complete_trace_id = (char *)r->complete_trace_id;
 
   if (r->outcome != OUTCOME_UNSPECIFIED) {
     o->result = (Idem__V1__StepResult)IDEM__V1__STEP_RESULT__INIT;
@@ -41,7 +43,7 @@ void rpc__rec_to_pb(const step_rec *r, rpc_rec_pb *o) {
 }
 
 coord_key_in rpc__key_in(const Idem__V1__StepKey *k) {
-  coord_key_in out = {NULL, NULL, NULL, 0};
+  coord_key_in out = {NULL, NULL, NULL, 0, NULL};
   if (k) {
     out.global_id = k->global_id;
     out.service = k->service;

@@ -90,6 +90,7 @@ static err_code reply_begin(rpc_call *c, coord_begin_result *out, err_t *err) {
 err_code rpc__begin_step(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c, err_t *err) {
   const Idem__V1__BeginStepRequest *req = (const Idem__V1__BeginStepRequest *)in;
   coord_key_in key = rpc__key_in(req->key);
+  key.trace_id = rq->trace_id;
   coord_begin_result out = {0};
   /* on a worker nothing waits (that would hold the thread): wait_ms is checked, then the
    * answer is as with 0 */
@@ -114,6 +115,7 @@ static void begin_step_done(void *arg, err_code rc, coord_begin_result *out, err
 void rpc__begin_step_async(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c) {
   const Idem__V1__BeginStepRequest *req = (const Idem__V1__BeginStepRequest *)in;
   coord_key_in key = rpc__key_in(req->key);
+  key.trace_id = rq->trace_id;
   /* a call without a deadline of its own may wait its whole wait_ms (the server's default
    * deadline then counts from the end of the wait) */
   int64_t deadline = rq->deadline;
@@ -139,6 +141,7 @@ err_code rpc__complete_step(const rpc_req *rq, const ProtobufCMessage *in, rpc_c
                             err_t *err) {
   const Idem__V1__CompleteStepRequest *req = (const Idem__V1__CompleteStepRequest *)in;
   coord_key_in key = rpc__key_in(req->key);
+  key.trace_id = rq->trace_id;
   step_rec out = {0};
   err_code rc =
       coord_complete_step(rq->coord, rq->st, rq->tenant, &key, req->attempt, (int)req->outcome,
@@ -158,6 +161,7 @@ static void complete_step_done(void *arg, err_code rc, step_rec *out, err_t *err
 void rpc__complete_step_async(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c) {
   const Idem__V1__CompleteStepRequest *req = (const Idem__V1__CompleteStepRequest *)in;
   coord_key_in key = rpc__key_in(req->key);
+  key.trace_id = rq->trace_id;
   coord_complete_step_async(rq->coord, rq->st, rq->tenant, &key, req->attempt, (int)req->outcome,
                             req->code, req->body.data, req->body.len, rq->deadline,
                             complete_step_done, c);

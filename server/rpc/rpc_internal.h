@@ -58,6 +58,7 @@
 #define RPC_RETRY_AFTER_MD "idem-retry-after-ms"
 #define RPC_LEADER_MD "idem-leader" /* a standby's (or fenced) refusal */
 #define RPC_GROUP_MD "idem-group"   /* with groups: the group whose leader idem-leader names */
+#define RPC_TRACEPARENT_MD "traceparent" /* W3C trace context (docs/api.md §22) */
 #define RPC_REASON_MD "idem-reason" /* every non-OK answer: why, in a word (docs/api.md §20) */
 
 typedef enum rpc_tag_kind {
@@ -85,6 +86,7 @@ typedef struct rpc_req {
                              metadata idem-tenant, else "default", not yet validated */
   int64_t deadline;       /* absolute, monotonic ms */
   bool no_deadline;       /* the client set none: deadline is the server's default */
+  const char *trace_id;   /* the trace id of the call's valid traceparent, else "" (§22) */
 } rpc_req;
 
 /* A handler answers ERR_OK after setting the reply with rpc__call_reply, or an error code with

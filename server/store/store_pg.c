@@ -29,14 +29,15 @@ const char pg__sql_pair_read[] = "SELECT n.now_ms, " PG_STEP_COLS_AT(
 const char pg__sql_step_insert[] =
     "INSERT INTO idem_steps (tenant, global_id, service, operation, phase, state, attempt,"
     " fingerprint, outcome, code, body, completed_ms, created_ms, updated_ms,"
-    " lease_expires_ms, expires_ms, result_expires_ms, slot)"
+    " lease_expires_ms, expires_ms, result_expires_ms, begin_trace_id, complete_trace_id, slot)"
     " VALUES ($1, $2, $3, $4, $5, $6, $7, $8::bytea, $9, $10, $11::bytea, $12, $13, $14, $15,"
-    " $16, $17, $18)";
+    " $16, $17, $18, $19, $20)";
 
 const char pg__sql_step_update[] =
     "UPDATE idem_steps SET state = $6, attempt = $7, fingerprint = $8::bytea, outcome = $9,"
     " code = $10, body = $11::bytea, completed_ms = $12, created_ms = $13, updated_ms = $14,"
-    " lease_expires_ms = $15, expires_ms = $16, result_expires_ms = $17"
+    " lease_expires_ms = $15, expires_ms = $16, result_expires_ms = $17,"
+    " begin_trace_id = $18, complete_trace_id = $19"
     " WHERE tenant = $1 AND global_id = $2 AND service = $3 AND operation = $4 AND phase = $5";
 
 /* A record past its retention is treated as absent (as decide.h does). */
@@ -69,6 +70,8 @@ void pg__write_params(pg_params *p, const step_key *key, const step_rec *r) {
   pg__p_i64(p, r->lease_expires_ms);
   pg__p_i64(p, r->expires_ms);
   pg__p_i64(p, r->result_expires_ms);
+  pg__p_text(p, r->begin_trace_id);
+  pg__p_text(p, r->complete_trace_id);
 }
 
 void pg__read_pair(const PGresult *res, int row0, int row1, int col, const step_key *key,
@@ -104,7 +107,7 @@ static err_code write_step(pg_store *s, const step_key *key, const step_rec *r, 
                            int64_t deadline, err_t *err) {
   pg_params p;
   pg__write_params(&p, key, r);
-  if (!exists) pg__p_i64(&p, pg__slot(key->tenant, key->global_id)); /* $18 */
+  if (!exists) pg__p_i64(&p, pg__slot(key->tenant, key->global_id)); /* $20 */
   PGresult *res = NULL;
   err_code rc =
       pg__exec(s, exists ? pg__sql_step_update : pg__sql_step_insert, &p, deadline, &res, err);

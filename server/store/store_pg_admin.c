@@ -76,6 +76,11 @@ bool store_pg__list_steps_sql(const step_filter *f, char *sql, size_t cap, pg_pa
     pg__p_text(p, f->global_id);
     add(sql, cap, &len, " AND global_id = $%d", p->n);
   }
+  if (set(f->trace_id)) { /* the partial indexes of version 11, one per column */
+    pg__p_text(p, f->trace_id);
+    add(sql, cap, &len, " AND (begin_trace_id = $%d", p->n);
+    add(sql, cap, &len, " OR complete_trace_id = $%d)", p->n);
+  }
   if (f->updated_before_ms > 0) {
     pg__p_i64(p, f->updated_before_ms);
     add(sql, cap, &len, " AND updated_ms < $%d", p->n);

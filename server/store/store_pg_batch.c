@@ -54,19 +54,20 @@ const char pg__sql_batch_read[] = "SELECT k.i, n.now_ms, " PG_STEP_COLS_AT(
 static const char SQL_UPSERT_MANY[] =
     "INSERT INTO idem_steps (tenant, global_id, service, operation, phase, state, attempt,"
     " fingerprint, outcome, code, body, completed_ms, created_ms, updated_ms,"
-    " lease_expires_ms, expires_ms, result_expires_ms, slot)"
+    " lease_expires_ms, expires_ms, result_expires_ms, slot, begin_trace_id, complete_trace_id)"
     " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::smallint[],"
     " $6::smallint[], $7::bigint[], $8::bytea[], $9::smallint[], $10::int[], $11::bytea[],"
     " $12::bigint[], $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[],"
-    " $17::bigint[], $18::int[])"
+    " $17::bigint[], $18::int[], $19::text[], $20::text[])"
     " ON CONFLICT (tenant, global_id, service, operation, phase) DO UPDATE SET"
     " state = EXCLUDED.state, attempt = EXCLUDED.attempt, fingerprint = EXCLUDED.fingerprint,"
     " outcome = EXCLUDED.outcome, code = EXCLUDED.code, body = EXCLUDED.body,"
     " completed_ms = EXCLUDED.completed_ms, created_ms = EXCLUDED.created_ms,"
     " updated_ms = EXCLUDED.updated_ms, lease_expires_ms = EXCLUDED.lease_expires_ms,"
-    " expires_ms = EXCLUDED.expires_ms, result_expires_ms = EXCLUDED.result_expires_ms";
+    " expires_ms = EXCLUDED.expires_ms, result_expires_ms = EXCLUDED.result_expires_ms,"
+    " begin_trace_id = EXCLUDED.begin_trace_id, complete_trace_id = EXCLUDED.complete_trace_id";
 
-#define N_COLS 18 /* of the upsert */
+#define N_COLS 20 /* of the upsert */
 
 #define BT_DEFAULT_CONNS 2
 #define BT_DEFAULT_HELP_AFTER_US 10000
@@ -406,6 +407,8 @@ static void write_arrays(bt_thread *t, const step_key *k, const step_rec *r) {
   pg__arr_i64(&a[15], r->expires_ms);
   pg__arr_i64(&a[16], r->result_expires_ms);
   pg__arr_i64(&a[17], pg__slot(k->tenant, k->global_id)); /* written once, kept on update */
+  pg__arr_text(&a[18], r->begin_trace_id);
+  pg__arr_text(&a[19], r->complete_trace_id);
 }
 
 /* Pipeline 2: every write (one statement), the audit rows, COMMIT. */

@@ -669,6 +669,9 @@ bool pg__row_step(const PGresult *r, int row, int col, bool own, step_rec *rec) 
   rec->outcome = (step_outcome)pg__int(r, row, col + 4);
   rec->code = (int32_t)pg__int(r, row, col + 5);
   rec->result_expires_ms = pg__int(r, row, col + 12);
+  snprintf(rec->begin_trace_id, sizeof rec->begin_trace_id, "%s", pg__str(r, row, col + 14));
+  snprintf(rec->complete_trace_id, sizeof rec->complete_trace_id, "%s",
+           pg__str(r, row, col + 15));
   rec->result_expired = !PQgetisnull(r, row, col + 13) && PQgetlength(r, row, col + 13) == 1 &&
                         PQgetvalue(r, row, col + 13)[0] != 0; /* binary bool */
   size_t bl = rec->result_expired ? 0 : (size_t)PQgetlength(r, row, col + 6);

@@ -164,14 +164,14 @@ bool pg__isnull(const PGresult *r, int row, int col);
 int64_t pg__int(const PGresult *r, int row, int col);     /* int2, int4 or int8; NULL → 0 */
 const char *pg__str(const PGresult *r, int row, int col); /* NULL → "" */
 
-/* Fills rec from the 14 columns PG_STEP_COLS starting at col. With own, the body is copied
+/* Fills rec from the 16 columns PG_STEP_COLS starting at col. With own, the body is copied
  * (an owned record); otherwise it points into r. A result past its retention at the statement's
  * now (the last column, PG_RESULT_EXPIRED_AT) is read without its body, result_expired set, even
  * before the reaper drops it. Returns false on allocation failure. */
 #define PG_STEP_COLS_AT(now)                                                            \
   "phase, state, attempt, fingerprint, outcome, code, body, completed_ms, created_ms, " \
   "updated_ms, lease_expires_ms, expires_ms, result_expires_ms, " PG_RESULT_EXPIRED_AT( \
-      now) " AS result_expired"
+      now) " AS result_expired, begin_trace_id, complete_trace_id"
 #define PG_STEP_COLS PG_STEP_COLS_AT(PG_NOW_MS)
 bool pg__row_step(const PGresult *r, int row, int col, bool own, step_rec *rec);
 

@@ -284,6 +284,21 @@ static const char *const m10_sql[] = {
     NULL,
 };
 
+/* Version 11 (trace context, docs/api.md §22): the trace ids of the call that began a step's
+ * current attempt and of the call that finished it. An expand migration (docs/upgrading.md):
+ * both default to '' so that a node of an earlier release, which names neither column, keeps
+ * inserting and updating rows (an update of its leaves the ids as they were). ListSteps'
+ * trace_id filter reads the partial indexes (a row without an id adds nothing to them). */
+static const char *const m11_sql[] = {
+    "ALTER TABLE idem_steps ADD COLUMN IF NOT EXISTS begin_trace_id text NOT NULL DEFAULT ''",
+    "ALTER TABLE idem_steps ADD COLUMN IF NOT EXISTS complete_trace_id text NOT NULL DEFAULT ''",
+    "CREATE INDEX IF NOT EXISTS idem_steps_begin_trace_idx ON idem_steps (tenant, begin_trace_id)"
+    " WHERE begin_trace_id <> ''",
+    "CREATE INDEX IF NOT EXISTS idem_steps_complete_trace_idx ON idem_steps"
+    " (tenant, complete_trace_id) WHERE complete_trace_id <> ''",
+    NULL,
+};
+
 static const migration migrations[] = {
     {1, m1_sql}, {2, m2_sql},
     {3, m3_sql}, /* version 2 (policies) may sit before it: each version applies on its own */
@@ -294,6 +309,7 @@ static const migration migrations[] = {
     {8, m8_sql}, /* slot groups: the slot column, the cluster's slot count */
     {9, m9_sql},   /* moving slots: blocks, marks, indexes by slot */
     {10, m10_sql}, /* moving slots: moved audit rows numbered by the target */
+    {11, m11_sql}, /* trace context: begin and complete trace ids */
 };
 
 /* Applies one migration unless it is recorded; returns ERR_OK either way. */

@@ -73,6 +73,8 @@ static void assert_rec_eq(const step_rec *got, const step_rec *want) {
   cr_assert_eq(got->updated_ms, want->updated_ms);
   cr_assert_eq(got->lease_expires_ms, want->lease_expires_ms);
   cr_assert_eq(got->expires_ms, want->expires_ms);
+  cr_assert_str_eq(got->begin_trace_id, want->begin_trace_id);
+  cr_assert_str_eq(got->complete_trace_id, want->complete_trace_id);
 }
 
 Test(store_pg, ping_and_migrate_twice) {
@@ -93,7 +95,8 @@ Test(store_pg, ping_and_migrate_twice) {
  * also checks the upgrade of a database at version 4. Version 7's body index is partial: only
  * rows whose key outlives their body (key_retention_s) are in it; so is version 8's: only rows
  * written before slots existed, until they are given theirs; and version 9's by slot: a move
- * counts and deletes its slots' rows (docs/api.md §18). */
+ * counts and deletes its slots' rows (docs/api.md §18); version 11's two by trace id are partial:
+ * only rows a traced call began or finished (ListSteps' trace_id, docs/api.md §22). */
 Test(store_pg, steps_carry_only_the_indexes_something_reads) {
   err_t e;
   cr_assert_eq(store_pg_migrate(pgx_url(), sp_in_ms(5000), &e), ERR_OK, "%s", e.msg);
@@ -104,7 +107,8 @@ Test(store_pg, steps_carry_only_the_indexes_something_reads) {
                         " WHERE tablename = 'idem_steps' AND schemaname = current_schema()",
                         0, NULL);
   cr_assert_str_eq(PQgetvalue(r, 0, 0),
-                   "idem_steps_body_reap_idx,idem_steps_list_state_idx,idem_steps_noslot_idx,"
+                   "idem_steps_begin_trace_idx,idem_steps_body_reap_idx,"
+                   "idem_steps_complete_trace_idx,idem_steps_list_state_idx,idem_steps_noslot_idx,"
                    "idem_steps_open_idx,idem_steps_pkey,idem_steps_reap_idx,idem_steps_slot_idx");
   PQclear(r);
   PQfinish(c);
@@ -162,6 +166,11 @@ static step_rec mkrec(step_phase ph, step_state st, uint64_t attempt, const void
   r.updated_ms = base + 3;
   r.lease_expires_ms = base + 4;
   r.expires_ms = base + 5 + 86400000LL;
+  /* docs/api.md §22: distinct trace ids per record (the store keeps them as given) */
+  snprintf(r.begin_trace_id, sizeof r.begin_trace_id, "%032llx", (unsigned long long)base + 6);
+  if (st != STATE_IN_PROGRESS)
+    snprintf(r.complete_trace_id, sizeof r.complete_trace_id, "%032llx",
+             (unsigned long long)base + 7);
   return r;
 }
 

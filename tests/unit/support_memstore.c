@@ -384,6 +384,8 @@ static bool matches(const memstore *m, const step_filter *f, const step_rec *r) 
          (!set(f->service) || strcmp(r->key.service, f->service) == 0) &&
          (!set(f->operation) || strcmp(r->key.operation, f->operation) == 0) &&
          (!set(f->global_id) || strcmp(r->key.global_id, f->global_id) == 0) &&
+         (!set(f->trace_id) || strcmp(r->begin_trace_id, f->trace_id) == 0 ||
+          strcmp(r->complete_trace_id, f->trace_id) == 0) &&
          (f->updated_before_ms <= 0 || r->updated_ms < f->updated_before_ms) &&
          (!f->has_after || key_cmp(&r->key, &f->after) > 0);
 }

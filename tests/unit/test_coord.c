@@ -39,8 +39,8 @@ static void teardown(void) {
 }
 TestSuite(coord, .init = setup, .fini = teardown);
 
-static coord_key_in fwd_key = {"g-1", "payments", "charge", PHASE_FORWARD};
-static coord_key_in comp_key = {"g-1", "payments", "charge", PHASE_COMPENSATION};
+static coord_key_in fwd_key = {"g-1", "payments", "charge", PHASE_FORWARD, NULL};
+static coord_key_in comp_key = {"g-1", "payments", "charge", PHASE_COMPENSATION, NULL};
 
 static void assert_invalid(err_code rc, const err_t *e, const char *field) {
   cr_assert_eq(rc, ERR_INVALID, "rc %d: %s", rc, e->msg);
@@ -173,7 +173,7 @@ Test(coord, begin_uses_the_resolver) {
   cr_assert_eq(r.lease_expires_ms, NOW + 4321);
 
   /* retention reaches the decision: a null compensation expires after 77 s */
-  coord_key_in other = {"g-2", "payments", "charge", PHASE_COMPENSATION};
+  coord_key_in other = {"g-2", "payments", "charge", PHASE_COMPENSATION, NULL};
   cr_assert_eq(coord_begin_step(&ctx, &m->base, "acme", &other, NULL, 0, 0, far, &r, &e), ERR_OK);
   cr_assert_eq(r.decision, DECISION_SKIP_NULL_COMPENSATION);
   cr_assert_eq(r.expires_ms, NOW + 77000);

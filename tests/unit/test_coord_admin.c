@@ -172,7 +172,7 @@ Test(validation, refused_before_the_store) {
   cr_assert_eq(coord_list_steps(&ctx, NULL, "acme", &li, 0, &l, next, &e), ERR_INVALID);
 
   step_rec out;
-  coord_resolve_in ri = {.key = {"g-1", "payment", "charge", PHASE_FORWARD},
+  coord_resolve_in ri = {.key = {"g-1", "payment", "charge", PHASE_FORWARD, NULL},
                          .outcome = OUTCOME_SUCCEEDED,
                          .reason = ""};
   cr_assert_eq(coord_resolve_step(&ctx, NULL, "acme", &ri, 0, &out, &e), ERR_INVALID);

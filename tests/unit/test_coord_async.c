@@ -61,7 +61,7 @@ static void on_complete(void *arg, err_code rc, step_rec *out, err_t *err) {
   if (rc == ERR_OK && !step_rec_copy(&s->rec, out)) abort();
 }
 
-static const coord_key_in key = {"g-1", "pay", "charge", PHASE_FORWARD};
+static const coord_key_in key = {"g-1", "pay", "charge", PHASE_FORWARD, NULL};
 static const uint8_t FP[2] = {1, 2};
 
 static void begin_async(const coord_key_in *k, seen *s) {

@@ -75,8 +75,8 @@ static void on_complete(void *arg, err_code rc, step_rec *out, err_t *err) {
   *(err_code *)arg = rc;
 }
 
-static const coord_key_in fwd = {"g-1", "pay", "charge", PHASE_FORWARD};
-static const coord_key_in comp = {"g-1", "pay", "charge", PHASE_COMPENSATION};
+static const coord_key_in fwd = {"g-1", "pay", "charge", PHASE_FORWARD, NULL};
+static const coord_key_in comp = {"g-1", "pay", "charge", PHASE_COMPENSATION, NULL};
 static const uint8_t FP[2] = {1, 2};
 
 static void begin(const coord_key_in *k, uint32_t lease_ms, uint32_t wait_ms, seen *s) {

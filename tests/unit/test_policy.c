@@ -162,8 +162,8 @@ Test(policy_fail_open, begin_step_when_the_store_is_unreachable) {
   ctx.resolve_policy = policy_cache_resolve;
   ctx.resolve_arg = c;
   int64_t far = clock_mono_ms() + 60000;
-  coord_key_in open_key = {"g-1", "payment", "charge", PHASE_FORWARD};
-  coord_key_in closed_key = {"g-1", "payment", "refund", PHASE_FORWARD};
+  coord_key_in open_key = {"g-1", "payment", "charge", PHASE_FORWARD, NULL};
+  coord_key_in closed_key = {"g-1", "payment", "refund", PHASE_FORWARD, NULL};
   coord_begin_result r;
   err_t e;
 

@@ -31,8 +31,8 @@
 #define LEAK_CHECK() ((void)0)
 #endif
 
-static const coord_key_in FWD = {"g-1", SD_SERVICE, "charge", PHASE_FORWARD};
-static const coord_key_in COMP = {"g-1", SD_SERVICE, "charge", PHASE_COMPENSATION};
+static const coord_key_in FWD = {"g-1", SD_SERVICE, "charge", PHASE_FORWARD, NULL};
+static const coord_key_in COMP = {"g-1", SD_SERVICE, "charge", PHASE_COMPENSATION, NULL};
 static const uint8_t FP[] = {'f', 'p', '-', 'a'};
 
 /* ---------------- what a call answered ---------------- */
