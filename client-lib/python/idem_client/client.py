@@ -303,7 +303,7 @@ def _record(r):
                   STATES.get(r.state, "unspecified"), r.attempt, bytes(r.fingerprint),
                   _result(r.result, r.result_expired) if r.HasField("result") else None,
                   r.created_unix_ms, r.updated_unix_ms, r.lease_expires_unix_ms, r.expires_unix_ms,
-                  r.tenant)
+                  r.tenant, r.begin_trace_id, r.complete_trace_id)
 
 
 def _policy(r):
