@@ -2,7 +2,8 @@
 // step run under it, the idem.step span found as its child in @opentelemetry/sdk-trace-base's
 // in-memory exporter, and the parent's trace id on the step (LookupStep); the
 // replay, lease-extension, waiting and takeover events; and a request with a traceparent through
-// the Express middleware leaving its trace id on the step.
+// the Express middleware leaving its trace id on the step; and, with @opentelemetry/api not
+// loadable, an explicit traceparent still sent.
 'use strict';
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -138,4 +139,30 @@ test('an explicit traceparent is checked: a malformed one is INVALID_ARGUMENT na
   const key = { globalId: (await client.beginSaga()).globalId, service: 'pay', operation: 'bad' };
   await assert.rejects(client.runStep(key, () => ({ outcome: 'succeeded' }), { traceparent: '00-abc' }),
     (e) => e.code === 'INVALID_ARGUMENT' && /traceparent/.test(e.message));
+});
+
+test('without @opentelemetry/api an explicit traceparent still ends on the step', async () => {
+  // a child process in which require('@opentelemetry/api') fails, as in an application without it
+  const tid = '5e0c63257de34c92bf9efcd03927272e';
+  const script = `
+    const Module = require('module');
+    const resolve = Module._resolveFilename;
+    Module._resolveFilename = function (req, ...rest) {
+      if (req === '@opentelemetry/api') throw Object.assign(new Error('not installed'), { code: 'MODULE_NOT_FOUND' });
+      return resolve.call(this, req, ...rest);
+    };
+    try { require('@opentelemetry/api'); process.exit(3); } catch { /* as intended: not loadable */ }
+    const { IdemClient } = require(${JSON.stringify(require.resolve('..'))});
+    (async () => {
+      const c = IdemClient.connect({ address: ${JSON.stringify(coord.address)}, tenant: 'node-trace-noapi' });
+      const { globalId } = await c.beginSaga();
+      const key = { globalId, service: 'pay', operation: 'noapi' };
+      await c.runStep(key, () => ({ outcome: 'succeeded' }), { traceparent: '00-${tid}-00f067aa0ba902b7-01' });
+      const rec = await c.lookup(key);
+      c.close();
+      process.stdout.write(JSON.stringify([rec.beginTraceId, rec.completeTraceId]));
+    })().catch((e) => { console.error(e); process.exit(1); });`;
+  const { execFileSync } = require('child_process');
+  const out = execFileSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 30000 });
+  assert.deepEqual(JSON.parse(out), [tid, tid]);
 });
