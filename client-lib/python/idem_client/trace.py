@@ -33,11 +33,24 @@ def valid_tracestate(value):
     return isinstance(value, str) and bool(_TRACESTATE.match(value))
 
 
+_otel = None  # opentelemetry.trace, False when it cannot be imported (looked up once)
+
+
+def _otel_trace():
+    global _otel  # noqa: PLW0603 (a cache)
+    if _otel is None:
+        try:
+            from opentelemetry import trace as otel_trace  # noqa: PLC0415 (optional)
+            _otel = otel_trace
+        except ImportError:
+            _otel = False
+    return _otel
+
+
 def _from_opentelemetry():
     """The current span's traceparent/tracestate pairs, when opentelemetry is importable."""
-    try:
-        from opentelemetry import trace as otel_trace  # noqa: PLC0415 (optional)
-    except ImportError:
+    otel_trace = _otel_trace()
+    if not otel_trace:
         return ()
     sc = otel_trace.get_current_span().get_span_context()
     if not sc.is_valid:
