@@ -2,10 +2,12 @@
  * thread's traceparent (idem_trace_set) and the coordinator keeps the trace id of the call that
  * began each attempt and of the call that finished it; LookupStep, ListSteps (and its trace_id
  * filter) and GetSaga return them; a malformed traceparent is ignored and counted. */
+#include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "idem/v1/coordinator.pb-c.h"
@@ -126,6 +128,87 @@ Test(trace, a_malformed_traceparent_is_ignored_and_counted) {
   /* what cannot travel as metadata is refused by libidem, naming the field */
   cr_assert_eq(idem_trace_set("00-\n", NULL, &e), IDEM_INVALID_ARGUMENT);
   cr_assert(strstr(e.message, "traceparent"), "%s", e.message);
+}
+
+/* idemctl (the real binary): `step` prints both ids, `steps --trace-id` lists by either, and
+ * refuses a malformed id naming trace_id. Output of one run: stdout (up to 64 KiB), status. */
+typedef struct run {
+  int status;
+  char out[65536];
+  char err[4096];
+} run;
+
+static void slurp(const char *path, char *buf, size_t cap) {
+  FILE *f = fopen(path, "r");
+  size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+  buf[n] = '\0';
+  if (f) fclose(f);
+  unlink(path);
+}
+
+static run *ctl(const char *const *args) {
+  const char *argv[24] = {IDEMCTL_BIN, "--addr", H.s.addr, "--tenant", H.t};
+  int argc = 5;
+  for (; *args && argc < 23; args++) argv[argc++] = *args;
+  argv[argc] = NULL;
+  run *r = calloc(1, sizeof *r);
+  char tag[64], out[96], err[96];
+  h_unique("idemctl", tag, sizeof tag);
+  snprintf(out, sizeof out, "/tmp/idem-%s.out", tag);
+  snprintf(err, sizeof err, "/tmp/idem-%s.err", tag);
+  r->status = spawn_run(argv, &(spawn_opts){.out_log = out, .err_log = err}, 60000);
+  slurp(out, r->out, sizeof r->out);
+  slurp(err, r->err, sizeof r->err);
+  return r;
+}
+
+Test(trace, idemctl_prints_and_filters_by_the_ids) {
+  char gid[64], other[64];
+  h_unique("g", gid, sizeof gid);
+  h_unique("g", other, sizeof other);
+  idem_step_key k = {gid, "pay", "charge", IDEM_FORWARD},
+                k2 = {other, "pay", "charge", IDEM_FORWARD};
+  idem_begin b;
+  idem_error e = {0};
+  trace(TP(TA));
+  cr_assert_eq(idem_step_begin(H.c, &k, NULL, 0, 0, &b, &e), IDEM_OK, "%s", e.message);
+  idem_begin_clear(&b);
+  trace(TP(TC)); /* another saga, another trace: not listed under TA or TB */
+  cr_assert_eq(idem_step_begin(H.c, &k2, NULL, 0, 0, &b, &e), IDEM_OK, "%s", e.message);
+  idem_begin_clear(&b);
+  trace(TP(TB));
+  cr_assert_eq(idem_step_complete(H.c, &k, 1, IDEM_OUTCOME_FAILED, 402, NULL, 0, NULL, &e), IDEM_OK,
+               "%s", e.message);
+  trace(NULL);
+
+  run *r = ctl((const char *[]){"step", gid, "pay", "charge", NULL});
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  cr_assert(strstr(r->out, "begin trace " TA "\n"), "%s", r->out);
+  cr_assert(strstr(r->out, "end trace   " TB "\n"), "%s", r->out);
+  free(r);
+  r = ctl((const char *[]){"step", other, "pay", "charge", NULL});
+  cr_assert(strstr(r->out, "begin trace " TC "\n") && strstr(r->out, "end trace   -\n"), "%s",
+            r->out);
+  free(r);
+
+  const char *const traces[] = {TA, TB};
+  for (int i = 0; i < 2; i++) {
+    r = ctl((const char *[]){"--json", "steps", "--trace-id", traces[i], NULL});
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    cJSON *arr = cJSON_Parse(r->out);
+    cr_assert(cJSON_IsArray(arr), "%s", r->out);
+    cr_assert_eq(cJSON_GetArraySize(arr), 1, "%s", r->out);
+    cJSON *s = cJSON_GetArrayItem(arr, 0);
+    cr_assert_str_eq(cJSON_GetObjectItem(s, "global_id")->valuestring, gid);
+    cr_assert_str_eq(cJSON_GetObjectItem(s, "begin_trace_id")->valuestring, TA);
+    cr_assert_str_eq(cJSON_GetObjectItem(s, "complete_trace_id")->valuestring, TB);
+    cJSON_Delete(arr);
+    free(r);
+  }
+  r = ctl((const char *[]){"steps", "--trace-id", "nope", NULL});
+  cr_assert_neq(r->status, 0);
+  cr_assert(strstr(r->err, "trace_id"), "%s", r->err);
+  free(r);
 }
 
 /* idem_step_run: its BeginStep and CompleteStep carry the thread's trace; a takeover's BeginStep
