@@ -30,8 +30,7 @@ static int nomem(idem_error *err) {
   return idem__fail(err, IDEM_NOMEM, "out of memory");
 }
 
-/* ListStepsRequest from f (strings borrowed). */
-static void filter_to_pb(const idem_steps_filter *f, Idem__V1__ListStepsRequest *req) {
+void idem__filter_to_pb(const idem_steps_filter *f, Idem__V1__ListStepsRequest *req) {
   *req = (Idem__V1__ListStepsRequest)IDEM__V1__LIST_STEPS_REQUEST__INIT;
   req->state = (Idem__V1__StepState)f->state;
   req->service = str_or_empty(f->service);
@@ -52,26 +51,51 @@ static int page_begin(const char *token, size_t n, size_t size, char **out_token
   return IDEM_OK;
 }
 
-int idem_steps_list(idem_client *c, const idem_steps_filter *f, idem_step_page *out,
-                    idem_error *err) {
+/* ListSteps: one page into *out, with each step's trace ids into *ids when ids is not NULL. */
+static int list_steps(idem_client *c, const idem_steps_filter *f, const char *trace_id,
+                      idem_step_page *out, idem_trace_ids **ids, idem_error *err) {
   memset(out, 0, sizeof *out);
   idem_steps_filter none;
   memset(&none, 0, sizeof none);
   if (!f) f = &none;
   Idem__V1__ListStepsRequest req;
-  filter_to_pb(f, &req);
+  idem__filter_to_pb(f, &req);
+  req.trace_id = str_or_empty(trace_id);
   Idem__V1__ListStepsResponse *resp = NULL;
   int rc = idem__unary(c, IDEM__M_LIST_STEPS, &req.base, &idem__v1__list_steps_response__descriptor,
                        0, (ProtobufCMessage **)&resp, err);
   if (rc != IDEM_OK) return rc;
   rc = page_begin(resp->next_page_token, resp->n_steps, sizeof *out->steps, &out->next_page_token,
                   (void **)&out->steps, err);
+  if (rc == IDEM_OK && ids && resp->n_steps > 0 && !(*ids = calloc(resp->n_steps, sizeof **ids)))
+    rc = nomem(err);
   for (size_t i = 0; rc == IDEM_OK && i < resp->n_steps; i++) {
     out->n_steps = i + 1;
     rc = idem__record_from_pb(resp->steps[i], &out->steps[i], err);
+    if (ids) idem__trace_ids_from_pb(resp->steps[i], &(*ids)[i]);
   }
   idem__v1__list_steps_response__free_unpacked(resp, NULL);
   if (rc != IDEM_OK) idem_step_page_clear(out);
+  return rc;
+}
+
+int idem_steps_list(idem_client *c, const idem_steps_filter *f, idem_step_page *out,
+                    idem_error *err) {
+  return list_steps(c, f, NULL, out, NULL, err);
+}
+
+void idem_traced_page_clear(idem_traced_page *p) {
+  if (!p) return;
+  idem_step_page_clear(&p->page);
+  free(p->ids);
+  p->ids = NULL;
+}
+
+int idem_steps_list_traced(idem_client *c, const idem_steps_filter *f, const char *trace_id,
+                           idem_traced_page *out, idem_error *err) {
+  out->ids = NULL;
+  int rc = list_steps(c, f, trace_id, &out->page, &out->ids, err);
+  if (rc != IDEM_OK) idem_traced_page_clear(out);
   return rc;
 }
 
@@ -144,7 +168,7 @@ int idem_steps_resolve(idem_client *c, const idem_bulk_resolution *in, int64_t t
   if (out) memset(out, 0, sizeof *out);
   if (!in) return idem__fail(err, IDEM_INVALID_ARGUMENT, "bulk resolution: missing");
   Idem__V1__ListStepsRequest filter;
-  filter_to_pb(&in->filter, &filter); /* the server ignores its page fields here */
+  idem__filter_to_pb(&in->filter, &filter); /* the server ignores its page fields here */
   Idem__V1__ResolveStepsRequest req = IDEM__V1__RESOLVE_STEPS_REQUEST__INIT;
   req.filter = &filter;
   req.outcome = (Idem__V1__Outcome)in->res.outcome;

@@ -304,8 +304,10 @@ int idem_step_extend(idem_client *c, const idem_step_key *key, uint64_t attempt,
   return IDEM_OK;
 }
 
-int idem_step_lookup(idem_client *c, const idem_step_key *key, idem_record *out, idem_error *err) {
+int idem_step_lookup_traced(idem_client *c, const idem_step_key *key, idem_record *out,
+                            idem_trace_ids *ids, idem_error *err) {
   if (out) memset(out, 0, sizeof *out);
+  if (ids) memset(ids, 0, sizeof *ids);
   Idem__V1__StepKey pkey;
   idem__key_to_pb(key, &pkey);
   Idem__V1__LookupStepRequest req = IDEM__V1__LOOKUP_STEP_REQUEST__INIT;
@@ -314,8 +316,13 @@ int idem_step_lookup(idem_client *c, const idem_step_key *key, idem_record *out,
   int rc = UNARY(c, IDEM__M_LOOKUP_STEP, req, idem__v1__step_record, 0, &resp, err);
   if (rc != IDEM_OK) return rc;
   rc = idem__record_out(resp, out, err);
+  if (rc == IDEM_OK && ids) idem__trace_ids_from_pb(resp, ids);
   idem__v1__step_record__free_unpacked(resp, NULL);
   return rc;
+}
+
+int idem_step_lookup(idem_client *c, const idem_step_key *key, idem_record *out, idem_error *err) {
+  return idem_step_lookup_traced(c, key, out, NULL, err);
 }
 
 int idem_policy_get(idem_client *c, const char *service, const char *operation, idem_policy *out,

@@ -367,9 +367,10 @@ static int unary_at(idem_client *c, int ep, idem__method m, const ProtobufCMessa
 
   /* Static slices over the client's own strings: they outlive every call (idem_close
    * requires that no call is in flight). */
-  grpc_metadata md[3];
+  grpc_metadata md[5];
   size_t n_md = 0;
   memset(md, 0, sizeof md);
+  n_md += idem__trace_md(md); /* the thread's trace context: thread-local strings */
   if (c->tenant) {
     md[n_md].key = grpc_slice_from_static_string("idem-tenant");
     md[n_md].value = grpc_slice_from_static_string(c->tenant);

@@ -126,6 +126,17 @@ int idem__step_complete(idem_client *c, const idem_step_key *key, uint64_t attem
                         idem_outcome outcome, int32_t code, const void *body, size_t body_len,
                         int64_t timeout_ms, idem_record *out, idem_error *err);
 
+/* trace.c: the calling thread's traceparent and tracestate (idem_trace_set) as up to two
+ * metadata entries at md (static slices over thread-local strings, valid while the thread
+ * does not set them again); returns how many. */
+struct grpc_metadata;
+size_t idem__trace_md(struct grpc_metadata *md);
+/* A StepRecord's trace ids into *ids (an id of another length reads as ""). */
+void idem__trace_ids_from_pb(const Idem__V1__StepRecord *pb, idem_trace_ids *ids);
+
+/* ListStepsRequest from f (strings borrowed). */
+void idem__filter_to_pb(const idem_steps_filter *f, Idem__V1__ListStepsRequest *req);
+
 /* protobuf-c view of a key (strings borrowed; NULL becomes ""). */
 void idem__key_to_pb(const idem_step_key *key, Idem__V1__StepKey *pb);
 

@@ -94,6 +94,14 @@ int cmd_status(ctl *c) {
 
 /* --- step --- */
 
+/* The trace ids as JSON fields ("" when none). */
+static cJSON *json_traced(const idem_record *r, const idem_trace_ids *ids) {
+  cJSON *o = json_record(r);
+  cJSON_AddStringToObject(o, "begin_trace_id", ids->begin);
+  cJSON_AddStringToObject(o, "complete_trace_id", ids->complete);
+  return o;
+}
+
 static void print_record(const idem_record *r) {
   char a[32], b[32], c2[32], d[32], sw[96], body[600];
   printf("tenant      %s\n", r->tenant);
@@ -131,12 +139,19 @@ int cmd_step(ctl *c) {
   idem_step_key key = {c->pos[0], c->pos[1], c->pos[2],
                        ctl_has(c, "compensation") ? IDEM_COMPENSATION : IDEM_FORWARD};
   idem_record r;
+  idem_trace_ids ids;
   idem_error e = {0};
-  if (idem_step_lookup(ctl_client(c), &key, &r, &e) != IDEM_OK) return ctl_fail("step", &e);
-  if (c->json)
-    json_print(json_record(&r));
-  else
+  if (idem_step_lookup_traced(ctl_client(c), &key, &r, &ids, &e) != IDEM_OK)
+    return ctl_fail("step", &e);
+  if (c->json) {
+    json_print(json_traced(&r, &ids));
+  } else {
     print_record(&r);
+    /* docs/api.md §22: the W3C trace of the call that began this attempt, and of the one that
+     * finished it */
+    printf("begin trace %s\n", ids.begin[0] ? ids.begin : "-");
+    printf("end trace   %s\n", ids.complete[0] ? ids.complete : "-");
+  }
   idem_record_clear(&r);
   return EXIT_OK;
 }
@@ -202,36 +217,46 @@ int cmd_saga(ctl *c) {
   return EXIT_OK;
 }
 
-/* Appends up to limit records (0 = all) of one filtered listing to *all. */
-static int collect(ctl *c, idem_steps_filter f, uint64_t limit, idem_record **all, size_t *n,
-                   size_t *cap) {
+/* What `steps` collects: records and, at the same index, their trace ids. */
+typedef struct collected {
+  idem_record *recs;
+  idem_trace_ids *ids;
+  size_t n, cap;
+} collected;
+
+/* Appends up to limit records (0 = all) of one filtered listing (trace_id: NULL = any) to *all. */
+static int collect(ctl *c, idem_steps_filter f, const char *trace_id, uint64_t limit,
+                   collected *all) {
   char *token = NULL;
   int rc = EXIT_OK;
   for (;;) {
-    uint64_t want = limit ? limit - *n : 1000;
+    uint64_t want = limit ? limit - all->n : 1000;
     f.page_size = (uint32_t)(want > 1000 ? 1000 : want);
     f.page_token = token;
-    idem_step_page p;
+    idem_traced_page tp;
     idem_error e = {0};
-    int code = idem_steps_list(ctl_client(c), &f, &p, &e);
+    int code = idem_steps_list_traced(ctl_client(c), &f, trace_id, &tp, &e);
     free(token);
     token = NULL;
     if (code != IDEM_OK) {
       rc = ctl_fail("steps", &e);
       break;
     }
-    for (size_t i = 0; i < p.n_steps && (!limit || *n < limit); i++) {
-      if (*n == *cap) {
-        *cap = *cap ? *cap * 2 : 64;
-        *all = realloc(*all, *cap * sizeof **all);
-        if (!*all) exit(EXIT_UNAVAILABLE);
+    idem_step_page *p = &tp.page;
+    for (size_t i = 0; i < p->n_steps && (!limit || all->n < limit); i++) {
+      if (all->n == all->cap) {
+        all->cap = all->cap ? all->cap * 2 : 64;
+        all->recs = realloc(all->recs, all->cap * sizeof *all->recs);
+        all->ids = realloc(all->ids, all->cap * sizeof *all->ids);
+        if (!all->recs || !all->ids) exit(EXIT_UNAVAILABLE);
       }
-      (*all)[(*n)++] = p.steps[i];
-      memset(&p.steps[i], 0, sizeof p.steps[i]); /* moved */
+      all->ids[all->n] = tp.ids[i];
+      all->recs[all->n++] = p->steps[i];
+      memset(&p->steps[i], 0, sizeof p->steps[i]); /* moved */
     }
-    bool more = p.next_page_token && *p.next_page_token && (!limit || *n < limit);
-    if (more) token = strdup(p.next_page_token);
-    idem_step_page_clear(&p);
+    bool more = p->next_page_token && *p->next_page_token && (!limit || all->n < limit);
+    if (more) token = strdup(p->next_page_token);
+    idem_traced_page_clear(&tp);
     if (!more) break;
   }
   free(token);
@@ -249,36 +274,39 @@ int cmd_steps(ctl *c) {
   bool stuck = ctl_has(c, "stuck");
   if (stuck && f.state) return ctl_usage_error(c, "--stuck and --state exclude each other");
 
-  idem_record *all = NULL;
-  size_t n = 0, cap = 0;
+  const char *trace_id = ctl_flag_value(c, "trace-id");
+  collected all = {0};
   int rc;
   if (stuck) { /* in progress with an expired lease, then unknown */
     f.state = IDEM_STATE_IN_PROGRESS;
     f.lease_expired_only = true;
-    rc = collect(c, f, limit, &all, &n, &cap);
+    rc = collect(c, f, trace_id, limit, &all);
     f.state = IDEM_STATE_UNKNOWN;
     f.lease_expired_only = false;
-    if (rc == EXIT_OK && (!limit || n < limit)) rc = collect(c, f, limit, &all, &n, &cap);
+    if (rc == EXIT_OK && (!limit || all.n < limit)) rc = collect(c, f, trace_id, limit, &all);
   } else {
-    rc = collect(c, f, limit, &all, &n, &cap);
+    rc = collect(c, f, trace_id, limit, &all);
   }
+  size_t n = all.n;
   if (rc == EXIT_OK) {
     if (c->json) {
       cJSON *arr = cJSON_CreateArray();
-      for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(arr, json_record(&all[i]));
+      for (size_t i = 0; i < n; i++)
+        cJSON_AddItemToArray(arr, json_traced(&all.recs[i], &all.ids[i]));
       json_print(arr);
     } else if (n == 0) {
       ctl_print_none(c, "steps");
     } else {
       table *t = step_table(true);
-      for (size_t i = 0; i < n; i++) step_table_row(t, &all[i], true);
+      for (size_t i = 0; i < n; i++) step_table_row(t, &all.recs[i], true);
       table_print(t);
       table_free(t);
       if (limit && n == limit) printf("(first %zu; --limit 0 lists all)\n", n);
     }
   }
-  for (size_t i = 0; i < n; i++) idem_record_clear(&all[i]);
-  free(all);
+  for (size_t i = 0; i < n; i++) idem_record_clear(&all.recs[i]);
+  free(all.recs);
+  free(all.ids);
   return rc;
 }
 

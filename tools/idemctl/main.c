@@ -38,12 +38,15 @@ static const ctl_cmd commands[] = {
      "refused, permission-denied.",
      cmd_slots_move},
     {"step", "GLOBAL_ID SERVICE OPERATION", "compensation", 3, 3,
-     "Everything stored for one step (the forward phase, or --compensation).", cmd_step},
+     "Everything stored for one step (the forward phase, or --compensation), with the trace ids "
+     "of the calls that began and finished it.",
+     cmd_step},
     {"saga", "GLOBAL_ID", "", 1, 1, "All steps of a saga, as a table, oldest first.", cmd_saga},
-    {"steps", "", "state=,service=,operation=,global-id=,older-than=,stuck,limit=", 0, 0,
+    {"steps", "", "state=,service=,operation=,global-id=,trace-id=,older-than=,stuck,limit=", 0, 0,
      "Steps of the tenant in key order. --state in_progress|succeeded|failed|unknown|abandoned|"
      "released; --older-than 5m = not updated for 5 minutes; --stuck = in progress with an "
-     "expired lease, or unknown; --limit N rows (default 100, 0 = all).",
+     "expired lease, or unknown; --trace-id ID = begun or finished by a call of that W3C trace "
+     "(32 hex); --limit N rows (default 100, 0 = all).",
      cmd_steps},
     {"resolve", "GLOBAL_ID SERVICE OPERATION | --where FILTERS",
      "outcome=,code=,body-file=,body=,reason=,actor=,compensation,where,state=,service=,"

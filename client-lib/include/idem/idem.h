@@ -595,6 +595,47 @@ void idem_reconcile_report_clear(idem_reconcile_report *r);
 int idem_journal_reconcile(idem_client *c, const char *journal_path, idem_reconcile_report *rep,
                            idem_error *err);
 
+/* --- trace context (docs/api.md §22) -------------------------------------------------------- */
+
+/* The calling thread's W3C trace context: every call this thread makes afterwards, through any
+ * client (idem_step_run's BeginStep and CompleteStep included), sends traceparent and tracestate
+ * as metadata, until the thread sets them again; NULL or "" sends none (set traceparent NULL
+ * when the thread's work for a request ends). Copied. The coordinator stores the trace id with
+ * the steps the call begins or finishes and ignores a malformed traceparent (counting it in
+ * idem_traceparent_invalid_total), so the value is not checked here beyond what metadata can
+ * carry: at most IDEM_TRACE_HEADER_MAX bytes of printable ASCII, else IDEM_INVALID_ARGUMENT
+ * naming the field (and the thread's context is left as it was).
+ * A thread-local setting rather than a field of an options struct, so that no struct of this
+ * header changes size (the ABI stays additive) and a tracer's per-request context maps onto it. */
+#define IDEM_TRACE_HEADER_MAX 512
+int idem_trace_set(const char *traceparent, const char *tracestate, idem_error *err);
+
+/* The trace ids a coordinator keeps with a step (32 lower-case hex, "" when none): of the
+ * BeginStep that started its current attempt, and of the call that finished it. */
+#define IDEM_TRACE_ID_MAX 32
+typedef struct idem_trace_ids {
+  char begin[IDEM_TRACE_ID_MAX + 1];
+  char complete[IDEM_TRACE_ID_MAX + 1];
+} idem_trace_ids;
+
+/* idem_step_lookup, with the step's trace ids into *ids (zeroed on error). */
+int idem_step_lookup_traced(idem_client *c, const idem_step_key *key, idem_record *out,
+                            idem_trace_ids *ids, idem_error *err);
+
+/* A page of idem_steps_list_traced: the steps and, at the same index, their trace ids. */
+typedef struct idem_traced_page {
+  idem_step_page page;
+  idem_trace_ids *ids; /* owned array of page.n_steps */
+} idem_traced_page;
+void idem_traced_page_clear(idem_traced_page *p);
+
+/* idem_steps_list, keeping only the steps whose begin or complete trace id is trace_id (NULL or
+ * "" = any; else 32 lower-case hex, or the coordinator answers IDEM_INVALID_ARGUMENT naming
+ * trace_id), with every step's trace ids. Pass page.next_page_token back with the same
+ * filters and trace_id. */
+int idem_steps_list_traced(idem_client *c, const idem_steps_filter *f, const char *trace_id,
+                           idem_traced_page *out, idem_error *err);
+
 /* --- idem_step_run: begin → your action → complete ----------------------------------------- */
 
 typedef struct idem_step_ctx {
