@@ -7,7 +7,7 @@ set(IDEM_GO_SH ${CMAKE_SOURCE_DIR}/client-lib/go/go.sh)
 set(IDEM_GO_BUILD ${CMAKE_BINARY_DIR}/go)
 
 # the SDK: validation, the step helper, lease keeper, redirect, TLS, fail-open journal + reconcile,
-# trace context (the idem.step span in an in-memory exporter, the trace id in LookupStep)
+# trace context (the idem.step span in an in-memory exporter, the trace id in LookupStep and idemctl step)
 add_test(NAME go_sdk COMMAND ${IDEM_TEST_RUN} ${IDEM_GO_SH} ${IDEM_GO_BUILD} test -count=1 idem.dev/client)
 set_tests_properties(go_sdk PROPERTIES LABELS sdk TIMEOUT 600 RUN_SERIAL ON
   ENVIRONMENT "IDEM_IDEMCTL_BIN=$<TARGET_FILE:idemctl>")

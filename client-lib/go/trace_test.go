@@ -2,11 +2,14 @@ package idem_test
 
 // trace_test.go — trace context against a real coordinator (docs/api.md §22): a parent span, a
 // step run under it, the idem.step span found as its child in an in-memory exporter, and the
-// parent's trace id on the step (LookupStep); the events for replay, lease
+// parent's trace id on the step (LookupStep and `idemctl step`); the events for replay, lease
 // extension, waiting and takeover; and a remote traceparent carried with no tracer provider.
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,7 +55,8 @@ func TestStepSpanAndTraceIDOnTheStep(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	c := connect(t, idem.Options{Address: co.Addr, Tenant: testcoord.Tenant("go-trace"), TracerProvider: tp})
+	tenant := testcoord.Tenant("go-trace")
+	c := connect(t, idem.Options{Address: co.Addr, Tenant: tenant, TracerProvider: tp})
 	ctx := context.Background()
 	saga, err := c.BeginSaga(ctx, idem.SagaOptions{})
 	if err != nil {
@@ -108,6 +112,14 @@ func TestStepSpanAndTraceIDOnTheStep(t *testing.T) {
 	}
 	if rec.BeginTraceID != tid || rec.CompleteTraceID != tid {
 		t.Fatalf("LookupStep: begin_trace_id %q complete_trace_id %q, want %s", rec.BeginTraceID, rec.CompleteTraceID, tid)
+	}
+	idemctl := os.Getenv("IDEM_IDEMCTL_BIN")
+	if idemctl == "" {
+		t.Fatal("IDEM_IDEMCTL_BIN is not set (tests.cmake sets it)")
+	}
+	out, err := exec.Command(idemctl, "--addr", co.Addr, "--tenant", tenant, "step", saga.GlobalID, "pay", "charge").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), tid) {
+		t.Fatalf("idemctl step (%v) does not print the trace id %s:\n%s", err, tid, out)
 	}
 
 	// the same step again: a replay, in its own span with the event

@@ -12,7 +12,7 @@ add_test(NAME sdk_python_key COMMAND ${IDEM_TEST_RUN} /usr/bin/python3 -m unitte
 add_test(NAME sdk_python_client COMMAND ${IDEM_TEST_RUN} /usr/bin/python3 -m unittest -v test_sdk
   WORKING_DIRECTORY ${_idem_py}/tests)
 # trace context (docs/api.md §22): an explicit traceparent on run_step and the raw calls ends on
-# the step (LookupStep), a malformed one is INVALID_ARGUMENT; a request with a
+# the step (LookupStep, idemctl step), a malformed one is INVALID_ARGUMENT; a request with a
 # traceparent through the WSGI middleware (wsgiref on loopback) leaves its trace id on the step
 add_test(NAME sdk_python_trace COMMAND ${IDEM_TEST_RUN} /usr/bin/python3 -m unittest -v test_trace
   WORKING_DIRECTORY ${_idem_py}/tests)

@@ -1,12 +1,14 @@
 // trace.test.js — trace context against a real coordinator (docs/api.md §22): a parent span, a
 // step run under it, the idem.step span found as its child in @opentelemetry/sdk-trace-base's
-// in-memory exporter, and the parent's trace id on the step (LookupStep); the
+// in-memory exporter, and the parent's trace id on the step (LookupStep, `idemctl step`); the
 // replay, lease-extension, waiting and takeover events; and a request with a traceparent through
 // the Express middleware leaving its trace id on the step; and, with @opentelemetry/api not
 // loadable, an explicit traceparent still sent.
 'use strict';
 const test = require('node:test');
 const assert = require('node:assert/strict');
+const { execFileSync } = require('child_process');
+const fs = require('fs');
 const api = require('@opentelemetry/api');
 const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-async-hooks');
 const { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } = require('@opentelemetry/sdk-trace-base');
@@ -38,7 +40,7 @@ test.after(async () => {
 const stepSpans = () => exporter.getFinishedSpans().filter((s) => s.name === STEP_SPAN);
 const events = (s) => s.events.map((e) => e.name);
 
-test('idem.step is the parent span\'s child; the parent\'s trace id is on the step (LookupStep)', async () => {
+test('idem.step is the parent span\'s child; the parent\'s trace id is on the step (LookupStep, idemctl)', async () => {
   exporter.reset();
   const { globalId } = await client.beginSaga();
   const key = { globalId, service: 'pay', operation: 'charge' };
@@ -72,6 +74,10 @@ test('idem.step is the parent span\'s child; the parent\'s trace id is on the st
   const rec = await client.lookup(key);
   assert.equal(rec.beginTraceId, tid);
   assert.equal(rec.completeTraceId, tid);
+  assert.ok(fs.existsSync(h.IDEMCTL), `no idemctl at ${h.IDEMCTL} (IDEMCTL_BIN)`);
+  const out = execFileSync(h.IDEMCTL, ['--addr', coord.address, '--tenant', 'node-trace', 'step', globalId, 'pay', 'charge'],
+    { encoding: 'utf8' });
+  assert.ok(out.includes(tid), `idemctl step does not print ${tid}:\n${out}`);
 
   // again under another parent: a replay, with its event
   await tracer.startActiveSpan('retry', async (span) => {
@@ -162,7 +168,6 @@ test('without @opentelemetry/api an explicit traceparent still ends on the step'
       c.close();
       process.stdout.write(JSON.stringify([rec.beginTraceId, rec.completeTraceId]));
     })().catch((e) => { console.error(e); process.exit(1); });`;
-  const { execFileSync } = require('child_process');
   const out = execFileSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 30000 });
   assert.deepEqual(JSON.parse(out), [tid, tid]);
 });

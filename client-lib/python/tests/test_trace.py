@@ -1,7 +1,9 @@
 """test_trace.py — trace context against a real coordinator (docs/api.md §22): an explicit
-traceparent on run_step and on the raw calls ends on the step (LookupStep); a
+traceparent on run_step and on the raw calls ends on the step (LookupStep, `idemctl step`); a
 malformed one is INVALID_ARGUMENT naming the field; an HTTP request with a traceparent through
 the WSGI middleware (a real wsgiref server on loopback) leaves its trace id on the step."""
+import os
+import subprocess
 import threading
 import unittest
 import urllib.request
@@ -43,6 +45,13 @@ class Trace(unittest.TestCase):
         self.assertTrue(rep.ran)
         rec = self.client.lookup(key)
         self.assertEqual((rec.begin_trace_id, rec.complete_trace_id), (TID, TID))
+        idemctl = os.environ.get("IDEM_IDEMCTL_BIN")
+        self.assertTrue(idemctl, "IDEM_IDEMCTL_BIN is not set (tests.cmake sets it)")
+        out = subprocess.run([idemctl, "--addr", self.coord.address, "--tenant", self.tenant,
+                              "step", gid, "pay", "charge"], capture_output=True, text=True,
+                             timeout=30, check=False)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn(TID, out.stdout)
 
     def test_raw_calls_carry_it_and_none_is_empty(self):
         gid = self.client.begin_saga().global_id
