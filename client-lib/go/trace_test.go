@@ -66,10 +66,10 @@ func TestStepSpanAndTraceIDOnTheStep(t *testing.T) {
 
 	pctx, parent := tp.Tracer("test").Start(ctx, "checkout")
 	var actionSpan trace.SpanContext
-	rep, err := c.Run(pctx, key, idem.RunOptions{Lease: 600 * time.Millisecond, ExtendEvery: 50 * time.Millisecond},
+	rep, err := c.Run(pctx, key, idem.RunOptions{Lease: 3 * time.Second, ExtendEvery: 100 * time.Millisecond},
 		func(ctx context.Context, s idem.StepContext) idem.Result {
 			actionSpan = trace.SpanContextFromContext(ctx)
-			time.Sleep(300 * time.Millisecond) // a few lease extensions
+			time.Sleep(500 * time.Millisecond) // a few lease extensions
 			return idem.Result{Outcome: idem.OutcomeSucceeded, Body: []byte("ok")}
 		})
 	parent.End()
@@ -148,8 +148,9 @@ func TestStepSpanWaitingAndTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := idem.StepKey{GlobalID: saga.GlobalID, Service: "pay", Operation: "hold"}
-	// an attempt that never completes: its lease runs out, and the next run takes over
-	if b, err := c.BeginStep(ctx, key, idem.BeginOptions{Lease: 400 * time.Millisecond}); err != nil || b.Decision != idem.DecisionProceed {
+	// an attempt that never completes: its lease runs out, and the next run takes over (a lease
+	// long enough that the run surely finds it in progress first, even on a busy machine)
+	if b, err := c.BeginStep(ctx, key, idem.BeginOptions{Lease: 1500 * time.Millisecond}); err != nil || b.Decision != idem.DecisionProceed {
 		t.Fatalf("BeginStep: %+v %v", b, err)
 	}
 	pctx, parent := tp.Tracer("test").Start(ctx, "parent")

@@ -49,9 +49,9 @@ test('idem.step is the parent span\'s child; the parent\'s trace id is on the st
     try {
       const rep = await client.runStep(key, async () => {
         inAction = api.trace.getSpanContext(api.context.active());
-        await h.sleep(400); // a few lease extensions (every third of 300 ms)
+        await h.sleep(1300); // two lease extensions (every third of 1500 ms)
         return { outcome: 'succeeded', body: 'ok' };
-      }, { leaseMs: 300 });
+      }, { leaseMs: 1500 });
       assert.equal(rep.ran, true);
       return span;
     } finally {
@@ -94,7 +94,8 @@ test('idem.step events: waiting while another attempt holds the step, then its t
   exporter.reset();
   const { globalId } = await client.beginSaga();
   const key = { globalId, service: 'pay', operation: 'hold' };
-  const b = await client.beginStep(key, { leaseMs: 400 }); // never completed: its lease runs out
+  // never completed: its lease runs out (long enough that the run surely finds it in progress)
+  const b = await client.beginStep(key, { leaseMs: 1500 });
   assert.equal(b.decision, 'PROCEED');
   const rep = await tracer.startActiveSpan('parent', async (span) => {
     try {
