@@ -18,6 +18,7 @@ check "idem-bench --version" "$("$build/bench/idem-bench" --version | awk '{prin
 check "idem_version() of libidem.so" "$("$build/tests/upgrade_version_probe")"
 check "Go SDK Version" "$(sed -n 's/^const Version = "\(.*\)"$/\1/p' "$src/client-lib/go/client.go")"
 check "Node SDK package.json" "$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["version"])' "$src/client-lib/node/package.json")"
+check "Node SDK user agent" "$(sed -n "s|.*'idem-client-node/\(.*\)',\$|\1|p" "$src/client-lib/node/src/client.ts")"
 check "Python SDK __version__" "$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' "$src/client-lib/python/idem_client/__init__.py")"
 check "Python SDK setup.py" "$(sed -n 's/^ *version="\(.*\)",$/\1/p' "$src/client-lib/python/setup.py")"
 check "Debian packages (CPack)" "$(sed -n 's/^set(CPACK_PACKAGE_VERSION "\(.*\)")$/\1/p' "$build/CPackConfig.cmake")"
