@@ -17,9 +17,9 @@
 # Each restart lasts from its SIGTERM until both groups are led again, one by each node (the
 # balance rule). The independent checker (tests/chaos/checker/idem_check.py) reads the whole
 # history: 0 violations (no acknowledged completion lost, no second PROCEED of an attempt, ...).
-# Printed: each restart's drain and serve-again times and the calls that failed during it (not
-# absorbed by libidem's retries: UNAVAILABLE, DEADLINE_EXCEEDED, outcome unknown), the checker's
-# summary. Fails on a violation, a node that does not start or stop cleanly, or a missing warning.
+# Printed: each restart's drain and serve-again times, the calls answered during it and those that
+# failed (a transient error libidem's retries did not absorb) or whose outcome the client cannot
+# know, and the checker's summary and figures. Fails on a violation, a node that does not start or stop cleanly, or a missing warning.
 set -euo pipefail
 build=$(cd "${1:?build dir}" && pwd)
 root=${IDEM_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -48,7 +48,7 @@ cleanup() {
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
   psql -qAt "$server/postgres$query" -c "DROP DATABASE IF EXISTS $db2 WITH (FORCE)" >/dev/null 2>&1
-  if [ "${keep:-0}" = 1 ]; then echo "test_rolling: logs kept in $work" >&2; else rm -rf "$work"; fi
+  if [ "${keep:-${IDEM_UPGRADE_KEEP:-0}}" = 1 ]; then echo "test_rolling: logs kept in $work" >&2; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
 fail() {
@@ -242,43 +242,53 @@ with open(sys.argv[1], "w") as out:
         out.write(line)
 PY
 
-# calls that failed during each restart (answered within it; not absorbed by libidem's retries)
-/usr/bin/python3 - "$work/history.jsonl" "${restarts[@]}" <<'PY'
+# calls that failed during each restart (answered within it): `failed` = a transient error libidem's
+# retries did not absorb (UNAVAILABLE, DEADLINE_EXCEEDED, ...); `unknown` = an answer whose outcome
+# the client cannot know (history type info: a try was sent and its answer lost, e.g. on the
+# draining node, and the retry was refused, FAILED_PRECONDITION, because the first may have acted)
+served=0
+/usr/bin/python3 - "$work/history.jsonl" "${restarts[@]}" <<'PY' || served=$?
 import json, sys
 windows = [r.split() for r in sys.argv[2:]]
 transient = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "INTERNAL", "UNKNOWN", "CANCELLED", "RESOURCE_EXHAUSTED"}
-stats = {w[0]: {"calls": 0, "ok": 0, "failed": 0, "errors": {}} for w in windows}
-last_invoke = {}
-total = {"calls": 0, "failed": 0}
+def blank():
+    return {"calls": 0, "ok": 0, "failed": {}, "unknown": {}}
+stats = {w[0]: blank() for w in windows}
+total = blank()
+pending = set()
+def add(s, o):
+    s["calls"] += 1
+    s["ok"] += o["type"] == "ok"
+    e = o.get("error", "no answer")
+    if o["type"] == "info":
+        s["unknown"][e] = s["unknown"].get(e, 0) + 1
+    elif o["type"] == "fail" and e in transient:
+        s["failed"][e] = s["failed"].get(e, 0) + 1
 with open(sys.argv[1]) as f:
     for line in f:
         o = json.loads(line)
-        p = o["process"]
         if o["type"] == "invoke":
-            last_invoke[p] = o["t"]
-            total["calls"] += 1
+            pending.add(o["process"])
             continue
-        ti = last_invoke.pop(p, None)
-        if ti is None:
+        if o["process"] not in pending:
             continue
-        bad = o["type"] == "info" or (o["type"] == "fail" and o.get("error") in transient)
-        total["failed"] += bad
+        pending.discard(o["process"])
+        add(total, o)
         for kind, node, t0, t1 in windows:
             if int(t0) <= o["t"] <= int(t1):
-                s = stats[kind]
-                s["calls"] += 1
-                s["ok"] += o["type"] == "ok"
-                if bad:
-                    s["failed"] += 1
-                    e = o.get("error", "outcome unknown") if o["type"] == "fail" else "outcome unknown"
-                    s["errors"][e] = s["errors"].get(e, 0) + 1
+                add(stats[kind], o)
+def words(d):
+    return "%d%s" % (sum(d.values()), " (" + ", ".join(f"{k} {v}" for k, v in sorted(d.items())) + ")" if d else "")
 for kind, node, t0, t1 in windows:
     s = stats[kind]
-    errs = ", ".join(f"{k} {v}" for k, v in sorted(s["errors"].items())) or "none"
-    print(f"rolling: {kind}: {s['calls']} calls answered during the restart ({(int(t1) - int(t0)) / 1000:.1f} s),"
-          f" {s['ok']} ok, {s['failed']} failed ({errs})")
-print(f"rolling: the whole run: {total['calls']} calls, {total['failed']} failed (not absorbed by retries)")
+    print(f"rolling: {kind}: {(int(t1) - int(t0)) / 1000:.1f} s, {s['calls']} calls answered, {s['ok']} ok,"
+          f" failed {words(s['failed'])}, outcome unknown {words(s['unknown'])}")
+print(f"rolling: the whole run: {total['calls']} calls answered, {total['ok']} ok,"
+      f" failed {words(total['failed'])}, outcome unknown {words(total['unknown'])}")
+# the other node served while one restarted (the first new node's migrations included)
+sys.exit(1 if any(stats[w[0]]["ok"] == 0 for w in windows) else 0)
 PY
+[ "$served" = 0 ] || fail "a restart during which no call was answered ok (the other node did not serve)"
 
 st=0
 /usr/bin/python3 "$checker" "$work/history.jsonl" --faults "$work/faults.jsonl" >"$work/check.txt" || st=$?
