@@ -172,7 +172,7 @@ func Connect(o Options) (*Client, error) {
 }
 
 // Version of this SDK.
-const Version = "0.1.0"
+const Version = "0.2.0"
 
 func transportCreds(o Options) (grpc.DialOption, *Error) {
 	useTLS := o.TLS || o.TLSRootFile != "" || o.TLSCertFile != "" || o.TLSKeyFile != ""

@@ -2,7 +2,8 @@
 IDEM_DEBS="build-essential cmake pkg-config libgrpc-dev protobuf-c-compiler libprotobuf-c-dev
   libpq-dev libinih-dev postgresql postgresql-client libcriterion-dev libssl-dev grpc-proto protobuf-compiler
   python3-grpcio python3-protobuf libmicrohttpd-dev libcjson-dev
-  etcd-server libcurl4-openssl-dev openssl patroni python3-h2 iproute2 nftables faketime"
+  etcd-server libcurl4-openssl-dev openssl patroni python3-h2 iproute2 nftables faketime
+  abi-dumper abi-compliance-checker"
 # scripts/fuzz only: clang 14 with libFuzzer and the sanitizer runtimes, llvm-symbolizer for traces
 IDEM_FUZZ_DEBS="clang-14 libclang-rt-14-dev llvm-14"
 
@@ -46,6 +47,13 @@ deps_nodejs() {
 deps_node() {
   deps_nodejs
   (cd "$1/client-lib/examples/node" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+}
+
+# deps_compat: buf for .ci/compat/check wire (npm @bufbuild/buf at the version .ci/compat's lock
+# file pins; abi-dumper and abi-compliance-checker, for the ABI check, are in IDEM_DEBS).
+deps_compat() {
+  deps_nodejs
+  (cd "$1/.ci/compat" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 }
 
 # deps_console: the console's browser tests (tests/console): Debian's chromium, and playwright-core

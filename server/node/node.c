@@ -73,6 +73,7 @@ struct node {
   node_slotfill *slotfill; /* rows written before slot groups get their slot */
   node_group groups[OPT_LIST_MAX];
   size_t n_groups;
+  int schema_version; /* the lowest of the groups' schema versions, read at start (GetStatus) */
   node_balance *balance; /* with etcd and several groups: at most ceil(G/N) groups led here */
   node_move *mover;      /* with etcd and several groups: moves of slots (docs/api.md §18) */
   rpc_server *rpc;
@@ -181,6 +182,40 @@ static node_result check_slots(node *nd, const node_group *g, err_t *err) {
   return NODE_FAILED;
 }
 
+/* docs/upgrading.md: a schema that needs a newer node than this one (a contraction recorded by
+ * a newer release) stops the start (exit 2) naming both versions; one that is only newer (an
+ * expansion) is run on, with a warning. NODE_FAILED with err set when the store did not answer. */
+static node_result check_schema(node *nd, const node_group *g, err_t *err) {
+  store_pg_schema sc;
+  err_clear(err);
+  err_code rc =
+      store_pg_schema_check(g->conninfo, clock_mono_ms() + nd->o->store_timeout_ms, &sc, err);
+  if (rc == ERR_INVALID) {
+    char have[16], need[16], know[16];
+    snprintf(have, sizeof have, "%d", sc.version);
+    snprintf(need, sizeof need, "%d", sc.needs);
+    snprintf(know, sizeof know, "%d", store_pg_schema_newest());
+    log_kv(LOG_ERROR, "the schema is newer than this node can run on; not starting", "group",
+           g->name, "schema_version", have, "needs_schema", need, "node_schema", know,
+           "node_version", IDEM_VERSION, "error", err->msg, "hint",
+           "upgrade this node's binary to the release that migrated the schema "
+           "(docs/upgrading.md)",
+           (const char *)NULL);
+    return NODE_REFUSED;
+  }
+  if (rc != ERR_OK) return NODE_FAILED;
+  if (sc.version > store_pg_schema_newest()) {
+    char have[16], know[16];
+    snprintf(have, sizeof have, "%d", sc.version);
+    snprintf(know, sizeof know, "%d", store_pg_schema_newest());
+    log_kv(LOG_WARN, "the schema is newer than this node knows; running on it (an expansion)",
+           "group", g->name, "schema_version", have, "node_schema", know, (const char *)NULL);
+  }
+  if (nd->schema_version == 0 || sc.version < nd->schema_version)
+    nd->schema_version = sc.version;
+  return NODE_RUNNING;
+}
+
 /* Creates or migrates the schema, retrying while Postgres may still come (a refused connection,
  * a timeout) until it answers, MIGRATE_PATIENCE_MS pass or a stop signal comes. Every failure
  * names where it tried; one no retry can fix (a malformed --pg, authentication, a missing
@@ -201,7 +236,8 @@ static node_result migrate_group(node *nd, const node_group *g) {
     int64_t deadline = clock_mono_ms() + nd->o->store_timeout_ms;
     if (deadline > give_up) deadline = give_up;
     if (store_pg_migrate(g->conninfo, deadline, &err) == ERR_OK) {
-      node_result r = check_slots(nd, g, &err);
+      node_result r = check_schema(nd, g, &err);
+      if (r == NODE_RUNNING) r = check_slots(nd, g, &err);
       if (r != NODE_FAILED) return r;
     }
     if (store_pg_error_permanent(&err)) {
@@ -602,6 +638,8 @@ static node_result start_rpc(node *nd) {
       .move_arg = nd,
       .submit_steps = true, /* BeginStep and CompleteStep are answered by the batcher */
       .node_id = o->node_id,
+      .schema_version = nd->schema_version,
+      .schema_newest = store_pg_schema_newest(),
       .max_recv_bytes = MAX_RECV_BYTES,
       .default_deadline_ms = DEFAULT_DEADLINE_MS,
       .tls_cert_pem = nd->tls.cert_pem,

@@ -80,6 +80,9 @@ typedef struct rpc_config {
    * batcher). false: every call runs on a worker. */
   bool submit_steps;
   const char *node_id;         /* for GetStatus */
+  /* for GetStatus (docs/upgrading.md): the schema version this node runs on (the lowest of its
+   * groups', read at start) and the newest its migrations know */
+  int schema_version, schema_newest;
   size_t max_recv_bytes;       /* default 256 KiB */
   int64_t default_deadline_ms; /* applied to calls without a deadline; default 2000 */
   /* high availability: borrowed, must outlive the server; NULL = always the leader.

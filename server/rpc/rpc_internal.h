@@ -211,6 +211,7 @@ struct rpc_server {
   void *registered[RPC_MAX_METHODS]; /* per rpc__methods entry */
   int port;
   int64_t started_unix_ms;
+  int schema_version, schema_newest; /* rpc_config's */
 
   pthread_t cq_thread;
   bool cq_started;

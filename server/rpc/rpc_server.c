@@ -279,6 +279,8 @@ rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err) {
   s->default_deadline_ms =
       cfg->default_deadline_ms > 0 ? cfg->default_deadline_ms : DEFAULT_DEADLINE_MS;
   s->started_unix_ms = clock_wall_ms();
+  s->schema_version = cfg->schema_version;
+  s->schema_newest = cfg->schema_newest;
   s->auth = cfg->auth;
   s->require_tenant = cfg->require_tenant;
 

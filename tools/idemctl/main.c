@@ -12,7 +12,7 @@
 #include "idemctl.h"
 
 #define GLOBAL_FLAGS \
-  "addr=,tenant=,token=,json,deadline-ms=,help,tls,tls-ca=,tls-cert=,tls-key=,tls-server-name="
+  "addr=,tenant=,token=,json,deadline-ms=,help,version,tls,tls-ca=,tls-cert=,tls-key=,tls-server-name="
 
 static const ctl_cmd commands[] = {
     {"status", "", "", 0, 0,
@@ -117,7 +117,8 @@ static void usage(FILE *f) {
       "                     (default: the host of --addr; $IDEM_TLS_SERVER_NAME)\n"
       "  --tls              TLS with the system's roots (implied by the --tls-* files)\n"
       "  --json             machine-readable output\n"
-      "  --deadline-ms N    per call (default 5000)\n\n"
+      "  --deadline-ms N    per call (default 5000)\n"
+      "  --version          idemctl's version, and libidem's\n\n"
       "exit status: 0 ok, 1 not found or refused, 2 usage, 3 unavailable\n"
       "'idemctl COMMAND --help' describes a command\n",
       f);
@@ -325,6 +326,10 @@ static int run(ctl *c, int argc, char **argv, struct option *opts, int *n_opts) 
   for (size_t k = 0; k < N_COMMANDS; k++) add_options(commands[k].flags, opts, n_opts);
   int i = argc, rc;
   if ((rc = parse_flags(c, argc, argv, opts, &i)) != EXIT_OK) return rc;
+  if (ctl_has(c, "version")) { /* the project's version; libidem's is the same build's */
+    printf("idemctl %s (libidem %s)\n", IDEM_VERSION, idem_version());
+    return EXIT_OK;
+  }
   if (i >= argc) {
     if (ctl_has(c, "help")) {
       usage(stdout);

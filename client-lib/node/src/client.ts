@@ -109,7 +109,7 @@ export class IdemClient {
     const credentials = useTls ? grpc.credentials.createSsl(ca ?? null, key ?? null, cert ?? null)
       : grpc.credentials.createInsecure();
     const channelOptions: grpc.ChannelOptions = {
-      'grpc.primary_user_agent': 'idem-client-node/0.1.0',
+      'grpc.primary_user_agent': 'idem-client-node/0.2.0',
       // a restarted or newly elected node must not sit behind the default reconnect backoff
       'grpc.initial_reconnect_backoff_ms': 100,
       'grpc.max_reconnect_backoff_ms': 1000,
