@@ -16,7 +16,7 @@
 #include "../auth/auth.h"
 #include "../coord/coord.h"
 #include "../elect/elect.h"
-#include "../slots/slotmap.h"
+#include "../slots/slot_service.h"
 #include "../slots/slotmove.h"
 #include "../store/store.h"
 #include "../util/err.h"
@@ -68,7 +68,7 @@ typedef struct rpc_config {
   rpc_route_fn route;
   void *route_arg;
   /* the slot map now, for GetTopology and GetStatus (NULL: none; borrowed until the next call) */
-  const slotmap *(*slotmap_now)(void *arg);
+  slots_view *(*slots_hold)(void *arg); /* the map now, held (slots_view_release) */
   void *slotmap_arg;
   rpc_move_fn move_slots; /* NULL: MoveSlots answers FAILED_PRECONDITION (no slot groups) */
   rpc_move_progress_fn move_progress;

@@ -198,7 +198,7 @@ struct rpc_server {
   size_t n_groups;
   rpc_route_fn route; /* with n_groups > 1 */
   void *route_arg;
-  const slotmap *(*slotmap_now)(void *arg); /* NULL: no map (GetTopology UNAVAILABLE) */
+  slots_view *(*slots_hold)(void *arg); /* NULL: no map (GetTopology UNAVAILABLE) */
   void *slotmap_arg;
   rpc_move_fn move_slots;
   rpc_move_progress_fn move_progress;
