@@ -238,7 +238,10 @@ static void hand_off(drive *d) {
   if (nm__hold(d->m, MOVE_BLOCKED)) return;
   int64_t t_block = clock_mono_ms();
   bool arrived = false;
-  while (!arrived) { /* in slices, so that a stopping node does not wait out the whole time */
+  /* the target's session LISTENs for the mark's arrival (no polling), in slices so that a
+   * stopping node does not wait out the whole time; a store that did not answer is asked again
+   * 50 ms later */
+  while (!arrived) {
     int64_t now = clock_mono_ms(), slice = now + 250 < t0 + MOVE_MARK_MAX_MS ? now + 250
                                                                             : t0 + MOVE_MARK_MAX_MS;
     bool answered = store_pg_move_wait_marked(d->ss, slice, &arrived, &err) == ERR_OK;
@@ -247,7 +250,8 @@ static void hand_off(drive *d) {
       give_up_store(d, "the last changes did not reach the target within 15 s");
       return;
     }
-    if (nm__pause(d->m, answered ? 0 : 50)) return; /* stopping: the next leader rolls back */
+    if (answered ? atomic_load(&d->m->stopping) : nm__pause(d->m, 50))
+      return; /* stopping: the next leader rolls back */
   }
   int64_t t_drain = clock_mono_ms();
   /* before the commit point both stores must be known to be the ones the copy began on: one

@@ -14,7 +14,6 @@
 static const char *const move_tables[MOVE_TABLES_N] = {"idem_sagas", "idem_saga_labels",
                                                        "idem_steps", "idem_audit"};
 #define DELETE_BATCH 5000
-#define MARK_POLL_MS 5 /* the handoff asks this often whether the mark has arrived */
 
 struct store_pg_move_session {
   pg_store side[2]; /* MOVE_SIDE_SOURCE, MOVE_SIDE_TARGET */
@@ -351,21 +350,42 @@ err_code store_pg_move_block(store_pg_move_session *ms, uint64_t epoch, int64_t 
   return rc;
 }
 
+/* Whether a notification of the mark of ms's move is among those libpq holds (the others are
+ * dropped: another move's). */
+static bool mark_notified(store_pg_move_session *ms, PGconn *pc) {
+  bool mine = false;
+  PGnotify *n;
+  while ((n = PQnotifies(pc))) {
+    if (strcmp(n->relname, "idem_move_marks") == 0 && strcmp(n->extra, ms->id) == 0) mine = true;
+    PQfreemem(n);
+  }
+  return mine;
+}
+
 err_code store_pg_move_wait_marked(store_pg_move_session *ms, int64_t until, bool *arrived,
                                    err_t *err) {
   const char *id = ms->id;
   conn c = {0};
-  memset(&c, 0, sizeof c);
   *arrived = false;
   int64_t deadline = until > clock_mono_ms() + 1000 ? until : clock_mono_ms() + 1000;
   err_code rc = need_id(ms, err);
   if (rc == ERR_OK) rc = open_conn(&c, ms, MOVE_SIDE_TARGET, deadline, err);
-  while (rc == ERR_OK) {
-    int64_t n = 0;
+  /* LISTEN first (again each time: a no-op on a connection that listens, and a connection made
+   * again after a lost one does not), then look: a mark that arrived before the LISTEN is in
+   * the table, one after it is announced (schema version 11) */
+  if (rc == ERR_OK) rc = q(&c, "LISTEN idem_move_marks", NULL, NULL, deadline, err);
+  int64_t n = 0;
+  if (rc == ERR_OK)
     rc = q1(&c, "SELECT count(*) FROM idem_move_marks WHERE move_id = $1", id, &n, deadline, err);
-    if (rc == ERR_OK && n > 0) *arrived = true;
-    if (*arrived || clock_mono_ms() >= until) break;
-    nanosleep(&(struct timespec){0, MARK_POLL_MS * 1000000L}, NULL);
+  if (rc == ERR_OK) *arrived = n > 0 || mark_notified(ms, c.s->conn);
+  while (rc == ERR_OK && !*arrived && clock_mono_ms() < until) {
+    PGconn *pc = c.s->conn;
+    int w = pg__wait_fd(PQsocket(pc), false, until);
+    if (w < 0 || (w > 0 && !PQconsumeInput(pc))) {
+      rc = pg__lost(c.s, err);
+      break;
+    }
+    *arrived = mark_notified(ms, pc);
   }
   close_conn(&c, deadline);
   return rc;

@@ -71,9 +71,9 @@ err_code store_pg_move_progress(store_pg_move_session *s, bool *synced, int64_t 
 err_code store_pg_move_block(store_pg_move_session *s, uint64_t epoch, int64_t deadline,
                              err_t *err);
 
-/* Target: whether the mark has arrived (then everything written before the block has), asked
- * every few milliseconds on the target's connection until it has or until (monotonic ms)
- * passes. */
+/* Target: whether the mark has arrived (then everything written before the block has): the
+ * target's connection LISTENs on idem_move_marks (schema version 11 announces each mark that
+ * arrives) and waits for this move's until it has arrived or until (monotonic ms) passes. */
 err_code store_pg_move_wait_marked(store_pg_move_session *s, int64_t until, bool *arrived,
                                    err_t *err);
 
