@@ -2,6 +2,7 @@
 #include "node.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +78,7 @@ struct node {
   size_t n_groups;
   node_balance *balance; /* with etcd and several groups: at most ceil(G/N) groups led here */
   node_move *mover;      /* with etcd and several groups: moves of slots (docs/api.md §18) */
+  pthread_rwlock_t mover_lock; /* MoveSlots's calls into the mover (read) and its stop (write) */
   rpc_server *rpc;
   node_metrics *metrics;
   console *console;
@@ -533,16 +535,28 @@ static bool owns_slot(void *arg, uint32_t slot) {
 }
 
 static err_code move_slots(void *arg, const slot_move_req *rq, int64_t deadline,
-                           slot_move_res *out, err_t *err) {
+                           slot_move_res *out, err_t *err, slot_move_wait *w, bool *parked) {
   node *nd = arg;
   if (!nd->o->etcd || nd->n_groups < 2 || nd->o->groups_from_pg)
     return err_set(err, ERR_PRECONDITION,
                    "moving slots needs --etcd and two or more --store groups on every node");
   /* the calls are served before the mover starts (and when it could not): another node, or
    * this one in a moment, answers */
+  *parked = false;
+  pthread_rwlock_rdlock(&nd->mover_lock);
   node_move *m = __atomic_load_n(&nd->mover, __ATOMIC_ACQUIRE);
-  if (!m) return err_set(err, ERR_UNAVAILABLE, "this node's slot mover is not running (yet)");
-  return node_move_request(m, rq, deadline, out, err);
+  err_code rc = m ? node_move_request(m, rq, deadline, out, err, w, parked)
+                  : err_set(err, ERR_UNAVAILABLE, "this node's slot mover is not running (yet)");
+  pthread_rwlock_unlock(&nd->mover_lock);
+  return rc;
+}
+
+/* A kept MoveSlots call's client went away (the cq thread). */
+static void move_cancel(void *arg, uint64_t id) {
+  node *nd = arg;
+  pthread_rwlock_rdlock(&nd->mover_lock);
+  node_move_cancel(__atomic_load_n(&nd->mover, __ATOMIC_ACQUIRE), id);
+  pthread_rwlock_unlock(&nd->mover_lock);
 }
 
 static bool move_progress(void *arg, uint64_t *rows, int64_t *lag) {
@@ -623,6 +637,7 @@ static node_result start_rpc(node *nd) {
       .slots_hold = slots_hold,
       .slotmap_arg = nd,
       .move_slots = move_slots,
+      .move_cancel = move_cancel,
       .move_progress = move_progress,
       .move_arg = nd,
       .submit_steps = true, /* BeginStep and CompleteStep are answered by the batcher */
@@ -685,8 +700,11 @@ static void undo_mover(node *nd) {
   node_balance_stop(nd->balance); /* it asks the mover (move_source) */
   nd->balance = NULL;
   metrics_set_move_fn(NULL, NULL);
-  node_move_stop(nd->mover);
-  nd->mover = NULL;
+  pthread_rwlock_wrlock(&nd->mover_lock); /* no MoveSlots (or cancel) is in the mover now */
+  node_move *m = nd->mover;
+  __atomic_store_n(&nd->mover, NULL, __ATOMIC_RELEASE);
+  pthread_rwlock_unlock(&nd->mover_lock);
+  node_move_stop(m); /* answers the MoveSlots calls it keeps */
 }
 
 /* With etcd and several groups: the thread that drives moves of slots led here. */
@@ -831,6 +849,7 @@ node_result node_start(const idem_options *o, const sigset_t *sigs, node **out, 
     return NODE_FAILED;
   }
   nd->o = o;
+  pthread_rwlock_init(&nd->mover_lock, NULL);
   nd->sigs = sigs;
   nd->msg = msg;
   nd->msg_n = n;
@@ -878,5 +897,6 @@ node_result node_start(const idem_options *o, const sigset_t *sigs, node **out, 
 void node_stop(node *nd) {
   if (!nd) return;
   while (nd->n_undo > 0) nd->undo[--nd->n_undo](nd);
+  pthread_rwlock_destroy(&nd->mover_lock);
   free(nd);
 }

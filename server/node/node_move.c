@@ -80,7 +80,22 @@ node_move *node_move_start(const idem_options *o, slot_service *slots, const nod
   read_hold(m);
   atomic_init(&m->driving, -1);
   pthread_mutex_init(&m->mu, NULL);
-  if (clock_cond_init(&m->cv) != 0 || pthread_create(&m->th, NULL, mover_main, m) != 0) {
+  if (clock_cond_init(&m->cv) != 0) {
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+    return NULL;
+  }
+  if (!nm__answerer_start(m)) {
+    pthread_cond_destroy(&m->cv);
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+    return NULL;
+  }
+  if (pthread_create(&m->th, NULL, mover_main, m) != 0) {
+    atomic_store(&m->stopping, true);
+    slot_service_kick(m->slots);
+    nm__answerer_stop(m);
+    pthread_cond_destroy(&m->cv);
     pthread_mutex_destroy(&m->mu);
     free(m);
     return NULL;
@@ -98,52 +113,12 @@ void node_move_stop(node_move *m) {
   atomic_store(&m->stopping, true);
   pthread_cond_broadcast(&m->cv);
   pthread_mutex_unlock(&m->mu);
-  slot_service_kick(m->slots); /* out of its wait for a change */
+  slot_service_kick(m->slots); /* out of their waits for a change */
   pthread_join(m->th, NULL);
+  nm__answerer_stop(m); /* every kept MoveSlots answered */
   pthread_cond_destroy(&m->cv);
   pthread_mutex_destroy(&m->mu);
   free(m);
-}
-
-/* FAILED_PRECONDITION request-mismatch when the move of rq's request_id (slots from..to to
- * target) is not what rq asks: a request id names one move, like an idempotency key. */
-static err_code same_request(const slot_move_req *rq, uint32_t from, uint32_t to,
-                             const char *target, err_t *err) {
-  if (rq->from == from && rq->to == to && strcmp(rq->group ? rq->group : "", target) == 0)
-    return ERR_OK;
-  err_fail(err, ERR_PRECONDITION, ERR_R_REQUEST_MISMATCH,
-           "request_id %s already names the move of slots %u-%u to group %s, not %u-%u to %s",
-           rq->request_id, from, to, target, rq->from, rq->to, rq->group ? rq->group : "");
-  err_hint(err, "use a new request_id for another move");
-  return ERR_PRECONDITION;
-}
-
-/* The result kept for rq's request id: ERR_OK with *found; an ended move's error comes back as
- * err (ERR_ABORTED); a result of other parameters as request-mismatch. Results kept before
- * they named their parameters replay whatever was asked. */
-static err_code result_of(node_move *m, const slot_move_req *rq, bool *found, slot_move_res *out,
-                          err_t *err) {
-  const char *rid = rq->request_id;
-  char *value = NULL;
-  size_t len = 0;
-  *found = false;
-  err_code rc = slot_service_result(m->slots, rid, &value, &len, err);
-  if (rc != ERR_OK || !value) return rc;
-  *found = true;
-  slot_move_result r;
-  char why[160];
-  bool parsed = slot_move_result_parse(value, len, &r, why, sizeof why);
-  free(value);
-  if (!parsed)
-    return err_set(err, ERR_INTERNAL, "request_id %s: %s", rid, why);
-  if (r.has_params && same_request(rq, r.from, r.to, r.target, err) != ERR_OK) return ERR_PRECONDITION;
-  if (r.error[0])
-    return err_set(err, ERR_ABORTED, "the move of request_id %s was rolled back: %s", rid, r.error);
-  out->version = r.version;
-  out->steps_moved = r.steps_moved;
-  out->sagas_moved = r.sagas_moved;
-  out->paused_ms = r.paused_ms;
-  return ERR_OK;
 }
 
 /* Waits for the result of rq's request id until deadline: looked up again at each change the
@@ -156,7 +131,7 @@ static err_code wait_result(node_move *m, const slot_move_req *rq, int64_t deadl
     bool found = false;
     err_t e;
     err_clear(&e);
-    err_code rc = result_of(m, rq, &found, out, &e);
+    err_code rc = nm__result_of(m, rq, &found, out, &e);
     if (found) {
       if (rc != ERR_OK) *err = e;
       return rc;
@@ -197,7 +172,8 @@ static err_code stores_ready(node_move *m, store_pg_move_session *ss, int src, i
 }
 
 err_code node_move_request(node_move *m, const slot_move_req *rq, int64_t deadline,
-                           slot_move_res *out, err_t *err) {
+                           slot_move_res *out, err_t *err, slot_move_wait *w, bool *parked) {
+  *parked = false;
   memset(out, 0, sizeof *out);
   char why[320];
   if (!slot_move_request_id_ok(rq->request_id, why, sizeof why))
@@ -209,9 +185,14 @@ err_code node_move_request(node_move *m, const slot_move_req *rq, int64_t deadli
     if ((rc = slot_service_read(m->slots, &map, &rev, err)) != ERR_OK) return rc;
     if (!map) return err_set(err, ERR_UNAVAILABLE, "no slot map in etcd yet");
     if (map->move && strcmp(map->move->request_id, rq->request_id) == 0) {
-      rc = same_request(rq, map->move->from, map->move->to, map->move->target, err);
+      rc = nm__same_request(rq, map->move->from, map->move->to, map->move->target, err);
       slotmap_free(map);
       if (rc != ERR_OK) return rc;
+      if (w) {
+        rc = nm__park(m, rq, deadline, true, w, err);
+        *parked = rc == ERR_OK;
+        return rc;
+      }
       rc = wait_result(m, rq, deadline, out, err);
       out->replayed = rc == ERR_OK;
       return rc;
@@ -219,7 +200,7 @@ err_code node_move_request(node_move *m, const slot_move_req *rq, int64_t deadli
     /* the result after the map: a move ends (leaves the map) only after its result is kept, so
      * a move of this request_id that is not in the map read above has its result by now */
     bool found = false;
-    rc = result_of(m, rq, &found, out, err);
+    rc = nm__result_of(m, rq, &found, out, err);
     if (found || rc != ERR_OK) {
       slotmap_free(map);
       out->replayed = found && rc == ERR_OK;
@@ -270,6 +251,11 @@ err_code node_move_request(node_move *m, const slot_move_req *rq, int64_t deadli
     snprintf(range, sizeof range, "%u-%u", mv.from, mv.to);
     log_kv(LOG_INFO, "slot move planned", "request_id", mv.request_id, "slots", range, "from",
            mv.source, "to", mv.target, "move", mv.id, (const char *)NULL);
+    if (w) {
+      rc = nm__park(m, rq, deadline, false, w, err);
+      *parked = rc == ERR_OK;
+      return rc;
+    }
     return wait_result(m, rq, deadline, out, err);
   }
   return err_set(err, ERR_UNAVAILABLE, "the slot map kept changing: try again");

@@ -53,9 +53,15 @@ node_move *node_move_start(const idem_options *o, slot_service *slots, const nod
 /* Admin.MoveSlots: checks the request, writes the move (planned) and waits for its result until
  * deadline (absolute, monotonic ms). A request_id already used answers that move's result
  * (replayed) when rq asks the same slots and target group, else FAILED_PRECONDITION
- * request-mismatch (nothing is moved). */
+ * request-mismatch (nothing is moved). With w, the call does not wait on the calling thread:
+ * when the move goes on it is kept (ERR_OK with *parked, nothing in out) and answered later
+ * through w->done, once (node_move_wait.c); without, it waits here. */
 err_code node_move_request(node_move *m, const slot_move_req *rq, int64_t deadline,
-                           slot_move_res *out, err_t *err);
+                           slot_move_res *out, err_t *err, slot_move_wait *w, bool *parked);
+
+/* The caller of the call kept as id went away: it is answered now (ABORTED); its move goes on.
+ * Nothing when it was answered already. */
+void node_move_cancel(node_move *m, uint64_t id);
 
 /* The index of the group this node is driving a move out of now, -1 when none (the balancer
  * keeps that group: yielding it would roll the move back). NULL reads -1. */

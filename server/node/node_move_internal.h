@@ -27,6 +27,12 @@ struct node_move {
   pthread_cond_t cv;
   _Atomic bool stopping;
   _Atomic int driving; /* the source group's index while a drive runs here, else -1 */
+  /* MoveSlots calls kept until their move's result (node_move_wait.c), answered by their own
+   * thread */
+  struct nm_waiter *waiters; /* under wmu */
+  pthread_mutex_t wmu;
+  pthread_t answerer;
+  bool answering;
   /* tests only (IDEM_TEST_MOVE_HOLD=PHASE:MS, read at start): the driver holds MS in PHASE
    * (copying: once subscribed; blocked: after the source's block; switched: before the
    * clean-up), so that a test can inject a failure there */
@@ -42,6 +48,23 @@ bool nm__pause(node_move *m, int64_t ms);
 
 /* The index of the group named name, -1 when none. */
 int nm__group(const node_move *m, const char *name);
+
+/* FAILED_PRECONDITION request-mismatch when the move of rq's request id (slots from..to to
+ * target) is not what rq asks (node_move_wait.c, as the next). */
+err_code nm__same_request(const slot_move_req *rq, uint32_t from, uint32_t to, const char *target,
+                          err_t *err);
+
+/* The result kept for rq's request id (node_move_wait.c): ERR_OK with *found and *out; an ended
+ * move's error (ERR_ABORTED), a result of other parameters (request-mismatch) as err. */
+err_code nm__result_of(node_move *m, const slot_move_req *rq, bool *found, slot_move_res *out,
+                       err_t *err);
+
+/* Keeps a MoveSlots call (w) until its move's result, its deadline or the node's stop. */
+err_code nm__park(node_move *m, const slot_move_req *rq, int64_t deadline, bool replayed,
+                  slot_move_wait *w, err_t *err);
+/* Starts / ends the answering thread (the end answers every call still kept). */
+bool nm__answerer_start(node_move *m);
+void nm__answerer_stop(node_move *m);
 
 /* Drives the move in map (at rev) one step further (see node_move.h). */
 void nm__drive(node_move *m, const slotmap *map, int64_t rev);

@@ -271,6 +271,7 @@ rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err) {
   s->slots_hold = cfg->slots_hold;
   s->slotmap_arg = cfg->slotmap_arg;
   s->move_slots = cfg->move_slots;
+  s->move_cancel = cfg->move_cancel;
   s->move_progress = cfg->move_progress;
   s->move_arg = cfg->move_arg;
   s->workers = cfg->workers > 0 ? cfg->workers : DEFAULT_WORKERS;

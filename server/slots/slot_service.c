@@ -1,8 +1,7 @@
-/* slot_service.c — see slot_service.h. The watch's thread and the views; the map's keeping in
- * etcd at start is slot_service_etcd.c's. */
+/* slot_service.c — see slot_service.h: the views, the route, the waiters. etcd (the start, the
+ * watch's thread, the moves' calls) is slot_service_etcd.c's. */
 #include "slot_service.h"
 
-#include <cjson/cJSON.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,8 +12,6 @@
 #include "../util/log.h"
 #include "slot_service_internal.h"
 #include "slotmove.h"
-
-#define WATCH_RETRY_MS 500 /* after a lost watch (etcd down), before reading the map again */
 
 void slots_view_release(slots_view *v) {
   if (!v || atomic_fetch_sub(&v->refs, 1) != 1) return;
@@ -107,109 +104,6 @@ bool ss__follow(slot_service *s, slotmap *m) {
   slots_view_release(old); /* freed when its last reader lets go */
   ss__changed(s);
   return true;
-}
-
-/* A result seen by the watch, kept for waiters (the oldest goes when the ring is full). */
-static void remember_result(slot_service *s, const char *rid, const char *json, size_t len) {
-  char *copy = malloc(len + 1);
-  if (!copy) return;
-  memcpy(copy, json, len);
-  copy[len] = '\0';
-  pthread_mutex_lock(&s->mu);
-  ss_result *r = &s->results[s->next_result++ % SS_RESULTS];
-  free(r->json);
-  snprintf(r->rid, sizeof r->rid, "%s", rid);
-  r->json = copy;
-  r->len = len;
-  pthread_mutex_unlock(&s->mu);
-}
-
-static bool on_change(void *arg, const char *key, const char *value, size_t len, int64_t rev) {
-  slot_service *s = arg;
-  (void)rev;
-  size_t rp = strlen(s->results_prefix);
-  if (strcmp(key, s->map_key) == 0) {
-    char why[256] = "";
-    slotmap *m = value ? slotmap_parse(value, len, why, sizeof why) : NULL;
-    if (!m)
-      log_kv(LOG_ERROR, "the slot map in etcd is not valid; keeping the one followed", "key", key,
-             "error", value ? why : "deleted", (const char *)NULL);
-    else
-      ss__follow(s, m);
-  } else if (strncmp(key, s->results_prefix, rp) == 0 && value) {
-    remember_result(s, key + rp, value, len);
-    ss__changed(s);
-  } else if (strcmp(key, s->progress_key) == 0 && value) {
-    cJSON *j = cJSON_ParseWithLength(value, len);
-    const cJSON *r = cJSON_GetObjectItemCaseSensitive(j, "rows");
-    const cJSON *l = cJSON_GetObjectItemCaseSensitive(j, "lag");
-    if (cJSON_IsNumber(r) && cJSON_IsNumber(l)) {
-      atomic_store(&s->rows, (uint64_t)r->valuedouble);
-      atomic_store(&s->lag, (int64_t)l->valuedouble);
-      atomic_store(&s->have_progress, true);
-    }
-    cJSON_Delete(j);
-  }
-  return !atomic_load(&s->stop);
-}
-
-/* Waits up to ms unless the service is stopping; true when it is. */
-static bool pause_ms(slot_service *s, int64_t ms) {
-  struct timespec ts = clock_after_us(CLOCK_MONOTONIC, ms * 1000);
-  pthread_mutex_lock(&s->mu);
-  if (!atomic_load(&s->stop)) pthread_cond_timedwait(&s->cv, &s->mu, &ts);
-  pthread_mutex_unlock(&s->mu);
-  return atomic_load(&s->stop);
-}
-
-/* The map read again (after a lost or compacted watch: a change may have been missed). */
-static void read_again(slot_service *s) {
-  slotmap *m = NULL;
-  int64_t rev = 0;
-  err_t err;
-  err_clear(&err);
-  if (slot_service_read(s, &m, &rev, &err) == ERR_OK && m) ss__follow(s, m);
-}
-
-static void *watch_main(void *arg) {
-  slot_service *s = arg;
-  int64_t from = s->watch_from;
-  bool lost = false;
-  while (!atomic_load(&s->stop)) {
-    int64_t next = from, compacted = 0;
-    err_t err;
-    err_clear(&err);
-    err_code rc = s->etcd.watch(s->etcd.arg, s->watch_prefix, from, on_change, s, &s->stop, &next,
-                                &compacted, &err);
-    if (atomic_load(&s->stop)) break;
-    if (compacted) {
-      char c[24];
-      snprintf(c, sizeof c, "%lld", (long long)compacted);
-      log_kv(LOG_INFO, "slot map watch: etcd compacted past it; reading the map again",
-             "compact_revision", c, (const char *)NULL);
-      from = compacted;
-      read_again(s);
-      continue;
-    }
-    from = next;
-    if (rc != ERR_OK) {
-      if (!lost)
-        log_kv(LOG_WARN, "slot map watch lost; watching again once etcd answers", "error",
-               err.msg, (const char *)NULL);
-      lost = true;
-      if (pause_ms(s, WATCH_RETRY_MS)) break;
-      read_again(s);
-      continue;
-    }
-    if (lost) log_kv(LOG_INFO, "slot map watch back", (const char *)NULL);
-    lost = false;
-  }
-  return NULL;
-}
-
-bool ss__watch_start(slot_service *s) {
-  s->watching = pthread_create(&s->watcher, NULL, watch_main, s) == 0;
-  return s->watching;
 }
 
 void slot_service_stop(slot_service *s) {
