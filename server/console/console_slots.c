@@ -134,7 +134,8 @@ static void groups_table(creq *r, const slotmap *m) {
 void console__page_slots(creq *r, char **seg) {
   (void)seg;
   const console_config *cfg = &r->c->cfg;
-  const slotmap *m = cfg->slotmap_now ? cfg->slotmap_now(cfg->slotmap_arg) : NULL;
+  slots_view *held = cfg->slots_hold ? cfg->slots_hold(cfg->slotmap_arg) : NULL;
+  const slotmap *m = held ? slots_view_map(held) : NULL;
   console__page_begin(r, "Slots");
   console_move mv;
   memset(&mv, 0, sizeof mv);
@@ -145,5 +146,6 @@ void console__page_slots(creq *r, char **seg) {
   else
     console__html(&r->out, "<div class=\"banner err\">No slot map yet.</div>");
   groups_table(r, m);
+  slots_view_release(held);
   console__page_end(r);
 }

@@ -71,6 +71,7 @@ void rpc__call_closed(rpc_call *c) {
    * batch completes too) */
   const coord_ctx *coord = c->srv->groups[c->group].g.coord;
   if (c->cancelled && coord) coord_waiters_cancel(coord->waiters, &c->cell);
+  if (c->cancelled && c->on_cancel) c->on_cancel(c); /* a kept call: answered now, if still kept */
   rpc__call_batch_done(c);
 }
 
@@ -414,15 +415,32 @@ void rpc__call_handle(rpc_call *c, store **st) {
   if (admit(c, m, tenant, sizeof tenant, &err)) {
     ProtobufCMessage *in = rpc__decode(c->payload, m->in, &err);
     trace_of(&c->md, trace);
-    rpc_req rq = {.srv = c->srv, .tenant = tenant, .deadline = c->deadline, .trace_id = trace};
+    bool kept = false;
+    rpc_req rq = {.srv = c->srv, .tenant = tenant, .deadline = c->deadline, .trace_id = trace,
+                  .kept = &kept};
     if (in && route_call(c, m, in, tenant, &rq, &err)) {
       rq.st = st[rq.group];
       rq.stores = st;
       settle(c, m->handler(&rq, in, c, &err), &err);
     }
     if (in) protobuf_c_message_free_unpacked(in, NULL);
+    if (kept) return; /* answered by rpc__async_done, maybe already: c is not ours any more */
   }
   done(c, &err);
+}
+
+void rpc__call_keep(rpc_call *c) {
+  rpc_server *srv = c->srv;
+  pthread_mutex_lock(&srv->mu);
+  srv->async_pending++;
+  pthread_mutex_unlock(&srv->mu);
+}
+
+void rpc__call_unkeep(rpc_call *c) {
+  rpc_server *srv = c->srv;
+  pthread_mutex_lock(&srv->mu);
+  if (--srv->async_pending == 0) pthread_cond_broadcast(&srv->cv);
+  pthread_mutex_unlock(&srv->mu);
 }
 
 bool rpc__call_try_async(rpc_call *c) {

@@ -87,6 +87,7 @@ typedef struct rpc_req {
   int64_t deadline;       /* absolute, monotonic ms */
   bool no_deadline;       /* the client set none: deadline is the server's default */
   const char *trace_id;   /* the trace id of the call's valid traceparent, else "" (§22) */
+  bool *kept; /* on a worker: set by a handler that kept the call (rpc__call_keep) */
 } rpc_req;
 
 /* A handler answers ERR_OK after setting the reply with rpc__call_reply, or an error code with
@@ -143,6 +144,10 @@ struct rpc_call {
   bool close_early;
   atomic_int batches;
   coord_wait_cell cell;
+  /* a worker's call kept by its handler to be answered later (MoveSlots: rpc__call_keep), and
+   * what the early close batch does when its client went away meanwhile */
+  void (*on_cancel)(rpc_call *c);
+  _Atomic uint64_t cancel_id;
   rpc_call *next;       /* worker queue link */
   ProtobufCMessage *in; /* an async handler's request, freed by rpc__async_done */
 };
@@ -200,9 +205,10 @@ struct rpc_server {
   size_t n_groups;
   rpc_route_fn route; /* with n_groups > 1 */
   void *route_arg;
-  const slotmap *(*slotmap_now)(void *arg); /* NULL: no map (GetTopology UNAVAILABLE) */
+  slots_view *(*slots_hold)(void *arg); /* NULL: no map (GetTopology UNAVAILABLE) */
   void *slotmap_arg;
   rpc_move_fn move_slots;
+  rpc_move_cancel_fn move_cancel;
   rpc_move_progress_fn move_progress;
   void *move_arg;
 
@@ -255,6 +261,14 @@ bool rpc__call_try_async(rpc_call *c);
 /* Ends a call an async handler took: its answer code (err filled unless ERR_OK), then the
  * reply as a worker would send it. Any thread. */
 void rpc__async_done(rpc_call *c, err_code code, err_t *err);
+
+/* A worker's handler keeps c to answer it later from another thread: it sets *rq->kept and
+ * returns ERR_OK without a reply; the call ends with rpc__async_done (c is not the handler's
+ * once it may be answered). rpc__call_keep is called before the call can be answered (it counts
+ * it as pending: rpc_server_stop waits for it); rpc__call_unkeep undoes it when the call was not
+ * kept after all. */
+void rpc__call_keep(rpc_call *c);
+void rpc__call_unkeep(rpc_call *c);
 
 /* Encodes msg as the reply message. ERR_INTERNAL (err filled) on allocation failure. */
 err_code rpc__call_reply(rpc_call *c, const ProtobufCMessage *msg, err_t *err);

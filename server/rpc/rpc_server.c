@@ -268,9 +268,10 @@ rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err) {
   }
   s->route = cfg->route;
   s->route_arg = cfg->route_arg;
-  s->slotmap_now = cfg->slotmap_now;
+  s->slots_hold = cfg->slots_hold;
   s->slotmap_arg = cfg->slotmap_arg;
   s->move_slots = cfg->move_slots;
+  s->move_cancel = cfg->move_cancel;
   s->move_progress = cfg->move_progress;
   s->move_arg = cfg->move_arg;
   s->workers = cfg->workers > 0 ? cfg->workers : DEFAULT_WORKERS;

@@ -328,6 +328,20 @@ static const char *const m11_sql[] = {
     NULL,
 };
 
+/* Version 12 (moving slots, round two): a mark arriving (by the move's replication, or written
+ * here) is announced on channel idem_move_marks with its move id, so that the handoff waits on
+ * a LISTEN instead of asking again and again. ALWAYS: it fires in the apply too. */
+static const char *const m12_sql[] = {
+    "CREATE OR REPLACE FUNCTION idem_move_mark_arrived() RETURNS trigger LANGUAGE plpgsql"
+    " SET search_path FROM CURRENT AS $f$"
+    " BEGIN PERFORM pg_notify('idem_move_marks', NEW.move_id); RETURN NULL; END $f$",
+    "DROP TRIGGER IF EXISTS idem_move_mark_arrived ON idem_move_marks",
+    "CREATE TRIGGER idem_move_mark_arrived AFTER INSERT OR UPDATE ON idem_move_marks"
+    " FOR EACH ROW EXECUTE FUNCTION idem_move_mark_arrived()",
+    "ALTER TABLE idem_move_marks ENABLE ALWAYS TRIGGER idem_move_mark_arrived",
+    NULL,
+};
+
 static const migration migrations[] = {
     {1, m1_sql}, {2, m2_sql},
     {3, m3_sql}, /* version 2 (policies) may sit before it: each version applies on its own */
@@ -339,6 +353,7 @@ static const migration migrations[] = {
     {9, m9_sql},   /* moving slots: blocks, marks, indexes by slot */
     {10, m10_sql}, /* moving slots: moved audit rows numbered by the target */
     {11, m11_sql}, /* trace context: begin and complete trace ids */
+    {12, m12_sql}, /* moving slots: a mark's arrival announced (LISTEN idem_move_marks) */
 };
 
 /* Applies one migration unless it is recorded; returns ERR_OK either way. */
