@@ -3,6 +3,12 @@ IDEM_DEBS="build-essential cmake pkg-config libgrpc-dev protobuf-c-compiler libp
   libpq-dev libinih-dev postgresql postgresql-client libcriterion-dev libssl-dev grpc-proto protobuf-compiler
   python3-grpcio python3-protobuf libmicrohttpd-dev libcjson-dev
   etcd-server libcurl4-openssl-dev openssl patroni python3-h2 iproute2 nftables faketime"
+# the Java SDK and servlet filter (client-lib/java/deps.sh installs them; built offline with javac
+# against /usr/share/java): JDK 17, gRPC Java 1.41 and what its jars load (Debian's libgrpc-java
+# declares only opencensus: Netty, perfmark and gson are listed here), protobuf-java and the grpc
+# protoc plugin, JUnit 5's console launcher, the Jakarta Servlet 5 API and embedded Tomcat 10
+IDEM_JAVA_DEBS="default-jdk-headless libgrpc-java libprotobuf-java protobuf-compiler-grpc-java-plugin
+  libnetty-java libperfmark-java libgoogle-gson-java junit5 libjakarta-servlet-api-java libtomcat10-embed-java"
 # scripts/fuzz only: clang 14 with libFuzzer and the sanitizer runtimes, llvm-symbolizer for traces
 IDEM_FUZZ_DEBS="clang-14 libclang-rt-14-dev llvm-14"
 
