@@ -22,7 +22,7 @@ compile_only="jakarta-servlet-api"
 # the tests: JUnit 5 through the console launcher's standalone jar (it carries the Jupiter API and
 # engine), and embedded Tomcat 10 for the filter's HTTP tests and the example server
 junit=$J/junit-platform-console-standalone.jar
-tests="tomcat10-embed-core"
+tests="tomcat10-embed-core jakarta-annotation-api"
 cp_of() {
   local out="" j
   for j in "$@"; do
@@ -42,7 +42,7 @@ exec 9>"$build/.lock"
 flock 9
 stamp=$build/.built
 if [ -f "$stamp" ] && [ -f "$build/idem-client.jar" ] && \
-   [ -z "$(find "$here/src" "$root/proto/idem/v1/coordinator.proto" "$here/build.sh" -newer "$stamp" -print -quit)" ]; then
+   [ -z "$(find "$here/src" "$here/examples" "$root/proto/idem/v1/coordinator.proto" "$here/build.sh" -newer "$stamp" -print -quit)" ]; then
   exit 0
 fi
 rm -rf "$build/gen" "$build/classes" "$build/test-classes"
@@ -56,7 +56,7 @@ javac -Xlint:all -Xlint:-serial -Xlint:-processing -Werror -encoding UTF-8 --rel
   -cp "$build/classes:$rcp:$ccp" $(find "$here/src/main/java" -name '*.java')
 (cd "$build/classes" && jar --create --file "$build/idem-client.jar" .)
 javac -Xlint:all -Xlint:-serial -Xlint:-processing -Xlint:-try -Werror -encoding UTF-8 --release 17 \
-  -d "$build/test-classes" -cp "$build/idem-client.jar:$rcp:$ccp:$tcp:$junit" $(find "$here/src/test/java" -name '*.java')
+  -d "$build/test-classes" -cp "$build/idem-client.jar:$rcp:$ccp:$tcp:$junit" $(find "$here/src/test/java" "$here/examples" -name '*.java')
 echo "$build/idem-client.jar:$rcp" >"$build/classpath"
 echo "$build/test-classes:$build/idem-client.jar:$rcp:$tcp" >"$build/test-classpath"
 touch "$stamp"

@@ -21,3 +21,18 @@ add_test(NAME conformance_java COMMAND ${IDEM_TEST_RUN} ${CMAKE_SOURCE_DIR}/clie
   ${CMAKE_SOURCE_DIR}/client-lib/java/conformance.sh ${IDEM_JAVA_BUILD} --junit)
 set_tests_properties(conformance_java PROPERTIES LABELS sdk TIMEOUT 300
   ENVIRONMENT "IDEM_COORDINATOR_BIN=$<TARGET_FILE:idem-coordinator>")
+
+# the filter's Idempotency-Key parser, global id, default scope, operation and fingerprint
+# against client-lib/conformance/idempotency-key.json (and http-middleware.json's key vectors)
+add_test(NAME sdk_java_key COMMAND ${IDEM_JAVA_SH} ${IDEM_JAVA_BUILD} --select-class dev.idem.servlet.KeyTableTest)
+set_tests_properties(sdk_java_key PROPERTIES LABELS sdk TIMEOUT 120 ENVIRONMENT "IDEM_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
+
+# the servlet filter over HTTP on embedded Tomcat 10 against a real coordinator: the example's
+# payments API (100 concurrent POSTs with one key run the handler once, 422, every malformed key
+# of the table 400 with the handler count unchanged, quoted then bare replays, 409 with
+# Retry-After, a handler 500 runs again, compensated 422, a stopped coordinator: fail-closed 503,
+# fail-open runs and is journaled) and every case of client-lib/conformance/http-middleware.json
+add_test(NAME sdk_java_http COMMAND ${IDEM_TEST_RUN} ${IDEM_JAVA_SH} ${IDEM_JAVA_BUILD}
+  --select-class dev.idem.servlet.FilterHttpTest)
+set_tests_properties(sdk_java_http PROPERTIES LABELS sdk TIMEOUT 240
+  ENVIRONMENT "IDEM_SOURCE_DIR=${CMAKE_SOURCE_DIR};IDEM_COORDINATOR_BIN=$<TARGET_FILE:idem-coordinator>")
