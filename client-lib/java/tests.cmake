@@ -31,7 +31,8 @@ set_tests_properties(sdk_java_key PROPERTIES LABELS sdk TIMEOUT 120 ENVIRONMENT 
 # payments API (100 concurrent POSTs with one key run the handler once, 422, every malformed key
 # of the table 400 with the handler count unchanged, quoted then bare replays, 409 with
 # Retry-After, a handler 500 runs again, compensated 422, a stopped coordinator: fail-closed 503,
-# fail-open runs and is journaled) and every case of client-lib/conformance/http-middleware.json
+# fail-open runs and is journaled), every case of client-lib/conformance/http-middleware.json and
+# its large_response (200 MB through the filter, RSS growth under 100 MB)
 add_test(NAME sdk_java_http COMMAND ${IDEM_TEST_RUN} ${IDEM_JAVA_SH} ${IDEM_JAVA_BUILD}
   --select-class dev.idem.servlet.FilterHttpTest)
 set_tests_properties(sdk_java_http PROPERTIES LABELS sdk TIMEOUT 240

@@ -99,6 +99,53 @@ public final class RawHttp {
     return b.toString(StandardCharsets.ISO_8859_1);
   }
 
+  /** Sends the request and reads the answer's body without keeping it: (status, body bytes). */
+  public static long[] sendDiscard(int port, Request r, int timeoutMs) throws IOException {
+    try (Socket s = new Socket()) {
+      s.connect(new InetSocketAddress("127.0.0.1", port), timeoutMs);
+      s.setSoTimeout(timeoutMs);
+      ByteArrayOutputStream head = new ByteArrayOutputStream();
+      line(head, r.method + " " + r.path + " HTTP/1.1");
+      line(head, "Host: 127.0.0.1:" + port);
+      line(head, "Connection: close");
+      for (String[] h : r.headers) line(head, h[0] + ": " + h[1]);
+      byte[] body = r.body == null ? new byte[0] : r.body;
+      line(head, "Content-Length: " + body.length);
+      line(head, "");
+      OutputStream out = s.getOutputStream();
+      out.write(head.toByteArray());
+      out.write(body);
+      out.flush();
+      InputStream in = new java.io.BufferedInputStream(s.getInputStream(), 64 * 1024);
+      String[] parts = readLine(in).split(" ", 3);
+      Map<String, String> hs = new HashMap<>();
+      for (String l = readLine(in); !l.isEmpty(); l = readLine(in)) {
+        int i = l.indexOf(':');
+        hs.put(l.substring(0, i).trim().toLowerCase(Locale.ROOT), l.substring(i + 1).trim());
+      }
+      long n = 0;
+      byte[] buf = new byte[64 * 1024];
+      if ("chunked".equalsIgnoreCase(hs.get("transfer-encoding"))) {
+        while (true) {
+          String sz = readLine(in);
+          int semi = sz.indexOf(';');
+          long c = Long.parseLong((semi >= 0 ? sz.substring(0, semi) : sz).trim(), 16);
+          if (c == 0) break;
+          for (long left = c; left > 0; ) {
+            int k = in.read(buf, 0, (int) Math.min(buf.length, left));
+            if (k < 0) throw new IOException("the answer ended inside a chunk");
+            left -= k;
+            n += k;
+          }
+          readLine(in);
+        }
+      } else {
+        for (int k; (k = in.read(buf)) >= 0; ) n += k;
+      }
+      return new long[] {Integer.parseInt(parts[1]), n};
+    }
+  }
+
   static Response read(InputStream raw) throws IOException {
     InputStream in = new java.io.BufferedInputStream(raw);
     String status = readLine(in);
