@@ -155,8 +155,8 @@ static err_code result_of(node_move *m, const slot_move_req *rq, bool *found, sl
                    err) != ERR_OK) {
     rc = ERR_PRECONDITION;
   } else if (cJSON_IsString(e) && e->valuestring[0]) {
-    rc = err_set(err, ERR_ABORTED, "the move of request_id %s was rolled back: %s", rid,
-                 e->valuestring);
+    rc = err_fail(err, ERR_ABORTED, ERR_R_MOVE_ROLLED_BACK,
+                  "the move of request_id %s was rolled back: %s", rid, e->valuestring);
   } else {
     const cJSON *v;
     out->version = (v = cJSON_GetObjectItemCaseSensitive(j, "version")) ? (uint64_t)v->valuedouble : 0;
@@ -249,7 +249,9 @@ err_code node_move_request(node_move *m, const slot_move_req *rq, int64_t deadli
                                                    source, why, sizeof why);
     if (cr != MOVE_CHECK_OK) {
       slotmap_free(map);
-      return err_set(err, cr == MOVE_CHECK_BUSY ? ERR_PRECONDITION : ERR_INVALID, "%s", why);
+      if (cr == MOVE_CHECK_BUSY)
+        return err_fail(err, ERR_PRECONDITION, ERR_R_MOVE_IN_PROGRESS, "%s", why);
+      return err_set(err, ERR_INVALID, "%s", why);
     }
     int src = nm__group(m, source), dst = nm__group(m, rq->group);
     int64_t until = clock_mono_ms() + MOVE_STORE_MS;
