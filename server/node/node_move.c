@@ -275,6 +275,7 @@ err_code node_move_request(node_move *m, const slot_move_req *rq, int64_t deadli
     snprintf(mv.target, sizeof mv.target, "%s", rq->group);
     mv.phase = MOVE_PLANNED;
     mv.started_ms = clock_wall_ms();
+    mv.max_rows_per_s = rq->max_rows_per_s ? rq->max_rows_per_s : (uint32_t)m->o->move_max_rate;
     slotmap *next = slotmap_move_begin(map, &mv);
     slotmap_free(map);
     if (!next) return err_oom(err);

@@ -13,7 +13,8 @@ err_code rpc__move_slots(const rpc_req *rq, const ProtobufCMessage *in, rpc_call
                       .to = req->to,
                       .group = req->group,
                       .request_id = req->request_id,
-                      .dry_run = req->dry_run};
+                      .dry_run = req->dry_run,
+                      .max_rows_per_s = req->max_rows_per_s};
   slot_move_res res = {0};
   err_code rc = rq->srv->move_slots(rq->srv->move_arg, &mr, rq->deadline, &res, err);
   if (rc != ERR_OK) return rc;

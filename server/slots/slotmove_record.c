@@ -57,7 +57,7 @@ static bool get_num(const cJSON *o, const char *name, double *out) {
 bool slot_move_from_json(const cJSON *o, uint32_t slots, slot_move *mv, char *why, size_t cap) {
   memset(mv, 0, sizeof *mv);
   char phase[24];
-  double from, to, started, blocked, paused, steps, sagas;
+  double from, to, started, blocked, paused, steps, sagas, rate;
   if (!cJSON_IsObject(o) || !get_str(o, "id", mv->id, sizeof mv->id) ||
       !get_str(o, "request_id", mv->request_id, sizeof mv->request_id) ||
       !get_str(o, "source", mv->source, sizeof mv->source) ||
@@ -67,7 +67,8 @@ bool slot_move_from_json(const cJSON *o, uint32_t slots, slot_move *mv, char *wh
       !get_str(o, "note", mv->note, sizeof mv->note) || !get_num(o, "from", &from) ||
       !get_num(o, "to", &to) || !get_num(o, "started_ms", &started) ||
       !get_num(o, "blocked_ms", &blocked) || !get_num(o, "paused_ms", &paused) ||
-      !get_num(o, "steps_moved", &steps) || !get_num(o, "sagas_moved", &sagas)) {
+      !get_num(o, "steps_moved", &steps) || !get_num(o, "sagas_moved", &sagas) ||
+      !get_num(o, "max_rows_per_s", &rate) || rate < 0 || rate > UINT32_MAX) {
     slots__why(why, cap, "a member has the wrong type or is too long");
     return false;
   }
@@ -89,6 +90,7 @@ bool slot_move_from_json(const cJSON *o, uint32_t slots, slot_move *mv, char *wh
   mv->paused_ms = (int64_t)paused;
   mv->steps_moved = (uint64_t)steps;
   mv->sagas_moved = (uint64_t)sagas;
+  mv->max_rows_per_s = (uint32_t)rate;
   return true;
 }
 
@@ -109,6 +111,7 @@ cJSON *slot_move_to_json(const slot_move *mv) {
   cJSON_AddNumberToObject(o, "steps_moved", (double)mv->steps_moved);
   cJSON_AddNumberToObject(o, "sagas_moved", (double)mv->sagas_moved);
   cJSON_AddStringToObject(o, "note", mv->note);
+  cJSON_AddNumberToObject(o, "max_rows_per_s", mv->max_rows_per_s);
   return o;
 }
 

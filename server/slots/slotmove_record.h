@@ -35,6 +35,7 @@ typedef struct slot_move {
   int64_t paused_ms;  /* blocked -> switched */
   uint64_t steps_moved, sagas_moved;
   char note[200]; /* why it rolls back */
+  uint32_t max_rows_per_s; /* the copy's throttle (slots/move_throttle.h); 0 = no limit */
 } slot_move;
 
 struct cJSON;

@@ -508,3 +508,14 @@ err_code store_pg_move_unpublish(const char *src, const char *id, int64_t deadli
   close_conn(&c, deadline);
   return rc;
 }
+
+err_code store_pg_move_pause(const char *dst, const char *id, bool pause, int64_t deadline,
+                             err_t *err) {
+  conn c;
+  char sql[128];
+  snprintf(sql, sizeof sql, "ALTER SUBSCRIPTION idem_move_%s %s", id, pause ? "DISABLE" : "ENABLE");
+  err_code rc = open_conn(&c, dst, deadline, err);
+  if (rc == ERR_OK) rc = q(&c, sql, NULL, NULL, deadline, err);
+  close_conn(&c, deadline);
+  return rc;
+}

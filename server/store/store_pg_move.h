@@ -81,6 +81,11 @@ err_code store_pg_move_delete(const char *conninfo, const char *id, uint32_t fro
 /* Source: drops the publication and slot, replica identity back to the default. */
 err_code store_pg_move_unpublish(const char *src, const char *id, int64_t deadline, err_t *err);
 
+/* Target: pauses (ALTER SUBSCRIPTION … DISABLE: its workers stop, the source's walsender with
+ * them; the source keeps the WAL) or runs the move's subscription again (ENABLE). */
+err_code store_pg_move_pause(const char *dst, const char *id, bool pause, int64_t deadline,
+                             err_t *err);
+
 /* Closes the idle connections the calls above keep (the end of a move's drive). */
 void store_pg_move_disconnect(void);
 

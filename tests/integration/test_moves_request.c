@@ -49,10 +49,25 @@ typedef struct bg_move {
   move_answer a;
 } bg_move;
 
+#define RATE 777 /* the move's throttle, rows/s: its driver logs it */
+
 static void *bg_move_run(void *arg) {
   bg_move *m = arg;
-  m->a = h_move_slots(m->cl, 0, FROM, TO, "g2", "rq-move", false);
+  m->a = h_move_slots_rate(m->cl, 0, FROM, TO, "g2", "rq-move", false, RATE);
   return NULL;
+}
+
+/* Whether either node's log has needle. */
+static bool in_a_log(const h_groups *cl, const char *needle) {
+  for (int i = 0; i < 2; i++) {
+    FILE *f = fopen(cl->node[i].log_path, "r");
+    char line[2048];
+    bool found = false;
+    while (f && !found && fgets(line, sizeof line, f)) found = strstr(line, needle) != NULL;
+    if (f) fclose(f);
+    if (found) return true;
+  }
+  return false;
 }
 
 /* The request_id "rq-move" with other parameters, from either node: refused, request-mismatch. */
@@ -133,6 +148,10 @@ Test(moves_request, another_move_under_the_same_request_id_is_refused_the_same_r
   cr_assert_eq(m.a.status, 0, "the move: %d %s", m.a.status, m.a.details);
   cr_expect(!m.a.replayed);
   cr_expect_eq(m.a.steps, (uint64_t)g1_range, "it moved its own range's rows");
+  /* the request's max_rows_per_s reached the driver's throttle (its first decision is logged) */
+  char rate[64];
+  snprintf(rate, sizeof rate, "of %d rows/s", RATE);
+  cr_expect(in_a_log(&cl, rate), "a driver's log names the throttle \"%s\"", rate);
   cr_expect_eq(same.status, 0, "%s", same.details);
   cr_expect(same.replayed);
   cr_expect_eq(same.version, m.a.version);
