@@ -58,6 +58,10 @@ typedef struct console_group {
   elect *elector;                  /* borrowed; NULL = this node leads it */
   store *(*open_store)(void *arg); /* borrowed */
   void *open_store_arg;
+  /* an unfenced store of the group (NULL: none), for what any node may write in every group
+   * (policies, as Admin.SetPolicy); the caller closes it */
+  store *(*open_plain)(void *arg);
+  void *open_plain_arg;
 } console_group;
 
 /* The move under way (docs/api.md §18), as the Slots page shows it: what GetTopology answers in

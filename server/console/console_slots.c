@@ -62,9 +62,14 @@ static const char *phase_class(const char *phase) {
   return "s-none"; /* planned, or a word this console does not know */
 }
 
-/* "512 B", "3.2 KiB", "4.0 MiB", ... into buf */
+/* "512 B", "3.2 KiB", "4.0 MiB", ... into buf; a lag not known yet (-1: no progress read, the
+ * subscription may not exist) is "not started" */
 static const char *bytes_words(int64_t n, char *buf, size_t cap) {
   static const char *const unit[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (n < 0) {
+    snprintf(buf, cap, "not started");
+    return buf;
+  }
   if (n < 1024) {
     snprintf(buf, cap, "%lld B", (long long)n);
     return buf;

@@ -840,8 +840,10 @@ static node_result start_console(node *nd) {
   }
   console_group groups[OPT_LIST_MAX];
   for (size_t i = 0; i < nd->n_groups; i++) /* copied by console_start */
-    groups[i] = (console_group){nd->groups[i].name, &nd->groups[i].coord, nd->groups[i].el,
-                                open_fenced, &nd->groups[i]};
+    groups[i] = (console_group){nd->groups[i].name,  &nd->groups[i].coord,
+                                nd->groups[i].el,    open_fenced,
+                                &nd->groups[i],      open_pg,
+                                (void *)nd->groups[i].conninfo};
   console_config cc = {.address = o->console,
                        .coord = &nd->groups[0].coord,
                        .open_store = open_fenced,

@@ -211,7 +211,9 @@ err_code node_move_request(node_move *m, const slot_move_req *rq, int64_t deadli
                                                    source, why, sizeof why);
     if (cr != MOVE_CHECK_OK) {
       slotmap_free(map);
-      return err_set(err, cr == MOVE_CHECK_BUSY ? ERR_PRECONDITION : ERR_INVALID, "%s", why);
+      if (cr == MOVE_CHECK_BUSY)
+        return err_fail(err, ERR_PRECONDITION, ERR_R_MOVE_IN_PROGRESS, "%s", why);
+      return err_set(err, ERR_INVALID, "%s", why);
     }
     int src = nm__group(m, source), dst = nm__group(m, rq->group);
     int64_t until = clock_mono_ms() + MOVE_STORE_MS;
@@ -239,6 +241,7 @@ err_code node_move_request(node_move *m, const slot_move_req *rq, int64_t deadli
     snprintf(mv.target, sizeof mv.target, "%s", rq->group);
     mv.phase = MOVE_PLANNED;
     mv.started_ms = clock_wall_ms();
+    mv.max_rows_per_s = rq->max_rows_per_s ? rq->max_rows_per_s : (uint32_t)m->o->move_max_rate;
     slotmap *next = slotmap_move_begin(map, &mv);
     slotmap_free(map);
     if (!next) return err_oom(err);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../metrics/metrics.h"
+#include "../slots/move_throttle.h"
 #include "../store/store_pg_move.h"
 #include "../util/clock.h"
 #include "../util/log.h"
@@ -283,6 +284,24 @@ static void hand_off(drive *d) {
   finish(d);
 }
 
+/* Pauses or runs the subscription as the throttle says (slots/move_throttle.h). *paused: -1
+ * not known (a drive's first reading applies the answer either way, so that a subscription left
+ * paused runs again), else 0 / 1; an ALTER that fails is tried again at the next reading. */
+static void pace(drive *d, move_throttle *th, int *paused, int64_t now, uint64_t rows, int64_t lag,
+                 bool synced) {
+  bool want = move_throttle_step(th, now, rows, lag, synced);
+  if (*paused == (int)want) return;
+  err_t err;
+  err_clear(&err);
+  if (store_pg_move_pause(d->ss, want, store_deadline(), &err) != ERR_OK)
+    return;
+  *paused = want;
+  char v[64];
+  snprintf(v, sizeof v, "%u of %u rows/s", (unsigned)move_throttle_rate(th), d->mv.max_rows_per_s);
+  log_kv(LOG_INFO, want ? "slot move: the throttle pauses the copy" : "slot move: the copy runs",
+         "move", d->mv.id, "rows", v, (const char *)NULL);
+}
+
 /* Copying: publication, subscription, catch-up; then the handoff. */
 static void run(drive *d) {
   err_t err;
@@ -299,8 +318,11 @@ static void run(drive *d) {
   log_move(d, LOG_INFO, "slot move copying", NULL);
   if (nm__hold(d->m, MOVE_COPYING)) return;
   int64_t t0 = clock_mono_ms(), synced_at = 0, failing_since = 0, checked = t0;
+  move_throttle th;
+  move_throttle_init(&th, d->mv.max_rows_per_s, t0);
+  int paused = -1;
   for (;;) {
-    /* the throttle's wait before the next copy round goes here (issue 41's other half) */
+    /* each round: the progress read, then the throttle (pace) pauses or runs the subscription */
     if (nm__pause(d->m, 200)) return; /* stopping: the next leader resumes it */
     if (!elect_is_leader(d->src->el, NULL)) {
       log_move(d, LOG_WARN, "slot move: no longer the source group's leader; its next leader "
@@ -308,7 +330,7 @@ static void run(drive *d) {
       return;
     }
     int64_t now = clock_mono_ms();
-    if (now - t0 > MOVE_COPY_MAX_MS) {
+    if (now - t0 - th.paused_total_ms > MOVE_COPY_MAX_MS) {
       give_up(d, "the copy did not catch up within 10 minutes");
       return;
     }
@@ -337,7 +359,8 @@ static void run(drive *d) {
     }
     failing_since = 0;
     report_progress(d, rows, lag);
-    if (!synced) continue;
+    pace(d, &th, &paused, now, rows, lag, synced);
+    if (!synced || paused != 0) continue;
     if (!synced_at) synced_at = now;
     if ((lag >= 0 && lag <= MOVE_LAG_OK) || now - synced_at > MOVE_LAG_WAIT_MS) break;
   }

@@ -56,7 +56,8 @@ err_code nm__result_of(node_move *m, const slot_move_req *rq, bool *found, slot_
   if (r.has_params && nm__same_request(rq, r.from, r.to, r.target, err) != ERR_OK)
     return ERR_PRECONDITION;
   if (r.error[0])
-    return err_set(err, ERR_ABORTED, "the move of request_id %s was rolled back: %s", rid, r.error);
+    return err_fail(err, ERR_ABORTED, ERR_R_MOVE_ROLLED_BACK,
+                    "the move of request_id %s was rolled back: %s", rid, r.error);
   out->version = r.version;
   out->steps_moved = r.steps_moved;
   out->sagas_moved = r.sagas_moved;

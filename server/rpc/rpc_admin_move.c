@@ -41,7 +41,8 @@ err_code rpc__move_slots(const rpc_req *rq, const ProtobufCMessage *in, rpc_call
                       .to = req->to,
                       .group = req->group,
                       .request_id = req->request_id,
-                      .dry_run = req->dry_run};
+                      .dry_run = req->dry_run,
+                      .max_rows_per_s = req->max_rows_per_s};
   slot_move_res res = {0};
   /* a call the mover may keep: counted as pending, and watching for its client going away */
   slot_move_wait w = {.done = kept_done, .call = c, .id = (uint64_t)(uintptr_t)c};

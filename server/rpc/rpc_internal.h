@@ -27,6 +27,7 @@
 
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
+#include <grpc/compression.h>
 #include <grpc/grpc.h>
 #include <grpc/support/time.h>
 #include <protobuf-c/protobuf-c.h>
@@ -59,6 +60,9 @@
 #define RPC_LEADER_MD "idem-leader" /* a standby's (or fenced) refusal */
 #define RPC_GROUP_MD "idem-group"   /* with groups: the group whose leader idem-leader names */
 #define RPC_TRACEPARENT_MD "traceparent" /* W3C trace context (docs/api.md §22) */
+/* request metadata above this is refused by the server itself (RESOURCE_EXHAUSTED, with a reason);
+ * gRPC core's own limit, above it, is rpc_server.c's TRANSPORT_MAX_METADATA_BYTES */
+#define RPC_MAX_METADATA_BYTES (8 * 1024)
 #define RPC_REASON_MD "idem-reason" /* every non-OK answer: why, in a word (docs/api.md §20) */
 
 typedef enum rpc_tag_kind {

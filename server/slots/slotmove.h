@@ -27,6 +27,7 @@ typedef struct slot_move_req {
   uint32_t from, to;
   const char *group, *request_id;
   bool dry_run;
+  uint32_t max_rows_per_s; /* the copy's throttle; 0 = the server's --move-max-rate */
 } slot_move_req;
 
 typedef struct slot_move_res {

@@ -66,7 +66,7 @@ static bool get_num(const cJSON *o, const char *name, double *out) {
 bool slot_move_from_json(const cJSON *o, uint32_t slots, slot_move *mv, char *why, size_t cap) {
   memset(mv, 0, sizeof *mv);
   char phase[24];
-  double from, to, started, blocked, paused, steps, sagas;
+  double from, to, started, blocked, paused, steps, sagas, rate;
   if (!cJSON_IsObject(o) || !get_str(o, "id", mv->id, sizeof mv->id) ||
       !get_str(o, "request_id", mv->request_id, sizeof mv->request_id) ||
       !get_str(o, "source", mv->source, sizeof mv->source) ||
@@ -78,7 +78,8 @@ bool slot_move_from_json(const cJSON *o, uint32_t slots, slot_move *mv, char *wh
       !get_str(o, "dst_server", mv->dst_server, sizeof mv->dst_server) || !get_num(o, "from", &from) ||
       !get_num(o, "to", &to) || !get_num(o, "started_ms", &started) ||
       !get_num(o, "blocked_ms", &blocked) || !get_num(o, "paused_ms", &paused) ||
-      !get_num(o, "steps_moved", &steps) || !get_num(o, "sagas_moved", &sagas)) {
+      !get_num(o, "steps_moved", &steps) || !get_num(o, "sagas_moved", &sagas) ||
+      !get_num(o, "max_rows_per_s", &rate) || rate < 0 || rate > UINT32_MAX) {
     slots__why(why, cap, "a member has the wrong type or is too long");
     return false;
   }
@@ -101,6 +102,7 @@ bool slot_move_from_json(const cJSON *o, uint32_t slots, slot_move *mv, char *wh
   mv->paused_ms = (int64_t)paused;
   mv->steps_moved = (uint64_t)steps;
   mv->sagas_moved = (uint64_t)sagas;
+  mv->max_rows_per_s = (uint32_t)rate;
   return true;
 }
 
@@ -123,6 +125,7 @@ cJSON *slot_move_to_json(const slot_move *mv) {
   cJSON_AddStringToObject(o, "note", mv->note);
   if (mv->src_server[0]) cJSON_AddStringToObject(o, "src_server", mv->src_server);
   if (mv->dst_server[0]) cJSON_AddStringToObject(o, "dst_server", mv->dst_server);
+  cJSON_AddNumberToObject(o, "max_rows_per_s", mv->max_rows_per_s);
   return o;
 }
 

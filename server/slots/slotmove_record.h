@@ -39,6 +39,7 @@ typedef struct slot_move {
    * resumed by another driver compares them with the servers now (a failover loses the
    * replication slot in PostgreSQL 15) */
   char src_server[64], dst_server[64];
+  uint32_t max_rows_per_s; /* the copy's throttle (slots/move_throttle.h); 0 = no limit */
 } slot_move;
 
 struct cJSON;

@@ -552,3 +552,16 @@ err_code store_pg_move_unpublish(store_pg_move_session *ms, int64_t deadline, er
   close_conn(&c, deadline);
   return rc;
 }
+
+err_code store_pg_move_pause(store_pg_move_session *ms, bool pause, int64_t deadline, err_t *err) {
+  char sql[128];
+  err_code rc = need_id(ms, err);
+  if (rc != ERR_OK) return rc;
+  snprintf(sql, sizeof sql, "ALTER SUBSCRIPTION %s %s", ms->name, pause ? "DISABLE" : "ENABLE");
+  conn c = {0};
+  memset(&c, 0, sizeof c);
+  rc = open_conn(&c, ms, MOVE_SIDE_TARGET, deadline, err);
+  if (rc == ERR_OK) rc = q(&c, sql, NULL, NULL, deadline, err);
+  close_conn(&c, deadline);
+  return rc;
+}

@@ -100,4 +100,8 @@ err_code store_pg_move_delete(store_pg_move_session *s, store_pg_move_side side,
 /* Source: drops the publication and slot, replica identity back to the default. */
 err_code store_pg_move_unpublish(store_pg_move_session *s, int64_t deadline, err_t *err);
 
+/* Target: pauses (ALTER SUBSCRIPTION … DISABLE: its workers stop, the source's walsender with
+ * them; the source keeps the WAL) or runs the move's subscription again (ENABLE). */
+err_code store_pg_move_pause(store_pg_move_session *s, bool pause, int64_t deadline, err_t *err);
+
 #endif

@@ -139,12 +139,52 @@ Test(moves, a_move_whose_replication_keeps_failing_is_rolled_back, .timeout = 18
   cr_expect_eq(a.status, 10, "ABORTED: %d %s", a.status, a.details);
   cr_expect(strstr(a.details, "rolled back") && strstr(a.details, "logical replication failed"),
             "names why: %s", a.details);
+  cr_expect_str_eq(a.reason, "move-rolled-back", "the reason word (§20): %s", a.details);
   char g[64] = "";
   h_group_of_slot(&cl, 0, FROM, g, sizeof g);
   cr_expect_str_eq(g, "g1", "the slots stay g1's");
   cr_expect_eq(h_count_rows(cl.url[0], "idem_steps", FROM, TO), 1, "g1 keeps its row");
   cr_expect_eq(h_move_leftovers(&cl), 0, "no publication, subscription or slot is left");
   h_groups_stop(&cl);
+}
+
+/* A BeginStep, a GetSaga and a BeginSaga with malformed ids, sent to each node. */
+static void expect_invalid_everywhere(const h_groups *cl) {
+  const char *bad_ids[] = {"bad id!", "tab\there", "x/y"};
+  for (int at = 0; at < 2; at++)
+    for (size_t i = 0; i < sizeof bad_ids / sizeof bad_ids[0]; i++) {
+      Idem__V1__StepKey key = IDEM__V1__STEP_KEY__INIT;
+      key.global_id = (char *)bad_ids[i];
+      key.service = "payments";
+      key.operation = "charge";
+      key.phase = IDEM__V1__PHASE__PHASE_FORWARD;
+      Idem__V1__BeginStepRequest bs = IDEM__V1__BEGIN_STEP_REQUEST__INIT;
+      bs.key = &key;
+      Idem__V1__GetSagaRequest gs = IDEM__V1__GET_SAGA_REQUEST__INIT;
+      gs.global_id = (char *)bad_ids[i];
+      Idem__V1__BeginSagaRequest sg = IDEM__V1__BEGIN_SAGA_REQUEST__INIT;
+      char long_rid[300];
+      memset(long_rid, 'r', sizeof long_rid - 1);
+      long_rid[sizeof long_rid - 1] = '\0';
+      sg.request_id = long_rid; /* over 255 */
+      struct {
+        const char *method, *field;
+        const ProtobufCMessage *m;
+      } calls[] = {{"/idem.v1.Coordinator/BeginStep", "key.global_id", &bs.base},
+                   {"/idem.v1.Coordinator/GetSaga", "global_id", &gs.base},
+                   {"/idem.v1.Coordinator/BeginSaga", "request_id", &sg.base}};
+      for (size_t k = 0; k < 3; k++) {
+        uint8_t buf[1024];
+        size_t n = protobuf_c_message_pack(calls[k].m, buf);
+        char details[256], reason[64];
+        int st = h_raw_call_reason(cl->node[at].addr, calls[k].method, cl->t, buf, n, details,
+                                   sizeof details, reason, sizeof reason);
+        cr_expect_eq(st, 3, "node %d, %s of '%s': %d %s", at, calls[k].method, bad_ids[i], st,
+                     details);
+        cr_expect_str_eq(reason, "invalid-argument", "node %d, %s", at, calls[k].method);
+        cr_expect(strstr(details, calls[k].field), "names %s: %s", calls[k].field, details);
+      }
+    }
 }
 
 Test(moves, bad_requests_are_refused_naming_the_field_and_nothing_moves, .timeout = 120) {
@@ -168,6 +208,9 @@ Test(moves, bad_requests_are_refused_naming_the_field_and_nothing_moves, .timeou
     cr_expect_eq(a.status, bad[i].status, "case %zu: %d %s", i, a.status, a.details);
     cr_expect(strstr(a.details, bad[i].word), "case %zu names %s: %s", i, bad[i].word, a.details);
   }
+  /* input is checked before routing (§20): a malformed global id is INVALID_ARGUMENT on both
+   * nodes, whichever group's leader each is, never a redirect to a group */
+  expect_invalid_everywhere(&cl);
   /* a dry run counts g1's rows and moves nothing */
   idem_client *c = h_groups_client(&cl, cl.node[0].addr);
   char gid[64];

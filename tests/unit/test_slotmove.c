@@ -103,6 +103,7 @@ Test(slotmove, the_record_travels_in_the_maps_json) {
   mv.phase = MOVE_BLOCKED;
   mv.blocked_ms = 1700000000500;
   mv.steps_moved = 12345;
+  mv.max_rows_per_s = 4321;
   snprintf(mv.note, sizeof mv.note, "why \"quoted\"");
   slotmap *b = slotmap_move_begin(m, &mv);
   char *json = slotmap_json(b);
@@ -117,6 +118,7 @@ Test(slotmove, the_record_travels_in_the_maps_json) {
   cr_expect_eq(p->move->blocked_ms, mv.blocked_ms);
   cr_expect_eq(p->move->steps_moved, 12345);
   cr_expect_str_eq(p->move->note, mv.note);
+  cr_expect_eq(p->move->max_rows_per_s, 4321, "the throttle travels with the record");
   cr_expect(p->ranges[0].moving);
   /* a record with a bad phase makes the map invalid, naming it */
   char *bad = strdup(json);

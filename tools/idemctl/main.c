@@ -25,7 +25,7 @@ static const ctl_cmd commands[] = {
      "its phase, rows copied and lag), as the node at --addr sees them (docs/api.md §17, §18). "
      "Exits 3 when a group has no leader or its store is unreachable from that node.",
      cmd_slots},
-    {"slots move", "FROM-TO --to GROUP", "to=,dry-run,request-id=,timeout=", 0, 1,
+    {"slots move", "FROM-TO --to GROUP", "to=,dry-run,request-id=,timeout=,max-rate=", 0, 1,
      "Moves slots to another group. Slots FROM-TO (or one slot N) go from the group that "
      "serves them to --to GROUP (docs/api.md §18) with PostgreSQL's logical replication; only "
      "the final handoff pauses those slots. Waits until the move ends, up to --timeout (default "
@@ -33,7 +33,8 @@ static const ctl_cmd commands[] = {
      "and the same --request-id waits for it again (a request id is made and printed unless "
      "given; a repeat answers the first result, \"(replayed)\"; the same --request-id with "
      "another range or --to is refused, request-mismatch). --dry-run checks and plans without "
-     "moving anything. Needs the operator role (slots serve every tenant): a token with role "
+     "moving anything. --max-rate N: the initial copy goes at most N rows a second on average "
+     "(default: the server's --move-max-rate). Needs the operator role (slots serve every tenant): a token with role "
      "operator, or a client certificate the server names in --operators; a tenant's admin is "
      "refused, permission-denied.",
      cmd_slots_move},

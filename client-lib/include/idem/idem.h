@@ -405,6 +405,12 @@ typedef struct idem_move_result {
  * field, nothing sent). */
 int idem_move_slots(idem_client *c, const idem_move *m, idem_move_result *out, idem_error *err);
 
+/* idem_move_slots with a throttle: the initial copy goes at most max_rows_per_s rows a second on
+ * average (0 = the server's --move-max-rate; docs/scaling-out.md). A function of its own so that
+ * idem_move keeps libidem0's layout. */
+int idem_move_slots_rate(idem_client *c, const idem_move *m, uint32_t max_rows_per_s,
+                         idem_move_result *out, idem_error *err);
+
 /* --- admin: incident response ------------------------------------------------------------ */
 
 /* Admin.ListSteps filters (docs/api.md §2). Every field may be left zero: all live steps of the
