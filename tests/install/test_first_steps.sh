@@ -103,7 +103,7 @@ mkdir -p "$snip/go"
 import re, sys
 readme, out = sys.argv[1:]
 s = open(readme).read()
-sec = s[s.index("## From Go, TypeScript and Python"):]
+sec = s[s.index("## From Go, TypeScript, Python and Java"):]
 sec = sec[:sec.index("\n## ", 4)]
 for lang, path in (("go", "go/snippet.go"), ("ts", "snippet.ts"), ("python", "snippet.py")):
     blocks = re.findall(r"```" + lang + r"\n(.*?)```", sec, re.S)
