@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MG METRICS_GROUPS_MAX
 
@@ -112,7 +113,17 @@ static const int64_t bucket_us[] = {500,    1000,   2500,   5000,    10000,   25
                                     100000, 250000, 500000, 1000000, 2500000, 5000000};
 #define N_BUCKETS (sizeof bucket_us / sizeof bucket_us[0])
 
+/* docs/api.md §22: the last traced call per bucket, an OpenMetrics exemplar. A writer that finds
+ * the slot busy skips (a recent call is enough); the scrape waits for it (a copy of 50 bytes). */
+typedef struct exemplar {
+  atomic_flag busy;
+  char trace_id[METRICS_TRACE_ID_MAX + 1]; /* "" = none yet */
+  int64_t micros;
+  int64_t at_ms; /* Unix ms */
+} exemplar;
+
 typedef struct rpc_stat {
+  exemplar ex[N_BUCKETS + 1];
   _Atomic(const char *) name;
   atomic_uint_fast64_t calls[METRICS_CODES];
   atomic_uint_fast64_t buckets[N_BUCKETS + 1]; /* not cumulative; the last is +Inf */
@@ -163,6 +174,22 @@ void metrics_rpc_done(int method, int grpc_code, int64_t micros) {
   atomic_fetch_add_explicit(&s->buckets[b], 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&s->sum_us, (uint64_t)micros, memory_order_relaxed);
   atomic_fetch_add_explicit(&s->count, 1, memory_order_relaxed);
+}
+
+void metrics_rpc_done_traced(int method, int grpc_code, int64_t micros, const char *trace_id) {
+  metrics_rpc_done(method, grpc_code, micros);
+  if (method < 0 || method >= METRICS_METHODS_MAX || !trace_id || !trace_id[0]) return;
+  if (micros < 0) micros = 0;
+  size_t b = 0;
+  while (b < N_BUCKETS && micros > bucket_us[b]) b++;
+  exemplar *x = &g_rpc[method].ex[b];
+  if (atomic_flag_test_and_set_explicit(&x->busy, memory_order_acquire)) return;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  snprintf(x->trace_id, sizeof x->trace_id, "%s", trace_id);
+  x->micros = micros;
+  x->at_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  atomic_flag_clear_explicit(&x->busy, memory_order_release);
 }
 
 void metrics_decision(int decision, bool takeover) {
@@ -223,8 +250,31 @@ static unsigned long long ld(atomic_uint_fast64_t *v) {
   return (unsigned long long)atomic_load_explicit(v, memory_order_relaxed);
 }
 
+/* The rendering under way on this thread is OpenMetrics (metrics_render_openmetrics). */
+static _Thread_local bool tl_om;
+
+/* A family's HELP and TYPE lines. In OpenMetrics a counter family is named without the
+ * _total its samples carry. */
 static void help(FILE *f, const char *name, const char *type, const char *text) {
-  fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, type);
+  int n = (int)strlen(name);
+  if (tl_om && strcmp(type, "counter") == 0 && n > 6 && strcmp(name + n - 6, "_total") == 0)
+    n -= 6;
+  fprintf(f, "# HELP %.*s %s\n# TYPE %.*s %s\n", n, name, text, n, name, type);
+}
+
+/* An OpenMetrics exemplar for bucket b of method m, when one is kept: ` # {trace_id="…"} v t`. */
+static void render_exemplar(FILE *f, int m, size_t b) {
+  if (!tl_om) return;
+  exemplar *x = &g_rpc[m].ex[b], copy;
+  while (atomic_flag_test_and_set_explicit(&x->busy, memory_order_acquire)) {
+  }
+  memcpy(copy.trace_id, x->trace_id, sizeof copy.trace_id);
+  copy.micros = x->micros;
+  copy.at_ms = x->at_ms;
+  atomic_flag_clear_explicit(&x->busy, memory_order_release);
+  if (copy.trace_id[0])
+    fprintf(f, " # {trace_id=\"%s\"} %.6f %.3f", copy.trace_id, (double)copy.micros / 1e6,
+            (double)copy.at_ms / 1e3);
 }
 
 static void render_rpc(FILE *f) {
@@ -247,10 +297,12 @@ static void render_rpc(FILE *f) {
     for (size_t b = 0; b <= N_BUCKETS; b++) {
       cum += ld(&g_rpc[m].buckets[b]);
       if (b < N_BUCKETS)
-        fprintf(f, "idem_rpc_duration_seconds_bucket{method=\"%s\",le=\"%g\"} %llu\n", name,
+        fprintf(f, "idem_rpc_duration_seconds_bucket{method=\"%s\",le=\"%g\"} %llu", name,
                 (double)bucket_us[b] / 1e6, cum);
       else
-        fprintf(f, "idem_rpc_duration_seconds_bucket{method=\"%s\",le=\"+Inf\"} %llu\n", name, cum);
+        fprintf(f, "idem_rpc_duration_seconds_bucket{method=\"%s\",le=\"+Inf\"} %llu", name, cum);
+      render_exemplar(f, m, b);
+      fputc('\n', f);
     }
     fprintf(f, "idem_rpc_duration_seconds_sum{method=\"%s\"} %.6f\n", name,
             (double)ld(&g_rpc[m].sum_us) / 1e6);
@@ -419,18 +471,29 @@ static void render_moves(FILE *f) {
   fprintf(f, "idem_slot_moves_total{result=\"rolled_back\"} %llu\n", ld(&g_moves_ended[1]));
 }
 
-char *metrics_render(void) {
+static char *render(bool om) {
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
   if (!f) return NULL;
+  tl_om = om;
   render_rpc(f);
   render_counters(f);
   render_gauges(f);
   render_moves(f);
+  if (om) fputs("# EOF\n", f);
+  tl_om = false;
   if (fclose(f) != 0) {
     free(buf);
     return NULL;
   }
   return buf;
+}
+
+char *metrics_render(void) {
+  return render(false);
+}
+
+char *metrics_render_openmetrics(void) {
+  return render(true);
 }

@@ -56,6 +56,11 @@ void metrics_rpc_name(int method, const char *name);
  * arrival to the reply being queued). Out-of-range arguments are ignored. */
 void metrics_rpc_done(int method, int grpc_code, int64_t micros);
 
+/* metrics_rpc_done for a call that carried a W3C trace id (32 lower-case hex; NULL or "" =
+ * none): the call also becomes the latest exemplar of its latency bucket (docs/api.md §22). */
+#define METRICS_TRACE_ID_MAX 32
+void metrics_rpc_done_traced(int method, int grpc_code, int64_t micros, const char *trace_id);
+
 /* A BeginStep answered with decision (record.h step_decision values 1..5); takeover when it
  * was a PROCEED after an expired lease. */
 void metrics_decision(int decision, bool takeover);
@@ -106,5 +111,10 @@ void metrics_move_ended(bool finished);
 /* The whole Prometheus text exposition (format 0.0.4). Returns a malloc'd NUL-terminated
  * string the caller frees, or NULL on allocation failure. Calls the counts function. */
 char *metrics_render(void);
+
+/* The same as OpenMetrics 1.0 text (application/openmetrics-text; version=1.0.0): counter
+ * families named without _total, the latency buckets with their trace-id exemplars
+ * (` # {trace_id="…"} seconds unix-seconds`), and `# EOF` last. Same ownership. */
+char *metrics_render_openmetrics(void);
 
 #endif

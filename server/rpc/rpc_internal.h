@@ -143,6 +143,7 @@ struct rpc_call {
   bool close_early;
   atomic_int batches;
   coord_wait_cell cell;
+  char trace_id[33];    /* of the call's traceparent ("" = none): its latency's exemplar */
   rpc_call *next;       /* worker queue link */
   ProtobufCMessage *in; /* an async handler's request, freed by rpc__async_done */
 };
