@@ -1,6 +1,7 @@
 /* metrics.c — the counters behind /metrics and their Prometheus text rendering. Counters are
  * relaxed atomics (a scrape may see one counter a call ahead of another; never torn). */
 #include "metrics.h"
+#include "metrics_internal.h"
 
 #include "idem/v1/names.h"
 
@@ -255,12 +256,14 @@ static _Thread_local bool tl_om;
 
 /* A family's HELP and TYPE lines. In OpenMetrics a counter family is named without the
  * _total its samples carry. */
-static void help(FILE *f, const char *name, const char *type, const char *text) {
+void metrics__help(FILE *f, const char *name, const char *type, const char *text) {
   int n = (int)strlen(name);
   if (tl_om && strcmp(type, "counter") == 0 && n > 6 && strcmp(name + n - 6, "_total") == 0)
     n -= 6;
   fprintf(f, "# HELP %.*s %s\n# TYPE %.*s %s\n", n, name, text, n, name, type);
 }
+
+#define help metrics__help
 
 /* An OpenMetrics exemplar for bucket b of method m, when one is kept: ` # {trace_id="…"} v t`. */
 static void render_exemplar(FILE *f, int m, size_t b) {
@@ -376,8 +379,8 @@ static void render_words(FILE *f, const char *name, const char *help_text, const
 
 /* One sample of a group-aware series: `name{group="g",key="label"} v`, the group label only with
  * groups, the other only when key is given. */
-static void sample(FILE *f, const char *name, int group, const char *key, const char *label,
-                   unsigned long long v) {
+void metrics__sample(FILE *f, const char *name, int group, const char *key, const char *label,
+                     unsigned long long v) {
   bool grouped = atomic_load(&g_n_groups) > 1;
   if (grouped && key)
     fprintf(f, "%s{group=\"%s\",%s=\"%s\"} %llu\n", name, g_group_names[group], key, label, v);
@@ -387,6 +390,13 @@ static void sample(FILE *f, const char *name, int group, const char *key, const 
     fprintf(f, "%s{%s=\"%s\"} %llu\n", name, key, label, v);
   else
     fprintf(f, "%s %llu\n", name, v);
+}
+
+#define sample metrics__sample
+
+int metrics__groups(void) {
+  size_t n = atomic_load(&g_n_groups);
+  return n > 1 ? (int)n : 1;
 }
 
 /* The store, batch, reaper and election series: per group with groups, else as one. */
@@ -439,14 +449,17 @@ static void render_counters(FILE *f) {
 
 static void render_gauges(FILE *f) {
   metrics_counts_fn fn = atomic_load(&g_counts_fn);
-  uint64_t in_progress = 0, unknown = 0;
-  bool ok = fn && fn(atomic_load(&g_counts_arg), &in_progress, &unknown);
+  uint64_t in_progress = 0, unknown = 0, lease_expired = 0;
+  bool ok = fn && fn(atomic_load(&g_counts_arg), &in_progress, &unknown, &lease_expired);
   help(f, "idem_steps_scrape_ok", "gauge", "1 when the step counts below could be read.");
   fprintf(f, "idem_steps_scrape_ok %d\n", ok ? 1 : 0);
   if (!ok) return;
   help(f, "idem_steps", "gauge", "Live steps in a state that needs attention, over all tenants.");
   fprintf(f, "idem_steps{state=\"in_progress\"} %llu\n", (unsigned long long)in_progress);
   fprintf(f, "idem_steps{state=\"unknown\"} %llu\n", (unsigned long long)unknown);
+  help(f, "idem_steps_lease_expired", "gauge",
+       "Live IN_PROGRESS steps whose lease has run out (their holder stopped; nobody took over).");
+  fprintf(f, "idem_steps_lease_expired %llu\n", (unsigned long long)lease_expired);
 }
 
 static void render_moves(FILE *f) {
@@ -481,6 +494,7 @@ static char *render(bool om) {
   render_counters(f);
   render_gauges(f);
   render_moves(f);
+  metrics__render_ops(f);
   if (om) fputs("# EOF\n", f);
   tl_om = false;
   if (fclose(f) != 0) {

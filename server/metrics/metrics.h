@@ -61,6 +61,14 @@ void metrics_rpc_done(int method, int grpc_code, int64_t micros);
 #define METRICS_TRACE_ID_MAX 32
 void metrics_rpc_done_traced(int method, int grpc_code, int64_t micros, const char *trace_id);
 
+/* A call answered with an error carrying reason (its idem-reason word, a static string):
+ * idem_rpc_errors_total{reason}. */
+void metrics_rpc_error(const char *reason);
+
+/* The reaper of group finished a round (ok: without a store error):
+ * idem_reaper_last_round_timestamp_seconds{group} becomes now. */
+void metrics_reaper_round_g(int group, bool ok);
+
 /* A BeginStep answered with decision (record.h step_decision values 1..5); takeover when it
  * was a PROCEED after an expired lease. */
 void metrics_decision(int decision, bool takeover);
@@ -93,9 +101,11 @@ void metrics_batch_g(int group, uint64_t n);
 void metrics_reaped_g(int group, const char *kind, uint64_t n);
 
 /* The source of the step gauges, called on each scrape (from the HTTP thread): fills the
- * live IN_PROGRESS and UNKNOWN step counts and returns true, or false when they cannot be
+ * live IN_PROGRESS and UNKNOWN step counts, and of the IN_PROGRESS ones those whose lease has
+ * run out (idem_steps_lease_expired) and returns true, or false when they cannot be
  * read now (the scrape then reports idem_steps_scrape_ok 0 and omits the gauges). */
-typedef bool (*metrics_counts_fn)(void *arg, uint64_t *in_progress, uint64_t *unknown);
+typedef bool (*metrics_counts_fn)(void *arg, uint64_t *in_progress, uint64_t *unknown,
+                                  uint64_t *lease_expired);
 void metrics_set_counts_fn(metrics_counts_fn fn, void *arg);
 
 /* --- moving slots (docs/api.md §18) ---

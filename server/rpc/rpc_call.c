@@ -218,6 +218,7 @@ void rpc__call_finish(rpc_call *c, const err_t *e) {
     c->n_trailing = 1;
   }
   if (code != ERR_OK) {
+    metrics_rpc_error(reason);
     c->trailing[c->n_trailing].key = grpc_slice_from_static_string(RPC_REASON_MD);
     c->trailing[c->n_trailing].value = grpc_slice_from_copied_string(reason);
     c->n_trailing++;

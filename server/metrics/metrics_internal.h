@@ -1,0 +1,17 @@
+/* metrics_internal.h — what the files of metrics/ share: the HELP/TYPE lines (OpenMetrics-aware)
+ * and a sample of a group-aware series (metrics.c). */
+#ifndef IDEM_METRICS_INTERNAL_H
+#define IDEM_METRICS_INTERNAL_H
+
+#include <stdio.h>
+
+void metrics__help(FILE *f, const char *name, const char *type, const char *text);
+/* `name{group="g",key="label"} v`: the group label only with groups, the other only with key. */
+void metrics__sample(FILE *f, const char *name, int group, const char *key, const char *label,
+                     unsigned long long v);
+/* How many groups the series are rendered for (1 without groups). */
+int metrics__groups(void);
+/* metrics_ops.c: errors by reason, the reaper's last round. */
+void metrics__render_ops(FILE *f);
+
+#endif
