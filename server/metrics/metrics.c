@@ -394,6 +394,13 @@ void metrics__sample(FILE *f, const char *name, int group, const char *key, cons
 
 #define sample metrics__sample
 
+void metrics__sample_f(FILE *f, const char *name, int group, double v) {
+  if (atomic_load(&g_n_groups) > 1)
+    fprintf(f, "%s{group=\"%s\"} %.9g\n", name, g_group_names[group], v);
+  else
+    fprintf(f, "%s %.9g\n", name, v);
+}
+
 int metrics__groups(void) {
   size_t n = atomic_load(&g_n_groups);
   return n > 1 ? (int)n : 1;
@@ -495,6 +502,7 @@ static char *render(bool om) {
   render_gauges(f);
   render_moves(f);
   metrics__render_ops(f);
+  metrics__render_store(f);
   if (om) fputs("# EOF\n", f);
   tl_om = false;
   if (fclose(f) != 0) {

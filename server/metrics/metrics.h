@@ -94,6 +94,19 @@ void metrics_set_leader(bool leader, uint64_t epoch);
 typedef void (*metrics_leader_fn)(void *arg, int group, bool *leader, uint64_t *epoch);
 /* Registers the groups (names outlive the process's metrics; n <= METRICS_GROUPS_MAX). */
 void metrics_set_groups(size_t n, const char *const *names, metrics_leader_fn fn, void *arg);
+/* Where the time goes in the group commit (per group): the histograms
+ * idem_store_queue_wait_seconds (a transaction's wait in the queue), idem_store_batch_size,
+ * idem_store_round_trips (per committed batch) and idem_store_commit_seconds (a batch's start to
+ * its commit). v in seconds, or a count. */
+typedef enum metrics_store_hist {
+  METRICS_QUEUE_WAIT,
+  METRICS_BATCH_SIZE,
+  METRICS_ROUND_TRIPS,
+  METRICS_COMMIT,
+  METRICS_STORE_HIST__COUNT
+} metrics_store_hist;
+void metrics_store_observe_g(int group, metrics_store_hist h, double v);
+
 /* The group-aware forms of metrics_store_error, metrics_batch and metrics_reaped (which count
  * for group 0). An out-of-range group counts for group 0. */
 void metrics_store_error_g(int group, const char *kind);

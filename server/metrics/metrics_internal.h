@@ -11,6 +11,10 @@ void metrics__sample(FILE *f, const char *name, int group, const char *key, cons
                      unsigned long long v);
 /* How many groups the series are rendered for (1 without groups). */
 int metrics__groups(void);
+/* metrics__sample for a real value (%.9g), without a second label. */
+void metrics__sample_f(FILE *f, const char *name, int group, double v);
+/* metrics_store.c: the group commit's histograms. */
+void metrics__render_store(FILE *f);
 /* metrics_ops.c: errors by reason, the reaper's last round. */
 void metrics__render_ops(FILE *f);
 

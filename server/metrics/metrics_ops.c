@@ -1,5 +1,5 @@
-/* metrics_ops.c — the series an operator's alerts read (deploy/prometheus/, docs/observability.md):
- * errors by reason, the reaper's last finished round, steps past their lease. */
+/* metrics_ops.c — the series an operator's alerts read (deploy/prometheus/,
+ * docs/observability.md): errors by reason, the reaper's last finished round, steps past their lease. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>

@@ -185,3 +185,37 @@ Test(metrics, counters_rise_by_the_calls_made) {
   cr_assert_eq(http_get("/nope", &body), 404);
   free(body);
 }
+
+/* Where the time goes (docs/observability.md): every step transaction of the group commit is
+ * counted once in the queue-wait histogram and once in the batch sizes' sum; each committed
+ * batch once in the round trips (at least two: read, then write and commit) and commit time. */
+Test(metrics, the_group_commit_histograms_count_every_transaction) {
+  double waits0 = zero_if_absent(h_metric(H.metrics_port, "idem_store_queue_wait_seconds_count"));
+  double steps0 = zero_if_absent(h_metric(H.metrics_port, "idem_store_batch_size_sum"));
+  idem_client *c = h_client(&H.s, H.t, 5000);
+  char gid[64];
+  h_unique("g", gid, sizeof gid);
+  for (int i = 0; i < 20; i++) {
+    char op[32];
+    snprintf(op, sizeof op, "op-%d", i);
+    idem_step_key k = {gid, "svc", op, IDEM_FORWARD};
+    idem_begin b;
+    idem_error e = {0};
+    cr_assert_eq(idem_step_begin(c, &k, NULL, 0, 0, &b, &e), IDEM_OK, "%s", e.message);
+    cr_assert_eq(
+        idem_step_complete(c, &k, b.attempt, IDEM_OUTCOME_SUCCEEDED, 200, NULL, 0, NULL, &e),
+        IDEM_OK, "%s", e.message);
+    idem_begin_clear(&b);
+  }
+  idem_close(c);
+  char *text = scrape();
+  cr_assert_eq(sample(text, "idem_store_queue_wait_seconds_count") - waits0, 40);
+  cr_assert_eq(sample(text, "idem_store_batch_size_sum") - steps0, 40);
+  double batches = sample(text, "idem_store_batch_size_count");
+  cr_assert_eq(sample(text, "idem_store_commit_seconds_count"), batches);
+  cr_assert_eq(sample(text, "idem_store_round_trips_count"), batches);
+  cr_assert_eq(sample(text, "idem_store_round_trips_bucket{le=\"+Inf\"}"), batches);
+  cr_assert_geq(sample(text, "idem_store_round_trips_sum"), 2 * batches);
+  cr_assert_eq(sample(text, "idem_store_round_trips_bucket{le=\"2\"}") >= 0, true);
+  free(text);
+}
