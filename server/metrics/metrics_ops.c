@@ -1,5 +1,6 @@
 /* metrics_ops.c — the series an operator's alerts read (deploy/prometheus/,
- * docs/observability.md): errors by reason, the reaper's last finished round, steps past their lease. */
+ * docs/observability.md): errors by reason, the reaper's last finished round. (Steps past their
+ * lease are counted with the other step gauges, metrics.c.) */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
