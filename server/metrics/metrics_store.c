@@ -1,5 +1,6 @@
 /* metrics_store.c — where a step transaction's time goes in the group commit
- * (docs/observability.md "Where the time goes"): histograms per store group of the wait in the batcher's queue, the
+ * (docs/observability.md "Where the time goes"): histograms per store group of the wait in the
+ * batcher's queue, the
  * batch size, the round trips to PostgreSQL and the time from a batch's start to its commit. */
 #include <stdatomic.h>
 #include <stdio.h>
