@@ -19,9 +19,6 @@ static atomic_uint_fast64_t g_reaped_steps[MG];
 static atomic_uint_fast64_t g_reaped_sagas[MG];
 static atomic_uint_fast64_t g_reaped_bodies[MG]; /* bodies dropped past result retention */
 
-/* the groups (metrics_set_groups): 0 or 1 = no group label */
-static _Atomic size_t g_n_groups;
-static const char *g_group_names[MG];
 static _Atomic(metrics_leader_fn) g_leader_fn;
 static _Atomic(void *) g_leader_arg;
 
@@ -216,10 +213,9 @@ void metrics_store_error(const char *kind) {
 
 void metrics_set_groups(size_t n, const char *const *names, metrics_leader_fn fn, void *arg) {
   if (n > MG) n = MG;
-  for (size_t i = 0; i < n; i++) g_group_names[i] = names[i];
   atomic_store(&g_leader_arg, arg);
   atomic_store(&g_leader_fn, fn);
-  atomic_store(&g_n_groups, n);
+  metrics__set_group_names(n, names); /* last: a scrape sees the groups with their leader fn */
 }
 
 void metrics_set_leader(bool leader, uint64_t epoch) {
@@ -251,23 +247,11 @@ static unsigned long long ld(atomic_uint_fast64_t *v) {
   return (unsigned long long)atomic_load_explicit(v, memory_order_relaxed);
 }
 
-/* The rendering under way on this thread is OpenMetrics (metrics_render_openmetrics). */
-static _Thread_local bool tl_om;
-
-/* A family's HELP and TYPE lines. In OpenMetrics a counter family is named without the
- * _total its samples carry. */
-void metrics__help(FILE *f, const char *name, const char *type, const char *text) {
-  int n = (int)strlen(name);
-  if (tl_om && strcmp(type, "counter") == 0 && n > 6 && strcmp(name + n - 6, "_total") == 0)
-    n -= 6;
-  fprintf(f, "# HELP %.*s %s\n# TYPE %.*s %s\n", n, name, text, n, name, type);
-}
-
 #define help metrics__help
 
 /* An OpenMetrics exemplar for bucket b of method m, when one is kept: ` # {trace_id="…"} v t`. */
 static void render_exemplar(FILE *f, int m, size_t b) {
-  if (!tl_om) return;
+  if (!metrics__om()) return;
   exemplar *x = &g_rpc[m].ex[b], copy;
   while (atomic_flag_test_and_set_explicit(&x->busy, memory_order_acquire)) {
   }
@@ -377,40 +361,12 @@ static void render_words(FILE *f, const char *name, const char *help_text, const
     fprintf(f, "%s{%s=\"%s\"} %llu\n", name, key, names[i], ld(&v[i]));
 }
 
-/* One sample of a group-aware series: `name{group="g",key="label"} v`, the group label only with
- * groups, the other only when key is given. */
-void metrics__sample(FILE *f, const char *name, int group, const char *key, const char *label,
-                     unsigned long long v) {
-  bool grouped = atomic_load(&g_n_groups) > 1;
-  if (grouped && key)
-    fprintf(f, "%s{group=\"%s\",%s=\"%s\"} %llu\n", name, g_group_names[group], key, label, v);
-  else if (grouped)
-    fprintf(f, "%s{group=\"%s\"} %llu\n", name, g_group_names[group], v);
-  else if (key)
-    fprintf(f, "%s{%s=\"%s\"} %llu\n", name, key, label, v);
-  else
-    fprintf(f, "%s %llu\n", name, v);
-}
-
 #define sample metrics__sample
-
-void metrics__sample_f(FILE *f, const char *name, int group, double v) {
-  if (atomic_load(&g_n_groups) > 1)
-    fprintf(f, "%s{group=\"%s\"} %.9g\n", name, g_group_names[group], v);
-  else
-    fprintf(f, "%s %.9g\n", name, v);
-}
-
-int metrics__groups(void) {
-  size_t n = atomic_load(&g_n_groups);
-  return n > 1 ? (int)n : 1;
-}
 
 /* The store, batch, reaper and election series: per group with groups, else as one. */
 static void render_grouped(FILE *f) {
-  size_t n = atomic_load(&g_n_groups);
-  int groups = n > 1 ? (int)n : 1;
-  metrics_leader_fn fn = n > 1 ? atomic_load(&g_leader_fn) : NULL;
+  int groups = metrics__groups();
+  metrics_leader_fn fn = groups > 1 ? atomic_load(&g_leader_fn) : NULL;
   help(f, "idem_store_errors_total", "counter", "Failed store calls, by kind.");
   for (int g = 0; g < groups; g++)
     for (size_t k = 0; k < N_STORE_KINDS; k++)
@@ -496,7 +452,7 @@ static char *render(bool om) {
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
   if (!f) return NULL;
-  tl_om = om;
+  metrics__set_om(om);
   render_rpc(f);
   render_counters(f);
   render_gauges(f);
@@ -504,7 +460,7 @@ static char *render(bool om) {
   metrics__render_ops(f);
   metrics__render_store(f);
   if (om) fputs("# EOF\n", f);
-  tl_om = false;
+  metrics__set_om(false);
   if (fclose(f) != 0) {
     free(buf);
     return NULL;

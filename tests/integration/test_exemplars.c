@@ -103,7 +103,8 @@ Test(exemplars, openmetrics_on_request_and_prometheus_finds_the_slow_call) {
           bol, "idem_rpc_duration_seconds_bucket{method=\"Coordinator/BeginStep\",le=\"2.5\"} ",
           strlen("idem_rpc_duration_seconds_bucket{method=\"Coordinator/BeginStep\",le=\"2.5\"} ")),
       0, "%.200s", bol);
-  cr_assert(strstr(om, "# {trace_id=\"" FAST "\"} 0.0"), "%s", om);
+  /* the fast call is another bucket's exemplar (which one depends on the machine's load) */
+  cr_assert(strstr(om, "# {trace_id=\"" FAST "\"} "), "%s", om);
   free(hdr);
   free(om);
   char *plain = curl_get("text/plain", url, &hdr);
