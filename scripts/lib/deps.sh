@@ -3,7 +3,7 @@ IDEM_DEBS="build-essential cmake pkg-config libgrpc-dev protobuf-c-compiler libp
   libpq-dev libinih-dev postgresql postgresql-client libcriterion-dev libssl-dev grpc-proto protobuf-compiler
   python3-grpcio python3-protobuf libmicrohttpd-dev libcjson-dev
   etcd-server libcurl4-openssl-dev openssl patroni python3-h2 iproute2 nftables faketime
-  prometheus"
+  prometheus curl"
 # scripts/fuzz only: clang 14 with libFuzzer and the sanitizer runtimes, llvm-symbolizer for traces
 IDEM_FUZZ_DEBS="clang-14 libclang-rt-14-dev llvm-14"
 
