@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "util/clock.h"
 
 #define THREADS 4
 #define PAIRS 50   /* per thread: BeginStep + CompleteStep on fresh keys */
@@ -218,4 +219,32 @@ Test(metrics, the_group_commit_histograms_count_every_transaction) {
   cr_assert_geq(sample(text, "idem_store_round_trips_sum"), 2 * batches);
   cr_assert_eq(sample(text, "idem_store_round_trips_bucket{le=\"2\"}") >= 0, true);
   free(text);
+}
+
+/* The series the alerts read (deploy/prometheus/): an error counted by its reason, and a step
+ * whose lease ran out counted in idem_steps_lease_expired (the counts are read at most once a
+ * second: polled until they show it). */
+Test(metrics, errors_by_reason_and_steps_past_their_lease) {
+  idem_client *c = h_client(&H.s, H.t, 5000);
+  char gid[64];
+  h_unique("g", gid, sizeof gid);
+  double nf0 =
+      zero_if_absent(h_metric(H.metrics_port, "idem_rpc_errors_total{reason=\"not-found\"}"));
+  double exp0 = h_metric(H.metrics_port, "idem_steps_lease_expired");
+  cr_assert_geq(exp0, 0, "idem_steps_lease_expired is missing");
+  idem_step_key k = {gid, "svc", "leased", IDEM_FORWARD}, none = {gid, "svc", "none", IDEM_FORWARD};
+  idem_record r;
+  idem_error e = {0};
+  cr_assert_eq(idem_step_lookup(c, &none, &r, &e), IDEM_NOT_FOUND);
+  cr_assert_eq(h_metric(H.metrics_port, "idem_rpc_errors_total{reason=\"not-found\"}"), nf0 + 1);
+  idem_begin b;
+  cr_assert_eq(idem_step_begin(c, &k, NULL, 0, 200, &b, &e), IDEM_OK, "%s", e.message);
+  idem_begin_clear(&b);
+  double now = exp0;
+  for (int64_t until = clock_mono_ms() + 15000; now < exp0 + 1 && clock_mono_ms() < until;) {
+    h_sleep_ms(100);
+    now = h_metric(H.metrics_port, "idem_steps_lease_expired");
+  }
+  cr_assert_geq(now, exp0 + 1, "the expired lease was not counted (%g, before %g)", now, exp0);
+  idem_close(c);
 }
