@@ -90,7 +90,8 @@ static void usage(FILE *f) {
           "                  [--concurrency 64] [--channels 4] [--duration 10 | --count N]\n"
           "                  [--keys N] [--rate OPS_PER_S] [--wait-ms MS] [--action-ms 50]\n"
           "                  [--by-group] [--json]\n"
-          "       idem-bench --addr HOST:PORT --topology\n");
+          "       idem-bench --addr HOST:PORT --topology\n"
+          "       idem-bench --version\n");
 }
 
 static int parse(int argc, char **argv, conf *cf) {
@@ -103,7 +104,8 @@ static int parse(int argc, char **argv, conf *cf) {
       {"count", required_argument, 0, 'n'},    {"keys", required_argument, 0, 'k'},
       {"rate", required_argument, 0, 'r'},     {"json", no_argument, 0, 'j'},
       {"wait-ms", required_argument, 0, 'W'},  {"action-ms", required_argument, 0, 'A'},
-      {"by-group", no_argument, 0, 'g'},       {"topology", no_argument, 0, 'T'},       {"help", no_argument, 0, 'h'},
+      {"by-group", no_argument, 0, 'g'},       {"topology", no_argument, 0, 'T'},
+      {"help", no_argument, 0, 'h'},           {"version", no_argument, 0, 'V'},
       {0, 0, 0, 0}};
   bool have_duration = false, have_count = false;
   int o;
@@ -137,6 +139,7 @@ static int parse(int argc, char **argv, conf *cf) {
       case 'W': cf->wait_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
       case 'A': cf->action_ms = atoi(optarg); break;
       case 'h': usage(stdout); exit(0);
+      case 'V': printf("idem-bench %s (libidem %s)\n", IDEM_VERSION, idem_version()); exit(0);
       default: usage(stderr); return 2;
     }
   }

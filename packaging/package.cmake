@@ -46,7 +46,10 @@ set(CPACK_DEBIAN_COORDINATOR_PACKAGE_NAME idem-coordinator)
 set(CPACK_DEBIAN_COORDINATOR_PACKAGE_SECTION net)
 set(CPACK_COMPONENT_COORDINATOR_DESCRIPTION
   "idempotency coordinator for saga workflows\n idem-coordinator answers, for every step of a saga, whether to run it, replay its\n stored result or wait; state in PostgreSQL, leader election through etcd. Includes\n idemctl (incident response) and a hardened systemd unit (/etc/idem/idem.env).")
-set(CPACK_DEBIAN_COORDINATOR_PACKAGE_CONTROL_EXTRA ${CMAKE_CURRENT_LIST_DIR}/conffiles)
+# postinst: an upgrade restarts a running unit on the new binary (docs/upgrading.md)
+set(CPACK_DEBIAN_COORDINATOR_PACKAGE_CONTROL_EXTRA
+  "${CMAKE_CURRENT_LIST_DIR}/conffiles;${CMAKE_CURRENT_LIST_DIR}/postinst")
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION TRUE) # maintainer scripts 0755
 set(CPACK_DEBIAN_LIB_PACKAGE_NAME libidem0)
 set(CPACK_DEBIAN_LIB_PACKAGE_SECTION libs)
 set(CPACK_COMPONENT_LIB_DESCRIPTION

@@ -6,8 +6,9 @@
 # retry, a late payment callback, an out-of-stock refund, a refund before its charge), prints
 # every table, and stops the services.
 #
-# PAYMENT=go or PAYMENT=node runs the payment participant in Go (saga-examples/payment-go) or
-# in Node (saga-examples/payment-node) instead of C (PAYMENT=c, the default): same API, flags,
+# PAYMENT=go, PAYMENT=node or PAYMENT=java runs the payment participant in Go
+# (saga-examples/payment-go), Node (saga-examples/payment-node) or Java (saga-examples/payment-java)
+# instead of C (PAYMENT=c, the default): same API, flags,
 # tables and behaviour, so the saga crosses languages; polyglot/payment-bin.sh installs and
 # builds it first (offline from Debian's packages / the committed npm lock file).
 set -euo pipefail
@@ -53,7 +54,7 @@ start() { # start NAME PORT ARGS...
   exit 1
 }
 pay_port=$(free_port) inv_port=$(free_port) ord_port=$(free_port)
-echo "== payment participant: $payment (PAYMENT=c|go|node)"
+echo "== payment participant: $payment (PAYMENT=c|go|node|java)"
 start payment "$pay_port"
 start inventory "$inv_port" --stock widget=10,gadget=1
 start order "$ord_port" --payments "127.0.0.1:$pay_port" --inventory "127.0.0.1:$inv_port"

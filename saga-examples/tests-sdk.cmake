@@ -1,14 +1,14 @@
-# saga-examples/tests-sdk.cmake — the order saga with its payment participant in Go and in Node
+# saga-examples/tests-sdk.cmake — the order saga with its payment participant in Go, Node and Java
 # (label sdk; included from tests/CMakeLists.txt). Each runs tests/saga's own binaries unchanged
-# against C order and inventory services and the Go / Node payment
+# against C order and inventory services and the Go / Node / Java payment
 # (saga-examples/polyglot/run-scenarios.sh, which installs and builds the participant first):
 #   saga_payment_LANG         test_scenarios: double click, gateway retry, late callback, 100
 #                             identical requests, refund before its charge, declined charge, reused
 #                             key; each cross-checked table by table
 #   saga_payment_LANG_faults  test_faults' payment cases: kill -9 of the payment at after_begin,
 #                             after_write and after_complete, restart, attempt/fence and cross-check
-# RUN_SERIAL: the builds share client-lib's outputs (client-lib/node/dist, the Go cache).
-foreach(lang go node)
+# RUN_SERIAL: the builds share client-lib's outputs (client-lib/node/dist, the Go cache, build/java).
+foreach(lang go node java)
   add_test(NAME saga_payment_${lang}
     COMMAND ${IDEM_TEST_RUN} ${CMAKE_SOURCE_DIR}/saga-examples/polyglot/run-scenarios.sh ${CMAKE_BINARY_DIR} ${lang}
             $<TARGET_FILE:saga_test_scenarios> --jobs=2)

@@ -3,7 +3,7 @@
  *   idem-move-load --addr H:P,H:P --tenant T --slots S --from A --to B --group G
  *                  [--moving 16] [--other 8] [--before 5] [--after 5]
  *                  [--rate-moving R] [--rate-other R] [--json] [--trace FILE]
- *                  [--burn CORES:SECONDS] [--cpu-top]
+ *                  [--burn CORES:SECONDS] [--cpu-top] [--max-rate N]
  *
  * --moving callers run pairs (BeginStep + CompleteStep, fresh keys) on sagas whose slot is in
  * A..B, --other callers on every other slot; each caller a thread with its own libidem client
@@ -27,7 +27,9 @@
  * --burn CORES:SECONDS is the control run: no move; for SECONDS in its place, threads of a
  * child process (a session of its own) spin CORES cores' worth of CPU (duty cycle), so that the
  * latencies beside the same CPU spent by something that is not replication can be set against a
- * move's. --cpu-top names the commands whose CPU rose most from before2 to during.
+ * move's (CORES 0: nothing runs in the move's place, the no-move control). --max-rate N: the
+ * move's throttle, rows/s of its initial copy (MoveSlotsRequest.max_rows_per_s; default 0, the
+ * server's --move-max-rate). --cpu-top names the commands whose CPU rose most from before2 to during.
  */
 #include <getopt.h>
 #include <pthread.h>
@@ -70,6 +72,7 @@ static struct {
   const char *trace; /* --trace FILE: every pair's start (s from the load's) and latency */
   double burn_cores, burn_s; /* --burn CORES:SECONDS: the control run, no move */
   bool cpu_top;
+  uint32_t max_rate; /* --max-rate: MoveSlotsRequest.max_rows_per_s */
 } cf = {.slots = 256, .moving = 16, .other = 8, .before_s = 5, .after_s = 5};
 
 static atomic_bool stop_load;
@@ -221,6 +224,8 @@ static int burn_child(double cores, double secs) {
   pthread_t th[8];
   if (n > 8) n = 8;
   atomic_store(&burn_end, now_s() + secs);
+  if (n == 0) /* the no-move control: nothing in the move's place */
+    nanosleep(&(struct timespec){(time_t)secs, (long)((secs - (long)secs) * 1e9)}, NULL);
   for (int i = 0; i < n; i++) {
     share[i] = cores - i >= 1 ? 1.0 : cores - i;
     pthread_create(&th[i], NULL, run_burner, &share[i]);
@@ -285,7 +290,7 @@ static void usage(void) {
           "usage: idem-move-load --addr H:P[,H:P] --tenant T --slots S --from A --to B --group G\n"
           "                      [--moving N] [--other N] [--before S] [--after S]\n"
           "                      [--rate-moving R] [--rate-other R] [--json] [--trace FILE]\n"
-          "                      [--burn CORES:SECONDS] [--cpu-top]\n");
+          "                      [--burn CORES:SECONDS] [--cpu-top] [--max-rate N]\n");
   exit(2);
 }
 
@@ -295,7 +300,7 @@ int main(int argc, char **argv) {
       {"to", 1, 0, 'T'},     {"group", 1, 0, 'g'},  {"moving", 1, 0, 'm'}, {"other", 1, 0, 'o'},
       {"before", 1, 0, 'b'}, {"after", 1, 0, 'A'},  {"json", 0, 0, 'j'},
       {"rate-moving", 1, 0, 'r'}, {"rate-other", 1, 0, 'R'}, {"trace", 1, 0, 'x'},
-      {"burn", 1, 0, 'B'}, {"cpu-top", 0, 0, 'C'}, {0, 0, 0, 0}};
+      {"burn", 1, 0, 'B'}, {"cpu-top", 0, 0, 'C'}, {"max-rate", 1, 0, 'M'}, {0, 0, 0, 0}};
   double bc, bs;
   if (argc == 3 && strcmp(argv[1], "--burn-child") == 0 &&
       sscanf(argv[2], "%lf:%lf", &bc, &bs) == 2)
@@ -318,10 +323,11 @@ int main(int argc, char **argv) {
       case 'R': cf.rate[OTHER] = atof(optarg); break;
       case 'x': cf.trace = optarg; break;
       case 'C': cf.cpu_top = true; break;
+      case 'M': cf.max_rate = (uint32_t)atol(optarg); break;
       case 'B':
-        if (sscanf(optarg, "%lf:%lf", &cf.burn_cores, &cf.burn_s) != 2 || cf.burn_cores <= 0 ||
+        if (sscanf(optarg, "%lf:%lf", &cf.burn_cores, &cf.burn_s) != 2 || cf.burn_cores < 0 ||
             cf.burn_cores > 8 || cf.burn_s <= 0) {
-          fprintf(stderr, "idem-move-load: --burn: CORES:SECONDS, 0 < CORES <= 8, SECONDS > 0\n");
+          fprintf(stderr, "idem-move-load: --burn: CORES:SECONDS, 0 <= CORES <= 8, SECONDS > 0\n");
           exit(2);
         }
         break;
@@ -361,10 +367,10 @@ int main(int argc, char **argv) {
   double repl0[REPL_KINDS] = {repl_seconds(REPL_WALSENDER), repl_seconds(REPL_WORKER)};
   atomic_store(&t_move_start, now_s());
   int rc = IDEM_OK;
-  if (cf.burn_cores > 0)
+  if (cf.burn_s > 0)
     burn();
   else
-    rc = idem_move_slots(admin, &m, &r, &e);
+    rc = idem_move_slots_rate(admin, &m, cf.max_rate, &r, &e);
   atomic_store(&t_move_end, now_s());
   mark[AFTER] = cpu_now();
   if (cf.cpu_top) take_snap(&sn[2]);
@@ -431,7 +437,7 @@ int main(int argc, char **argv) {
                pct(s, 0.5), pct(s, 0.99), s->n ? s->v[s->n - 1] : 0, s->errors,
                100 * busy_share(mark[w], mark[w + 1]));
       }
-    if (cf.burn_cores > 0)
+    if (cf.burn_s > 0)
       printf("control: no move; in its place %.2f CPU seconds spun over %.2f s (%.2f cores)\n",
              burned_s, me - ms, me > ms ? burned_s / (me - ms) : 0);
     else if (rc == IDEM_OK)

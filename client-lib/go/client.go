@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
@@ -57,6 +58,10 @@ type Options struct {
 	TLSCertFile   string
 	TLSKeyFile    string
 	TLSServerName string
+	// TracerProvider makes Run's idem.step spans (docs/sdk-go.md); nil = otel's global one
+	// (otel.SetTracerProvider; a no-op until the application sets one). Every call sends the
+	// traceparent of its context's span either way.
+	TracerProvider trace.TracerProvider
 }
 
 type heard int
@@ -89,6 +94,8 @@ type Client struct {
 	journal  string
 	refresh  time.Duration
 	policies *policyCache
+
+	tracerProvider trace.TracerProvider // nil = otel's global one
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
@@ -132,7 +139,7 @@ func Connect(o Options) (*Client, error) {
 		}
 	}
 	c := &Client{deadline: o.Deadline, journal: o.JournalPath, refresh: o.PolicyRefresh,
-		tenant: o.Tenant, policies: newPolicyCache(),
+		tenant: o.Tenant, policies: newPolicyCache(), tracerProvider: o.TracerProvider,
 		rng: rand.New(rand.NewSource(time.Now().UnixNano()))}
 	if c.deadline == 0 {
 		c.deadline = defaultDeadline
@@ -165,7 +172,7 @@ func Connect(o Options) (*Client, error) {
 }
 
 // Version of this SDK.
-const Version = "0.1.0"
+const Version = "0.2.0"
 
 func transportCreds(o Options) (grpc.DialOption, *Error) {
 	useTLS := o.TLS || o.TLSRootFile != "" || o.TLSCertFile != "" || o.TLSKeyFile != ""
@@ -361,6 +368,7 @@ func (c *Client) invokeAt(ctx context.Context, ep int, method string, req, resp 
 	if len(c.md) > 0 {
 		callCtx = metadata.AppendToOutgoingContext(callCtx, c.md...)
 	}
+	callCtx = withTraceMetadata(callCtx)
 	var trailer metadata.MD
 	err := conn.Invoke(callCtx, method, req, resp, grpc.Trailer(&trailer))
 	if err == nil {

@@ -8,6 +8,9 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // InProgress says what Run does when the step is in progress under another caller's lease.
@@ -82,8 +85,13 @@ type runConf struct {
 // (fingerprint-mismatch), ABORTED (in-progress at the deadline, or lease-lost: then the report
 // is returned too), UNAVAILABLE / DEADLINE_EXCEEDED, CANCELLED. The action reported retryable:
 // the key was released and the error is STEP_FAILED, with the report (the action ran).
+//
+// Run opens the span idem.step (a child of ctx's span; docs/sdk-go.md) around the whole run, and
+// every call it makes carries that span's traceparent, as does the action's ctx.
 func (c *Client) Run(ctx context.Context, key StepKey, o RunOptions, action Action) (*Report, error) {
+	ctx, span := c.startStepSpan(ctx, key)
 	rep, e := c.run(ctx, key, o, action)
+	endStepSpan(span, rep, e)
 	if e != nil {
 		return rep, e
 	}
@@ -140,8 +148,11 @@ func (c *Client) run(ctx context.Context, key StepKey, o RunOptions, action Acti
 		source = "client"
 	}
 	rep.Decision, rep.Attempt = b.Decision, b.Attempt
+	span := trace.SpanFromContext(ctx)
+	span.SetAttributes(AttrDecision.String(b.Decision.String()), AttrAttempt.Int64(int64(b.Attempt)))
 	switch b.Decision {
 	case DecisionReplay:
+		span.AddEvent(EventReplay)
 		rep.Replayed = true
 		if b.Result != nil {
 			rep.Result = *b.Result
@@ -155,6 +166,9 @@ func (c *Client) run(ctx context.Context, key StepKey, o RunOptions, action Acti
 	}
 
 	unguarded := b.Decision == DecisionProceedUnguarded
+	if b.Takeover {
+		span.AddEvent(EventTakeover, trace.WithAttributes(AttrAttempt.Int64(int64(b.Attempt))))
+	}
 	sc := StepContext{Key: key, Attempt: b.Attempt, Takeover: b.Takeover, Unguarded: unguarded}
 	rep.Ran, rep.Takeover, rep.Unguarded = true, b.Takeover, unguarded
 	var lost *Error
@@ -256,9 +270,13 @@ func (c *Client) runKeepingLease(ctx context.Context, key StepKey, b *Begin, o R
 			ms, e := c.extendLease(actx, key, b.Attempt, o.Lease, 0)
 			if e == nil {
 				expires = ms
+				trace.SpanFromContext(ctx).AddEvent(EventExtended,
+					trace.WithAttributes(attribute.Int64("idem.lease_expires_unix_ms", ms)))
 				continue
 			}
 			if e.Code == "ABORTED" || e.Code == "NOT_FOUND" {
+				trace.SpanFromContext(ctx).AddEvent(EventLeaseLost,
+					trace.WithAttributes(attribute.String("idem.error.reason", e.Reason)))
 				lostMu.Lock()
 				lost = e
 				lostMu.Unlock()
@@ -325,6 +343,10 @@ func (c *Client) beginWithRetries(ctx context.Context, key StepKey, conf *runCon
 		if time.Now().Add(w).After(conf.end) {
 			return nil, e
 		}
+		if e.Code == "ABORTED" { // in progress under another caller's lease
+			trace.SpanFromContext(ctx).AddEvent(EventWaiting, trace.WithAttributes(
+				attribute.String("idem.error.reason", e.Reason), attribute.Int64("idem.wait_ms", w.Milliseconds())))
+		}
 		if !sleep(ctx, w) {
 			return nil, e
 		}
@@ -342,7 +364,8 @@ func (c *Client) beginWithRetries(ctx context.Context, key StepKey, conf *runCon
 // run's deadline.
 func (c *Client) completeWithRetries(ctx context.Context, key StepKey, attempt uint64, r Result, conf *runConf) (*Record, *Error) {
 	for n := 0; ; n++ {
-		cctx := context.Background()
+		// not cancelled with ctx, but in its trace
+		cctx := trace.ContextWithSpan(context.Background(), trace.SpanFromContext(ctx))
 		timeout := c.deadline
 		if n > 0 {
 			cctx = ctx

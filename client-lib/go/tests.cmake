@@ -6,7 +6,8 @@
 set(IDEM_GO_SH ${CMAKE_SOURCE_DIR}/client-lib/go/go.sh)
 set(IDEM_GO_BUILD ${CMAKE_BINARY_DIR}/go)
 
-# the SDK: validation, the step helper, lease keeper, redirect, TLS, fail-open journal + reconcile
+# the SDK: validation, the step helper, lease keeper, redirect, TLS, fail-open journal + reconcile,
+# trace context (the idem.step span in an in-memory exporter, the trace id in LookupStep and idemctl step)
 add_test(NAME go_sdk COMMAND ${IDEM_TEST_RUN} ${IDEM_GO_SH} ${IDEM_GO_BUILD} test -count=1 idem.dev/client)
 set_tests_properties(go_sdk PROPERTIES LABELS sdk TIMEOUT 600 RUN_SERIAL ON
   ENVIRONMENT "IDEM_IDEMCTL_BIN=$<TARGET_FILE:idemctl>")
@@ -17,7 +18,7 @@ add_test(NAME conformance_go COMMAND ${IDEM_TEST_RUN} ${CMAKE_SOURCE_DIR}/client
 set_tests_properties(conformance_go PROPERTIES LABELS sdk TIMEOUT 600 RUN_SERIAL ON)
 
 # the middleware's header parser, step key, fingerprint (client-lib/conformance/idempotency-key.json),
-# Retry-After rounding and the stored-response encoding
+# Retry-After rounding and the stored-response encoding; a request's traceparent on the step
 add_test(NAME go_idemhttp COMMAND ${IDEM_TEST_RUN} ${IDEM_GO_SH} ${IDEM_GO_BUILD} test -count=1 idem.dev/client/idemhttp)
 set_tests_properties(go_idemhttp PROPERTIES LABELS sdk TIMEOUT 600 RUN_SERIAL ON
   ENVIRONMENT "IDEM_SOURCE_DIR=${CMAKE_SOURCE_DIR}")

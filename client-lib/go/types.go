@@ -181,6 +181,10 @@ type Record struct {
 	LeaseExpiresUnixMs int64
 	ExpiresUnixMs      int64
 	ResultExpired      bool
+	// BeginTraceID is the trace id (32 lower-case hex) of the BeginStep that began the current
+	// attempt, CompleteTraceID of the call (or reaper action) that finished it; "" = none (§22).
+	BeginTraceID    string
+	CompleteTraceID string
 }
 
 func recordFromPB(r *pb.StepRecord) *Record {
@@ -190,7 +194,8 @@ func recordFromPB(r *pb.StepRecord) *Record {
 	rec := &Record{Tenant: r.Tenant, Key: keyFromPB(r.Key), State: StepState(r.State),
 		Attempt: r.Attempt, Fingerprint: r.Fingerprint, CreatedUnixMs: r.CreatedUnixMs,
 		UpdatedUnixMs: r.UpdatedUnixMs, LeaseExpiresUnixMs: r.LeaseExpiresUnixMs,
-		ExpiresUnixMs: r.ExpiresUnixMs, ResultExpired: r.ResultExpired}
+		ExpiresUnixMs: r.ExpiresUnixMs, ResultExpired: r.ResultExpired,
+		BeginTraceID: r.BeginTraceId, CompleteTraceID: r.CompleteTraceId}
 	if r.Result != nil {
 		res := resultFromPB(r.Result)
 		rec.Result = &res

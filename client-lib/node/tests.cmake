@@ -6,8 +6,10 @@
 set(IDEM_NODE_DIR ${CMAKE_SOURCE_DIR}/client-lib/node)
 
 # the SDK: validation, errors, the step helper (lease keep-alive, lost lease, wait, cancel),
-# fail-open journal replayed by idemctl reconcile
-add_test(NAME node_sdk COMMAND ${IDEM_TEST_RUN} ${IDEM_NODE_DIR}/test/run.sh node --test test/unit.test.js test/pack.test.js test/sdk.test.js
+# fail-open journal replayed by idemctl reconcile; trace context (docs/api.md §22): the idem.step
+# span as the parent's child in an in-memory exporter, the trace id in LookupStep and idemctl, and
+# through the Express middleware
+add_test(NAME node_sdk COMMAND ${IDEM_TEST_RUN} ${IDEM_NODE_DIR}/test/run.sh node --test test/unit.test.js test/pack.test.js test/sdk.test.js test/trace.test.js
   WORKING_DIRECTORY ${IDEM_NODE_DIR})
 set_tests_properties(node_sdk PROPERTIES LABELS sdk TIMEOUT 180
   ENVIRONMENT "IDEMCTL_BIN=$<TARGET_FILE:idemctl>")

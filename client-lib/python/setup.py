@@ -28,7 +28,7 @@ class BuildWithProto(build_py):
 
 setup(
     name="idem_client",
-    version="0.1.0",
+    version="0.2.0",
     description="Python client and WSGI Idempotency-Key middleware of the idem coordinator",
     packages=["idem_client", "idem_client._gen"],
     python_requires=">=3.9",

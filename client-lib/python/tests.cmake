@@ -11,6 +11,11 @@ add_test(NAME sdk_python_key COMMAND ${IDEM_TEST_RUN} /usr/bin/python3 -m unitte
 # the journal replayed by idemctl reconcile)
 add_test(NAME sdk_python_client COMMAND ${IDEM_TEST_RUN} /usr/bin/python3 -m unittest -v test_sdk
   WORKING_DIRECTORY ${_idem_py}/tests)
+# trace context (docs/api.md §22): an explicit traceparent on run_step and the raw calls ends on
+# the step (LookupStep, idemctl step), a malformed one is INVALID_ARGUMENT; a request with a
+# traceparent through the WSGI middleware (wsgiref on loopback) leaves its trace id on the step
+add_test(NAME sdk_python_trace COMMAND ${IDEM_TEST_RUN} /usr/bin/python3 -m unittest -v test_trace
+  WORKING_DIRECTORY ${_idem_py}/tests)
 # pip install client-lib/python into a venv with --system-site-packages, offline
 add_test(NAME sdk_python_install COMMAND ${IDEM_TEST_RUN} /usr/bin/python3 -m unittest -v test_install
   WORKING_DIRECTORY ${_idem_py}/tests)
@@ -19,7 +24,7 @@ add_test(NAME sdk_python_install COMMAND ${IDEM_TEST_RUN} /usr/bin/python3 -m un
 # chunked and truncated bodies, scope, problems, a 200 MB answer's RSS)
 add_test(NAME sdk_python_http COMMAND ${IDEM_TEST_RUN} /usr/bin/python3 -m unittest -v test_http test_http_middleware
   WORKING_DIRECTORY ${_idem_py}/tests)
-set_tests_properties(sdk_python_key sdk_python_client sdk_python_install sdk_python_http
+set_tests_properties(sdk_python_key sdk_python_client sdk_python_trace sdk_python_install sdk_python_http
   PROPERTIES LABELS sdk TIMEOUT 120 ENVIRONMENT "${_idem_py_env}")
 
 # the step helper's conformance scenarios (client-lib/conformance/README.md)

@@ -352,8 +352,16 @@ int idem_policy_get(idem_client *c, const char *service, const char *operation, 
 
 /* --- Admin ------------------------------------------------------------------------------------ */
 
+const char *idem_version(void) { return IDEM_VERSION; }
+
 int idem_get_status(idem_client *c, idem_status *out, idem_error *err) {
+  return idem_get_status_schema(c, out, NULL, err);
+}
+
+int idem_get_status_schema(idem_client *c, idem_status *out, idem_status_schema *schema,
+                           idem_error *err) {
   if (out) memset(out, 0, sizeof *out);
+  if (schema) memset(schema, 0, sizeof *schema);
   Idem__V1__GetStatusRequest req = IDEM__V1__GET_STATUS_REQUEST__INIT;
   Idem__V1__GetStatusResponse *resp;
   int rc = UNARY(c, IDEM__M_GET_STATUS, req, idem__v1__get_status_response, 0, &resp, err);
@@ -369,6 +377,10 @@ int idem_get_status(idem_client *c, idem_status *out, idem_error *err) {
     out->election_ok = resp->election_ok;
     snprintf(out->version, sizeof out->version, "%s", resp->version ? resp->version : "");
     out->started_unix_ms = resp->started_unix_ms;
+  }
+  if (schema) {
+    schema->version = resp->schema_version;
+    schema->newest = resp->schema_newest;
   }
   idem__v1__get_status_response__free_unpacked(resp, NULL);
   return IDEM_OK;

@@ -83,6 +83,11 @@ static void new_request_id(char *out) {
 }
 
 int idem_move_slots(idem_client *c, const idem_move *m, idem_move_result *out, idem_error *err) {
+  return idem_move_slots_rate(c, m, 0, out, err);
+}
+
+int idem_move_slots_rate(idem_client *c, const idem_move *m, uint32_t max_rows_per_s,
+                         idem_move_result *out, idem_error *err) {
   idem__err_reset(err);
   if (out) memset(out, 0, sizeof *out);
   if (!c) return idem__fail(err, IDEM_INVALID_ARGUMENT, "client is null");
@@ -108,6 +113,7 @@ int idem_move_slots(idem_client *c, const idem_move *m, idem_move_result *out, i
   req.group = (char *)m->group;
   req.request_id = rid;
   req.dry_run = m->dry_run;
+  req.max_rows_per_s = max_rows_per_s;
   Idem__V1__MoveSlotsResponse *resp = NULL;
   rc = idem__unary(c, IDEM__M_MOVE_SLOTS, &req.base, &idem__v1__move_slots_response__descriptor,
                    m->timeout_ms, (ProtobufCMessage **)&resp, err);

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# saga-examples/polyglot/payment-bin.sh BUILD_DIR c|go|node OUT — makes OUT an executable
+# saga-examples/polyglot/payment-bin.sh BUILD_DIR c|go|node|java OUT — makes OUT an executable
 # saga-payment in the chosen language (what demo.sh and run-scenarios.sh start): c links the C
 # build's saga-payment; go installs lib/pq when missing and builds saga-examples/payment-go
 # (offline, GOPATH mode); node runs npm ci from payment-node's lock file when node_modules is
 # older than it, builds client-lib/node when its dist/ is missing, and writes a wrapper that
-# execs node (so SIGTERM reaches the service). All three take the same flags.
+# execs node (so SIGTERM reaches the service); java installs Debian's Java packages when missing,
+# builds saga-examples/payment-java with javac (BUILD_DIR/payment-java) and writes a wrapper that
+# execs java. All four take the same flags.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 sx=$(cd "$here/.." && pwd)
@@ -21,7 +23,13 @@ case "$lang" in
     bash "$sx/payment-node/deps.sh" "$root" >&2
     printf '#!/bin/sh\nexec node %q "$@"\n' "$sx/payment-node/payment.js" >"$out"
     chmod +x "$out" ;;
+  java)
+    bash "$sx/payment-java/deps.sh" "$root" >&2
+    "$sx/payment-java/build.sh" "$build" >&2
+    printf '#!/bin/sh\nexec java -XX:TieredStopAtLevel=1 -cp %q dev.idem.saga.payment.Main "$@"\n' \
+      "$(cat "$build/payment-java/classpath")" >"$out"
+    chmod +x "$out" ;;
   *)
-    echo "payment-bin.sh: PAYMENT must be c, go or node (got '$lang')" >&2
+    echo "payment-bin.sh: PAYMENT must be c, go, node or java (got '$lang')" >&2
     exit 2 ;;
 esac

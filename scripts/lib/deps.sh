@@ -3,7 +3,16 @@ IDEM_DEBS="build-essential cmake pkg-config libgrpc-dev protobuf-c-compiler libp
   libpq-dev libinih-dev postgresql postgresql-client libcriterion-dev libssl-dev grpc-proto protobuf-compiler
   python3-grpcio python3-protobuf libmicrohttpd-dev libcjson-dev
   etcd-server libcurl4-openssl-dev openssl patroni python3-h2 iproute2 nftables faketime
-  prometheus curl"
+  abi-dumper abi-compliance-checker prometheus curl"
+# the Java SDK and servlet filter (client-lib/java/deps.sh installs them; built offline with javac
+# against /usr/share/java): JDK 17, gRPC Java 1.41 and what its jars load (Debian's libgrpc-java
+# declares only opencensus: Netty, perfmark and gson are listed here), protobuf-java and the grpc
+# protoc plugin, JUnit 5's console launcher, the Jakarta Servlet 5 API, embedded Tomcat 10 and the
+# Jakarta annotations it loads (Debian's libtomcat10-embed-java does not depend on them); PostgreSQL's
+# JDBC driver for the saga example's Java payment participant (saga-examples/payment-java)
+IDEM_JAVA_DEBS="default-jdk-headless libgrpc-java libprotobuf-java protobuf-compiler-grpc-java-plugin
+  libnetty-java libperfmark-java libgoogle-gson-java junit5 libjakarta-servlet-api-java libtomcat10-embed-java libjakarta-annotation-api-java
+  libpostgresql-jdbc-java"
 # scripts/fuzz only: clang 14 with libFuzzer and the sanitizer runtimes, llvm-symbolizer for traces
 IDEM_FUZZ_DEBS="clang-14 libclang-rt-14-dev llvm-14"
 
@@ -47,6 +56,13 @@ deps_nodejs() {
 deps_node() {
   deps_nodejs
   (cd "$1/client-lib/examples/node" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+}
+
+# deps_compat: buf for .ci/compat/check wire (npm @bufbuild/buf at the version .ci/compat's lock
+# file pins; abi-dumper and abi-compliance-checker, for the ABI check, are in IDEM_DEBS).
+deps_compat() {
+  deps_nodejs
+  (cd "$1/.ci/compat" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 }
 
 # deps_console: the console's browser tests (tests/console): Debian's chromium, and playwright-core

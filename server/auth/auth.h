@@ -62,8 +62,12 @@ err_code auth_tokens_parse(const char *text, size_t len, const char *name, auth_
  * read; the message names the path. */
 err_code auth_tokens_load(const char *path, auth_tokens **out, err_t *err);
 
-/* Number of tokens in t. */
+/* Number of tokens in t (certificate lines not counted). */
 size_t auth_tokens_count(const auth_tokens *t);
+
+/* The role a "cert NAME ROLE" line of t gives the client certificate named name[0..len): true
+ * with *role filled when there is one. Names are compared whole, case-sensitive. */
+bool auth_tokens_cert_role(const auth_tokens *t, const char *name, size_t len, auth_role *role);
 
 /* Looks token[0..len) up in constant time with respect to the table's contents: true with
  * tenant (a copy, NUL-terminated) and role filled when it is one of t's tokens. */
@@ -141,7 +145,8 @@ typedef struct auth_identity {
  *    role; a wrong or malformed token is UNAUTHENTICATED "invalid token", never replaced by the
  *    certificate; more than one authorization entry is refused too;
  *  - no authorization, with mTLS: the certificate's name as the tenant (it must pass the tenant
- *    rule), role operator when cfg->operators lists the name, else service;
+ *    rule), with the role the tokens file's "cert NAME ROLE" line gives that name, else operator
+ *    when cfg->operators lists the name, else service;
  *  - otherwise UNAUTHENTICATED "missing credentials".
  * Then ERR_PERMISSION (reason permission-denied) when the role is below what access needs
  * (ADMIN: admin or operator; OPERATOR: operator), the message naming the role needed.

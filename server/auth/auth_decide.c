@@ -50,10 +50,10 @@ bool auth_name_listed(const char *list, const char *name, size_t len) {
   return false;
 }
 
-/* The client certificate's identity: role operator when operators lists its name, else
- * service. */
-static err_code by_cert(const auth_input *in, const char *operators, auth_identity *out,
-                        err_t *err) {
+/* The client certificate's identity: the role the tokens file maps its name to, else operator
+ * when operators lists its name, else service. */
+static err_code by_cert(const auth_input *in, auth_keyring *tokens, const char *operators,
+                        auth_identity *out, err_t *err) {
   if (!in->cert_name) return err_set(err, ERR_UNAUTHENTICATED, "missing credentials");
   err_t terr;
   err_clear(&terr);
@@ -66,8 +66,13 @@ static err_code by_cert(const auth_input *in, const char *operators, auth_identi
   }
   if (terr.code != ERR_OK)
     return err_set(err, ERR_UNAUTHENTICATED, "client certificate: %s", terr.msg);
-  out->role = auth_name_listed(operators, out->tenant, strlen(out->tenant)) ? AUTH_ROLE_OPERATOR
-                                                                            : AUTH_ROLE_SERVICE;
+  size_t len = strlen(out->tenant);
+  auth_tokens *t = tokens ? auth_keyring_acquire(tokens) : NULL;
+  bool mapped = auth_tokens_cert_role(t, out->tenant, len, &out->role);
+  auth_tokens_release(t);
+  if (!mapped)
+    out->role = auth_name_listed(operators, out->tenant, len) ? AUTH_ROLE_OPERATOR
+                                                             : AUTH_ROLE_SERVICE;
   return ERR_OK;
 }
 
@@ -84,7 +89,7 @@ err_code auth_decide(const auth_config *cfg, auth_access access, const auth_inpu
   if (cfg->tokens && in->n_authorization > 0)
     rc = by_token(cfg->tokens, in, out, err);
   else if (cfg->mtls)
-    rc = by_cert(in, cfg->operators, out, err);
+    rc = by_cert(in, cfg->tokens, cfg->operators, out, err);
   else
     rc = err_set(err, ERR_UNAUTHENTICATED, "missing credentials");
   if (rc != ERR_OK) {
@@ -97,7 +102,8 @@ err_code auth_decide(const auth_config *cfg, auth_access access, const auth_inpu
   if (access == AUTH_ACCESS_OPERATOR && !auth_role_at_least(out->role, AUTH_ROLE_OPERATOR))
     return err_set(err, ERR_PERMISSION,
                    "operator role required: this call changes every tenant's slots and needs a "
-                   "token with role operator or a client certificate named in --operators "
+                   "token with role operator or a client certificate mapped to it (a tokens "
+                   "file's cert line, or --operators) "
                    "(role %s)",
                    auth_role_name(out->role));
   return ERR_OK;

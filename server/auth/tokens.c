@@ -19,11 +19,12 @@ typedef struct entry {
   char tenant[REC_GLOBAL_ID_MAX + 1];
   auth_role role;
   int line;
+  bool cert; /* a "cert NAME ROLE" line: tenant holds the certificate's name, no digest */
 } entry;
 
 struct auth_tokens {
   atomic_int refs;
-  size_t n;
+  size_t n, n_certs;
   entry *e;
 };
 
@@ -89,7 +90,11 @@ static err_code parse_line(const char *name, int lineno, const char *line, size_
   if (k != 3)
     return err_set(err, ERR_INVALID, "%s:%d: expected TOKEN TENANT ROLE, got %d field%s", name,
                    lineno, k, k == 1 ? "" : "s");
-  if (fl[0] < AUTH_TOKEN_MIN || fl[0] > AUTH_TOKEN_MAX || !token_chars_ok(f[0], fl[0]))
+  /* "cert NAME ROLE": the role of the client certificate named NAME (no token is 4 long) */
+  e->cert = fl[0] == 4 && memcmp(f[0], "cert", 4) == 0;
+  if (e->cert) {
+    /* fall through to the tenant and role rules: a certificate's name is its tenant */
+  } else if (fl[0] < AUTH_TOKEN_MIN || fl[0] > AUTH_TOKEN_MAX || !token_chars_ok(f[0], fl[0]))
     return err_set(err, ERR_INVALID,
                    "%s:%d: token must be %d to %d printable characters without spaces or #", name,
                    lineno, AUTH_TOKEN_MIN, AUTH_TOKEN_MAX);
@@ -112,7 +117,9 @@ static err_code parse_line(const char *name, int lineno, const char *line, size_
   else
     return err_set(err, ERR_INVALID, "%s:%d: role must be service, admin or operator", name,
                    lineno);
-  if (!digest(f[0], fl[0], e->digest))
+  if (e->cert)
+    memset(e->digest, 0, sizeof e->digest);
+  else if (!digest(f[0], fl[0], e->digest))
     return err_set(err, ERR_INTERNAL, "%s:%d: cannot hash the token", name, lineno);
   e->line = lineno;
   return ERR_OK;
@@ -166,12 +173,17 @@ err_code auth_tokens_parse(const char *text, size_t len, const char *name, auth_
     entry *e = &t->e[t->n];
     if ((rc = parse_line(name, lineno, line, n, e, &blank, err)) != ERR_OK || blank) continue;
     for (size_t i = 0; i < t->n; i++)
-      if (CRYPTO_memcmp(t->e[i].digest, e->digest, DIGEST_LEN) == 0) {
-        rc = err_set(err, ERR_INVALID, "%s:%d: the same token as line %d", name, lineno,
-                     t->e[i].line);
+      if (t->e[i].cert == e->cert &&
+          (e->cert ? strcmp(t->e[i].tenant, e->tenant) == 0
+                   : CRYPTO_memcmp(t->e[i].digest, e->digest, DIGEST_LEN) == 0)) {
+        rc = err_set(err, ERR_INVALID, "%s:%d: the same %s as line %d", name, lineno,
+                     e->cert ? "certificate name" : "token", t->e[i].line);
         break;
       }
-    if (rc == ERR_OK) t->n++;
+    if (rc == ERR_OK) {
+      t->n_certs += e->cert;
+      t->n++;
+    }
   }
   if (rc != ERR_OK) {
     t->n = cap; /* wipe every slot written */
@@ -207,7 +219,16 @@ err_code auth_tokens_load(const char *path, auth_tokens **out, err_t *err) {
 }
 
 size_t auth_tokens_count(const auth_tokens *t) {
-  return t ? t->n : 0;
+  return t ? t->n - t->n_certs : 0;
+}
+
+bool auth_tokens_cert_role(const auth_tokens *t, const char *name, size_t len, auth_role *role) {
+  for (size_t i = 0; t && i < t->n; i++)
+    if (t->e[i].cert && strlen(t->e[i].tenant) == len && memcmp(t->e[i].tenant, name, len) == 0) {
+      *role = t->e[i].role;
+      return true;
+    }
+  return false;
 }
 
 bool auth_tokens_lookup(const auth_tokens *t, const char *token, size_t len,
@@ -218,7 +239,8 @@ bool auth_tokens_lookup(const auth_tokens *t, const char *token, size_t len,
   size_t found = 0;
   unsigned int any = 0;
   for (size_t i = 0; i < t->n; i++) {
-    unsigned int eq = (unsigned int)(CRYPTO_memcmp(t->e[i].digest, d, DIGEST_LEN) == 0);
+    unsigned int eq = (unsigned int)(CRYPTO_memcmp(t->e[i].digest, d, DIGEST_LEN) == 0) &
+                      (unsigned int)!t->e[i].cert; /* a certificate line is no token */
     size_t mask = (size_t)0 - (size_t)eq;
     found = (found & ~mask) | (i & mask);
     any |= eq;

@@ -33,7 +33,7 @@
 #include "../auth/auth.h"
 #include "../coord/coord.h"
 #include "../elect/elect.h"
-#include "../slots/slotmap.h"
+#include "../slots/slot_service.h"
 #include "../store/store.h"
 #include "../util/err.h"
 
@@ -58,6 +58,10 @@ typedef struct console_group {
   elect *elector;                  /* borrowed; NULL = this node leads it */
   store *(*open_store)(void *arg); /* borrowed */
   void *open_store_arg;
+  /* an unfenced store of the group (NULL: none), for what any node may write in every group
+   * (policies, as Admin.SetPolicy); the caller closes it */
+  store *(*open_plain)(void *arg);
+  void *open_plain_arg;
 } console_group;
 
 /* The move under way (docs/api.md §18), as the Slots page shows it: what GetTopology answers in
@@ -94,7 +98,7 @@ typedef struct console_config {
   size_t n_groups;
   console_route_fn route; /* with n_groups > 1; NULL = every saga is groups[0]'s */
   void *route_arg;
-  const slotmap *(*slotmap_now)(void *arg); /* the map now (borrowed); NULL = none */
+  slots_view *(*slots_hold)(void *arg); /* the map now, held (slots_view_release); NULL = none */
   void *slotmap_arg;
   /* the move under way into *out, true when there is one; NULL = never shown */
   bool (*move_now)(void *arg, console_move *out);

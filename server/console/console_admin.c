@@ -1,30 +1,72 @@
 /* console_admin.c — the audit trail (/audit) and the policies (/policies: the list, setting and
- * deleting one; the route table checks a POST's session, CSRF token, role and leadership). */
+ * deleting one; the route table checks a POST's session, CSRF token, role and leadership), over
+ * every store group (docs/api.md §17): the trail of one saga is read in its group, the whole
+ * trail in every group (coord_list_audit_groups); policies are read from every group and
+ * written to every group, as Admin.SetPolicy does. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../coord/coord_admin.h"
+#include "../coord/coord_groups.h"
 #include "../coord/coord_policy.h"
 #include "console_pages.h"
 #include "idem/v1/names.h"
 
 #define AUDIT_PAGE 100
 
+/* One page of the audit trail: one saga's in its group, else every group's. False with an error
+ * page written. */
+static bool audit_page(creq *r, const char *gid, const char *token, audit_list *l,
+                       char next[COORD_TOKEN_MAX]) {
+  err_t err;
+  err_clear(&err);
+  err_code rc;
+  if (r->c->cfg.n_groups > 1 && !(gid && gid[0])) {
+    coord_group_view g[CONSOLE_GROUPS_MAX];
+    size_t n = 0;
+    if (!console__page_group_views(r, g, &n)) return false;
+    rc = coord_list_audit_groups(g, n, r->s.tenant, AUDIT_PAGE, token, r->deadline, l, next,
+                                 &err);
+    /* where a group's rows run out before the page is full, the page goes on with the next
+     * group's (at most one call per group): a short page means the end, not a group boundary */
+    for (size_t hop = 1; rc == ERR_OK && hop < n && next[0] && l->n < AUDIT_PAGE; hop++) {
+      char at[COORD_TOKEN_MAX];
+      snprintf(at, sizeof at, "%s", next);
+      audit_list more = {0};
+      rc = coord_list_audit_groups(g, n, r->s.tenant, AUDIT_PAGE - (uint32_t)l->n, at,
+                                   r->deadline, &more, next, &err);
+      if (rc != ERR_OK) break;
+      audit_rec *grown = more.n ? realloc(l->recs, (l->n + more.n) * sizeof *grown) : l->recs;
+      if (!grown) {
+        audit_list_clear(&more);
+        rc = err_oom(&err);
+        break;
+      }
+      l->recs = grown;
+      if (more.n) memcpy(l->recs + l->n, more.recs, more.n * sizeof *more.recs);
+      l->n += more.n;
+      l->more = more.more;
+      audit_list_clear(&more);
+    }
+    if (rc != ERR_OK) audit_list_clear(l);
+  } else {
+    store *st = NULL;
+    int g = console__page_saga_group(r, gid ? gid : "", &st);
+    if (g < 0) return false;
+    rc = coord_list_audit(console__group_coord(r, (size_t)g), st, r->s.tenant, gid, AUDIT_PAGE,
+                          token, r->deadline, l, next, &err);
+  }
+  if (rc != ERR_OK) console__page_err(r, &err);
+  return rc == ERR_OK;
+}
+
 void console__page_audit(creq *r, char **seg) {
-  store *st = console__page_store(r);
-  if (!st) return;
   const char *gid = console__query(r, "global_id"), *token = console__query(r, "page_token");
   audit_list l = {0};
   char next[COORD_TOKEN_MAX];
-  err_t err;
-  err_clear(&err);
-  if (coord_list_audit(r->c->cfg.coord, st, r->s.tenant, gid, AUDIT_PAGE, token, r->deadline, &l,
-                       next, &err) != ERR_OK) {
-    console__page_err(r, &err);
-    return;
-  }
+  if (!audit_page(r, gid, token, &l, next)) return;
   console__page_begin(r, "Audit trail");
   buf_t *b = &r->out;
   console__html(b,
@@ -47,15 +89,86 @@ void console__page_audit(creq *r, char **seg) {
   console__page_end(r);
 }
 
+static bool same_policy(const policy *a, const policy *b) {
+  return a->mode == b->mode && a->retention_s == b->retention_s &&
+         a->key_retention_s == b->key_retention_s && a->lease_ms == b->lease_ms;
+}
+
+/* The tenant's policies of every group, merged by (service, operation) into *rows[0..*n): the
+ * newest version of each, with (*partial)[i] set when some group lacks it or holds another
+ * version (a change that did not reach a group that was down). Owned (free() both). */
+static err_code merged_policies(creq *r, const coord_group_view *g, size_t ng, policy_row **rows,
+                                size_t *n, bool **partial, err_t *err) {
+  *rows = NULL;
+  *n = 0;
+  *partial = NULL;
+  size_t *held = NULL;
+  err_code rc = ERR_OK;
+  for (size_t gi = 0; gi < ng && rc == ERR_OK; gi++) {
+    policy_row *mine = NULL;
+    size_t m = 0;
+    if ((rc = coord_list_policies(g[gi].ctx, g[gi].st, r->s.tenant, r->deadline, &mine, &m,
+                                  err)) != ERR_OK) {
+      if (ng > 1) {
+        char msg[ERR_MSG_MAX];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        snprintf(err->msg, sizeof err->msg, "group %.40s: %.180s", g[gi].name, msg);
+      }
+      break;
+    }
+    policy_row *grown = m ? realloc(*rows, (*n + m) * sizeof **rows) : *rows;
+    bool *pg = m ? realloc(*partial, (*n + m) * sizeof **partial) : *partial;
+    size_t *hg = m ? realloc(held, (*n + m) * sizeof *held) : held;
+    if (grown) *rows = grown;
+    if (pg) *partial = pg;
+    if (hg) held = hg;
+    if (m && (!grown || !pg || !hg)) {
+      free(mine);
+      rc = err_oom(err);
+      break;
+    }
+    for (size_t i = 0; i < m; i++) {
+      size_t at = *n;
+      for (size_t k = 0; k < *n && at == *n; k++)
+        if (!strcmp((*rows)[k].p.service, mine[i].p.service) &&
+            !strcmp((*rows)[k].p.operation, mine[i].p.operation))
+          at = k;
+      if (at == *n) {
+        (*rows)[(*n)++] = mine[i];
+        (*partial)[at] = false;
+        held[at] = 1;
+        continue;
+      }
+      held[at]++;
+      if (same_policy(&(*rows)[at].p, &mine[i].p)) continue;
+      (*partial)[at] = true;
+      if (mine[i].p.updated_ms > (*rows)[at].p.updated_ms) (*rows)[at] = mine[i];
+    }
+    free(mine);
+  }
+  for (size_t k = 0; rc == ERR_OK && k < *n; k++)
+    if (held[k] < ng) (*partial)[k] = true;
+  free(held);
+  if (rc != ERR_OK) {
+    free(*rows);
+    free(*partial);
+    *rows = NULL;
+    *partial = NULL;
+    *n = 0;
+  }
+  return rc;
+}
+
 void console__page_policies(creq *r, char **seg) {
   policy_row *rows = NULL;
+  bool *partial = NULL;
   size_t n = 0;
   err_t err;
   err_clear(&err);
-  store *st = console__page_store(r);
-  if (!st) return;
-  if (coord_list_policies(r->c->cfg.coord, st, r->s.tenant, r->deadline, &rows, &n, &err) !=
-      ERR_OK) {
+  coord_group_view g[CONSOLE_GROUPS_MAX];
+  size_t ng = 0;
+  if (!console__page_group_views(r, g, &ng)) return;
+  if (merged_policies(r, g, ng, &rows, &n, &partial, &err) != ERR_OK) {
     console__page_err(r, &err);
     return;
   }
@@ -79,6 +192,9 @@ void console__page_policies(creq *r, char **seg) {
         p->service, p->operation, idem_word_failure_mode(p->mode), p->retention_s,
         policy_key_retention(p), p->lease_ms);
     console__time(b, p->updated_ms, r->now_ms);
+    if (partial[i]) /* a change that missed a group (down then): repeating it converges */
+      console__html(b, "<br><span class=\"muted differs\">not the same in every group: set it "
+                       "again</span>");
     console__html(b, "</td><td>");
     if (may_edit) {
       console__html(b, "<form method=\"post\" action=\"/policies/delete\">");
@@ -93,6 +209,7 @@ void console__page_policies(creq *r, char **seg) {
   }
   console__html(b, "</table>");
   free(rows);
+  free(partial);
   if (!may_edit) {
     console__html(b, auth_role_at_least(r->s.role, AUTH_ROLE_ADMIN)
                          ? "<p class=\"muted\">Policies are changed on the "
@@ -129,24 +246,59 @@ static bool parse_u32(const char *s, uint32_t *out) {
   return true;
 }
 
+/* Sets p (or, p NULL, deletes svc/op) in every group, as Admin.SetPolicy does (docs/api.md
+ * §17): the first group's refusal of the change itself ends it; a group that cannot take it is
+ * named and the others keep the change (repeating it converges). False with an error page. */
+static bool policy_everywhere(creq *r, const policy *p, const char *svc, const char *op) {
+  coord_group_view g[CONSOLE_GROUPS_MAX];
+  size_t ng = 0;
+  if (!console__page_group_views(r, g, &ng)) return false;
+  err_t err, first;
+  err_clear(&first);
+  const char *failed = NULL;
+  for (size_t i = 0; i < ng; i++) {
+    err_clear(&err);
+    policy out;
+    bool deleted = false;
+    /* the first group on this (its leader's) fenced store; the others unfenced, as a policy is
+     * configuration any node may write (last write wins) */
+    const console_group *cg = &r->c->groups[i];
+    store *plain = i > 0 && cg->open_plain ? cg->open_plain(cg->open_plain_arg) : NULL;
+    store *st = plain ? plain : g[i].st;
+    err_code rc = p ? coord_set_policy(g[i].ctx, st, r->s.tenant, p, r->deadline, &out, &err)
+                    : coord_delete_policy(g[i].ctx, st, r->s.tenant, svc, op, r->deadline,
+                                          &deleted, &err);
+    if (plain) store_close(plain);
+    if (rc == ERR_OK) continue;
+    if (i == 0 && rc != ERR_UNAVAILABLE) { /* the change itself is refused */
+      console__page_err(r, &err);
+      return false;
+    }
+    if (!failed) {
+      failed = g[i].name;
+      first = err;
+    }
+  }
+  if (!failed) return true;
+  if (ng > 1) {
+    char msg[ERR_MSG_MAX];
+    snprintf(msg, sizeof msg, "%s", first.msg);
+    snprintf(first.msg, sizeof first.msg,
+             "group %.40s: %.120s (the other groups took the change: repeat it to converge)",
+             failed, msg);
+  }
+  console__page_err(r, &first);
+  return false;
+}
+
 void console__post_policy_delete(creq *r, char **seg) {
   const char *svc = console__form(r, "service"), *op = console__form(r, "operation");
-  err_t err;
-  err_clear(&err);
-  bool deleted = false;
-  store *st = console__page_store(r);
-  if (!st) return;
-  if (coord_delete_policy(r->c->cfg.coord, st, r->s.tenant, svc, op, r->deadline, &deleted, &err) !=
-      ERR_OK) {
-    console__page_err(r, &err);
-    return;
-  }
-  console__redirect(r, "/policies");
+  if (policy_everywhere(r, NULL, svc, op)) console__redirect(r, "/policies");
 }
 
 void console__post_policy_set(creq *r, char **seg) {
   const char *svc = console__form(r, "service"), *op = console__form(r, "operation");
-  policy p = {0}, out;
+  policy p = {0};
   const char *mode = console__form(r, "mode");
   int m = mode ? idem_word_find(idem_failure_mode_words, IDEM_WORD_COUNT(idem_failure_mode_words),
                                 1, mode)
@@ -175,13 +327,5 @@ void console__post_policy_set(creq *r, char **seg) {
   snprintf(p.service, sizeof p.service, "%s", svc);
   snprintf(p.operation, sizeof p.operation, "%s", op);
   p.mode = (failure_mode)m;
-  err_t err;
-  err_clear(&err);
-  store *st = console__page_store(r);
-  if (!st) return;
-  if (coord_set_policy(r->c->cfg.coord, st, r->s.tenant, &p, r->deadline, &out, &err) != ERR_OK) {
-    console__page_err(r, &err);
-    return;
-  }
-  console__redirect(r, "/policies");
+  if (policy_everywhere(r, &p, NULL, NULL)) console__redirect(r, "/policies");
 }

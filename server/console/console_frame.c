@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "console_frame.h"
+
+#include "../coord/coord_groups.h"
 #include "idem/v1/names.h"
 
 size_t console__rec_size(const step_rec *r) {
@@ -233,4 +235,20 @@ void console__audit_row(creq *r, const audit_rec *a, bool saga_column) {
   if (saga_column) console__html(b, "</a>");
   console__html(b, "</td><td>%s \xE2\x86\x92 %s</td><td>%s</td></tr>",
                 idem_word_state(a->from_state), idem_word_state(a->to_state), a->reason);
+}
+
+bool console__page_group_views(creq *r, coord_group_view *g, size_t *n) {
+  size_t groups = r->c->cfg.n_groups; /* at least 1 once the console runs */
+  for (size_t i = 0; i < groups; i++) {
+    const char *name = r->c->groups[i].name;
+    g[i] = (coord_group_view){name, console__group_coord(r, i), console__group_store(r, i)};
+    if (!g[i].st) {
+      char msg[160];
+      snprintf(msg, sizeof msg, "cannot open a store connection of group %s", name);
+      console__page_error(r, 503, msg);
+      return false;
+    }
+  }
+  *n = groups;
+  return true;
 }

@@ -29,6 +29,10 @@ store *console__page_store(creq *r);
  * page written when no group serves it now (no slot map, its slots being moved) or no store
  * connection of that group can be opened. */
 int console__page_saga_group(creq *r, const char *global_id, store **st);
+/* Every group as a read sees it (its name, coord context and store) into g[0..*n); false with a 503 page written naming a group whose store connection cannot be
+ * opened. g holds CONSOLE_GROUPS_MAX. */
+struct coord_group_view;
+bool console__page_group_views(creq *r, struct coord_group_view *g, size_t *n);
 /* Whether this node leads group g (a change of one of its sagas is made there); false with a
  * 503 page naming that group's leader written. */
 bool console__page_group_leader(creq *r, size_t g);

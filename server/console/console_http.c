@@ -153,7 +153,8 @@ static void wipe_free(char *s) {
  * opened on first use. */
 static bool copy_groups(console *c, int threads) {
   console_config *cfg = &c->cfg;
-  console_group one = {"default", cfg->coord, cfg->elector, cfg->open_store, cfg->open_store_arg};
+  console_group one = {"default", cfg->coord, cfg->elector, cfg->open_store, cfg->open_store_arg,
+                       NULL, NULL};
   const console_group *from = cfg->n_groups ? cfg->groups : &one;
   size_t n = cfg->n_groups ? cfg->n_groups : 1;
   cfg->groups = NULL;

@@ -1,11 +1,12 @@
 /* console_overview.c — the overview (/): this node (role, leader, epoch, store, election,
- * version) and the unfinished steps counted by service and operation, each count a link to the
- * steps list it counts. */
+ * version) and the unfinished steps counted by service and operation over every store group
+ * (docs/api.md §17), each count a link to the steps list it counts. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../coord/coord_admin.h"
+#include "../coord/coord_groups.h"
 #include "../util/clock.h"
 #include "console_pages.h"
 #include "idem/v1/names.h"
@@ -44,8 +45,10 @@ static void count_one(counts *c, const step_rec *rec, int which) {
   row->n[which] = 1;
 }
 
-/* Counts one ListSteps filter, page by page (the Admin API's query, not a copy of it). */
-static err_code count_list(creq *r, int state, bool expired, int which, counts *c, err_t *err) {
+/* Counts one ListSteps filter in group g, page by page (the Admin API's query, not a copy of
+ * it). */
+static err_code count_list(creq *r, const coord_group_view *g, int state, bool expired, int which,
+                           counts *c, err_t *err) {
   char token[COORD_TOKEN_MAX] = "";
   for (int page = 0; page < COUNT_PAGES; page++) {
     coord_list_in in = {.state = state,
@@ -55,9 +58,15 @@ static err_code count_list(creq *r, int state, bool expired, int which, counts *
                         .rec_size = console__rec_size};
     step_list l = {0};
     char next[COORD_TOKEN_MAX];
-    err_code rc = coord_list_steps(r->c->cfg.coord, console__store(r), r->s.tenant, &in,
-                                   r->deadline, &l, next, err);
-    if (rc != ERR_OK) return rc;
+    err_code rc = coord_list_steps(g->ctx, g->st, r->s.tenant, &in, r->deadline, &l, next, err);
+    if (rc != ERR_OK) {
+      if (r->c->cfg.n_groups > 1) { /* say which group could not be read */
+        char msg[ERR_MSG_MAX];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        snprintf(err->msg, sizeof err->msg, "group %.40s: %.180s", g->name, msg);
+      }
+      return rc;
+    }
     for (size_t i = 0; i < l.n; i++) count_one(c, &l.recs[i], which);
     step_list_clear(&l);
     if (!next[0]) return ERR_OK;
@@ -110,17 +119,19 @@ static void count_link(creq *r, const count_row *row, const char *filter, bool s
 }
 
 void console__page_overview(creq *r, char **seg) {
+  coord_group_view g[CONSOLE_GROUPS_MAX];
+  size_t ng = 0;
+  if (!console__page_group_views(r, g, &ng)) return;
   console__page_begin(r, "Overview");
   status_card(r);
   counts c = {.rows = calloc(COUNT_ROWS_MAX, sizeof *c.rows)};
   err_t err;
   err_clear(&err);
-  if (!c.rows) {
-    err_oom(&err);
-  } else if (count_list(r, STATE_IN_PROGRESS, false, 0, &c, &err) == ERR_OK &&
-             count_list(r, STATE_IN_PROGRESS, true, 1, &c, &err) == ERR_OK) {
-    count_list(r, STATE_UNKNOWN, false, 2, &c, &err);
-  }
+  if (!c.rows) err_oom(&err);
+  for (size_t i = 0; c.rows && i < ng && err.code == ERR_OK; i++) /* every group's steps */
+    if (count_list(r, &g[i], STATE_IN_PROGRESS, false, 0, &c, &err) == ERR_OK &&
+        count_list(r, &g[i], STATE_IN_PROGRESS, true, 1, &c, &err) == ERR_OK)
+      count_list(r, &g[i], STATE_UNKNOWN, false, 2, &c, &err);
   console__html(&r->out, "<h2>Unfinished steps by service and operation</h2>");
   if (err.code != ERR_OK) {
     console__html(&r->out, "<div class=\"banner err\">cannot count: %s</div>", err.msg);
@@ -142,7 +153,8 @@ void console__page_overview(creq *r, char **seg) {
     console__html(&r->out, "</table>");
     if (c.partial)
       console__html(&r->out,
-                    "<p class=\"muted\">Counts stop after %d pages of %d steps per list.</p>",
+                    "<p class=\"muted\">Counts stop after %d pages of %d steps per list and "
+                    "group.</p>",
                     COUNT_PAGES, LIST_PAGE_MAX);
   }
   free(c.rows);

@@ -62,9 +62,14 @@ static const char *phase_class(const char *phase) {
   return "s-none"; /* planned, or a word this console does not know */
 }
 
-/* "512 B", "3.2 KiB", "4.0 MiB", ... into buf */
+/* "512 B", "3.2 KiB", "4.0 MiB", ... into buf; a lag not known yet (-1: no progress read, the
+ * subscription may not exist) is "not started" */
 static const char *bytes_words(int64_t n, char *buf, size_t cap) {
   static const char *const unit[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (n < 0) {
+    snprintf(buf, cap, "not started");
+    return buf;
+  }
   if (n < 1024) {
     snprintf(buf, cap, "%lld B", (long long)n);
     return buf;
@@ -134,7 +139,8 @@ static void groups_table(creq *r, const slotmap *m) {
 void console__page_slots(creq *r, char **seg) {
   (void)seg;
   const console_config *cfg = &r->c->cfg;
-  const slotmap *m = cfg->slotmap_now ? cfg->slotmap_now(cfg->slotmap_arg) : NULL;
+  slots_view *held = cfg->slots_hold ? cfg->slots_hold(cfg->slotmap_arg) : NULL;
+  const slotmap *m = held ? slots_view_map(held) : NULL;
   console__page_begin(r, "Slots");
   console_move mv;
   memset(&mv, 0, sizeof mv);
@@ -145,5 +151,6 @@ void console__page_slots(creq *r, char **seg) {
   else
     console__html(&r->out, "<div class=\"banner err\">No slot map yet.</div>");
   groups_table(r, m);
+  slots_view_release(held);
   console__page_end(r);
 }

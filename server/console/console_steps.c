@@ -66,17 +66,9 @@ static bool list_steps(creq *r, const coord_list_in *in, step_list *l, char next
   err_code rc;
   if (c->cfg.n_groups > 1 && !(in->global_id && in->global_id[0])) {
     coord_group_view g[CONSOLE_GROUPS_MAX];
-    for (size_t i = 0; i < c->cfg.n_groups; i++) {
-      g[i] = (coord_group_view){c->groups[i].name, console__group_coord(r, i),
-                                console__group_store(r, i)};
-      if (!g[i].st) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "cannot open a store connection of group %s", g[i].name);
-        console__page_error(r, 503, msg);
-        return false;
-      }
-    }
-    rc = list_groups(g, c->cfg.n_groups, r->s.tenant, in, r->deadline, l, next, &err);
+    size_t n = 0;
+    if (!console__page_group_views(r, g, &n)) return false;
+    rc = list_groups(g, n, r->s.tenant, in, r->deadline, l, next, &err);
   } else {
     store *st = NULL;
     int g = console__page_saga_group(r, in->global_id ? in->global_id : "", &st);

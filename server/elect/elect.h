@@ -115,6 +115,10 @@ typedef struct elect_etcd_config {
                                   at least 200 ms */
   elect_elected_fn on_elected; /* may be NULL: fenced at once */
   void *on_elected_arg;
+  /* may be NULL: called (from the elector's thread) once a term is served, after the serving
+   * flag is up (elect_is_leader true), so that work waiting for the leadership starts now */
+  void (*on_serving)(void *arg);
+  void *on_serving_arg;
 } elect_etcd_config;
 
 /* Creates the etcd elector (no network yet: elect_start begins). NULL with err filled on a bad

@@ -47,6 +47,8 @@ typedef struct etcd_elect {
   int64_t ttl_ms, margin_ms;
   elect_elected_fn on_elected;
   void *on_elected_arg;
+  void (*on_serving)(void *arg);
+  void *on_serving_arg;
 
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -259,6 +261,7 @@ static void *campaign_main(void *arg) {
     if (fenced && !why) {
       atomic_store(&e->epoch, (uint64_t)rev);
       atomic_store(&e->serving, true);
+      if (e->on_serving) e->on_serving(e->on_serving_arg);
       char num[24];
       snprintf(num, sizeof num, "%" PRId64, rev);
       log_kv(LOG_INFO, "elected leader", "node", e->node_id, "epoch", num, (const char *)NULL);
@@ -531,6 +534,8 @@ elect *elect_etcd_new(const elect_etcd_config *cfg, err_t *err) {
   if (e->margin_ms >= e->ttl_ms / 2) e->margin_ms = e->ttl_ms / 2;
   e->on_elected = cfg->on_elected;
   e->on_elected_arg = cfg->on_elected_arg;
+  e->on_serving = cfg->on_serving;
+  e->on_serving_arg = cfg->on_serving_arg;
   if (!e->endpoints || !e->prefix || !e->node_id || !e->advertise) {
     etcd_free(&e->base);
     err_oom(err);

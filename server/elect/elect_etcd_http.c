@@ -28,7 +28,35 @@ struct etcd_conn {
   /* the reply being received (util/buf; oom: it could not grow) */
   buf_t reply;
   bool too_big;
+  /* a stream (etcd__stream): each complete line of reply goes to on_message */
+  etcd_stream_fn on_message;
+  void *on_message_arg;
+  bool stream_stopped; /* on_message returned false */
 };
+
+/* Hands the complete lines of a stream to on_message; false when it asked to stop. */
+static bool stream_lines(etcd_conn *c) {
+  char *p = c->reply.p;
+  size_t n = c->reply.n, at = 0;
+  bool go = true;
+  while (go && at < n) {
+    char *nl = memchr(p + at, '\n', n - at);
+    if (!nl) break;
+    size_t len = (size_t)(nl - (p + at));
+    if (len > 0) {
+      cJSON *m = cJSON_ParseWithLength(p + at, len);
+      if (m) go = c->on_message(c->on_message_arg, m);
+      cJSON_Delete(m);
+    }
+    at += len + 1;
+  }
+  if (at > 0) {
+    memmove(p, p + at, n - at);
+    c->reply.n = n - at;
+    p[c->reply.n] = '\0';
+  }
+  return go;
+}
 
 static size_t on_data(char *ptr, size_t size, size_t nmemb, void *arg) {
   etcd_conn *c = arg;
@@ -38,7 +66,12 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *arg) {
     return 0;
   }
   buf_putn(&c->reply, ptr, n);
-  return c->reply.oom ? 0 : n;
+  if (c->reply.oom) return 0;
+  if (c->on_message && !stream_lines(c)) {
+    c->stream_stopped = true;
+    return 0;
+  }
+  return n;
 }
 
 static void global_init_once(void) {
@@ -169,4 +202,26 @@ etcd_fail etcd__post(etcd_conn *c, const char *path, const cJSON *body, int64_t 
     }
   }
   return etcd__reply(c->reply.p ? c->reply.p : "", c->reply.n, status, out, err);
+}
+
+etcd_fail etcd__stream(etcd_conn *c, const char *path, const cJSON *body, const atomic_bool *abort,
+                       etcd_stream_fn on_message, void *arg, err_t *err) {
+  c->on_message = on_message;
+  c->on_message_arg = arg;
+  c->stream_stopped = false;
+  cJSON *first = NULL;
+  err_t e;
+  err_clear(&e);
+  etcd_fail f = etcd__post(c, path, body, -1, abort, &first, &e);
+  cJSON_Delete(first);
+  bool stopped = c->stream_stopped;
+  c->on_message = NULL;
+  c->on_message_arg = NULL;
+  if (stopped || f == ETCD_ABORTED) return ETCD_OK;
+  if (f == ETCD_OK) { /* the stream ended with a reply: etcd closed it */
+    err_set(err, ERR_UNAVAILABLE, "etcd %s: the stream ended", path);
+    return ETCD_UNKNOWN;
+  }
+  *err = e;
+  return f;
 }

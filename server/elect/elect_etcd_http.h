@@ -31,4 +31,12 @@ void etcd__conn_free(etcd_conn *c);
 etcd_fail etcd__post(etcd_conn *c, const char *path, const cJSON *body, int64_t timeout_ms,
                      const atomic_bool *abort, cJSON **out, err_t *err);
 
+/* A streaming method (watch): POSTs body to path and calls on_message for each message the
+ * stream carries (a JSON line, parsed; borrowed for the call) until on_message returns false,
+ * abort becomes true, the stream ends or fails. ETCD_OK when on_message or abort ended it;
+ * otherwise err says why (the stream ended: etcd stopped or dropped it). No time limit. */
+typedef bool (*etcd_stream_fn)(void *arg, const cJSON *message);
+etcd_fail etcd__stream(etcd_conn *c, const char *path, const cJSON *body, const atomic_bool *abort,
+                       etcd_stream_fn on_message, void *arg, err_t *err);
+
 #endif

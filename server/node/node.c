@@ -2,6 +2,7 @@
 #include "node.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,7 @@
 #include "node_slotfill.h"
 #include "node_move.h"
 #include "node_slots.h"
+#include "../elect/etcd_kv.h"
 
 #ifndef IDEM_VERSION
 #define IDEM_VERSION "0.0.0"
@@ -69,12 +71,15 @@ struct node {
   auth_keyring *tokens; /* NULL: no --tokens */
   tls_files tls;        /* wiped once the server holds its credentials */
   auth_config auth;
-  node_slots *slots;       /* the slot map: which group serves each slot */
+  etcd_kv *kv;             /* with etcd: the process's one etcd client (the map, the moves) */
+  slot_service *slots;     /* the slot map: which group serves each slot */
   node_slotfill *slotfill; /* rows written before slot groups get their slot */
   node_group groups[OPT_LIST_MAX];
   size_t n_groups;
+  int schema_version; /* the lowest of the groups' schema versions, read at start (GetStatus) */
   node_balance *balance; /* with etcd and several groups: at most ceil(G/N) groups led here */
   node_move *mover;      /* with etcd and several groups: moves of slots (docs/api.md §18) */
+  pthread_rwlock_t mover_lock; /* MoveSlots's calls into the mover (read) and its stop (write) */
   rpc_server *rpc;
   node_metrics *metrics;
   console *console;
@@ -181,6 +186,40 @@ static node_result check_slots(node *nd, const node_group *g, err_t *err) {
   return NODE_FAILED;
 }
 
+/* docs/upgrading.md: a schema that needs a newer node than this one (a contraction recorded by
+ * a newer release) stops the start (exit 2) naming both versions; one that is only newer (an
+ * expansion) is run on, with a warning. NODE_FAILED with err set when the store did not answer. */
+static node_result check_schema(node *nd, const node_group *g, err_t *err) {
+  store_pg_schema sc;
+  err_clear(err);
+  err_code rc =
+      store_pg_schema_check(g->conninfo, clock_mono_ms() + nd->o->store_timeout_ms, &sc, err);
+  if (rc == ERR_INVALID) {
+    char have[16], need[16], know[16];
+    snprintf(have, sizeof have, "%d", sc.version);
+    snprintf(need, sizeof need, "%d", sc.needs);
+    snprintf(know, sizeof know, "%d", store_pg_schema_newest());
+    log_kv(LOG_ERROR, "the schema is newer than this node can run on; not starting", "group",
+           g->name, "schema_version", have, "needs_schema", need, "node_schema", know,
+           "node_version", IDEM_VERSION, "error", err->msg, "hint",
+           "upgrade this node's binary to the release that migrated the schema "
+           "(docs/upgrading.md)",
+           (const char *)NULL);
+    return NODE_REFUSED;
+  }
+  if (rc != ERR_OK) return NODE_FAILED;
+  if (sc.version > store_pg_schema_newest()) {
+    char have[16], know[16];
+    snprintf(have, sizeof have, "%d", sc.version);
+    snprintf(know, sizeof know, "%d", store_pg_schema_newest());
+    log_kv(LOG_WARN, "the schema is newer than this node knows; running on it (an expansion)",
+           "group", g->name, "schema_version", have, "node_schema", know, (const char *)NULL);
+  }
+  if (nd->schema_version == 0 || sc.version < nd->schema_version)
+    nd->schema_version = sc.version;
+  return NODE_RUNNING;
+}
+
 /* Creates or migrates the schema, retrying while Postgres may still come (a refused connection,
  * a timeout) until it answers, MIGRATE_PATIENCE_MS pass or a stop signal comes. Every failure
  * names where it tried; one no retry can fix (a malformed --pg, authentication, a missing
@@ -201,7 +240,8 @@ static node_result migrate_group(node *nd, const node_group *g) {
     int64_t deadline = clock_mono_ms() + nd->o->store_timeout_ms;
     if (deadline > give_up) deadline = give_up;
     if (store_pg_migrate(g->conninfo, deadline, &err) == ERR_OK) {
-      node_result r = check_slots(nd, g, &err);
+      node_result r = check_schema(nd, g, &err);
+      if (r == NODE_RUNNING) r = check_slots(nd, g, &err);
       if (r != NODE_FAILED) return r;
     }
     if (store_pg_error_permanent(&err)) {
@@ -260,24 +300,31 @@ static node_result migrate(node *nd) {
 static void undo_slots(node *nd) {
   node_slotfill_stop(nd->slotfill);
   nd->slotfill = NULL;
-  node_slots_stop(nd->slots);
+  slot_service_stop(nd->slots);
   nd->slots = NULL;
+  etcd_kv_close(nd->kv);
+  nd->kv = NULL;
 }
 
 /* The slot map: from etcd (created there by the cluster's first node), or the equal split. */
 static node_result start_slots(node *nd) {
-  node_slots_result rc = node_slots_start(nd->o, &nd->slots, nd->msg, nd->msg_n);
-  if (rc == NODE_SLOTS_USAGE) return NODE_USAGE;
-  if (rc != NODE_SLOTS_OK) return NODE_FAILED;
+  if (nd->o->etcd && !nd->o->groups_from_pg && !(nd->kv = etcd_kv_open(nd->o->etcd))) {
+    snprintf(nd->msg, nd->msg_n, "out of memory");
+    return NODE_FAILED;
+  }
+  slots_result rc = node_slots_start(nd->o, nd->kv, &nd->slots, nd->msg, nd->msg_n);
+  if (rc == SLOTS_USAGE) return NODE_USAGE;
+  if (rc != SLOTS_OK) return NODE_FAILED;
   nd->slotfill = node_slotfill_start(nd->o);
   if (nd->n_groups > 1) {
-    const slotmap *m = node_slots_map(nd->slots);
+    slots_view *v = slot_service_hold(nd->slots);
     for (size_t i = 0; i < nd->n_groups; i++) {
       char count[16];
-      snprintf(count, sizeof count, "%u", slotmap_count(m, nd->groups[i].name));
+      snprintf(count, sizeof count, "%u", slotmap_count(slots_view_map(v), nd->groups[i].name));
       log_kv(LOG_INFO, "store group", "group", nd->groups[i].name, "slots", count,
              (const char *)NULL);
     }
+    slots_view_release(v);
   }
   return NODE_RUNNING;
 }
@@ -447,6 +494,13 @@ static void undo_elector(node *nd) {
   }
 }
 
+/* A group's term began here: whatever waits for a leadership (a move's driver, docs/api.md §18)
+ * looks again now. */
+static void leading_now(void *arg) {
+  node *nd = arg;
+  if (nd->slots) slot_service_kick(nd->slots);
+}
+
 /* The elector (single node or etcd), not yet campaigning. */
 static node_result start_elector(node *nd) {
   const idem_options *o = nd->o;
@@ -459,7 +513,10 @@ static node_result start_elector(node *nd) {
                          .prefix = g->prefix,
                          .ttl_s = o->election_ttl_s,
                          .store_timeout_ms = o->store_timeout_ms};
-    g->fence = (node_fence){.pg = g->conninfo, .epoch = &g->epoch};
+    g->fence = (node_fence){.pg = g->conninfo,
+                            .epoch = &g->epoch,
+                            .on_serving = leading_now,
+                            .on_serving_arg = nd};
     err_t err;
     err_clear(&err);
     if (!(g->el = node_elect_new(&ec, &g->fence, &err))) {
@@ -495,7 +552,7 @@ static bool leads_group(void *arg, size_t group) {
 
 static int route(void *arg, const char *tenant, const char *id, bool new_saga) {
   node *nd = arg;
-  return node_slots_route(nd->slots, tenant, id, new_saga, leads_group, nd);
+  return slot_service_route(nd->slots, tenant, id, new_saga, leads_group, nd);
 }
 
 /* The console's saga pages: the group of a saga, as route answers GetSaga (console.h). */
@@ -504,38 +561,53 @@ static int console_route(void *arg, const char *tenant, const char *global_id) {
   return g == RPC_ROUTE_MOVING ? CONSOLE_ROUTE_MOVING : g;
 }
 
-static const slotmap *slotmap_now(void *arg) {
-  return node_slots_map(((node *)arg)->slots);
+static slots_view *slots_hold(void *arg) {
+  return slot_service_hold(((node *)arg)->slots);
 }
 
 static bool owns_slot(void *arg, uint32_t slot) {
   node_group *g = arg;
-  return node_slots_owns(g->nd->slots, g->index, slot);
+  return slot_service_owns(g->nd->slots, g->index, slot);
 }
 
 static err_code move_slots(void *arg, const slot_move_req *rq, int64_t deadline,
-                           slot_move_res *out, err_t *err) {
+                           slot_move_res *out, err_t *err, slot_move_wait *w, bool *parked) {
   node *nd = arg;
   if (!nd->o->etcd || nd->n_groups < 2 || nd->o->groups_from_pg)
     return err_set(err, ERR_PRECONDITION,
                    "moving slots needs --etcd and two or more --store groups on every node");
   /* the calls are served before the mover starts (and when it could not): another node, or
    * this one in a moment, answers */
+  *parked = false;
+  pthread_rwlock_rdlock(&nd->mover_lock);
   node_move *m = __atomic_load_n(&nd->mover, __ATOMIC_ACQUIRE);
-  if (!m) return err_set(err, ERR_UNAVAILABLE, "this node's slot mover is not running (yet)");
-  return node_move_request(m, rq, deadline, out, err);
+  err_code rc = m ? node_move_request(m, rq, deadline, out, err, w, parked)
+                  : err_set(err, ERR_UNAVAILABLE, "this node's slot mover is not running (yet)");
+  pthread_rwlock_unlock(&nd->mover_lock);
+  return rc;
+}
+
+/* A kept MoveSlots call's client went away (the cq thread). */
+static void move_cancel(void *arg, uint64_t id) {
+  node *nd = arg;
+  pthread_rwlock_rdlock(&nd->mover_lock);
+  node_move_cancel(__atomic_load_n(&nd->mover, __ATOMIC_ACQUIRE), id);
+  pthread_rwlock_unlock(&nd->mover_lock);
 }
 
 static bool move_progress(void *arg, uint64_t *rows, int64_t *lag) {
-  return node_move_progress(((node *)arg)->mover, rows, lag);
+  return slot_service_progress(((node *)arg)->slots, rows, lag);
 }
 
 /* The console's slots page: the move under way as this node's map says (docs/api.md §18). */
 static bool console_move_now(void *arg, console_move *out) {
   node *nd = arg;
-  const slotmap *m = node_slots_map(nd->slots);
-  const slot_move *mv = m->move;
-  if (!mv) return false;
+  slots_view *v = slot_service_hold(nd->slots);
+  const slot_move *mv = slots_view_map(v)->move;
+  if (!mv) {
+    slots_view_release(v);
+    return false;
+  }
   memset(out, 0, sizeof *out);
   snprintf(out->request_id, sizeof out->request_id, "%s", mv->request_id);
   out->from = mv->from;
@@ -545,17 +617,20 @@ static bool console_move_now(void *arg, console_move *out) {
   snprintf(out->phase, sizeof out->phase, "%s", slot_move_phase_word(mv->phase));
   out->started_unix_ms = mv->started_ms;
   snprintf(out->note, sizeof out->note, "%s", mv->note);
-  if (!node_move_progress(nd->mover, &out->rows_copied, &out->lag_bytes)) out->lag_bytes = -1;
+  slots_view_release(v);
+  if (!slot_service_progress(nd->slots, &out->rows_copied, &out->lag_bytes)) out->lag_bytes = -1;
   return true;
 }
 
 /* /metrics: the move under way as this node's map says (docs/api.md §18). */
 static bool move_metrics(void *arg, const char **phase, uint64_t *rows, int64_t *lag) {
   node *nd = arg;
-  const slotmap *m = node_slots_map(nd->slots);
-  if (!m->move) return false;
-  *phase = slot_move_phase_word(m->move->phase);
-  if (!node_move_progress(nd->mover, rows, lag)) *lag = -1;
+  slots_view *v = slot_service_hold(nd->slots);
+  const slot_move *mv = slots_view_map(v)->move;
+  if (mv) *phase = slot_move_phase_word(mv->phase); /* a static word */
+  slots_view_release(v);
+  if (!mv) return false;
+  if (!slot_service_progress(nd->slots, rows, lag)) *lag = -1;
   return true;
 }
 
@@ -595,13 +670,16 @@ static node_result start_rpc(node *nd) {
       .n_groups = nd->n_groups,
       .route = route,
       .route_arg = nd,
-      .slotmap_now = slotmap_now,
+      .slots_hold = slots_hold,
       .slotmap_arg = nd,
       .move_slots = move_slots,
+      .move_cancel = move_cancel,
       .move_progress = move_progress,
       .move_arg = nd,
       .submit_steps = true, /* BeginStep and CompleteStep are answered by the batcher */
       .node_id = o->node_id,
+      .schema_version = nd->schema_version,
+      .schema_newest = store_pg_schema_newest(),
       .max_recv_bytes = MAX_RECV_BYTES,
       .default_deadline_ms = DEFAULT_DEADLINE_MS,
       .tls_cert_pem = nd->tls.cert_pem,
@@ -660,8 +738,11 @@ static void undo_mover(node *nd) {
   node_balance_stop(nd->balance); /* it asks the mover (move_source) */
   nd->balance = NULL;
   metrics_set_move_fn(NULL, NULL);
-  node_move_stop(nd->mover);
-  nd->mover = NULL;
+  pthread_rwlock_wrlock(&nd->mover_lock); /* no MoveSlots (or cancel) is in the mover now */
+  node_move *m = nd->mover;
+  __atomic_store_n(&nd->mover, NULL, __ATOMIC_RELEASE);
+  pthread_rwlock_unlock(&nd->mover_lock);
+  node_move_stop(m); /* answers the MoveSlots calls it keeps */
 }
 
 /* With etcd and several groups: the thread that drives moves of slots led here. */
@@ -759,8 +840,10 @@ static node_result start_console(node *nd) {
   }
   console_group groups[OPT_LIST_MAX];
   for (size_t i = 0; i < nd->n_groups; i++) /* copied by console_start */
-    groups[i] = (console_group){nd->groups[i].name, &nd->groups[i].coord, nd->groups[i].el,
-                                open_fenced, &nd->groups[i]};
+    groups[i] = (console_group){nd->groups[i].name,  &nd->groups[i].coord,
+                                nd->groups[i].el,    open_fenced,
+                                &nd->groups[i],      open_pg,
+                                (void *)nd->groups[i].conninfo};
   console_config cc = {.address = o->console,
                        .coord = &nd->groups[0].coord,
                        .open_store = open_fenced,
@@ -777,7 +860,7 @@ static node_result start_console(node *nd) {
                        .n_groups = nd->n_groups,
                        .route = console_route,
                        .route_arg = nd,
-                       .slotmap_now = slotmap_now,
+                       .slots_hold = slots_hold,
                        .slotmap_arg = nd,
                        .move_now = console_move_now,
                        .move_arg = nd,
@@ -807,6 +890,7 @@ node_result node_start(const idem_options *o, const sigset_t *sigs, node **out, 
     return NODE_FAILED;
   }
   nd->o = o;
+  pthread_rwlock_init(&nd->mover_lock, NULL);
   nd->sigs = sigs;
   nd->msg = msg;
   nd->msg_n = n;
@@ -854,5 +938,6 @@ node_result node_start(const idem_options *o, const sigset_t *sigs, node **out, 
 void node_stop(node *nd) {
   if (!nd) return;
   while (nd->n_undo > 0) nd->undo[--nd->n_undo](nd);
+  pthread_rwlock_destroy(&nd->mover_lock);
   free(nd);
 }

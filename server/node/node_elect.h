@@ -20,6 +20,8 @@ typedef struct node_fence {
   const char *pg;          /* conninfo */
   int64_t raise_budget_ms; /* per try: at most half a TTL, at most the store timeout */
   _Atomic uint64_t *epoch; /* what the node's stores write under */
+  void (*on_serving)(void *arg); /* NULL: none; the elector's on_serving (elect.h) */
+  void *on_serving_arg;
 } node_fence;
 
 typedef struct node_elect_cfg {

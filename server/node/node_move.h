@@ -2,16 +2,22 @@
  * that runs a move on the leader of its source group, finishes or rolls back one cut short.
  *
  * The move's record is in the slot map (slotmove.h), so each phase is one compare-and-swap of
- * the map in etcd. A thread on every node looks at the map four times a second; on the node
- * that leads the move's source group it drives the move:
+ * the map in etcd. A thread on every node looks at the map when the slot map service (its etcd
+ * watch) sees a change, or when this node begins leading a group; on the node that leads the
+ * move's source group it drives the move:
  *   planned       it takes the move (copying) and runs it to its end in one go: publication,
  *                 subscription, catch-up, then the handoff: blocked (this node refuses those
  *                 slots; the source store refuses writes to them, fenced by the group's epoch),
  *                 the move's mark replicated, the subscription dropped, the target's store
  *                 opened to them, switched (the commit point: the map gives the range to the
  *                 target), the source's rows deleted, the result kept at <prefix>/moves/<rid>;
- *   copying, blocked   found, not being run here: cut short (a crash, a lost leadership): rolled
- *                 back, with why in the record's note;
+ *   copying       found, not being run here (its driver died or lost the source group, or this
+ *                 node's drive stopped after an etcd call that failed): resumed from where the
+ *                 subscription stands, by this node as its driver; rolled back only when either
+ *                 store failed over since the copy began (the record keeps their servers) or the
+ *                 target or its replication cannot be set up again;
+ *   blocked       found, not being run here: cut short; rolled back, with why in the record's
+ *                 note;
  *   switched      finished; rolling_back  rolled back (both idempotent, repeated until done).
  * A failover of either store's PostgreSQL (another system identifier or timeline), a lost
  * replication slot, or a copy that does not catch up rolls the move back.
@@ -27,7 +33,7 @@
 #include "../elect/elect.h"
 #include "../slots/slotmove.h"
 #include "../util/err.h"
-#include "node_slots.h"
+#include "../slots/slot_service.h"
 #include "options.h"
 
 typedef struct node_move node_move;
@@ -41,18 +47,21 @@ typedef struct node_move_group {
 
 /* Starts the driver thread (with etcd and two or more groups; else NULL, and MoveSlots is
  * refused). */
-node_move *node_move_start(const idem_options *o, node_slots *slots, const node_move_group *g,
+node_move *node_move_start(const idem_options *o, slot_service *slots, const node_move_group *g,
                            size_t n);
 
 /* Admin.MoveSlots: checks the request, writes the move (planned) and waits for its result until
  * deadline (absolute, monotonic ms). A request_id already used answers that move's result
  * (replayed) when rq asks the same slots and target group, else FAILED_PRECONDITION
- * request-mismatch (nothing is moved). */
+ * request-mismatch (nothing is moved). With w, the call does not wait on the calling thread:
+ * when the move goes on it is kept (ERR_OK with *parked, nothing in out) and answered later
+ * through w->done, once (node_move_wait.c); without, it waits here. */
 err_code node_move_request(node_move *m, const slot_move_req *rq, int64_t deadline,
-                           slot_move_res *out, err_t *err);
+                           slot_move_res *out, err_t *err, slot_move_wait *w, bool *parked);
 
-/* The progress of the move under way as last seen here: rows the target holds, WAL lag. */
-bool node_move_progress(node_move *m, uint64_t *rows, int64_t *lag);
+/* The caller of the call kept as id went away: it is answered now (ABORTED); its move goes on.
+ * Nothing when it was answered already. */
+void node_move_cancel(node_move *m, uint64_t id);
 
 /* The index of the group this node is driving a move out of now, -1 when none (the balancer
  * keeps that group: yielding it would roll the move back). NULL reads -1. */

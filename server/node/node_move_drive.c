@@ -1,13 +1,12 @@
 /* node_move_drive.c — the phases of a move on the leader of its source group (node_move.h). Every
  * store step is idempotent, so a phase cut short is repeated from its start: by this node at its
  * next look (finishing, rolling back) or by the group's next leader. */
-#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../elect/etcd_kv.h"
 #include "../metrics/metrics.h"
+#include "../slots/move_throttle.h"
 #include "../store/store_pg_move.h"
 #include "../util/clock.h"
 #include "../util/log.h"
@@ -19,8 +18,8 @@ typedef struct drive {
   int64_t rev;
   slot_move mv; /* the record being written */
   const node_move_group *src, *dst;
+  store_pg_move_session *ss; /* one connection to each store for the drive */
   char range[32];
-  char src_id[128], dst_id[128]; /* the stores' identities when the copy began ("": not known) */
 } drive;
 
 static int64_t store_deadline(void) {
@@ -39,7 +38,7 @@ static bool again(drive *d, err_t *err, int *tries) {
   log_kv(LOG_INFO, "slot move: a store step lost its connection; trying again", "move", d->mv.id,
          "error", err->msg, (const char *)NULL);
   err_clear(err);
-  return !ticker_pause(d->m->t, STEP_AGAIN_MS);
+  return !nm__pause(d->m, STEP_AGAIN_MS);
 }
 
 static void log_move(const drive *d, log_level lv, const char *what, const char *error) {
@@ -56,7 +55,7 @@ static bool advance(drive *d, slotmap *(*make)(const slotmap *, const slot_move 
   bool swapped = false;
   err_t err;
   err_clear(&err);
-  if (nm__map_put(d->m, next, d->rev, &swapped, &err) != ERR_OK || !swapped) {
+  if (slot_service_swap(d->m->slots, next, d->rev, &swapped, &err) != ERR_OK || !swapped) {
     log_move(d, LOG_WARN, "slot move: the map changed under this driver; stopping here",
              err.msg[0] ? err.msg : "another writer");
     slotmap_free(next);
@@ -64,7 +63,7 @@ static bool advance(drive *d, slotmap *(*make)(const slotmap *, const slot_move 
   }
   slotmap *now = NULL;
   int64_t rev = 0;
-  if (nm__map_get(d->m, &now, &rev, &err) != ERR_OK || !now || now->version != next->version) {
+  if (slot_service_read(d->m->slots, &now, &rev, &err) != ERR_OK || !now || now->version != next->version) {
     slotmap_free(now);
     slotmap_free(next);
     return false;
@@ -83,26 +82,11 @@ static slotmap *end_map(const slotmap *m, const slot_move *mv) {
 
 /* Keeps the move's result for its request id (created once; kept when there already). */
 static bool keep_result(drive *d, const char *error) {
-  cJSON *j = cJSON_CreateObject();
-  if (!j) return false;
-  cJSON_AddNumberToObject(j, "version", (double)d->map->version);
-  cJSON_AddNumberToObject(j, "steps_moved", (double)d->mv.steps_moved);
-  cJSON_AddNumberToObject(j, "sagas_moved", (double)d->mv.sagas_moved);
-  cJSON_AddNumberToObject(j, "paused_ms", (double)d->mv.paused_ms);
-  cJSON_AddStringToObject(j, "error", error ? error : "");
-  cJSON_AddStringToObject(j, "move", d->mv.id);
-  /* what was asked, so that the same request_id with other parameters is refused */
-  cJSON_AddNumberToObject(j, "from", (double)d->mv.from);
-  cJSON_AddNumberToObject(j, "to", (double)d->mv.to);
-  cJSON_AddStringToObject(j, "target", d->mv.target);
-  char *json = cJSON_PrintUnformatted(j);
-  cJSON_Delete(j);
+  char *json = slot_move_result_json(&d->mv, d->map->version, error);
   if (!json) return false;
-  char key[640];
-  snprintf(key, sizeof key, "%s%s", d->m->results, d->mv.request_id);
-  bool created = false;
   err_t err;
-  err_code rc = etcd_kv_create(d->m->o->etcd, key, json, MOVE_ETCD_MS, &created, &err);
+  err_clear(&err);
+  err_code rc = slot_service_keep_result(d->m->slots, d->mv.request_id, json, &err);
   free(json);
   return rc == ERR_OK;
 }
@@ -113,14 +97,14 @@ static bool keep_result(drive *d, const char *error) {
 static void roll_back(drive *d) {
   err_t err;
   err_clear(&err);
-  const char *src = d->src->conninfo, *dst = d->dst->conninfo, *id = d->mv.id;
+  store_pg_move_session *ss = d->ss;
   int64_t deleted = 0;
-  if (store_pg_move_unblock(src, d->mv.from, d->mv.to, store_deadline(), &err) != ERR_OK ||
-      store_pg_move_unpublish(src, id, store_deadline(), &err) != ERR_OK ||
-      store_pg_move_unsubscribe(dst, src, id, store_deadline(), &err) != ERR_OK ||
-      store_pg_move_delete(dst, id, d->mv.from, d->mv.to, &deleted, store_deadline(), &err) !=
+  if (store_pg_move_unblock(ss, MOVE_SIDE_SOURCE, false, store_deadline(), &err) != ERR_OK ||
+      store_pg_move_unpublish(ss, store_deadline(), &err) != ERR_OK ||
+      store_pg_move_unsubscribe(ss, store_deadline(), &err) != ERR_OK ||
+      store_pg_move_delete(ss, MOVE_SIDE_TARGET, true, &deleted, store_deadline(), &err) !=
           ERR_OK ||
-      store_pg_move_unblock(dst, d->mv.from, d->mv.to, store_deadline(), &err) != ERR_OK) {
+      store_pg_move_unblock(ss, MOVE_SIDE_TARGET, false, store_deadline(), &err) != ERR_OK) {
     log_move(d, LOG_WARN, "slot move: rolling back, a store did not answer; trying again",
              err.msg);
     return;
@@ -145,14 +129,15 @@ static void give_up(drive *d, const char *why) {
 static void finish(drive *d) {
   err_t err;
   err_clear(&err);
-  const char *src = d->src->conninfo, *dst = d->dst->conninfo, *id = d->mv.id;
+  store_pg_move_session *ss = d->ss;
   int64_t deleted = 0;
-  if (store_pg_move_unsubscribe(dst, src, id, store_deadline(), &err) != ERR_OK ||
-      store_pg_move_unblock(dst, d->mv.from, d->mv.to, store_deadline(), &err) != ERR_OK ||
-      store_pg_move_delete(src, id, d->mv.from, d->mv.to, &deleted, store_deadline(), &err) !=
+  if (store_pg_move_unsubscribe(ss, store_deadline(), &err) != ERR_OK ||
+      store_pg_move_unblock(ss, MOVE_SIDE_TARGET, true, store_deadline(), &err) != ERR_OK ||
+      store_pg_move_delete(ss, MOVE_SIDE_SOURCE, true, &deleted, store_deadline(), &err) !=
           ERR_OK ||
-      store_pg_move_delete(dst, id, 1, 0, &deleted, store_deadline(), &err) != ERR_OK ||
-      store_pg_move_unpublish(src, id, store_deadline(), &err) != ERR_OK) {
+      store_pg_move_delete(ss, MOVE_SIDE_TARGET, false, &deleted, store_deadline(), &err) !=
+          ERR_OK ||
+      store_pg_move_unpublish(ss, store_deadline(), &err) != ERR_OK) {
     log_move(d, LOG_WARN, "slot move: finishing, a store did not answer; trying again", err.msg);
     return;
   }
@@ -168,13 +153,13 @@ static void finish(drive *d) {
 /* Whether the server behind conninfo is still the one named was (no failover since). Its
  * identity is asked again for up to wait_ms while it does not answer (a promotion under way);
  * not reachable by then: true, the move's own store errors decide. */
-static bool same_server(drive *d, const char *conninfo, const char *was, const char *side,
+static bool same_server(drive *d, store_pg_move_side which, const char *was, const char *side,
                         int64_t wait_ms, char *why, size_t cap) {
   char now[128];
   err_t err;
   int64_t until = clock_mono_ms() + wait_ms;
-  while (store_pg_move_identity(conninfo, now, sizeof now, store_deadline(), &err) != ERR_OK)
-    if (clock_mono_ms() >= until || ticker_pause(d->m->t, 200)) return true;
+  while (store_pg_move_identity(d->ss, which, now, sizeof now, store_deadline(), &err) != ERR_OK)
+    if (clock_mono_ms() >= until || nm__pause(d->m, 200)) return true;
   if (strcmp(now, was) == 0) return true;
   snprintf(why, cap,
            "the %s's PostgreSQL failed over (server %s, now %s): logical replication slots do not "
@@ -186,9 +171,9 @@ static bool same_server(drive *d, const char *conninfo, const char *was, const c
 /* Whether either store failed over since the copy began (why says which), waiting up to
  * wait_ms for each to answer. */
 static bool failed_over(drive *d, int64_t wait_ms, char *why, size_t cap) {
-  if (!d->src_id[0] || !d->dst_id[0]) return false;
-  return !same_server(d, d->src->conninfo, d->src_id, "source", wait_ms, why, cap) ||
-         !same_server(d, d->dst->conninfo, d->dst_id, "target", wait_ms, why, cap);
+  if (!d->mv.src_server[0] || !d->mv.dst_server[0]) return false;
+  return !same_server(d, MOVE_SIDE_SOURCE, d->mv.src_server, "source", wait_ms, why, cap) ||
+         !same_server(d, MOVE_SIDE_TARGET, d->mv.dst_server, "target", wait_ms, why, cap);
 }
 
 /* Rolls back after a store error before the switch, naming a failover of either store as the
@@ -200,33 +185,32 @@ static void give_up_store(drive *d, const char *error) {
 }
 
 static void report_progress(drive *d, uint64_t rows, int64_t lag) {
-  atomic_store(&d->m->rows, rows);
-  atomic_store(&d->m->lag, lag);
-  atomic_store(&d->m->have_progress, true);
-  char v[96];
-  snprintf(v, sizeof v, "{\"rows\":%llu,\"lag\":%lld}", (unsigned long long)rows, (long long)lag);
-  err_t err;
-  etcd_kv_put(d->m->o->etcd, d->m->progress_key, v, MOVE_ETCD_MS, &err);
+  slot_service_put_progress(d->m->slots, rows, lag);
 }
 
 /* The target's side of the handoff: its rows counted, its store opened to the slots. */
 static err_code open_target(drive *d, err_t *err) {
-  const char *dst = d->dst->conninfo;
-  err_code rc = store_pg_move_count(dst, d->mv.from, d->mv.to, &d->mv.steps_moved,
+  err_code rc = store_pg_move_count(d->ss, MOVE_SIDE_TARGET, &d->mv.steps_moved,
                                     &d->mv.sagas_moved, store_deadline(), err);
-  if (rc == ERR_OK) rc = store_pg_move_unblock(dst, d->mv.from, d->mv.to, store_deadline(), err);
+  if (rc == ERR_OK) rc = store_pg_move_unblock(d->ss, MOVE_SIDE_TARGET, true, store_deadline(), err);
   return rc;
 }
 
-/* The copy's start: both stores' identities, the publication, the subscription. */
+/* The copy's start (or its resumption: each call is idempotent): the publication, the
+ * subscription. */
 static err_code begin_copy(drive *d, err_t *err) {
-  const char *src = d->src->conninfo, *dst = d->dst->conninfo, *id = d->mv.id;
-  err_code rc = store_pg_move_identity(src, d->src_id, sizeof d->src_id, store_deadline(), err);
+  err_code rc = store_pg_move_publish(d->ss, store_deadline(), err);
+  if (rc == ERR_OK) rc = store_pg_move_subscribe(d->ss, store_deadline(), err);
+  return rc;
+}
+
+/* Both stores' servers, into the record (the copy begins on them). */
+static err_code identify(drive *d, err_t *err) {
+  err_code rc = store_pg_move_identity(d->ss, MOVE_SIDE_SOURCE, d->mv.src_server,
+                                       sizeof d->mv.src_server, store_deadline(), err);
   if (rc == ERR_OK)
-    rc = store_pg_move_identity(dst, d->dst_id, sizeof d->dst_id, store_deadline(), err);
-  if (rc == ERR_OK) rc = store_pg_move_publish(src, id, d->mv.from, d->mv.to, store_deadline(), err);
-  if (rc == ERR_OK)
-    rc = store_pg_move_subscribe(dst, src, id, d->mv.from, d->mv.to, store_deadline(), err);
+    rc = store_pg_move_identity(d->ss, MOVE_SIDE_TARGET, d->mv.dst_server,
+                                sizeof d->mv.dst_server, store_deadline(), err);
   return rc;
 }
 
@@ -240,12 +224,11 @@ static void hand_off(drive *d) {
   if (!advance(d, slotmap_move_phase)) return;
   err_t err;
   err_clear(&err);
-  const char *src = d->src->conninfo, *dst = d->dst->conninfo, *id = d->mv.id;
   int64_t t_map = clock_mono_ms();
   err_code rc;
   int tries = 0;
-  while ((rc = store_pg_move_block(src, id, d->mv.from, d->mv.to, atomic_load(d->src->epoch),
-                                   store_deadline(), &err)) != ERR_OK &&
+  while ((rc = store_pg_move_block(d->ss, atomic_load(d->src->epoch), store_deadline(), &err)) !=
+             ERR_OK &&
          again(d, &err, &tries)) {
   }
   if (rc != ERR_OK) {
@@ -256,16 +239,20 @@ static void hand_off(drive *d) {
   if (nm__hold(d->m, MOVE_BLOCKED)) return;
   int64_t t_block = clock_mono_ms();
   bool arrived = false;
-  while (!arrived) { /* in slices, so that a stopping node does not wait out the whole time */
+  /* the target's session LISTENs for the mark's arrival (no polling), in slices so that a
+   * stopping node does not wait out the whole time; a store that did not answer is asked again
+   * 50 ms later */
+  while (!arrived) {
     int64_t now = clock_mono_ms(), slice = now + 250 < t0 + MOVE_MARK_MAX_MS ? now + 250
                                                                             : t0 + MOVE_MARK_MAX_MS;
-    bool answered = store_pg_move_wait_marked(dst, id, slice, &arrived, &err) == ERR_OK;
+    bool answered = store_pg_move_wait_marked(d->ss, slice, &arrived, &err) == ERR_OK;
     if (arrived) break;
     if (clock_mono_ms() - t0 > MOVE_MARK_MAX_MS) {
       give_up_store(d, "the last changes did not reach the target within 15 s");
       return;
     }
-    if (ticker_pause(d->m->t, answered ? 0 : 50)) return; /* stopping: the next leader rolls back */
+    if (answered ? atomic_load(&d->m->stopping) : nm__pause(d->m, 50))
+      return; /* stopping: the next leader rolls back */
   }
   int64_t t_drain = clock_mono_ms();
   /* before the commit point both stores must be known to be the ones the copy began on: one
@@ -297,11 +284,28 @@ static void hand_off(drive *d) {
   finish(d);
 }
 
+/* Pauses or runs the subscription as the throttle says (slots/move_throttle.h). *paused: -1
+ * not known (a drive's first reading applies the answer either way, so that a subscription left
+ * paused runs again), else 0 / 1; an ALTER that fails is tried again at the next reading. */
+static void pace(drive *d, move_throttle *th, int *paused, int64_t now, uint64_t rows, int64_t lag,
+                 bool synced) {
+  bool want = move_throttle_step(th, now, rows, lag, synced);
+  if (*paused == (int)want) return;
+  err_t err;
+  err_clear(&err);
+  if (store_pg_move_pause(d->ss, want, store_deadline(), &err) != ERR_OK)
+    return;
+  *paused = want;
+  char v[64];
+  snprintf(v, sizeof v, "%u of %u rows/s", (unsigned)move_throttle_rate(th), d->mv.max_rows_per_s);
+  log_kv(LOG_INFO, want ? "slot move: the throttle pauses the copy" : "slot move: the copy runs",
+         "move", d->mv.id, "rows", v, (const char *)NULL);
+}
+
 /* Copying: publication, subscription, catch-up; then the handoff. */
 static void run(drive *d) {
   err_t err;
   err_clear(&err);
-  const char *src = d->src->conninfo, *dst = d->dst->conninfo, *id = d->mv.id;
   char why[300];
   err_code rc;
   int tries = 0;
@@ -314,15 +318,19 @@ static void run(drive *d) {
   log_move(d, LOG_INFO, "slot move copying", NULL);
   if (nm__hold(d->m, MOVE_COPYING)) return;
   int64_t t0 = clock_mono_ms(), synced_at = 0, failing_since = 0, checked = t0;
+  move_throttle th;
+  move_throttle_init(&th, d->mv.max_rows_per_s, t0);
+  int paused = -1;
   for (;;) {
-    if (ticker_pause(d->m->t, 200)) return; /* stopping: the next leader rolls it back */
+    /* each round: the progress read, then the throttle (pace) pauses or runs the subscription */
+    if (nm__pause(d->m, 200)) return; /* stopping: the next leader resumes it */
     if (!elect_is_leader(d->src->el, NULL)) {
-      log_move(d, LOG_WARN, "slot move: no longer the source group's leader; its next leader rolls "
-                            "the move back", NULL);
+      log_move(d, LOG_WARN, "slot move: no longer the source group's leader; its next leader "
+                            "resumes the copy", NULL);
       return;
     }
     int64_t now = clock_mono_ms();
-    if (now - t0 > MOVE_COPY_MAX_MS) {
+    if (now - t0 - th.paused_total_ms > MOVE_COPY_MAX_MS) {
       give_up(d, "the copy did not catch up within 10 minutes");
       return;
     }
@@ -336,8 +344,7 @@ static void run(drive *d) {
     bool synced = false;
     int64_t lag = -1;
     uint64_t rows = 0;
-    rc = store_pg_move_progress(src, dst, id, d->mv.from, d->mv.to, &synced, &lag, &rows,
-                                         store_deadline(), &err);
+    rc = store_pg_move_progress(d->ss, &synced, &lag, &rows, store_deadline(), &err);
     if (rc == ERR_PRECONDITION) {
       give_up(d, err.msg);
       return;
@@ -352,17 +359,53 @@ static void run(drive *d) {
     }
     failing_since = 0;
     report_progress(d, rows, lag);
-    if (!synced) continue;
+    pace(d, &th, &paused, now, rows, lag, synced);
+    if (!synced || paused != 0) continue;
     if (!synced_at) synced_at = now;
     if ((lag >= 0 && lag <= MOVE_LAG_OK) || now - synced_at > MOVE_LAG_WAIT_MS) break;
   }
   hand_off(d);
 }
 
+/* Copying found in the map (its driver died, lost the source group, or this node's drive
+ * stopped after a map read that failed or a swap of unknown outcome): the copy is resumed from
+ * where the subscription stands, by this node as the new driver; rolled back only when a store
+ * failed over since the copy began (its replication slot is gone with it) or the target or its
+ * replication cannot be set up again (run: begin_copy, then the progress checks). */
+static void resume(drive *d) {
+  char why[300];
+  bool mine = strcmp(d->mv.driver, d->m->me) == 0;
+  log_kv(LOG_INFO, "slot move: resuming the copy", "move", d->mv.id, "slots", d->range, "driver",
+         d->mv.driver[0] ? d->mv.driver : "unknown", "me", d->m->me, "same_driver",
+         mine ? "yes" : "no", (const char *)NULL);
+  err_t err;
+  err_clear(&err);
+  if (!d->mv.src_server[0] && identify(d, &err) != ERR_OK) {
+    log_move(d, LOG_WARN, "slot move: cannot resume yet, a store does not answer", err.msg);
+    return; /* the next look tries again */
+  }
+  if (failed_over(d, MOVE_STORE_MS, why, sizeof why)) {
+    give_up(d, why);
+    return;
+  }
+  if (!mine) {
+    memcpy(d->mv.driver, d->m->me, sizeof d->mv.driver);
+    if (!advance(d, slotmap_move_phase)) return;
+  }
+  run(d);
+}
+
 void nm__drive(node_move *m, const slotmap *map, int64_t rev) {
   drive d = {.m = m, .rev = rev, .mv = *map->move};
   int s = nm__group(m, d.mv.source), t = nm__group(m, d.mv.target);
-  if (s < 0 || t < 0 || !(d.map = slotmap_copy(map))) {
+  err_t err;
+  err_clear(&err);
+  if (s < 0 || t < 0 || !(d.map = slotmap_copy(map)) ||
+      store_pg_move_session_open(m->g[s].conninfo, m->g[t].conninfo, d.mv.id, d.mv.from,
+                                 d.mv.to, &d.ss, &err) != ERR_OK) {
+    if (err.msg[0])
+      log_kv(LOG_ERROR, "slot move: cannot drive it", "move", d.mv.id, "error", err.msg,
+             (const char *)NULL);
     slotmap_free(d.map);
     return;
   }
@@ -372,11 +415,17 @@ void nm__drive(node_move *m, const slotmap *map, int64_t rev) {
   snprintf(d.range, sizeof d.range, "%u-%u", d.mv.from, d.mv.to);
   switch (d.mv.phase) {
     case MOVE_PLANNED:
+      if (identify(&d, &err) != ERR_OK) {
+        give_up(&d, err.msg);
+        break;
+      }
       d.mv.phase = MOVE_COPYING;
       memcpy(d.mv.driver, m->me, sizeof d.mv.driver);
       if (advance(&d, slotmap_move_phase)) run(&d);
       break;
     case MOVE_COPYING:
+      resume(&d);
+      break;
     case MOVE_BLOCKED: {
       char why[200];
       snprintf(why, sizeof why,
@@ -396,6 +445,6 @@ void nm__drive(node_move *m, const slotmap *map, int64_t rev) {
       break;
   }
   slotmap_free(d.map);
-  store_pg_move_disconnect();
+  store_pg_move_session_close(d.ss);
   atomic_store(&m->driving, -1);
 }

@@ -3,10 +3,11 @@
 #ifndef IDEM_NODE_MOVE_INTERNAL_H
 #define IDEM_NODE_MOVE_INTERNAL_H
 
-#include "../util/ticker.h"
+#include <pthread.h>
+
 #include "node_move.h"
 
-#define MOVE_TICK_MS 250
+#define MOVE_RETRY_MS 1000 /* a look that left its move's work undone is repeated after this */
 #define MOVE_ETCD_MS 2000       /* one etcd call */
 #define MOVE_STORE_MS 15000     /* one store operation */
 #define MOVE_COPY_MAX_MS 600000 /* a copy that has not caught up by then is rolled back */
@@ -17,19 +18,21 @@
 
 struct node_move {
   const idem_options *o;
-  node_slots *slots;
+  slot_service *slots;
   node_move_group g[OPT_LIST_MAX];
   size_t n;
-  char map_key[512];      /* <prefix>/slotmap */
-  char results[512];      /* <prefix>/moves/ */
-  char progress_key[512]; /* <prefix>/slotmove.progress */
-  char me[64];            /* this process, as a move's driver */
-  ticker *t;
-  _Atomic uint64_t rows;
-  _Atomic int64_t lag;
-  _Atomic bool have_progress;
+  char me[64]; /* this process, as a move's driver */
+  pthread_t th;
+  pthread_mutex_t mu; /* stopping, cv: the drive's pauses */
+  pthread_cond_t cv;
+  _Atomic bool stopping;
   _Atomic int driving; /* the source group's index while a drive runs here, else -1 */
-  int64_t progress_read_ms; /* the thread's last read of another driver's progress */
+  /* MoveSlots calls kept until their move's result (node_move_wait.c), answered by their own
+   * thread */
+  struct nm_waiter *waiters; /* under wmu */
+  pthread_mutex_t wmu;
+  pthread_t answerer;
+  bool answering;
   /* tests only (IDEM_TEST_MOVE_HOLD=PHASE:MS, read at start): the driver holds MS in PHASE
    * (copying: once subscribed; blocked: after the source's block; switched: before the
    * clean-up), so that a test can inject a failure there */
@@ -40,14 +43,28 @@ struct node_move {
 /* Holds the driver when a test asked for it in phase p; true when the node is stopping. */
 bool nm__hold(node_move *m, slot_move_phase p);
 
-/* The map in etcd and its revision; ERR_OK with *m NULL when there is none. */
-err_code nm__map_get(node_move *m, slotmap **out, int64_t *rev, err_t *err);
-
-/* Writes next if the map is still at rev; on success this node follows it at once. */
-err_code nm__map_put(node_move *m, const slotmap *next, int64_t rev, bool *swapped, err_t *err);
+/* Waits ms (a retry's wait, a test's hold); true when the node is stopping. */
+bool nm__pause(node_move *m, int64_t ms);
 
 /* The index of the group named name, -1 when none. */
 int nm__group(const node_move *m, const char *name);
+
+/* FAILED_PRECONDITION request-mismatch when the move of rq's request id (slots from..to to
+ * target) is not what rq asks (node_move_wait.c, as the next). */
+err_code nm__same_request(const slot_move_req *rq, uint32_t from, uint32_t to, const char *target,
+                          err_t *err);
+
+/* The result kept for rq's request id (node_move_wait.c): ERR_OK with *found and *out; an ended
+ * move's error (ERR_ABORTED), a result of other parameters (request-mismatch) as err. */
+err_code nm__result_of(node_move *m, const slot_move_req *rq, bool *found, slot_move_res *out,
+                       err_t *err);
+
+/* Keeps a MoveSlots call (w) until its move's result, its deadline or the node's stop. */
+err_code nm__park(node_move *m, const slot_move_req *rq, int64_t deadline, bool replayed,
+                  slot_move_wait *w, err_t *err);
+/* Starts / ends the answering thread (the end answers every call still kept). */
+bool nm__answerer_start(node_move *m);
+void nm__answerer_stop(node_move *m);
 
 /* Drives the move in map (at rev) one step further (see node_move.h). */
 void nm__drive(node_move *m, const slotmap *map, int64_t rev);

@@ -1,6 +1,7 @@
 /* options.c — the option table and the code that reads it (see options.h). */
 #include "options.h"
 
+#include "../slots/move_throttle.h"
 #include "../util/hostport.h"
 
 #include <arpa/inet.h>
@@ -38,6 +39,7 @@ const opt_row options_table[] = {
   {"store",     "pg",              "IDEM_PG",              OPT_STRING, F(pg),                 NULL,              0, 0,       NULL,        false, "URL",       "PostgreSQL connection string: the one store group \"default\" (this or --store is required)", NULL},
   {"store",     "store",           "IDEM_STORE",           OPT_LIST,   F(stores),             NULL,              0, 0,       NULL,        false, "NAME=URL",  "a store group and its PostgreSQL connection string; repeat for each group, in the same order on every node (docs/api.md §17; the environment variable holds one group per line)", NULL},
   {"store",     "slots",           "IDEM_SLOTS",           OPT_INT,    F(slots),              XSTR(SLOTS_DEFAULT), SLOTS_MIN, SLOTS_MAX, NULL, false, "N", "the cluster's slot count, fixed when the cluster is first created (docs/api.md §17)", NULL},
+  {"store",     "move-max-rate",   "IDEM_MOVE_MAX_RATE",   OPT_INT,    F(move_max_rate),      XSTR(MOVE_MAX_RATE_DEFAULT), 0, 10000000, NULL, false, "ROWS/S", "how fast a slot move's initial copy may go, when MoveSlots does not say (0 = no limit; docs/scaling-out.md)", NULL},
   {"store",     "store-timeout-ms","IDEM_STORE_TIMEOUT_MS",OPT_INT,    F(store_timeout_ms),   "2000",            1, 600000,  NULL,        false, "MS",        "bound on each store call", NULL},
   {"high availability", "etcd",    "IDEM_ETCD",            OPT_STRING, F(etcd),               NULL,              0, 0,       NULL,        false, "URLS",      "etcd endpoints (http://h:p[,...]) for leader election (none: single node)", NULL},
   {"high availability", "node-id", "IDEM_NODE_ID",         OPT_STRING, F(node_id),            NULL,              0, 0,       NULL,        false, "NAME",      "this node's name (none: the --advertise address)", NULL},

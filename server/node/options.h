@@ -46,6 +46,7 @@ typedef struct idem_options {
   const char *pg;  /* with --store: the first group's connection string (the node-wide stores) */
   opt_list stores; /* --store NAME=CONNSTRING, repeated */
   int slots;       /* --slots: the cluster's slot count */
+  int move_max_rate; /* --move-max-rate: rows/s of a move's initial copy, 0 = no limit */
   /* the groups, checked: --store in order, or --pg alone as "default" (groups_from_pg) */
   idem_group_opt groups[OPT_LIST_MAX];
   size_t n_groups;

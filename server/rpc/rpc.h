@@ -16,7 +16,7 @@
 #include "../auth/auth.h"
 #include "../coord/coord.h"
 #include "../elect/elect.h"
-#include "../slots/slotmap.h"
+#include "../slots/slot_service.h"
 #include "../slots/slotmove.h"
 #include "../store/store.h"
 #include "../util/err.h"
@@ -45,10 +45,14 @@ typedef int (*rpc_route_fn)(void *arg, const char *tenant, const char *id, bool 
  * slot-moving with idem-retry-after-ms */
 #define RPC_ROUTE_MOVING (-2)
 
-/* Admin.MoveSlots (docs/api.md §18): runs or waits for the move until deadline (absolute,
- * monotonic ms); and the progress of the move under way (false when none is known). */
+/* Admin.MoveSlots (docs/api.md §18): runs the move's request until deadline (absolute,
+ * monotonic ms); with w, when the move goes on, the call is kept (ERR_OK, *parked) and answered
+ * later through w->done, holding no worker; move_cancel answers the kept call w->id whose
+ * client went away (its move goes on). And the progress of the move under way (false when none
+ * is known). */
 typedef err_code (*rpc_move_fn)(void *arg, const slot_move_req *rq, int64_t deadline,
-                                slot_move_res *out, err_t *err);
+                                slot_move_res *out, err_t *err, slot_move_wait *w, bool *parked);
+typedef void (*rpc_move_cancel_fn)(void *arg, uint64_t id);
 typedef bool (*rpc_move_progress_fn)(void *arg, uint64_t *rows, int64_t *lag);
 
 typedef struct rpc_config {
@@ -68,9 +72,10 @@ typedef struct rpc_config {
   rpc_route_fn route;
   void *route_arg;
   /* the slot map now, for GetTopology and GetStatus (NULL: none; borrowed until the next call) */
-  const slotmap *(*slotmap_now)(void *arg);
+  slots_view *(*slots_hold)(void *arg); /* the map now, held (slots_view_release) */
   void *slotmap_arg;
   rpc_move_fn move_slots; /* NULL: MoveSlots answers FAILED_PRECONDITION (no slot groups) */
+  rpc_move_cancel_fn move_cancel;
   rpc_move_progress_fn move_progress;
   void *move_arg;
   /* throughput: BeginStep and CompleteStep do not take a worker. The
@@ -80,6 +85,9 @@ typedef struct rpc_config {
    * batcher). false: every call runs on a worker. */
   bool submit_steps;
   const char *node_id;         /* for GetStatus */
+  /* for GetStatus (docs/upgrading.md): the schema version this node runs on (the lowest of its
+   * groups', read at start) and the newest its migrations know */
+  int schema_version, schema_newest;
   size_t max_recv_bytes;       /* default 256 KiB */
   int64_t default_deadline_ms; /* applied to calls without a deadline; default 2000 */
   /* high availability: borrowed, must outlive the server; NULL = always the leader.

@@ -34,6 +34,8 @@ err_code rpc__get_status(const rpc_req *rq, const ProtobufCMessage *in, rpc_call
   resp.election_ok = es.election_ok;
   resp.version = (char *)IDEM_VERSION;
   resp.started_unix_ms = rq->srv->started_unix_ms;
+  resp.schema_version = (uint32_t)rq->srv->schema_version;
+  resp.schema_newest = (uint32_t)rq->srv->schema_newest;
   rpc_groups_view v = {0};
   if (rq->srv->n_groups > 1) { /* docs/api.md §17: each group as this node sees it */
     err_code rc = rpc__groups_view(rq, &v, err);

@@ -11,6 +11,7 @@
 #include "../util/clock.h"
 #include "../util/log.h"
 #include "../util/traceparent.h"
+#include "../validate/validate.h"
 #include "rpc_internal.h"
 
 rpc_call *rpc__call_new(rpc_server *srv, int method) {
@@ -71,6 +72,7 @@ void rpc__call_closed(rpc_call *c) {
    * batch completes too) */
   const coord_ctx *coord = c->srv->groups[c->group].g.coord;
   if (c->cancelled && coord) coord_waiters_cancel(coord->waiters, &c->cell);
+  if (c->cancelled && c->on_cancel) c->on_cancel(c); /* a kept call: answered now, if still kept */
   rpc__call_batch_done(c);
 }
 
@@ -295,6 +297,20 @@ static void not_leader(elect *elector, err_t *err) {
   err_leader(err, es.leader_addr);
 }
 
+static const char *compression_name(grpc_compression_algorithm a) {
+  const char *name = NULL;
+  return grpc_compression_algorithm_name(a, &name) ? name : "unknown";
+}
+
+/* The request's metadata as HTTP/2 counts a header list (RFC 7540 §6.5.2: name, value and 32
+ * bytes each). */
+static size_t metadata_bytes(const grpc_metadata_array *md) {
+  size_t n = 0;
+  for (size_t i = 0; i < md->count; i++)
+    n += GRPC_SLICE_LENGTH(md->metadata[i].key) + GRPC_SLICE_LENGTH(md->metadata[i].value) + 32;
+  return n;
+}
+
 /* The checks every call passes before its handler runs, in order: deadline, handler,
  * identity, leadership, size (docs/api.md §5); a routed call's leadership is checked by
  * route_call once it is decoded. False with err filled. */
@@ -303,6 +319,16 @@ static bool admit(rpc_call *c, const rpc_method *m, char *tenant, size_t cap, er
     err_set(err, ERR_DEADLINE, "deadline exceeded before the call was handled");
   } else if (!m->handler) {
     err_set(err, ERR_UNIMPLEMENTED, "not implemented yet");
+  } else if (c->payload && c->payload->type == GRPC_BB_RAW &&
+             c->payload->data.raw.compression != GRPC_COMPRESS_NONE) {
+    /* docs/api.md §16: identity only; gRPC core handed the message over still compressed
+     * (rpc_server.c), and it is refused here, with a reason, without being inflated */
+    err_set(err, ERR_UNIMPLEMENTED,
+            "compressed request (%s): this server accepts only uncompressed (identity) messages",
+            compression_name(c->payload->data.raw.compression));
+  } else if (metadata_bytes(&c->md) > RPC_MAX_METADATA_BYTES) {
+    err_set(err, ERR_RESOURCE, "request metadata of %zu bytes: the limit is %d bytes",
+            metadata_bytes(&c->md), RPC_MAX_METADATA_BYTES);
   } else if (metadata_names_lower(&c->md, err) != ERR_OK) {
     /* refused: a header name HTTP/2 does not allow */
   } else if (auth_enabled(c->srv->auth) /* who is calling, before anything else */
@@ -346,6 +372,17 @@ static int group_named(rpc_call *c, err_t *err) {
   return -1;
 }
 
+/* The id a call is routed by obeys its rule (docs/api.md §1) before it picks a group, so that
+ * a malformed one is INVALID_ARGUMENT on every node, not a redirect to some group's leader:
+ * BeginSaga's request_id, or the saga's global id (key.global_id in the step calls). False with
+ * err filled. */
+static bool route_id_valid(const rpc_method *m, const char *id, err_t *err) {
+  if (m->new_saga) return validate_request_id(id, err) == ERR_OK;
+  const char *field =
+      protobuf_c_message_descriptor_get_field_by_name(m->in, "key") ? "key.global_id" : "global_id";
+  return validate_global_id(field, id, err) == ERR_OK;
+}
+
 /* docs/api.md §17: a routed call goes to its saga's group, served only by that group's leader;
  * anywhere else it is refused (idem-leader, idem-group) with nothing done. Sets c->group and
  * rq's group and rules. False with err filled. */
@@ -354,6 +391,7 @@ static bool route_call(rpc_call *c, const rpc_method *m, const ProtobufCMessage 
   rpc_server *srv = c->srv;
   c->group = 0;
   const char *id = routed(srv, m) && m->route ? m->route(in) : NULL;
+  if (id && id[0] && !route_id_valid(m, id, err)) return false;
   if (id && (id[0] || m->new_saga)) {
     int g = srv->route(srv->route_arg, tenant, id, m->new_saga);
     if (g == RPC_ROUTE_MOVING) { /* docs/api.md §18: the handoff of the slot's move */
@@ -415,16 +453,35 @@ void rpc__call_handle(rpc_call *c, store **st) {
   trace_of(&c->md, c->trace_id);
   if (admit(c, m, tenant, sizeof tenant, &err)) {
     ProtobufCMessage *in = rpc__decode(c->payload, m->in, &err);
-    rpc_req rq = {
-        .srv = c->srv, .tenant = tenant, .deadline = c->deadline, .trace_id = c->trace_id};
+    bool kept = false;
+    rpc_req rq = {.srv = c->srv,
+                  .tenant = tenant,
+                  .deadline = c->deadline,
+                  .trace_id = c->trace_id,
+                  .kept = &kept};
     if (in && route_call(c, m, in, tenant, &rq, &err)) {
       rq.st = st[rq.group];
       rq.stores = st;
       settle(c, m->handler(&rq, in, c, &err), &err);
     }
     if (in) protobuf_c_message_free_unpacked(in, NULL);
+    if (kept) return; /* answered by rpc__async_done, maybe already: c is not ours any more */
   }
   done(c, &err);
+}
+
+void rpc__call_keep(rpc_call *c) {
+  rpc_server *srv = c->srv;
+  pthread_mutex_lock(&srv->mu);
+  srv->async_pending++;
+  pthread_mutex_unlock(&srv->mu);
+}
+
+void rpc__call_unkeep(rpc_call *c) {
+  rpc_server *srv = c->srv;
+  pthread_mutex_lock(&srv->mu);
+  if (--srv->async_pending == 0) pthread_cond_broadcast(&srv->cv);
+  pthread_mutex_unlock(&srv->mu);
 }
 
 bool rpc__call_try_async(rpc_call *c) {

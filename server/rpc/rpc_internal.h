@@ -27,6 +27,7 @@
 
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
+#include <grpc/compression.h>
 #include <grpc/grpc.h>
 #include <grpc/support/time.h>
 #include <protobuf-c/protobuf-c.h>
@@ -59,6 +60,9 @@
 #define RPC_LEADER_MD "idem-leader" /* a standby's (or fenced) refusal */
 #define RPC_GROUP_MD "idem-group"   /* with groups: the group whose leader idem-leader names */
 #define RPC_TRACEPARENT_MD "traceparent" /* W3C trace context (docs/api.md §22) */
+/* request metadata above this is refused by the server itself (RESOURCE_EXHAUSTED, with a reason);
+ * gRPC core's own limit, above it, is rpc_server.c's TRANSPORT_MAX_METADATA_BYTES */
+#define RPC_MAX_METADATA_BYTES (8 * 1024)
 #define RPC_REASON_MD "idem-reason" /* every non-OK answer: why, in a word (docs/api.md §20) */
 
 typedef enum rpc_tag_kind {
@@ -87,6 +91,7 @@ typedef struct rpc_req {
   int64_t deadline;       /* absolute, monotonic ms */
   bool no_deadline;       /* the client set none: deadline is the server's default */
   const char *trace_id;   /* the trace id of the call's valid traceparent, else "" (§22) */
+  bool *kept; /* on a worker: set by a handler that kept the call (rpc__call_keep) */
 } rpc_req;
 
 /* A handler answers ERR_OK after setting the reply with rpc__call_reply, or an error code with
@@ -144,6 +149,10 @@ struct rpc_call {
   atomic_int batches;
   coord_wait_cell cell;
   char trace_id[33];    /* of the call's traceparent ("" = none): its latency's exemplar */
+  /* a worker's call kept by its handler to be answered later (MoveSlots: rpc__call_keep), and
+   * what the early close batch does when its client went away meanwhile */
+  void (*on_cancel)(rpc_call *c);
+  _Atomic uint64_t cancel_id;
   rpc_call *next;       /* worker queue link */
   ProtobufCMessage *in; /* an async handler's request, freed by rpc__async_done */
 };
@@ -201,9 +210,10 @@ struct rpc_server {
   size_t n_groups;
   rpc_route_fn route; /* with n_groups > 1 */
   void *route_arg;
-  const slotmap *(*slotmap_now)(void *arg); /* NULL: no map (GetTopology UNAVAILABLE) */
+  slots_view *(*slots_hold)(void *arg); /* NULL: no map (GetTopology UNAVAILABLE) */
   void *slotmap_arg;
   rpc_move_fn move_slots;
+  rpc_move_cancel_fn move_cancel;
   rpc_move_progress_fn move_progress;
   void *move_arg;
 
@@ -212,6 +222,7 @@ struct rpc_server {
   void *registered[RPC_MAX_METHODS]; /* per rpc__methods entry */
   int port;
   int64_t started_unix_ms;
+  int schema_version, schema_newest; /* rpc_config's */
 
   pthread_t cq_thread;
   bool cq_started;
@@ -255,6 +266,14 @@ bool rpc__call_try_async(rpc_call *c);
 /* Ends a call an async handler took: its answer code (err filled unless ERR_OK), then the
  * reply as a worker would send it. Any thread. */
 void rpc__async_done(rpc_call *c, err_code code, err_t *err);
+
+/* A worker's handler keeps c to answer it later from another thread: it sets *rq->kept and
+ * returns ERR_OK without a reply; the call ends with rpc__async_done (c is not the handler's
+ * once it may be answered). rpc__call_keep is called before the call can be answered (it counts
+ * it as pending: rpc_server_stop waits for it); rpc__call_unkeep undoes it when the call was not
+ * kept after all. */
+void rpc__call_keep(rpc_call *c);
+void rpc__call_unkeep(rpc_call *c);
 
 /* Encodes msg as the reply message. ERR_INTERNAL (err filled) on allocation failure. */
 err_code rpc__call_reply(rpc_call *c, const ProtobufCMessage *msg, err_t *err);

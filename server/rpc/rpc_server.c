@@ -31,7 +31,9 @@
  * §5). */
 #define HARD_MAX_RECV (1024 * 1024)
 #define DEFAULT_DEADLINE_MS 2000
-#define MAX_METADATA_BYTES (8 * 1024)
+/* gRPC core refuses request metadata above this itself, without idem-reason; from
+ * RPC_MAX_METADATA_BYTES up to it, rpc_call.c refuses it with one (docs/limits.md) */
+#define TRANSPORT_MAX_METADATA_BYTES (64 * 1024)
 #define MAX_CONCURRENT_STREAMS 100
 
 /* --- requests --- */
@@ -268,9 +270,10 @@ rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err) {
   }
   s->route = cfg->route;
   s->route_arg = cfg->route_arg;
-  s->slotmap_now = cfg->slotmap_now;
+  s->slots_hold = cfg->slots_hold;
   s->slotmap_arg = cfg->slotmap_arg;
   s->move_slots = cfg->move_slots;
+  s->move_cancel = cfg->move_cancel;
   s->move_progress = cfg->move_progress;
   s->move_arg = cfg->move_arg;
   s->workers = cfg->workers > 0 ? cfg->workers : DEFAULT_WORKERS;
@@ -279,6 +282,8 @@ rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err) {
   s->default_deadline_ms =
       cfg->default_deadline_ms > 0 ? cfg->default_deadline_ms : DEFAULT_DEADLINE_MS;
   s->started_unix_ms = clock_wall_ms();
+  s->schema_version = cfg->schema_version;
+  s->schema_newest = cfg->schema_newest;
   s->auth = cfg->auth;
   s->require_tenant = cfg->require_tenant;
 
@@ -288,16 +293,18 @@ rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err) {
        .value.integer = s->max_recv_bytes > HARD_MAX_RECV ? (int)s->max_recv_bytes : HARD_MAX_RECV},
       {.type = GRPC_ARG_INTEGER,
        .key = GRPC_ARG_MAX_METADATA_SIZE,
-       .value.integer = MAX_METADATA_BYTES},
+       .value.integer = TRANSPORT_MAX_METADATA_BYTES},
       {.type = GRPC_ARG_INTEGER,
        .key = GRPC_ARG_MAX_CONCURRENT_STREAMS,
        .value.integer = MAX_CONCURRENT_STREAMS},
-      /* identity only (docs/api.md §16): gRPC core inflates a compressed message whole before it
-       * compares it with the receive cap, so a compressed request is refused at its headers
-       * (UNIMPLEMENTED) and never decoded */
+      /* identity only (docs/api.md §16): gRPC core would inflate a compressed message whole
+       * before the handler sees it, and refusing the algorithms here makes gRPC core answer
+       * without idem-reason; so core accepts every algorithm but hands the message over still
+       * compressed, and rpc_call.c refuses it (UNIMPLEMENTED, with a reason) without reading it */
       {.type = GRPC_ARG_INTEGER,
        .key = GRPC_COMPRESSION_CHANNEL_ENABLED_ALGORITHMS_BITSET,
-       .value.integer = 1u << GRPC_COMPRESS_NONE},
+       .value.integer = (1u << GRPC_COMPRESS_ALGORITHMS_COUNT) - 1},
+      {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ENABLE_PER_MESSAGE_DECOMPRESSION, .value.integer = 0},
       /* a second server on the same port must fail to bind, not share it silently */
       {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ALLOW_REUSEPORT, .value.integer = 0},
   };

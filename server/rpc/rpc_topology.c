@@ -43,12 +43,14 @@ void rpc__groups_view_free(rpc_groups_view *v) {
 err_code rpc__groups_view(const rpc_req *rq, rpc_groups_view *v, err_t *err) {
   rpc_server *srv = rq->srv;
   size_t n = srv->n_groups;
-  const slotmap *m = srv->slotmap_now ? srv->slotmap_now(srv->slotmap_arg) : NULL;
+  slots_view *held = srv->slots_hold ? srv->slots_hold(srv->slotmap_arg) : NULL;
+  const slotmap *m = held ? slots_view_map(held) : NULL;
   memset(v, 0, sizeof *v);
   v->gs = calloc(n, sizeof *v->gs);
   v->ptrs = calloc(n, sizeof *v->ptrs);
   v->addrs = calloc(n, sizeof *v->addrs);
   if (!v->gs || !v->ptrs || !v->addrs) {
+    slots_view_release(held);
     rpc__groups_view_free(v);
     return err_oom(err);
   }
@@ -71,17 +73,22 @@ err_code rpc__groups_view(const rpc_req *rq, rpc_groups_view *v, err_t *err) {
     s->slot_count = m ? slotmap_count(m, g->name) : 0;
     s->store_ok = store_health(rq, i);
   }
+  slots_view_release(held);
   return ERR_OK;
 }
 
 err_code rpc__get_topology(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c, err_t *err) {
   (void)in;
   rpc_server *srv = rq->srv;
-  const slotmap *m = srv->slotmap_now ? srv->slotmap_now(srv->slotmap_arg) : NULL;
-  if (!m) return err_fail(err, ERR_UNAVAILABLE, ERR_R_NONE, "no slot map yet");
+  slots_view *held = srv->slots_hold ? srv->slots_hold(srv->slotmap_arg) : NULL;
+  if (!held) return err_fail(err, ERR_UNAVAILABLE, ERR_R_NONE, "no slot map yet");
+  const slotmap *m = slots_view_map(held);
   rpc_groups_view v;
   err_code rc = rpc__groups_view(rq, &v, err);
-  if (rc != ERR_OK) return rc;
+  if (rc != ERR_OK) {
+    slots_view_release(held);
+    return rc;
+  }
   Idem__V1__SlotRange *r = calloc(m->n_ranges, sizeof *r);
   Idem__V1__SlotRange **rp = calloc(m->n_ranges, sizeof *rp);
   if (!r || !rp) {
@@ -123,5 +130,6 @@ err_code rpc__get_topology(const rpc_req *rq, const ProtobufCMessage *in, rpc_ca
   free(r);
   free(rp);
   rpc__groups_view_free(&v);
+  slots_view_release(held);
   return rc;
 }

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../util/err.h"
 #include "slotmap.h"
 #include "slotmove_record.h"
 
@@ -26,6 +27,7 @@ typedef struct slot_move_req {
   uint32_t from, to;
   const char *group, *request_id;
   bool dry_run;
+  uint32_t max_rows_per_s; /* the copy's throttle; 0 = the server's --move-max-rate */
 } slot_move_req;
 
 typedef struct slot_move_res {
@@ -33,6 +35,16 @@ typedef struct slot_move_res {
   int64_t paused_ms;
   bool replayed;
 } slot_move_res;
+
+/* A MoveSlots call that does not wait on its own thread (docs/api.md §18): when its move goes
+ * on, the mover keeps the call and answers it later with done (from the mover's answering
+ * thread, or the thread that cancels it), exactly once; id names it for a cancel (unique among
+ * the calls kept at once). */
+typedef struct slot_move_wait {
+  void (*done)(void *call, err_code code, const slot_move_res *res, err_t *err);
+  void *call;
+  uint64_t id;
+} slot_move_wait;
 
 typedef enum slot_move_check_result {
   MOVE_CHECK_OK,

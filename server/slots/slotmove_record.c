@@ -32,6 +32,15 @@ bool slot_move_request_id_ok(const char *rid, char *why, size_t cap) {
   return true;
 }
 
+bool slot_move_id_ok(const char *id, char *why, size_t cap) {
+  size_t n = id ? strlen(id) : 0;
+  bool ok = n == 17 && id[0] == 'm';
+  for (size_t i = 1; ok && i < n; i++)
+    ok = (id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f');
+  if (!ok) slots__why(why, cap, "id: a move id is m and 16 lowercase hex digits");
+  return ok;
+}
+
 static bool get_str(const cJSON *o, const char *name, char *out, size_t cap) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
   if (!v) {
@@ -57,17 +66,20 @@ static bool get_num(const cJSON *o, const char *name, double *out) {
 bool slot_move_from_json(const cJSON *o, uint32_t slots, slot_move *mv, char *why, size_t cap) {
   memset(mv, 0, sizeof *mv);
   char phase[24];
-  double from, to, started, blocked, paused, steps, sagas;
+  double from, to, started, blocked, paused, steps, sagas, rate;
   if (!cJSON_IsObject(o) || !get_str(o, "id", mv->id, sizeof mv->id) ||
       !get_str(o, "request_id", mv->request_id, sizeof mv->request_id) ||
       !get_str(o, "source", mv->source, sizeof mv->source) ||
       !get_str(o, "target", mv->target, sizeof mv->target) ||
       !get_str(o, "phase", phase, sizeof phase) ||
       !get_str(o, "driver", mv->driver, sizeof mv->driver) ||
-      !get_str(o, "note", mv->note, sizeof mv->note) || !get_num(o, "from", &from) ||
+      !get_str(o, "note", mv->note, sizeof mv->note) ||
+      !get_str(o, "src_server", mv->src_server, sizeof mv->src_server) ||
+      !get_str(o, "dst_server", mv->dst_server, sizeof mv->dst_server) || !get_num(o, "from", &from) ||
       !get_num(o, "to", &to) || !get_num(o, "started_ms", &started) ||
       !get_num(o, "blocked_ms", &blocked) || !get_num(o, "paused_ms", &paused) ||
-      !get_num(o, "steps_moved", &steps) || !get_num(o, "sagas_moved", &sagas)) {
+      !get_num(o, "steps_moved", &steps) || !get_num(o, "sagas_moved", &sagas) ||
+      !get_num(o, "max_rows_per_s", &rate) || rate < 0 || rate > UINT32_MAX) {
     slots__why(why, cap, "a member has the wrong type or is too long");
     return false;
   }
@@ -82,6 +94,7 @@ bool slot_move_from_json(const cJSON *o, uint32_t slots, slot_move *mv, char *wh
     slots__why(why, cap, "id, source, target and from <= to < %u are required", slots);
     return false;
   }
+  if (!slot_move_id_ok(mv->id, why, cap)) return false;
   mv->from = (uint32_t)from;
   mv->to = (uint32_t)to;
   mv->started_ms = (int64_t)started;
@@ -89,6 +102,7 @@ bool slot_move_from_json(const cJSON *o, uint32_t slots, slot_move *mv, char *wh
   mv->paused_ms = (int64_t)paused;
   mv->steps_moved = (uint64_t)steps;
   mv->sagas_moved = (uint64_t)sagas;
+  mv->max_rows_per_s = (uint32_t)rate;
   return true;
 }
 
@@ -109,6 +123,56 @@ cJSON *slot_move_to_json(const slot_move *mv) {
   cJSON_AddNumberToObject(o, "steps_moved", (double)mv->steps_moved);
   cJSON_AddNumberToObject(o, "sagas_moved", (double)mv->sagas_moved);
   cJSON_AddStringToObject(o, "note", mv->note);
+  if (mv->src_server[0]) cJSON_AddStringToObject(o, "src_server", mv->src_server);
+  if (mv->dst_server[0]) cJSON_AddStringToObject(o, "dst_server", mv->dst_server);
+  cJSON_AddNumberToObject(o, "max_rows_per_s", mv->max_rows_per_s);
   return o;
+}
+
+char *slot_move_result_json(const slot_move *mv, uint64_t version, const char *error) {
+  cJSON *j = cJSON_CreateObject();
+  if (!j) return NULL;
+  cJSON_AddNumberToObject(j, "version", (double)version);
+  cJSON_AddNumberToObject(j, "steps_moved", (double)mv->steps_moved);
+  cJSON_AddNumberToObject(j, "sagas_moved", (double)mv->sagas_moved);
+  cJSON_AddNumberToObject(j, "paused_ms", (double)mv->paused_ms);
+  cJSON_AddStringToObject(j, "error", error ? error : "");
+  cJSON_AddStringToObject(j, "move", mv->id);
+  cJSON_AddNumberToObject(j, "from", (double)mv->from);
+  cJSON_AddNumberToObject(j, "to", (double)mv->to);
+  cJSON_AddStringToObject(j, "target", mv->target);
+  char *json = cJSON_PrintUnformatted(j);
+  cJSON_Delete(j);
+  return json;
+}
+
+bool slot_move_result_parse(const char *json, size_t len, slot_move_result *out, char *why,
+                            size_t cap) {
+  memset(out, 0, sizeof *out);
+  cJSON *j = cJSON_ParseWithLength(json, len);
+  double version, steps, sagas, paused, from = 0, to = 0;
+  const cJSON *v = NULL;
+  bool ok = cJSON_IsObject(j) && get_num(j, "version", &version) && get_num(j, "steps_moved", &steps) &&
+            get_num(j, "sagas_moved", &sagas) && get_num(j, "paused_ms", &paused) &&
+            get_str(j, "error", out->error, sizeof out->error) &&
+            get_str(j, "move", out->move, sizeof out->move) &&
+            get_str(j, "target", out->target, sizeof out->target) &&
+            get_num(j, "from", &from) && get_num(j, "to", &to) &&
+            (v = cJSON_GetObjectItemCaseSensitive(j, "version")) && cJSON_IsNumber(v) &&
+            cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "error")) && version >= 0 &&
+            steps >= 0 && sagas >= 0 && from >= 0 && to >= from;
+  if (ok) {
+    out->version = (uint64_t)version;
+    out->steps_moved = (uint64_t)steps;
+    out->sagas_moved = (uint64_t)sagas;
+    out->paused_ms = (int64_t)paused;
+    out->has_params = out->target[0] != '\0';
+    out->from = (uint32_t)from;
+    out->to = (uint32_t)to;
+  } else {
+    slots__why(why, cap, "the kept result of a move is not one (version and error are required)");
+  }
+  cJSON_Delete(j);
+  return ok;
 }
 

@@ -24,6 +24,21 @@ store *store_pg_open(const char *conninfo);
  * reached before deadline. */
 err_code store_pg_migrate(const char *conninfo, int64_t deadline, err_t *err);
 
+/* The schema's versions as a node reads them at start (docs/upgrading.md, the promise). */
+typedef struct store_pg_schema {
+  int version; /* the newest migration recorded in the store */
+  int needs;   /* the oldest schema version whose code runs on it (0: any) */
+} store_pg_schema;
+
+/* The newest schema version this build's migrations reach. */
+int store_pg_schema_newest(void);
+
+/* Reads the store's schema versions into *out. ERR_INVALID (naming both versions) when the
+ * schema needs a newer node than this one (out->needs > store_pg_schema_newest()): the node
+ * must not run on it. Call after store_pg_migrate. */
+err_code store_pg_schema_check(const char *conninfo, int64_t deadline, store_pg_schema *out,
+                               err_t *err);
+
 /* Slot groups (docs/api.md §17): the cluster's slot count S, recorded in the store at its first
  * start with slots. ERR_INVALID ("the store was created with 256 slots, not 64") when the store
  * holds another S. Call after store_pg_migrate. */

@@ -341,7 +341,8 @@ err_code pg__connect(pg_store *s, int64_t deadline, err_t *err) {
   int start = rotate ? s->host_first : 0, tried = 0;
   char hosts[1024], ports[256];
   for (;;) { /* one libpq connect per try; a new try starts after a silent host */
-    const char *keys[6] = {"dbname", "application_name"}, *vals[6] = {s->conninfo, PG_APP_NAME};
+    const char *keys[6] = {"dbname", "application_name"}, *vals[6] = {s->conninfo,
+                                                                   s->app_name ? s->app_name : PG_APP_NAME};
     int nk = 2;
     if (s->epoch_src) keys[nk] = "options", vals[nk++] = fence_opt;
     if (rotate) {

@@ -77,6 +77,7 @@ typedef struct pg_store {
   int host_first;            /* tried first: the host that last worked */
   int64_t host_budget_ms;    /* how long one host may stay silent */
   int mgroup;                /* the store group its metrics count for (metrics_*_g) */
+  const char *app_name;      /* its application_name; NULL: PG_APP_NAME (static string) */
 } pg_store;
 
 /* Serializes schema changes across nodes starting at once (store_pg_migrate.c, the slot count

@@ -2,7 +2,15 @@
  * in its own transaction under a transaction-level advisory lock on a fixed key, and recorded
  * in idem_schema_version; a version already recorded is skipped. So running twice, or from
  * several processes at once, is harmless. Add migrations at the end; never edit one that
- * shipped. */
+ * shipped.
+ *
+ * The compatibility promise (docs/upgrading.md): a migration either expands (adds what older
+ * code ignores: a table, a nullable or defaulted column, an index; older nodes run on it) or
+ * contracts (drops or tightens what older code used), and a contraction ships no earlier than
+ * one release after the expansion it undoes. Each row of idem_schema_version records `needs`:
+ * the oldest schema version whose code can run on a database carrying that migration (0 for an
+ * expansion: any). A node whose newest known version is below a recorded `needs` refuses to
+ * start (store_pg_schema_check); one that is merely older than the schema runs on it. */
 #include <string.h>
 
 #include "../util/log.h"
@@ -16,15 +24,36 @@ static const char SQL_VERSION_TABLE[] =
     " version int PRIMARY KEY,"
     " applied_ms bigint NOT NULL)";
 
+/* `needs` (added in 0.2.0; rows written before it read 0: every migration up to 10 expands).
+ * A release older than 0.2.0 inserts rows without it: they read 0 too. */
+static const char SQL_VERSION_NEEDS[] =
+    "ALTER TABLE idem_schema_version ADD COLUMN IF NOT EXISTS needs int NOT NULL DEFAULT 0";
+
+static const char SQL_VERSION_READ[] =
+    "SELECT coalesce(max(version), 0), coalesce(max(needs), 0) FROM idem_schema_version";
+
 static const char SQL_VERSION_HAS[] = "SELECT 1 FROM idem_schema_version WHERE version = $1";
 
 static const char SQL_VERSION_ADD[] =
-    "INSERT INTO idem_schema_version (version, applied_ms) VALUES ($1, " PG_NOW_MS ")";
+    "INSERT INTO idem_schema_version (version, applied_ms, needs) VALUES ($1, " PG_NOW_MS ", $2)";
 
 typedef struct migration {
   int version;
   const char *const *sql; /* NULL-terminated; one statement each (extended protocol) */
 } migration;
+
+/* The contractions: for each, the oldest schema version whose code runs on it (the newest
+ * version of the release that stopped using what it drops). A migration not listed here is an
+ * expansion (needs 0: every older node runs on it). None yet; ends with {0, 0}. */
+static const struct {
+  int version, needs;
+} contractions[] = {{0, 0}};
+
+static int needs_of(int version) {
+  for (size_t i = 0; contractions[i].version; i++)
+    if (contractions[i].version == version) return contractions[i].needs;
+  return 0;
+}
 
 static const char *const m1_sql[] = {
     "CREATE TABLE idem_steps ("
@@ -299,6 +328,20 @@ static const char *const m11_sql[] = {
     NULL,
 };
 
+/* Version 12 (moving slots, round two): a mark arriving (by the move's replication, or written
+ * here) is announced on channel idem_move_marks with its move id, so that the handoff waits on
+ * a LISTEN instead of asking again and again. ALWAYS: it fires in the apply too. */
+static const char *const m12_sql[] = {
+    "CREATE OR REPLACE FUNCTION idem_move_mark_arrived() RETURNS trigger LANGUAGE plpgsql"
+    " SET search_path FROM CURRENT AS $f$"
+    " BEGIN PERFORM pg_notify('idem_move_marks', NEW.move_id); RETURN NULL; END $f$",
+    "DROP TRIGGER IF EXISTS idem_move_mark_arrived ON idem_move_marks",
+    "CREATE TRIGGER idem_move_mark_arrived AFTER INSERT OR UPDATE ON idem_move_marks"
+    " FOR EACH ROW EXECUTE FUNCTION idem_move_mark_arrived()",
+    "ALTER TABLE idem_move_marks ENABLE ALWAYS TRIGGER idem_move_mark_arrived",
+    NULL,
+};
+
 static const migration migrations[] = {
     {1, m1_sql}, {2, m2_sql},
     {3, m3_sql}, /* version 2 (policies) may sit before it: each version applies on its own */
@@ -310,6 +353,7 @@ static const migration migrations[] = {
     {9, m9_sql},   /* moving slots: blocks, marks, indexes by slot */
     {10, m10_sql}, /* moving slots: moved audit rows numbered by the target */
     {11, m11_sql}, /* trace context: begin and complete trace ids */
+    {12, m12_sql}, /* moving slots: a mark's arrival announced (LISTEN idem_move_marks) */
 };
 
 /* Applies one migration unless it is recorded; returns ERR_OK either way. */
@@ -332,6 +376,7 @@ static err_code apply(pg_store *s, const migration *m, int64_t deadline, bool *a
     rc = pg__exec(s, *q, NULL, deadline, NULL, err);
     if (rc != ERR_OK) return rc;
   }
+  pg__p_i64(&p, needs_of(m->version));
   rc = pg__exec(s, SQL_VERSION_ADD, &p, deadline, NULL, err);
   if (rc == ERR_OK) rc = pg__exec(s, "COMMIT", NULL, deadline, NULL, err);
   if (rc == ERR_OK) *applied = true;
@@ -346,6 +391,7 @@ static err_code migrate(pg_store *s, int64_t deadline, err_t *err) {
   rc = pg__exec(s, "BEGIN ISOLATION LEVEL READ COMMITTED", NULL, deadline, NULL, err);
   if (rc == ERR_OK) rc = pg__exec(s, SQL_MIGRATE_LOCK, NULL, deadline, NULL, err);
   if (rc == ERR_OK) rc = pg__exec(s, SQL_VERSION_TABLE, NULL, deadline, NULL, err);
+  if (rc == ERR_OK) rc = pg__exec(s, SQL_VERSION_NEEDS, NULL, deadline, NULL, err);
   if (rc == ERR_OK) rc = pg__exec(s, "COMMIT", NULL, deadline, NULL, err);
   if (rc != ERR_OK) return rc;
   for (size_t i = 0; i < sizeof migrations / sizeof migrations[0]; i++) {
@@ -373,6 +419,34 @@ err_code store_pg_migrate(const char *conninfo, int64_t deadline, err_t *err) {
       log_kv(LOG_ERROR, "schema migration failed", "sqlstate", s.sqlstate, NULL);
   } else {
     err_clear(err);
+  }
+  pg__fini(&s);
+  return rc;
+}
+
+int store_pg_schema_newest(void) {
+  return migrations[sizeof migrations / sizeof migrations[0] - 1].version;
+}
+
+err_code store_pg_schema_check(const char *conninfo, int64_t deadline, store_pg_schema *out,
+                               err_t *err) {
+  memset(out, 0, sizeof *out);
+  pg_store s;
+  if (!pg__init(&s, conninfo)) return err_oom(err);
+  PGresult *res = NULL;
+  err_code rc = pg__exec_call(&s, SQL_VERSION_READ, NULL, deadline, &res, err);
+  if (rc == ERR_OK) {
+    out->version = (int)pg__int(res, 0, 0);
+    out->needs = (int)pg__int(res, 0, 1);
+    PQclear(res);
+    int newest = store_pg_schema_newest();
+    if (out->needs > newest)
+      rc = err_set(err, ERR_INVALID,
+                    "the schema is at version %d, which needs a node that knows schema version "
+                    "%d or newer; this node knows up to version %d",
+                    out->version, out->needs, newest);
+    else
+      err_clear(err);
   }
   pg__fini(&s);
   return rc;

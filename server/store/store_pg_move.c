@@ -1,7 +1,6 @@
 /* store_pg_move.c — see store_pg_move.h. */
 #include "store_pg_move.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,77 +14,77 @@
 static const char *const move_tables[MOVE_TABLES_N] = {"idem_sagas", "idem_saga_labels",
                                                        "idem_steps", "idem_audit"};
 #define DELETE_BATCH 5000
-#define MARK_POLL_MS 5 /* the handoff asks this often whether the mark has arrived */
 
-/* Connections. A handoff makes several calls on each side within a second, and a new
- * connection costs the server a process: the calls take an idle connection to the same store
- * from a small cache (kept until store_pg_move_disconnect), or open their own when all are busy.
- * store_pg_move_delete's session setting never goes back to the cache (its own connection). */
-#define CACHE_MAX 4
-static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-  pg_store s;
-  bool open, busy;
-} cache[CACHE_MAX];
+struct store_pg_move_session {
+  pg_store side[2]; /* MOVE_SIDE_SOURCE, MOVE_SIDE_TARGET */
+  bool ok[2];
+  char id[24];   /* "" for a request's checks */
+  char name[64]; /* idem_move_<id> */
+  uint32_t from, to;
+};
 
+/* The move id rule of slots/slotmove_record.h (slot_move_id_ok), checked here again: the id
+ * goes into SQL text (object names). */
+static bool id_ok(const char *id) {
+  size_t n = strlen(id);
+  bool ok = n == 17 && id[0] == 'm';
+  for (size_t i = 1; ok && i < n; i++)
+    ok = (id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f');
+  return ok;
+}
+
+err_code store_pg_move_session_open(const char *src, const char *dst, const char *id,
+                                    uint32_t from, uint32_t to, store_pg_move_session **out,
+                                    err_t *err) {
+  *out = NULL;
+  if (id && !id_ok(id))
+    return err_set(err, ERR_INVALID, "id: a move id is m and 16 lowercase hex digits");
+  store_pg_move_session *s = calloc(1, sizeof *s);
+  if (!s) return err_oom(err);
+  const char *ci[2] = {src, dst};
+  for (int i = 0; i < 2; i++) {
+    if (!(s->ok[i] = pg__init(&s->side[i], ci[i]))) {
+      store_pg_move_session_close(s);
+      return err_oom(err);
+    }
+    s->side[i].app_name = "idem-move";
+  }
+  snprintf(s->id, sizeof s->id, "%s", id ? id : "");
+  snprintf(s->name, sizeof s->name, "idem_move_%s", s->id);
+  s->from = from;
+  s->to = to;
+  *out = s;
+  return ERR_OK;
+}
+
+void store_pg_move_session_close(store_pg_move_session *s) {
+  if (!s) return;
+  for (int i = 0; i < 2; i++)
+    if (s->ok[i]) pg__fini(&s->side[i]);
+  free(s);
+}
+
+/* One call on a side's connection (made again when it was lost). */
 typedef struct conn {
-  pg_store *s; /* &own or a cache entry's */
-  pg_store own;
-  int cached; /* the cache entry, -1 for own */
+  pg_store *s;
   bool ok;
 } conn;
 
-/* A cache entry for conninfo, marked busy; -1 when none is free. */
-static int cache_take(const char *conninfo) {
-  int got = -1, free_at = -1;
-  pthread_mutex_lock(&cache_mu);
-  for (int i = 0; i < CACHE_MAX && got < 0; i++) {
-    if (cache[i].open && !cache[i].busy && strcmp(cache[i].s.conninfo, conninfo) == 0) got = i;
-    if (!cache[i].open && free_at < 0) free_at = i;
-  }
-  if (got < 0 && free_at >= 0 && pg__init(&cache[free_at].s, conninfo)) {
-    cache[free_at].open = true;
-    got = free_at;
-  }
-  if (got >= 0) cache[got].busy = true;
-  pthread_mutex_unlock(&cache_mu);
-  return got;
-}
-
-static err_code open_conn_as(conn *c, const char *conninfo, bool reuse, int64_t deadline,
-                             err_t *err) {
-  c->cached = reuse ? cache_take(conninfo) : -1;
-  c->s = c->cached >= 0 ? &cache[c->cached].s : &c->own;
-  c->ok = c->cached >= 0 || pg__init(&c->own, conninfo);
-  if (!c->ok) return err_oom(err);
+static err_code open_conn(conn *c, store_pg_move_session *ms, int side, int64_t deadline,
+                          err_t *err) {
+  c->s = &ms->side[side];
+  c->ok = true;
   return pg__call_start(c->s, deadline, err);
-}
-
-static err_code open_conn(conn *c, const char *conninfo, int64_t deadline, err_t *err) {
-  return open_conn_as(c, conninfo, true, deadline, err);
 }
 
 static void close_conn(conn *c, int64_t deadline) {
   if (!c->ok) return;
   pg__rollback(c->s, deadline);
   c->ok = false;
-  if (c->cached < 0) {
-    pg__fini(&c->own);
-    return;
-  }
-  pthread_mutex_lock(&cache_mu);
-  cache[c->cached].busy = false;
-  pthread_mutex_unlock(&cache_mu);
 }
 
-void store_pg_move_disconnect(void) {
-  pthread_mutex_lock(&cache_mu);
-  for (int i = 0; i < CACHE_MAX; i++)
-    if (cache[i].open && !cache[i].busy) {
-      pg__fini(&cache[i].s);
-      cache[i].open = false;
-    }
-  pthread_mutex_unlock(&cache_mu);
+static err_code need_id(const store_pg_move_session *ms, err_t *err) {
+  return ms->id[0] ? ERR_OK : err_set(err, ERR_INTERNAL, "a move session without a move id");
 }
 
 /* Runs sql; with out, the first column of the first row as an integer (0 when none / NULL). */
@@ -107,10 +106,11 @@ static err_code q1(conn *c, const char *sql, const char *v, int64_t *out, int64_
   return q(c, sql, &p, out, deadline, err);
 }
 
-err_code store_pg_move_check(const char *conninfo, bool source, const char *what, int64_t deadline,
-                             err_t *err) {
-  conn c;
-  err_code rc = open_conn(&c, conninfo, deadline, err);
+err_code store_pg_move_check(store_pg_move_session *ms, store_pg_move_side side, const char *what,
+                             int64_t deadline, err_t *err) {
+  bool source = side == MOVE_SIDE_SOURCE;
+  conn c = {0};
+  err_code rc = open_conn(&c, ms, side, deadline, err);
   int64_t v = 0;
   if (rc == ERR_OK)
     rc = q(&c, "SELECT coalesce((SELECT max(version) FROM idem_schema_version), 0)::bigint", NULL,
@@ -152,10 +152,10 @@ err_code store_pg_move_check(const char *conninfo, bool source, const char *what
   return rc;
 }
 
-err_code store_pg_move_identity(const char *conninfo, char *out, size_t cap, int64_t deadline,
-                                err_t *err) {
-  conn c;
-  err_code rc = open_conn(&c, conninfo, deadline, err);
+err_code store_pg_move_identity(store_pg_move_session *ms, store_pg_move_side side, char *out,
+                                size_t cap, int64_t deadline, err_t *err) {
+  conn c = {0};
+  err_code rc = open_conn(&c, ms, side, deadline, err);
   PGresult *res = NULL;
   if (rc == ERR_OK)
     rc = pg__exec(c.s,
@@ -168,18 +168,18 @@ err_code store_pg_move_identity(const char *conninfo, char *out, size_t cap, int
   return rc;
 }
 
-err_code store_pg_move_publish(const char *src, const char *id, uint32_t from, uint32_t to,
-                               int64_t deadline, err_t *err) {
-  conn c;
-  err_code rc = open_conn(&c, src, deadline, err);
+err_code store_pg_move_publish(store_pg_move_session *ms, int64_t deadline, err_t *err) {
+  const char *id = ms->id, *name = ms->name;
+  uint32_t from = ms->from, to = ms->to;
+  conn c = {0};
+  err_code rc = need_id(ms, err);
+  if (rc == ERR_OK) rc = open_conn(&c, ms, MOVE_SIDE_SOURCE, deadline, err);
   char sql[1024];
   for (int i = 0; rc == ERR_OK && i < MOVE_TABLES_N; i++) {
     snprintf(sql, sizeof sql, "ALTER TABLE %s REPLICA IDENTITY FULL", move_tables[i]);
     rc = q(&c, sql, NULL, NULL, deadline, err);
   }
   int64_t have = 0;
-  char name[64];
-  snprintf(name, sizeof name, "idem_move_%s", id);
   if (rc == ERR_OK)
     rc = q1(&c, "SELECT count(*) FROM pg_publication WHERE pubname = $1", name, &have, deadline,
             err);
@@ -221,15 +221,15 @@ static err_code add_block(conn *c, const char *id, uint32_t from, uint32_t to, c
   return rc;
 }
 
-err_code store_pg_move_subscribe(const char *dst, const char *src, const char *id, uint32_t from,
-                                 uint32_t to, int64_t deadline, err_t *err) {
-  conn c;
-  err_code rc = open_conn(&c, dst, deadline, err);
+err_code store_pg_move_subscribe(store_pg_move_session *ms, int64_t deadline, err_t *err) {
+  const char *id = ms->id, *name = ms->name, *src = ms->side[MOVE_SIDE_SOURCE].conninfo;
+  conn c = {0};
+  err_code rc = need_id(ms, err);
+  if (rc == ERR_OK) rc = open_conn(&c, ms, MOVE_SIDE_TARGET, deadline, err);
   int64_t have = 0;
-  char name[64], sql[2048];
-  snprintf(name, sizeof name, "idem_move_%s", id);
+  char sql[2048];
   if (rc == ERR_OK) rc = q(&c, "BEGIN", NULL, NULL, deadline, err);
-  if (rc == ERR_OK) rc = add_block(&c, id, from, to, "moving in", deadline, err);
+  if (rc == ERR_OK) rc = add_block(&c, id, ms->from, ms->to, "moving in", deadline, err);
   if (rc == ERR_OK) rc = q(&c, "COMMIT", NULL, NULL, deadline, err);
   if (rc == ERR_OK)
     rc = q1(&c, "SELECT count(*) FROM pg_subscription WHERE subname = $1", name, &have, deadline,
@@ -257,17 +257,18 @@ err_code store_pg_move_subscribe(const char *dst, const char *src, const char *i
   return rc;
 }
 
-err_code store_pg_move_progress(const char *src, const char *dst, const char *id, uint32_t from,
-                                uint32_t to, bool *synced, int64_t *lag, uint64_t *rows,
-                                int64_t deadline, err_t *err) {
+err_code store_pg_move_progress(store_pg_move_session *ms, bool *synced, int64_t *lag,
+                                uint64_t *rows, int64_t deadline, err_t *err) {
   *synced = false;
   *lag = -1;
   *rows = 0;
-  char name[64];
-  snprintf(name, sizeof name, "idem_move_%s", id);
+  const char *name = ms->name;
+  uint32_t from = ms->from, to = ms->to;
   conn s, c;
+  memset(&s, 0, sizeof s);
   memset(&c, 0, sizeof c);
-  err_code rc = open_conn(&s, src, deadline, err);
+  err_code rc = need_id(ms, err);
+  if (rc == ERR_OK) rc = open_conn(&s, ms, MOVE_SIDE_SOURCE, deadline, err);
   int64_t have = 0, v = 0;
   if (rc == ERR_OK)
     rc = q1(&s, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", name, &have,
@@ -283,7 +284,7 @@ err_code store_pg_move_progress(const char *src, const char *dst, const char *id
             " FROM pg_replication_slots WHERE slot_name = $1",
             name, lag, deadline, err);
   close_conn(&s, deadline);
-  if (rc == ERR_OK) rc = open_conn(&c, dst, deadline, err);
+  if (rc == ERR_OK) rc = open_conn(&c, ms, MOVE_SIDE_TARGET, deadline, err);
   if (rc == ERR_OK)
     rc = q1(&c,
             "SELECT (count(*) * 100 + count(*) FILTER (WHERE sr.srsubstate <> 'r'))::bigint"
@@ -318,10 +319,12 @@ err_code store_pg_move_progress(const char *src, const char *dst, const char *id
   return rc;
 }
 
-err_code store_pg_move_block(const char *src, const char *id, uint32_t from, uint32_t to,
-                             uint64_t epoch, int64_t deadline, err_t *err) {
-  conn c;
-  err_code rc = open_conn(&c, src, deadline, err);
+err_code store_pg_move_block(store_pg_move_session *ms, uint64_t epoch, int64_t deadline,
+                             err_t *err) {
+  const char *id = ms->id;
+  conn c = {0};
+  err_code rc = need_id(ms, err);
+  if (rc == ERR_OK) rc = open_conn(&c, ms, MOVE_SIDE_SOURCE, deadline, err);
   int64_t fence = 0;
   if (rc == ERR_OK) rc = q(&c, "BEGIN", NULL, NULL, deadline, err);
   /* shared, like every fenced write: a new leader's raise (exclusive) waits for this, and one
@@ -329,7 +332,7 @@ err_code store_pg_move_block(const char *src, const char *id, uint32_t from, uin
   if (rc == ERR_OK)
     rc = q(&c, "SELECT 0::bigint FROM pg_advisory_xact_lock_shared(1768187245, 4)", NULL, NULL,
            deadline, err);
-  if (rc == ERR_OK) rc = add_block(&c, id, from, to, "moving out", deadline, err);
+  if (rc == ERR_OK) rc = add_block(&c, id, ms->from, ms->to, "moving out", deadline, err);
   if (rc == ERR_OK)
     rc = q(&c, "SELECT epoch FROM idem_fence WHERE id = 1", NULL, &fence, deadline, err);
   if (rc == ERR_OK && (uint64_t)fence > epoch) {
@@ -347,32 +350,56 @@ err_code store_pg_move_block(const char *src, const char *id, uint32_t from, uin
   return rc;
 }
 
-err_code store_pg_move_wait_marked(const char *dst, const char *id, int64_t until, bool *arrived,
+/* Whether a notification of the mark of ms's move is among those libpq holds (the others are
+ * dropped: another move's). */
+static bool mark_notified(store_pg_move_session *ms, PGconn *pc) {
+  bool mine = false;
+  PGnotify *n;
+  while ((n = PQnotifies(pc))) {
+    if (strcmp(n->relname, "idem_move_marks") == 0 && strcmp(n->extra, ms->id) == 0) mine = true;
+    PQfreemem(n);
+  }
+  return mine;
+}
+
+err_code store_pg_move_wait_marked(store_pg_move_session *ms, int64_t until, bool *arrived,
                                    err_t *err) {
-  conn c;
+  const char *id = ms->id;
+  conn c = {0};
   *arrived = false;
   int64_t deadline = until > clock_mono_ms() + 1000 ? until : clock_mono_ms() + 1000;
-  err_code rc = open_conn(&c, dst, deadline, err);
-  while (rc == ERR_OK) {
-    int64_t n = 0;
+  err_code rc = need_id(ms, err);
+  if (rc == ERR_OK) rc = open_conn(&c, ms, MOVE_SIDE_TARGET, deadline, err);
+  /* LISTEN first (again each time: a no-op on a connection that listens, and a connection made
+   * again after a lost one does not), then look: a mark that arrived before the LISTEN is in
+   * the table, one after it is announced (schema version 12) */
+  if (rc == ERR_OK) rc = q(&c, "LISTEN idem_move_marks", NULL, NULL, deadline, err);
+  int64_t n = 0;
+  if (rc == ERR_OK)
     rc = q1(&c, "SELECT count(*) FROM idem_move_marks WHERE move_id = $1", id, &n, deadline, err);
-    if (rc == ERR_OK && n > 0) *arrived = true;
-    if (*arrived || clock_mono_ms() >= until) break;
-    nanosleep(&(struct timespec){0, MARK_POLL_MS * 1000000L}, NULL);
+  if (rc == ERR_OK) *arrived = n > 0 || mark_notified(ms, c.s->conn);
+  while (rc == ERR_OK && !*arrived && clock_mono_ms() < until) {
+    PGconn *pc = c.s->conn;
+    int w = pg__wait_fd(PQsocket(pc), false, until);
+    if (w < 0 || (w > 0 && !PQconsumeInput(pc))) {
+      rc = pg__lost(c.s, err);
+      break;
+    }
+    *arrived = mark_notified(ms, pc);
   }
   close_conn(&c, deadline);
   return rc;
 }
 
-err_code store_pg_move_count(const char *dst, uint32_t from, uint32_t to, uint64_t *steps,
+err_code store_pg_move_count(store_pg_move_session *ms, store_pg_move_side side, uint64_t *steps,
                              uint64_t *sagas, int64_t deadline, err_t *err) {
-  conn c;
+  conn c = {0};
   int64_t a = 0, b = 0;
   pg_params p;
   pg__p_reset(&p);
-  pg__p_i64(&p, from);
-  pg__p_i64(&p, to);
-  err_code rc = open_conn(&c, dst, deadline, err);
+  pg__p_i64(&p, ms->from);
+  pg__p_i64(&p, ms->to);
+  err_code rc = open_conn(&c, ms, side, deadline, err);
   if (rc == ERR_OK)
     rc = q(&c, "SELECT count(*) FROM idem_steps WHERE slot BETWEEN $1 AND $2", &p, &a, deadline,
            err);
@@ -386,9 +413,10 @@ err_code store_pg_move_count(const char *dst, uint32_t from, uint32_t to, uint64
 }
 
 /* Drops replication slot name on the source (its walsender ended first); ERR_OK when gone. */
-static err_code drop_slot(const char *src, const char *name, int64_t deadline, err_t *err) {
-  conn s;
-  err_code rc = open_conn(&s, src, deadline, err);
+static err_code drop_slot(store_pg_move_session *ms, const char *name, int64_t deadline,
+                          err_t *err) {
+  conn s = {0};
+  err_code rc = open_conn(&s, ms, MOVE_SIDE_SOURCE, deadline, err);
   for (int attempt = 0; rc == ERR_OK; attempt++) {
     int64_t have = 0;
     rc = q1(&s, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", name, &have,
@@ -409,13 +437,14 @@ static err_code drop_slot(const char *src, const char *name, int64_t deadline, e
   return rc;
 }
 
-err_code store_pg_move_unsubscribe(const char *dst, const char *src, const char *id,
-                                   int64_t deadline, err_t *err) {
-  char name[64], sql[256];
-  snprintf(name, sizeof name, "idem_move_%s", id);
-  conn c;
+err_code store_pg_move_unsubscribe(store_pg_move_session *ms, int64_t deadline, err_t *err) {
+  const char *name = ms->name;
+  char sql[256];
+  conn c = {0};
+  memset(&c, 0, sizeof c);
   int64_t have = 0;
-  err_code rc = open_conn(&c, dst, deadline, err);
+  err_code rc = need_id(ms, err);
+  if (rc == ERR_OK) rc = open_conn(&c, ms, MOVE_SIDE_TARGET, deadline, err);
   if (rc == ERR_OK)
     rc = q1(&c, "SELECT count(*) FROM pg_subscription WHERE subname = $1", name, &have, deadline,
             err);
@@ -426,18 +455,21 @@ err_code store_pg_move_unsubscribe(const char *dst, const char *src, const char 
     rc = q(&c, sql, NULL, NULL, deadline, err);
   }
   close_conn(&c, deadline);
-  if (rc == ERR_OK) rc = drop_slot(src, name, deadline, err);
+  if (rc == ERR_OK) rc = drop_slot(ms, name, deadline, err);
   return rc;
 }
 
-err_code store_pg_move_unblock(const char *conninfo, uint32_t from, uint32_t to, int64_t deadline,
-                               err_t *err) {
-  conn c;
+err_code store_pg_move_unblock(store_pg_move_session *ms, store_pg_move_side side, bool all,
+                               int64_t deadline, err_t *err) {
+  conn c = {0};
+  memset(&c, 0, sizeof c);
   pg_params p;
   pg__p_reset(&p);
-  pg__p_i64(&p, from);
-  pg__p_i64(&p, to);
-  err_code rc = open_conn(&c, conninfo, deadline, err);
+  pg__p_i64(&p, ms->from);
+  pg__p_i64(&p, ms->to);
+  pg__p_text(&p, all ? NULL : ms->id); /* NULL: every block */
+  err_code rc = all ? ERR_OK : need_id(ms, err);
+  if (rc == ERR_OK) rc = open_conn(&c, ms, side, deadline, err);
   if (rc == ERR_OK) rc = q(&c, "BEGIN", NULL, NULL, deadline, err);
   /* its commit flushes the WAL of every transaction the move's apply committed before it
    * (store_pg_move_subscribe) */
@@ -445,7 +477,7 @@ err_code store_pg_move_unblock(const char *conninfo, uint32_t from, uint32_t to,
   if (rc == ERR_OK)
     rc = q(&c,
            "WITH gone AS (DELETE FROM idem_slot_blocks WHERE from_slot <= $2 AND to_slot >= $1"
-           " RETURNING *) INSERT INTO idem_slot_blocks"
+           " AND ($3::text IS NULL OR move_id = $3) RETURNING *) INSERT INTO idem_slot_blocks"
            " SELECT from_slot, $1 - 1, move_id, why FROM gone WHERE from_slot < $1"
            " UNION ALL SELECT $2 + 1, to_slot, move_id, why FROM gone WHERE to_slot > $2",
            &p, NULL, deadline, err);
@@ -455,16 +487,20 @@ err_code store_pg_move_unblock(const char *conninfo, uint32_t from, uint32_t to,
   return rc;
 }
 
-err_code store_pg_move_delete(const char *conninfo, const char *id, uint32_t from, uint32_t to,
+err_code store_pg_move_delete(store_pg_move_session *ms, store_pg_move_side side, bool rows,
                               int64_t *deleted, int64_t deadline, err_t *err) {
   *deleted = 0;
-  conn c;
-  err_code rc = open_conn_as(&c, conninfo, false, deadline, err); /* SET below */
-  if (rc == ERR_OK) rc = q(&c, "SET idem.slot_cleanup = 'on'", NULL, NULL, deadline, err);
+  conn c = {0};
+  memset(&c, 0, sizeof c);
+  err_code rc = need_id(ms, err);
+  if (rc == ERR_OK) rc = open_conn(&c, ms, side, deadline, err);
+  /* the triggers let these deletes through blocked slots; the setting is the session's (batches
+   * of their own transactions), reset below, and a connection that cannot reset it is dropped */
+  if (rc == ERR_OK && rows) rc = q(&c, "SET idem.slot_cleanup = 'on'", NULL, NULL, deadline, err);
   static const char *const tables[] = {"idem_saga_labels", "idem_steps", "idem_sagas",
                                        "idem_audit"};
   char sql[512];
-  for (size_t i = 0; rc == ERR_OK && i < sizeof tables / sizeof tables[0]; i++) {
+  for (size_t i = 0; rc == ERR_OK && rows && i < sizeof tables / sizeof tables[0]; i++) {
     snprintf(sql, sizeof sql,
              "DELETE FROM %s WHERE ctid = ANY(ARRAY(SELECT ctid FROM %s WHERE slot BETWEEN $1 AND"
              " $2 LIMIT %d))",
@@ -472,8 +508,8 @@ err_code store_pg_move_delete(const char *conninfo, const char *id, uint32_t fro
     for (;;) {
       pg_params p;
       pg__p_reset(&p);
-      pg__p_i64(&p, from);
-      pg__p_i64(&p, to);
+      pg__p_i64(&p, ms->from);
+      pg__p_i64(&p, ms->to);
       PGresult *res = NULL;
       rc = pg__exec(c.s, sql, &p, deadline, &res, err);
       long n = rc == ERR_OK ? atol(PQcmdTuples(res)) : 0;
@@ -483,18 +519,26 @@ err_code store_pg_move_delete(const char *conninfo, const char *id, uint32_t fro
     }
   }
   if (rc == ERR_OK)
-    rc = q1(&c, "DELETE FROM idem_move_marks WHERE move_id = $1", id, NULL, deadline, err);
+    rc = q1(&c, "DELETE FROM idem_move_marks WHERE move_id = $1", ms->id, NULL, deadline, err);
+  if (c.ok && rows) {
+    close_conn(&c, deadline); /* out of an aborted transaction, if any */
+    err_t e;
+    err_clear(&e);
+    if (!c.s->conn || pg__exec(c.s, "RESET idem.slot_cleanup", NULL, deadline, NULL, &e) != ERR_OK)
+      pg__drop(c.s);
+  }
   close_conn(&c, deadline);
   return rc;
 }
 
-err_code store_pg_move_unpublish(const char *src, const char *id, int64_t deadline, err_t *err) {
-  char name[64], sql[256];
-  snprintf(name, sizeof name, "idem_move_%s", id);
-  err_code rc = drop_slot(src, name, deadline, err);
-  conn c;
+err_code store_pg_move_unpublish(store_pg_move_session *ms, int64_t deadline, err_t *err) {
+  const char *id = ms->id, *name = ms->name;
+  char sql[256];
+  err_code rc = need_id(ms, err);
+  if (rc == ERR_OK) rc = drop_slot(ms, name, deadline, err);
+  conn c = {0};
   memset(&c, 0, sizeof c);
-  if (rc == ERR_OK) rc = open_conn(&c, src, deadline, err);
+  if (rc == ERR_OK) rc = open_conn(&c, ms, MOVE_SIDE_SOURCE, deadline, err);
   if (rc == ERR_OK) {
     snprintf(sql, sizeof sql, "DROP PUBLICATION IF EXISTS %s", name);
     rc = q(&c, sql, NULL, NULL, deadline, err);
@@ -505,6 +549,19 @@ err_code store_pg_move_unpublish(const char *src, const char *id, int64_t deadli
   }
   if (rc == ERR_OK)
     rc = q1(&c, "DELETE FROM idem_move_marks WHERE move_id = $1", id, NULL, deadline, err);
+  close_conn(&c, deadline);
+  return rc;
+}
+
+err_code store_pg_move_pause(store_pg_move_session *ms, bool pause, int64_t deadline, err_t *err) {
+  char sql[128];
+  err_code rc = need_id(ms, err);
+  if (rc != ERR_OK) return rc;
+  snprintf(sql, sizeof sql, "ALTER SUBSCRIPTION %s %s", ms->name, pause ? "DISABLE" : "ENABLE");
+  conn c = {0};
+  memset(&c, 0, sizeof c);
+  rc = open_conn(&c, ms, MOVE_SIDE_TARGET, deadline, err);
+  if (rc == ERR_OK) rc = q(&c, sql, NULL, NULL, deadline, err);
   close_conn(&c, deadline);
   return rc;
 }

@@ -60,7 +60,9 @@ typedef enum err_code {
   X(SHUTTING_DOWN, "shutting-down")               /* the server is draining */            \
   X(NO_LEADER, "no-leader")                       /* no node leads now (an election) */   \
   X(SLOT_MOVING, "slot-moving")                   /* the slot is being moved (§18) */     \
-  X(REQUEST_MISMATCH, "request-mismatch")         /* a move's request_id, other slots */
+  X(REQUEST_MISMATCH, "request-mismatch")         /* a move's request_id, other slots */   \
+  X(MOVE_IN_PROGRESS, "move-in-progress")         /* another move is under way (§18) */    \
+  X(MOVE_ROLLED_BACK, "move-rolled-back")         /* the request's move was rolled back */
 
 typedef enum err_reason {
 #define X(name, word) ERR_R_##name,

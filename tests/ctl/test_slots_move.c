@@ -88,6 +88,11 @@ Test(slots_move_usage, arguments_are_checked_before_anything_is_sent, .timeout =
   }
   ctl(r, NOBODY, "slots", "move", "0-63", "--to", "g2", "--request-id", "", NULL);
   USAGE(r, "--request-id: empty");
+  const char *rates[] = {"0", "-5", "x", "10000001", "5k", ""};
+  for (size_t i = 0; i < sizeof rates / sizeof rates[0]; i++) {
+    ctl(r, NOBODY, "slots", "move", "0-63", "--to", "g2", "--max-rate", rates[i], NULL);
+    USAGE(r, "--max-rate: expected rows per second");
+  }
   ctl(r, NOBODY, "slots", "move", "0-63", "extra", "--to", "g2", NULL);
   USAGE(r, "unexpected argument extra");
   ctl(r, NOBODY, "slots", "move", "0-63", "--to", "g2", "--stuck", NULL);
@@ -103,7 +108,7 @@ Test(slots_move_usage, help_names_the_command_and_its_flags, .timeout = 60) {
   cr_expect_eq(r->status, 0, "%s", r->err);
   cr_expect(strstr(r->out, "usage: idemctl slots move FROM-TO --to GROUP"), "%s", r->out);
   cr_expect(strstr(r->out, "--dry-run") && strstr(r->out, "--request-id") &&
-                strstr(r->out, "--timeout"),
+                strstr(r->out, "--timeout") && strstr(r->out, "--max-rate"),
             "%s", r->out);
   ctl(r, NOBODY, "--help", NULL);
   cr_expect_eq(r->status, 0, "%s", r->err);

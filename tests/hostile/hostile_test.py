@@ -2,8 +2,8 @@
 """hostile_test.py — hostile input that once hurt the server, kept refused (docs/api.md §16).
 
 Starts a real idem-coordinator on loopback against $IDEM_TEST_PG_URL and checks:
-  bomb        a 200 MiB gzip request is refused (UNIMPLEMENTED) before it is inflated: the
-              server's RSS grows by less than 20 MB
+  bomb        a 200 MiB gzip request is refused (UNIMPLEMENTED, idem-reason unimplemented)
+              before it is inflated: the server's RSS grows by less than 20 MB; deflate too
   big replies 1,000 steps of 64 KiB: ListSteps pages stay under 3 MiB and cover every step once
               (grpcio at its default 4 MiB limit); idemctl lists them all; a 70-step saga of
               64 KiB bodies through GetSaga pages and `idemctl saga`
@@ -12,7 +12,8 @@ Starts a real idem-coordinator on loopback against $IDEM_TEST_PG_URL and checks:
               answering everyone else
   metrics     1,000 idle and trickling connections on the /metrics port: scrapes still answer;
               500 connections pipelining GET /metrics without reading: scrapes stay fast
-  wire        a `key` sent twice, an upper-case IDEM-TENANT, --require-tenant, a health check
+  wire        a `key` sent twice, metadata of 9 and 40 KiB (RESOURCE_EXHAUSTED with idem-reason),
+              an upper-case IDEM-TENANT, --require-tenant, a health check
               naming a service with control bytes, a forged ListAudit token with 30 digits
 Run by ctest (label integration) with the variables scripts/test exports.
 """
@@ -114,6 +115,16 @@ def code_of(fn):
         return e.code(), e.details() or ""
 
 
+def refusal_of(fn):
+    """(code, details, idem-reason) of a call that fails; the reason is "" when none came."""
+    try:
+        fn()
+        return grpc.StatusCode.OK, "", ""
+    except grpc.RpcError as e:
+        reason = dict(e.trailing_metadata() or ()).get("idem-reason", "")
+        return e.code(), e.details() or "", reason
+
+
 # --- 1. the compression bomb -------------------------------------------------------------
 
 def check_bomb(srv, pb):
@@ -125,13 +136,24 @@ def check_bomb(srv, pb):
         f = ch.unary_unary(COORD + "BeginStep", request_serializer=lambda b: b,
                            response_deserializer=lambda b: b)
         before = rss_mb(srv.proc.pid)
-        code, msg = code_of(lambda: f(req, compression=grpc.Compression.Gzip, timeout=60,
-                                      metadata=(("idem-tenant", "bomb"),)))
+        code, msg, reason = refusal_of(lambda: f(req, compression=grpc.Compression.Gzip, timeout=60,
+                                                 metadata=(("idem-tenant", "bomb"),)))
         grown = rss_mb(srv.proc.pid) - before
+        # every compression algorithm the client may pick is refused the same way (§16, §20)
+        for alg in (grpc.Compression.Deflate, grpc.Compression.Gzip):
+            # compressible (gRPC core sends a message that does not shrink uncompressed)
+            small = pb.BeginStepRequest(key=key).SerializeToString() + b"\x7a\x80\x80\x04" + \
+                b"\0" * 65536
+            c2, m2, r2 = refusal_of(lambda: f(small, compression=alg, timeout=10,
+                                              metadata=(("idem-tenant", "bomb"),)))
+            print(f"  compressed ({alg.name}): {c2.name} ({m2}), idem-reason {r2!r}")
+            expect(c2 == grpc.StatusCode.UNIMPLEMENTED and r2 == "unimplemented"
+                   and "compressed" in m2, f"compressed {alg.name}: {c2.name} {m2!r} {r2!r}")
     finally:
         ch.close()
-    print(f"  bomb: {code.name} ({msg}); server RSS grew {grown:.1f} MB")
+    print(f"  bomb: {code.name} ({msg}), idem-reason {reason!r}; server RSS grew {grown:.1f} MB")
     expect(code == grpc.StatusCode.UNIMPLEMENTED, f"bomb: expected UNIMPLEMENTED, got {code.name}")
+    expect(reason == "unimplemented", f"bomb: idem-reason {reason!r}, expected 'unimplemented'")
     expect(grown < 20, f"bomb: the server's RSS grew {grown:.1f} MB (limit 20)")
 
 
@@ -363,6 +385,20 @@ def check_wire(srv, pb, tenant, strict):
     print(f"  key sent twice: {code.name} ({msg})")
     expect(code == grpc.StatusCode.INVALID_ARGUMENT and msg.startswith("key:"),
            f"key twice: {code.name} {msg}")
+
+    # metadata over the server's 8 KiB: refused by the server with a reason (§20), not by the
+    # transport without one; the call's own metadata (tenant, key) is the same as any call's
+    begin = srv.raw(COORD + "BeginStep")
+    for size in (9 * 1024, 40 * 1024):
+        code, msg, reason = refusal_of(lambda: begin(
+            one, metadata=(("idem-tenant", tenant), ("x-filler", "a" * size)), timeout=10))
+        print(f"  metadata of {size // 1024} KiB: {code.name} ({msg}), idem-reason {reason!r}")
+        expect(code == grpc.StatusCode.RESOURCE_EXHAUSTED and reason == "resource-exhausted"
+               and "metadata" in msg, f"metadata {size}: {code.name} {msg!r} {reason!r}")
+    other = pb.BeginStepRequest(key=pb.StepKey(global_id="g-meta", service="s", operation="o",
+                                               phase=pb.PHASE_FORWARD)).SerializeToString()
+    code, msg = code_of(lambda: begin(other, metadata=(("idem-tenant", tenant),), timeout=10))
+    expect(code == grpc.StatusCode.OK, f"after the big metadata: {code.name} {msg}")
 
     c = RawH2(srv.port)
     try:

@@ -2,7 +2,8 @@
 # tests/install/test_packages.sh — the Debian packages of scripts/package, really installed: dpkg -i
 # of idem-coordinator, libidem0 and libidem-dev into this machine; the C example built against
 # them with pkg-config (no PKG_CONFIG_PATH: the system's) and run against /usr/bin/idem-coordinator
-# (ran, replayed, one charge); `systemd-analyze verify` of the unit; the man pages; then
+# (ran, replayed, one charge); their version (CMake's) and the postinst that restarts the unit
+# on an upgrade; `systemd-analyze verify` of the unit; the man pages; then
 # dpkg --purge, and nothing of them is left. Runs as root (scripts/test does); purges on failure.
 set -euo pipefail
 src=${IDEM_SOURCE_DIR:?IDEM_SOURCE_DIR is not set}
@@ -27,6 +28,14 @@ debs=$("$src/scripts/package" 2>"$work/package.log") || { cat "$work/package.log
 # shellcheck disable=SC2086 # one word per file
 dpkg -i $debs >"$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log"; fail "dpkg -i"; }
 echo "installed: $(dpkg-query -W -f='${Package} ${Version}, ' $pkgs)"
+# the version is CMake's (docs/api.md §23), and an upgrade restarts a running unit (postinst)
+. "$src/scripts/lib/release.sh"
+for p in $pkgs; do
+  [ "$(dpkg-query -W -f='${Version}' "$p")" = "$(release_version "$src")" ] ||
+    fail "$p is version $(dpkg-query -W -f='${Version}' "$p"), CMake's is $(release_version "$src")"
+done
+dpkg-deb -I "$(grep /idem-coordinator_ <<<"$debs")" postinst | grep -q "systemctl try-restart idem-coordinator.service" ||
+  fail "idem-coordinator's postinst does not restart the unit on an upgrade"
 
 # the unit, the env file, the man pages
 unit=/usr/lib/systemd/system/idem-coordinator.service

@@ -16,6 +16,7 @@
 
 #include "groups.h"
 #include "harness.h"
+#include "moves.h" /* h_sql_count */
 
 /* The row of table id whose first cell is first (a copy, up to "</tr>"), NULL when none. */
 static char *row_of(const char *html, const char *id, const char *first) {
@@ -200,6 +201,91 @@ Test(groups_console, a_saga_of_the_second_group_is_shown_and_resolved, .timeout 
   cr_assert_eq(h_http_request(cl.cport[other], "GET", path, cookie, NULL, &resp), 200, "%s", resp);
   cr_expect(strstr(resp, "stuck in g2"), "the audit row: %s", resp);
   free(resp);
+  idem_close(c);
+  h_groups_stop(&cl);
+}
+
+/* The overview, the audit trail and the policies read every group (docs/api.md §17): one step in
+ * progress and one resolved step in each group; both nodes' overviews count both groups' steps,
+ * their audit trails show both groups' resolutions; a policy set through the console is written
+ * to both groups' stores; one that a group lacks is shown, saying it is not the same in every
+ * group, by both nodes. */
+Test(groups_console, the_overview_audit_and_policies_read_every_group, .timeout = 120) {
+  h_groups cl;
+  h_groups_start(&cl, true);
+  h_groups_wait_balanced(&cl, NULL);
+  int lead1 = h_groups_leader_of(&cl, 0);
+  char addrs[300];
+  snprintf(addrs, sizeof addrs, "%s,%s", cl.node[0].addr, cl.node[1].addr);
+  idem_client *c = h_groups_client(&cl, addrs);
+  const char *svc[2] = {"svc-of-g1", "svc-of-g2"}, *why[2] = {"fixed-in-g1", "fixed-in-g2"};
+  for (int g = 0; g < 2; g++) {
+    char open_id[64], done_id[64];
+    h_groups_id_in_group(cl.t, g, "open", open_id, sizeof open_id);
+    h_groups_id_in_group(cl.t, g, "done", done_id, sizeof done_id);
+    const char *ids[2] = {open_id, done_id};
+    for (int k = 0; k < 2; k++) {
+      idem_step_key key = {ids[k], svc[g], "op", IDEM_FORWARD};
+      idem_begin b = {0};
+      idem_error e = {0};
+      cr_assert_eq(idem_step_begin(c, &key, NULL, 0, 600000, &b, &e), IDEM_OK, "%s", e.message);
+      idem_begin_clear(&b);
+      if (k == 0) continue;
+      idem_resolution r = {.outcome = IDEM_OUTCOME_SUCCEEDED, .reason = why[g]};
+      cr_assert_eq(idem_step_resolve(c, &key, &r, NULL, &e), IDEM_OK, "%s", e.message);
+    }
+  }
+  char cookie[160], *resp = NULL;
+  for (int i = 0; i < 2; i++) {
+    session_of(cl.cport[i], cl.t, cookie, sizeof cookie);
+    cr_assert_eq(h_http_request(cl.cport[i], "GET", "/", cookie, NULL, &resp), 200, "%s", resp);
+    for (int g = 0; g < 2; g++) { /* one in progress each */
+      char want[256];
+      snprintf(want, sizeof want,
+               "<td>%s</td><td>op</td><td class=\"num\"><a href=\"/steps?state=in_progress&amp;"
+               "service=%s&amp;operation=op\">1</a>",
+               svc[g], svc[g]);
+      cr_expect(strstr(resp, want), "node %d counts %s: %s", i, svc[g], strstr(resp, "<h2>"));
+    }
+    free(resp);
+    cr_assert_eq(h_http_request(cl.cport[i], "GET", "/audit", cookie, NULL, &resp), 200, "%s",
+                 resp);
+    cr_expect(strstr(resp, why[0]) && strstr(resp, why[1]), "node %d's audit shows both: %s", i,
+              resp);
+    free(resp);
+  }
+  /* a policy set on g1's leader's console reaches both groups' stores */
+  session_of(cl.cport[lead1], cl.t, cookie, sizeof cookie);
+  char csrf[80] = "", form[400];
+  cr_assert_eq(h_http_request(cl.cport[lead1], "GET", "/policies", cookie, NULL, &resp), 200, "%s",
+               resp);
+  cr_assert(text_after(resp, "name=\"csrf\" value=\"", "\"", csrf, sizeof csrf), "%s", resp);
+  free(resp);
+  snprintf(form, sizeof form,
+           "csrf=%s&service=pol-svc&operation=*&mode=fail-open&retention_s=3600&"
+           "key_retention_s=0&lease_ms=7000",
+           csrf);
+  cr_assert_eq(h_http_request(cl.cport[lead1], "POST", "/policies", cookie, form, &resp), 303,
+               "%s", resp);
+  free(resp);
+  for (int g = 0; g < 2; g++)
+    cr_expect_eq(h_sql_count(cl.url[g], "SELECT count(*) FROM idem_policies WHERE service = "
+                                        "'pol-svc' AND lease_ms = 7000"),
+                 1, "group %d holds the policy", g + 1);
+  /* a policy only g2 holds (a change that missed g1) is shown by both nodes, flagged */
+  cr_assert_eq(h_sql_count(cl.url[0], "WITH d AS (DELETE FROM idem_policies WHERE service = "
+                                      "'pol-svc' RETURNING 1) SELECT count(*) FROM d"),
+               1);
+  for (int i = 0; i < 2; i++) {
+    session_of(cl.cport[i], cl.t, cookie, sizeof cookie);
+    cr_assert_eq(h_http_request(cl.cport[i], "GET", "/policies", cookie, NULL, &resp), 200, "%s",
+                 resp);
+    char *row = row_of(resp, "policies", "pol-svc");
+    cr_expect(row && strstr(row, "fail-open") && strstr(row, "not the same in every group"),
+              "node %d: %s", i, row ? row : resp);
+    free(row);
+    free(resp);
+  }
   idem_close(c);
   h_groups_stop(&cl);
 }

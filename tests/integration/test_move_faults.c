@@ -9,7 +9,8 @@
  * Each case is a test of its own (move_faults/<fault>_in_<phase>, for --filter). The move must
  * end within a minute with the result §18 requires: a failover of either PostgreSQL before the
  * switch rolls back saying so (logical replication slots do not survive it), a killed driver's
- * move in copying or blocked is rolled back by the source group's next leader ("cut short"), and
+ * move in copying is resumed by the source group's next leader and finishes (§18, round two), one
+ * in blocked is rolled back by it ("cut short"), and
  * a move found switched is finished whatever failed (the map already names the target); an etcd
  * restart before the switch may end either way (the driver may keep its leadership and go on).
  * Then the slots belong to exactly the group the result says, their rows live in that group's
@@ -47,7 +48,10 @@ typedef enum { END_EITHER, END_FINISHED, END_ROLLED_BACK } move_end;
 static move_end required_end(const fault_case *fc) {
   if (strcmp(fc->phase, "switched") == 0) return END_FINISHED; /* past the commit point */
   if (strcmp(fc->fault, "etcd-restart") == 0) return END_EITHER;
-  return END_ROLLED_BACK; /* a failover, or the driver gone: its successor rolls back */
+  /* the driver gone while copying: its successor resumes the copy (the subscription stands) */
+  if (strcmp(fc->fault, "kill-driver") == 0 && strcmp(fc->phase, "copying") == 0)
+    return END_FINISHED;
+  return END_ROLLED_BACK; /* a failover, or the driver gone in the handoff: rolled back */
 }
 
 /* Whether a rolled-back move's details say why, as the server words it for this fault: "the

@@ -10,8 +10,10 @@
  *    fails on its key) is rolled back, naming the target's log, and nothing moves;
  *  - bad requests are refused naming the field, and nothing moves;
  *  - a dry run counts and changes nothing;
- *  - a move whose driver (g1's leader) is killed -9 while it copies is rolled back by g1's next
- *    leader: the same request_id answers why, nothing of the move is left, nothing is lost.
+ *  - a move whose driver (g1's leader) is killed -9 while it copies is resumed by g1's next
+ *    leader from where the subscription stands (api.md §18, round two) and finishes: the slots
+ *    are g2's, the same request_id replays the result, nothing of the move is left, nothing is
+ *    lost.
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -137,12 +139,52 @@ Test(moves, a_move_whose_replication_keeps_failing_is_rolled_back, .timeout = 18
   cr_expect_eq(a.status, 10, "ABORTED: %d %s", a.status, a.details);
   cr_expect(strstr(a.details, "rolled back") && strstr(a.details, "logical replication failed"),
             "names why: %s", a.details);
+  cr_expect_str_eq(a.reason, "move-rolled-back", "the reason word (§20): %s", a.details);
   char g[64] = "";
   h_group_of_slot(&cl, 0, FROM, g, sizeof g);
   cr_expect_str_eq(g, "g1", "the slots stay g1's");
   cr_expect_eq(h_count_rows(cl.url[0], "idem_steps", FROM, TO), 1, "g1 keeps its row");
   cr_expect_eq(h_move_leftovers(&cl), 0, "no publication, subscription or slot is left");
   h_groups_stop(&cl);
+}
+
+/* A BeginStep, a GetSaga and a BeginSaga with malformed ids, sent to each node. */
+static void expect_invalid_everywhere(const h_groups *cl) {
+  const char *bad_ids[] = {"bad id!", "tab\there", "x/y"};
+  for (int at = 0; at < 2; at++)
+    for (size_t i = 0; i < sizeof bad_ids / sizeof bad_ids[0]; i++) {
+      Idem__V1__StepKey key = IDEM__V1__STEP_KEY__INIT;
+      key.global_id = (char *)bad_ids[i];
+      key.service = "payments";
+      key.operation = "charge";
+      key.phase = IDEM__V1__PHASE__PHASE_FORWARD;
+      Idem__V1__BeginStepRequest bs = IDEM__V1__BEGIN_STEP_REQUEST__INIT;
+      bs.key = &key;
+      Idem__V1__GetSagaRequest gs = IDEM__V1__GET_SAGA_REQUEST__INIT;
+      gs.global_id = (char *)bad_ids[i];
+      Idem__V1__BeginSagaRequest sg = IDEM__V1__BEGIN_SAGA_REQUEST__INIT;
+      char long_rid[300];
+      memset(long_rid, 'r', sizeof long_rid - 1);
+      long_rid[sizeof long_rid - 1] = '\0';
+      sg.request_id = long_rid; /* over 255 */
+      struct {
+        const char *method, *field;
+        const ProtobufCMessage *m;
+      } calls[] = {{"/idem.v1.Coordinator/BeginStep", "key.global_id", &bs.base},
+                   {"/idem.v1.Coordinator/GetSaga", "global_id", &gs.base},
+                   {"/idem.v1.Coordinator/BeginSaga", "request_id", &sg.base}};
+      for (size_t k = 0; k < 3; k++) {
+        uint8_t buf[1024];
+        size_t n = protobuf_c_message_pack(calls[k].m, buf);
+        char details[256], reason[64];
+        int st = h_raw_call_reason(cl->node[at].addr, calls[k].method, cl->t, buf, n, details,
+                                   sizeof details, reason, sizeof reason);
+        cr_expect_eq(st, 3, "node %d, %s of '%s': %d %s", at, calls[k].method, bad_ids[i], st,
+                     details);
+        cr_expect_str_eq(reason, "invalid-argument", "node %d, %s", at, calls[k].method);
+        cr_expect(strstr(details, calls[k].field), "names %s: %s", calls[k].field, details);
+      }
+    }
 }
 
 Test(moves, bad_requests_are_refused_naming_the_field_and_nothing_moves, .timeout = 120) {
@@ -166,6 +208,9 @@ Test(moves, bad_requests_are_refused_naming_the_field_and_nothing_moves, .timeou
     cr_expect_eq(a.status, bad[i].status, "case %zu: %d %s", i, a.status, a.details);
     cr_expect(strstr(a.details, bad[i].word), "case %zu names %s: %s", i, bad[i].word, a.details);
   }
+  /* input is checked before routing (§20): a malformed global id is INVALID_ARGUMENT on both
+   * nodes, whichever group's leader each is, never a redirect to a group */
+  expect_invalid_everywhere(&cl);
   /* a dry run counts g1's rows and moves nothing */
   idem_client *c = h_groups_client(&cl, cl.node[0].addr);
   char gid[64];
@@ -209,7 +254,8 @@ static void *bg_move_run(void *arg) {
   return NULL;
 }
 
-Test(moves, a_move_whose_driver_is_killed_is_rolled_back_by_the_next_leader, .timeout = 240) {
+Test(moves, a_move_whose_driver_is_killed_while_copying_is_resumed_by_the_next_leader,
+     .timeout = 240) {
   h_groups cl;
   h_groups_start(&cl, false);
   h_groups_wait_balanced(&cl, NULL);
@@ -240,7 +286,7 @@ Test(moves, a_move_whose_driver_is_killed_is_rolled_back_by_the_next_leader, .ti
   kill(cl.node[driver].pid, SIGKILL);
   waitpid(cl.node[driver].pid, NULL, 0);
   cl.node[driver].pid = 0;
-  /* g1's next leader rolls it back: the move leaves the map */
+  /* g1's next leader resumes the copy and finishes: the move leaves the map */
   bool ended = false;
   until = h_now_ms() + 60000;
   while (!ended && h_now_ms() < until) {
@@ -255,13 +301,17 @@ Test(moves, a_move_whose_driver_is_killed_is_rolled_back_by_the_next_leader, .ti
   pthread_join(mt, NULL);
   char g[64];
   h_group_of_slot(&cl, other, FROM, g, sizeof g);
-  cr_expect_str_eq(g, "g1", "slot %d stays g1's", FROM);
-  cr_expect_eq(h_metric(cl.mport[other], "idem_slot_moves_total{result=\"rolled_back\"}"), 1,
-               "g1's next leader counted the move rolled back");
+  cr_expect_str_eq(g, "g2", "slot %d is g2's: the move was resumed, not rolled back", FROM);
+  cr_expect_eq(h_metric(cl.mport[other], "idem_slot_moves_total{result=\"finished\"}"), 1,
+               "g1's next leader counted the move finished");
+  cr_expect_eq(h_metric(cl.mport[other], "idem_slot_moves_total{result=\"rolled_back\"}"), 0,
+               "and not rolled back");
   move_answer again = h_move_slots(&cl, other, FROM, TO, "g2", "move-killed", false);
-  cr_expect_eq(again.status, 10, "ABORTED: %d %s", again.status, again.details);
-  cr_expect(strstr(again.details, "rolled back"), "%s", again.details);
-  cr_expect_eq(h_count_rows(cl.url[1], "idem_steps", FROM, TO), 0, "g2 kept nothing of the copy");
+  cr_expect_eq(again.status, 0, "OK: %d %s", again.status, again.details);
+  cr_expect(again.replayed, "the result replays");
+  cr_expect_gt(again.steps, 0, "the result counts the steps moved");
+  cr_expect_eq(h_count_rows(cl.url[0], "idem_steps", FROM, TO), 0, "g1 kept none of the rows");
+  cr_expect_gt(h_count_rows(cl.url[1], "idem_steps", FROM, TO), 0, "g2 holds them");
   cr_expect_eq(h_move_leftovers(&cl), 0, "no publication, subscription or slot is left");
   cr_expect_eq(atomic_load(&T.dup_proceed), 0);
   cr_expect_eq(h_lost_results(&cl, &T), 0, "every acknowledged completion replays its body");

@@ -5,7 +5,9 @@
  *    after it ended, the same request_id with another range or target group is refused
  *    FAILED_PRECONDITION, reason request-mismatch, naming the request_id, and nothing moves: the
  *    map's version, the ranges and the rows in both databases stay as they were;
- *  - the same request_id with the same parameters waits for / replays the first result.
+ *  - the same request_id with the same parameters waits for / replays the first result;
+ *  - another request while it runs is refused, reason move-in-progress; `idemctl slots` before
+ *    the move's first progress reading says "nothing copied yet" (never "lag -1 B").
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -47,10 +49,25 @@ typedef struct bg_move {
   move_answer a;
 } bg_move;
 
+#define RATE 777 /* the move's throttle, rows/s: its driver logs it */
+
 static void *bg_move_run(void *arg) {
   bg_move *m = arg;
-  m->a = h_move_slots(m->cl, 0, FROM, TO, "g2", "rq-move", false);
+  m->a = h_move_slots_rate(m->cl, 0, FROM, TO, "g2", "rq-move", false, RATE);
   return NULL;
+}
+
+/* Whether either node's log has needle. */
+static bool in_a_log(const h_groups *cl, const char *needle) {
+  for (int i = 0; i < 2; i++) {
+    FILE *f = fopen(cl->node[i].log_path, "r");
+    char line[2048];
+    bool found = false;
+    while (f && !found && fgets(line, sizeof line, f)) found = strstr(line, needle) != NULL;
+    if (f) fclose(f);
+    if (found) return true;
+  }
+  return false;
 }
 
 /* The request_id "rq-move" with other parameters, from either node: refused, request-mismatch. */
@@ -101,7 +118,24 @@ Test(moves_request, another_move_under_the_same_request_id_is_refused_the_same_r
     if (t) idem__v1__topology__free_unpacked(t, NULL);
   }
   cr_assert(seen, "the move reaches copying");
+  /* held before its first progress reading: idemctl says so, no "lag -1 B" */
+  char cmd[512], out[4096] = "";
+  snprintf(cmd, sizeof cmd, "%s --addr %s slots 2>&1", IDEMCTL_BIN, cl.node[1].addr);
+  FILE *p = popen(cmd, "r");
+  cr_assert(p);
+  size_t n = fread(out, 1, sizeof out - 1, p);
+  out[n] = '\0';
+  pclose(p);
+  cr_expect(strstr(out, "moving slots 0-3 from g1 to g2: copying, nothing copied yet"), "%s", out);
+  cr_expect(!strstr(out, "-1 B"), "%s", out);
   expect_mismatches(&cl, "under way");
+  /* another request while it runs: refused with the listed word (§20), nothing planned */
+  for (int at = 0; at < 2; at++) {
+    move_answer busy = h_move_slots(&cl, at, 8, 11, "g2", "rq-other", false);
+    cr_expect_eq(busy.status, FAILED_PRECONDITION, "node %d: %d %s", at, busy.status,
+                 busy.details);
+    cr_expect_str_eq(busy.reason, "move-in-progress", "node %d: %s", at, busy.details);
+  }
   Idem__V1__Topology *mid = h_topology(&cl, 1);
   cr_assert(mid && mid->move, "still under way after the refusals");
   cr_expect_eq(mid->move->from, FROM);
@@ -114,6 +148,10 @@ Test(moves_request, another_move_under_the_same_request_id_is_refused_the_same_r
   cr_assert_eq(m.a.status, 0, "the move: %d %s", m.a.status, m.a.details);
   cr_expect(!m.a.replayed);
   cr_expect_eq(m.a.steps, (uint64_t)g1_range, "it moved its own range's rows");
+  /* the request's max_rows_per_s reached the driver's throttle (its first decision is logged) */
+  char rate[64];
+  snprintf(rate, sizeof rate, "of %d rows/s", RATE);
+  cr_expect(in_a_log(&cl, rate), "a driver's log names the throttle \"%s\"", rate);
   cr_expect_eq(same.status, 0, "%s", same.details);
   cr_expect(same.replayed);
   cr_expect_eq(same.version, m.a.version);

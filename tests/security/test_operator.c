@@ -12,6 +12,7 @@
  *  - --operators needs --tls-client-ca and names that a certificate can carry.
  */
 #include <criterion/criterion.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -246,4 +247,34 @@ Test(operator, operators_needs_client_certificates_and_valid_names, .timeout = 6
   cr_expect_eq(sec_run_to_exit(bad, out, sizeof out), 2, "%s", out);
   cr_expect(strstr(out, "--operators") && strstr(out, "spiffe://x/y"), "%s", out);
   sec_pki_free(&P);
+}
+
+/* The tokens file maps certificate names to roles ("cert NAME ROLE"), reloaded with SIGHUP like
+ * its tokens: a certificate not in --operators becomes an operator once the file names it so,
+ * and the file's line for a name in --operators wins (here: admin, so refused). */
+Test(operator, the_tokens_file_maps_certificate_names_to_roles, .init = setup, .fini = teardown,
+     .timeout = 120) {
+  idem_client *san = client(&P.client_san, NULL); /* SAN = P.tenant_san: not in --operators */
+  idem_client *cn = client(&P.client_cn, NULL);   /* CN = P.tenant_cn: in --operators */
+  idem_move_result r;
+  idem_error e;
+  cr_assert_eq(dry_run_when_ready(cn, &r, &e), IDEM_OK, "listed certificate: %s", e.message);
+  expect_refused(san, "a certificate neither listed nor mapped");
+  char l1[160], l2[160], l3[160];
+  snprintf(l1, sizeof l1, "%s %s service", SVC, P.tenant_san);
+  snprintf(l2, sizeof l2, "cert %s operator", P.tenant_san);
+  snprintf(l3, sizeof l3, "cert %s admin   # wins over --operators", P.tenant_cn);
+  const char *lines[] = {l1, l2, l3, NULL};
+  sec_write_file(TOKENS, lines);
+  cr_assert_eq(kill(S.pid, SIGHUP), 0);
+  int rc;
+  int64_t until = h_now_ms() + 20000;
+  while ((rc = move(san, 0, 31, "dry-san", true, &r, &e)) == IDEM_PERMISSION_DENIED &&
+         h_now_ms() < until)
+    h_sleep_ms(100);
+  cr_expect_eq(rc, IDEM_OK, "a certificate the file maps to operator: %d %s", rc, e.message);
+  expect_refused(cn, "a certificate the file maps to admin, though in --operators");
+  cr_expect(admin_call_ok(cn), "its role is admin: it may call admin methods");
+  idem_close(cn);
+  idem_close(san);
 }

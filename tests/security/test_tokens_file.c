@@ -309,3 +309,68 @@ Test(keyring, reloads_race_lookups) {
   auth_keyring_free(k);
   unlink(path);
 }
+
+/* --- client-certificate names mapped to roles in the tokens file ("cert NAME ROLE") --- */
+
+Test(tokens_file, cert_lines_map_names_to_roles_and_are_no_tokens) {
+  const char *text = TOK_A " shop service\n"
+                           "cert platform-ops operator   # the cluster's operators\n"
+                           "cert shop-ops admin\n";
+  auth_tokens *t;
+  err_t err;
+  cr_assert_eq(parse(text, &t, &err), ERR_OK, "%s", err.msg);
+  cr_expect_eq(auth_tokens_count(t), 1, "certificate lines are not tokens");
+  auth_role role = AUTH_ROLE_NONE;
+  cr_expect(auth_tokens_cert_role(t, "platform-ops", 12, &role));
+  cr_expect_eq(role, AUTH_ROLE_OPERATOR);
+  cr_expect(auth_tokens_cert_role(t, "shop-ops", 8, &role));
+  cr_expect_eq(role, AUTH_ROLE_ADMIN);
+  cr_expect(!auth_tokens_cert_role(t, "shop", 4, &role), "a token's tenant is no certificate");
+  cr_expect(!auth_tokens_cert_role(t, "platform-op", 11, &role), "names are compared whole");
+  char tenant[REC_GLOBAL_ID_MAX + 1];
+  cr_expect(!auth_tokens_lookup(t, "cert", 4, tenant, &role), "\"cert\" is no token");
+  cr_expect(!auth_tokens_lookup(t, "platform-ops", 12, tenant, &role));
+  auth_tokens_release(t);
+  struct {
+    const char *text, *want;
+  } bad[] = {
+      {"cert ops-1 operator\ncert ops-1 admin\n", "tokens.txt:2: the same certificate name as line 1"},
+      {"cert spiffe://x/y operator\n", "tokens.txt:1: "},
+      {"cert ops-1 root\n", "tokens.txt:1: role must be service, admin or operator"},
+      {"cert ops-1\n", "tokens.txt:1: expected TOKEN TENANT ROLE, got 2 fields"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    cr_expect_eq(parse(bad[i].text, &t, &err), ERR_INVALID, "case %zu", i);
+    cr_expect(strncmp(err.msg, bad[i].want, strlen(bad[i].want)) == 0, "case %zu: %s", i,
+              err.msg);
+  }
+}
+
+Test(decide, certificates_mapped_in_the_tokens_file) {
+  char path[64];
+  auth_config cfg = {.mtls = true,
+                     .operators = "listed-ops",
+                     .tokens = keyring_of(path, TOK_B " ops admin\n"
+                                                "cert platform-ops operator\n"
+                                                "cert shop-ops admin\n"
+                                                "cert listed-ops service\n")};
+  auth_identity id;
+  err_t err;
+  cr_expect_eq(decide(&cfg, AUTH_ACCESS_OPERATOR, NULL, "platform-ops", &id, &err), ERR_OK, "%s",
+               err.msg);
+  cr_expect_str_eq(id.tenant, "platform-ops");
+  cr_expect_eq(id.role, AUTH_ROLE_OPERATOR);
+  cr_expect_eq(decide(&cfg, AUTH_ACCESS_ADMIN, NULL, "shop-ops", &id, &err), ERR_OK, "%s", err.msg);
+  cr_expect_eq(id.role, AUTH_ROLE_ADMIN);
+  cr_expect_eq(decide(&cfg, AUTH_ACCESS_OPERATOR, NULL, "shop-ops", &id, &err), ERR_PERMISSION);
+  cr_expect(strstr(err.msg, "(role admin)"), "%s", err.msg);
+  /* the file's line for a name wins over --operators */
+  cr_expect_eq(decide(&cfg, AUTH_ACCESS_ADMIN, NULL, "listed-ops", &id, &err), ERR_PERMISSION);
+  cr_expect_eq(decide(&cfg, AUTH_ACCESS_SERVICE, NULL, "unmapped", &id, &err), ERR_OK);
+  cr_expect_eq(id.role, AUTH_ROLE_SERVICE);
+  /* a token still decides over the certificate it comes with */
+  cr_expect_eq(decide(&cfg, AUTH_ACCESS_OPERATOR, "Bearer " TOK_B, "platform-ops", &id, &err),
+               ERR_PERMISSION);
+  auth_keyring_free(cfg.tokens);
+  unlink(path);
+}

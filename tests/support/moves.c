@@ -15,12 +15,19 @@
 
 move_answer h_move_slots(const h_groups *cl, int at, uint32_t from, uint32_t to,
                               const char *group, const char *rid, bool dry_run) {
+  return h_move_slots_rate(cl, at, from, to, group, rid, dry_run, 0);
+}
+
+move_answer h_move_slots_rate(const h_groups *cl, int at, uint32_t from, uint32_t to,
+                              const char *group, const char *rid, bool dry_run,
+                              uint32_t max_rows_per_s) {
   pbuf *req = pb_new();
   if (from) pb_varint(req, 1, from);
   if (to) pb_varint(req, 2, to);
   if (group) pb_str(req, 3, group);
   if (rid) pb_str(req, 4, rid);
   if (dry_run) pb_varint(req, 5, 1);
+  if (max_rows_per_s) pb_varint(req, 6, max_rows_per_s);
   move_answer a = {0};
   void *resp = NULL;
   h_raw_opts o = {.deadline_ms = 90000, .resp = &resp, .value = a.reason,

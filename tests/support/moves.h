@@ -25,6 +25,11 @@ typedef struct move_answer {
 move_answer h_move_slots(const h_groups *cl, int at, uint32_t from, uint32_t to,
                          const char *group, const char *rid, bool dry_run);
 
+/* The same with MoveSlotsRequest.max_rows_per_s (0: left out, the server's --move-max-rate). */
+move_answer h_move_slots_rate(const h_groups *cl, int at, uint32_t from, uint32_t to,
+                              const char *group, const char *rid, bool dry_run,
+                              uint32_t max_rows_per_s);
+
 /* GetTopology of node `at` (NULL when it does not answer; free with
  * idem__v1__topology__free_unpacked). */
 Idem__V1__Topology *h_topology(const h_groups *cl, int at);

@@ -75,3 +75,12 @@ Test(console_move, strings_from_the_move_are_escaped) {
             "%s", b.p);
   cr_expect(strstr(b.p, ">512 B</td>"), "%s", b.p);
 }
+
+Test(console_move, a_lag_not_known_yet_says_not_started) {
+  console_move m = a_move("planned");
+  m.rows_copied = 0;
+  m.lag_bytes = -1; /* no progress read: the subscription may not exist yet */
+  console__move_html(&b, &m, m.started_unix_ms);
+  cr_expect(strstr(b.p, ">not started</td>"), "%s", b.p);
+  cr_expect(!strstr(b.p, "-1 B") && !strstr(b.p, ">-1<"), "no -1 lag: %s", b.p);
+}

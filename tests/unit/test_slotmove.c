@@ -103,6 +103,7 @@ Test(slotmove, the_record_travels_in_the_maps_json) {
   mv.phase = MOVE_BLOCKED;
   mv.blocked_ms = 1700000000500;
   mv.steps_moved = 12345;
+  mv.max_rows_per_s = 4321;
   snprintf(mv.note, sizeof mv.note, "why \"quoted\"");
   slotmap *b = slotmap_move_begin(m, &mv);
   char *json = slotmap_json(b);
@@ -117,6 +118,7 @@ Test(slotmove, the_record_travels_in_the_maps_json) {
   cr_expect_eq(p->move->blocked_ms, mv.blocked_ms);
   cr_expect_eq(p->move->steps_moved, 12345);
   cr_expect_str_eq(p->move->note, mv.note);
+  cr_expect_eq(p->move->max_rows_per_s, 4321, "the throttle travels with the record");
   cr_expect(p->ranges[0].moving);
   /* a record with a bad phase makes the map invalid, naming it */
   char *bad = strdup(json);
@@ -143,4 +145,69 @@ Test(slotmove, request_ids_follow_the_rule) {
   memset(longer, 'a', sizeof longer - 1);
   longer[sizeof longer - 1] = '\0';
   cr_expect_not(slot_move_request_id_ok(longer, why, sizeof why));
+}
+
+/* The move id names replication objects in SQL: a record read from etcd with any other id is
+ * refused before a store sees it; the servers the copy began on travel with the record. */
+Test(slotmove, a_record_with_a_bad_move_id_is_refused_and_the_servers_travel) {
+  slotmap *m = two_groups();
+  slot_move mv = a_move(0, 15, "g1", "g2");
+  snprintf(mv.src_server, sizeof mv.src_server, "7312345678901234567/00000001");
+  snprintf(mv.dst_server, sizeof mv.dst_server, "7312345678901234568/00000002");
+  slotmap *b = slotmap_move_begin(m, &mv);
+  char *json = slotmap_json(b), why[256] = "";
+  cr_assert(json);
+  slotmap *p = slotmap_parse(json, strlen(json), why, sizeof why);
+  cr_assert(p, "%s", why);
+  cr_expect_str_eq(p->move->src_server, mv.src_server);
+  cr_expect_str_eq(p->move->dst_server, mv.dst_server);
+  slotmap_free(p);
+  const char *bad_ids[] = {"m0123456789abcdeX", "m0123456789ABCDEF", "x0123456789abcdef",
+                           "m0123456789abcde", "m1; DROP TABLE x"};
+  for (size_t i = 0; i < sizeof bad_ids / sizeof *bad_ids; i++) {
+    slot_move bm = mv;
+    snprintf(bm.id, sizeof bm.id, "%s", bad_ids[i]);
+    slotmap *bb = slotmap_move_begin(m, &bm);
+    char *bj = slotmap_json(bb);
+    why[0] = '\0';
+    cr_expect_null(slotmap_parse(bj, strlen(bj), why, sizeof why), "id %s", bad_ids[i]);
+    cr_expect(strstr(why, "move: id"), "%s: %s", bad_ids[i], why);
+    free(bj);
+    slotmap_free(bb);
+  }
+  free(json);
+  slotmap_free(b);
+  slotmap_free(m);
+}
+
+/* A kept result reads back whole; one that cannot be read is an error, not zero counts. */
+Test(slotmove, a_kept_result_reads_back_and_a_bad_one_is_an_error) {
+  slot_move mv = a_move(0, 15, "g1", "g2");
+  mv.steps_moved = 120;
+  mv.sagas_moved = 40;
+  mv.paused_ms = 180;
+  char *json = slot_move_result_json(&mv, 7, NULL), why[200] = "";
+  cr_assert(json);
+  slot_move_result r;
+  cr_assert(slot_move_result_parse(json, strlen(json), &r, why, sizeof why), "%s", why);
+  cr_expect_eq(r.version, 7);
+  cr_expect_eq(r.steps_moved, 120);
+  cr_expect_eq(r.sagas_moved, 40);
+  cr_expect_eq(r.paused_ms, 180);
+  cr_expect(r.has_params && r.from == 0 && r.to == 15);
+  cr_expect_str_eq(r.target, "g2");
+  cr_expect_str_eq(r.error, "");
+  free(json);
+  json = slot_move_result_json(&mv, 7, "cut short");
+  cr_assert(slot_move_result_parse(json, strlen(json), &r, why, sizeof why), "%s", why);
+  cr_expect_str_eq(r.error, "cut short");
+  free(json);
+  const char *bad[] = {"", "{", "{}", "[1]", "{\"version\":\"7\",\"error\":\"\"}",
+                       "{\"version\":7}", "{\"version\":7,\"error\":\"\",\"steps_moved\":-1}"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    why[0] = '\0';
+    cr_expect_not(slot_move_result_parse(bad[i], strlen(bad[i]), &r, why, sizeof why), "%s",
+                  bad[i]);
+    cr_expect(why[0], "says why: %s", bad[i]);
+  }
 }

@@ -117,6 +117,16 @@ int cmd_slots_move(ctl *c) {
   if (v && (!fmt_parse_duration(v, &m.timeout_ms) || m.timeout_ms < 1000 ||
             m.timeout_ms > MOVE_TIMEOUT_MAX_MS))
     return ctl_usage_error(c, "--timeout: expected seconds from 1 to 86400 (or 30s, 10m, 1h)");
+  uint32_t rate = 0;
+  if ((v = ctl_flag_value(c, "max-rate"))) {
+    char *end = NULL;
+    errno = 0;
+    unsigned long n = strtoul(v, &end, 10);
+    if (!*v || *v == '-' || *end || errno || n < 1 || n > 10000000)
+      return ctl_usage_error(c, "--max-rate: expected rows per second from 1 to 10000000, not '%s'",
+                             v);
+    rate = (uint32_t)n;
+  }
   char made[40];
   m.request_id = ctl_flag_value(c, "request-id");
   if (m.request_id && !*m.request_id) return ctl_usage_error(c, "--request-id: empty");
@@ -130,7 +140,7 @@ int cmd_slots_move(ctl *c) {
   idem_error e = {0};
   if (source_group(c, m.from, m.to, m.request_id, source, sizeof source, &e) != IDEM_OK)
     return ctl_fail("slots move: reading the slot map", &e);
-  if (idem_move_slots(ctl_client(c), &m, &r, &e) != IDEM_OK) {
+  if (idem_move_slots_rate(ctl_client(c), &m, rate, &r, &e) != IDEM_OK) {
     int code = ctl_fail("slots move", &e);
     if (e.code == IDEM_DEADLINE_EXCEEDED || e.outcome_unknown)
       fprintf(stderr,

@@ -16,7 +16,10 @@ cJSON *ctl_json_move(const idem_slot_move *m) {
   cJSON_AddStringToObject(o, "target", m->target);
   cJSON_AddStringToObject(o, "phase", m->phase);
   cJSON_AddNumberToObject(o, "rows_copied", (double)m->rows_copied);
-  cJSON_AddNumberToObject(o, "lag_bytes", (double)m->lag_bytes);
+  if (m->lag_bytes >= 0) /* null: no progress read yet (the subscription may not exist) */
+    cJSON_AddNumberToObject(o, "lag_bytes", (double)m->lag_bytes);
+  else
+    cJSON_AddNullToObject(o, "lag_bytes");
   cJSON_AddNumberToObject(o, "started_unix_ms", (double)m->started_unix_ms);
   cJSON_AddStringToObject(o, "note", m->note);
   return o;
@@ -40,9 +43,12 @@ void ctl_print_move(const idem_slot_move *m) {
   if (!m->active) return;
   char span[32], lag[32], age[32];
   snprintf(span, sizeof span, m->from == m->to ? "slot %u" : "slots %u-%u", m->from, m->to);
-  printf("moving %s from %s to %s: %s, %llu rows copied, lag %s (started %s; request %s)\n", span,
-         m->source, m->target, m->phase[0] ? m->phase : "?", (unsigned long long)m->rows_copied,
-         fmt_bytes(m->lag_bytes, lag, sizeof lag), fmt_age(m->started_unix_ms, age, sizeof age),
+  char progress[96] = "nothing copied yet"; /* no progress read: the copy may not have begun */
+  if (m->lag_bytes >= 0)
+    snprintf(progress, sizeof progress, "%llu rows copied, lag %s",
+             (unsigned long long)m->rows_copied, fmt_bytes(m->lag_bytes, lag, sizeof lag));
+  printf("moving %s from %s to %s: %s, %s (started %s; request %s)\n", span, m->source, m->target,
+         m->phase[0] ? m->phase : "?", progress, fmt_age(m->started_unix_ms, age, sizeof age),
          m->request_id);
   if (m->note[0]) printf("  %s\n", m->note);
 }

@@ -50,47 +50,7 @@ static bool parse_u64(const char *s, uint64_t max, uint64_t *out) {
   return true;
 }
 
-/* --- status --- */
 
-int cmd_status(ctl *c) {
-  idem_status st;
-  idem_error e = {0};
-  if (idem_get_status(ctl_client(c), &st, &e) != IDEM_OK) return ctl_fail("status", &e);
-  if (c->json) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "node_id", st.node_id);
-    cJSON_AddBoolToObject(o, "leader", st.leader);
-    cJSON_AddStringToObject(o, "leader_address", st.leader_address);
-    cJSON_AddNumberToObject(o, "epoch", (double)st.epoch);
-    cJSON_AddBoolToObject(o, "store_ok", st.store_ok);
-    cJSON_AddBoolToObject(o, "election_ok", st.election_ok);
-    cJSON_AddStringToObject(o, "version", st.version);
-    cJSON_AddNumberToObject(o, "started_unix_ms", (double)st.started_unix_ms);
-    json_print(o);
-  } else {
-    char age[32];
-    /* ADDRESS is the node asked (--addr); LEADER AT is where it says the leader is (itself, on
-     * the leader; "-" while none is known) */
-    const char *hdr[] = {"NODE",  "ADDRESS", "LEADER",   "LEADER AT", "EPOCH",
-                         "STORE", "ELECTION", "VERSION", "STARTED"};
-    table *t = table_new(9, hdr);
-    char epoch[24];
-    snprintf(epoch, sizeof epoch, "%llu", (unsigned long long)st.epoch);
-    const char *row[] = {st.node_id,
-                         c->addr,
-                         st.leader ? "yes" : "no",
-                         st.leader_address[0] ? st.leader_address : "-",
-                         epoch,
-                         st.store_ok ? "ok" : "unreachable",
-                         st.election_ok ? "ok" : "failing",
-                         st.version,
-                         fmt_age(st.started_unix_ms, age, sizeof age)};
-    table_row(t, row);
-    table_print(t);
-    table_free(t);
-  }
-  return st.store_ok ? EXIT_OK : EXIT_UNAVAILABLE;
-}
 
 /* --- step --- */
 

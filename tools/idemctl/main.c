@@ -12,7 +12,7 @@
 #include "idemctl.h"
 
 #define GLOBAL_FLAGS \
-  "addr=,tenant=,token=,json,deadline-ms=,help,tls,tls-ca=,tls-cert=,tls-key=,tls-server-name="
+  "addr=,tenant=,token=,json,deadline-ms=,help,version,tls,tls-ca=,tls-cert=,tls-key=,tls-server-name="
 
 static const ctl_cmd commands[] = {
     {"status", "", "", 0, 0,
@@ -25,7 +25,7 @@ static const ctl_cmd commands[] = {
      "its phase, rows copied and lag), as the node at --addr sees them (docs/api.md §17, §18). "
      "Exits 3 when a group has no leader or its store is unreachable from that node.",
      cmd_slots},
-    {"slots move", "FROM-TO --to GROUP", "to=,dry-run,request-id=,timeout=", 0, 1,
+    {"slots move", "FROM-TO --to GROUP", "to=,dry-run,request-id=,timeout=,max-rate=", 0, 1,
      "Moves slots to another group. Slots FROM-TO (or one slot N) go from the group that "
      "serves them to --to GROUP (docs/api.md §18) with PostgreSQL's logical replication; only "
      "the final handoff pauses those slots. Waits until the move ends, up to --timeout (default "
@@ -33,7 +33,8 @@ static const ctl_cmd commands[] = {
      "and the same --request-id waits for it again (a request id is made and printed unless "
      "given; a repeat answers the first result, \"(replayed)\"; the same --request-id with "
      "another range or --to is refused, request-mismatch). --dry-run checks and plans without "
-     "moving anything. Needs the operator role (slots serve every tenant): a token with role "
+     "moving anything. --max-rate N: the initial copy goes at most N rows a second on average "
+     "(default: the server's --move-max-rate). Needs the operator role (slots serve every tenant): a token with role "
      "operator, or a client certificate the server names in --operators; a tenant's admin is "
      "refused, permission-denied.",
      cmd_slots_move},
@@ -117,7 +118,8 @@ static void usage(FILE *f) {
       "                     (default: the host of --addr; $IDEM_TLS_SERVER_NAME)\n"
       "  --tls              TLS with the system's roots (implied by the --tls-* files)\n"
       "  --json             machine-readable output\n"
-      "  --deadline-ms N    per call (default 5000)\n\n"
+      "  --deadline-ms N    per call (default 5000)\n"
+      "  --version          idemctl's version, and libidem's\n\n"
       "exit status: 0 ok, 1 not found or refused, 2 usage, 3 unavailable\n"
       "'idemctl COMMAND --help' describes a command\n",
       f);
@@ -325,6 +327,10 @@ static int run(ctl *c, int argc, char **argv, struct option *opts, int *n_opts) 
   for (size_t k = 0; k < N_COMMANDS; k++) add_options(commands[k].flags, opts, n_opts);
   int i = argc, rc;
   if ((rc = parse_flags(c, argc, argv, opts, &i)) != EXIT_OK) return rc;
+  if (ctl_has(c, "version")) { /* the project's version; libidem's is the same build's */
+    printf("idemctl %s (libidem %s)\n", IDEM_VERSION, idem_version());
+    return EXIT_OK;
+  }
   if (i >= argc) {
     if (ctl_has(c, "help")) {
       usage(stdout);

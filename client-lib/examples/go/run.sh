@@ -7,8 +7,9 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 build=${IDEM_GO_BUILD_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/idem-go}
-if ! command -v go >/dev/null || [ ! -d /usr/share/gocode/src/google.golang.org/grpc ]; then
-  echo "client-lib/examples/go: Go or grpc-go is missing: run 'bash client-lib/go/deps.sh .' (as root) first" >&2
+if ! command -v go >/dev/null || [ ! -d /usr/share/gocode/src/google.golang.org/grpc ] ||
+  [ ! -d /usr/share/gocode/src/go.opentelemetry.io/otel ]; then
+  echo "client-lib/examples/go: Go, grpc-go or OpenTelemetry is missing: run 'bash client-lib/go/deps.sh .' (as root) first" >&2
   exit 1
 fi
 "$root/client-lib/go/go.sh" "$build" build -o "$build/bin/idem-step-example" "$here/step.go"

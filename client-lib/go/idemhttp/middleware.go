@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	idem "idem.dev/client"
 )
 
@@ -252,8 +254,14 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handle
 		ro.InProgress = idem.WaitOnCoordinator
 	}
 
+	// the request's trace continues on the step (docs/api.md §22): the span in its context (an
+	// instrumented server's), else its traceparent header (a malformed one is no trace context)
+	rctx := r.Context()
+	if !trace.SpanContextFromContext(rctx).IsValid() && r.Header.Get("Traceparent") != "" {
+		rctx = idem.ContextWithTraceparent(rctx, r.Header.Get("Traceparent"), strings.Join(r.Header.Values("Tracestate"), ","))
+	}
 	var live *liveWriter
-	rep, err := m.o.Client.Run(r.Context(), sk, ro, func(ctx context.Context, s idem.StepContext) idem.Result {
+	rep, err := m.o.Client.Run(rctx, sk, ro, func(ctx context.Context, s idem.StepContext) idem.Result {
 		live = &liveWriter{w: w, header: http.Header{}, limit: m.o.BodyLimit}
 		req := r.Clone(ctx)
 		req.Body = io.NopCloser(bytes.NewReader(body))

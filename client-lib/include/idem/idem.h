@@ -287,6 +287,22 @@ typedef struct idem_status {
 /* Admin.GetStatus. */
 int idem_get_status(idem_client *c, idem_status *out, idem_error *err);
 
+/* The schema versions a node reports (docs/upgrading.md): the one it runs on and the newest its
+ * migrations know; both 0 from a node older than 0.2.0. */
+typedef struct idem_status_schema {
+  uint32_t version;
+  uint32_t newest;
+} idem_status_schema;
+
+/* Admin.GetStatus with the node's schema versions too (idem_status keeps its size: the ABI).
+ * out or schema may be NULL. Since 0.2.0. */
+int idem_get_status_schema(idem_client *c, idem_status *out, idem_status_schema *schema,
+                           idem_error *err);
+
+/* This libidem's version, "MAJOR.MINOR.PATCH" (the project's, CMake's project(VERSION)): a
+ * static string, never NULL. Since 0.2.0. */
+const char *idem_version(void);
+
 /* --- slot groups (docs/api.md §17) ---------------------------------------------------------- */
 
 #define IDEM_GROUP_NAME_MAX 63
@@ -388,6 +404,12 @@ typedef struct idem_move_result {
  * answers its result, replayed). Arguments are checked here first (INVALID_ARGUMENT naming the
  * field, nothing sent). */
 int idem_move_slots(idem_client *c, const idem_move *m, idem_move_result *out, idem_error *err);
+
+/* idem_move_slots with a throttle: the initial copy goes at most max_rows_per_s rows a second on
+ * average (0 = the server's --move-max-rate; docs/scaling-out.md). A function of its own so that
+ * idem_move keeps libidem0's layout. */
+int idem_move_slots_rate(idem_client *c, const idem_move *m, uint32_t max_rows_per_s,
+                         idem_move_result *out, idem_error *err);
 
 /* --- admin: incident response ------------------------------------------------------------ */
 

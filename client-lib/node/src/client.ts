@@ -17,6 +17,7 @@ import {
 } from './validate';
 import { nowMs } from './time';
 import { RunOptions, RunReport, StepAction, runStep } from './run';
+import { TracerProvider, checkTraceHeaders, traceMetadata } from './trace';
 import type { BeginOptions, CallOptions, CompleteInput } from './types';
 export type { BeginOptions, CallOptions, CompleteInput } from './types';
 
@@ -43,6 +44,9 @@ export interface ConnectOptions {
   tlsKey?: string | Buffer;
   /** the name the server's certificate must carry instead of the address's host */
   tlsServerName?: string;
+  /** makes runStep's idem.step spans (docs/sdk-node.md); default @opentelemetry/api's global
+   *  provider. Every call sends its context's traceparent either way. */
+  tracerProvider?: TracerProvider;
 }
 
 export interface Resolution extends CompleteInput {
@@ -85,6 +89,7 @@ export class IdemClient {
   /** the tenant named in journal lines ("default" when none was given) */
   readonly tenant: string;
   readonly deadlineMs: number;
+  /** @internal */ readonly tracerProvider: TracerProvider | undefined;
   /** @internal */ readonly transport: Transport;
   /** @internal */ readonly journal: Journal | undefined;
   private readonly policyRefreshMs: number;
@@ -93,6 +98,7 @@ export class IdemClient {
   private constructor(o: ConnectOptions, addresses: string[]) {
     this.tenant = o.tenant ?? 'default';
     this.deadlineMs = o.deadlineMs && o.deadlineMs > 0 ? o.deadlineMs : 2000;
+    this.tracerProvider = o.tracerProvider;
     this.policyRefreshMs = o.policyRefreshMs ?? 30000;
     this.journal = o.journalPath ? new Journal(o.journalPath) : undefined;
     const ca = readPem('tlsCa', o.tlsCa);
@@ -103,7 +109,7 @@ export class IdemClient {
     const credentials = useTls ? grpc.credentials.createSsl(ca ?? null, key ?? null, cert ?? null)
       : grpc.credentials.createInsecure();
     const channelOptions: grpc.ChannelOptions = {
-      'grpc.primary_user_agent': 'idem-client-node/0.1.0',
+      'grpc.primary_user_agent': 'idem-client-node/0.2.0',
       // a restarted or newly elected node must not sit behind the default reconnect backoff
       'grpc.initial_reconnect_backoff_ms': 100,
       'grpc.max_reconnect_backoff_ms': 1000,
@@ -155,8 +161,9 @@ export class IdemClient {
   call(service: 'coordinator' | 'admin', method: string, req: unknown, co: CallOptions = {},
        extraMs = 0, repeatable = true): Promise<any> { // eslint-disable-line @typescript-eslint/no-explicit-any
     const deadlineMs = co.deadlineMs && co.deadlineMs > 0 ? co.deadlineMs : this.deadlineMs;
+    checkTraceHeaders('traceparent', co);
     return this.transport.unary(service, method, req, {
-      timeoutMs: deadlineMs + extraMs, signal: co.signal, repeatable,
+      timeoutMs: deadlineMs + extraMs, signal: co.signal, repeatable, metadata: traceMetadata(co.context, co),
     });
   }
 

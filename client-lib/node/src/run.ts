@@ -15,12 +15,14 @@ import {
 } from './types';
 import { BODY_MAX, FINGERPRINT_MAX, checkKey, toBytes } from './validate';
 import { backoffMs, cancelled, nowMs, sleep } from './time';
+import { EVENTS, OtelContext, StepSpan, TracerProvider, checkTraceHeaders, startStepSpan, withContext } from './trace';
 
 /** What runStep needs of a client (IdemClient is one): declared here so that run.ts does not
  *  import client.ts, which imports run.ts. */
 export interface StepClient {
   readonly tenant: string;
   readonly deadlineMs: number;
+  readonly tracerProvider?: TracerProvider;
   readonly transport: Transport;
   readonly journal: Journal | undefined;
   beginStep(key: StepKey, o?: BeginOptions, co?: CallOptions): Promise<BeginResult>;
@@ -73,6 +75,13 @@ export interface RunOptions {
   extendLease?: boolean;
   /** cancels the run: waits and calls stop (CANCELLED); an action that ran is still completed */
   signal?: AbortSignal;
+  /** the OpenTelemetry context the idem.step span is a child of (default the active one) */
+  context?: OtelContext;
+  /** the caller's W3C trace context when it has no active span (e.g. an incoming request's
+   *  headers): the idem.step span's remote parent, and what the calls send without
+   *  @opentelemetry/api */
+  traceparent?: string;
+  tracestate?: string;
 }
 
 export interface RunReport {
@@ -97,6 +106,9 @@ export interface RunReport {
 }
 
 interface Conf {
+  span: StepSpan;
+  /** what every call of the run carries: its trace context */
+  trace: Pick<CallOptions, 'context' | 'traceparent' | 'tracestate'>;
   endMs: number;
   leaseMs: number;
   baseMs: number;
@@ -123,7 +135,7 @@ async function beginWithRetries(c: StepClient, key: StepKey, fp: Buffer, conf: C
     try {
       // the client adds waitMs to the call's deadline; give it what is left of the run
       return await c.beginStep(key, { fingerprint: fp, leaseMs: conf.leaseMs, waitMs },
-        { deadlineMs: Math.max(1, timeout - waitMs), signal: conf.signal });
+        { deadlineMs: Math.max(1, timeout - waitMs), signal: conf.signal, ...conf.trace });
     } catch (x) {
       const e = x as IdemError;
       last = e;
@@ -135,6 +147,8 @@ async function beginWithRetries(c: StepClient, key: StepKey, fp: Buffer, conf: C
       let wait = backoffMs(conf.baseMs, conf.maxMs, n);
       if (e.code === 'ABORTED' && e.retryAfterMs > 0) wait = Math.max(wait, Math.min(e.retryAfterMs, conf.maxMs));
       if (nowMs() + wait >= conf.endMs) throw e;
+      // in progress under another caller's lease
+      if (e.code === 'ABORTED') conf.span.event(EVENTS.waiting, { 'idem.error.reason': e.reason, 'idem.wait_ms': wait });
       await sleep(wait, conf.signal);
       report.beginRetries++;
     }
@@ -150,7 +164,7 @@ async function completeWithRetries(c: StepClient, key: StepKey, attempt: number,
     let timeout = conf.callMs;
     if (n > 0) timeout = Math.min(timeout, conf.endMs - nowMs());
     try {
-      const rec = await c.completeStep(key, attempt, res, { deadlineMs: Math.max(1, Math.floor(timeout)) });
+      const rec = await c.completeStep(key, attempt, res, { deadlineMs: Math.max(1, Math.floor(timeout)), ...conf.trace });
       return rec.result?.completedUnixMs ?? 0;
     } catch (x) {
       const e = x as IdemError;
@@ -164,7 +178,7 @@ async function completeWithRetries(c: StepClient, key: StepKey, attempt: number,
 
 /** Extends the lease every third of it until stopped; resolves with the error that lost it. */
 async function keepLease(c: StepClient, key: StepKey, attempt: number, leaseMs: number, askMs: number,
-                         stop: AbortSignal, onLost: (e: IdemError) => void): Promise<void> {
+                         conf: Conf, stop: AbortSignal, onLost: (e: IdemError) => void): Promise<void> {
   const every = Math.max(20, Math.floor(leaseMs / 3));
   while (!stop.aborted) {
     try {
@@ -173,11 +187,15 @@ async function keepLease(c: StepClient, key: StepKey, attempt: number, leaseMs: 
       return;
     }
     try {
-      await c.extendLease(key, attempt, askMs, { deadlineMs: Math.min(c.deadlineMs, Math.max(every, 100)), signal: stop });
+      const r = await c.extendLease(key, attempt, askMs, {
+        deadlineMs: Math.min(c.deadlineMs, Math.max(every, 100)), signal: stop, ...conf.trace,
+      });
+      conf.span.event(EVENTS.leaseExtended, { 'idem.lease_expires_unix_ms': r.leaseExpiresUnixMs });
     } catch (x) {
       const e = x as IdemError;
       if (stop.aborted) return;
       if (e.code === 'ABORTED' || e.code === 'NOT_FOUND' || e.code === 'FAILED_PRECONDITION') {
+        conf.span.event(EVENTS.leaseLost, { 'idem.error.reason': e.reason || 'lease-lost' });
         onLost(new IdemError('ABORTED', `lease lost while the action ran: ${e.message}`, {
           reason: e.reason || 'lease-lost', grpcCode: e.grpcCode,
         }));
@@ -204,11 +222,31 @@ async function callAction(action: StepAction, ctx: StepContext): Promise<{ res: 
   return { res: { outcome, code, body, completedUnixMs: 0 } };
 }
 
+/** Runs one step inside its idem.step span (docs/sdk-node.md): a child of o.context, else of
+ *  the active span, else of o.traceparent. Every call of the run and the action run in it. */
 export async function runStep(c: StepClient, key: StepKey, action: StepAction, o: RunOptions = {}): Promise<RunReport> {
   checkKey(key);
   if (typeof action !== 'function') throw invalid('action', 'is not a function');
+  checkTraceHeaders('traceparent', o);
+  const span = startStepSpan(c.tracerProvider, o.context, o, {
+    'idem.service': key.service, 'idem.operation': key.operation, 'idem.global_id': key.globalId,
+    'idem.phase': key.phase ?? 'forward',
+  });
+  try {
+    const report = await run(c, key, action, o, span);
+    span.end();
+    return report;
+  } catch (x) {
+    span.end(x);
+    throw x;
+  }
+}
+
+async function run(c: StepClient, key: StepKey, action: StepAction, o: RunOptions, span: StepSpan): Promise<RunReport> {
   const fp = toBytes('fingerprint', o.fingerprint, FINGERPRINT_MAX);
   const conf: Conf = {
+    span,
+    trace: { context: span.context, traceparent: o.traceparent, tracestate: o.tracestate },
     endMs: nowMs() + positive('deadlineMs', o.deadlineMs, 10000),
     leaseMs: Math.floor(positive('leaseMs', o.leaseMs, 0)),
     baseMs: positive('backoffBaseMs', o.backoffBaseMs, 50),
@@ -249,8 +287,10 @@ export async function runStep(c: StepClient, key: StepKey, action: StepAction, o
 
   report.decision = b.decision;
   report.attempt = b.attempt;
+  span.setDecision(b.decision, b.attempt);
   switch (b.decision) {
     case 'REPLAY':
+      span.event(EVENTS.replay);
       report.replayed = true;
       report.result = b.result;
       report.resultExpired = b.resultExpired;
@@ -275,20 +315,21 @@ export async function runStep(c: StepClient, key: StepKey, action: StepAction, o
   if (!unguarded && o.extendLease !== false) {
     const leaseMs = conf.leaseMs || c.cachedPolicy(key.service, key.operation)?.leaseMs ||
       Math.max(300, b.leaseExpiresUnixMs - Date.now());
-    leaseLoop = keepLease(c, fullKey, b.attempt, leaseMs, conf.leaseMs, stopLease.signal, (e) => {
+    leaseLoop = keepLease(c, fullKey, b.attempt, leaseMs, conf.leaseMs, conf, stopLease.signal, (e) => {
       lost = e;
       actionCtl.abort(e);
     });
   }
   report.ran = true;
   report.takeover = b.takeover;
+  if (b.takeover) span.event(EVENTS.takeover, { 'idem.attempt': b.attempt });
   report.unguarded = unguarded;
   const ctx: StepContext = {
     key: fullKey, attempt: b.attempt, takeover: b.takeover, unguarded, signal: actionCtl.signal,
   };
   let done: { res: StepResult; thrown?: unknown };
   try {
-    done = await callAction(action, ctx);
+    done = await withContext(span.context, () => callAction(action, ctx));
   } catch (x) {
     stopLease.abort();
     await leaseLoop;

@@ -37,6 +37,8 @@ export interface CallOptions {
   signal?: AbortSignal;
   /** false: an unknown outcome must not be repeated (BeginSaga without a request id) */
   repeatable?: boolean;
+  /** sent besides the client's own metadata (traceparent, tracestate) */
+  metadata?: [string, string][];
 }
 
 function heardOf(e: IdemError | undefined): Heard {
@@ -85,7 +87,7 @@ export class Transport {
 
   /** One attempt at endpoint ep. */
   private callAt(ep: number, service: 'coordinator' | 'admin', method: string, req: unknown,
-                 timeoutMs: number, signal?: AbortSignal): Promise<unknown> {
+                 timeoutMs: number, signal?: AbortSignal, extra?: [string, string][]): Promise<unknown> {
     const e = this.eps[ep];
     const stub = e[service] as unknown as Record<string, Function>;
     const fn = stub[method];
@@ -93,7 +95,9 @@ export class Transport {
     return new Promise((resolve, reject) => {
       if (signal?.aborted) return reject(cancelled(signal));
       let onAbort: (() => void) | undefined;
-      const call = fn.call(stub, req, this.o.metadata(), { deadline: new Date(Date.now() + Math.max(1, timeoutMs)) },
+      const md = this.o.metadata();
+      for (const [k, v] of extra ?? []) md.set(k, v);
+      const call = fn.call(stub, req, md, { deadline: new Date(Date.now() + Math.max(1, timeoutMs)) },
         (err: grpc.ServiceError | null, resp: unknown) => {
           if (onAbort) signal?.removeEventListener('abort', onAbort);
           if (signal?.aborted) return reject(cancelled(signal));
@@ -146,7 +150,7 @@ export class Transport {
       const n = this.eps.length;
       const left = Math.max(1, deadline - nowMs());
       try {
-        return await this.callAt(ep, service, method, req, left, o.signal);
+        return await this.callAt(ep, service, method, req, left, o.signal, o.metadata);
       } catch (x) {
         const e = x as IdemError;
         if (e.code === 'CANCELLED' && o.signal?.aborted) throw e;

@@ -1,5 +1,6 @@
 // types.ts — the SDK's values (camelCase, the contract's words for enums) and their conversion
 // from and to idem.v1's wire messages (docs/api.md §2).
+import type { OtelContext } from './trace';
 import { IdemError } from './errors';
 
 export type Phase = 'forward' | 'compensation';
@@ -50,6 +51,10 @@ export interface StepRecord {
   leaseExpiresUnixMs: number;
   expiresUnixMs: number;
   resultExpired: boolean;
+  /** the trace id (32 lower-case hex) of the BeginStep that began the current attempt; '' none */
+  beginTraceId: string;
+  /** of the CompleteStep, ResolveStep or reaper action that finished it; '' none */
+  completeTraceId: string;
 }
 
 export interface Saga {
@@ -159,6 +164,8 @@ export function recordFromWire(r: Wire): StepRecord {
     leaseExpiresUnixMs: num(r.lease_expires_unix_ms),
     expiresUnixMs: num(r.expires_unix_ms),
     resultExpired: !!r.result_expired,
+    beginTraceId: String(r.begin_trace_id ?? ''),
+    completeTraceId: String(r.complete_trace_id ?? ''),
   };
 }
 
@@ -179,6 +186,13 @@ export function policyFromWire(p: Wire): Policy {
 export interface CallOptions {
   deadlineMs?: number;
   signal?: AbortSignal;
+  /** the OpenTelemetry context whose span's traceparent the call sends (default the active one;
+   *  needs @opentelemetry/api) */
+  context?: OtelContext;
+  /** a W3C traceparent (and tracestate) sent when there is no span to send (no
+   *  @opentelemetry/api, or no active span): e.g. an incoming request's header */
+  traceparent?: string;
+  tracestate?: string;
 }
 
 export interface BeginOptions {

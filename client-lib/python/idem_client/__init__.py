@@ -25,4 +25,4 @@ from .types import (COMPENSATION, FAIL_CLOSED, FAIL_OPEN, FAILED, FORWARD, RETRY
 __all__ = ["Client", "SagaStarted", "connect", "IdemError", "COMPENSATION", "FAIL_CLOSED",
            "FAIL_OPEN", "FAILED", "FORWARD", "RETRYABLE", "SUCCEEDED", "UNKNOWN", "Begin", "Output",
            "Policy", "Record", "Result", "RunReport", "Saga", "StepContext", "StepKey"]
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -150,12 +150,12 @@ class Transport:
                     return False
             return True
 
-    def _once(self, idx, path, req, resp_cls, timeout):
+    def _once(self, idx, path, req, resp_cls, timeout, extra=()):
         with self._mu:
             ep = self._eps[idx]
         stub = self._stub(ep, path, resp_cls)
         try:
-            resp = stub(req, timeout=max(timeout, 0.001), metadata=self._metadata)
+            resp = stub(req, timeout=max(timeout, 0.001), metadata=self._metadata + tuple(extra))
         except grpc.RpcError as e:
             err = error_from_rpc(e)
             self._note(ep, err)
@@ -163,16 +163,17 @@ class Transport:
         self._note(ep, None)
         return resp, None
 
-    def call(self, path, req, resp_cls, timeout, repeatable=True):
+    def call(self, path, req, resp_cls, timeout, repeatable=True, extra=()):
         """One unary call, following redirects and failing over inside `timeout` seconds.
-        repeatable: whether repeating it after an unknown outcome is harmless."""
+        repeatable: whether repeating it after an unknown outcome is harmless. extra: metadata
+        pairs sent besides the client's (traceparent, tracestate)."""
         deadline = now() + timeout
         unknown = False
         tries = 0
         while True:
             with self._mu:
                 idx, n = self._cur, len(self._eps)
-            resp, err = self._once(idx, path, req, resp_cls, deadline - now())
+            resp, err = self._once(idx, path, req, resp_cls, deadline - now(), extra)
             if err is None:
                 return resp
             if err.code == "DEADLINE_EXCEEDED" and n > 1:  # no answer: start elsewhere next time

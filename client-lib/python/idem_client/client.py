@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import grpc
 
 from . import step as _step
+from . import trace as _trace
 from . import validate
 from ._gen import coordinator_pb2 as pb
 from ._rpc import Transport
@@ -118,8 +119,12 @@ class Client:
             raise invalid("timeout", "must be a positive number of seconds")
         return float(timeout)
 
-    def _call(self, path, req, resp_cls, timeout, repeatable=True):
-        return self._t.call(path, req, resp_cls, self._timeout(timeout), repeatable)
+    def _call(self, path, req, resp_cls, timeout, repeatable=True, trace=None):
+        """trace: the call's traceparent/tracestate pairs (trace.metadata); None = the current
+        opentelemetry span's, when there is one."""
+        if trace is None:
+            trace = _trace.metadata()
+        return self._t.call(path, req, resp_cls, self._timeout(timeout), repeatable, trace)
 
     def _key_pb(self, key):
         if not isinstance(key, StepKey):
@@ -145,13 +150,17 @@ class Client:
                        repeatable=bool(request_id))
         return SagaStarted(r.global_id, r.created, r.created_unix_ms)
 
-    def begin_step(self, key, fingerprint=b"", lease_ms=0, wait_ms=0, timeout=None):
+    def begin_step(self, key, fingerprint=b"", lease_ms=0, wait_ms=0, timeout=None, *,
+                   traceparent=None, tracestate=None):
         """BeginStep. wait_ms (0-60000): hold the call while the step is in progress elsewhere
-        (docs/api.md §12); the call's timeout then defaults to the client's plus wait_ms."""
+        (docs/api.md §12); the call's timeout then defaults to the client's plus wait_ms.
+        traceparent/tracestate: the caller's W3C trace context (default: opentelemetry's current
+        span, when importable); the coordinator keeps its trace id with the step."""
         req = self._begin_req(key, fingerprint, lease_ms, wait_ms)
+        trace = _trace.metadata(traceparent, tracestate)
         if timeout is None:
             timeout = self.timeout + wait_ms / 1000.0
-        return self._begin(req, timeout)
+        return self._begin(req, timeout, trace)
 
     def _begin_req(self, key, fingerprint, lease_ms, wait_ms):
         k = self._key_pb(key)
@@ -162,18 +171,22 @@ class Client:
             raise invalid("wait_ms", "must be 0-60000")
         return pb.BeginStepRequest(key=k, fingerprint=fp, lease_ms=lease_ms, wait_ms=wait_ms)
 
-    def _begin(self, req, timeout):
-        r = self._call(COORD + "BeginStep", req, pb.BeginStepResponse, timeout)
+    def _begin(self, req, timeout, trace=None):
+        r = self._call(COORD + "BeginStep", req, pb.BeginStepResponse, timeout, trace=trace)
         if r.decision not in DECISIONS:
             raise IdemError("BAD_RESPONSE", f"unknown decision {r.decision}")
         res = _result(r.result, r.result_expired) if r.decision == 2 else None
         return Begin(DECISIONS[r.decision], r.attempt, r.lease_expires_unix_ms, r.takeover,
                      r.expires_unix_ms, res, r.result_expires_unix_ms)
 
-    def complete_step(self, key, attempt, outcome, code=0, body=b"", timeout=None):
+    def complete_step(self, key, attempt, outcome, code=0, body=b"", timeout=None, *,
+                      traceparent=None, tracestate=None, trace=None):
         """CompleteStep: settles (succeeded / failed / unknown) or releases (retryable) the
-        step of `attempt`. A repeated identical Complete is harmless."""
+        step of `attempt`. A repeated identical Complete is harmless. traceparent/tracestate
+        as begin_step."""
         k = self._key_pb(key)
+        if trace is None:
+            trace = _trace.metadata(traceparent, tracestate)
         if outcome not in OUTCOMES:
             raise invalid("outcome", "must be succeeded, failed, retryable or unknown")
         if not isinstance(attempt, int) or attempt < 1:
@@ -182,13 +195,16 @@ class Client:
         req = pb.CompleteStepRequest(key=k, attempt=attempt, outcome=OUTCOMES[outcome],
                                      code=int(code), body=b)
         return _record(self._call(COORD + "CompleteStep", req, pb.CompleteStepResponse,
-                                  timeout).record)
+                                  timeout, trace=trace).record)
 
-    def extend_lease(self, key, attempt, lease_ms=0, timeout=None):
+    def extend_lease(self, key, attempt, lease_ms=0, timeout=None, *, traceparent=None,
+                     tracestate=None, trace=None):
         """ExtendLease of the caller's attempt; returns the new lease expiry (Unix ms)."""
         req = pb.ExtendLeaseRequest(key=self._key_pb(key), attempt=attempt, lease_ms=lease_ms)
+        if trace is None:
+            trace = _trace.metadata(traceparent, tracestate)
         return self._call(COORD + "ExtendLease", req, pb.ExtendLeaseResponse,
-                          timeout).lease_expires_unix_ms
+                          timeout, trace=trace).lease_expires_unix_ms
 
     def lookup(self, key, timeout=None):
         """LookupStep: the step's record (NOT_FOUND when there is none)."""
@@ -287,7 +303,7 @@ def _record(r):
                   STATES.get(r.state, "unspecified"), r.attempt, bytes(r.fingerprint),
                   _result(r.result, r.result_expired) if r.HasField("result") else None,
                   r.created_unix_ms, r.updated_unix_ms, r.lease_expires_unix_ms, r.expires_unix_ms,
-                  r.tenant)
+                  r.tenant, r.begin_trace_id, r.complete_trace_id)
 
 
 def _policy(r):

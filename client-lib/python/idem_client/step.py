@@ -14,6 +14,7 @@ import threading
 import time
 
 from . import journal
+from . import trace as _trace
 from ._rpc import backoff_s
 from .errors import IdemError
 from .types import OUTCOMES, Output, Result, RunReport, StepContext
@@ -31,7 +32,7 @@ def _sleep_before_retry(end, n, base, cap, hint_ms):
     return True
 
 
-def _begin_with_retries(client, req, end, wait, retry_in_progress, base, cap, report):
+def _begin_with_retries(client, req, end, wait, retry_in_progress, base, cap, report, trace):
     last = None
     n = 0
     while True:
@@ -40,7 +41,7 @@ def _begin_with_retries(client, req, end, wait, retry_in_progress, base, cap, re
             break
         req.wait_ms = int(min(left * 1000, WAIT_MS_MAX)) if wait else 0
         try:
-            return client._begin(req, min(client.timeout + req.wait_ms / 1000.0, left))
+            return client._begin(req, min(client.timeout + req.wait_ms / 1000.0, left), trace)
         except IdemError as e:
             last = e
             elsewhere = e.code == "DEADLINE_EXCEEDED" and client.endpoints() > 1
@@ -58,7 +59,7 @@ def _begin_with_retries(client, req, end, wait, retry_in_progress, base, cap, re
     raise IdemError("DEADLINE_EXCEEDED", "run deadline exceeded")
 
 
-def _complete_with_retries(client, key, attempt, res, end, base, cap):
+def _complete_with_retries(client, key, attempt, res, end, base, cap, trace):
     """The first Complete always gets the client's full per-call timeout, even when the run's
     has passed while the action ran (else the step would run again after its lease)."""
     n = 0
@@ -68,7 +69,7 @@ def _complete_with_retries(client, key, attempt, res, end, base, cap):
             timeout = min(timeout, end - time.monotonic())
         try:
             return client.complete_step(key, attempt, res.outcome, res.code, res.body,
-                                        timeout=max(timeout, 0.001))
+                                        timeout=max(timeout, 0.001), trace=trace)
         except IdemError as e:
             if e.code not in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
                 raise
@@ -80,8 +81,9 @@ def _complete_with_retries(client, key, attempt, res, end, base, cap):
 class _LeaseKeeper(threading.Thread):
     """Extends the lease every third of it while the action runs."""
 
-    def __init__(self, client, key, attempt, lease_ms, lease_s, lost):
+    def __init__(self, client, key, attempt, lease_ms, lease_s, lost, trace):
         super().__init__(daemon=True, name="idem-lease")
+        self.trace = trace
         self.client, self.key, self.attempt, self.lease_ms = client, key, attempt, lease_ms
         self.period = max(lease_s / 3.0, 0.02)
         self.call_s = max(lease_s / 2.0, 0.05)  # an answer later than that may come too late
@@ -92,7 +94,8 @@ class _LeaseKeeper(threading.Thread):
         while not self.stop.wait(self.period):
             try:
                 self.client.extend_lease(self.key, self.attempt, self.lease_ms,
-                                         timeout=min(self.client.timeout, self.call_s))
+                                         timeout=min(self.client.timeout, self.call_s),
+                                         trace=self.trace)
             except IdemError as e:
                 if e.code in ("ABORTED", "NOT_FOUND", "FAILED_PRECONDITION"):
                     self.lost.set()
@@ -113,7 +116,8 @@ def _to_result(out, max_body):
 
 
 def run_step(self, key, action, fingerprint=b"", *, timeout=10.0, lease_ms=0, no_wait=False,
-             retry_in_progress=True, backoff_base=0.05, backoff_max=1.0):
+             retry_in_progress=True, backoff_base=0.05, backoff_max=1.0, traceparent=None,
+             tracestate=None):
     """Runs one guarded step; returns a RunReport or raises IdemError.
 
     action(ctx: StepContext) -> Output(outcome, code, body) (or a tuple of them; None = unknown).
@@ -123,8 +127,12 @@ def run_step(self, key, action, fingerprint=b"", *, timeout=10.0, lease_ms=0, no
     or reason lease-lost), UNAVAILABLE / DEADLINE_EXCEEDED, STEP_FAILED (the action reported
     retryable: the key was released; e.report holds the run), DATA_LOSS (the journal).
     retry_in_progress=False with no_wait=True: the first ABORTED in-progress is raised at once.
+    traceparent, tracestate: the caller's W3C trace context, sent with every call of the run
+    (default: opentelemetry's current span when the package is importable); the coordinator
+    keeps its trace id with the step (docs/api.md §22). A malformed one is INVALID_ARGUMENT.
     """
     req = self._begin_req(key, fingerprint, lease_ms, 0)  # validates key, fingerprint, lease
+    trace = _trace.metadata(traceparent, tracestate)  # taken once: the lease thread sends it too
     fp = req.fingerprint
     if not callable(action):
         raise IdemError("INVALID_ARGUMENT", "action: is not callable", reason="invalid-argument",
@@ -141,7 +149,7 @@ def run_step(self, key, action, fingerprint=b"", *, timeout=10.0, lease_ms=0, no
     began = time.monotonic()
     try:
         b = _begin_with_retries(self, req, end, not no_wait, retry_in_progress, backoff_base, cap,
-                                report)
+                                report, trace)
     except IdemError as e:
         # no coordinator can decide (docs/api.md §20): a fail-open operation with a journal runs
         if not (e.code in ("UNAVAILABLE", "DEADLINE_EXCEEDED") and self.none_could_decide(began)
@@ -170,7 +178,7 @@ def run_step(self, key, action, fingerprint=b"", *, timeout=10.0, lease_ms=0, no
     keeper = None
     if not unguarded:
         lease_s = lease_ms / 1000.0 if lease_ms else max(b.lease_expires_unix_ms / 1000.0 - time.time(), 0.05)
-        keeper = _LeaseKeeper(self, key, report.attempt, lease_ms, lease_s, ctx.lease_lost)
+        keeper = _LeaseKeeper(self, key, report.attempt, lease_ms, lease_s, ctx.lease_lost, trace)
         keeper.start()
     raised = None
     try:
@@ -199,7 +207,7 @@ def run_step(self, key, action, fingerprint=b"", *, timeout=10.0, lease_ms=0, no
                             reason="lease-lost", report=report)
         try:
             rec = _complete_with_retries(self, key, report.attempt, report.result, end,
-                                         backoff_base, cap)
+                                         backoff_base, cap, trace)
             if rec.result is not None:
                 report.result.completed_unix_ms = rec.result.completed_unix_ms
         except IdemError as e:

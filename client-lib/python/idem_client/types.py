@@ -73,6 +73,8 @@ class Record:
     lease_expires_unix_ms: int
     expires_unix_ms: int
     tenant: str
+    begin_trace_id: str = ""  # the trace of the BeginStep that began the current attempt
+    complete_trace_id: str = ""  # of the call (or reaper action) that finished it
 
 
 @dataclass

@@ -33,6 +33,7 @@ from http import HTTPStatus
 from urllib.parse import quote
 
 from . import idempotency_key as ik
+from . import trace as _trace
 from . import validate
 from .errors import IdemError
 from .types import Output, StepKey
@@ -281,6 +282,12 @@ class IdempotencyMiddleware:
         past body_limit, then hands the result back for CompleteStep."""
         events = queue.Queue()
         outputs = queue.Queue()
+        # the request's trace continues on the step (docs/api.md §22): its traceparent header,
+        # else opentelemetry's current span, taken here (the step runs on another thread)
+        traceparent, tracestate = _trace.from_environ(environ)
+        if traceparent is None:
+            current = dict(_trace.metadata())
+            traceparent, tracestate = current.get("traceparent"), current.get("tracestate")
 
         def action(ctx):
             events.put(("proceed",))
@@ -289,7 +296,8 @@ class IdempotencyMiddleware:
         def runner():
             try:
                 rep = self.client.run_step(step, action, fp, timeout=self.timeout,
-                                           no_wait=not self.wait, retry_in_progress=self.wait)
+                                           no_wait=not self.wait, retry_in_progress=self.wait,
+                                           traceparent=traceparent, tracestate=tracestate)
                 events.put(("done", rep, None))
             except BaseException as e:  # noqa: BLE001 (handed to the request's thread)
                 events.put(("done", None, e))

@@ -18,7 +18,10 @@ PY_DIR = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PY_DIR))
 import gen_proto  # noqa: E402
 
-if not (PY_DIR / "idem_client" / "_gen" / "coordinator_pb2.py").exists():
+_GEN = PY_DIR / "idem_client" / "_gen" / "coordinator_pb2.py"
+_PROTO = gen_proto.default_proto_dir() / gen_proto.PROTO
+# generated again when the contract changed since (a merge that adds fields)
+if not _GEN.exists() or (_PROTO.exists() and _PROTO.stat().st_mtime > _GEN.stat().st_mtime):
     gen_proto.generate()
 
 START_TIMEOUT_S = 20

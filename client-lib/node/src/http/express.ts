@@ -23,6 +23,18 @@ import { KEY_RULES, authorizationScope, keyGlobalId, parseIdempotencyKey, reques
 import { problem, sendProblem } from './problem';
 import type { Problem, ProblemCase } from './problem';
 import { decodeStored, encodeStored } from './stored';
+import { parseTraceparent } from '../trace';
+import type { TraceHeaders } from '../trace';
+
+/** The request's W3C trace context, continued on the step (docs/api.md §22); a malformed
+ *  traceparent is no trace context, never an error. */
+function incomingTrace(req: IncomingMessage): TraceHeaders {
+  const tp = req.headers.traceparent;
+  if (typeof tp !== 'string' || !parseTraceparent(tp)) return {};
+  const raw = req.headers.tracestate;
+  const ts = Array.isArray(raw) ? raw.join(',') : raw;
+  return { traceparent: tp, tracestate: ts !== undefined && /^[\x20-\x7e]{1,512}$/.test(ts) ? ts : undefined };
+}
 
 export interface IdempotencyOptions {
   client: IdemClient;
@@ -320,7 +332,7 @@ export function idempotency(o: IdempotencyOptions): (req: IncomingMessage, res: 
           }
           const { doc } = encodeStored(got.status, headers, got.body, got.streamed ? -1 : maxBody);
           return { outcome: outcomeOf(got.status), code: got.status, body: doc };
-        }, { fingerprint, deadlineMs: runDeadline, inProgress: waitMode, leaseMs: o.leaseMs });
+        }, { fingerprint, deadlineMs: runDeadline, inProgress: waitMode, leaseMs: o.leaseMs, ...incomingTrace(req) });
         if (rep.ran && held && got) {
           held.flush(got);
           return;

@@ -1,0 +1,66 @@
+package dev.idem.client;
+
+/**
+ * A failed call of the SDK. {@link #code()} says what kind of failure, {@link #reason()} the
+ * coordinator's {@code idem-reason} (docs/api.md §20; empty when no coordinator answered or the
+ * SDK itself refused). Bad input is {@link IdemCode#INVALID_ARGUMENT} with {@link #field()}
+ * naming the offending field, raised before anything is sent.
+ */
+public class IdemException extends RuntimeException {
+  private static final long serialVersionUID = 1L;
+  private final IdemCode code;
+  private final String detail;
+  private final String reason;
+  private final String field;
+  private final String leader;
+  private final long retryAfterMs;
+  private final boolean outcomeUnknown;
+  private transient RunReport report;
+
+  public IdemException(IdemCode code, String message, String reason, String field, String leader,
+                       long retryAfterMs, boolean outcomeUnknown, Throwable cause) {
+    super(code + ": " + message + (reason.isEmpty() ? "" : " (" + reason + ")"), cause);
+    this.code = code;
+    this.detail = message;
+    this.reason = reason;
+    this.field = field;
+    this.leader = leader;
+    this.retryAfterMs = retryAfterMs;
+    this.outcomeUnknown = outcomeUnknown;
+  }
+
+  public IdemException(IdemCode code, String message) {
+    this(code, message, "", "", "", 0, false, null);
+  }
+
+  public IdemException(IdemCode code, String message, String reason) {
+    this(code, message, reason, "", "", 0, false, null);
+  }
+
+  /** Bad input found before any call: INVALID_ARGUMENT naming the field. */
+  static IdemException invalid(String field, String message) {
+    return new IdemException(IdemCode.INVALID_ARGUMENT, field + ": " + message, "invalid-argument",
+        field, "", 0, false, null);
+  }
+
+  public IdemCode code() { return code; }
+  /** the message without the code: short, lower-case; for bad input it names the field */
+  public String detail() { return detail; }
+  /** the coordinator's idem-reason ("in-progress", "not-leader", …), or "" */
+  public String reason() { return reason; }
+  /** bad input: the offending field ("address", "global_id", "body", …), else "" */
+  public String field() { return field; }
+  /** UNAVAILABLE from a standby: the leader's host:port, else "" */
+  public String leader() { return leader; }
+  /** ABORTED because in progress: the coordinator's idem-retry-after-ms, else 0 */
+  public long retryAfterMs() { return retryAfterMs; }
+  /** DEADLINE_EXCEEDED / UNAVAILABLE after the request was sent: it may have acted */
+  public boolean outcomeUnknown() { return outcomeUnknown; }
+  /** a step run whose action did run (STEP_FAILED, DATA_LOSS, a lost lease), else null */
+  public RunReport report() { return report; }
+
+  IdemException withReport(RunReport r) {
+    this.report = r;
+    return this;
+  }
+}

@@ -1,0 +1,266 @@
+package dev.idem.conformance;
+
+import com.google.gson.JsonArray;
+import com.google.gson.JsonElement;
+import com.google.gson.JsonObject;
+import com.google.gson.JsonParser;
+import dev.idem.client.FailureMode;
+import dev.idem.client.IdemClient;
+import dev.idem.client.IdemException;
+import dev.idem.client.Outcome;
+import dev.idem.client.Phase;
+import dev.idem.client.RunReport;
+import dev.idem.client.StepKey;
+import dev.idem.client.StepOptions;
+import dev.idem.client.StepResult;
+import dev.idem.client.Types;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+
+/**
+ * The Java SDK's runner of client-lib/conformance/scenarios.json:
+ *
+ * <pre>client-lib/conformance/run client-lib/java/conformance.sh BUILD_DIR [NAME...]</pre>
+ *
+ * Reads the environment client-lib/conformance/README.md describes, runs each scenario (or the
+ * named ones), prints {@code ok NAME} or {@code not ok NAME: what differed} a line, and exits 0
+ * only when every scenario passed. ConformanceTest runs the same scenarios as JUnit tests.
+ */
+public final class Runner {
+  private Runner() {}
+
+  static String env(String name) {
+    String v = System.getenv(name);
+    if (v == null || v.isEmpty()) {
+      throw new IllegalStateException(name + " is not set (run through client-lib/conformance/run)");
+    }
+    return v;
+  }
+
+  /** The scenarios of scenarios.json, in order. */
+  public static List<JsonObject> scenarios() throws IOException {
+    Path f = Path.of(env("IDEM_CONFORMANCE_DIR"), "scenarios.json");
+    JsonObject doc = JsonParser.parseString(Files.readString(f)).getAsJsonObject();
+    List<JsonObject> out = new ArrayList<>();
+    for (JsonElement e : doc.getAsJsonArray("scenarios")) out.add(e.getAsJsonObject());
+    return out;
+  }
+
+  private static String str(JsonObject o, String k, String dflt) {
+    return o.has(k) && !o.get(k).isJsonNull() ? o.get(k).getAsString() : dflt;
+  }
+
+  private static int num(JsonObject o, String k, int dflt) {
+    return o.has(k) ? o.get(k).getAsInt() : dflt;
+  }
+
+  private static byte[] utf8(String s) { return s.getBytes(StandardCharsets.UTF_8); }
+
+  static final class Scenario implements AutoCloseable {
+    final JsonObject sc;
+    final IdemClient client;
+    final Path journal;
+    final String gid;
+    final Map<String, CompletableFuture<Map<String, Object>>> background = new HashMap<>();
+
+    Scenario(JsonObject sc, String tmp) throws IOException {
+      this.sc = sc;
+      String addr = switch (str(sc, "client", "leader")) {
+        case "standby" -> env("IDEM_STANDBY_ADDRESS");
+        case "stoppable" -> env("IDEM_STOPPABLE_ADDRESS");
+        default -> env("IDEM_ADDRESS");
+      };
+      Path j = null;
+      if (sc.has("journal") && sc.get("journal").getAsBoolean()) {
+        j = Path.of(tmp, "journal-java-" + str(sc, "name", "x") + "-" + ProcessHandle.current().pid() + ".log");
+        Files.deleteIfExists(j);
+      }
+      this.journal = j;
+      this.client = IdemClient.builder().address(addr).timeout(Duration.ofSeconds(2)).journal(j).build();
+      this.gid = client.beginSaga(null, "", Map.of(), Duration.ofSeconds(10)).globalId();
+    }
+
+    StepKey key(JsonObject c) {
+      Phase p = "compensation".equals(str(c, "phase", "forward")) ? Phase.COMPENSATION : Phase.FORWARD;
+      return new StepKey(gid, str(c, "service", "conformance"), str(c, "step", ""), p);
+    }
+
+    Map<String, Object> run(JsonObject c) {
+      JsonObject act = c.has("action") ? c.getAsJsonObject("action") : new JsonObject();
+      JsonObject opts = c.has("options") ? c.getAsJsonObject("options") : new JsonObject();
+      Map<String, Object> got = new HashMap<>();
+      got.put("ran", false);
+      StepOptions o = StepOptions.DEFAULTS.withFingerprint(utf8(str(c, "fingerprint", "")))
+          .withTimeout(Duration.ofMillis(num(opts, "deadline_ms", 10000)));
+      if (opts.has("no_wait") && opts.get("no_wait").getAsBoolean()) o = o.withInProgress(StepOptions.InProgress.BACKOFF);
+      try {
+        RunReport rep = client.run(key(c), o, ctx -> {
+          got.put("ran", true);
+          return new StepResult(Outcome.ofWord(str(act, "outcome", "succeeded")), num(act, "code", 0),
+              utf8(str(act, "body", "")));
+        });
+        got.put("ok", true);
+        got.put("replayed", rep.replayed());
+        got.put("takeover", rep.takeover());
+        got.put("unguarded", rep.unguarded());
+        got.put("journaled", rep.journaled());
+        got.put("decision", rep.decision().name());
+        got.put("attempt", rep.attempt());
+        if (rep.result() != null) {
+          got.put("outcome", rep.result().outcome().word());
+          got.put("code", (long) rep.result().code());
+          got.put("body", rep.result().bodyText());
+        }
+      } catch (IdemException e) {
+        got.put("ok", false);
+        got.put("error", e.code().name());
+        got.put("reason", e.reason());
+        if (e.report() != null) {
+          got.put("attempt", e.report().attempt());
+          got.put("takeover", e.report().takeover());
+        }
+      }
+      return got;
+    }
+
+    /** One call's result, or null for a background run. */
+    Map<String, Object> call(JsonObject c) throws Exception {
+      String kind = str(c, "call", "");
+      if (kind.equals("run") && c.has("background")) {
+        background.put(c.get("background").getAsString(), CompletableFuture.supplyAsync(() -> run(c)));
+        return null;
+      }
+      if (kind.equals("run")) return run(c);
+      if (kind.equals("join")) return background.remove(c.get("background").getAsString()).get();
+      Map<String, Object> got = new HashMap<>();
+      try {
+        switch (kind) {
+          case "begin" -> {
+            Types.Begin b = client.beginStep(key(c), utf8(str(c, "fingerprint", "")), num(c, "lease_ms", 0), 0);
+            got.put("decision", b.decision().name());
+            got.put("attempt", b.attempt());
+          }
+          case "complete" -> {
+            JsonObject r = c.has("result") ? c.getAsJsonObject("result") : new JsonObject();
+            client.completeStep(key(c), c.get("attempt").getAsLong(), new StepResult(
+                Outcome.ofWord(str(r, "outcome", "succeeded")), num(r, "code", 0), utf8(str(r, "body", ""))));
+          }
+          case "policy_set" -> client.setPolicy(str(c, "service", ""), str(c, "operation", ""),
+              FailureMode.ofWord(str(c, "failure_mode", "")), 86400, 30000);
+          case "policy_prefetch" -> client.prefetchPolicy(str(c, "service", ""), str(c, "operation", ""));
+          case "stop_coordinator" -> {
+            Process p = new ProcessBuilder("sh", "-c", env("IDEM_CONFORMANCE_STOP")).inheritIO().start();
+            if (p.waitFor() != 0) throw new IllegalStateException("IDEM_CONFORMANCE_STOP failed");
+          }
+          case "journal_lines" -> {
+            long n = 0;
+            if (journal != null && Files.exists(journal)) {
+              n = Files.readAllLines(journal).stream().filter(l -> !l.isBlank()).count();
+            }
+            got.put("count", n);
+          }
+          default -> throw new IllegalArgumentException("unknown call " + kind);
+        }
+        got.put("ok", true);
+      } catch (IdemException e) {
+        got.put("ok", false);
+        got.put("error", e.code().name());
+        got.put("reason", e.reason());
+      }
+      return got;
+    }
+
+    @Override
+    public void close() {
+      for (var f : background.values()) f.join();
+      client.close();
+    }
+  }
+
+  static boolean same(JsonElement want, Object have) {
+    if (have == null) return false;
+    if (want.isJsonPrimitive()) {
+      var p = want.getAsJsonPrimitive();
+      if (p.isBoolean()) return have instanceof Boolean b && b == p.getAsBoolean();
+      if (p.isNumber()) return have instanceof Number n && n.longValue() == p.getAsLong();
+      return have instanceof String s && s.equals(p.getAsString());
+    }
+    return false;
+  }
+
+  static List<String> differences(JsonObject expect, Map<String, Object> got) {
+    List<String> out = new ArrayList<>();
+    for (var e : expect.entrySet()) {
+      Object have = got.get(e.getKey());
+      if (e.getKey().equals("error") && e.getValue().isJsonArray()) {
+        JsonArray arr = e.getValue().getAsJsonArray();
+        boolean any = false;
+        for (JsonElement w : arr) any |= same(w, have);
+        if (!any) out.add("error " + have + ", expected one of " + arr);
+      } else if (!same(e.getValue(), have)) {
+        String extra = !e.getKey().equals("error") && got.get("error") != null
+            ? " (error " + got.get("error") + " " + got.get("reason") + ")" : "";
+        out.add(e.getKey() + " " + have + ", expected " + e.getValue() + extra);
+      }
+    }
+    return out;
+  }
+
+  /** Runs one scenario; null when it passed, else what differed. */
+  public static String run(JsonObject sc) throws Exception {
+    try (Scenario s = new Scenario(sc, env("IDEM_CONFORMANCE_TMP"))) {
+      JsonArray calls = sc.getAsJsonArray("calls");
+      for (int i = 0; i < calls.size(); i++) {
+        JsonObject c = calls.get(i).getAsJsonObject();
+        Map<String, Object> got = s.call(c);
+        if (got == null) continue;
+        List<String> diff = differences(c.has("expect") ? c.getAsJsonObject("expect") : new JsonObject(), got);
+        if (!diff.isEmpty()) return "call " + (i + 1) + " (" + str(c, "call", "") + "): " + String.join("; ", diff);
+      }
+      return null;
+    }
+  }
+
+  public static void main(String[] args) throws Exception {
+    Set<String> names = new LinkedHashSet<>(List.of(args));
+    List<JsonObject> all = scenarios();
+    Set<String> unknown = new LinkedHashSet<>(names);
+    for (JsonObject s : all) unknown.remove(str(s, "name", ""));
+    if (!unknown.isEmpty()) {
+      System.err.println("conformance (java): no such scenario: " + String.join(", ", unknown));
+      System.exit(2);
+    }
+    int failed = 0, n = 0;
+    for (JsonObject sc : all) {
+      String name = str(sc, "name", "");
+      if (!names.isEmpty() && !names.contains(name)) continue;
+      n++;
+      String why;
+      try {
+        why = run(sc);
+      } catch (Exception e) {
+        why = e.toString();
+      }
+      if (why != null) {
+        failed++;
+        System.out.println("not ok " + name + ": " + why);
+      } else {
+        System.out.println("ok " + name);
+      }
+      System.out.flush();
+    }
+    System.err.println("conformance (java): " + (n - failed) + " passed, " + failed + " failed");
+    System.exit(failed == 0 ? 0 : 1);
+  }
+
+}
