@@ -103,7 +103,16 @@ typedef struct console_config {
   /* the move under way into *out, true when there is one; NULL = never shown */
   bool (*move_now)(void *arg, console_move *out);
   void *move_arg;
+  /* docs/api.md §22: the trace viewer's URL with {trace_id} where a trace id goes (borrowed for
+   * the console's life; NULL or "" = ids shown as text), checked by console_trace_url_check */
+  const char *trace_url;
 } console_config;
+
+/* --trace-url TEMPLATE: "" or NULL (none), or an http(s) URL of at most CONSOLE_TRACE_URL_MAX
+ * bytes holding {trace_id}, without spaces, quotes, < > or control bytes. False with why (naming
+ * --trace-url) otherwise. */
+#define CONSOLE_TRACE_URL_MAX 1024
+bool console_trace_url_check(const char *tpl, char *why, size_t cap);
 
 /* Starts serving. NULL with err filled (the address cannot be parsed or bound, TLS is not
  * available, out of memory). *bound_port (may be NULL) gets the port bound. */

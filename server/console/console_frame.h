@@ -59,6 +59,9 @@ void console__state_badge(creq *r, const step_rec *rec);
 int console__rec_skip(const step_rec *rec);
 /* A record's attempt: "— (none ran)" for a skipped record of attempt 0. */
 void console__attempt_cell(buf_t *b, const step_rec *rec);
+/* A W3C trace id (docs/api.md §22): a link to console_config.trace_url with {trace_id} replaced
+ * (console_trace.c), the id as text without a template, a dash when "". */
+void console__trace_id(creq *r, const char *trace_id);
 /* One audit entry as a table row: when, actor, action, [saga link,] step, change, reason. */
 void console__audit_row(creq *r, const audit_rec *a, bool saga_column);
 

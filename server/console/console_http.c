@@ -184,6 +184,10 @@ console *console_start(const console_config *cfg, int *bound_port, err_t *err) {
     err_set(err, ERR_INVALID, "--console: %s", why);
     return NULL;
   }
+  if (!console_trace_url_check(cfg->trace_url, why, sizeof why)) {
+    err_set(err, ERR_INVALID, "%s", why);
+    return NULL;
+  }
   bool tls = cfg->tls_cert_pem && cfg->tls_key_pem;
   if (tls && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
     err_set(err, ERR_UNAVAILABLE, "--console: this libmicrohttpd has no TLS");

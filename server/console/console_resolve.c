@@ -39,6 +39,10 @@ static void record_card(creq *r, const step_rec *rec) {
   }
   kv(b, "forgotten at");
   console__time(b, rec->expires_ms, r->now_ms);
+  kv(b, "begin trace"); /* docs/api.md §22: the calls that began and finished it */
+  console__trace_id(r, rec->begin_trace_id);
+  kv(b, "end trace");
+  console__trace_id(r, rec->complete_trace_id);
   if (console__rec_skip(rec) == IDEM_SKIP_NULL_COMPENSATION) {
     kv(b, "outcome");
     console__html(

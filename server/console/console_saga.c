@@ -83,6 +83,14 @@ static void step_cell(creq *r, const step_rec *rec, bool paged) {
     console__html(b, "<br><span class=\"muted\">lease</span> ");
     console__time(b, rec->lease_expires_ms, r->now_ms);
   }
+  if (rec->begin_trace_id[0] || rec->complete_trace_id[0]) { /* docs/api.md §22 */
+    console__html(b, "<br><span class=\"muted\">trace</span> ");
+    console__trace_id(r, rec->begin_trace_id);
+    if (rec->complete_trace_id[0] && strcmp(rec->complete_trace_id, rec->begin_trace_id) != 0) {
+      console__html(b, " \xE2\x86\x92 ");
+      console__trace_id(r, rec->complete_trace_id);
+    }
+  }
   if (rec->outcome &&
       console__rec_skip(rec) != IDEM_SKIP_NULL_COMPENSATION) { /* no result of a run */
     console__html(b, "<br>%s, code %d", idem_word_outcome(rec->outcome), rec->code);

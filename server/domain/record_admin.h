@@ -76,6 +76,7 @@ typedef struct audit_list {
 typedef struct step_counts {
   uint64_t in_progress;
   uint64_t unknown;
+  uint64_t lease_expired; /* of in_progress: lease_expires_ms at or before the database clock */
 } step_counts;
 
 static inline void step_list_clear(step_list *l) {

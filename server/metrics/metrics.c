@@ -1,6 +1,7 @@
 /* metrics.c — the counters behind /metrics and their Prometheus text rendering. Counters are
  * relaxed atomics (a scrape may see one counter a call ahead of another; never torn). */
 #include "metrics.h"
+#include "metrics_internal.h"
 
 #include "idem/v1/names.h"
 
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MG METRICS_GROUPS_MAX
 
@@ -17,9 +19,6 @@ static atomic_uint_fast64_t g_reaped_steps[MG];
 static atomic_uint_fast64_t g_reaped_sagas[MG];
 static atomic_uint_fast64_t g_reaped_bodies[MG]; /* bodies dropped past result retention */
 
-/* the groups (metrics_set_groups): 0 or 1 = no group label */
-static _Atomic size_t g_n_groups;
-static const char *g_group_names[MG];
 static _Atomic(metrics_leader_fn) g_leader_fn;
 static _Atomic(void *) g_leader_arg;
 
@@ -112,7 +111,17 @@ static const int64_t bucket_us[] = {500,    1000,   2500,   5000,    10000,   25
                                     100000, 250000, 500000, 1000000, 2500000, 5000000};
 #define N_BUCKETS (sizeof bucket_us / sizeof bucket_us[0])
 
+/* docs/api.md §22: the last traced call per bucket, an OpenMetrics exemplar. A writer that finds
+ * the slot busy skips (a recent call is enough); the scrape waits for it (a copy of 50 bytes). */
+typedef struct exemplar {
+  atomic_flag busy;
+  char trace_id[METRICS_TRACE_ID_MAX + 1]; /* "" = none yet */
+  int64_t micros;
+  int64_t at_ms; /* Unix ms */
+} exemplar;
+
 typedef struct rpc_stat {
+  exemplar ex[N_BUCKETS + 1];
   _Atomic(const char *) name;
   atomic_uint_fast64_t calls[METRICS_CODES];
   atomic_uint_fast64_t buckets[N_BUCKETS + 1]; /* not cumulative; the last is +Inf */
@@ -165,6 +174,22 @@ void metrics_rpc_done(int method, int grpc_code, int64_t micros) {
   atomic_fetch_add_explicit(&s->count, 1, memory_order_relaxed);
 }
 
+void metrics_rpc_done_traced(int method, int grpc_code, int64_t micros, const char *trace_id) {
+  metrics_rpc_done(method, grpc_code, micros);
+  if (method < 0 || method >= METRICS_METHODS_MAX || !trace_id || !trace_id[0]) return;
+  if (micros < 0) micros = 0;
+  size_t b = 0;
+  while (b < N_BUCKETS && micros > bucket_us[b]) b++;
+  exemplar *x = &g_rpc[method].ex[b];
+  if (atomic_flag_test_and_set_explicit(&x->busy, memory_order_acquire)) return;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  snprintf(x->trace_id, sizeof x->trace_id, "%s", trace_id);
+  x->micros = micros;
+  x->at_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  atomic_flag_clear_explicit(&x->busy, memory_order_release);
+}
+
 void metrics_decision(int decision, bool takeover) {
   if (decision < 0 || decision >= N_DECISIONS) return;
   atomic_fetch_add_explicit(&g_decisions[decision], 1, memory_order_relaxed);
@@ -188,10 +213,9 @@ void metrics_store_error(const char *kind) {
 
 void metrics_set_groups(size_t n, const char *const *names, metrics_leader_fn fn, void *arg) {
   if (n > MG) n = MG;
-  for (size_t i = 0; i < n; i++) g_group_names[i] = names[i];
   atomic_store(&g_leader_arg, arg);
   atomic_store(&g_leader_fn, fn);
-  atomic_store(&g_n_groups, n);
+  metrics__set_group_names(n, names); /* last: a scrape sees the groups with their leader fn */
 }
 
 void metrics_set_leader(bool leader, uint64_t epoch) {
@@ -223,8 +247,21 @@ static unsigned long long ld(atomic_uint_fast64_t *v) {
   return (unsigned long long)atomic_load_explicit(v, memory_order_relaxed);
 }
 
-static void help(FILE *f, const char *name, const char *type, const char *text) {
-  fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, type);
+#define help metrics__help
+
+/* An OpenMetrics exemplar for bucket b of method m, when one is kept: ` # {trace_id="…"} v t`. */
+static void render_exemplar(FILE *f, int m, size_t b) {
+  if (!metrics__om()) return;
+  exemplar *x = &g_rpc[m].ex[b], copy;
+  while (atomic_flag_test_and_set_explicit(&x->busy, memory_order_acquire)) {
+  }
+  memcpy(copy.trace_id, x->trace_id, sizeof copy.trace_id);
+  copy.micros = x->micros;
+  copy.at_ms = x->at_ms;
+  atomic_flag_clear_explicit(&x->busy, memory_order_release);
+  if (copy.trace_id[0])
+    fprintf(f, " # {trace_id=\"%s\"} %.6f %.3f", copy.trace_id, (double)copy.micros / 1e6,
+            (double)copy.at_ms / 1e3);
 }
 
 static void render_rpc(FILE *f) {
@@ -247,10 +284,12 @@ static void render_rpc(FILE *f) {
     for (size_t b = 0; b <= N_BUCKETS; b++) {
       cum += ld(&g_rpc[m].buckets[b]);
       if (b < N_BUCKETS)
-        fprintf(f, "idem_rpc_duration_seconds_bucket{method=\"%s\",le=\"%g\"} %llu\n", name,
+        fprintf(f, "idem_rpc_duration_seconds_bucket{method=\"%s\",le=\"%g\"} %llu", name,
                 (double)bucket_us[b] / 1e6, cum);
       else
-        fprintf(f, "idem_rpc_duration_seconds_bucket{method=\"%s\",le=\"+Inf\"} %llu\n", name, cum);
+        fprintf(f, "idem_rpc_duration_seconds_bucket{method=\"%s\",le=\"+Inf\"} %llu", name, cum);
+      render_exemplar(f, m, b);
+      fputc('\n', f);
     }
     fprintf(f, "idem_rpc_duration_seconds_sum{method=\"%s\"} %.6f\n", name,
             (double)ld(&g_rpc[m].sum_us) / 1e6);
@@ -322,26 +361,12 @@ static void render_words(FILE *f, const char *name, const char *help_text, const
     fprintf(f, "%s{%s=\"%s\"} %llu\n", name, key, names[i], ld(&v[i]));
 }
 
-/* One sample of a group-aware series: `name{group="g",key="label"} v`, the group label only with
- * groups, the other only when key is given. */
-static void sample(FILE *f, const char *name, int group, const char *key, const char *label,
-                   unsigned long long v) {
-  bool grouped = atomic_load(&g_n_groups) > 1;
-  if (grouped && key)
-    fprintf(f, "%s{group=\"%s\",%s=\"%s\"} %llu\n", name, g_group_names[group], key, label, v);
-  else if (grouped)
-    fprintf(f, "%s{group=\"%s\"} %llu\n", name, g_group_names[group], v);
-  else if (key)
-    fprintf(f, "%s{%s=\"%s\"} %llu\n", name, key, label, v);
-  else
-    fprintf(f, "%s %llu\n", name, v);
-}
+#define sample metrics__sample
 
 /* The store, batch, reaper and election series: per group with groups, else as one. */
 static void render_grouped(FILE *f) {
-  size_t n = atomic_load(&g_n_groups);
-  int groups = n > 1 ? (int)n : 1;
-  metrics_leader_fn fn = n > 1 ? atomic_load(&g_leader_fn) : NULL;
+  int groups = metrics__groups();
+  metrics_leader_fn fn = groups > 1 ? atomic_load(&g_leader_fn) : NULL;
   help(f, "idem_store_errors_total", "counter", "Failed store calls, by kind.");
   for (int g = 0; g < groups; g++)
     for (size_t k = 0; k < N_STORE_KINDS; k++)
@@ -387,14 +412,17 @@ static void render_counters(FILE *f) {
 
 static void render_gauges(FILE *f) {
   metrics_counts_fn fn = atomic_load(&g_counts_fn);
-  uint64_t in_progress = 0, unknown = 0;
-  bool ok = fn && fn(atomic_load(&g_counts_arg), &in_progress, &unknown);
+  uint64_t in_progress = 0, unknown = 0, lease_expired = 0;
+  bool ok = fn && fn(atomic_load(&g_counts_arg), &in_progress, &unknown, &lease_expired);
   help(f, "idem_steps_scrape_ok", "gauge", "1 when the step counts below could be read.");
   fprintf(f, "idem_steps_scrape_ok %d\n", ok ? 1 : 0);
   if (!ok) return;
   help(f, "idem_steps", "gauge", "Live steps in a state that needs attention, over all tenants.");
   fprintf(f, "idem_steps{state=\"in_progress\"} %llu\n", (unsigned long long)in_progress);
   fprintf(f, "idem_steps{state=\"unknown\"} %llu\n", (unsigned long long)unknown);
+  help(f, "idem_steps_lease_expired", "gauge",
+       "Live IN_PROGRESS steps whose lease has run out (their holder stopped; nobody took over).");
+  fprintf(f, "idem_steps_lease_expired %llu\n", (unsigned long long)lease_expired);
 }
 
 static void render_moves(FILE *f) {
@@ -419,18 +447,31 @@ static void render_moves(FILE *f) {
   fprintf(f, "idem_slot_moves_total{result=\"rolled_back\"} %llu\n", ld(&g_moves_ended[1]));
 }
 
-char *metrics_render(void) {
+static char *render(bool om) {
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
   if (!f) return NULL;
+  metrics__set_om(om);
   render_rpc(f);
   render_counters(f);
   render_gauges(f);
   render_moves(f);
+  metrics__render_ops(f);
+  metrics__render_store(f);
+  if (om) fputs("# EOF\n", f);
+  metrics__set_om(false);
   if (fclose(f) != 0) {
     free(buf);
     return NULL;
   }
   return buf;
+}
+
+char *metrics_render(void) {
+  return render(false);
+}
+
+char *metrics_render_openmetrics(void) {
+  return render(true);
 }

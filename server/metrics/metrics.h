@@ -56,6 +56,19 @@ void metrics_rpc_name(int method, const char *name);
  * arrival to the reply being queued). Out-of-range arguments are ignored. */
 void metrics_rpc_done(int method, int grpc_code, int64_t micros);
 
+/* metrics_rpc_done for a call that carried a W3C trace id (32 lower-case hex; NULL or "" =
+ * none): the call also becomes the latest exemplar of its latency bucket (docs/api.md §22). */
+#define METRICS_TRACE_ID_MAX 32
+void metrics_rpc_done_traced(int method, int grpc_code, int64_t micros, const char *trace_id);
+
+/* A call answered with an error carrying reason (its idem-reason word, a static string):
+ * idem_rpc_errors_total{reason}. */
+void metrics_rpc_error(const char *reason);
+
+/* The reaper of group finished a round (ok: without a store error):
+ * idem_reaper_last_round_timestamp_seconds{group} becomes now. */
+void metrics_reaper_round_g(int group, bool ok);
+
 /* A BeginStep answered with decision (record.h step_decision values 1..5); takeover when it
  * was a PROCEED after an expired lease. */
 void metrics_decision(int decision, bool takeover);
@@ -81,6 +94,19 @@ void metrics_set_leader(bool leader, uint64_t epoch);
 typedef void (*metrics_leader_fn)(void *arg, int group, bool *leader, uint64_t *epoch);
 /* Registers the groups (names outlive the process's metrics; n <= METRICS_GROUPS_MAX). */
 void metrics_set_groups(size_t n, const char *const *names, metrics_leader_fn fn, void *arg);
+/* Where the time goes in the group commit (per group): the histograms
+ * idem_store_queue_wait_seconds (a transaction's wait in the queue), idem_store_batch_size,
+ * idem_store_round_trips (per committed batch) and idem_store_commit_seconds (a batch's start to
+ * its commit). v in seconds, or a count. */
+typedef enum metrics_store_hist {
+  METRICS_QUEUE_WAIT,
+  METRICS_BATCH_SIZE,
+  METRICS_ROUND_TRIPS,
+  METRICS_COMMIT,
+  METRICS_STORE_HIST__COUNT
+} metrics_store_hist;
+void metrics_store_observe_g(int group, metrics_store_hist h, double v);
+
 /* The group-aware forms of metrics_store_error, metrics_batch and metrics_reaped (which count
  * for group 0). An out-of-range group counts for group 0. */
 void metrics_store_error_g(int group, const char *kind);
@@ -88,9 +114,11 @@ void metrics_batch_g(int group, uint64_t n);
 void metrics_reaped_g(int group, const char *kind, uint64_t n);
 
 /* The source of the step gauges, called on each scrape (from the HTTP thread): fills the
- * live IN_PROGRESS and UNKNOWN step counts and returns true, or false when they cannot be
+ * live IN_PROGRESS and UNKNOWN step counts, and of the IN_PROGRESS ones those whose lease has
+ * run out (idem_steps_lease_expired) and returns true, or false when they cannot be
  * read now (the scrape then reports idem_steps_scrape_ok 0 and omits the gauges). */
-typedef bool (*metrics_counts_fn)(void *arg, uint64_t *in_progress, uint64_t *unknown);
+typedef bool (*metrics_counts_fn)(void *arg, uint64_t *in_progress, uint64_t *unknown,
+                                  uint64_t *lease_expired);
 void metrics_set_counts_fn(metrics_counts_fn fn, void *arg);
 
 /* --- moving slots (docs/api.md §18) ---
@@ -106,5 +134,10 @@ void metrics_move_ended(bool finished);
 /* The whole Prometheus text exposition (format 0.0.4). Returns a malloc'd NUL-terminated
  * string the caller frees, or NULL on allocation failure. Calls the counts function. */
 char *metrics_render(void);
+
+/* The same as OpenMetrics 1.0 text (application/openmetrics-text; version=1.0.0): counter
+ * families named without _total, the latency buckets with their trace-id exemplars
+ * (` # {trace_id="…"} seconds unix-seconds`), and `# EOF` last. Same ownership. */
+char *metrics_render_openmetrics(void);
 
 #endif

@@ -863,7 +863,8 @@ static node_result start_console(node *nd) {
                        .slots_hold = slots_hold,
                        .slotmap_arg = nd,
                        .move_now = console_move_now,
-                       .move_arg = nd};
+                       .move_arg = nd,
+                       .trace_url = o->trace_url};
   err_t err;
   err_clear(&err);
   int port = 0;

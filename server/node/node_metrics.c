@@ -22,7 +22,7 @@ struct node_metrics {
   int64_t last_mono_ms; /* when (0 = never, or the read failed) */
 };
 
-static bool counts(void *arg, uint64_t *in_progress, uint64_t *unknown) {
+static bool counts(void *arg, uint64_t *in_progress, uint64_t *unknown, uint64_t *lease_expired) {
   node_metrics *m = arg;
   err_t err;
   err_code rc = ERR_OK;
@@ -37,6 +37,7 @@ static bool counts(void *arg, uint64_t *in_progress, uint64_t *unknown) {
   if (rc != ERR_OK) return false;
   *in_progress = n.in_progress;
   *unknown = n.unknown;
+  *lease_expired = n.lease_expired;
   return true;
 }
 

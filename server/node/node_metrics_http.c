@@ -1,4 +1,5 @@
-/* node_metrics_http.c — GET /metrics over HTTP/1.1 with libmicrohttpd (Debian's libmicrohttpd-dev),
+/* node_metrics_http.c — GET /metrics over HTTP/1.1 (Prometheus text, or OpenMetrics with
+ * exemplars when the Accept header asks for it) with libmicrohttpd (Debian's libmicrohttpd-dev),
  * one internal polling thread. Anything else is 404 (other paths) or 405 (other methods). One
  * answer per connection (Connection: close): a client pipelining requests without reading
  * costs one rendering, not as many as the socket buffers hold (docs/limits.md). */
@@ -25,16 +26,28 @@ struct metrics_http {
 #define METRICS_HTTP_CONN_MAX 4096u
 #define METRICS_HTTP_IDLE_S 3u
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+#define CONTENT_TYPE_OM "application/openmetrics-text; version=1.0.0; charset=utf-8"
+
+/* Whether the scraper accepts OpenMetrics (docs/api.md §22: Prometheus asks for it first, with
+ * exemplar storage on): an Accept header naming application/openmetrics-text without q=0. */
+static bool wants_openmetrics(struct MHD_Connection *conn) {
+  const char *a = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
+  const char *p = a ? strstr(a, "application/openmetrics-text") : NULL;
+  if (!p) return false;
+  size_t len = strcspn(p, ","); /* this media range's parameters */
+  const char *q = strstr(p, "q=");
+  return !(q && q < p + len && strtod(q + 2, NULL) <= 0);
+}
 
 static enum MHD_Result reply(struct MHD_Connection *conn, unsigned int status, char *body,
-                             enum MHD_ResponseMemoryMode mode) {
+                             enum MHD_ResponseMemoryMode mode, const char *type) {
   struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, mode);
   if (!r) {
     if (mode == MHD_RESPMEM_MUST_FREE) free(body);
     return MHD_NO;
   }
   MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
-                          status == MHD_HTTP_OK ? CONTENT_TYPE : "text/plain; charset=utf-8");
+                          type ? type : "text/plain; charset=utf-8");
   MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
   enum MHD_Result ret = MHD_queue_response(conn, status, r);
   MHD_destroy_response(r);
@@ -58,15 +71,16 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
   }
   if (strcmp(url, "/metrics") != 0)
     return reply(conn, MHD_HTTP_NOT_FOUND, (char *)"not found: try /metrics\n",
-                 MHD_RESPMEM_PERSISTENT);
+                 MHD_RESPMEM_PERSISTENT, NULL);
   if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
     return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, (char *)"method not allowed\n",
-                 MHD_RESPMEM_PERSISTENT);
-  char *text = metrics_render();
+                 MHD_RESPMEM_PERSISTENT, NULL);
+  bool om = wants_openmetrics(conn);
+  char *text = om ? metrics_render_openmetrics() : metrics_render();
   if (!text)
     return reply(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, (char *)"out of memory\n",
-                 MHD_RESPMEM_PERSISTENT);
-  return reply(conn, MHD_HTTP_OK, text, MHD_RESPMEM_MUST_FREE);
+                 MHD_RESPMEM_PERSISTENT, NULL);
+  return reply(conn, MHD_HTTP_OK, text, MHD_RESPMEM_MUST_FREE, om ? CONTENT_TYPE_OM : CONTENT_TYPE);
 }
 
 metrics_http *metrics_http_start(const char *addr, int *bound_port, char *errbuf,

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../console/console.h"
 #include "../coord/coord_policy.h"
 #include "../domain/slot.h"
 #include "../slots/slotmap.h"
@@ -54,6 +55,7 @@ const opt_row options_table[] = {
   {"operations","reaper-interval", "IDEM_REAPER_INTERVAL", OPT_INT,    F(reaper_interval_s),  XSTR(REAPER_INTERVAL_S_DEFAULT), 0, 86400, NULL, false, "S",   "seconds between reaper rounds, 0 = no reaper", NULL},
   {"operations","metrics",         "IDEM_METRICS",         OPT_STRING, F(metrics),            NULL,              0, 0,       NULL,        false, "HOST:PORT", "serve Prometheus text at http://HOST:PORT/metrics (none: off)", NULL},
   {"operations","console",         "IDEM_CONSOLE",         OPT_STRING, F(console),            NULL,              0, 0,       NULL,        false, "HOST:PORT", "serve the web console at http://HOST:PORT/ (https with --tls-cert; none: off)", NULL},
+  {"operations","trace-url",       "IDEM_TRACE_URL",       OPT_STRING, F(trace_url),          NULL,              0, 0,       NULL,        false, "TEMPLATE",  "the console links trace ids to this URL, {trace_id} replaced (e.g. https://jaeger.example/trace/{trace_id})", NULL},
   {"operations","log-format",      "IDEM_LOG_FORMAT",      OPT_CHOICE, F(log_format),         "text",            0, 0,       "text|json", false, "text|json", "log line format on stderr", NULL},
   {"operations","version",         NULL,                   OPT_ACTION, 0,                     NULL,              0, 0,       NULL,        false, NULL,        "print the version and exit", NULL},
   {"operations","help",            NULL,                   OPT_ACTION, 0,                     NULL,              0, 0,       NULL,        false, NULL,        "print this help and exit", NULL},
@@ -354,6 +356,8 @@ static options_result check(idem_options *o, char *msg, size_t n) {
                  "--listen %s is not a loopback address: without TLS (--tls-cert, --tls-key), "
                  "pass --insecure to serve plaintext on it",
                  o->listen);
+  char why[160];
+  if (!console_trace_url_check(o->trace_url, why, sizeof why)) return usage(msg, n, "%s", why);
   bool console_local = o->console && options_listen_is_local(o->console, &bad_form);
   if (o->console && bad_form)
     return usage(msg, n, "--console: expected HOST:PORT, got %s", o->console);

@@ -66,6 +66,7 @@ typedef struct idem_options {
   int reaper_interval_s;
   const char *metrics;
   const char *console; /* the web console's HOST:PORT; NULL: off */
+  const char *trace_url; /* the console links trace ids there ({trace_id}); NULL: as text */
   int log_format;      /* log_format: LOG_TEXT, LOG_JSON */
   /* the config file's [policy ...] seeds and the strings its options point into */
   config_seeds seeds;

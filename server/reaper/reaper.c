@@ -91,6 +91,7 @@ uint64_t reaper_round(store *st, const reaper_config *cfg, const bool *stop) {
     n[i] = reap_all_of(st, cfg, stop, &kinds[i], &failed);
     total += n[i];
   }
+  metrics_reaper_round_g(cfg->metrics_group, !failed && !stopped(stop));
   if (total > 0) {
     char b[24], s[24], g[24], ms[24];
     snprintf(b, sizeof b, "%llu", (unsigned long long)n[0]); /* in the order of kinds[] */

@@ -147,8 +147,8 @@ static void trace_of(const grpc_metadata_array *md, char buf[TRACE_ID_LEN + 1]) 
   for (size_t i = 0; i < md->count; i++) {
     if (grpc_slice_str_cmp(md->metadata[i].key, RPC_TRACEPARENT_MD) != 0) continue;
     const grpc_slice v = md->metadata[i].value;
-    ok = ++seen == 1 && traceparent_parse((const char *)GRPC_SLICE_START_PTR(v),
-                                          GRPC_SLICE_LENGTH(v), buf);
+    ok = ++seen == 1 &&
+         traceparent_parse((const char *)GRPC_SLICE_START_PTR(v), GRPC_SLICE_LENGTH(v), buf);
   }
   if (seen > 0 && !ok) {
     buf[0] = '\0';
@@ -220,13 +220,14 @@ void rpc__call_finish(rpc_call *c, const err_t *e) {
     c->n_trailing = 1;
   }
   if (code != ERR_OK) {
+    metrics_rpc_error(reason);
     c->trailing[c->n_trailing].key = grpc_slice_from_static_string(RPC_REASON_MD);
     c->trailing[c->n_trailing].value = grpc_slice_from_copied_string(reason);
     c->n_trailing++;
   }
   if (c->method >= 0) /* incident response: calls per method and code, latency */
-    metrics_rpc_done(c->method, (int)rpc__status(code),
-                     c->arrived_us ? rpc__mono_us() - c->arrived_us : 0);
+    metrics_rpc_done_traced(c->method, (int)rpc__status(code),
+                            c->arrived_us ? rpc__mono_us() - c->arrived_us : 0, c->trace_id);
   if (code == ERR_INTERNAL) {
     const char *path = c->method >= 0 ? rpc__methods[c->method].path : "generic";
     log_kv(LOG_ERROR, "internal error", "method", path, "error", msg, (const char *)NULL);
@@ -448,12 +449,15 @@ void rpc__call_handle(rpc_call *c, store **st) {
   const rpc_method *m = &rpc__methods[c->method];
   err_t err;
   err_clear(&err);
-  char tenant[REC_GLOBAL_ID_MAX + 2], trace[TRACE_ID_LEN + 1];
+  char tenant[REC_GLOBAL_ID_MAX + 2];
+  trace_of(&c->md, c->trace_id);
   if (admit(c, m, tenant, sizeof tenant, &err)) {
     ProtobufCMessage *in = rpc__decode(c->payload, m->in, &err);
-    trace_of(&c->md, trace);
     bool kept = false;
-    rpc_req rq = {.srv = c->srv, .tenant = tenant, .deadline = c->deadline, .trace_id = trace,
+    rpc_req rq = {.srv = c->srv,
+                  .tenant = tenant,
+                  .deadline = c->deadline,
+                  .trace_id = c->trace_id,
                   .kept = &kept};
     if (in && route_call(c, m, in, tenant, &rq, &err)) {
       rq.st = st[rq.group];
@@ -486,14 +490,14 @@ bool rpc__call_try_async(rpc_call *c) {
   if (!m->async || !srv->submits) return false;
   err_t err;
   err_clear(&err);
-  char tenant[REC_GLOBAL_ID_MAX + 2], trace[TRACE_ID_LEN + 1] = "";
+  char tenant[REC_GLOBAL_ID_MAX + 2];
   rpc_req rq = {.srv = srv,
                 .tenant = tenant,
-                .trace_id = trace,
+                .trace_id = c->trace_id,
                 .deadline = c->deadline,
                 .no_deadline = c->deadline_ts.tv_sec == INT64_MAX ||
                                c->deadline_ts.clock_type == GPR_TIMESPAN};
-  trace_of(&c->md, trace);
+  trace_of(&c->md, c->trace_id);
   if (!admit(c, m, tenant, sizeof tenant, &err) ||
       !(c->in = rpc__decode(c->payload, m->in, &err)) ||
       !route_call(c, m, c->in, tenant, &rq, &err)) {

@@ -148,6 +148,7 @@ struct rpc_call {
   bool close_early;
   atomic_int batches;
   coord_wait_cell cell;
+  char trace_id[33];    /* of the call's traceparent ("" = none): its latency's exemplar */
   /* a worker's call kept by its handler to be answered later (MoveSlots: rpc__call_keep), and
    * what the early close batch does when its client went away meanwhile */
   void (*on_cancel)(rpc_call *c);

@@ -24,8 +24,8 @@ const char pg__sql_audit_insert[] =
 
 /* Live IN_PROGRESS (1) and UNKNOWN (4) steps: the partial index idem_steps_open_idx. */
 static const char SQL_COUNT_OPEN[] =
-    "SELECT state, count(*) FROM idem_steps WHERE state IN " PG_OPEN_STATES " AND " LIVE
-    " GROUP BY state";
+    "SELECT state, count(*), count(*) FILTER (WHERE lease_expires_ms <= " PG_NOW_MS ")"
+    " FROM idem_steps WHERE state IN " PG_OPEN_STATES " AND " LIVE " GROUP BY state";
 
 static void add(char *sql, size_t cap, size_t *len, const char *fmt, int a) {
   if (*len >= cap) return;
@@ -231,7 +231,10 @@ err_code pg__count_steps(store *st, int64_t deadline, step_counts *out, err_t *e
   if (rc != ERR_OK) return rc;
   for (int i = 0; i < PQntuples(res); i++) {
     int64_t state = pg__int(res, i, 0), n = pg__int(res, i, 1);
-    if (state == STATE_IN_PROGRESS) out->in_progress = (uint64_t)n;
+    if (state == STATE_IN_PROGRESS) {
+      out->in_progress = (uint64_t)n;
+      out->lease_expired = (uint64_t)pg__int(res, i, 2);
+    }
     if (state == STATE_UNKNOWN) out->unknown = (uint64_t)n;
   }
   PQclear(res);

@@ -96,6 +96,7 @@ typedef struct bt_item {
   step_writes w;
   err_code fn_rc;
   err_t fn_err;
+  int64_t queued_us; /* monotonic: when it was queued (idem_store_queue_wait_seconds) */
 } bt_item;
 
 typedef struct bt_thread {
@@ -499,19 +500,32 @@ static void run_batch(bt_thread *t) {
   err_t err;
   err_code rc = ERR_OK;
   bool stale_retried = false;
+  int64_t start_us = clock_mono_us();
+  for (int i = 0; i < n; i++)
+    metrics_store_observe_g(s->mgroup, METRICS_QUEUE_WAIT,
+                            (double)(start_us - live[i]->queued_us) / 1e6);
+  int trips = 0; /* pipelines sent to PostgreSQL: each one round trip */
   for (int tries = 0;; tries++) {
     int64_t deadline;
     n = drop_expired(live, n, &deadline);
     if (n == 0) return;
     bool commit_sent = false;
     rc = pg__call_start(s, deadline, &err);
-    if (rc == ERR_OK) rc = lock_and_read(t, live, n, deadline, &err);
+    if (rc == ERR_OK) {
+      trips++;
+      rc = lock_and_read(t, live, n, deadline, &err);
+    }
     if (rc == ERR_OK) {
       for (int i = 0; i < n; i++) decide(live[i]);
       commit_sent = true;
+      trips++;
       rc = write_and_commit(t, live, n, deadline, &err);
     }
     if (rc == ERR_OK) {
+      metrics_store_observe_g(s->mgroup, METRICS_BATCH_SIZE, (double)n);
+      metrics_store_observe_g(s->mgroup, METRICS_ROUND_TRIPS, (double)trips);
+      metrics_store_observe_g(s->mgroup, METRICS_COMMIT,
+                              (double)(clock_mono_us() - start_us) / 1e6);
       report(b, s->epoch_sent, live, n);
       for (int i = 0; i < n; i++) answer(live[i], live[i]->fn_rc, &live[i]->fn_err);
       drop_read(t);
@@ -529,6 +543,7 @@ static void run_batch(bt_thread *t) {
     bool sql_error = s->sqlstate[0] != '\0' && s->conn != NULL;
     int64_t blocked = s->blocked_slot; /* before the rollback resets it */
     pg__rollback(s, deadline);
+    trips++;
     if (commit_sent && !sql_error) break; /* the outcome of the COMMIT is unknown */
     if (why == PG_RETRY_STALE && !stale_retried) {
       stale_retried = true;
@@ -585,6 +600,7 @@ static void *batcher_main(void *arg) {
 /* Appends it to the queue and tells the thread that should take it. Under b->mu. */
 static void enqueue(store_batcher *b, bt_item *it) {
   bool was_empty = b->head == NULL;
+  it->queued_us = clock_mono_us();
   if (b->tail)
     b->tail->next = it;
   else

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "util/clock.h"
 
 #define THREADS 4
 #define PAIRS 50   /* per thread: BeginStep + CompleteStep on fresh keys */
@@ -184,4 +185,66 @@ Test(metrics, counters_rise_by_the_calls_made) {
   char *body;
   cr_assert_eq(http_get("/nope", &body), 404);
   free(body);
+}
+
+/* Where the time goes (docs/observability.md): every step transaction of the group commit is
+ * counted once in the queue-wait histogram and once in the batch sizes' sum; each committed
+ * batch once in the round trips (at least two: read, then write and commit) and commit time. */
+Test(metrics, the_group_commit_histograms_count_every_transaction) {
+  double waits0 = zero_if_absent(h_metric(H.metrics_port, "idem_store_queue_wait_seconds_count"));
+  double steps0 = zero_if_absent(h_metric(H.metrics_port, "idem_store_batch_size_sum"));
+  idem_client *c = h_client(&H.s, H.t, 5000);
+  char gid[64];
+  h_unique("g", gid, sizeof gid);
+  for (int i = 0; i < 20; i++) {
+    char op[32];
+    snprintf(op, sizeof op, "op-%d", i);
+    idem_step_key k = {gid, "svc", op, IDEM_FORWARD};
+    idem_begin b;
+    idem_error e = {0};
+    cr_assert_eq(idem_step_begin(c, &k, NULL, 0, 0, &b, &e), IDEM_OK, "%s", e.message);
+    cr_assert_eq(
+        idem_step_complete(c, &k, b.attempt, IDEM_OUTCOME_SUCCEEDED, 200, NULL, 0, NULL, &e),
+        IDEM_OK, "%s", e.message);
+    idem_begin_clear(&b);
+  }
+  idem_close(c);
+  char *text = scrape();
+  cr_assert_eq(sample(text, "idem_store_queue_wait_seconds_count") - waits0, 40);
+  cr_assert_eq(sample(text, "idem_store_batch_size_sum") - steps0, 40);
+  double batches = sample(text, "idem_store_batch_size_count");
+  cr_assert_eq(sample(text, "idem_store_commit_seconds_count"), batches);
+  cr_assert_eq(sample(text, "idem_store_round_trips_count"), batches);
+  cr_assert_eq(sample(text, "idem_store_round_trips_bucket{le=\"+Inf\"}"), batches);
+  cr_assert_geq(sample(text, "idem_store_round_trips_sum"), 2 * batches);
+  cr_assert_eq(sample(text, "idem_store_round_trips_bucket{le=\"2\"}") >= 0, true);
+  free(text);
+}
+
+/* The series the alerts read (deploy/prometheus/): an error counted by its reason, and a step
+ * whose lease ran out counted in idem_steps_lease_expired (the counts are read at most once a
+ * second: polled until they show it). */
+Test(metrics, errors_by_reason_and_steps_past_their_lease) {
+  idem_client *c = h_client(&H.s, H.t, 5000);
+  char gid[64];
+  h_unique("g", gid, sizeof gid);
+  double nf0 =
+      zero_if_absent(h_metric(H.metrics_port, "idem_rpc_errors_total{reason=\"not-found\"}"));
+  double exp0 = h_metric(H.metrics_port, "idem_steps_lease_expired");
+  cr_assert_geq(exp0, 0, "idem_steps_lease_expired is missing");
+  idem_step_key k = {gid, "svc", "leased", IDEM_FORWARD}, none = {gid, "svc", "none", IDEM_FORWARD};
+  idem_record r;
+  idem_error e = {0};
+  cr_assert_eq(idem_step_lookup(c, &none, &r, &e), IDEM_NOT_FOUND);
+  cr_assert_eq(h_metric(H.metrics_port, "idem_rpc_errors_total{reason=\"not-found\"}"), nf0 + 1);
+  idem_begin b;
+  cr_assert_eq(idem_step_begin(c, &k, NULL, 0, 200, &b, &e), IDEM_OK, "%s", e.message);
+  idem_begin_clear(&b);
+  double now = exp0;
+  for (int64_t until = clock_mono_ms() + 15000; now < exp0 + 1 && clock_mono_ms() < until;) {
+    h_sleep_ms(100);
+    now = h_metric(H.metrics_port, "idem_steps_lease_expired");
+  }
+  cr_assert_geq(now, exp0 + 1, "the expired lease was not counted (%g, before %g)", now, exp0);
+  idem_close(c);
 }
