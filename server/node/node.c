@@ -313,8 +313,10 @@ static node_result start_slots(node *nd) {
     return NODE_FAILED;
   }
   slots_result rc = node_slots_start(nd->o, nd->kv, &nd->slots, nd->msg, nd->msg_n);
-  if (rc == SLOTS_USAGE) return NODE_USAGE;
-  if (rc != SLOTS_OK) return NODE_FAILED;
+  if (rc != SLOTS_OK) {
+    undo_slots(nd); /* the etcd connection opened above */
+    return rc == SLOTS_USAGE ? NODE_USAGE : NODE_FAILED;
+  }
   nd->slotfill = node_slotfill_start(nd->o);
   if (nd->n_groups > 1) {
     slots_view *v = slot_service_hold(nd->slots);
