@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# tests/install/test_example_http.sh BUILD — the HTTP examples (scripts/example-http go|node|python)
+# tests/install/test_example_http.sh BUILD — the HTTP examples (scripts/example-http go|node|python|java)
 # fail loudly and run side by side:
 #   1. on a port another program listens on, each exits non-zero within 30 s, naming the port and
 #      PORT=, and never says "listening" (scripts/example-http checks before building);
 #   2. on a port another socket has bound without listening (the wrapper's check cannot see it),
 #      each example itself refuses it the same way, after its build (within 90 s);
 #   3. beside scripts/quickstart (no build: first_hour_lib.sh; its console on the default
-#      127.0.0.1:8080), all three started together on their default ports (8081, 8082, 8083)
+#      127.0.0.1:8080), all four started together on their default ports (8081, 8082, 8083, 8084)
 #      answer; one Idempotency-Key sent to each runs once in each (their own services) and is
 #      replayed on the retry; `idemctl --tenant shop steps` shows http-go, http-node, http-python.
-# Needs 127.0.0.1:8080-8083 free (it says which one is not). Everything it starts is stopped by PID.
+# Needs 127.0.0.1:8080-8084 free (it says which one is not). Everything it starts is stopped by PID.
 set -euo pipefail
 build=$(cd "${1:?usage: test_example_http.sh BUILD_DIR}" && pwd)
 src=${IDEM_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -29,7 +29,7 @@ cleanup() {
 trap cleanup EXIT
 export IDEM_GO_BUILD_DIR="$build/go" # the Go tests' cache (go.sh links the same client-lib/go)
 unset PORT IDEM_TENANT IDEM_SERVICE
-langs=(go node python)
+langs=(go node python java)
 
 # hold MODE: a socket on a free port of 127.0.0.1, kept until killed; prints the port
 hold() {
@@ -73,19 +73,19 @@ hold bind
 for lang in "${langs[@]}"; do refused "$lang" "$(cat "$work/hold-bind")" 90; done
 
 # 3. side by side beside quickstart, on the default ports
-for port in 8080 8081 8082 8083; do # bound by another socket (SO_REUSEADDR: TIME-WAIT does not count)
+for port in 8080 8081 8082 8083 8084; do # bound by another socket (SO_REUSEADDR: TIME-WAIT does not count)
   /usr/bin/python3 -c '
 import socket, sys
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("127.0.0.1", int(sys.argv[1])))' "$port" 2>/dev/null ||
-    fail "127.0.0.1:$port is taken by another program: this test needs 8080 (quickstart's console) and 8081-8083 (the examples' defaults)"
+    fail "127.0.0.1:$port is taken by another program: this test needs 8080 (quickstart's console) and 8081-8084 (the examples' defaults)"
 done
 qs_standin "$build"
 listen="127.0.0.1:$(free_port)"
 qs_start "$src" "$work/dev" "$listen" "127.0.0.1:8080" "$work/quickstart.out"
 ctl="$work/dev/prefix/bin/idemctl"
-declare -A port=([go]=8081 [node]=8082 [python]=8083)
+declare -A port=([go]=8081 [node]=8082 [python]=8083 [java]=8084)
 for lang in "${langs[@]}"; do
   IDEM_ADDRESS=$listen "$src/scripts/example-http" "$lang" >"$work/example-$lang" 2>&1 </dev/null &
   pids+=($!)
@@ -118,7 +118,7 @@ for lang in "${langs[@]}"; do
   echo "$lang: the key ran once ($first), its retry was replayed ($second)"
 done
 out=$("$ctl" --addr "$listen" --tenant shop steps 2>&1) || fail "idemctl --tenant shop steps: $out"
-for svc in http-go http-node http-python; do
+for svc in http-go http-node http-python http-java; do
   grep -q -- "$svc" <<<"$out" || fail "idemctl --tenant shop steps does not show $svc: $out"
 done
-echo "test_example_http: ok (each refused a taken port, naming it; all three answered beside quickstart)"
+echo "test_example_http: ok (each refused a taken port, naming it; all four answered beside quickstart)"
