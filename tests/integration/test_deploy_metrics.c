@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture.h"
 #include "groups.h"
 #include "harness.h"
 
@@ -18,16 +19,6 @@
 static h_groups cl;
 
 TestSuite(deploy_metrics, .timeout = 120);
-
-static char *read_file(const char *path) {
-  FILE *f = fopen(path, "r");
-  cr_assert_not_null(f, "cannot read %s", path);
-  char *buf = calloc(1, 1 << 20);
-  size_t n = fread(buf, 1, (1 << 20) - 1, f);
-  buf[n] = '\0';
-  fclose(f);
-  return buf;
-}
 
 /* Whether the scrape declares family name, or holds a sample of it. */
 static bool exists(const char *scrape, const char *name) {
@@ -45,7 +36,7 @@ static bool exists(const char *scrape, const char *name) {
 
 /* Checks every idem_* name in the file; returns how many it found. */
 static int check_names(const char *path, const char *scrape) {
-  char *text = read_file(path);
+  char *text = h_read_file(path);
   int found = 0;
   for (const char *p = text; (p = strstr(p, "idem_")) != NULL;) {
     if (p > text && (p[-1] == '_' || (p[-1] >= 'a' && p[-1] <= 'z'))) {

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "capture.h"
 #include "harness.h"
 #include "util/clock.h"
 
@@ -29,18 +30,6 @@ static void teardown(void) {
 
 TestSuite(exemplars, .init = setup, .fini = teardown, .timeout = 90);
 
-/* The file at path into a malloc'd string (removed). */
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "r");
-  cr_assert_not_null(f, "%s", path);
-  char *buf = calloc(1, 1 << 20);
-  size_t n = fread(buf, 1, (1 << 20) - 1, f);
-  buf[n] = '\0';
-  fclose(f);
-  unlink(path);
-  return buf;
-}
-
 /* GET url with curl (extra arguments before it); the body, and the headers into *headers. */
 static char *curl_get(const char *accept, const char *url, char **headers) {
   char tag[64], out[96], hdr[96];
@@ -52,12 +41,14 @@ static char *curl_get(const char *accept, const char *url, char **headers) {
   const char *argv[] = {"curl", "-sS", "--max-time", "10", "-H", acc,
                         "-D",   hdr,   "-o",         out,  url,  NULL};
   cr_assert_eq(spawn_run(argv, NULL, 15000), 0, "curl %s", url);
-  char *h = slurp(hdr);
+  char *h = h_read_file(hdr), *body = h_read_file(out);
+  unlink(hdr);
+  unlink(out);
   if (headers)
     *headers = h;
   else
     free(h);
-  return slurp(out);
+  return body;
 }
 
 /* A BeginStep under trace that waits wait_ms on the step gid is begun (lease 60 s) and answers

@@ -1,5 +1,5 @@
 /* test_groups_ctl.c — `idemctl slots` (docs/api.md §17) through the real idemctl binary
- * (IDEMCTL_BIN, set by tests/CMakeLists.txt) against a real two-group cluster (groups.h):
+ * (h_idemctl, tests/support/capture.h) against a real two-group cluster (groups.h):
  *  - --json: the map's 64 slots in two ranges, g1 0-31 and g2 32-63, and each group's leader (the
  *    node that leads it, as calls to it show), epoch, store health and slot count; exit 0;
  *  - the tables show the same ranges and leaders;
@@ -7,54 +7,13 @@
  *    "unreachable", the other's "ok", exit 3; an unreachable node exits 3, an argument exits 2. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "capture.h"
 #include "groups.h"
 #include "harness.h"
-
-#ifndef IDEMCTL_BIN
-#error "IDEMCTL_BIN must name the idemctl binary"
-#endif
-
-/* Output of one idemctl run: stdout and stderr and the exit status. */
-typedef struct run {
-  int status;
-  char out[16384];
-  char err[4096];
-} run;
-
-static void slurp(const char *path, char *buf, size_t cap) {
-  FILE *f = fopen(path, "r");
-  size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
-  buf[n] = '\0';
-  if (f) fclose(f);
-  unlink(path);
-}
-
-/* idemctl --addr addr args... (NULL-terminated) into r. */
-static void ctl(run *r, const char *addr, const char *first, ...) {
-  const char *argv[16];
-  int argc = 0;
-  argv[argc++] = IDEMCTL_BIN;
-  argv[argc++] = "--addr";
-  argv[argc++] = addr;
-  va_list ap;
-  va_start(ap, first);
-  for (const char *a = first; a && argc < 15; a = va_arg(ap, const char *)) argv[argc++] = a;
-  va_end(ap);
-  argv[argc] = NULL;
-  char tag[64], out[96], err[96];
-  h_unique("idemctl", tag, sizeof tag);
-  snprintf(out, sizeof out, "/tmp/idem-%s.out", tag);
-  snprintf(err, sizeof err, "/tmp/idem-%s.err", tag);
-  r->status = spawn_run(argv, &(spawn_opts){.out_log = out, .err_log = err}, 60000);
-  slurp(out, r->out, sizeof r->out);
-  slurp(err, r->err, sizeof r->err);
-}
 
 static cJSON *group_named(cJSON *groups, const char *name) {
   cJSON *g;
@@ -90,12 +49,12 @@ Test(groups_ctl, slots_shows_the_map_and_each_groups_leader, .timeout = 120) {
   h_groups_start(&cl, false);
   h_groups_wait_balanced(&cl, NULL);
   int l1 = h_groups_leader_of(&cl, 0), l2 = h_groups_leader_of(&cl, 1);
-  run *r = calloc(1, sizeof *r);
+  h_ctl *r = calloc(1, sizeof *r);
 
   /* a node's store handle of a group another node fenced meanwhile fails its first ping (then
    * reconnects): until then `slots` says so and exits 3 */
   int64_t until = h_now_ms() + 10000;
-  do ctl(r, cl.node[0].addr, "slots", "--json", NULL);
+  do h_idemctl(r, cl.node[0].addr, NULL, "slots", "--json", NULL);
   while (r->status == 3 && h_now_ms() < until && (h_sleep_ms(100), true));
   cr_assert_eq(r->status, 0, "%s%s", r->out, r->err);
   cJSON *o = cJSON_Parse(r->out);
@@ -128,7 +87,7 @@ Test(groups_ctl, slots_shows_the_map_and_each_groups_leader, .timeout = 120) {
 
   /* the tables, from the other node */
   until = h_now_ms() + 10000;
-  do ctl(r, cl.node[1].addr, "slots", NULL);
+  do h_idemctl(r, cl.node[1].addr, NULL, "slots", NULL);
   while (r->status == 3 && h_now_ms() < until && (h_sleep_ms(100), true));
   cr_assert_eq(r->status, 0, "%s%s", r->out, r->err);
   cr_expect(strstr(r->out, "64 slots"), "%s", r->out);
@@ -142,7 +101,7 @@ Test(groups_ctl, slots_shows_the_map_and_each_groups_leader, .timeout = 120) {
    * of each store for half a second: within that, asked again) */
   db_refuse(cl.db[1], true);
   until = h_now_ms() + 5000;
-  do ctl(r, cl.node[0].addr, "slots", "--json", NULL);
+  do h_idemctl(r, cl.node[0].addr, NULL, "slots", "--json", NULL);
   while (r->status == 0 && h_now_ms() < until && (h_sleep_ms(100), true));
   db_refuse(cl.db[1], false);
   cr_expect_eq(r->status, 3, "%s%s", r->out, r->err);
@@ -154,9 +113,9 @@ Test(groups_ctl, slots_shows_the_map_and_each_groups_leader, .timeout = 120) {
             r->out);
   cJSON_Delete(o);
 
-  ctl(r, "127.0.0.1:1", "slots", "--deadline-ms", "500", NULL);
+  h_idemctl(r, "127.0.0.1:1", NULL, "slots", "--deadline-ms", "500", NULL);
   cr_expect_eq(r->status, 3, "no coordinator there: %s", r->err);
-  ctl(r, cl.node[0].addr, "slots", "extra", NULL);
+  h_idemctl(r, cl.node[0].addr, NULL, "slots", "extra", NULL);
   cr_expect_eq(r->status, 2, "%s", r->err);
   cr_expect(strstr(r->err, "unexpected argument extra"), "%s", r->err);
   free(r);

@@ -1,5 +1,5 @@
 /* test_incident.c — the incident drill, against a real coordinator, through the real
- * idemctl binary (IDEMCTL_BIN, set by tests/CMakeLists.txt): create stuck, expired and unknown
+ * idemctl binary (h_idemctl, tests/support/capture.h): create stuck, expired and unknown
  * steps; find them with `idemctl steps --stuck`; inspect with `idemctl saga`; resolve one as
  * succeeded and one as retryable; check the replays changed, the audit shows both with actor
  * and reason, resolving a finished step is refused, exit codes follow docs/api.md §10, the
@@ -7,64 +7,18 @@
  * (a null compensation, an abandoned forward) are said as such. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "capture.h"
 #include "harness.h"
-
-#ifndef IDEMCTL_BIN
-#error "IDEMCTL_BIN must name the idemctl binary"
-#endif
 
 static void setup(void) {
   h_fixture_start(&H, &(h_fixture_conf){.no_client = true, .any_exit = true});
 }
 
 TestSuite(incident, .init = setup, .fini = h_teardown, .timeout = 120);
-
-/* Output of one idemctl run: stdout and stderr (each up to 64 KiB) and the exit status. */
-typedef struct run {
-  int status;
-  char out[65536];
-  char err[8192];
-} run;
-
-/* The file at path into buf (up to cap - 1 bytes, NUL-terminated), then removed. */
-static void slurp(const char *path, char *buf, size_t cap) {
-  FILE *f = fopen(path, "r");
-  size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
-  buf[n] = '\0';
-  if (f) fclose(f);
-  unlink(path);
-}
-
-/* Runs idemctl --addr A --tenant T args... (NULL-terminated). */
-static run *ctl(const char *first, ...) {
-  const char *argv[40];
-  int argc = 0;
-  argv[argc++] = IDEMCTL_BIN;
-  argv[argc++] = "--addr";
-  argv[argc++] = H.s.addr;
-  argv[argc++] = "--tenant";
-  argv[argc++] = H.t;
-  va_list ap;
-  va_start(ap, first);
-  for (const char *a = first; a && argc < 38; a = va_arg(ap, const char *)) argv[argc++] = a;
-  va_end(ap);
-  argv[argc] = NULL;
-  run *r = calloc(1, sizeof *r);
-  char tag[64], out[96], err[96];
-  h_unique("idemctl", tag, sizeof tag);
-  snprintf(out, sizeof out, "/tmp/idem-%s.out", tag);
-  snprintf(err, sizeof err, "/tmp/idem-%s.err", tag);
-  r->status = spawn_run(argv, &(spawn_opts){.out_log = out, .err_log = err}, 60000);
-  slurp(out, r->out, sizeof r->out);
-  slurp(err, r->err, sizeof r->err);
-  return r;
-}
 
 static idem_begin begin(idem_client *c, const char *gid, const char *svc, const char *op,
                         uint32_t lease_ms) {
@@ -113,7 +67,8 @@ Test(incident, drill) {
   h_sleep_ms(120); /* the charge's lease expires */
 
   /* find them */
-  run *r = ctl("steps", "--stuck", "--json", NULL);
+  h_ctl *r = calloc(1, sizeof *r);
+  h_idemctl(r, H.s.addr, H.t, "steps", "--stuck", "--json", NULL);
   cr_assert_eq(r->status, 0, "%s", r->err);
   cJSON *arr = cJSON_Parse(r->out);
   cr_assert(cJSON_IsArray(arr), "%s", r->out);
@@ -121,39 +76,33 @@ Test(incident, drill) {
   cr_assert(has_step(arr, "payment", "in_progress"));
   cr_assert(has_step(arr, "inventory", "unknown"));
   cJSON_Delete(arr);
-  free(r);
-  r = ctl("steps", "--stuck", NULL);
+  h_idemctl(r, H.s.addr, H.t, "steps", "--stuck", NULL);
   cr_assert_eq(r->status, 0);
   cr_assert(strstr(r->out, "GLOBAL_ID"), "%s", r->out);
   cr_assert(strstr(r->out, "in progress (lease expired"), "%s", r->out);
   cr_assert(strstr(r->out, "unknown"), "%s", r->out);
   cr_assert(!strstr(r->out, "shipping"), "%s", r->out);
-  free(r);
 
   /* inspect */
-  r = ctl("saga", gid, NULL);
+  h_idemctl(r, H.s.addr, H.t, "saga", gid, NULL);
   cr_assert_eq(r->status, 0, "%s", r->err);
   for (const char *w = "payment\0inventory\0shipping\0notify\0succeeded\0ago\0"; *w;
        w += strlen(w) + 1)
     cr_assert(strstr(r->out, w), "saga output lacks %s:\n%s", w, r->out);
-  free(r);
-  r = ctl("step", gid, "inventory", "reserve", NULL);
+  h_idemctl(r, H.s.addr, H.t, "step", gid, "inventory", "reserve", NULL);
   cr_assert_eq(r->status, 0);
   cr_assert(strstr(r->out, "gateway timeout"), "%s", r->out);
-  free(r);
 
   /* decide and fix */
-  r = ctl("resolve", gid, "inventory", "reserve", "--outcome", "succeeded", "--code", "200",
-          "--body", "reserved R-17", "--reason", "warehouse confirmed the reservation", "--actor",
-          "alice", NULL);
+  h_idemctl(r, H.s.addr, H.t, "resolve", gid, "inventory", "reserve", "--outcome", "succeeded",
+            "--code", "200", "--body", "reserved R-17", "--reason",
+            "warehouse confirmed the reservation", "--actor", "alice", NULL);
   cr_assert_eq(r->status, 0, "%s", r->err);
   cr_assert(strstr(r->out, "now succeeded"), "%s", r->out);
-  free(r);
-  r = ctl("resolve", gid, "payment", "charge", "--outcome", "retryable", "--reason",
-          "gateway shows no charge", "--actor", "bob", NULL);
+  h_idemctl(r, H.s.addr, H.t, "resolve", gid, "payment", "charge", "--outcome", "retryable",
+            "--reason", "gateway shows no charge", "--actor", "bob", NULL);
   cr_assert_eq(r->status, 0, "%s", r->err);
   cr_assert(strstr(r->out, "released"), "%s", r->out);
-  free(r);
 
   /* the replays changed accordingly */
   idem_begin b = begin(c, gid, "inventory", "reserve", 0);
@@ -169,7 +118,7 @@ Test(incident, drill) {
   idem_begin_clear(&b);
 
   /* the audit shows both, newest first, with actor and reason */
-  r = ctl("audit", gid, "--json", NULL);
+  h_idemctl(r, H.s.addr, H.t, "audit", gid, "--json", NULL);
   cr_assert_eq(r->status, 0, "%s", r->err);
   arr = cJSON_Parse(r->out);
   cr_assert_eq(cJSON_GetArraySize(arr), 2, "%s", r->out);
@@ -185,28 +134,24 @@ Test(incident, drill) {
   cr_assert_str_eq(cJSON_GetObjectItem(a1, "to_state")->valuestring, "succeeded");
   cr_assert_str_eq(cJSON_GetObjectItem(a1, "tenant")->valuestring, H.t);
   cJSON_Delete(arr);
-  free(r);
-  r = ctl("audit", NULL);
+  h_idemctl(r, H.s.addr, H.t, "audit", NULL);
   cr_assert_eq(r->status, 0);
   cr_assert(strstr(r->out, "unknown → succeeded"), "%s", r->out);
   cr_assert(strstr(r->out, "alice"), "%s", r->out);
-  free(r);
 
   /* refused: a finished step (1), no such step (1), no reason (2), bad flag (2) */
-  r = ctl("resolve", gid, "notify", "email", "--outcome", "failed", "--reason", "x", NULL);
+  h_idemctl(r, H.s.addr, H.t, "resolve", gid, "notify", "email", "--outcome", "failed", "--reason",
+            "x", NULL);
   cr_assert_eq(r->status, 1, "%s", r->err);
   cr_assert(strstr(r->err, "only in_progress and unknown steps can be resolved"), "%s", r->err);
-  free(r);
-  r = ctl("resolve", gid, "nosuch", "op", "--outcome", "failed", "--reason", "x", NULL);
+  h_idemctl(r, H.s.addr, H.t, "resolve", gid, "nosuch", "op", "--outcome", "failed", "--reason",
+            "x", NULL);
   cr_assert_eq(r->status, 1, "%s", r->err);
-  free(r);
-  r = ctl("resolve", gid, "payment", "charge", "--outcome", "failed", NULL);
+  h_idemctl(r, H.s.addr, H.t, "resolve", gid, "payment", "charge", "--outcome", "failed", NULL);
   cr_assert_eq(r->status, 2);
-  free(r);
-  r = ctl("steps", "--bogus", NULL);
+  h_idemctl(r, H.s.addr, H.t, "steps", "--bogus", NULL);
   cr_assert_eq(r->status, 2);
-  free(r);
-  r = ctl("steps", "--help", NULL);
+  h_idemctl(r, H.s.addr, H.t, "steps", "--help", NULL);
   cr_assert_eq(r->status, 0);
   cr_assert(strstr(r->out, "--stuck"), "%s", r->out);
   free(r);
@@ -233,21 +178,16 @@ Test(incident, drill) {
 /* The tenant trap: an empty list names the tenant it asked, so that a missing or
  * mistyped --tenant shows; --help describes every command in one line. */
 Test(incident, empty_list_names_the_tenant) {
-  run *r = ctl("steps", "--service", "nothing-here", NULL);
+  h_ctl *r = calloc(1, sizeof *r);
+  h_idemctl(r, H.s.addr, H.t, "steps", "--service", "nothing-here", NULL);
   cr_assert_eq(r->status, 0, "%s", r->err);
   char want[160];
   snprintf(want, sizeof want, "(no steps in tenant %s)", H.t);
   cr_assert(strstr(r->out, want), "got: %s", r->out);
-  free(r);
-  const char *argv[] = {IDEMCTL_BIN, "--addr",       H.s.addr, "steps",
-                        "--service", "nothing-here", NULL};
-  char out[96];
-  snprintf(out, sizeof out, "/tmp/idem-notenant-%d.out", (int)getpid());
-  cr_assert_eq(spawn_run(argv, &(spawn_opts){.out_log = out, .err_log = "/dev/null"}, 60000), 0);
-  char text[4096];
-  slurp(out, text, sizeof text);
-  cr_assert(strstr(text, "default tenant: pass --tenant"), "got: %s", text);
-  r = ctl("--help", NULL);
+  h_idemctl(r, H.s.addr, NULL, "steps", "--service", "nothing-here", NULL);
+  cr_assert_eq(r->status, 0);
+  cr_assert(strstr(r->out, "default tenant: pass --tenant"), "got: %s", r->out);
+  h_idemctl(r, H.s.addr, H.t, "--help", NULL);
   cr_assert(strstr(r->out, "steps                                Steps of the tenant"),
             "--help lacks descriptions: %s", r->out);
   free(r);
@@ -264,37 +204,37 @@ Test(incident, resolve_where) {
     complete(c, gid, "bulkctl", "charge", b.attempt, IDEM_OUTCOME_UNKNOWN);
   }
   idem_close(c);
-  run *r = ctl("resolve", "--where", "--state", "unknown", "--service", "bulkctl", "--outcome",
-               "failed", "--reason", "outage", "--dry-run", NULL);
+  h_ctl *r = calloc(1, sizeof *r);
+  h_idemctl(r, H.s.addr, H.t, "resolve", "--where", "--state", "unknown", "--service", "bulkctl",
+            "--outcome", "failed", "--reason", "outage", "--dry-run", NULL);
   cr_assert_eq(r->status, 0, "%s", r->err);
   cr_assert(strstr(r->out, "3 step(s) match (dry run: nothing resolved)"), "%s", r->out);
   cr_assert(strstr(r->out, "where-0 bulkctl/charge (forward)"), "%s", r->out);
-  free(r);
-  r = ctl("resolve", "--where", "--state", "unknown", "--service", "bulkctl", "--outcome", "failed",
-          "--reason", "outage", NULL); /* stdin is not a terminal here */
+  h_idemctl(r, H.s.addr, H.t, "resolve", "--where", "--state", "unknown", "--service", "bulkctl",
+            "--outcome", "failed", "--reason", "outage", NULL); /* stdin is not a terminal here */
   cr_assert_eq(r->status, 2, "%s%s", r->out, r->err);
   cr_assert(strstr(r->err, "--yes"), "%s", r->err);
-  free(r);
-  r = ctl("resolve", "--where", "--state", "unknown", "--service", "bulkctl", "--outcome", "failed",
-          "--reason", "outage", "--yes", "--request-id", "ctl-bulk-1", NULL);
+  h_idemctl(r, H.s.addr, H.t, "resolve", "--where", "--state", "unknown", "--service", "bulkctl",
+            "--outcome", "failed", "--reason", "outage", "--yes", "--request-id", "ctl-bulk-1",
+            NULL);
   cr_assert_eq(r->status, 0, "%s", r->err);
   cr_assert(strstr(r->out, "3 matched, 3 resolved as failed"), "%s", r->out);
   cr_assert(strstr(r->out, "request id ctl-bulk-1"), "%s", r->out);
-  free(r);
-  r = ctl("resolve", "--where", "--state", "unknown", "--service", "bulkctl", "--outcome", "failed",
-          "--reason", "outage", "--yes", "--request-id", "ctl-bulk-1", NULL);
+  h_idemctl(r, H.s.addr, H.t, "resolve", "--where", "--state", "unknown", "--service", "bulkctl",
+            "--outcome", "failed", "--reason", "outage", "--yes", "--request-id", "ctl-bulk-1",
+            NULL);
   cr_assert_eq(r->status, 0, "%s", r->err);
   cr_assert(strstr(r->out, "(replayed: the first answer) 3 matched, 3 resolved"), "%s", r->out);
-  free(r);
-  r = ctl("resolve", "--where", "--service", "bulkctl", "--outcome", "failed", "--reason", "x",
-          "--yes", NULL);
+  h_idemctl(r, H.s.addr, H.t, "resolve", "--where", "--service", "bulkctl", "--outcome", "failed",
+            "--reason", "x", "--yes", NULL);
   cr_assert_eq(r->status, 2, "no state: %s", r->out);
   free(r);
 }
 
 /* status: the node asked and where the leader is are two columns (on a standby they differ). */
 Test(incident, status_names_the_node_and_the_leader) {
-  run *r = ctl("status", NULL);
+  h_ctl *r = calloc(1, sizeof *r);
+  h_idemctl(r, H.s.addr, H.t, "status", NULL);
   cr_assert_eq(r->status, 0, "%s", r->err);
   cr_assert(strstr(r->out, "ADDRESS") && strstr(r->out, "LEADER AT"), "%s", r->out);
   char row[256];
@@ -304,9 +244,10 @@ Test(incident, status_names_the_node_and_the_leader) {
 }
 
 Test(incident, unavailable_is_exit_3) {
-  const char *argv[] = {IDEMCTL_BIN, "--addr", "127.0.0.1:1", "--deadline-ms",
-                        "300",       "status", NULL};
-  cr_assert_eq(spawn_run(argv, &(spawn_opts){.log = "/dev/null"}, 60000), 3);
+  h_ctl *r = calloc(1, sizeof *r);
+  h_idemctl(r, "127.0.0.1:1", NULL, "--deadline-ms", "300", "status", NULL);
+  cr_assert_eq(r->status, 3);
+  free(r);
 }
 
 Test(incident, json_log_lines) {
@@ -348,69 +289,63 @@ Test(incident, json_log_lines) {
  * retention changes, refused below the retention (naming the field), and 0 returns to "as long
  * as the retention". */
 Test(incident, policy_key_retention) {
-  run *r = ctl("--json", "policy", "set", "payment", "charge", "--retention", "1h",
-               "--key-retention", "365d", NULL);
+  h_ctl *r = calloc(1, sizeof *r);
+  h_idemctl(r, H.s.addr, H.t, "--json", "policy", "set", "payment", "charge", "--retention", "1h",
+            "--key-retention", "365d", NULL);
   cr_assert_eq(r->status, 0, "%s", r->err);
   cJSON *o = cJSON_Parse(r->out);
   cr_assert_not_null(o, "%s", r->out);
   cr_assert_eq(cJSON_GetObjectItem(o, "key_retention_s")->valuedouble, 365 * 86400);
   cJSON_Delete(o);
-  free(r);
-  r = ctl("--json", "policy", "set", "payment", "charge", "--retention", "2h", NULL);
+  h_idemctl(r, H.s.addr, H.t, "--json", "policy", "set", "payment", "charge", "--retention", "2h",
+            NULL);
   cr_assert_eq(r->status, 0, "%s", r->err);
   o = cJSON_Parse(r->out);
   cr_assert_eq(cJSON_GetObjectItem(o, "retention_s")->valuedouble, 7200);
   cr_assert_eq(cJSON_GetObjectItem(o, "key_retention_s")->valuedouble, 365 * 86400, "kept");
   cJSON_Delete(o);
-  free(r);
   /* a retention longer than the key retention it would keep: said in terms of the flags */
-  r = ctl("policy", "set", "payment", "charge", "--key-retention", "3h", NULL);
+  h_idemctl(r, H.s.addr, H.t, "policy", "set", "payment", "charge", "--key-retention", "3h", NULL);
   cr_assert_eq(r->status, 0, "%s", r->err);
-  free(r);
-  r = ctl("policy", "set", "payment", "charge", "--retention", "4h", NULL);
+  h_idemctl(r, H.s.addr, H.t, "policy", "set", "payment", "charge", "--retention", "4h", NULL);
   cr_assert_eq(r->status, 2, "a retention past the kept key retention is a usage error");
   cr_assert(strstr(r->err, "--retention") && strstr(r->err, "--key-retention") &&
                 strstr(r->err, "3h"),
             "%s", r->err);
-  free(r);
-  r = ctl("policy", "set", "payment", "charge", "--key-retention", "365d", NULL);
+  h_idemctl(r, H.s.addr, H.t, "policy", "set", "payment", "charge", "--key-retention", "365d",
+            NULL);
   cr_assert_eq(r->status, 0, "%s", r->err);
-  free(r);
-  r = ctl("policy", "set", "payment", "charge", "--key-retention", "1h", NULL);
+  h_idemctl(r, H.s.addr, H.t, "policy", "set", "payment", "charge", "--key-retention", "1h", NULL);
   cr_assert_neq(r->status, 0, "a key retention below the retention was accepted");
   cr_assert(strstr(r->err, "key_retention_s"), "%s", r->err);
-  free(r);
-  r = ctl("policy", "list", NULL);
+  h_idemctl(r, H.s.addr, H.t, "policy", "list", NULL);
   cr_assert_eq(r->status, 0, "%s", r->err);
   cr_assert(strstr(r->out, "KEYS KEPT") && strstr(r->out, "365d"), "%s", r->out);
-  free(r);
-  r = ctl("--json", "policy", "set", "payment", "charge", "--key-retention", "0", NULL);
+  h_idemctl(r, H.s.addr, H.t, "--json", "policy", "set", "payment", "charge", "--key-retention",
+            "0", NULL);
   cr_assert_eq(r->status, 0, "%s", r->err);
   o = cJSON_Parse(r->out);
   cr_assert_eq(cJSON_GetObjectItem(o, "key_retention_s")->valuedouble, 0);
   cJSON_Delete(o);
-  free(r);
   /* policy get answers the key retention in effect: "same" as the retention, in JSON its value */
-  r = ctl("policy", "get", "payment", "charge", NULL);
+  h_idemctl(r, H.s.addr, H.t, "policy", "get", "payment", "charge", NULL);
   cr_assert_eq(r->status, 0, "%s", r->err);
   cr_assert(strstr(r->out, "KEYS KEPT") && strstr(r->out, "same"), "%s", r->out);
-  free(r);
-  r = ctl("--json", "policy", "get", "payment", "charge", NULL);
+  h_idemctl(r, H.s.addr, H.t, "--json", "policy", "get", "payment", "charge", NULL);
   cr_assert_eq(r->status, 0, "%s", r->err);
   o = cJSON_Parse(r->out);
   cr_assert_not_null(o, "%s", r->out);
   cr_assert_eq(cJSON_GetObjectItem(o, "key_retention_s")->valuedouble, 7200, "%s", r->out);
   cJSON_Delete(o);
-  free(r);
-  r = ctl("policy", "set", "payment", "charge", "--key-retention", "soon", NULL);
+  h_idemctl(r, H.s.addr, H.t, "policy", "set", "payment", "charge", "--key-retention", "soon",
+            NULL);
   cr_assert_eq(r->status, 2, "a usage error");
   cr_assert(strstr(r->err, "--key-retention"), "%s", r->err);
-  free(r);
 
   /* a step past its retention: idemctl step says the body expired (text and JSON) */
-  r = ctl("policy", "set", "notify", "email", "--retention", "1s", "--key-retention", "1h", NULL);
+  h_idemctl(r, H.s.addr, H.t, "policy", "set", "notify", "email", "--retention", "1s",
+            "--key-retention", "1h", NULL);
   cr_assert_eq(r->status, 0, "%s", r->err);
-  free(r);
   idem_client *c = h_client(&H.s, H.t, 0);
   char gid[96];
   h_unique("kr", gid, sizeof gid);
@@ -430,35 +365,30 @@ Test(incident, policy_key_retention) {
     h_sleep_ms(100);
   }
   idem_close(c);
-  r = ctl("step", gid, "notify", "email", NULL);
+  h_idemctl(r, H.s.addr, H.t, "step", gid, "notify", "email", NULL);
   cr_assert_eq(r->status, 0, "%s", r->err);
   cr_assert(strstr(r->out, "body        (expired"), "%s", r->out);
   cr_assert(strstr(r->out, "code        502"), "outcome and code are kept:\n%s", r->out);
-  free(r);
-  r = ctl("--json", "step", gid, "notify", "email", NULL);
+  h_idemctl(r, H.s.addr, H.t, "--json", "step", gid, "notify", "email", NULL);
   o = cJSON_Parse(r->out);
   cr_assert_not_null(o, "%s", r->out);
   cJSON *res = cJSON_GetObjectItem(o, "result");
   cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(res, "expired")), "%s", r->out);
   cr_assert_str_eq(cJSON_GetObjectItem(res, "body_base64")->valuestring, "");
   cJSON_Delete(o);
-  free(r);
   /* policy get shows the longer key retention */
-  r = ctl("policy", "get", "notify", "email", NULL);
+  h_idemctl(r, H.s.addr, H.t, "policy", "get", "notify", "email", NULL);
   cr_assert_eq(r->status, 0, "%s", r->err);
   cr_assert(strstr(r->out, "KEYS KEPT") && strstr(r->out, "1h"), "%s", r->out);
-  free(r);
   /* the saga and steps tables say so too, with outcome and code, never the body */
-  r = ctl("saga", gid, NULL);
+  h_idemctl(r, H.s.addr, H.t, "saga", gid, NULL);
   cr_assert_eq(r->status, 0, "%s", r->err);
   cr_assert(strstr(r->out, "failed 502 (body expired)"), "%s", r->out);
   cr_assert(!strstr(r->out, "gateway timeout"), "%s", r->out);
-  free(r);
-  r = ctl("steps", "--global-id", gid, NULL);
+  h_idemctl(r, H.s.addr, H.t, "steps", "--global-id", gid, NULL);
   cr_assert_eq(r->status, 0, "%s", r->err);
   cr_assert(strstr(r->out, "failed 502 (body expired)"), "%s", r->out);
-  free(r);
-  r = ctl("--json", "steps", "--global-id", gid, NULL);
+  h_idemctl(r, H.s.addr, H.t, "--json", "steps", "--global-id", gid, NULL);
   cr_assert_eq(r->status, 0, "%s", r->err);
   o = cJSON_Parse(r->out);
   cr_assert(cJSON_IsArray(o) && cJSON_GetArraySize(o) == 1, "%s", r->out);
@@ -493,20 +423,20 @@ Test(incident, skipped_records) {
   idem_begin_clear(&b);
   idem_close(c);
 
-  run *r = ctl("step", gid, "hotel", "book", "--compensation", NULL);
+  h_ctl *r = calloc(1, sizeof *r);
+
+  h_idemctl(r, H.s.addr, H.t, "step", gid, "hotel", "book", "--compensation", NULL);
   cr_assert_eq(r->status, 0, "%s", r->err);
   cr_assert(strstr(r->out, "state       skipped: null compensation"), "%s", r->out);
   cr_assert(strstr(r->out, "stored as   succeeded (null_compensation)"), "%s", r->out);
   cr_assert(strstr(r->out, "attempt     - (none ran)"), "%s", r->out);
   cr_assert(strstr(r->out, "outcome     none: no compensation ran"), "%s", r->out);
   cr_assert(!strstr(r->out, "code        0"), "not a result of a run:\n%s", r->out);
-  free(r);
-  r = ctl("step", gid, "hotel", "book", NULL);
+  h_idemctl(r, H.s.addr, H.t, "step", gid, "hotel", "book", NULL);
   cr_assert_eq(r->status, 0, "%s", r->err);
   cr_assert(strstr(r->out, "state       skipped: never ran"), "%s", r->out);
-  free(r);
 
-  r = ctl("saga", gid, NULL);
+  h_idemctl(r, H.s.addr, H.t, "saga", gid, NULL);
   cr_assert_eq(r->status, 0, "%s", r->err);
   const char *line = strstr(r->out, "hotel");
   cr_assert_not_null(line, "%s", r->out);
@@ -519,9 +449,8 @@ Test(incident, skipped_records) {
   }
   cr_assert(strstr(r->out, "abandoned after its compensation"), "the car's forward:\n%s", r->out);
   cr_assert(strstr(r->out, "succeeded 200 returned"), "its real compensation:\n%s", r->out);
-  free(r);
 
-  r = ctl("--json", "saga", gid, NULL);
+  h_idemctl(r, H.s.addr, H.t, "--json", "saga", gid, NULL);
   cr_assert_eq(r->status, 0, "%s", r->err);
   cJSON *o = cJSON_Parse(r->out);
   cr_assert_not_null(o, "%s", r->out);

@@ -4,11 +4,10 @@
  * filter) and GetSaga return them; a malformed traceparent is ignored and counted. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "capture.h"
 #include "harness.h"
 #include "idem/v1/coordinator.pb-c.h"
 #include "util/clock.h"
@@ -131,37 +130,7 @@ Test(trace, a_malformed_traceparent_is_ignored_and_counted) {
 }
 
 /* idemctl (the real binary): `step` prints both ids, `steps --trace-id` lists by either, and
- * refuses a malformed id naming trace_id. Output of one run: stdout (up to 64 KiB), status. */
-typedef struct run {
-  int status;
-  char out[65536];
-  char err[4096];
-} run;
-
-static void slurp(const char *path, char *buf, size_t cap) {
-  FILE *f = fopen(path, "r");
-  size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
-  buf[n] = '\0';
-  if (f) fclose(f);
-  unlink(path);
-}
-
-static run *ctl(const char *const *args) {
-  const char *argv[24] = {IDEMCTL_BIN, "--addr", H.s.addr, "--tenant", H.t};
-  int argc = 5;
-  for (; *args && argc < 23; args++) argv[argc++] = *args;
-  argv[argc] = NULL;
-  run *r = calloc(1, sizeof *r);
-  char tag[64], out[96], err[96];
-  h_unique("idemctl", tag, sizeof tag);
-  snprintf(out, sizeof out, "/tmp/idem-%s.out", tag);
-  snprintf(err, sizeof err, "/tmp/idem-%s.err", tag);
-  r->status = spawn_run(argv, &(spawn_opts){.out_log = out, .err_log = err}, 60000);
-  slurp(out, r->out, sizeof r->out);
-  slurp(err, r->err, sizeof r->err);
-  return r;
-}
-
+ * refuses a malformed id naming trace_id. */
 Test(trace, idemctl_prints_and_filters_by_the_ids) {
   char gid[64], other[64];
   h_unique("g", gid, sizeof gid);
@@ -181,19 +150,18 @@ Test(trace, idemctl_prints_and_filters_by_the_ids) {
                "%s", e.message);
   trace(NULL);
 
-  run *r = ctl((const char *[]){"step", gid, "pay", "charge", NULL});
+  h_ctl *r = calloc(1, sizeof *r);
+  h_idemctl(r, H.s.addr, H.t, "step", gid, "pay", "charge", NULL);
   cr_assert_eq(r->status, 0, "%s", r->err);
   cr_assert(strstr(r->out, "begin trace " TA "\n"), "%s", r->out);
   cr_assert(strstr(r->out, "end trace   " TB "\n"), "%s", r->out);
-  free(r);
-  r = ctl((const char *[]){"step", other, "pay", "charge", NULL});
+  h_idemctl(r, H.s.addr, H.t, "step", other, "pay", "charge", NULL);
   cr_assert(strstr(r->out, "begin trace " TC "\n") && strstr(r->out, "end trace   -\n"), "%s",
             r->out);
-  free(r);
 
   const char *const traces[] = {TA, TB};
   for (int i = 0; i < 2; i++) {
-    r = ctl((const char *[]){"--json", "steps", "--trace-id", traces[i], NULL});
+    h_idemctl(r, H.s.addr, H.t, "--json", "steps", "--trace-id", traces[i], NULL);
     cr_assert_eq(r->status, 0, "%s", r->err);
     cJSON *arr = cJSON_Parse(r->out);
     cr_assert(cJSON_IsArray(arr), "%s", r->out);
@@ -203,9 +171,8 @@ Test(trace, idemctl_prints_and_filters_by_the_ids) {
     cr_assert_str_eq(cJSON_GetObjectItem(s, "begin_trace_id")->valuestring, TA);
     cr_assert_str_eq(cJSON_GetObjectItem(s, "complete_trace_id")->valuestring, TB);
     cJSON_Delete(arr);
-    free(r);
   }
-  r = ctl((const char *[]){"steps", "--trace-id", "nope", NULL});
+  h_idemctl(r, H.s.addr, H.t, "steps", "--trace-id", "nope", NULL);
   cr_assert_neq(r->status, 0);
   cr_assert(strstr(r->err, "trace_id"), "%s", r->err);
   free(r);
