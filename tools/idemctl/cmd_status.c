@@ -38,15 +38,7 @@ static void add_addr(nodes *ns, const char *addr, size_t len) {
 
 /* A client of one node: the options of --addr but the address. */
 static idem_client *connect_to(const ctl *c, const char *addr, idem_error *err) {
-  idem_options o = {.address = addr,
-                    .tenant = c->tenant,
-                    .token = c->token,
-                    .deadline_ms = c->deadline_ms,
-                    .tls = c->tls,
-                    .tls_ca_file = c->tls_ca,
-                    .tls_cert_file = c->tls_cert,
-                    .tls_key_file = c->tls_key,
-                    .tls_server_name = c->tls_server_name};
+  idem_options o = ctl_options(c, addr);
   idem_client *cl = NULL;
   return idem_connect(&o, &cl, err) == IDEM_OK ? cl : NULL;
 }

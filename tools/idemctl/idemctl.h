@@ -65,6 +65,9 @@ typedef struct ctl_cmd {
 const char *ctl_flag_value(const ctl *c, const char *name); /* NULL when not given */
 bool ctl_has(const ctl *c, const char *name);
 int ctl_usage_error(const ctl *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The connection options the command line gives (tenant, token, deadline, TLS) for the node at
+ * addr (c->addr, or another node's: `status` asks each); the strings stay c's and addr's. */
+idem_options ctl_options(const ctl *c, const char *addr);
 idem_client *ctl_client(ctl *c); /* connects on first use; exits 3 when it cannot */
 int ctl_fail(const char *what, const idem_error *e); /* prints the error, returns the exit code */
 int ctl_exit_code(int idem_code);

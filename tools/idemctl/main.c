@@ -215,17 +215,21 @@ int ctl_fail(const char *what, const idem_error *e) {
   return ctl_exit_code(e->code);
 }
 
+idem_options ctl_options(const ctl *c, const char *addr) {
+  return (idem_options){.address = addr,
+                        .tenant = c->tenant,
+                        .token = c->token,
+                        .deadline_ms = c->deadline_ms,
+                        .tls = c->tls,
+                        .tls_ca_file = c->tls_ca,
+                        .tls_cert_file = c->tls_cert,
+                        .tls_key_file = c->tls_key,
+                        .tls_server_name = c->tls_server_name};
+}
+
 idem_client *ctl_client(ctl *c) {
   if (c->client) return c->client;
-  idem_options o = {.address = c->addr,
-                    .tenant = c->tenant,
-                    .token = c->token,
-                    .deadline_ms = c->deadline_ms,
-                    .tls = c->tls,
-                    .tls_ca_file = c->tls_ca,
-                    .tls_cert_file = c->tls_cert,
-                    .tls_key_file = c->tls_key,
-                    .tls_server_name = c->tls_server_name};
+  idem_options o = ctl_options(c, c->addr);
   idem_error e = {0};
   if (idem_connect(&o, &c->client, &e) != IDEM_OK) exit(ctl_fail("connect", &e));
   return c->client;
