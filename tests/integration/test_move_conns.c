@@ -65,20 +65,6 @@ static void sockets_to(int dport, pid_t pid, port_set *out) {
   pclose(p);
 }
 
-typedef struct bg_move {
-  const h_groups *cl;
-  int at;
-  move_answer a;
-  atomic_bool done;
-} bg_move;
-
-static void *bg_move_run(void *arg) {
-  bg_move *m = arg;
-  m->a = h_move_slots(m->cl, m->at, FROM, TO, "g2", "conns", false);
-  atomic_store(&m->done, true);
-  return NULL;
-}
-
 /* The PostgreSQL server's port, from the cluster's first database's URL. */
 static int pg_port(const h_groups *cl) {
   const char *at = strrchr(cl->url[0], ':');
@@ -90,15 +76,9 @@ Test(move_conns, a_move_holds_two_postgres_and_no_new_etcd_connections_per_node,
   /* the driver holds 1.5 s once subscribed: the move lasts long enough to be looked at often */
   h_groups_start_env(&cl, (const char *[]){"IDEM_TEST_MOVE_HOLD=copying:1500", NULL});
   h_groups_wait_balanced(&cl, NULL);
-  traffic T = {.cl = &cl};
-  T.acked = calloc(ACKED_MAX, sizeof *T.acked);
+  traffic T = {0};
   pthread_t th;
-  pthread_create(&th, NULL, h_traffic_run, &T);
-  for (int64_t until = h_now_ms() + 20000; atomic_load(&T.pairs) < 50 && h_now_ms() < until;)
-    h_sleep_ms(20);
-  int driver = h_groups_leader_of(&cl, 0);
-  cr_assert_geq(driver, 0, "g1 has a leader");
-  int other = 1 - driver;
+  int driver = h_move_under_load(&cl, &T, &th), other = 1 - driver;
   int etcd_port = cl.etcd.client_port, pgp = pg_port(&cl);
   cr_assert_gt(pgp, 0, "the test Postgres's port from %s", cl.url[0]);
 
@@ -115,10 +95,9 @@ Test(move_conns, a_move_holds_two_postgres_and_no_new_etcd_connections_per_node,
   port_set backends[2]; /* per node: the distinct idem-move backends' pids */
   memset(backends, 0, sizeof backends);
   int unattributed = 0, most_at_once = 0;
-  bg_move m = {.cl = &cl, .at = other};
+  h_bg_move m = {.cl = &cl, .at = other, .from = FROM, .to = TO, .group = "g2", .rid = "conns"};
   int64_t t0 = h_now_ms();
-  pthread_t mt;
-  pthread_create(&mt, NULL, bg_move_run, &m);
+  h_bg_move_start(&m);
   PGconn *pg = pgx_connect(cl.url[0]);
   int samples = 0;
   while (!atomic_load(&m.done) && h_now_ms() - t0 < 120000) {
@@ -149,7 +128,7 @@ Test(move_conns, a_move_holds_two_postgres_and_no_new_etcd_connections_per_node,
     h_sleep_ms(20);
   }
   PQfinish(pg);
-  pthread_join(mt, NULL);
+  h_bg_move_join(&m);
   int64_t took = h_now_ms() - t0;
   atomic_store(&T.stop, true);
   pthread_join(th, NULL);

@@ -67,29 +67,6 @@ static bool says_why(const fault_case *fc, const char *details) {
   return strstr(details, cut) != NULL;
 }
 
-typedef struct bg_move {
-  const h_groups *cl;
-  int at;
-  move_answer a;
-} bg_move;
-
-static void *bg_move_run(void *arg) {
-  bg_move *m = arg;
-  m->a = h_move_slots(m->cl, m->at, FROM, TO, "g2", "faulted", false);
-  return NULL;
-}
-
-/* Waits until node `at` shows the move in phase (30 s). */
-static bool wait_phase(const h_groups *cl, int at, const char *phase) {
-  for (int64_t until = h_now_ms() + 30000; h_now_ms() < until; h_sleep_ms(20)) {
-    Idem__V1__Topology *t = h_topology(cl, at);
-    bool in = t && t->move && strcmp(t->move->phase, phase) == 0;
-    if (t) idem__v1__topology__free_unpacked(t, NULL);
-    if (in) return true;
-  }
-  return false;
-}
-
 /* Waits (10 s) until the driver has done the phase's own work and holds (the map names the phase
  * before that work): copying once the target's subscription exists, blocked once the source's
  * block committed (with the move's mark); switched is written after its work. */
@@ -190,20 +167,13 @@ static void run_case(const fault_case *fc) {
   }
   h_groups_start_on(&cl, (const char *[]){hold, NULL}, urls);
   h_groups_wait_balanced(&cl, NULL);
-  traffic T = {.cl = &cl};
-  T.acked = calloc(ACKED_MAX, sizeof *T.acked);
+  traffic T = {0};
   pthread_t th;
-  pthread_create(&th, NULL, h_traffic_run, &T);
-  for (int64_t until = h_now_ms() + 20000; atomic_load(&T.pairs) < 50 && h_now_ms() < until;)
-    h_sleep_ms(20);
-  int driver = h_groups_leader_of(&cl, 0);
-  cr_assert_geq(driver, 0, "g1 has a leader");
-  int other = 1 - driver;
-  bg_move m = {.cl = &cl, .at = other};
-  pthread_t mt;
-  pthread_create(&mt, NULL, bg_move_run, &m);
+  int driver = h_move_under_load(&cl, &T, &th), other = 1 - driver;
+  h_bg_move m = {.cl = &cl, .at = other, .from = FROM, .to = TO, .group = "g2", .rid = "faulted"};
+  h_bg_move_start(&m);
   int64_t t0 = h_now_ms();
-  cr_assert(wait_phase(&cl, other, fc->phase), "the move reached %s", fc->phase);
+  cr_assert(h_wait_move_phase(&cl, other, fc->phase, 30000), "the move reached %s", fc->phase);
   cr_assert(wait_held(&cl, fc->phase), "the driver holds in %s", fc->phase);
   int64_t t_phase = h_now_ms();
   if (strcmp(fc->fault, "kill-driver") == 0) {
@@ -219,17 +189,12 @@ static void run_case(const fault_case *fc) {
   }
   int64_t t_fault = h_now_ms();
   /* the move ends: no move in the map, as a live node sees it */
-  bool ended = false;
-  for (int64_t until = h_now_ms() + 60000; !ended && h_now_ms() < until; h_sleep_ms(100)) {
-    Idem__V1__Topology *t = h_topology(&cl, other);
-    ended = t && !t->move;
-    if (t) idem__v1__topology__free_unpacked(t, NULL);
-  }
-  cr_assert(ended, "the move ended (%s in %s)", fc->fault, fc->phase);
+  cr_assert(h_wait_move_ended(&cl, other, 60000), "the move ended (%s in %s)", fc->fault,
+            fc->phase);
   int64_t t_end = h_now_ms();
   atomic_store(&T.stop, true);
   pthread_join(th, NULL);
-  pthread_join(mt, NULL);
+  h_bg_move_join(&m);
   /* its result, asked again: the one §18 requires */
   move_answer r = h_move_slots(&cl, other, FROM, TO, "g2", "faulted", false);
   bool finished = r.status == 0, rolled_back = r.status == 10 && strstr(r.details, "rolled back");

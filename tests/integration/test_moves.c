@@ -239,66 +239,28 @@ Test(moves, bad_requests_are_refused_naming_the_field_and_nothing_moves, .timeou
   h_groups_stop(&cl);
 }
 
-/* A MoveSlots call on its own thread: the request in, the answer out. */
-typedef struct bg_move {
-  const h_groups *cl;
-  int at;
-  uint32_t from, to;
-  const char *group, *rid;
-  move_answer a;
-} bg_move;
-
-static void *bg_move_run(void *arg) {
-  bg_move *m = arg;
-  m->a = h_move_slots(m->cl, m->at, m->from, m->to, m->group, m->rid, false);
-  return NULL;
-}
-
 Test(moves, a_move_whose_driver_is_killed_while_copying_is_resumed_by_the_next_leader,
      .timeout = 240) {
   h_groups cl;
   h_groups_start(&cl, false);
   h_groups_wait_balanced(&cl, NULL);
-  traffic T = {.cl = &cl};
-  T.acked = calloc(ACKED_MAX, sizeof *T.acked);
+  traffic T = {0};
   pthread_t th;
-  pthread_create(&th, NULL, h_traffic_run, &T);
-  int64_t until = h_now_ms() + 20000;
-  while (atomic_load(&T.pairs) < 50 && h_now_ms() < until) h_sleep_ms(20);
-  int driver = h_groups_leader_of(&cl, 0); /* g1's leader drives the move */
-  cr_assert_geq(driver, 0);
-  int other = 1 - driver;
-  bg_move m = {.cl = &cl, .at = 1, .from = FROM, .to = TO, .group = "g2", .rid = "move-killed"};
-  pthread_t mt;
-  pthread_create(&mt, NULL, bg_move_run, &m);
+  int driver = h_move_under_load(&cl, &T, &th), other = 1 - driver;
+  h_bg_move m = {.cl = &cl, .at = 1, .from = FROM, .to = TO, .group = "g2", .rid = "move-killed"};
+  h_bg_move_start(&m);
   /* wait until the move is copying, then kill its driver */
-  bool copying = false;
-  until = h_now_ms() + 20000;
-  while (!copying && h_now_ms() < until) {
-    Idem__V1__Topology *t = h_topology(&cl, other);
-    copying = t && t->move && strcmp(t->move->phase, "copying") == 0;
-    if (t) idem__v1__topology__free_unpacked(t, NULL);
-    if (!copying) h_sleep_ms(20);
-  }
-  cr_assert(copying, "the move reached copying");
+  cr_assert(h_wait_move_phase(&cl, other, "copying", 20000), "the move reached copying");
   cr_expect_eq(h_metric(cl.mport[other], "idem_slot_move_phase{phase=\"copying\"}"), 1,
                "/metrics shows the phase");
   kill(cl.node[driver].pid, SIGKILL);
   waitpid(cl.node[driver].pid, NULL, 0);
   cl.node[driver].pid = 0;
   /* g1's next leader resumes the copy and finishes: the move leaves the map */
-  bool ended = false;
-  until = h_now_ms() + 60000;
-  while (!ended && h_now_ms() < until) {
-    Idem__V1__Topology *t = h_topology(&cl, other);
-    ended = t && !t->move;
-    if (t) idem__v1__topology__free_unpacked(t, NULL);
-    if (!ended) h_sleep_ms(100);
-  }
-  cr_assert(ended, "the move ended");
+  cr_assert(h_wait_move_ended(&cl, other, 60000), "the move ended");
   atomic_store(&T.stop, true);
   pthread_join(th, NULL);
-  pthread_join(mt, NULL);
+  h_bg_move_join(&m);
   char g[64];
   h_group_of_slot(&cl, other, FROM, g, sizeof g);
   cr_expect_str_eq(g, "g2", "slot %d is g2's: the move was resumed, not rolled back", FROM);
@@ -417,23 +379,15 @@ Test(moves, the_balancer_keeps_the_source_of_a_move_driven_here, .timeout = 240)
     h_sleep_ms(100);
   cr_assert(h_groups_leader_of(&cl, 0) == 0 && h_groups_leader_of(&cl, 1) == 0,
             "node 0 leads both groups");
-  bg_move m = {.cl = &cl, .at = 0, .from = 32, .to = 47, .group = "g1", .rid = "keep-source"};
-  pthread_t mt;
-  pthread_create(&mt, NULL, bg_move_run, &m);
-  bool copying = false;
-  for (until = h_now_ms() + 20000; !copying && h_now_ms() < until;) {
-    Idem__V1__Topology *t = h_topology(&cl, 0);
-    copying = t && t->move && strcmp(t->move->phase, "copying") == 0;
-    if (t) idem__v1__topology__free_unpacked(t, NULL);
-    if (!copying) h_sleep_ms(20);
-  }
-  cr_assert(copying, "the move reached copying");
+  h_bg_move m = {.cl = &cl, .at = 0, .from = 32, .to = 47, .group = "g1", .rid = "keep-source"};
+  h_bg_move_start(&m);
+  cr_assert(h_wait_move_phase(&cl, 0, "copying", 20000), "the move reached copying");
   h_groups_node_start(&cl, 1); /* node 0 is over its share now */
   until = h_now_ms() + 30000;
   while (h_groups_leader_of(&cl, 0) != 1 && h_now_ms() < until) h_sleep_ms(100);
   cr_expect_eq(h_groups_leader_of(&cl, 0), 1, "node 0 gave g1 to node 1");
   cr_expect_eq(h_groups_leader_of(&cl, 1), 0, "node 0 kept g2, the move's source");
-  pthread_join(mt, NULL);
+  h_bg_move_join(&m);
   cr_expect_eq(m.a.status, 0, "the move finished: %d %s", m.a.status, m.a.details);
   char g[64];
   h_group_of_slot(&cl, 1, 32, g, sizeof g);

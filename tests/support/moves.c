@@ -62,6 +62,26 @@ Idem__V1__Topology *h_topology(const h_groups *cl, int at) {
   return t;
 }
 
+bool h_wait_move_phase(const h_groups *cl, int at, const char *phase, int64_t timeout_ms) {
+  for (int64_t until = h_now_ms() + timeout_ms;; h_sleep_ms(20)) {
+    Idem__V1__Topology *t = h_topology(cl, at);
+    bool in = t && t->move && strcmp(t->move->phase, phase) == 0;
+    if (t) idem__v1__topology__free_unpacked(t, NULL);
+    if (in) return true;
+    if (h_now_ms() >= until) return false;
+  }
+}
+
+bool h_wait_move_ended(const h_groups *cl, int at, int64_t timeout_ms) {
+  for (int64_t until = h_now_ms() + timeout_ms;; h_sleep_ms(100)) {
+    Idem__V1__Topology *t = h_topology(cl, at);
+    bool ended = t && !t->move;
+    if (t) idem__v1__topology__free_unpacked(t, NULL);
+    if (ended) return true;
+    if (h_now_ms() >= until) return false;
+  }
+}
+
 /* The group serving slot in the map node `at` follows ("" when unknown), into out. */
 void h_group_of_slot(const h_groups *cl, int at, uint32_t slot, char *out, size_t cap) {
   out[0] = '\0';
@@ -158,6 +178,34 @@ void *h_traffic_run(void *arg) {
   }
   idem_close(c);
   return NULL;
+}
+
+int h_move_under_load(const h_groups *cl, traffic *T, pthread_t *th) {
+  T->cl = cl;
+  T->acked = calloc(ACKED_MAX, sizeof *T->acked);
+  cr_assert_not_null(T->acked);
+  pthread_create(th, NULL, h_traffic_run, T);
+  for (int64_t until = h_now_ms() + 20000; atomic_load(&T->pairs) < 50 && h_now_ms() < until;)
+    h_sleep_ms(20);
+  int driver = h_groups_leader_of(cl, 0);
+  cr_assert_geq(driver, 0, "g1 has a leader");
+  return driver;
+}
+
+static void *bg_move_run(void *arg) {
+  h_bg_move *m = arg;
+  m->a = h_move_slots(m->cl, m->at, m->from, m->to, m->group, m->rid, false);
+  atomic_store(&m->done, true);
+  return NULL;
+}
+
+void h_bg_move_start(h_bg_move *m) {
+  atomic_store(&m->done, false);
+  pthread_create(&m->th, NULL, bg_move_run, m);
+}
+
+void h_bg_move_join(h_bg_move *m) {
+  pthread_join(m->th, NULL);
 }
 
 /* Every acknowledged completion answers REPLAY with its body: lost counts the others. */

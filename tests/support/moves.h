@@ -1,10 +1,13 @@
 /* moves.h — helpers for tests of slot moves (docs/api.md §18) on a tests/support/groups.h
- * cluster: Admin.MoveSlots and GetTopology as raw calls (their answers decoded), row counts by
- * slot in a group's database, what a move can leave behind, and client traffic on g1's slots
- * that remembers every acknowledged completion, for the history check after. */
+ * cluster: Admin.MoveSlots and GetTopology as raw calls (their answers decoded), waits for a
+ * move's phase and end, row counts by slot in a group's database, what a move can leave behind,
+ * client traffic on g1's slots that remembers every acknowledged completion, for the history
+ * check after, and the scene the move tests share: that traffic running, a MoveSlots on a
+ * thread of its own. */
 #ifndef IDEM_TEST_MOVES_H
 #define IDEM_TEST_MOVES_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -34,6 +37,13 @@ move_answer h_move_slots_rate(const h_groups *cl, int at, uint32_t from, uint32_
  * idem__v1__topology__free_unpacked). */
 Idem__V1__Topology *h_topology(const h_groups *cl, int at);
 
+/* Waits (polling every 20 ms) until node `at`'s map shows a move in phase ("copying", ...):
+ * whether it did within timeout_ms. */
+bool h_wait_move_phase(const h_groups *cl, int at, const char *phase, int64_t timeout_ms);
+/* Waits (polling every 100 ms) until node `at` answers GetTopology with no move under way:
+ * whether it did within timeout_ms. */
+bool h_wait_move_ended(const h_groups *cl, int at, int64_t timeout_ms);
+
 /* The group serving slot in node `at`'s map into out ("" when unknown). */
 void h_group_of_slot(const h_groups *cl, int at, uint32_t slot, char *out, size_t cap);
 
@@ -59,6 +69,27 @@ typedef struct traffic {
   atomic_int threads; /* gives each thread its own ids */
 } traffic;
 void *h_traffic_run(void *arg);
+
+/* A move under load, as the move tests set it up: T (zeroed; its cl set here and its acked
+ * allocated: free it after) runs on one thread, *th, started here, until 50 pairs are acknowledged
+ * (20 s at most, not asserted). Returns g1's leader, the node that drives a move of g1's slots (the
+ * test fails when g1 has none). */
+int h_move_under_load(const h_groups *cl, traffic *T, pthread_t *th);
+
+/* MoveSlots (h_move_slots, not a dry run) on a thread of its own: the caller fills in cl to rid,
+ * h_bg_move_start sends it; done turns true once its answer is in a; h_bg_move_join waits for
+ * it. */
+typedef struct h_bg_move {
+  const h_groups *cl;
+  int at; /* the node asked */
+  uint32_t from, to;
+  const char *group, *rid;
+  move_answer a;
+  atomic_bool done;
+  pthread_t th;
+} h_bg_move;
+void h_bg_move_start(h_bg_move *m);
+void h_bg_move_join(h_bg_move *m);
 
 /* Every acknowledged completion answers REPLAY with its body: how many do not. */
 int h_lost_results(const h_groups *cl, traffic *T);
