@@ -3,7 +3,7 @@
  *   idem-move-load --addr H:P,H:P --tenant T --slots S --from A --to B --group G
  *                  [--moving 16] [--other 8] [--before 5] [--after 5]
  *                  [--rate-moving R] [--rate-other R] [--json] [--trace FILE]
- *                  [--burn CORES:SECONDS] [--cpu-top] [--max-rate N]
+ *                  [--burn CORES:SECONDS] [--cpu-top] [--max-rate N] [--preload N]
  *
  * --moving callers run pairs (BeginStep + CompleteStep, fresh keys) on sagas whose slot is in
  * A..B, --other callers on every other slot; each caller a thread with its own libidem client
@@ -73,6 +73,7 @@ static struct {
   double burn_cores, burn_s; /* --burn CORES:SECONDS: the control run, no move */
   bool cpu_top;
   uint32_t max_rate; /* --max-rate: MoveSlotsRequest.max_rows_per_s */
+  long preload;      /* --preload N: completed pairs written to the moving slots first */
 } cf = {.slots = 256, .moving = 16, .other = 8, .before_s = 5, .after_s = 5};
 
 static atomic_bool stop_load;
@@ -285,12 +286,58 @@ static long lost(caller *ks, int n) {
   return bad;
 }
 
+/* --preload: before the timed load, the moving callers write N completed pairs to the moving
+ * slots back to back (keys "pl-…"), so that the move has rows to copy besides the load's own. */
+static atomic_long preload_next;
+static void *run_preload(void *arg) {
+  int id = *(int *)arg;
+  idem_client *c = client();
+  long seq = 0;
+  while (atomic_fetch_add(&preload_next, 1) < cf.preload) {
+    char key_id[48];
+    do
+      snprintf(key_id, sizeof key_id, "pl-%d-%ld", id, seq++);
+    while (!in_range(idem_slot_of(cf.tenant, key_id, cf.slots)));
+    idem_step_key key = {key_id, "bench", "move", IDEM_FORWARD};
+    idem_begin b = {0};
+    idem_error e = {0};
+    int rc = idem_step_begin(c, &key, NULL, 0, 30000, &b, &e);
+    uint64_t attempt = b.attempt;
+    bool go = rc == IDEM_OK && b.decision == IDEM_DECISION_PROCEED;
+    idem_begin_clear(&b);
+    if (go) rc = idem_step_complete(c, &key, attempt, IDEM_OUTCOME_SUCCEEDED, 0, key_id,
+                                    strlen(key_id), NULL, &e);
+    if (rc != IDEM_OK) {
+      fprintf(stderr, "idem-move-load: --preload: %s\n", e.message);
+      exit(1);
+    }
+  }
+  idem_close(c);
+  return NULL;
+}
+
+static void preload(void) {
+  if (cf.preload <= 0) return;
+  double t = now_s();
+  pthread_t th[64];
+  int ids[64], n = cf.moving < 64 ? cf.moving : 64;
+  for (int i = 0; i < n; i++) {
+    ids[i] = i;
+    pthread_create(&th[i], NULL, run_preload, &ids[i]);
+  }
+  for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
+  if (!cf.json)
+    printf("preloaded %ld completed pairs on the moving slots in %.1f s\n", cf.preload,
+           now_s() - t);
+}
+
 static void usage(void) {
   fprintf(stderr,
           "usage: idem-move-load --addr H:P[,H:P] --tenant T --slots S --from A --to B --group G\n"
           "                      [--moving N] [--other N] [--before S] [--after S]\n"
           "                      [--rate-moving R] [--rate-other R] [--json] [--trace FILE]\n"
-          "                      [--burn CORES:SECONDS] [--cpu-top] [--max-rate N]\n");
+          "                      [--burn CORES:SECONDS] [--cpu-top] [--max-rate N]\n"
+          "                      [--preload N]\n");
   exit(2);
 }
 
@@ -300,7 +347,8 @@ int main(int argc, char **argv) {
       {"to", 1, 0, 'T'},     {"group", 1, 0, 'g'},  {"moving", 1, 0, 'm'}, {"other", 1, 0, 'o'},
       {"before", 1, 0, 'b'}, {"after", 1, 0, 'A'},  {"json", 0, 0, 'j'},
       {"rate-moving", 1, 0, 'r'}, {"rate-other", 1, 0, 'R'}, {"trace", 1, 0, 'x'},
-      {"burn", 1, 0, 'B'}, {"cpu-top", 0, 0, 'C'}, {"max-rate", 1, 0, 'M'}, {0, 0, 0, 0}};
+      {"burn", 1, 0, 'B'}, {"cpu-top", 0, 0, 'C'}, {"max-rate", 1, 0, 'M'},
+      {"preload", 1, 0, 'P'}, {0, 0, 0, 0}};
   double bc, bs;
   if (argc == 3 && strcmp(argv[1], "--burn-child") == 0 &&
       sscanf(argv[2], "%lf:%lf", &bc, &bs) == 2)
@@ -324,6 +372,7 @@ int main(int argc, char **argv) {
       case 'x': cf.trace = optarg; break;
       case 'C': cf.cpu_top = true; break;
       case 'M': cf.max_rate = (uint32_t)atol(optarg); break;
+      case 'P': cf.preload = atol(optarg); break;
       case 'B':
         if (sscanf(optarg, "%lf:%lf", &cf.burn_cores, &cf.burn_s) != 2 || cf.burn_cores < 0 ||
             cf.burn_cores > 8 || cf.burn_s <= 0) {
@@ -340,6 +389,7 @@ int main(int argc, char **argv) {
     usage();
   int n = cf.moving + cf.other;
   caller *ks = calloc((size_t)n, sizeof *ks);
+  preload();
   cpu_mark mark[WINDOWS + 1];
   pthread_t sampler;
   pthread_create(&sampler, NULL, run_sampler, NULL);
