@@ -86,7 +86,7 @@ typedef struct caller {
   pthread_t th;
   samples s[WINDOWS];
   acked a;
-  samples start, took; /* every pair, for --trace */
+  samples start, took, slot; /* every pair, for --trace */
 } caller;
 
 static double now_s(void) {
@@ -181,6 +181,7 @@ static void *run_caller(void *arg) {
     if (cf.trace) {
       add(&k->start, t0 - t_load_start);
       add(&k->took, (now_s() - t0) * 1000.0);
+      add(&k->slot, (double)idem_slot_of(cf.tenant, id, cf.slots));
     }
     if (k->cls == MOVING) ack(&k->a, id);
   }
@@ -448,11 +449,12 @@ int main(int argc, char **argv) {
   long lost_n = lost(ks, cf.moving), dups = atomic_load(&dup_proceed);
   FILE *tf = cf.trace ? fopen(cf.trace, "w") : NULL;
   if (tf) {
-    fprintf(tf, "# move %.3f %.3f (s from the load's start)\n# start_s class latency_ms\n",
+    fprintf(tf, "# move %.3f %.3f (s from the load's start)\n# start_s class latency_ms slot\n",
             ms - t0, me - t0);
     for (int i = 0; i < n; i++)
       for (size_t j = 0; j < ks[i].start.n; j++)
-        fprintf(tf, "%.4f %s %.2f\n", ks[i].start.v[j], class_names[ks[i].cls], ks[i].took.v[j]);
+        fprintf(tf, "%.4f %s %.2f %.0f\n", ks[i].start.v[j], class_names[ks[i].cls],
+                ks[i].took.v[j], ks[i].slot.v[j]);
     fclose(tf);
   }
   bool ok = rc == IDEM_OK && lost_n == 0 && dups == 0;
