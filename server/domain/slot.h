@@ -9,6 +9,7 @@
 #ifndef IDEM_DOMAIN_SLOT_H
 #define IDEM_DOMAIN_SLOT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,5 +25,10 @@ uint64_t slot_fnv1a64(const void *p, size_t n, uint64_t h);
 
 /* fnv1a64(tenant + "\0" + id) mod slots; NULL reads as "". slots must be >= 1. */
 uint32_t slot_of(const char *tenant, const char *id, uint32_t slots);
+
+/* Whether id is a slot move's id: "m" and 16 lowercase hex digits. It names PostgreSQL objects
+ * (idem_move_<id>) in SQL text, so the store checks it again before any SQL uses it. */
+#define SLOT_MOVE_ID_LEN 17
+bool slot_move_id_valid(const char *id);
 
 #endif

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../domain/slot.h"
 #include "slots_internal.h"
 
 static const char *const phase_words[MOVE__PHASES] = {"planned", "copying", "blocked", "switched",
@@ -33,10 +34,7 @@ bool slot_move_request_id_ok(const char *rid, char *why, size_t cap) {
 }
 
 bool slot_move_id_ok(const char *id, char *why, size_t cap) {
-  size_t n = id ? strlen(id) : 0;
-  bool ok = n == 17 && id[0] == 'm';
-  for (size_t i = 1; ok && i < n; i++)
-    ok = (id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f');
+  bool ok = slot_move_id_valid(id);
   if (!ok) slots__why(why, cap, "id: a move id is m and 16 lowercase hex digits");
   return ok;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../domain/slot.h"
 #include "../util/clock.h"
 #include "store_pg_internal.h"
 
@@ -23,21 +24,12 @@ struct store_pg_move_session {
   uint32_t from, to;
 };
 
-/* The move id rule of slots/slotmove_record.h (slot_move_id_ok), checked here again: the id
- * goes into SQL text (object names). */
-static bool id_ok(const char *id) {
-  size_t n = strlen(id);
-  bool ok = n == 17 && id[0] == 'm';
-  for (size_t i = 1; ok && i < n; i++)
-    ok = (id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f');
-  return ok;
-}
 
 err_code store_pg_move_session_open(const char *src, const char *dst, const char *id,
                                     uint32_t from, uint32_t to, store_pg_move_session **out,
                                     err_t *err) {
   *out = NULL;
-  if (id && !id_ok(id))
+  if (id && !slot_move_id_valid(id)) /* the id goes into SQL text (object names) */
     return err_set(err, ERR_INVALID, "id: a move id is m and 16 lowercase hex digits");
   store_pg_move_session *s = calloc(1, sizeof *s);
   if (!s) return err_oom(err);
