@@ -288,10 +288,12 @@ static long lost(caller *ks, int n) {
 }
 
 /* --preload: before the timed load, the moving callers write N completed pairs to the moving
- * slots back to back (keys "pl-…"), so that the move has rows to copy besides the load's own. */
+ * slots back to back (keys "pl-…"), so that the move has rows to copy besides the load's own;
+ * each is acknowledged into its caller's list, so the history check replays them too. */
 static atomic_long preload_next;
 static void *run_preload(void *arg) {
-  int id = *(int *)arg;
+  caller *k = arg;
+  int id = k->id;
   idem_client *c = client();
   long seq = 0;
   while (atomic_fetch_add(&preload_next, 1) < cf.preload) {
@@ -312,19 +314,20 @@ static void *run_preload(void *arg) {
       fprintf(stderr, "idem-move-load: --preload: %s\n", e.message);
       exit(1);
     }
+    ack(&k->a, key_id); /* the history check replays it after the move, as the load's own */
   }
   idem_close(c);
   return NULL;
 }
 
-static void preload(void) {
+static void preload(caller *ks) {
   if (cf.preload <= 0) return;
   double t = now_s();
   pthread_t th[64];
-  int ids[64], n = cf.moving < 64 ? cf.moving : 64;
+  int n = cf.moving < 64 ? cf.moving : 64;
   for (int i = 0; i < n; i++) {
-    ids[i] = i;
-    pthread_create(&th[i], NULL, run_preload, &ids[i]);
+    ks[i].id = i;
+    pthread_create(&th[i], NULL, run_preload, &ks[i]);
   }
   for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
   if (!cf.json)
@@ -390,7 +393,7 @@ int main(int argc, char **argv) {
     usage();
   int n = cf.moving + cf.other;
   caller *ks = calloc((size_t)n, sizeof *ks);
-  preload();
+  preload(ks);
   cpu_mark mark[WINDOWS + 1];
   pthread_t sampler;
   pthread_create(&sampler, NULL, run_sampler, NULL);
