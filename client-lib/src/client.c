@@ -575,6 +575,13 @@ int idem__unary_group(idem_client *c, idem__method m, const ProtobufCMessage *re
     bool standby = !err->outcome_unknown; /* idem-leader came with it: nothing was done */
     if (!standby) {
       unknown = true;
+      if (!err->reason[0]) { /* gRPC's: its groups' next calls go elsewhere, not here again */
+        char addr[128];      /* a topology leader's size */
+        pthread_mutex_lock(&c->mu);
+        snprintf(addr, sizeof addr, "%s", c->eps[ep].addr);
+        pthread_mutex_unlock(&c->mu);
+        idem__topo_unreachable(c->topo, addr);
+      }
       if (!repeatable(m, req)) return rc;
     }
     int next = ep;
