@@ -282,6 +282,16 @@ static int unpack_reply(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *
   return IDEM_OK;
 }
 
+/* A try that gRPC ended without an answer from the coordinator and without saying whether the
+ * coordinator had it: CANCELLED with no idem-reason. The coordinator never answers CANCELLED and
+ * libidem never cancels a call; a server's gRPC core does, for a call that reached a node after
+ * that node began to shut down (docs/upgrading.md). Retried like an UNAVAILABLE without a
+ * leader: on another node, only when repeating the call is harmless (repeatable), its outcome
+ * unknown until an answer says otherwise. */
+static bool lost_try(int rc, const idem_error *err) {
+  return rc == IDEM_CANCELLED && !err->reason[0];
+}
+
 /* What a call to an endpoint heard, for the fail-open rule (docs/api.md §20). */
 static idem__heard heard_of(int rc, const idem_error *err) {
   if (rc == IDEM_OK) return IDEM__HEARD_DECIDER;
@@ -438,8 +448,11 @@ static int unary_at(idem_client *c, int ep, idem__method m, const ProtobufCMessa
       snprintf(err->message, sizeof err->message, "%s", idem_strerror(rc));
     bool standby = parse_trailers(&trailing_md, err, heard_group);
     /* Be conservative: gRPC cannot tell us whether an UNAVAILABLE came before or after the
-     * request reached the coordinator, unless a standby named the leader (it did nothing). */
-    if (rc == IDEM_DEADLINE_EXCEEDED || (rc == IDEM_UNAVAILABLE && !standby))
+     * request reached the coordinator, unless a standby named the leader (it did nothing). A
+     * CANCELLED is never the coordinator's answer, nor ours (libidem cancels no call): gRPC
+     * core of a server that is shutting down killed the call, and it does not say whether the
+     * handler had it (lost_try). */
+    if (rc == IDEM_DEADLINE_EXCEEDED || (rc == IDEM_UNAVAILABLE && !standby) || lost_try(rc, err))
       err->outcome_unknown = true;
   }
 
@@ -552,7 +565,7 @@ int idem__unary_group(idem_client *c, idem__method m, const ProtobufCMessage *re
       if (c->cur == ep) c->cur = (ep + 1) % n;
       pthread_mutex_unlock(&c->mu);
     }
-    if (rc != IDEM_UNAVAILABLE) {
+    if (rc != IDEM_UNAVAILABLE && !lost_try(rc, err)) {
       /* a refusal after a try that may have acted does not prove nothing happened */
       if (rc != IDEM_OK && unknown) err->outcome_unknown = true;
       if (fetch_from >= 0) fetch_topology(c, fetch_from);
@@ -562,6 +575,13 @@ int idem__unary_group(idem_client *c, idem__method m, const ProtobufCMessage *re
     bool standby = !err->outcome_unknown; /* idem-leader came with it: nothing was done */
     if (!standby) {
       unknown = true;
+      if (!err->reason[0]) { /* gRPC's: its groups' next calls go elsewhere, not here again */
+        char addr[128];      /* a topology leader's size */
+        pthread_mutex_lock(&c->mu);
+        snprintf(addr, sizeof addr, "%s", c->eps[ep].addr);
+        pthread_mutex_unlock(&c->mu);
+        idem__topo_unreachable(c->topo, addr);
+      }
       if (!repeatable(m, req)) return rc;
     }
     int next = ep;

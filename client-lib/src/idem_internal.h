@@ -53,6 +53,11 @@ bool idem__topo_leader(idem__topo *t, const char *tenant, const char *id, char *
  * (none yet, or it disagrees with the redirect; at most once a second). */
 bool idem__topo_redirect(idem__topo *t, const char *tenant, const char *id, const char *group,
                          const char *leader);
+/* A try sent to addr got no answer from a coordinator (unreachable, or killed by a draining
+ * node's gRPC): addr leads no group as far as the client knows, until a map or a redirect says
+ * so again; meanwhile calls of those groups go where the client's calls go (and a standby's
+ * redirect names the new leader). */
+void idem__topo_unreachable(idem__topo *t, const char *addr);
 /* The named group's leader into addr; false when not known. */
 bool idem__topo_group_leader(idem__topo *t, const char *group, char *addr, size_t cap);
 /* Takes a GetTopology answer (a newer or equal version replaces the map). */

@@ -121,6 +121,14 @@ bool idem__topo_redirect(idem__topo *t, const char *tenant, const char *id, cons
   return fetch;
 }
 
+void idem__topo_unreachable(idem__topo *t, const char *addr) {
+  if (!t || !addr || !addr[0]) return;
+  pthread_mutex_lock(&t->mu);
+  for (size_t g = 0; g < t->n_groups; g++)
+    if (!strcmp(t->groups[g].leader, addr)) t->groups[g].leader[0] = '\0';
+  pthread_mutex_unlock(&t->mu);
+}
+
 void idem__topo_set(idem__topo *t, const Idem__V1__Topology *pb) {
   if (!t || !pb || !pb->slots || pb->n_groups == 0 || pb->n_groups > TOPO_GROUPS_MAX) return;
   uint8_t *owner = calloc(pb->slots, 1);

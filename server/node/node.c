@@ -40,6 +40,10 @@
 #define MAX_RECV_BYTES (256 * 1024) /* docs/api.md §9 */
 #define DEFAULT_DEADLINE_MS 2000    /* for calls that come without one */
 #define STEPS_MAX 16
+/* A node that resigned keeps answering (not-leader, the new leader named) until no call came
+ * for DRAIN_QUIET_MS, at most DRAIN_QUIET_MAX_MS, before gRPC's shutdown (rpc_server_quiesce) */
+#define DRAIN_QUIET_MS 150
+#define DRAIN_QUIET_MAX_MS 1000
 
 typedef void (*node_undo_fn)(node *nd);
 
@@ -637,6 +641,13 @@ static bool move_metrics(void *arg, const char **phase, uint64_t *rows, int64_t 
 }
 
 static void undo_rpc(node *nd) {
+  if (nd->o->etcd) { /* it resigned (undo_campaign): its clients follow the not-leader answers */
+    int64_t ms = rpc_server_quiesce(nd->rpc, DRAIN_QUIET_MS, DRAIN_QUIET_MAX_MS);
+    char waited[24];
+    snprintf(waited, sizeof waited, "%lld", (long long)ms);
+    log_kv(LOG_INFO, ms >= DRAIN_QUIET_MAX_MS ? "draining with calls still arriving" : "quiet",
+           "waited_ms", waited, (const char *)NULL);
+  }
   for (size_t i = 0; i < nd->n_groups; i++) /* waiting calls are answered before the drain */
     coord_waiters_close(nd->groups[i].waiters);
   rpc_server_stop(nd->rpc); /* drain: finish the calls in flight */

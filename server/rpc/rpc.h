@@ -121,6 +121,14 @@ rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err);
 /* The port actually bound (useful with port 0). */
 int rpc_server_port(const rpc_server *s);
 
+/* Before the drain of a node that handed its leadership over: keeps serving (a node that leads
+ * nothing refuses every step call with not-leader and the leader's address: nothing done, go
+ * there) until no call has arrived for quiet_ms, at most max_ms, so that clients have moved to
+ * another node when the drain begins. gRPC core kills every call that reaches a server after its
+ * shutdown began (CANCELLED, never given to the server): the quieter the node, the fewer.
+ * Returns how long it waited (ms). */
+int64_t rpc_server_quiesce(rpc_server *s, int64_t quiet_ms, int64_t max_ms);
+
 /* Drains: stops accepting calls, finishes the calls in flight, joins all threads. Safe to call
  * from any thread but the server's own, once. */
 void rpc_server_stop(rpc_server *s);

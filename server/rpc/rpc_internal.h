@@ -227,6 +227,7 @@ struct rpc_server {
   pthread_t cq_thread;
   bool cq_started;
   atomic_bool shutting_down;
+  _Atomic int64_t last_call_ms; /* when the last call arrived (monotonic): rpc_server_quiesce */
   bool require_tenant;
   _Atomic size_t reply_bytes; /* encoded replies not yet sent (RPC_REPLY_BUFFER_MAX) */
   rpc_tag shutdown_tag;

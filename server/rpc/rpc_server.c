@@ -62,6 +62,7 @@ static void post_request(rpc_server *s, int method) {
 
 /* A registered call arrived: hand it to a worker (or refuse it when they are swamped). */
 static void on_registered(rpc_server *s, rpc_call *c) {
+  atomic_store(&s->last_call_ms, clock_mono_ms());
   if (!atomic_load(&s->shutting_down)) post_request(s, c->method);
   c->deadline = rpc__deadline_mono(c->deadline_ts, s->default_deadline_ms);
   c->arrived_us = rpc__mono_us();
@@ -75,6 +76,7 @@ static void on_registered(rpc_server *s, rpc_call *c) {
 
 /* A call to a method we did not register: UNIMPLEMENTED, answered right here (no store). */
 static void on_generic(rpc_server *s, rpc_call *c) {
+  atomic_store(&s->last_call_ms, clock_mono_ms());
   if (!atomic_load(&s->shutting_down)) post_request(s, -1);
   const grpc_slice m = c->details.method;
   int n = (int)GRPC_SLICE_LENGTH(m);
@@ -253,6 +255,7 @@ rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err) {
   pthread_cond_init(&s->cv, NULL);
   atomic_init(&s->shutting_down, false);
   atomic_init(&s->reply_bytes, 0);
+  atomic_init(&s->last_call_ms, 0);
   s->shutdown_tag.kind = RPC_TAG_SHUTDOWN;
   s->listen = cfg->listen ? strdup(cfg->listen) : NULL;
   if (cfg->node_id && cfg->node_id[0]) {
@@ -374,6 +377,18 @@ int rpc_server_port(const rpc_server *s) {
 }
 
 /* --- stop --- */
+
+int64_t rpc_server_quiesce(rpc_server *s, int64_t quiet_ms, int64_t max_ms) {
+  if (!s || s->stopped) return 0;
+  int64_t t0 = clock_mono_ms(), now = t0;
+  /* polled: a call's arrival only stores a time, and a few ms late costs nothing */
+  while (now - t0 < max_ms && now - atomic_load(&s->last_call_ms) < quiet_ms) {
+    struct timespec ts = clock_span_timespec(5);
+    nanosleep(&ts, NULL);
+    now = clock_mono_ms();
+  }
+  return now - t0;
+}
 
 static bool wait_notified(rpc_server *s, int64_t timeout_ms) {
   struct timespec ts = clock_after_us(CLOCK_REALTIME, timeout_ms * 1000);

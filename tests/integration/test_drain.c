@@ -1,0 +1,206 @@
+/* test_drain.c — a drain loses no call (docs/upgrading.md, "What to watch"): two nodes on two
+ * slot groups (tests/support/groups.h) under four clients that know both addresses; each node in
+ * turn is SIGTERMed (it drains and exits 0) and started again on the same address, DRAINS times.
+ * Every client runs BeginStep then CompleteStep on fresh keys, so every right answer is known: a
+ * PROCEED, then OK. Counted over the run: the calls answered, those that failed with a transient
+ * error libidem's retries did not absorb (CANCELLED, UNAVAILABLE, ...), and those whose answer was
+ * lost (outcome unknown, or a fresh key's BeginStep that did not PROCEED: its first try acted and
+ * its answer never came). The goal, checked: none of either. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "groups.h"
+#include "harness.h"
+
+enum { CLIENTS = 4, DRAINS = 4, CODES = 17 };
+
+typedef struct tally {
+  char addrs[160], t[64];
+  int id;
+  atomic_bool *stop;
+  long calls, ok, failed[CODES], lost[CODES], lost_proceed, other;
+  char first[512]; /* the first call that did not go right: method, code, reason, message */
+} tally;
+
+/* One answer: ok, a failure (by code), or a lost answer (by code: the client cannot know what
+ * its call did). */
+static bool count(tally *x, const char *what, const char *gid, int rc, const idem_error *e) {
+  x->calls++;
+  if (rc == IDEM_OK) {
+    x->ok++;
+    return true;
+  }
+  if (!x->first[0])
+    snprintf(x->first, sizeof x->first, "%s %s at %lld: %s %d reason '%s' '%s'%s", what, gid,
+             (long long)h_now_ms(), e->outcome_unknown ? "lost" : "failed", rc, e->reason,
+             e->message, e->leader[0] ? " (a leader named)" : "");
+  if (rc < 0 || rc >= CODES)
+    x->other++;
+  else if (e->outcome_unknown)
+    x->lost[rc]++;
+  else
+    x->failed[rc]++;
+  return false;
+}
+
+/* A client thread: BeginStep and CompleteStep on fresh keys until told to stop (it asserts
+ * nothing: criterion's asserts belong to the test's thread). */
+static void *pairs(void *arg) {
+  tally *x = arg;
+  idem_options o = {.address = x->addrs, .tenant = x->t, .deadline_ms = 5000};
+  idem_client *c = NULL;
+  idem_error e = {0};
+  if (idem_connect(&o, &c, &e) != IDEM_OK) return NULL; /* no calls: the test's checks fail */
+  for (long n = 0; !atomic_load(x->stop); n++) {
+    char gid[64];
+    snprintf(gid, sizeof gid, "drain-%d-%ld", x->id, n);
+    idem_step_key k = {gid, "pay", "charge", IDEM_FORWARD};
+    idem_begin b = {0};
+    int rc = idem_step_begin(c, &k, NULL, 0, 0, &b, &e);
+    bool ok = count(x, "BeginStep", gid, rc, &e);
+    uint64_t attempt = b.attempt;
+    int decision = (int)b.decision;
+    bool proceed = ok && b.decision == IDEM_DECISION_PROCEED;
+    idem_begin_clear(&b);
+    if (ok && !proceed && !x->first[0]) /* a fresh key: its first try began the step */
+      snprintf(x->first, sizeof x->first, "BeginStep: decision %d, not PROCEED", decision);
+    if (ok && !proceed) x->lost_proceed++;
+    if (!proceed) {
+      if (!ok) h_sleep_ms(5); /* an answer at once: do not spin */
+      continue;
+    }
+    rc = idem_step_complete(c, &k, attempt, IDEM_OUTCOME_SUCCEEDED, 200, "ok", 2, NULL, &e);
+    if (!count(x, "CompleteStep", gid, rc, &e)) h_sleep_ms(5);
+  }
+  idem_close(c);
+  return NULL;
+}
+
+/* Starts node i of cl again on the address it had (the clients know only those two). */
+static void restart_on_same_address(h_groups *cl, int i) {
+  srv *s = &cl->node[i];
+  char metrics[32], slots[16], ttl[16];
+  cl->mport[i] = h_free_port();
+  snprintf(metrics, sizeof metrics, "127.0.0.1:%d", cl->mport[i]);
+  snprintf(slots, sizeof slots, "%d", H_GROUPS_SLOTS);
+  snprintf(ttl, sizeof ttl, "%d", H_GROUPS_TTL_S);
+  const char *argv[] = {h_env("IDEM_COORDINATOR_BIN"),
+                        "--listen",
+                        s->addr,
+                        "--metrics",
+                        metrics,
+                        "--store",
+                        cl->store[0],
+                        "--store",
+                        cl->store[1],
+                        "--etcd",
+                        cl->etcd.url,
+                        "--slots",
+                        slots,
+                        "--election-ttl",
+                        ttl,
+                        "--reaper-interval",
+                        "0",
+                        NULL};
+  int listened = h_log_count(s->log_path, "listening");
+  int refused = h_log_count(s->log_path, "cannot listen");
+  s->pid = spawn_start(argv, &(spawn_opts){.log = s->log_path, .append = true});
+  bool up = h_wait_listening(s->pid, s->log_path, s->port, listened, refused, "idem-coordinator");
+  if (!up) s->pid = 0;
+  cr_assert(up, "node %d could not listen on %s again (taken meanwhile)", i, s->addr);
+}
+
+static void words(char *buf, size_t cap, const long *by_code, long extra, const char *extra_name) {
+  static const char *names[CODES] = {"OK",
+                                     "CANCELLED",
+                                     "UNKNOWN",
+                                     "INVALID_ARGUMENT",
+                                     "DEADLINE_EXCEEDED",
+                                     "NOT_FOUND",
+                                     "ALREADY_EXISTS",
+                                     "PERMISSION_DENIED",
+                                     "RESOURCE_EXHAUSTED",
+                                     "FAILED_PRECONDITION",
+                                     "ABORTED",
+                                     "OUT_OF_RANGE",
+                                     "UNIMPLEMENTED",
+                                     "INTERNAL",
+                                     "UNAVAILABLE",
+                                     "DATA_LOSS",
+                                     "UNAUTHENTICATED"};
+  size_t n = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < CODES; i++)
+    if (by_code[i] && n < cap)
+      n += (size_t)snprintf(buf + n, cap - n, " %s %ld", names[i], by_code[i]);
+  if (extra && n < cap) snprintf(buf + n, cap - n, " %s %ld", extra_name, extra);
+}
+
+TestSuite(drain);
+
+Test(drain, sigterm_under_load_loses_no_call, .timeout = 120) {
+  h_groups cl;
+  h_groups_start_env(&cl, NULL);
+  cl.node[0].keep_log = cl.node[1].keep_log = true; /* appended to across restarts */
+  h_groups_wait_balanced(&cl, NULL);
+  atomic_bool stop = false;
+  tally x[CLIENTS];
+  pthread_t th[CLIENTS];
+  memset(x, 0, sizeof x);
+  for (int i = 0; i < CLIENTS; i++) {
+    snprintf(x[i].addrs, sizeof x[i].addrs, "%s,%s", cl.node[0].addr, cl.node[1].addr);
+    snprintf(x[i].t, sizeof x[i].t, "%s", cl.t);
+    x[i].id = i;
+    x[i].stop = &stop;
+    pthread_create(&th[i], NULL, pairs, &x[i]);
+  }
+  h_sleep_ms(1000); /* some load before the first drain */
+  int64_t drain_ms[DRAINS];
+  for (int d = 0; d < DRAINS; d++) {
+    int i = d % 2;
+    int64_t t0 = h_now_ms();
+    fprintf(stderr, "drain: SIGTERM to node %d (%s) at %lld\n", i, cl.node[i].addr, (long long)t0);
+    int st = spawn_stop(cl.node[i].pid, 20000);
+    cl.node[i].pid = 0;
+    drain_ms[d] = h_now_ms() - t0;
+    if (st != 0) h_srv_dump_log(&cl.node[i]);
+    cr_assert_eq(st, 0, "node %d drains and exits 0 on SIGTERM (status %d)", i, st);
+    restart_on_same_address(&cl, i);
+    h_groups_wait_balanced(&cl, NULL);
+  }
+  h_sleep_ms(500); /* the calls after the last drain */
+  atomic_store(&stop, true);
+  for (int i = 0; i < CLIENTS; i++) pthread_join(th[i], NULL);
+
+  tally all = {0};
+  for (int i = 0; i < CLIENTS; i++) {
+    all.calls += x[i].calls, all.ok += x[i].ok, all.lost_proceed += x[i].lost_proceed;
+    all.other += x[i].other;
+    for (int c = 0; c < CODES; c++) all.failed[c] += x[i].failed[c], all.lost[c] += x[i].lost[c];
+    if (x[i].first[0]) fprintf(stderr, "drain: client %d: first wrong answer: %s\n", i, x[i].first);
+  }
+  long failed = all.other, lost = all.lost_proceed;
+  for (int c = 0; c < CODES; c++) failed += all.failed[c], lost += all.lost[c];
+  char fw[256], lw[256];
+  words(fw, sizeof fw, all.failed, all.other, "library");
+  words(lw, sizeof lw, all.lost, all.lost_proceed, "not-PROCEED");
+  fprintf(stderr,
+          "drain: %d drains (%lld, %lld, %lld, %lld ms) under %d clients: %ld calls answered, %ld "
+          "ok; failed %ld%s; answer lost %ld%s\n",
+          DRAINS, (long long)drain_ms[0], (long long)drain_ms[1], (long long)drain_ms[2],
+          (long long)drain_ms[3], CLIENTS, all.calls, all.ok, failed, fw, lost, lw);
+  cr_expect_gt(all.ok, 200, "the clients were served");
+  cr_expect_eq(failed, 0, "no call failed with an error a retry would have absorbed:%s", fw);
+  cr_expect_eq(lost, 0, "no answer was lost:%s", lw);
+  h_groups_stop(&cl);
+  for (int i = 0; i < 2; i++) {
+    if (failed || lost)
+      fprintf(stderr, "drain: node %d's log kept in %s\n", i, cl.node[i].log_path);
+    else
+      unlink(cl.node[i].log_path);
+  }
+}
