@@ -376,16 +376,34 @@ func (c *Client) invokeAt(ctx context.Context, ep int, method string, req, resp 
 		return nil
 	}
 	e := fromCall(ctx, err, trailer)
+	if c.lostTry(ctx, e) {
+		e.OutcomeUnknown = true
+	}
 	if ctx.Err() == nil { // the caller's own cancellation says nothing about the coordinator
 		c.noteHeard(ep, e)
 	}
 	return e
 }
 
+// lostTry: gRPC ended the try with CANCELLED, without idem-reason, and neither the caller's
+// ctx nor Close cancelled it. The coordinator never answers CANCELLED: a draining node's gRPC
+// server killed a call that reached it after its shutdown began, without saying whether the
+// handler had it (docs/upgrading.md). Like an UNAVAILABLE without idem-leader: outcome
+// unknown, repeated on the next address only when repeatable.
+func (c *Client) lostTry(ctx context.Context, e *Error) bool {
+	if e.Code != "CANCELLED" || e.Reason != "" || ctx.Err() != nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.eps != nil // nil: closed
+}
+
 // invoke calls method on the current endpoint and follows failover: a standby's idem-leader
-// sends the call to that leader at once; UNAVAILABLE from an unreachable node moves on to the
-// next address with backoff, within the call's deadline. A call whose outcome may be unknown
-// is repeated only when repeatable (the coordinator's idempotency makes that harmless).
+// sends the call to that leader at once; UNAVAILABLE from an unreachable node, or CANCELLED
+// from a draining one (lostTry), moves on to the next address with backoff, within the call's
+// deadline. A call whose outcome may be unknown is repeated only when repeatable (the
+// coordinator's idempotency makes that harmless).
 func (c *Client) invoke(ctx context.Context, method string, req, resp proto.Message,
 	timeout time.Duration, repeatable bool) *Error {
 	if timeout <= 0 {
@@ -411,7 +429,8 @@ func (c *Client) invoke(ctx context.Context, method string, req, resp proto.Mess
 		if e.Code == "DEADLINE_EXCEEDED" && n > 1 { // no answer: the next call starts elsewhere
 			c.moveCur(ep, (ep+1)%n)
 		}
-		if e.Code != "UNAVAILABLE" {
+		lost := e.Code == "CANCELLED" && e.OutcomeUnknown // lostTry: gRPC's, not the caller's
+		if e.Code != "UNAVAILABLE" && !lost {
 			e.OutcomeUnknown = e.OutcomeUnknown || unknown
 			return e
 		}

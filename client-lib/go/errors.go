@@ -43,8 +43,8 @@ type Error struct {
 	// Field names the argument refused by the SDK's own validation ("key.global_id",
 	// "options.address", "result.body", …); "" for errors from the coordinator.
 	Field string
-	// OutcomeUnknown: the request was sent and no answer came (DEADLINE_EXCEEDED, or
-	// UNAVAILABLE not from a standby): the coordinator may have acted.
+	// OutcomeUnknown: the request was sent and no answer came (DEADLINE_EXCEEDED, UNAVAILABLE
+	// not from a standby, or a CANCELLED the caller did not cause): the coordinator may have acted.
 	OutcomeUnknown bool
 
 	standby bool // idem-leader came with it: a node that is not the leader did nothing

@@ -205,15 +205,20 @@ func TestRunAgainstCoordinator(t *testing.T) {
 // A standby stand-in: answers every call UNAVAILABLE with idem-reason not-leader and
 // idem-leader naming the real coordinator, as a standby does (docs/api.md §7); counts calls.
 func fakeStandby(t *testing.T, leader string, calls *atomic.Int64) string {
+	return fakeNode(t, func(_ interface{}, stream grpc.ServerStream) error {
+		calls.Add(1)
+		stream.SetTrailer(metadata.Pairs("idem-leader", leader, "idem-reason", "not-leader"))
+		return status.Error(codes.Unavailable, "not the leader")
+	})
+}
+
+// fakeNode serves every method with h on a free loopback port until the test ends.
+func fakeNode(t *testing.T, h grpc.StreamHandler) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer(grpc.UnknownServiceHandler(func(_ interface{}, stream grpc.ServerStream) error {
-		calls.Add(1)
-		stream.SetTrailer(metadata.Pairs("idem-leader", leader, "idem-reason", "not-leader"))
-		return status.Error(codes.Unavailable, "not the leader")
-	}))
+	srv := grpc.NewServer(grpc.UnknownServiceHandler(h))
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(srv.Stop)
 	return l.Addr().String()
@@ -237,6 +242,69 @@ func TestRedirectToTheNamedLeader(t *testing.T) {
 	}
 	if calls.Load() != n {
 		t.Fatalf("the client went back to the standby (%d calls, was %d)", calls.Load(), n)
+	}
+}
+
+// A draining node stand-in: gRPC core of a node whose shutdown has begun kills every call that
+// reaches it with CANCELLED, no idem-reason (docs/upgrading.md); counts calls.
+func fakeDraining(t *testing.T, calls *atomic.Int64) string {
+	return fakeNode(t, func(interface{}, grpc.ServerStream) error {
+		calls.Add(1)
+		return status.Error(codes.Canceled, "server is shutting down")
+	})
+}
+
+// A CANCELLED the caller did not cause is a lost try: repeated on the next node when the call
+// is repeatable, else returned with its outcome unknown; the caller's own cancellation is final.
+func TestCancelledByADrainingNodeIsALostTry(t *testing.T) {
+	co := testcoord.Start(t)
+	var calls atomic.Int64
+	draining := fakeDraining(t, &calls)
+	tenant := testcoord.Tenant("go-lost-try")
+	ctx := context.Background()
+
+	c := connect(t, idem.Options{Address: draining + "," + co.Addr, Tenant: tenant})
+	key := idem.StepKey{GlobalID: "lost-try-1", Service: "pay", Operation: "charge"}
+	rep, err := c.Run(ctx, key, idem.RunOptions{}, succeed("on the next node"))
+	if err != nil || !rep.Ran || calls.Load() == 0 {
+		t.Fatalf("run past a draining node: %+v %v (draining node's calls %d)", rep, err, calls.Load())
+	}
+
+	// BeginSaga without a request id is not repeatable: its lost try is the answer
+	c2 := connect(t, idem.Options{Address: draining + "," + co.Addr, Tenant: tenant})
+	n := calls.Load()
+	_, err = c2.BeginSaga(ctx, idem.SagaOptions{SagaType: "order"})
+	var e *idem.Error
+	if !errors.As(err, &e) || e.Code != "CANCELLED" || !e.OutcomeUnknown || e.Reason != "" {
+		t.Fatalf("BeginSaga on a draining node: want CANCELLED with outcome unknown, got %+v", err)
+	}
+	if calls.Load() != n+1 {
+		t.Fatalf("BeginSaga went to the draining node %d times, want once", calls.Load()-n)
+	}
+
+	// the caller's own cancellation: CANCELLED, final, nothing unknown about it
+	hang := make(chan struct{}, 1)
+	slow := fakeNode(t, func(_ interface{}, stream grpc.ServerStream) error {
+		select {
+		case hang <- struct{}{}:
+		default:
+		}
+		<-stream.Context().Done()
+		return stream.Context().Err()
+	})
+	c3 := connect(t, idem.Options{Address: slow + "," + co.Addr, Tenant: tenant})
+	cctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-hang:
+		case <-time.After(10 * time.Second):
+		}
+		cancel()
+	}()
+	_, err = c3.Lookup(cctx, idem.StepKey{GlobalID: "lost-try-2", Service: "pay", Operation: "charge"})
+	cancel()
+	if !errors.As(err, &e) || e.Code != "CANCELLED" || e.OutcomeUnknown {
+		t.Fatalf("a call the caller cancelled: want CANCELLED, outcome known, got %+v", err)
 	}
 }
 

@@ -11,7 +11,8 @@ set(IDEM_JAVA_BUILD ${CMAKE_BINARY_DIR}/java)
 # CompletableFutures run once, lease extension, a lost lease, fail-closed with no coordinator,
 # the journal reconciled by idemctl; the traceparent on every call of a run
 add_test(NAME sdk_java_client COMMAND ${IDEM_TEST_RUN} ${IDEM_JAVA_SH} ${IDEM_JAVA_BUILD}
-  --select-class dev.idem.client.StepHelperTest --select-class dev.idem.client.TraceparentTest)
+  --select-class dev.idem.client.StepHelperTest --select-class dev.idem.client.TraceparentTest
+  --select-class dev.idem.client.LostTryTest)
 set_tests_properties(sdk_java_client PROPERTIES LABELS sdk TIMEOUT 180
   ENVIRONMENT "IDEM_IDEMCTL_BIN=$<TARGET_FILE:idemctl>;IDEM_COORDINATOR_BIN=$<TARGET_FILE:idem-coordinator>")
 

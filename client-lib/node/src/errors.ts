@@ -18,7 +18,8 @@ export interface IdemErrorFields {
   leader?: string;
   /** ABORTED because the step is in progress: the coordinator's idem-retry-after-ms; 0 otherwise */
   retryAfterMs?: number;
-  /** DEADLINE_EXCEEDED / UNAVAILABLE after the request was sent: the coordinator may have acted */
+  /** DEADLINE_EXCEEDED / UNAVAILABLE / a CANCELLED the caller did not cause, after the request
+   *  was sent: the coordinator may have acted */
   outcomeUnknown?: boolean;
   /** INVALID_ARGUMENT found by the SDK before any call: the offending field */
   field?: string;

@@ -1,9 +1,10 @@
 // transport.ts — the coordinator endpoints and the unary call with failover, as libidem's
 // client.c: one channel per address (the list given, plus leaders named by idem-leader), calls
 // go to the current one; UNAVAILABLE from a standby that names the leader goes straight there,
-// other UNAVAILABLEs try the next address with jittered backoff inside the call's deadline; a
-// call whose outcome is unknown is only repeated when that is harmless. Each endpoint remembers
-// what its last call heard, for the fail-open rule of docs/api.md §20 (noneCouldDecide).
+// other UNAVAILABLEs (and a draining node's CANCELLED: lostTry) try the next address with
+// jittered backoff inside the call's deadline; a call whose outcome is unknown is only repeated
+// when that is harmless. Each endpoint remembers what its last call heard, for the fail-open
+// rule of docs/api.md §20 (noneCouldDecide).
 import * as grpc from '@grpc/grpc-js';
 import { IdemError, fromServiceError } from './errors';
 import { services } from './proto';
@@ -103,6 +104,7 @@ export class Transport {
           if (signal?.aborted) return reject(cancelled(signal));
           if (err) {
             const ie = fromServiceError(err);
+            if (this.lostTry(ie)) ie.outcomeUnknown = true;
             this.note(ep, ie);
             return reject(ie);
           }
@@ -114,6 +116,15 @@ export class Transport {
         signal.addEventListener('abort', onAbort, { once: true });
       }
     });
+  }
+
+  /** A try gRPC ended with CANCELLED, without idem-reason, that neither the caller's signal (the
+   *  callback above rejects those first) nor close() cancelled. The coordinator never answers
+   *  CANCELLED: a draining node's gRPC killed a call that reached it after its shutdown began,
+   *  without saying whether the handler had it (docs/upgrading.md). Like an UNAVAILABLE without
+   *  idem-leader: outcome unknown, repeated on the next address only when repeatable. */
+  private lostTry(e: IdemError): boolean {
+    return e.code === 'CANCELLED' && !e.reason && !this.closed;
   }
 
   private note(ep: number, e: IdemError | undefined): void {
@@ -155,7 +166,8 @@ export class Transport {
         const e = x as IdemError;
         if (e.code === 'CANCELLED' && o.signal?.aborted) throw e;
         if (e.code === 'DEADLINE_EXCEEDED' && n > 1 && this.cur === ep) this.cur = (ep + 1) % n;
-        if (e.code !== 'UNAVAILABLE') {
+        const lost = e.code === 'CANCELLED' && e.outcomeUnknown; // lostTry: gRPC's, not ours
+        if (e.code !== 'UNAVAILABLE' && !lost) {
           if (unknown) e.outcomeUnknown = true; // a refusal after a try that may have acted
           throw e;
         }

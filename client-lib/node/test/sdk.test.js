@@ -150,6 +150,62 @@ test('runStep waits for a step in progress; an AbortSignal cancels the wait', as
   assert.equal(ran, false);
 });
 
+/** A stand-in node on a free loopback port: every Coordinator call goes to handler(call, cb). */
+async function fakeNode(handler) {
+  const grpc = require('@grpc/grpc-js');
+  const { services } = require('../dist/proto');
+  const server = new grpc.Server();
+  const def = services().Coordinator.service;
+  const handlers = {};
+  for (const m of Object.keys(def)) handlers[m] = handler;
+  server.addService(def, handlers);
+  const port = await new Promise((resolve, reject) => server.bindAsync('127.0.0.1:0',
+    grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+  return { address: `127.0.0.1:${port}`, stop: () => server.forceShutdown() };
+}
+
+test('a CANCELLED the caller did not cause (a draining node\'s gRPC) is a lost try; the caller\'s own is final', async () => {
+  const grpc = require('@grpc/grpc-js');
+  // gRPC core of a node whose shutdown has begun kills each call with CANCELLED, no idem-reason
+  let drained = 0;
+  const draining = await fakeNode((_call, cb) => {
+    drained++;
+    cb({ code: grpc.status.CANCELLED, details: 'server is shutting down' });
+  });
+  let started;
+  const reached = new Promise((r) => { started = r; });
+  const hanging = await fakeNode(() => started()); // answers nothing: the caller cancels
+  const c1 = IdemClient.connect({ address: [draining.address, coord.address], tenant: 'node-lost-try' });
+  const c2 = IdemClient.connect({ address: [draining.address, coord.address], tenant: 'node-lost-try' });
+  const c3 = IdemClient.connect({ address: [hanging.address, coord.address], tenant: 'node-lost-try' });
+  try {
+    // repeatable: repeated on the next node, which runs it
+    const key = { globalId: 'lost-try-1', service: 'pay', operation: 'charge' };
+    const r = await c1.runStep(key, () => ({ outcome: 'succeeded', code: 200, body: 'next node' }));
+    assert.equal(r.ran, true);
+    assert.ok(drained > 0, 'the draining node was not called');
+
+    // BeginSaga without a request id is not repeatable: its lost try is the answer, outcome unknown
+    const before = drained;
+    await assert.rejects(c2.beginSaga({ sagaType: 'test' }),
+      (e) => e instanceof IdemError && e.code === 'CANCELLED' && e.outcomeUnknown === true && e.reason === '');
+    assert.equal(drained - before, 1);
+
+    // the caller's own cancellation stays final, nothing unknown about it
+    const ac = new AbortController();
+    reached.then(() => ac.abort());
+    await assert.rejects(c3.lookup({ globalId: 'lost-try-2', service: 'pay', operation: 'charge' },
+      { signal: ac.signal, deadlineMs: 10000 }),
+      (e) => e instanceof IdemError && e.code === 'CANCELLED' && !e.outcomeUnknown);
+  } finally {
+    c1.close();
+    c2.close();
+    c3.close();
+    draining.stop();
+    hanging.stop();
+  }
+});
+
 test('fail-open: with the coordinator gone a fail-open step runs, is journaled, and idemctl reconcile replays it', async () => {
   const own = h.createDatabase();
   const port = await h.freePort();

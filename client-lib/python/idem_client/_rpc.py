@@ -2,8 +2,9 @@
 
 Each address gets a grpc channel (created on first use). A call goes to the current endpoint;
 UNAVAILABLE with a trailing idem-leader (a standby answered: nothing was done) sends it straight
-to that leader (a channel is added for it); UNAVAILABLE without one moves on to the next
-address with backoff and jitter, inside the call's timeout. The message classes come from
+to that leader (a channel is added for it); UNAVAILABLE without one, or CANCELLED from a
+draining node (`Transport._lost_try`), moves on to the next address with backoff and jitter,
+inside the call's timeout. The message classes come from
 protoc (gen_proto.py); calls use grpc's generic channel.unary_unary.
 
 Every endpoint remembers what its last call heard, for the fail-open rule of docs/api.md §20
@@ -91,6 +92,7 @@ class Transport:
         self._options = list(options)
         self._eps = []
         self._cur = 0
+        self._closed = False
         for a in addresses:
             self._add(a)
 
@@ -113,6 +115,7 @@ class Transport:
 
     def close(self):
         with self._mu:
+            self._closed = True
             for ep in self._eps:
                 ep.channel.close()
 
@@ -150,6 +153,17 @@ class Transport:
                     return False
             return True
 
+    def _lost_try(self, err):
+        """A try gRPC ended with CANCELLED, without idem-reason, that close() (the only
+        cancellation a caller of this client has) did not cause. The coordinator never answers
+        CANCELLED: a draining node's gRPC killed a call that reached it after its shutdown began,
+        without saying whether the handler had it (docs/upgrading.md). Like an UNAVAILABLE
+        without idem-leader: outcome unknown, repeated on the next address only when
+        repeatable."""
+        with self._mu:
+            closed = self._closed
+        return err.code == "CANCELLED" and not err.reason and not closed
+
     def _once(self, idx, path, req, resp_cls, timeout, extra=()):
         with self._mu:
             ep = self._eps[idx]
@@ -158,6 +172,8 @@ class Transport:
             resp = stub(req, timeout=max(timeout, 0.001), metadata=self._metadata + tuple(extra))
         except grpc.RpcError as e:
             err = error_from_rpc(e)
+            if self._lost_try(err):
+                err.outcome_unknown = True
             self._note(ep, err)
             return None, err
         self._note(ep, None)
@@ -180,7 +196,8 @@ class Transport:
                 with self._mu:
                     if self._cur == idx:
                         self._cur = (idx + 1) % n
-            if err.code != "UNAVAILABLE":
+            lost = err.code == "CANCELLED" and err.outcome_unknown  # _lost_try: gRPC's, not ours
+            if err.code != "UNAVAILABLE" and not lost:
                 if unknown:
                     err.outcome_unknown = True
                 raise err

@@ -17,7 +17,8 @@ class IdemError(Exception):
     field           bad input: the offending field ("address", "global_id", "body", ...), else ""
     leader          UNAVAILABLE from a standby: the leader's host:port, else ""
     retry_after_ms  ABORTED because in progress: the coordinator's hint (idem-retry-after-ms), else 0
-    outcome_unknown DEADLINE_EXCEEDED / UNAVAILABLE after the request was sent: it may have acted
+    outcome_unknown DEADLINE_EXCEEDED / UNAVAILABLE / a CANCELLED the client did not cause (a
+                    draining node's), after the request was sent: it may have acted
     report          run_step: the RunReport when the action did run (STEP_FAILED, DATA_LOSS,
                     a lost lease), else None
     """

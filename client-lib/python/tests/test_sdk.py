@@ -6,6 +6,9 @@ import subprocess
 import threading
 import time
 import unittest
+from concurrent import futures
+
+import grpc
 
 import support
 
@@ -185,6 +188,85 @@ class AgainstCoordinator(unittest.TestCase):
             rec = self.client.lookup(key)
             self.assertEqual((rec.state, rec.result.code, rec.result.body, rec.fingerprint),
                              (res.outcome, res.code, res.body, fp))
+
+
+class FakeNode:
+    """A stand-in node on a free loopback port: every call runs behaviour(context) (which ends
+    it, e.g. with context.abort); counts calls and sets `reached` on the first."""
+
+    def __init__(self, behaviour):
+        self.calls = 0
+        self.reached = threading.Event()
+
+        def unary(_req, context):
+            self.calls += 1
+            self.reached.set()
+            behaviour(context)
+            return b""
+
+        class Handler(grpc.GenericRpcHandler):
+            def service(self, _details):
+                return grpc.unary_unary_rpc_method_handler(unary)
+
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), handlers=[Handler()])
+        self.address = f"127.0.0.1:{self.server.add_insecure_port('127.0.0.1:0')}"
+        self.server.start()
+
+    def stop(self):
+        self.server.stop(None)
+
+
+class LostTry(unittest.TestCase):
+    """A CANCELLED the client did not cause (a draining node's gRPC killed the try, no
+    idem-reason) is a lost try: repeated on the next node when repeatable, else raised with its
+    outcome unknown. One that close() caused stays final."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.coord = support.Coordinator()
+        cls.addClassCleanup(cls.coord.close)
+        cls.tenant = support.unique("py-lost-try")
+        cls.draining = FakeNode(
+            lambda ctx: ctx.abort(grpc.StatusCode.CANCELLED, "server is shutting down"))
+        cls.addClassCleanup(cls.draining.stop)
+
+    def connect(self, first, timeout=5.0):
+        c = idem_client.connect(f"{first},{self.coord.address}", tenant=self.tenant, timeout=timeout)
+        self.addCleanup(c.close)
+        return c
+
+    def test_repeatable_call_goes_on_to_the_next_node(self):
+        c = self.connect(self.draining.address)
+        rep = c.run_step(StepKey("lost-try-1", "payment", "charge"),
+                         lambda ctx: Output("succeeded", 200, b"next node"))
+        self.assertEqual((rep.ran, rep.result.body), (True, b"next node"))
+        self.assertGreater(self.draining.calls, 0)
+
+    def test_begin_saga_without_request_id_is_not_repeated(self):
+        c = self.connect(self.draining.address)
+        before = self.draining.calls
+        with self.assertRaises(IdemError) as cm:
+            c.begin_saga()
+        e = cm.exception
+        self.assertEqual((e.code, e.reason, e.outcome_unknown), ("CANCELLED", "", True), e)
+        self.assertEqual(self.draining.calls - before, 1)
+
+    def test_close_during_a_call_is_final(self):
+        def hang(ctx):
+            end = time.monotonic() + 10
+            while ctx.is_active() and time.monotonic() < end:
+                time.sleep(0.01)
+
+        hanging = FakeNode(hang)
+        self.addCleanup(hanging.stop)
+        c = self.connect(hanging.address, timeout=10.0)
+        closer = threading.Thread(target=lambda: hanging.reached.wait(10) and c.close())
+        closer.start()
+        self.addCleanup(closer.join)
+        with self.assertRaises(IdemError) as cm:
+            c.lookup(StepKey("lost-try-2", "payment", "charge"))
+        e = cm.exception
+        self.assertEqual((e.code, e.outcome_unknown), ("CANCELLED", False), e)
 
 if __name__ == "__main__":
     unittest.main()

@@ -54,7 +54,8 @@ public class IdemException extends RuntimeException {
   public String leader() { return leader; }
   /** ABORTED because in progress: the coordinator's idem-retry-after-ms, else 0 */
   public long retryAfterMs() { return retryAfterMs; }
-  /** DEADLINE_EXCEEDED / UNAVAILABLE after the request was sent: it may have acted */
+  /** DEADLINE_EXCEEDED / UNAVAILABLE / a CANCELLED the caller did not cause (a draining node's), after
+   *  the request was sent: it may have acted */
   public boolean outcomeUnknown() { return outcomeUnknown; }
   /** a step run whose action did run (STEP_FAILED, DATA_LOSS, a lost lease), else null */
   public RunReport report() { return report; }

@@ -2,6 +2,7 @@ package dev.idem.client;
 
 import io.grpc.CallOptions;
 import io.grpc.ClientInterceptors;
+import io.grpc.Context;
 import io.grpc.ManagedChannel;
 import io.grpc.Metadata;
 import io.grpc.MethodDescriptor;
@@ -23,8 +24,9 @@ import java.util.concurrent.TimeUnit;
  *
  * <p>A call goes to the current endpoint. UNAVAILABLE with a trailing idem-leader (a standby, or
  * the wrong group's leader, answered: nothing was done) sends it straight to that leader (a
- * channel is added for it); UNAVAILABLE without one moves on to the next address with backoff
- * and jitter, inside the call's timeout. Each endpoint remembers what its last call heard, for
+ * channel is added for it); UNAVAILABLE without one, or CANCELLED from a draining node
+ * ({@link #lostTry}), moves on to the next address with backoff and jitter, inside the call's
+ * timeout. Each endpoint remembers what its last call heard, for
  * the fail-open rule of docs/api.md §20 ({@link #noneCouldDecide}).
  */
 final class Transport implements AutoCloseable {
@@ -56,6 +58,7 @@ final class Transport implements AutoCloseable {
   private final SslContext ssl;
   private final String authority;
   private int cur;
+  private volatile boolean closed;
 
   Transport(List<String> addresses, Metadata base, SslContext ssl, String authority) {
     this.base = base;
@@ -89,6 +92,7 @@ final class Transport implements AutoCloseable {
 
   @Override
   public void close() {
+    closed = true;
     List<ManagedChannel> chs = new ArrayList<>();
     synchronized (mu) {
       for (Endpoint e : eps) chs.add(e.channel);
@@ -129,6 +133,19 @@ final class Transport implements AutoCloseable {
     boolean unknown = code == IdemCode.DEADLINE_EXCEEDED || (code == IdemCode.UNAVAILABLE && leader.isEmpty());
     String msg = s.getDescription() != null ? s.getDescription() : code.name().toLowerCase().replace('_', ' ');
     return new IdemException(code, msg, reason, "", leader, retry, unknown, null);
+  }
+
+  /**
+   * A try gRPC ended with CANCELLED, without idem-reason, that the caller did not cause (its
+   * thread not interrupted, its gRPC Context not cancelled, the client not closed). The
+   * coordinator never answers CANCELLED: a draining node's gRPC killed a call that reached it
+   * after its shutdown began, without saying whether the handler had it (docs/upgrading.md).
+   * Like an UNAVAILABLE without idem-leader: outcome unknown, repeated on the next address only
+   * when repeatable.
+   */
+  private boolean lostTry(IdemException e) {
+    return e.code() == IdemCode.CANCELLED && e.reason().isEmpty() && !closed
+        && !Thread.currentThread().isInterrupted() && !Context.current().isCancelled();
   }
 
   private static String nz(String s) { return s == null ? "" : s; }
@@ -209,6 +226,7 @@ final class Transport implements AutoCloseable {
         return resp;
       } catch (StatusRuntimeException e) {
         err = error(e);
+        if (lostTry(err)) err = unknownOutcome(err);
         note(ep, err);
       }
       if (err.code() == IdemCode.DEADLINE_EXCEEDED && n > 1) { // no answer: start elsewhere next time
@@ -216,8 +234,9 @@ final class Transport implements AutoCloseable {
           if (cur == idx) cur = (idx + 1) % n;
         }
       }
-      if (err.code() != IdemCode.UNAVAILABLE) throw unknown ? unknownOutcome(err) : err;
-      boolean standby = !err.leader().isEmpty(); // idem-leader came with it: nothing was done
+      boolean lost = err.code() == IdemCode.CANCELLED && err.outcomeUnknown(); // lostTry: not ours
+      if (err.code() != IdemCode.UNAVAILABLE && !lost) throw unknown ? unknownOutcome(err) : err;
+      boolean standby = !lost && !err.leader().isEmpty(); // idem-leader came with it: nothing was done
       if (!standby) {
         unknown = true;
         if (!repeatable) throw err;
