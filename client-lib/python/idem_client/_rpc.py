@@ -170,6 +170,11 @@ class Transport:
         stub = self._stub(ep, path, resp_cls)
         try:
             resp = stub(req, timeout=max(timeout, 0.001), metadata=self._metadata + tuple(extra))
+        except ValueError:  # grpc's "closed channel": close() came between two tries
+            with self._mu:
+                if not self._closed:
+                    raise
+            return None, IdemError("CANCELLED", "client is closed")
         except grpc.RpcError as e:
             err = error_from_rpc(e)
             if self._lost_try(err):

@@ -268,5 +268,21 @@ class LostTry(unittest.TestCase):
         e = cm.exception
         self.assertEqual((e.code, e.outcome_unknown), ("CANCELLED", False), e)
 
+    def test_close_between_tries_is_final(self):
+        # a node that answers UNAVAILABLE without a leader: the client waits, then tries again;
+        # close() in that wait ends the call with CANCELLED, not grpc's closed-channel ValueError
+        refusing = FakeNode(lambda ctx: ctx.abort(grpc.StatusCode.UNAVAILABLE, "not yet"))
+        self.addCleanup(refusing.stop)
+        c = self.connect(refusing.address, timeout=10.0)
+        closer = threading.Thread(target=lambda: refusing.reached.wait(10) and c.close())
+        closer.start()
+        self.addCleanup(closer.join)
+        with self.assertRaises(IdemError) as cm:
+            c.lookup(StepKey("lost-try-3", "payment", "charge"))
+        self.assertEqual((cm.exception.code, cm.exception.outcome_unknown), ("CANCELLED", False),
+                         cm.exception)
+        self.assertGreater(refusing.calls, 0)
+
+
 if __name__ == "__main__":
     unittest.main()
