@@ -26,12 +26,7 @@ static void setup(void) {
   h_fixture_start(&H, &(h_fixture_conf){.args = args});
 }
 
-static void teardown(void) {
-  idem_trace_set(NULL, NULL, NULL);
-  h_teardown();
-}
-
-TestSuite(console_trace, .init = setup, .fini = teardown, .timeout = 60);
+TestSuite(console_trace, .init = setup, .fini = h_teardown, .timeout = 60);
 
 /* A development session of the fixture's tenant: "idem_session=ID". */
 static void session(char *cookie, size_t cap) {

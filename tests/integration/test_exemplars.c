@@ -23,12 +23,7 @@ static void setup(void) {
   h_fixture_start(&H, &(h_fixture_conf){.metrics = true});
 }
 
-static void teardown(void) {
-  idem_trace_set(NULL, NULL, NULL);
-  h_teardown();
-}
-
-TestSuite(exemplars, .init = setup, .fini = teardown, .timeout = 90);
+TestSuite(exemplars, .init = setup, .fini = h_teardown, .timeout = 90);
 
 /* GET url with curl (extra arguments before it); the body, and the headers into *headers. */
 static char *curl_get(const char *accept, const char *url, char **headers) {

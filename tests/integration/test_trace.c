@@ -21,12 +21,7 @@ static void setup(void) {
   h_fixture_start(&H, &(h_fixture_conf){.metrics = true});
 }
 
-static void teardown(void) {
-  idem_trace_set(NULL, NULL, NULL);
-  h_teardown();
-}
-
-TestSuite(trace, .init = setup, .fini = teardown, .timeout = 60);
+TestSuite(trace, .init = setup, .fini = h_teardown, .timeout = 60);
 
 static void trace(const char *traceparent) {
   idem_error e = {0};

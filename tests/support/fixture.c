@@ -70,5 +70,6 @@ void h_setup(void) {
 }
 
 void h_teardown(void) {
+  idem_trace_set(NULL, NULL, NULL); /* a test's trace context does not outlive it */
   h_fixture_stop(&H);
 }

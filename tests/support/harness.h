@@ -140,7 +140,7 @@ void h_fixture_start(h_fixture *f, const h_fixture_conf *conf);
 void h_fixture_stop(h_fixture *f);
 
 /* The default fixture H, for TestSuite(name, .init = h_setup, .fini = h_teardown): h_setup
- * starts it with no conf, h_teardown stops it. A suite that needs a conf calls
+ * starts it with no conf, h_teardown stops it (and clears the thread's idem_trace_set). A suite that needs a conf calls
  * h_fixture_start(&H, &conf) from its own .init and keeps h_teardown. */
 extern h_fixture H;
 void h_setup(void);

@@ -235,6 +235,12 @@ class LostTry(unittest.TestCase):
         self.addCleanup(c.close)
         return c
 
+    def close_when_reached(self, node, c):
+        """Closes c from another thread once a call has reached node."""
+        closer = threading.Thread(target=lambda: node.reached.wait(10) and c.close())
+        closer.start()
+        self.addCleanup(closer.join)
+
     def test_repeatable_call_goes_on_to_the_next_node(self):
         c = self.connect(self.draining.address)
         rep = c.run_step(StepKey("lost-try-1", "payment", "charge"),
@@ -260,9 +266,7 @@ class LostTry(unittest.TestCase):
         hanging = FakeNode(hang)
         self.addCleanup(hanging.stop)
         c = self.connect(hanging.address, timeout=10.0)
-        closer = threading.Thread(target=lambda: hanging.reached.wait(10) and c.close())
-        closer.start()
-        self.addCleanup(closer.join)
+        self.close_when_reached(hanging, c)
         with self.assertRaises(IdemError) as cm:
             c.lookup(StepKey("lost-try-2", "payment", "charge"))
         e = cm.exception
@@ -274,9 +278,7 @@ class LostTry(unittest.TestCase):
         refusing = FakeNode(lambda ctx: ctx.abort(grpc.StatusCode.UNAVAILABLE, "not yet"))
         self.addCleanup(refusing.stop)
         c = self.connect(refusing.address, timeout=10.0)
-        closer = threading.Thread(target=lambda: refusing.reached.wait(10) and c.close())
-        closer.start()
-        self.addCleanup(closer.join)
+        self.close_when_reached(refusing, c)
         with self.assertRaises(IdemError) as cm:
             c.lookup(StepKey("lost-try-3", "payment", "charge"))
         # (its outcome is unknown when a try before it was: an UNAVAILABLE without a leader)
