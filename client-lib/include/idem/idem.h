@@ -530,7 +530,8 @@ void idem_fingerprint(const void *data, size_t len, uint8_t out[IDEM_FINGERPRINT
 
 /* Admin.SetPolicy for the client's tenant: stores p (service/operation may be "*"; service "*"
  * needs operation "*"; failure_mode IDEM_FAIL_CLOSED or IDEM_FAIL_OPEN; retention_s 1 s – 90
- * days; lease_ms 1 ms – 1 h; updated_unix_ms is ignored). The new policy applies to the next
+ * days, 0 = 24 h; lease_ms 1 ms – 1 h, 0 = 30 s; key_retention_s 0 = retention_s;
+ * updated_unix_ms is ignored). The new policy applies to the next
  * call (no restart). out (may be NULL) receives the stored row with its updated_unix_ms. */
 int idem_policy_set(idem_client *c, const idem_policy *p, idem_policy *out, idem_error *err);
 
@@ -548,10 +549,13 @@ void idem_policies_clear(idem_policies *l);
  * from the coordinator's config file are not listed (idem_policy_get shows their effect). */
 int idem_policy_list(idem_client *c, idem_policies *out, idem_error *err);
 
-/* Client-side policy cache. idem_step_run fetches the effective policy of each
- * (service, operation) it runs with GetPolicy when the cached copy is older than
- * idem_options.policy_refresh_ms (a failed fetch keeps the old copy and is not retried before
- * the next refresh period). When the coordinator itself cannot be reached — BeginStep still
+/* Client-side policy cache. Every BeginStep answer names the operation's effective failure
+ * mode, and the client keeps it per (service, operation): idem_step_run never makes a call
+ * before its first try. Only against an older coordinator, whose answers do not name it, does
+ * idem_step_run fetch the policy with GetPolicy after a BeginStep answered, when the cached
+ * copy is older than idem_options.policy_refresh_ms (a failed fetch keeps the old copy and is
+ * not retried before the next refresh period); idem_policy_prefetch fetches it at once. With
+ * policy_refresh_ms < 0 nothing is kept. When the coordinator itself cannot be reached — BeginStep still
  * fails with UNAVAILABLE (not a "store ..." answer from a coordinator) or DEADLINE_EXCEEDED
  * after its retries — idem_step_run applies the cached failure mode:
  *  - fail-closed, or never fetched, or no journal_path: the error is returned, nothing runs;

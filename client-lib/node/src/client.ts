@@ -215,7 +215,17 @@ export class IdemClient {
     const leaseMs = checkMs('leaseMs', o.leaseMs, 3600000);
     const waitMs = checkMs('waitMs', o.waitMs, 60000);
     const req = { key: keyToWire(key), fingerprint: fp, lease_ms: leaseMs, wait_ms: waitMs };
-    return beginFromWire(await this.call('coordinator', 'BeginStep', req, co, waitMs));
+    const r = await this.call('coordinator', 'BeginStep', req, co, waitMs);
+    // every answer names the operation's failure mode (none from an older coordinator)
+    const mode = modeFromWire(r.failure_mode);
+    if (mode && this.policyRefreshMs >= 0) {
+      const k = `${key.service}\0${key.operation}`;
+      const e = this.policies.get(k) ?? { leaseMs: 0, triedMs: 0, fetchedMs: 0 };
+      e.mode = mode;
+      e.triedMs = e.fetchedMs = nowMs();
+      this.policies.set(k, e);
+    }
+    return beginFromWire(r);
   }
 
   /** CompleteStep for attempt. */
