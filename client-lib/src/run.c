@@ -178,11 +178,16 @@ static int step_run(idem_client *c, const idem_step_key *key, const uint8_t *fp,
   bool unguarded = b.decision == IDEM_DECISION_PROCEED_UNGUARDED;
   idem_step_ctx ctx = {
       .key = key, .attempt = b.attempt, .takeover = b.takeover, .unguarded = unguarded};
+  int64_t lease_expires = b.lease_expires_unix_ms;
   idem_begin_clear(&b);
   rep->ran = true;
   rep->takeover = ctx.takeover;
   rep->unguarded = unguarded;
+  /* a guarded action keeps its lease while it runs (keeper.c) */
+  idem__keeper *keeper =
+      unguarded ? NULL : idem__keeper_start(c, key, ctx.attempt, conf.lease_ms, lease_expires);
   rc = run_action(fn, arg, &ctx, &rep->result, err);
+  (void)idem__keeper_stop(keeper); /* a lost lease: the CompleteStep below is refused */
   if (rc != IDEM_OK) goto fail;
 
   /* Unguarded: one journal line for idem_journal_reconcile (format in idem.h). */

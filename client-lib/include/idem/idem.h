@@ -723,6 +723,10 @@ void idem_run_report_clear(idem_run_report *r);
  * deadline, or the lease was lost before Complete: the action's effects must be fenced by
  * attempt), UNAVAILABLE / DEADLINE_EXCEEDED. ro and rep may be NULL.
  * Details:
+ *  - While fn runs, a thread of the client's extends the attempt's lease (ExtendLease with
+ *    ro->lease_ms) every third of what is left of it, as every SDK's step helper does, so a
+ *    long action is not taken over. If an extension is refused (another attempt holds the
+ *    step), fn still runs to its end and the CompleteStep is refused: ABORTED (lease-lost).
  *  - The action reported RETRYABLE: CompleteStep releases the key and the function returns
  *    IDEM_STEP_FAILED; unlike other errors, *rep is then filled (ran, attempt, result).
  *    SUCCEEDED, FAILED and UNKNOWN settle the step: IDEM_OK, see rep->result.outcome.
