@@ -285,7 +285,7 @@ export class IdemClient {
       throw invalid('failureMode', 'must be "fail-open" or "fail-closed"');
     const req = {
       service: p.service, operation: p.operation, failure_mode: modeToWire(p.failureMode),
-      retention_s: p.retentionS ?? 86400, lease_ms: p.leaseMs ?? 30000, key_retention_s: p.keyRetentionS ?? 0,
+      retention_s: p.retentionS || 86400, lease_ms: p.leaseMs || 30000, key_retention_s: p.keyRetentionS ?? 0,
     };
     return policyFromWire(await this.call('admin', 'SetPolicy', req, co));
   }
