@@ -126,6 +126,10 @@ func (c *Client) beginStep(ctx context.Context, key StepKey, o BeginOptions, tim
 	if e := c.invoke(ctx, coordPrefix+"BeginStep", req, resp, timeout, true); e != nil {
 		return nil, e
 	}
+	// every answer names the operation's failure mode (0 from an older coordinator)
+	if m := FailureMode(resp.FailureMode); m == FailClosed || m == FailOpen {
+		c.notePolicy(key.Service, key.Operation, m)
+	}
 	return beginFromPB(resp), nil
 }
 

@@ -43,6 +43,25 @@ func (c *Client) fetchPolicy(ctx context.Context, service, operation string, tim
 	return e
 }
 
+// notePolicy keeps the failure mode a BeginStep answer named (docs/api.md §20) as a fetch made
+// now; nothing is kept when policies are never fetched (a negative refresh period).
+func (c *Client) notePolicy(service, operation string, m FailureMode) {
+	if c.refresh < 0 {
+		return
+	}
+	now := time.Now()
+	pc := c.policies
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	k := [2]string{service, operation}
+	ent := pc.m[k]
+	if ent == nil {
+		ent = &policyEntry{}
+		pc.m[k] = ent
+	}
+	ent.mode, ent.fetched, ent.tried = m, now, now
+}
+
 // refreshPolicy fetches the policy when the cached copy is older than the refresh period (a
 // failed fetch keeps the old copy and is not retried before the next period).
 func (c *Client) refreshPolicy(ctx context.Context, service, operation string) {

@@ -128,8 +128,9 @@ func (c *Client) run(ctx context.Context, key StepKey, o RunOptions, action Acti
 		conf.max = conf.base
 	}
 
-	// fail-open: keep the operation's policy fresh while the coordinator answers
-	c.refreshPolicy(ctx, key.Service, key.Operation)
+	// fail-open: the failure mode comes with every BeginStep answer (calls.go), so nothing is
+	// called before the first try; an older coordinator's answer names none, and then the
+	// policy is fetched after it
 
 	began := time.Now()
 	rep := &Report{}
@@ -146,6 +147,9 @@ func (c *Client) run(ctx context.Context, key StepKey, o RunOptions, action Acti
 		}
 		b = &Begin{Decision: DecisionProceedUnguarded}
 		source = "client"
+	}
+	if source == "server" && c.CachedFailureMode(key.Service, key.Operation) == 0 {
+		c.refreshPolicy(ctx, key.Service, key.Operation)
 	}
 	rep.Decision, rep.Attempt = b.Decision, b.Attempt
 	span := trace.SpanFromContext(ctx)

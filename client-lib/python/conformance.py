@@ -12,6 +12,8 @@ import os
 import subprocess
 import sys
 import threading
+import time
+import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -45,6 +47,7 @@ class Scenario:
         self.client = idem_client.connect(env(addr), timeout=2.0, journal_path=self.journal)
         self.gid = self.client.begin_saga(timeout=10.0).global_id
         self.background = {}
+        self.counted = {}
 
     def key(self, c):
         return StepKey(self.gid, c.get("service", "conformance"), c["step"], c.get("phase", "forward"))
@@ -55,6 +58,8 @@ class Scenario:
 
         def action(ctx):
             got["ran"] = True
+            if act.get("sleep_ms"):
+                time.sleep(act["sleep_ms"] / 1000.0)
             return Output(act.get("outcome", "succeeded"), act.get("code", 0),
                           act.get("body", "").encode())
 
@@ -62,7 +67,8 @@ class Scenario:
         try:
             rep = self.client.run_step(self.key(c), action, c.get("fingerprint", "").encode(),
                                        timeout=opts.get("deadline_ms", 10000) / 1000.0,
-                                       no_wait=bool(opts.get("no_wait")))
+                                       no_wait=bool(opts.get("no_wait")),
+                                       lease_ms=opts.get("lease_ms", 0))
             got.update(ok=True, replayed=rep.replayed, takeover=rep.takeover,
                        unguarded=rep.unguarded, journaled=rep.journaled, decision=rep.decision,
                        attempt=rep.attempt)
@@ -74,6 +80,20 @@ class Scenario:
             if e.report is not None:
                 got.update(attempt=e.report.attempt, takeover=e.report.takeover)
         return got
+
+    def count_calls(self, method):
+        """idem_rpc_calls_total of Coordinator/METHOD (code OK) on the leader's /metrics, less
+        what this scenario's previous count of the method saw."""
+        text = urllib.request.urlopen(f"http://{env('IDEM_METRICS_ADDRESS')}/metrics",
+                                      timeout=5).read().decode()
+        want = f'idem_rpc_calls_total{{method="Coordinator/{method}",code="OK"}} '
+        line = next((l for l in text.splitlines() if l.startswith(want)), None)
+        if line is None:
+            return {"ok": False, "error": f"no {want} on the leader's /metrics"}
+        total = int(float(line[len(want):]))
+        count = total - self.counted.get(method, 0)
+        self.counted[method] = total
+        return {"ok": True, "count": count}
 
     def call(self, c):
         kind = c["call"]
@@ -100,8 +120,18 @@ class Scenario:
                                           r.get("code", 0), r.get("body", "").encode())
                 return {"ok": True}
             if kind == "policy_set":
-                self.client.set_policy(c["service"], c["operation"], c["failure_mode"])
+                # as given (absent = 0): 0 is the SDK's to fill with the built-in default
+                p = self.client.set_policy(c["service"], c["operation"], c["failure_mode"],
+                                           retention_s=c.get("retention_s", 0),
+                                           lease_ms=c.get("lease_ms", 0),
+                                           key_retention_s=c.get("key_retention_s", 0))
+                return {"ok": True, "retention_s": p.retention_s, "lease_ms": p.lease_ms,
+                        "key_retention_s": p.key_retention_s}
+            if kind == "sleep":
+                time.sleep(c.get("ms", 0) / 1000.0)
                 return {"ok": True}
+            if kind == "count_calls":
+                return self.count_calls(c["method"])
             if kind == "policy_prefetch":
                 self.client.prefetch_policy(c["service"], c["operation"])
                 return {"ok": True}

@@ -253,6 +253,13 @@ int idem__step_begin(idem_client *c, const idem_step_key *key, const uint8_t *fp
     }
     if (rc != IDEM_OK) idem_begin_clear(out);
   }
+  /* every answer names the operation's failure mode (docs/api.md §20; an older coordinator
+   * leaves it unset): the step helper's fail-open check needs no GetPolicy of its own */
+  int mode = (int)resp->failure_mode;
+  if ((mode == IDEM_FAIL_CLOSED || mode == IDEM_FAIL_OPEN) && key && key->service &&
+      key->operation && idem__client_policy_refresh_ms(c) >= 0)
+    (void)idem__pcache_note(idem__client_pcache(c), key->service, key->operation,
+                            idem__now_ms(), mode);
   idem__v1__begin_step_response__free_unpacked(resp, NULL);
   return rc;
 }

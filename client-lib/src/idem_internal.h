@@ -157,6 +157,19 @@ int idem__record_from_pb(const Idem__V1__StepRecord *pb, idem_record *r, idem_er
 /* An answer's record into *out (nothing when out or pb is NULL); on failure *out is cleared. */
 int idem__record_out(const Idem__V1__StepRecord *pb, idem_record *out, idem_error *err);
 
+/* --- the lease keeper: keeper.c ----------------------------------------------------------- */
+
+typedef struct idem__keeper idem__keeper;
+/* Starts a thread that extends (key, attempt)'s lease (lease_ms; 0 = the policy's) every third
+ * of what is left of it (expires_unix_ms, the wall clock), until idem__keeper_stop. NULL when
+ * no thread could be started: the action then runs without one. key is borrowed and must
+ * outlive the keeper. */
+idem__keeper *idem__keeper_start(idem_client *c, const idem_step_key *key, uint64_t attempt,
+                                 uint32_t lease_ms, int64_t expires_unix_ms);
+/* Stops the thread (waits for an extension under way) and frees k (NULL: nothing). true when an
+ * extension was refused: another attempt holds the step. */
+bool idem__keeper_stop(idem__keeper *k);
+
 /* --- policies and fail-open: policies.c, journal.c --------------------------------------- */
 
 /* The client's policy cache: (service, operation) → failure mode and when it was fetched. */

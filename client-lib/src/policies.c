@@ -10,6 +10,10 @@
 #define UNARY(c, m, req, T, timeout, out, err) \
   idem__unary((c), (m), &(req).base, &T##__descriptor, (timeout), (ProtobufCMessage **)(out), (err))
 
+/* SetPolicy's defaults for a field left at 0 (the coordinator's built-in policy's) */
+#define POLICY_DEFAULT_RETENTION_S 86400u /* 24 h */
+#define POLICY_DEFAULT_LEASE_MS 30000u    /* 30 s */
+
 static char *str_or_empty(const char *s) {
   return (char *)(s ? s : "");
 }
@@ -38,9 +42,10 @@ int idem_policy_set(idem_client *c, const idem_policy *p, idem_policy *out, idem
   req.service = (char *)p->service;
   req.operation = (char *)p->operation;
   req.failure_mode = (Idem__V1__FailureMode)p->failure_mode;
-  req.retention_s = p->retention_s;
+  /* 0 = the built-in default, as in every SDK (docs/api.md §20) */
+  req.retention_s = p->retention_s ? p->retention_s : POLICY_DEFAULT_RETENTION_S;
   req.key_retention_s = p->key_retention_s;
-  req.lease_ms = p->lease_ms;
+  req.lease_ms = p->lease_ms ? p->lease_ms : POLICY_DEFAULT_LEASE_MS;
   Idem__V1__Policy *resp;
   int rc = UNARY(c, IDEM__M_SET_POLICY, req, idem__v1__policy, 0, &resp, err);
   if (rc != IDEM_OK) return rc;

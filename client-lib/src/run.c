@@ -128,16 +128,18 @@ static int step_run(idem_client *c, const idem_step_key *key, const uint8_t *fp,
   };
   if (conf.max_ms < conf.base_ms) conf.max_ms = conf.base_ms;
 
-  /* fail-open: keep the operation's policy fresh while the coordinator answers, so that it
-   * is known when it does not */
+  /* fail-open: the operation's failure mode is learnt from every BeginStep answer (calls.c),
+   * so the first try is never held up by a GetPolicy; only an older coordinator, whose answer
+   * does not name it, leaves the mode unknown and is asked after its answer */
   const char *svc = key ? key->service : NULL, *op = key ? key->operation : NULL;
-  idem__policy_refresh(c, svc, op, conf.call_ms);
 
   idem_begin b;
   int retries = 0;
   const char *unguarded_source = "server";
   int64_t began_ms = idem__now_ms();
   int rc = begin_with_retries(c, key, fp, fp_len, &conf, &b, &retries, err);
+  if (rc == IDEM_OK && svc && op && idem__policy_cached_mode(c, svc, op) == 0)
+    idem__policy_refresh(c, svc, op, conf.call_ms);
   if (rc != IDEM_OK) {
     /* no coordinator can decide (every known address called during this run: none answered,
      * or each said its store or its election is down): a fail-open operation with a journal
@@ -176,11 +178,16 @@ static int step_run(idem_client *c, const idem_step_key *key, const uint8_t *fp,
   bool unguarded = b.decision == IDEM_DECISION_PROCEED_UNGUARDED;
   idem_step_ctx ctx = {
       .key = key, .attempt = b.attempt, .takeover = b.takeover, .unguarded = unguarded};
+  int64_t lease_expires = b.lease_expires_unix_ms;
   idem_begin_clear(&b);
   rep->ran = true;
   rep->takeover = ctx.takeover;
   rep->unguarded = unguarded;
+  /* a guarded action keeps its lease while it runs (keeper.c) */
+  idem__keeper *keeper =
+      unguarded ? NULL : idem__keeper_start(c, key, ctx.attempt, conf.lease_ms, lease_expires);
   rc = run_action(fn, arg, &ctx, &rep->result, err);
+  (void)idem__keeper_stop(keeper); /* a lost lease: the CompleteStep below is refused */
   if (rc != IDEM_OK) goto fail;
 
   /* Unguarded: one journal line for idem_journal_reconcile (format in idem.h). */

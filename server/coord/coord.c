@@ -89,6 +89,7 @@ static err_code proceed_unguarded(const step_key *k, coord_begin_result *out, er
   snprintf(why, sizeof why, "%s", err->msg);
   coord_begin_result_clear(out);
   out->decision = DECISION_PROCEED_UNGUARDED;
+  out->mode = FAILURE_MODE_FAIL_OPEN;
   metrics_unguarded();
   log_kv(LOG_WARN, "store unreachable, fail-open step proceeds unguarded", "tenant", k->tenant,
          "global_id", k->global_id, "service", k->service, "operation", k->operation, "phase",
@@ -106,6 +107,7 @@ err_code coord__begin_fn(void *argp, const step_pair *cur, step_writes *w, err_t
   err_code rc = decide_begin(&a->in, cur, &d, w, err);
   if (rc != ERR_OK) return rc;
   coord_begin_result *o = a->out;
+  o->mode = a->mode;
   o->decision = d.decision;
   o->attempt = d.attempt;
   o->lease_expires_ms = d.lease_expires_ms;
@@ -208,6 +210,7 @@ err_code coord__begin_prepare(const coord_ctx *ctx, const char *tenant, const co
              .lease_ms = lease_ms ? lease_ms : pol->lease_ms,
              .retention = policy_retention(pol)},
       .out = out,
+      .mode = pol->mode ? pol->mode : FAILURE_MODE_FAIL_CLOSED,
   };
   coord__trace_of(key, a->trace_id);
   return ERR_OK;

@@ -77,6 +77,7 @@ typedef struct coord_begin_result {
   uint8_t *body; /* owned */
   size_t body_len;
   int64_t completed_ms;
+  failure_mode mode; /* the operation's effective policy's (docs/api.md §20), on every answer */
 } coord_begin_result;
 
 void coord_begin_result_clear(coord_begin_result *r);

@@ -21,6 +21,7 @@ typedef struct coord__begin_arg {
   decide_begin_in in; /* in.trace_id points at trace_id (set by coord__begin_fn) */
   coord_begin_result *out;
   char trace_id[REC_TRACE_ID_MAX + 1]; /* the call's, copied: "" when none */
+  failure_mode mode;                   /* the resolved policy's: copied into every answer */
 } coord__begin_arg;
 
 /* The step transaction's callback (arg: coord__begin_arg). */

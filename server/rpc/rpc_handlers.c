@@ -73,6 +73,7 @@ static err_code reply_begin(rpc_call *c, coord_begin_result *out, err_t *err) {
   resp.expires_unix_ms = out->expires_ms;
   resp.result_expired = out->result_expired;
   resp.result_expires_unix_ms = out->result_expires_ms;
+  resp.failure_mode = (Idem__V1__FailureMode)out->mode;
   metrics_decision((int)out->decision, out->takeover);
   if (out->has_result) {
     result.outcome = (Idem__V1__Outcome)out->outcome;

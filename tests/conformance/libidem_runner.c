@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "idem/idem.h"
@@ -76,6 +77,7 @@ typedef struct got {
   int32_t result_code;
   char body[512];
   long count;
+  uint32_t retention_s, lease_ms, key_retention_s; /* policy_set: the stored policy */
 } got;
 
 /* The action of a `run`: reports what the scenario says and counts its calls. */
@@ -84,20 +86,35 @@ typedef struct action {
   int32_t code;
   const char *body;
   int calls;
+  long sleep_ms; /* the action takes this long */
 } action;
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
 
 static void action_fn(void *arg, const idem_step_ctx *ctx, idem_step_output *out) {
   (void)ctx;
   action *a = arg;
   a->calls++;
+  if (a->sleep_ms > 0) sleep_ms(a->sleep_ms);
   out->outcome = a->outcome;
   out->code = a->code;
   out->body = a->body;
   out->body_len = strlen(a->body);
 }
 
+#define MAX_COUNTED 4
+
 typedef struct scene {
   idem_client *client;
+  struct {
+    char method[32];
+    long seen;
+  } counted[MAX_COUNTED]; /* count_calls: the last total of each method */
+  size_t n_counted;
   char global_id[IDEM_GLOBAL_ID_MAX + 1];
   char journal[512];
   bool has_journal;
@@ -137,11 +154,13 @@ static void do_run(scene *s, const cJSON *call, got *g) {
   key_of(s, call, &k);
   const cJSON *act = cJSON_GetObjectItemCaseSensitive(call, "action");
   action a = {outcome_of(str_of(act, "outcome", "succeeded")),
-              (int32_t)num_of(act, "code", 0), str_of(act, "body", ""), 0};
+              (int32_t)num_of(act, "code", 0), str_of(act, "body", ""), 0,
+              (long)num_of(act, "sleep_ms", 0)};
   const cJSON *opt = cJSON_GetObjectItemCaseSensitive(call, "options");
   idem_run_options ro = {0};
   ro.deadline_ms = (int64_t)num_of(opt, "deadline_ms", 10000);
   ro.no_wait = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(opt, "no_wait"));
+  ro.lease_ms = (uint32_t)num_of(opt, "lease_ms", 0);
   const char *fp = str_of(call, "fingerprint", "");
   idem_run_report rep = {0};
   idem_error err = {0};
@@ -203,10 +222,52 @@ static void do_policy_set(scene *s, const cJSON *call, got *g) {
   snprintf(p.operation, sizeof p.operation, "%s", str_of(call, "operation", ""));
   p.failure_mode = strcmp(str_of(call, "failure_mode", ""), "fail-open") == 0 ? IDEM_FAIL_OPEN
                                                                                 : IDEM_FAIL_CLOSED;
-  p.retention_s = 86400;
-  p.lease_ms = 30000;
+  p.retention_s = (uint32_t)num_of(call, "retention_s", 0);
+  p.lease_ms = (uint32_t)num_of(call, "lease_ms", 0);
+  p.key_retention_s = (uint32_t)num_of(call, "key_retention_s", 0);
   idem_error err = {0};
-  note_err(g, idem_policy_set(s->client, &p, NULL, &err), &err);
+  idem_policy out = {0};
+  note_err(g, idem_policy_set(s->client, &p, &out, &err), &err);
+  g->retention_s = out.retention_s;
+  g->lease_ms = out.lease_ms;
+  g->key_retention_s = out.key_retention_s;
+}
+
+/* count_calls: the leader's idem_rpc_calls_total of Coordinator/METHOD (code OK) from
+ * IDEM_METRICS_ADDRESS, less what this scenario's previous count of the method saw. */
+static void do_count_calls(scene *s, const cJSON *call, got *g, char *why, size_t cap) {
+  const char *method = str_of(call, "method", "");
+  const char *addr = getenv("IDEM_METRICS_ADDRESS");
+  if (!addr || !*addr || strlen(method) >= sizeof s->counted[0].method) {
+    snprintf(why, cap, "IDEM_METRICS_ADDRESS is not set, or no method");
+    return;
+  }
+  char cmd[256], want[128], line[512];
+  snprintf(cmd, sizeof cmd, "curl -sf -m 5 http://%s/metrics", addr);
+  snprintf(want, sizeof want, "idem_rpc_calls_total{method=\"Coordinator/%s\",code=\"OK\"} ",
+           method);
+  FILE *f = popen(cmd, "r");
+  long total = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (strncmp(line, want, strlen(want)) == 0) total = strtol(line + strlen(want), NULL, 10);
+  if (f) pclose(f);
+  if (total < 0) {
+    snprintf(why, cap, "no %s on %s/metrics", want, addr);
+    return;
+  }
+  size_t i = 0;
+  while (i < s->n_counted && strcmp(s->counted[i].method, method) != 0) i++;
+  if (i == s->n_counted && i < MAX_COUNTED) {
+    snprintf(s->counted[i].method, sizeof s->counted[i].method, "%s", method);
+    s->counted[i].seen = 0;
+    s->n_counted++;
+  }
+  if (i == MAX_COUNTED) {
+    snprintf(why, cap, "too many counted methods");
+    return;
+  }
+  g->count = total - s->counted[i].seen;
+  s->counted[i].seen = total;
 }
 
 static void do_prefetch(scene *s, const cJSON *call, got *g) {
@@ -280,6 +341,11 @@ static void check(const cJSON *expect, const got *g, char *why, size_t cap) {
     } else if (strcmp(n, "count") == 0) {
       if ((long)f->valuedouble != g->count)
         differ(why, cap, "count %ld, got %ld", (long)f->valuedouble, g->count);
+    } else if (strcmp(n, "retention_s") == 0 || strcmp(n, "lease_ms") == 0 ||
+               strcmp(n, "key_retention_s") == 0) {
+      uint32_t have = n[0] == 'r' ? g->retention_s : n[0] == 'l' ? g->lease_ms : g->key_retention_s;
+      if ((uint32_t)f->valuedouble != have)
+        differ(why, cap, "%s %u, got %u", n, (unsigned)f->valuedouble, (unsigned)have);
     } else {
       const bool *have = strcmp(n, "ran") == 0         ? &g->ran
                          : strcmp(n, "replayed") == 0  ? &g->replayed
@@ -381,6 +447,15 @@ static void run_scenario(const cJSON *sc, int index, char *why, size_t cap) {
         if (!stop || system(stop) != 0) differ(why, cap, "call %d: IDEM_CONFORMANCE_STOP failed", i);
       } else if (strcmp(what, "journal_lines") == 0) {
         do_journal_lines(&s, &g);
+      } else if (strcmp(what, "sleep") == 0) {
+        sleep_ms((long)num_of(call, "ms", 0));
+      } else if (strcmp(what, "count_calls") == 0) {
+        char sub[256] = "";
+        do_count_calls(&s, call, &g, sub, sizeof sub);
+        if (sub[0]) {
+          differ(why, cap, "call %d (count_calls): %s", i, sub);
+          break;
+        }
       } else {
         differ(why, cap, "call %d: unknown call \"%s\"", i, what);
         break;

@@ -126,3 +126,44 @@ Test(client_fail_open, coordinator_down_then_reconcile, .timeout = 120) {
   idem_close(c);
   cr_assert_eq(h_srv_stop(&s), 0);
 }
+
+/* issue 51: a step helper learns the failure mode from the BeginStep answer (docs/api.md §20):
+ * no GetPolicy before (or after) its first try, and a fail-open step run while the coordinator
+ * is up is enough for the next one to run unguarded once it is down. */
+Test(client_fail_open, mode_learnt_from_the_begin_answer, .timeout = 120) {
+  h_fixture f;
+  h_fixture_conf conf = {.metrics = true};
+  h_fixture_start(&f, &conf);
+  h_set_policy(f.c, "mail", "send", IDEM_FAIL_OPEN);
+  char g1[96], g2[96], journal[128];
+  h_unique("cfl1", g1, sizeof g1);
+  h_unique("cfl2", g2, sizeof g2);
+  h_unique("/tmp/idem-journal", journal, sizeof journal);
+  idem_options o = {.address = f.s.addr, .tenant = f.t, .journal_path = journal,
+                    .deadline_ms = 500};
+  idem_client *c;
+  idem_error e = {0};
+  cr_assert_eq(idem_connect(&o, &c, &e), IDEM_OK);
+
+  idem_run_options ro = {.deadline_ms = 1500};
+  idem_run_report rep = {0};
+  idem_step_key k1 = {g1, "mail", "send", IDEM_FORWARD};
+  h_action a = {.code = 250};
+  cr_assert_eq(idem_step_run(c, &k1, NULL, 0, h_action_run, &a, &ro, &rep, &e), IDEM_OK, "%s",
+               e.message);
+  cr_assert(rep.ran && !rep.unguarded);
+  idem_run_report_clear(&rep);
+  const char *series = "idem_rpc_calls_total{method=\"Coordinator/GetPolicy\",code=\"OK\"}";
+  cr_assert_eq(h_metric(f.metrics_port, series), 0, "the step helper called GetPolicy");
+
+  f.any_exit = true;
+  h_fixture_stop(&f);
+  idem_step_key k2 = {g2, "mail", "send", IDEM_FORWARD};
+  cr_assert_eq(idem_step_run(c, &k2, NULL, 0, h_action_run, &a, &ro, &rep, &e), IDEM_OK,
+               "fail-open learnt from the answer, coordinator down: %s", e.message);
+  cr_assert(rep.unguarded && rep.journaled);
+  cr_assert_eq(a.calls, 2);
+  idem_run_report_clear(&rep);
+  idem_close(c);
+  unlink(journal);
+}

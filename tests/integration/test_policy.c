@@ -140,9 +140,7 @@ Test(policy, validation, .timeout = 60) {
   char t[64];
   h_tenant(t);
   idem_client *c = h_client(&s, t, 0);
-  refused(c, P("payment", "charge", IDEM_FAIL_OPEN, 0, 1000), "retention_s");
   refused(c, P("payment", "charge", IDEM_FAIL_OPEN, 90 * 86400 + 1, 1000), "retention_s");
-  refused(c, P("payment", "charge", IDEM_FAIL_OPEN, 60, 0), "lease_ms");
   refused(c, P("payment", "charge", IDEM_FAIL_OPEN, 60, 3600001), "lease_ms");
   refused(c, P("payment", "charge", 0, 60, 1000), "failure_mode");
   refused(c, P("payment", "charge", 9, 60, 1000), "failure_mode");
@@ -288,4 +286,23 @@ Test(policy, config_file_seeds_policies_and_flags_win, .timeout = 60) {
   unlink(log);
   cr_assert(strstr(said, "key_retention_s"), "%s", said);
   unlink(file);
+}
+
+/* issue 51: a retention or lease left at 0 is the built-in default (24 h, 30 s), as in every
+ * SDK; the server itself still refuses 0 on the wire (hostile_python, bad input tables) */
+Test(policy, zero_retention_and_lease_take_the_defaults, .timeout = 60) {
+  srv s;
+  h_srv_start(&s, NULL, NULL);
+  char t[64];
+  h_tenant(t);
+  idem_client *c = h_client(&s, t, 0);
+  idem_error e = {0};
+  idem_policy out;
+  idem_policy p = P("payment", "charge", IDEM_FAIL_OPEN, 0, 0);
+  cr_assert_eq(idem_policy_set(c, &p, &out, &e), IDEM_OK, "%s", e.message);
+  cr_assert_eq(out.retention_s, 86400);
+  cr_assert_eq(out.lease_ms, 30000);
+  cr_assert_eq(out.key_retention_s, 0);
+  idem_close(c);
+  cr_assert_eq(h_srv_stop(&s), 0);
 }

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 #include "harness.h"
 
@@ -145,5 +146,47 @@ Test(step_run, compensation_without_forward_does_not_run) {
   cr_assert_eq(rep.decision, IDEM_DECISION_SKIP_NULL_COMPENSATION);
   cr_assert_not(rep.ran);
   cr_assert_eq(atomic_load(&a.calls), 0);
+  idem_run_report_clear(&rep);
+}
+
+/* issue 51: the step helper keeps the lease alive while its action runs, as every SDK's does:
+ * another caller's BeginStep three leases into the action meets the step in progress, never a
+ * takeover, and the run completes as attempt 1. */
+typedef struct slow_action {
+  const idem_step_key *key;
+  int begin_rc;          /* the other caller's BeginStep inside the action */
+  idem_decision decided; /* its decision when it answered */
+} slow_action;
+
+static void slow_charge(void *arg, const idem_step_ctx *ctx, idem_step_output *out) {
+  (void)ctx;
+  slow_action *a = arg;
+  /* three leases of 300 ms: without a keeper the lease has long expired */
+  struct timespec ts = {.tv_sec = 0, .tv_nsec = 900 * 1000000L};
+  nanosleep(&ts, NULL);
+  idem_begin b;
+  idem_error e = {0};
+  a->begin_rc = idem_step_begin(H.c, a->key, NULL, 0, 300, &b, &e);
+  if (a->begin_rc == IDEM_OK) a->decided = b.decision;
+  idem_begin_clear(&b);
+  out->outcome = IDEM_OUTCOME_SUCCEEDED;
+  out->code = 200;
+}
+
+Test(step_run, keeps_the_lease_while_the_action_runs) {
+  char gid[96];
+  h_unique("run", gid, sizeof gid);
+  idem_step_key k = {gid, "payment", "charge", IDEM_FORWARD};
+  slow_action a = {.key = &k};
+  idem_run_report rep = {0};
+  idem_error e = {0};
+  idem_run_options ro = {.deadline_ms = 10000, .lease_ms = 300};
+  cr_assert_eq(idem_step_run(H.c, &k, NULL, 0, slow_charge, &a, &ro, &rep, &e), IDEM_OK, "%s",
+               e.message);
+  cr_assert_eq(a.begin_rc, IDEM_ABORTED,
+               "the other caller's BeginStep answered %s (decision %d): the lease was not kept",
+               idem_strerror(a.begin_rc), (int)a.decided);
+  cr_assert_eq(rep.attempt, 1);
+  cr_assert_not(rep.takeover);
   idem_run_report_clear(&rep);
 }

@@ -139,6 +139,7 @@ Test(coord, begin_fresh_key_proceeds_with_policy_lease) {
   cr_assert_eq(r.decision, DECISION_PROCEED);
   cr_assert_eq(r.attempt, 1);
   cr_assert_eq(r.lease_expires_ms, NOW + POLICY_DEFAULT_LEASE_MS);
+  cr_assert_eq(r.mode, FAILURE_MODE_FAIL_CLOSED, "the built-in default's failure mode");
   cr_assert_not(r.takeover);
   cr_assert_not(r.has_result);
   cr_assert_eq(m->step_txn_calls, 1);
@@ -171,12 +172,14 @@ Test(coord, begin_uses_the_resolver) {
   cr_assert_str_eq(fp.service, "payments");
   cr_assert_str_eq(fp.operation, "charge");
   cr_assert_eq(r.lease_expires_ms, NOW + 4321);
+  cr_assert_eq(r.mode, FAILURE_MODE_FAIL_OPEN, "the resolved policy's failure mode");
 
   /* retention reaches the decision: a null compensation expires after 77 s */
   coord_key_in other = {"g-2", "payments", "charge", PHASE_COMPENSATION, NULL};
   cr_assert_eq(coord_begin_step(&ctx, &m->base, "acme", &other, NULL, 0, 0, far, &r, &e), ERR_OK);
   cr_assert_eq(r.decision, DECISION_SKIP_NULL_COMPENSATION);
   cr_assert_eq(r.expires_ms, NOW + 77000);
+  cr_assert_eq(r.mode, FAILURE_MODE_FAIL_OPEN, "a SKIP carries the failure mode too");
 }
 
 Test(coord, begin_replay_returns_an_owned_body) {

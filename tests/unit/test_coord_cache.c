@@ -48,6 +48,7 @@ Test(coord_cache, a_replay_is_answered_without_the_store) {
   cr_assert_eq(r.code, 200);
   cr_assert_eq(r.body_len, 4);
   cr_assert_arr_eq(r.body, "paid", 4);
+  cr_assert_eq(r.mode, FAILURE_MODE_FAIL_CLOSED, "a cached answer carries the failure mode");
   cr_assert_eq(m->calls, 0, "the store was asked");
   coord_begin_result_clear(&r);
   replay_cache_stats st;

@@ -173,6 +173,7 @@ Test(policy_fail_open, begin_step_when_the_store_is_unreachable) {
                ERR_OK, "%s", e.msg);
   cr_assert_eq(r.decision, DECISION_PROCEED_UNGUARDED);
   cr_assert_eq(r.attempt, 0);
+  cr_assert_eq(r.mode, FAILURE_MODE_FAIL_OPEN);
   cr_assert_eq(metrics_unguarded_total(), before + 1);
   coord_begin_result_clear(&r);
   cr_assert_eq(coord_begin_step(&ctx, &m->base, "acme", &closed_key, NULL, 0, 0, far, &r, &e),

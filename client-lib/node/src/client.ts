@@ -215,7 +215,17 @@ export class IdemClient {
     const leaseMs = checkMs('leaseMs', o.leaseMs, 3600000);
     const waitMs = checkMs('waitMs', o.waitMs, 60000);
     const req = { key: keyToWire(key), fingerprint: fp, lease_ms: leaseMs, wait_ms: waitMs };
-    return beginFromWire(await this.call('coordinator', 'BeginStep', req, co, waitMs));
+    const r = await this.call('coordinator', 'BeginStep', req, co, waitMs);
+    // every answer names the operation's failure mode (none from an older coordinator)
+    const mode = modeFromWire(r.failure_mode);
+    if (mode && this.policyRefreshMs >= 0) {
+      const k = `${key.service}\0${key.operation}`;
+      const e = this.policies.get(k) ?? { leaseMs: 0, triedMs: 0, fetchedMs: 0 };
+      e.mode = mode;
+      e.triedMs = e.fetchedMs = nowMs();
+      this.policies.set(k, e);
+    }
+    return beginFromWire(r);
   }
 
   /** CompleteStep for attempt. */
@@ -275,7 +285,7 @@ export class IdemClient {
       throw invalid('failureMode', 'must be "fail-open" or "fail-closed"');
     const req = {
       service: p.service, operation: p.operation, failure_mode: modeToWire(p.failureMode),
-      retention_s: p.retentionS ?? 86400, lease_ms: p.leaseMs ?? 30000, key_retention_s: p.keyRetentionS ?? 0,
+      retention_s: p.retentionS || 86400, lease_ms: p.leaseMs || 30000, key_retention_s: p.keyRetentionS ?? 0,
     };
     return policyFromWire(await this.call('admin', 'SetPolicy', req, co));
   }

@@ -2,6 +2,7 @@
 export { IdemClient } from './client';
 export type { ConnectOptions, CallOptions, BeginOptions, CompleteInput, Resolution } from './client';
 export { IdemError } from './errors';
+export { REASONS } from './reasons';
 export { STEP_SPAN, EVENTS as STEP_EVENTS, parseTraceparent } from './trace';
 export type { TraceHeaders } from './trace';
 export type { IdemCode } from './errors';

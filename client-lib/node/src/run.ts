@@ -259,8 +259,9 @@ async function run(c: StepClient, key: StepKey, action: StepAction, o: RunOption
   if (o.signal?.aborted) throw cancelled(o.signal);
   const fullKey: Required<StepKey> = { ...key, phase: key.phase ?? 'forward' };
 
-  // fail-open: keep the operation's policy fresh while the coordinator answers
-  await c.refreshPolicy(key.service, key.operation, conf.callMs, o.signal);
+  // fail-open: the failure mode comes with every BeginStep answer (client.ts), so nothing is
+  // called before the first try; an older coordinator's answer names none, and then the policy
+  // is fetched after it
 
   const report: RunReport = {
     decision: 'PROCEED', attempt: 0, ran: false, takeover: false, replayed: false, unguarded: false,
@@ -285,6 +286,9 @@ async function run(c: StepClient, key: StepKey, action: StepAction, o: RunOption
     source = 'client';
   }
 
+  if (source === 'server' && !c.cachedPolicy(key.service, key.operation)?.mode) {
+    await c.refreshPolicy(key.service, key.operation, conf.callMs, o.signal);
+  }
   report.decision = b.decision;
   report.attempt = b.attempt;
   span.setDecision(b.decision, b.attempt);

@@ -7,6 +7,7 @@
 'use strict';
 const { execSync } = require('child_process');
 const fs = require('fs');
+const http = require('http');
 const path = require('path');
 const { IdemClient } = require('..');
 
@@ -39,13 +40,15 @@ async function doRun(s, call) {
   const act = call.action ?? {};
   const opt = call.options ?? {};
   try {
-    const rep = await s.client.runStep(keyOf(s, call), () => {
+    const rep = await s.client.runStep(keyOf(s, call), async () => {
       g.ran = true;
+      if (act.sleep_ms) await sleep(act.sleep_ms);
       return { outcome: act.outcome ?? 'succeeded', code: act.code ?? 0, body: act.body ?? '' };
     }, {
       fingerprint: Buffer.from(call.fingerprint ?? '', 'utf8'),
       deadlineMs: opt.deadline_ms ?? 10000,
       noWait: !!opt.no_wait,
+      leaseMs: opt.lease_ms ?? 0,
     });
     g.ok = true;
     fromReport(g, rep);
@@ -56,6 +59,28 @@ async function doRun(s, call) {
     if (e.code === 'STEP_FAILED') fromReport(g, e.report);
   }
   return g;
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// count_calls: idem_rpc_calls_total of Coordinator/METHOD (code OK) on the leader's /metrics
+// (IDEM_METRICS_ADDRESS), less what this scenario's previous count of the method saw
+function countCalls(s, method) {
+  return new Promise((resolve) => {
+    http.get(`http://${process.env.IDEM_METRICS_ADDRESS}/metrics`, (res) => {
+      let text = '';
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => {
+        const want = `idem_rpc_calls_total{method="Coordinator/${method}",code="OK"} `;
+        const line = text.split('\n').find((l) => l.startsWith(want));
+        if (!line) return resolve({ ok: false, error: `no ${want} on the leader's /metrics` });
+        const total = Number(line.slice(want.length));
+        const count = total - (s.counted.get(method) ?? 0);
+        s.counted.set(method, total);
+        return resolve({ ok: true, count });
+      });
+    }).on('error', (e) => resolve({ ok: false, error: e.message }));
+  });
 }
 
 async function attempt(fn) {
@@ -86,7 +111,7 @@ async function runScenario(sc, index) {
   const v = which === 'standby' ? 'IDEM_STANDBY_ADDRESS' : which === 'stoppable' ? 'IDEM_STOPPABLE_ADDRESS' : 'IDEM_ADDRESS';
   const address = process.env[v];
   if (!address) return `${v} is not set`;
-  const s = { journal: undefined };
+  const s = { journal: undefined, counted: new Map() };
   if (sc.journal) {
     s.journal = path.join(process.env.IDEM_CONFORMANCE_TMP || '/tmp', `node-${process.pid}-${index}.journal`);
     fs.rmSync(s.journal, { force: true });
@@ -137,12 +162,22 @@ async function runScenario(sc, index) {
         }
         case 'policy_set':
           g = await attempt(async () => {
-            await s.client.setPolicy({
+            // as given (absent = 0): 0 is the SDK's to fill with the built-in default
+            const p = await s.client.setPolicy({
               service: call.service ?? '', operation: call.operation ?? '',
               failureMode: call.failure_mode === 'fail-open' ? 'fail-open' : 'fail-closed',
+              retentionS: call.retention_s ?? 0, leaseMs: call.lease_ms ?? 0,
+              keyRetentionS: call.key_retention_s ?? 0,
             });
-            return {};
+            return { retention_s: p.retentionS, lease_ms: p.leaseMs, key_retention_s: p.keyRetentionS };
           });
+          break;
+        case 'sleep':
+          await sleep(call.ms ?? 0);
+          g = { ok: true };
+          break;
+        case 'count_calls':
+          g = await countCalls(s, call.method ?? '');
           break;
         case 'policy_prefetch':
           g = await attempt(async () => {

@@ -17,6 +17,7 @@ except ImportError as _e:  # pragma: no cover
                       "client-lib/python/gen_proto.py (pip install does it)") from _e
 
 from .client import Client, SagaStarted, connect
+from . import reasons  # noqa: F401 (the words of idem-reason: reasons.IN_PROGRESS, ...)
 from .errors import IdemError
 from .types import (COMPENSATION, FAIL_CLOSED, FAIL_OPEN, FAILED, FORWARD, RETRYABLE, SUCCEEDED,
                     UNKNOWN, Begin, Output, Policy, Record, Result, RunReport, Saga, StepContext,

@@ -175,6 +175,10 @@ class Client:
         r = self._call(COORD + "BeginStep", req, pb.BeginStepResponse, timeout, trace=trace)
         if r.decision not in DECISIONS:
             raise IdemError("BAD_RESPONSE", f"unknown decision {r.decision}")
+        # every answer names the operation's failure mode (0 from an older coordinator)
+        mode = {1: "fail-closed", 2: "fail-open"}.get(r.failure_mode)
+        if mode and self.policy_refresh >= 0:
+            self._cache_policy(req.key.service, req.key.operation, mode)
         res = _result(r.result, r.result_expired) if r.decision == 2 else None
         return Begin(DECISIONS[r.decision], r.attempt, r.lease_expires_unix_ms, r.takeover,
                      r.expires_unix_ms, res, r.result_expires_unix_ms)
@@ -237,7 +241,14 @@ class Client:
 
     def set_policy(self, service, operation, failure_mode="fail-closed", retention_s=86400,
                    lease_ms=30000, key_retention_s=0, timeout=None):
-        """Admin.SetPolicy (admin role): service/operation may be "*"."""
+        """Admin.SetPolicy (admin role): service/operation may be "*". retention_s and lease_ms
+        0 = the built-in default (24 h, 30 s), as in every SDK; key_retention_s 0 = retention_s."""
+        for field, v in (("retention_s", retention_s), ("lease_ms", lease_ms),
+                         ("key_retention_s", key_retention_s)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise invalid(field, "must be a whole number, 0 or more")
+        retention_s = retention_s or 86400
+        lease_ms = lease_ms or 30000
         validate.policy_name(service, "service")
         validate.policy_name(operation, "operation")
         if failure_mode not in FAILURE_MODES:

@@ -142,7 +142,8 @@ def run_step(self, key, action, fingerprint=b"", *, timeout=10.0, lease_ms=0, no
                         reason="invalid-argument", field="timeout")
     cap = max(backoff_max, backoff_base)
     end = time.monotonic() + timeout
-    self.refresh_policy(key.service, key.operation, timeout=min(self.timeout, timeout))
+    # the failure mode comes with every BeginStep answer (client.py): nothing is called before
+    # the first try; an older coordinator's answer names none, and the policy is fetched after it
 
     report = RunReport()
     source = "server"
@@ -163,6 +164,8 @@ def run_step(self, key, action, fingerprint=b"", *, timeout=10.0, lease_ms=0, no
         report.decision, report.attempt = "PROCEED_UNGUARDED", 0
         takeover = False
     else:
+        if self.cached_failure_mode(key.service, key.operation) is None:
+            self.refresh_policy(key.service, key.operation, timeout=min(self.timeout, timeout))
         report.decision, report.attempt = b.decision, b.attempt
         takeover = b.takeover
         if b.decision == "REPLAY":

@@ -9,9 +9,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,6 +25,7 @@ type resultJSON struct {
 	Outcome string `json:"outcome"`
 	Code    int32  `json:"code"`
 	Body    string `json:"body"`
+	SleepMs int    `json:"sleep_ms"` // action: it takes this long
 }
 
 type call struct {
@@ -36,11 +40,16 @@ type call struct {
 	Options     struct {
 		DeadlineMs int  `json:"deadline_ms"`
 		NoWait     bool `json:"no_wait"`
+		LeaseMs    int  `json:"lease_ms"`
 	} `json:"options"`
 	Background  string                     `json:"background"`
 	LeaseMs     int                        `json:"lease_ms"`
 	Attempt     uint64                     `json:"attempt"`
 	FailureMode string                     `json:"failure_mode"`
+	RetentionS  int64                      `json:"retention_s"`
+	KeyRetS     int64                      `json:"key_retention_s"`
+	Method      string                     `json:"method"`
+	Ms          int                        `json:"ms"`
 	Expect      map[string]json.RawMessage `json:"expect"`
 }
 
@@ -59,12 +68,14 @@ type got struct {
 	attempt                                       uint64
 	result                                        idem.Result
 	count                                         int
+	policy                                        *idem.Policy // policy_set: the stored one
 }
 
 type scene struct {
 	c       *idem.Client
 	gid     string
 	journal string
+	counted map[string]int // count_calls: the last total of each method
 }
 
 func (s *scene) key(cl call) idem.StepKey {
@@ -101,8 +112,11 @@ func (s *scene) run(cl call) got {
 	if cl.Options.NoWait {
 		o.InProgress = idem.Backoff
 	}
+	o.Lease = time.Duration(cl.Options.LeaseMs) * time.Millisecond
 	act := toResult(cl.Action)
+	sleep := time.Duration(cl.Action.SleepMs) * time.Millisecond
 	rep, err := s.c.Run(context.Background(), s.key(cl), o, func(context.Context, idem.StepContext) idem.Result {
+		time.Sleep(sleep)
 		return act
 	})
 	g := got{err: err}
@@ -144,8 +158,18 @@ func (s *scene) do(cl call) got {
 		if cl.FailureMode == "fail-open" {
 			mode = idem.FailOpen
 		}
-		_, err := s.c.SetPolicy(ctx, idem.Policy{Service: cl.Service, Operation: cl.Operation, FailureMode: mode})
-		return got{err: err}
+		// as given (absent = 0): 0 is the SDK's to fill with the built-in default
+		p := idem.Policy{Service: cl.Service, Operation: cl.Operation, FailureMode: mode,
+			Retention:    time.Duration(cl.RetentionS) * time.Second,
+			Lease:        time.Duration(cl.LeaseMs) * time.Millisecond,
+			KeyRetention: time.Duration(cl.KeyRetS) * time.Second}
+		stored, err := s.c.SetPolicy(ctx, p)
+		return got{err: err, policy: stored}
+	case "sleep":
+		time.Sleep(time.Duration(cl.Ms) * time.Millisecond)
+		return got{}
+	case "count_calls":
+		return s.countCalls(cl.Method)
 	case "policy_prefetch":
 		return got{err: s.c.PrefetchPolicy(ctx, cl.Service, cl.Operation)}
 	case "stop_coordinator":
@@ -172,6 +196,36 @@ func (s *scene) do(cl call) got {
 		return g
 	}
 	return got{err: fmt.Errorf("unknown call %q", cl.Call)}
+}
+
+// countCalls reads idem_rpc_calls_total of Coordinator/method (code OK) from the leader's
+// /metrics (IDEM_METRICS_ADDRESS): count is the calls since this scenario's previous count.
+func (s *scene) countCalls(method string) got {
+	resp, err := http.Get("http://" + os.Getenv("IDEM_METRICS_ADDRESS") + "/metrics")
+	if err != nil {
+		return got{err: err}
+	}
+	defer resp.Body.Close()
+	text, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return got{err: err}
+	}
+	want := `idem_rpc_calls_total{method="Coordinator/` + method + `",code="OK"} `
+	for _, line := range strings.Split(string(text), "\n") {
+		if strings.HasPrefix(line, want) {
+			total, err := strconv.Atoi(strings.TrimSpace(line[len(want):]))
+			if err != nil {
+				return got{err: err}
+			}
+			if s.counted == nil {
+				s.counted = map[string]int{}
+			}
+			g := got{count: total - s.counted[method]}
+			s.counted[method] = total
+			return g
+		}
+	}
+	return got{err: fmt.Errorf("no %s on the leader's /metrics", want)}
 }
 
 // check compares g with expect; "" when they agree.
@@ -235,6 +289,17 @@ func check(expect map[string]json.RawMessage, g got) string {
 			_ = json.Unmarshal(raw, &n)
 			if int(n) != g.count {
 				diffs = append(diffs, fmt.Sprintf("count %d, got %d", n, g.count))
+			}
+		case "retention_s", "lease_ms", "key_retention_s":
+			_ = json.Unmarshal(raw, &n)
+			var have int64 = -1
+			if g.policy != nil {
+				have = map[string]int64{"retention_s": int64(g.policy.Retention / time.Second),
+					"lease_ms":        g.policy.Lease.Milliseconds(),
+					"key_retention_s": int64(g.policy.KeyRetention / time.Second)}[name]
+			}
+			if have != n {
+				diffs = append(diffs, fmt.Sprintf("%s %d, got %d", name, n, have))
 			}
 		case "ran", "replayed", "takeover", "unguarded", "journaled":
 			_ = json.Unmarshal(raw, &b)

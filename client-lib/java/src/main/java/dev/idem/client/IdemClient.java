@@ -41,6 +41,9 @@ import java.util.concurrent.atomic.AtomicInteger;
  */
 public final class IdemClient implements AutoCloseable {
   static final int WAIT_MS_MAX = 60000;
+  /** SetPolicy's defaults for a retention or lease left at 0 (the built-in policy's: 24 h, 30 s). */
+  static final int POLICY_DEFAULT_RETENTION_S = 86400;
+  static final int POLICY_DEFAULT_LEASE_MS = 30000;
 
   final Transport transport;
   final String tenant;
@@ -238,6 +241,12 @@ public final class IdemClient implements AutoCloseable {
     var r = transport.call(CoordinatorGrpc.getBeginStepMethod(), req, nanos, true, traceparent);
     Decision d = Decision.ofWire(r.getDecisionValue());
     if (d == null) throw new IdemException(IdemCode.BAD_RESPONSE, "unknown decision " + r.getDecisionValue());
+    // every answer names the operation's failure mode (docs/api.md §20; 0 from an older coordinator)
+    int fm = r.getFailureModeValue();
+    if ((fm == FailureMode.FAIL_CLOSED.wire || fm == FailureMode.FAIL_OPEN.wire) && !policyRefresh.isNegative()) {
+      cachePolicy(req.getKey().getService(), req.getKey().getOperation(),
+          fm == FailureMode.FAIL_OPEN.wire ? FailureMode.FAIL_OPEN : FailureMode.FAIL_CLOSED);
+    }
     return new Types.Begin(d, r.getAttempt(), r.getLeaseExpiresUnixMs(), r.getTakeover(), r.getExpiresUnixMs(),
         d == Decision.REPLAY ? result(r.getResult(), r.getResultExpired()) : null);
   }
@@ -298,13 +307,27 @@ public final class IdemClient implements AutoCloseable {
     return p;
   }
 
-  /** Admin.SetPolicy (admin role); service and operation may be "*". */
+  /** Admin.SetPolicy (admin role) with the key kept as long as the result (key_retention_s 0). */
   public Types.Policy setPolicy(String service, String operation, FailureMode mode, int retentionS, int leaseMs) {
+    return setPolicy(service, operation, mode, retentionS, leaseMs, 0);
+  }
+
+  /**
+   * Admin.SetPolicy (admin role); service and operation may be "*". retentionS 0 = 24 h and
+   * leaseMs 0 = 30 s (the built-in default, as in every SDK); keyRetentionS 0 = retentionS, else
+   * from retentionS to 400 days (docs/api.md §12). A negative value is refused before any call.
+   */
+  public Types.Policy setPolicy(String service, String operation, FailureMode mode, int retentionS, int leaseMs,
+      int keyRetentionS) {
     Validate.policyName(service, "service");
     Validate.policyName(operation, "operation");
     if (mode == null) throw IdemException.invalid("failure_mode", "is missing");
+    if (retentionS < 0) throw IdemException.invalid("retention_s", "must not be negative");
+    if (leaseMs < 0) throw IdemException.invalid("lease_ms", "must not be negative");
+    if (keyRetentionS < 0) throw IdemException.invalid("key_retention_s", "must not be negative");
     var req = CoordinatorOuterClass.Policy.newBuilder().setService(service).setOperation(operation)
-        .setFailureModeValue(mode.wire).setRetentionS(retentionS).setLeaseMs(leaseMs).build();
+        .setFailureModeValue(mode.wire).setRetentionS(retentionS == 0 ? POLICY_DEFAULT_RETENTION_S : retentionS)
+        .setLeaseMs(leaseMs == 0 ? POLICY_DEFAULT_LEASE_MS : leaseMs).setKeyRetentionS(keyRetentionS).build();
     return policy(transport.call(AdminGrpc.getSetPolicyMethod(), req, timeout.toNanos(), true, null));
   }
 

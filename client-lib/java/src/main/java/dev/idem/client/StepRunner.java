@@ -103,7 +103,7 @@ final class StepRunner {
     var req = c.beginRequest(key, o.fingerprint(), o.leaseMs(), 0); // validates key, fingerprint, lease
     byte[] fp = req.getFingerprint().toByteArray();
     end = System.nanoTime() + o.timeout().toNanos();
-    c.refreshPolicy(key.service(), key.operation());
+    // the failure mode comes with every BeginStep answer: no call before the first try
 
     RunReport rep = new RunReport();
     String source = "server";
@@ -129,6 +129,8 @@ final class StepRunner {
       rep.decision = b.decision();
       rep.attempt = b.attempt();
       takeover = b.takeover();
+      // an older coordinator's answer names no failure mode: ask for it after the answer
+      if (c.cachedFailureMode(key.service(), key.operation()) == null) c.refreshPolicy(key.service(), key.operation());
       if (b.decision() == Decision.REPLAY) {
         rep.replayed = true;
         rep.result = b.result();

@@ -291,4 +291,18 @@ class StepHelperTest {
     assertEquals(Decision.SKIP_ALREADY_COMPENSATED, r.decision());
     assertEquals(0, ran.get());
   }
+
+  /** issue 51: a retention or lease of 0 takes the built-in default, as in every SDK; the key's retention can be set. */
+  @Test
+  void setPolicyFillsTheDefaultsAndTakesKeyRetention() {
+    Types.Policy p = client.setPolicy("payment", "defaults", FailureMode.FAIL_OPEN, 0, 0);
+    assertEquals(86400, p.retentionS());
+    assertEquals(30000, p.leaseMs());
+    assertEquals(0, p.keyRetentionS());
+    p = client.setPolicy("payment", "kept", FailureMode.FAIL_CLOSED, 3600, 1000, 7200);
+    assertEquals(7200, p.keyRetentionS());
+    assertEquals(7200, client.getPolicy("payment", "kept").keyRetentionS());
+    invalid("retention_s", () -> client.setPolicy("payment", "x", FailureMode.FAIL_OPEN, -1, 0));
+    invalid("key_retention_s", () -> client.setPolicy("payment", "x", FailureMode.FAIL_OPEN, 0, 0, -1));
+  }
 }

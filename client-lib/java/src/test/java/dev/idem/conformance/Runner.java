@@ -72,6 +72,7 @@ public final class Runner {
     final Path journal;
     final String gid;
     final Map<String, CompletableFuture<Map<String, Object>>> background = new HashMap<>();
+    final Map<String, Long> counted = new HashMap<>(); // count_calls: the last total of each method
 
     Scenario(JsonObject sc, String tmp) throws IOException {
       this.sc = sc;
@@ -103,9 +104,18 @@ public final class Runner {
       StepOptions o = StepOptions.DEFAULTS.withFingerprint(utf8(str(c, "fingerprint", "")))
           .withTimeout(Duration.ofMillis(num(opts, "deadline_ms", 10000)));
       if (opts.has("no_wait") && opts.get("no_wait").getAsBoolean()) o = o.withInProgress(StepOptions.InProgress.BACKOFF);
+      o = o.withLeaseMs(num(opts, "lease_ms", 0));
+      long sleepMs = num(act, "sleep_ms", 0);
       try {
         RunReport rep = client.run(key(c), o, ctx -> {
           got.put("ran", true);
+          if (sleepMs > 0) {
+            try {
+              Thread.sleep(sleepMs);
+            } catch (InterruptedException e) {
+              Thread.currentThread().interrupt();
+            }
+          }
           return new StepResult(Outcome.ofWord(str(act, "outcome", "succeeded")), num(act, "code", 0),
               utf8(str(act, "body", "")));
         });
@@ -155,8 +165,17 @@ public final class Runner {
             client.completeStep(key(c), c.get("attempt").getAsLong(), new StepResult(
                 Outcome.ofWord(str(r, "outcome", "succeeded")), num(r, "code", 0), utf8(str(r, "body", ""))));
           }
-          case "policy_set" -> client.setPolicy(str(c, "service", ""), str(c, "operation", ""),
-              FailureMode.ofWord(str(c, "failure_mode", "")), 86400, 30000);
+          case "policy_set" -> {
+            // as given (absent = 0): 0 is the SDK's to fill with the built-in default
+            Types.Policy p = client.setPolicy(str(c, "service", ""), str(c, "operation", ""),
+                FailureMode.ofWord(str(c, "failure_mode", "")), num(c, "retention_s", 0), num(c, "lease_ms", 0),
+                num(c, "key_retention_s", 0));
+            got.put("retention_s", (long) p.retentionS());
+            got.put("lease_ms", (long) p.leaseMs());
+            got.put("key_retention_s", (long) p.keyRetentionS());
+          }
+          case "sleep" -> Thread.sleep(num(c, "ms", 0));
+          case "count_calls" -> got.put("count", countCalls(str(c, "method", "")));
           case "policy_prefetch" -> client.prefetchPolicy(str(c, "service", ""), str(c, "operation", ""));
           case "stop_coordinator" -> {
             Process p = new ProcessBuilder("sh", "-c", env("IDEM_CONFORMANCE_STOP")).inheritIO().start();
@@ -178,6 +197,25 @@ public final class Runner {
         got.put("reason", e.reason());
       }
       return got;
+    }
+
+    /** idem_rpc_calls_total of Coordinator/METHOD (code OK) on the leader's /metrics, less what
+     *  this scenario's previous count of the method saw. */
+    long countCalls(String method) throws Exception {
+      var http = java.net.http.HttpClient.newHttpClient();
+      var req = java.net.http.HttpRequest.newBuilder(
+          java.net.URI.create("http://" + env("IDEM_METRICS_ADDRESS") + "/metrics")).timeout(Duration.ofSeconds(5)).build();
+      String text = http.send(req, java.net.http.HttpResponse.BodyHandlers.ofString()).body();
+      String want = "idem_rpc_calls_total{method=\"Coordinator/" + method + "\",code=\"OK\"} ";
+      for (String line : text.split("\n")) {
+        if (line.startsWith(want)) {
+          long total = (long) Double.parseDouble(line.substring(want.length()).trim());
+          long count = total - counted.getOrDefault(method, 0L);
+          counted.put(method, total);
+          return count;
+        }
+      }
+      throw new IllegalStateException("no " + want + " on the leader's /metrics");
     }
 
     @Override
