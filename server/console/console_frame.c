@@ -118,6 +118,17 @@ unsigned console__http_status(const err_t *err) {
 
 void console__page_err(creq *r, const err_t *err) {
   unsigned status = console__http_status(err);
+  if (status == 404 && r->s.tenant[0]) { /* a saga or step of another tenant reads as absent */
+    r->status = status;
+    r->out.n = 0;
+    console__page_begin(r, "Not found");
+    console__html(&r->out,
+                  "<div class=\"banner err\">%s (looked in tenant %s; another tenant: add "
+                  "?tenant=NAME to the address)</div>",
+                  err->msg[0] ? err->msg : err_str(err->code), r->s.tenant);
+    console__page_end(r);
+    return;
+  }
   console__page_error(r, status, err->msg[0] ? err->msg : err_str(err->code));
   if (err_is_not_leader(err)) not_leader(r, status, "This node does not lead", err->leader);
 }

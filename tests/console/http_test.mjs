@@ -120,7 +120,10 @@ const failed = await run([
     eq(seen.size, 4, 'four steps over the pages');
     eq(pages, 4, 'one step a page');
     eq((await admin.get('/steps?state=nonsense')).status, 400, 'a bad state word');
-    eq((await admin.get('/sagas/no-such-saga')).status, 404, 'an unknown saga');
+    const missing = await admin.get('/sagas/no-such-saga');
+    eq(missing.status, 404, 'an unknown saga');
+    assert(missing.text.includes(`looked in tenant ${co.tenant}`) && missing.text.includes('?tenant=NAME'),
+      'the 404 names the tenant it looked in and how to pick another');
     eq((await admin.get('/nowhere')).status, 404, 'an unknown page');
   }],
   ['POSTs without the CSRF token, with another session\'s, or by a service token change nothing', async () => {

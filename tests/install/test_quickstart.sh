@@ -51,6 +51,25 @@ grep -q "port $port" "$work/inuse" || { cat "$work/inuse"; fail "the port in use
 grep -q "IDEM_LISTEN" "$work/inuse" || fail "the variable to change is not named"
 grep -q "Address already in use" "$work/inuse" || fail "the reason is not given"
 
+# issue 53: a port whose last connection is in TIME_WAIT (a coordinator just stopped with Ctrl-C)
+# is free: the check of IDEM_LISTEN passes and the next one, IDEM_CONSOLE on the held port, fails
+tw=$(/usr/bin/python3 -c '
+import socket
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC listens
+l.bind(("127.0.0.1", 0)); l.listen(); port = l.getsockname()[1]
+c = socket.create_connection(("127.0.0.1", port)); a, _ = l.accept()
+a.close(); c.close(); l.close()  # the server side closed first: its end waits in TIME_WAIT
+print(port)')
+[ -n "$(ss -Htan state time-wait "( sport = :$tw )")" ] || fail "no TIME_WAIT socket on port $tw to test with"
+IDEM_LISTEN="127.0.0.1:$tw" IDEM_CONSOLE="127.0.0.1:$port" expect_exit 1 "$work/timewait"
+grep -q "IDEM_CONSOLE" "$work/timewait" || { cat "$work/timewait"; fail "a port in TIME_WAIT was refused"; }
+# IDEM_METRICS: documented, checked like the others, refused with --ha
+grep -q "IDEM_METRICS" "$work/help" || fail "--help does not name IDEM_METRICS"
+IDEM_METRICS="127.0.0.1:$port" IDEM_CONSOLE="127.0.0.1:$tw" expect_exit 1 "$work/metrics"
+grep -q "IDEM_METRICS" "$work/metrics" || { cat "$work/metrics"; fail "IDEM_METRICS in use is not named"; }
+IDEM_METRICS="127.0.0.1:$tw" expect_exit 2 "$work/metrics-ha" --ha
+grep -q "not supported with --ha" "$work/metrics-ha" || { cat "$work/metrics-ha"; fail "IDEM_METRICS with --ha"; }
+
 # a quickstart already running on the same data: its pid file names a live process
 mkdir -p "$IDEM_DEV_DIR"
 sleep 120 &
@@ -59,4 +78,4 @@ echo "$sleeper 127.0.0.1:50999" >"$IDEM_DEV_DIR/quickstart.pid"
 expect_exit 1 "$work/twice"
 grep -q "already running (pid $sleeper, coordinator on 127.0.0.1:50999" "$work/twice" \
   || { cat "$work/twice"; fail "a second quickstart does not name the first"; }
-echo "test_quickstart: ok (--help, unknown flag, --demo --ha, address in use, already running)"
+echo "test_quickstart: ok (--help, unknown flag, --demo --ha, address in use, TIME_WAIT is free, IDEM_METRICS, already running)"

@@ -187,6 +187,7 @@ Test(incident, empty_list_names_the_tenant) {
   h_idemctl(r, H.s.addr, NULL, "steps", "--service", "nothing-here", NULL);
   cr_assert_eq(r->status, 0);
   cr_assert(strstr(r->out, "default tenant: pass --tenant"), "got: %s", r->out);
+  cr_assert(strstr(r->out, "use tenant shop"), "the hint names the examples' tenant: %s", r->out);
   h_idemctl(r, H.s.addr, H.t, "--help", NULL);
   cr_assert(strstr(r->out, "steps                                Steps of the tenant"),
             "--help lacks descriptions: %s", r->out);

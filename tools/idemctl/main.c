@@ -409,5 +409,7 @@ void ctl_print_none(const ctl *c, const char *what) {
   else if (c->tenant && *c->tenant)
     printf("(no %s in tenant %s)\n", what, c->tenant);
   else
-    printf("(no %s in the server's default tenant: pass --tenant T or set IDEM_TENANT)\n", what);
+    printf("(no %s in the server's default tenant: pass --tenant T or set IDEM_TENANT; the\n"
+           " examples and scripts/quickstart's hints use tenant shop)\n",
+           what);
 }
