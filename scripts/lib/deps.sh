@@ -51,13 +51,6 @@ deps_nodejs() {
   fi
 }
 
-# deps_node: Node.js and npm, then the npm packages of the Node example (client-lib/examples/node,
-# exact versions from its lock file).
-deps_node() {
-  deps_nodejs
-  (cd "$1/client-lib/examples/node" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
-}
-
 # deps_compat: buf for .ci/compat/check wire (npm @bufbuild/buf at the version .ci/compat's lock
 # file pins; abi-dumper and abi-compliance-checker, for the ABI check, are in IDEM_DEBS).
 deps_compat() {

@@ -3,9 +3,12 @@
 # them, in a copy of the checkout made a git repository of its own: scripts/quickstart (no build:
 # the stand-in cmake of first_hour_lib.sh installs BUILD), the export lines it prints, `idemctl
 # status`, then the step examples' commands taken from the README's step 4 block, in its order
-# (C, Go, Python, Node), each run twice: the first run prints "ran" then "replayed", the second
-# "replayed" and no "ran" (their own order ids and services, so that one run does not make the
-# next example's look broken); `idemctl --tenant shop steps` shows all four services; the
+# (C, Go, Python, Node, Java), each run twice: the first run prints "ran" then "replayed", the
+# second "replayed" and no "ran" (their own order ids and services, so that one run does not make
+# the next example's look broken); the five print the same lines on each run (their standard
+# output compared with the C example's, line by line, after the example's own language name,
+# service, order id and the saga's global id are made neutral: a drift in any one fails the
+# test, the difference shown); `idemctl --tenant shop steps` shows all five services; the
 # README's SDK snippets compile (Go, TypeScript, Python); Ctrl-C; and `git status --porcelain`
 # of the copy is empty afterwards (nothing built into the tree).
 # Not run: step 3, `scripts/quickstart --demo` (it needs quickstart's own build).
@@ -49,7 +52,7 @@ exports=$(grep -E '^ *export (PKG_CONFIG_PATH|PATH)=' "$work/quickstart.out") ||
   fail "quickstart printed no export lines: $(cat "$work/quickstart.out")"
 [ "$(wc -l <<<"$exports")" = 2 ] || fail "expected two export lines, got: $exports"
 eval "$exports"
-export IDEM_ADDRESS="$listen" IDEM_GO_BUILD_DIR="$work/go"
+export IDEM_ADDRESS="$listen" IDEM_GO_BUILD_DIR="$work/go" IDEM_JAVA_BUILD_DIR="$work/java"
 unset IDEM_TENANT LD_LIBRARY_PATH
 
 # 2. idemctl status: one row, LEADER yes, STORE ok
@@ -61,9 +64,18 @@ if ! grep -q yes <<<"$out" || ! grep -q ok <<<"$out"; then fail "idemctl status:
 # 4. the step examples: the commands of the README's step 4 block, in its order
 cmds=$(awk '/^\*\*4\. Your first step/ { on = 1 } on && /^```sh/ { inblock = 1; next }
   inblock && /^```/ { exit } inblock && !/^#/ && NF' "$copy/README.md")
-[ "$(wc -l <<<"$cmds")" = 4 ] || fail "the README's step 4 block: expected 4 commands, got: $cmds"
-want=(c go python node)
-pat=('examples/c/step.c' 'examples/go/run.sh' 'examples/python/step.py' 'examples/node.*step.js')
+[ "$(wc -l <<<"$cmds")" = 5 ] || fail "the README's step 4 block: expected 5 commands, got: $cmds"
+want=(c go python node java)
+pat=('examples/c/step.c' 'examples/go/run.sh' 'examples/python/step.py' 'examples/node/step.js'
+  'examples/java/run.sh')
+# normalize NAME: an example's standard output with what may differ between the five made
+# neutral: the saga's global id (a UUID), its service and order id (payment-NAME, order-NAME-1)
+# and its language's name as a word (any case)
+normalize() {
+  sed -E -e 's/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/GLOBAL-ID/g' \
+    -e "s/\\b(payment|order)-$1\\b/\\1-LANG/g" -e "s/\\b$1\\b/LANG/gI"
+}
+mkdir -p "$work/lines"
 i=0
 while IFS= read -r cmd; do
   name=${want[$i]}
@@ -73,8 +85,10 @@ while IFS= read -r cmd; do
   for run in 1 2; do
     t0=$SECONDS
     rc=0
-    out=$(cd "$copy" && bash -c "$cmd" 2>&1) || rc=$?
-    [ "$rc" = 0 ] || { echo "$out" >&2; fail "$name example, run $run: exit $rc ($cmd)"; }
+    err="$work/lines/$name.$run.stderr"
+    out=$(cd "$copy" && bash -c "$cmd" 2>"$err") || rc=$?
+    [ "$rc" = 0 ] || { echo "$out" >&2; cat "$err" >&2; fail "$name example, run $run: exit $rc ($cmd)"; }
+    normalize "$name" <<<"$out" >"$work/lines/$name.$run"
     lines=$(grep -E '^(ran|replayed)' <<<"$out" | cut -d: -f1 | tr '\n' ' ')
     if [ "$run" = 1 ]; then
       [ "$lines" = "ran replayed " ] || { echo "$out" >&2; fail "$name example, first run: '$lines', expected 'ran replayed'"; }
@@ -87,13 +101,25 @@ while IFS= read -r cmd; do
   i=$((i + 1))
 done <<<"$cmds"
 
+# the same lines from all five, on each run: each example's against the C example's
+for run in 1 2; do
+  for name in go python node java; do
+    if ! d=$(diff -u --label "c, run $run" --label "$name, run $run" "$work/lines/c.$run" "$work/lines/$name.$run"); then
+      echo "$d" >&2
+      fail "the $name example's lines differ from the C example's on run $run (above, normalized: LANG, GLOBAL-ID)"
+    fi
+  done
+done
+echo "the five examples printed the same $(wc -l <"$work/lines/c.1") lines on run 1 and $(wc -l <"$work/lines/c.2") on run 2:"
+sed 's/^/  /' "$work/lines/c.1" "$work/lines/c.2"
+
 # the README: "To see the steps as an operator … idemctl --tenant shop steps"
 grep -qF 'idemctl --tenant shop steps' "$copy/README.md" || fail "the README no longer names idemctl --tenant shop steps"
 out=$(idemctl --tenant shop steps 2>&1) || fail "idemctl --tenant shop steps: $out"
-for svc in payment-c payment-go payment-python payment-node; do
+for svc in payment-c payment-go payment-python payment-node payment-java; do
   grep -q -- "$svc" <<<"$out" || fail "idemctl --tenant shop steps does not show $svc: $out"
 done
-echo "idemctl --tenant shop steps: payment-c, payment-go, payment-python, payment-node"
+echo "idemctl --tenant shop steps: payment-c, payment-go, payment-python, payment-node, payment-java"
 
 # the README's SDK snippets compile as written: Go with go.sh (GOPATH mode, offline), TypeScript with
 # tsc against client-lib/node after the README's `npm ci && npm pack` there, Python with py_compile
@@ -134,4 +160,4 @@ echo "the README's Go, TypeScript and Python snippets compile"
 qs_stop
 status=$(git -C "$copy" status --porcelain)
 [ -z "$status" ] || fail "git status --porcelain after the README's first five minutes: $status"
-echo "test_first_steps: ok (quickstart, idemctl status, the C, Go, Python and Node examples each ran then replayed; git status clean)"
+echo "test_first_steps: ok (quickstart, idemctl status, the C, Go, Python, Node and Java examples each ran then replayed, the same lines from all five; git status clean)"

@@ -7,8 +7,9 @@
 #   3. the installed idem-coordinator started on loopback against $IDEM_TEST_PG_URL;
 #   4. each example (C from pkg-config, C from CMake, Python, Node) pays for its own order:
 #      the first request runs the charge, the duplicate replays it, one charge in all.
-# Needs IDEM_TEST_PG_URL and IDEM_SOURCE_DIR (scripts/test exports them) and the Node example's
-# node_modules (scripts/test runs npm ci there).
+# Needs IDEM_TEST_PG_URL and IDEM_SOURCE_DIR (scripts/test exports them) and the Node SDK built
+# in client-lib/node (dist/: client-lib/node/deps.sh, which scripts/test runs). The Python and
+# Node examples use their SDKs from the source tree.
 set -euo pipefail
 build=$(cd "$1" && pwd)
 src=${IDEM_SOURCE_DIR:?IDEM_SOURCE_DIR is not set}
@@ -77,8 +78,8 @@ run_example() { # run_example NAME COMMAND...: pays for order NAME; expects ran,
 run_example c-pkg-config "$work/step-pc"
 run_example c-cmake "$work/cmake-example/step"
 run_example python /usr/bin/python3 "$src/client-lib/examples/python/step.py"
-[ -d "$src/client-lib/examples/node/node_modules/@grpc/grpc-js" ] \
-  || fail "client-lib/examples/node/node_modules is missing (scripts/test runs npm ci there)"
+[ -f "$src/client-lib/node/dist/index.js" ] \
+  || fail "client-lib/node/dist is missing: the Node example needs the SDK built (client-lib/node/deps.sh)"
 run_example node node "$src/client-lib/examples/node/step.js"
 
 # the same order again: nothing runs twice, across processes

@@ -1,4 +1,5 @@
-/* step.c — your first guarded step with libidem.
+/* step.c — your first guarded step with libidem. The Go, Python, Node and Java examples beside it
+ * (../go, ../python, ../node, ../java) do the same with their SDKs and print the same lines.
  *
  * A shop charges a card for an order. The customer's double-click (or the gateway's retry) sends
  * the same request twice; idem makes the charge happen once and answers the second request with
@@ -9,8 +10,8 @@
  *
  * IDEM_ADDRESS: the coordinator (default 127.0.0.1:50051); IDEM_TENANT: your tenant (default
  * "shop"). The order id defaults to order-c-1 and the step's service is payment-c, so it runs
- * beside the Go, Python and Node examples without sharing their sagas. Exit status: 0 when the
- * charge ran at most once, 1 otherwise. */
+ * beside the Go, Python, Node and Java examples without sharing their sagas. Exit status: 0 when
+ * the charge ran at most once, 1 otherwise. */
 #include <idem/idem.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -61,9 +62,12 @@ static int pay(idem_client *c, const char *gid, struct order *o, idem_run_report
   idem_error err;
   int rc = idem_step_run(c, &key, fp, sizeof fp, charge, o, NULL, rep, &err);
   if (rc != IDEM_OK) return fail("pay", &err);
-  printf("%s: %s, outcome %s, code %d, body \"%.*s\"\n",
-         rep->ran ? "ran" : rep->replayed ? "replayed" : "skipped",
-         rep->ran ? "the gateway was called" : "the stored result",
+  if (!rep->ran && !rep->replayed) {
+    printf("skipped: nothing to run\n");
+    return 0;
+  }
+  printf("%s, outcome %s, code %d, body \"%.*s\"\n",
+         rep->ran ? "ran: the gateway was called" : "replayed: the stored result",
          idem_outcome_name((int)rep->result.outcome), (int)rep->result.code,
          (int)rep->result.body_len, (const char *)rep->result.body);
   return 0;

@@ -1,5 +1,5 @@
-// Command step is your first guarded step from Go (idem.dev/client), the same flow as
-// ../c/step.c.
+// Command step is your first guarded step from Go (idem.dev/client, the Go SDK), the same flow
+// and the same printed lines as ../c/step.c.
 //
 // A shop charges a card for an order; the double-click sends the same request twice; idem runs
 // the charge once and answers the second request with the first one's result.
@@ -9,8 +9,8 @@
 // run.sh builds this file offline in GOPATH mode (client-lib/go/go.sh over Debian's grpc-go; the
 // build cache outside the checkout) and runs it. IDEM_ADDRESS: the coordinator (default
 // 127.0.0.1:50051); IDEM_TENANT: your tenant (default "shop"); the order id defaults to
-// order-go-1 and the step's service is payment-go, so it runs beside the C, Python and Node
-// examples without sharing their sagas. Exit status: 0 when the charge ran at most once, 1
+// order-go-1 and the step's service is payment-go, so it runs beside the C, Python, Node and
+// Java examples without sharing their sagas. Exit status: 0 when the charge ran at most once, 1
 // otherwise.
 package main
 
@@ -53,13 +53,15 @@ func pay(ctx context.Context, c *idem.Client, gid, orderID string, amountCents i
 	if err != nil {
 		return nil, err
 	}
-	how := "skipped: nothing to run"
-	if rep.Ran {
-		how = "ran: the gateway was called"
-	} else if rep.Replayed {
+	if !rep.Ran && !rep.Replayed {
+		fmt.Println("skipped: nothing to run")
+		return rep, nil
+	}
+	how := "ran: the gateway was called"
+	if rep.Replayed {
 		how = "replayed: the stored result"
 	}
-	fmt.Printf("%s, outcome %s, code %d, body %q\n", how, rep.Result.Outcome, rep.Result.Code,
+	fmt.Printf("%s, outcome %s, code %d, body \"%s\"\n", how, rep.Result.Outcome, rep.Result.Code,
 		rep.Result.Body)
 	return rep, nil
 }
