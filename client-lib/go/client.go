@@ -298,9 +298,9 @@ func heardOf(e *Error) heard {
 		return heardDecider
 	}
 	switch e.Reason {
-	case "store-unavailable", "store-timeout", "no-leader":
+	case ReasonStoreUnavailable, ReasonStoreTimeout, ReasonNoLeader:
 		return heardUndecided
-	case "not-leader":
+	case ReasonNotLeader:
 		if e.Leader != "" {
 			return heardSent
 		}

@@ -298,10 +298,10 @@ static idem__heard heard_of(int rc, const idem_error *err) {
   if (rc == IDEM_DEADLINE_EXCEEDED) return IDEM__HEARD_NOTHING; /* no answer in time */
   if (!err->reason[0]) /* connection refused, reset: gRPC's, not a coordinator's */
     return rc == IDEM_UNAVAILABLE ? IDEM__HEARD_NOTHING : IDEM__HEARD_DECIDER;
-  if (!strcmp(err->reason, "store-unavailable") || !strcmp(err->reason, "store-timeout") ||
-      !strcmp(err->reason, "no-leader"))
+  if (!strcmp(err->reason, IDEM_REASON_STORE_UNAVAILABLE) ||
+      !strcmp(err->reason, IDEM_REASON_STORE_TIMEOUT) || !strcmp(err->reason, IDEM_REASON_NO_LEADER))
     return IDEM__HEARD_UNDECIDED;
-  if (!strcmp(err->reason, "not-leader") && err->leader[0]) return IDEM__HEARD_SENT;
+  if (!strcmp(err->reason, IDEM_REASON_NOT_LEADER) && err->leader[0]) return IDEM__HEARD_SENT;
   return IDEM__HEARD_DECIDER; /* an answer, shutting-down, ...: this or another node decides */
 }
 

@@ -7,6 +7,7 @@
 // rule of docs/api.md §20 (noneCouldDecide).
 import * as grpc from '@grpc/grpc-js';
 import { IdemError, fromServiceError } from './errors';
+import { REASONS } from './reasons';
 import { services } from './proto';
 import { backoffMs, cancelled, nowMs, sleep } from './time';
 
@@ -46,9 +47,9 @@ function heardOf(e: IdemError | undefined): Heard {
   if (!e) return 'decider';
   if (e.code === 'DEADLINE_EXCEEDED') return 'nothing';
   if (!e.reason) return e.code === 'UNAVAILABLE' ? 'nothing' : 'decider'; // gRPC's own, not a coordinator's
-  if (e.reason === 'store-unavailable' || e.reason === 'store-timeout' || e.reason === 'no-leader')
+  if (e.reason === REASONS.storeUnavailable || e.reason === REASONS.storeTimeout || e.reason === REASONS.noLeader)
     return 'undecided';
-  if (e.reason === 'not-leader' && e.leader) return 'sent';
+  if (e.reason === REASONS.notLeader && e.leader) return 'sent';
   return 'decider';
 }
 

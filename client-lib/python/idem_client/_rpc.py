@@ -17,10 +17,11 @@ import time
 
 import grpc
 
+from . import reasons
 from .errors import IdemError
 
 NOTHING, UNDECIDED, SENT, DECIDER = "nothing", "undecided", "sent", "decider"
-UNDECIDED_REASONS = ("store-unavailable", "store-timeout", "no-leader")
+UNDECIDED_REASONS = (reasons.STORE_UNAVAILABLE, reasons.STORE_TIMEOUT, reasons.NO_LEADER)
 MIN_TRY_S = 0.05
 
 
@@ -79,7 +80,7 @@ def heard_of(err):
         return NOTHING if err.code == "UNAVAILABLE" else DECIDER
     if err.reason in UNDECIDED_REASONS:
         return UNDECIDED
-    if err.reason == "not-leader" and err.leader:
+    if err.reason == reasons.NOT_LEADER and err.leader:
         return SENT
     return DECIDER
 

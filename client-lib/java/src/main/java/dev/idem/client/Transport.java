@@ -155,9 +155,9 @@ final class Transport implements AutoCloseable {
     if (e.code() == IdemCode.DEADLINE_EXCEEDED) return Heard.NOTHING;
     if (e.reason().isEmpty()) return e.code() == IdemCode.UNAVAILABLE ? Heard.NOTHING : Heard.DECIDER;
     switch (e.reason()) {
-      case "store-unavailable", "store-timeout", "no-leader":
+      case Reason.STORE_UNAVAILABLE, Reason.STORE_TIMEOUT, Reason.NO_LEADER:
         return Heard.UNDECIDED;
-      case "not-leader":
+      case Reason.NOT_LEADER:
         return e.leader().isEmpty() ? Heard.DECIDER : Heard.SENT;
       default:
         return Heard.DECIDER;
