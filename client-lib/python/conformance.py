@@ -36,7 +36,7 @@ class Scenario:
     def __init__(self, sc, tmp):
         self.sc = sc
         addr = {"leader": "IDEM_ADDRESS", "standby": "IDEM_STANDBY_ADDRESS",
-                "stoppable": "IDEM_STOPPABLE_ADDRESS"}[sc.get("client", "leader")]
+                "stoppable": "IDEM_STOPPABLE_ADDRESS", "lossy": "IDEM_LOSSY_ADDRESS"}[sc.get("client", "leader")]
         self.journal = None
         if sc.get("journal"):
             self.journal = os.path.join(tmp, f"journal-py-{sc['name']}-{os.getpid()}.log")
@@ -62,6 +62,7 @@ class Scenario:
         try:
             rep = self.client.run_step(self.key(c), action, c.get("fingerprint", "").encode(),
                                        timeout=opts.get("deadline_ms", 10000) / 1000.0,
+                                       lease_ms=opts.get("lease_ms", 0),
                                        no_wait=bool(opts.get("no_wait")))
             got.update(ok=True, replayed=rep.replayed, takeover=rep.takeover,
                        unguarded=rep.unguarded, journaled=rep.journaled, decision=rep.decision,
@@ -104,6 +105,12 @@ class Scenario:
                 return {"ok": True}
             if kind == "policy_prefetch":
                 self.client.prefetch_policy(c["service"], c["operation"])
+                return {"ok": True}
+            if kind == "faults":  # the lossy front's rules: a new file renamed over the old
+                path = env("IDEM_CONFORMANCE_FAULTS")
+                with open(path + ".new", "w") as f:
+                    json.dump({"rules": c.get("rules", [])}, f)
+                os.replace(path + ".new", path)
                 return {"ok": True}
             if kind == "stop_coordinator":
                 subprocess.run(["sh", "-c", env("IDEM_CONFORMANCE_STOP")], check=True)

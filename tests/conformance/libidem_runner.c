@@ -39,6 +39,7 @@ static const char *const CODES[] = {"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUM
 static const char *code_name(int code) {
   if (code >= 0 && code < (int)(sizeof CODES / sizeof CODES[0])) return CODES[code];
   if (code == IDEM_STEP_FAILED) return "STEP_FAILED";
+  if (code == IDEM_STEP_UNKNOWN) return "STEP_UNKNOWN";
   if (code == IDEM_NOMEM) return "NOMEM";
   return "BAD_RESPONSE";
 }
@@ -142,6 +143,7 @@ static void do_run(scene *s, const cJSON *call, got *g) {
   idem_run_options ro = {0};
   ro.deadline_ms = (int64_t)num_of(opt, "deadline_ms", 10000);
   ro.no_wait = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(opt, "no_wait"));
+  ro.lease_ms = (uint32_t)num_of(opt, "lease_ms", 0);
   const char *fp = str_of(call, "fingerprint", "");
   idem_run_report rep = {0};
   idem_error err = {0};
@@ -215,6 +217,26 @@ static void do_prefetch(scene *s, const cJSON *call, got *g) {
            idem_policy_prefetch(s->client, str_of(call, "service", ""),
                                 str_of(call, "operation", ""), &err),
            &err);
+}
+
+/* The lossy front's rules ({"rules": [...]}): a new file renamed over IDEM_CONFORMANCE_FAULTS. */
+static void do_faults(const cJSON *call, got *g) {
+  const char *path = getenv("IDEM_CONFORMANCE_FAULTS");
+  cJSON *doc = cJSON_CreateObject();
+  const cJSON *rules = cJSON_GetObjectItemCaseSensitive(call, "rules");
+  cJSON_AddItemToObject(doc, "rules",
+                        rules ? cJSON_Duplicate(rules, true) : cJSON_CreateArray());
+  char *text = cJSON_PrintUnformatted(doc);
+  cJSON_Delete(doc);
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.new", path ? path : "");
+  FILE *f = path && text ? fopen(tmp, "w") : NULL;
+  bool ok = f && fputs(text, f) >= 0;
+  if (f && fclose(f) != 0) ok = false;
+  if (ok && rename(tmp, path) != 0) ok = false;
+  free(text);
+  g->code = ok ? IDEM_OK : IDEM_INTERNAL;
+  snprintf(g->reason, sizeof g->reason, "%s", ok ? "" : "cannot write the faults file");
 }
 
 static void do_journal_lines(const scene *s, got *g) {
@@ -299,6 +321,7 @@ static int connect_scene(const cJSON *sc, int index, scene *s, char *why, size_t
   const char *which = str_of(sc, "client", "leader");
   const char *var = strcmp(which, "standby") == 0     ? "IDEM_STANDBY_ADDRESS"
                     : strcmp(which, "stoppable") == 0 ? "IDEM_STOPPABLE_ADDRESS"
+                    : strcmp(which, "lossy") == 0     ? "IDEM_LOSSY_ADDRESS"
                                                       : "IDEM_ADDRESS";
   const char *addr = getenv(var);
   if (!addr || !*addr) {
@@ -381,6 +404,8 @@ static void run_scenario(const cJSON *sc, int index, char *why, size_t cap) {
         if (!stop || system(stop) != 0) differ(why, cap, "call %d: IDEM_CONFORMANCE_STOP failed", i);
       } else if (strcmp(what, "journal_lines") == 0) {
         do_journal_lines(&s, &g);
+      } else if (strcmp(what, "faults") == 0) {
+        do_faults(call, &g);
       } else {
         differ(why, cap, "call %d: unknown call \"%s\"", i, what);
         break;

@@ -78,6 +78,7 @@ public final class Runner {
       String addr = switch (str(sc, "client", "leader")) {
         case "standby" -> env("IDEM_STANDBY_ADDRESS");
         case "stoppable" -> env("IDEM_STOPPABLE_ADDRESS");
+        case "lossy" -> env("IDEM_LOSSY_ADDRESS");
         default -> env("IDEM_ADDRESS");
       };
       Path j = null;
@@ -103,6 +104,7 @@ public final class Runner {
       StepOptions o = StepOptions.DEFAULTS.withFingerprint(utf8(str(c, "fingerprint", "")))
           .withTimeout(Duration.ofMillis(num(opts, "deadline_ms", 10000)));
       if (opts.has("no_wait") && opts.get("no_wait").getAsBoolean()) o = o.withInProgress(StepOptions.InProgress.BACKOFF);
+      o = o.withLeaseMs(num(opts, "lease_ms", 0));
       try {
         RunReport rep = client.run(key(c), o, ctx -> {
           got.put("ran", true);
@@ -161,6 +163,15 @@ public final class Runner {
           case "stop_coordinator" -> {
             Process p = new ProcessBuilder("sh", "-c", env("IDEM_CONFORMANCE_STOP")).inheritIO().start();
             if (p.waitFor() != 0) throw new IllegalStateException("IDEM_CONFORMANCE_STOP failed");
+          }
+          case "faults" -> { // the lossy front's rules: a new file renamed over the old
+            Path file = Path.of(env("IDEM_CONFORMANCE_FAULTS"));
+            Path fresh = Path.of(file + ".new");
+            JsonObject doc = new JsonObject();
+            doc.add("rules", c.has("rules") ? c.get("rules") : new JsonArray());
+            Files.writeString(fresh, doc.toString());
+            Files.move(fresh, file, java.nio.file.StandardCopyOption.REPLACE_EXISTING,
+                java.nio.file.StandardCopyOption.ATOMIC_MOVE);
           }
           case "journal_lines" -> {
             long n = 0;
