@@ -224,8 +224,7 @@ static void do_faults(const cJSON *call, got *g) {
   const char *path = getenv("IDEM_CONFORMANCE_FAULTS");
   cJSON *doc = cJSON_CreateObject();
   const cJSON *rules = cJSON_GetObjectItemCaseSensitive(call, "rules");
-  cJSON_AddItemToObject(doc, "rules",
-                        rules ? cJSON_Duplicate(rules, true) : cJSON_CreateArray());
+  cJSON_AddItemToObject(doc, "rules", rules ? cJSON_Duplicate(rules, true) : cJSON_CreateArray());
   char *text = cJSON_PrintUnformatted(doc);
   cJSON_Delete(doc);
   char tmp[4096];

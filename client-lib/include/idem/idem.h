@@ -45,8 +45,9 @@ extern "C" {
   X(UNAUTHENTICATED, 16, "unauthenticated")                       \
   X(NOMEM, 100, "out of memory")                                  \
   X(BAD_RESPONSE, 101, "malformed response from the coordinator") \
-  X(STEP_FAILED, 102, "the step's action failed") /* idem_step_run: see there */ \
-  X(STEP_UNKNOWN, 103, "the step's outcome is unknown") /* idem_step_run: a lost try */
+  X(STEP_FAILED, 102, "the step's action failed")                 \
+  X(STEP_UNKNOWN, 103, "the step's outcome is unknown")
+/* STEP_FAILED and STEP_UNKNOWN (a lost try, then the deadline): idem_step_run, see there. */
 
 typedef enum idem_code {
 #define IDEM__X(name, value, text) IDEM_##name = value,
