@@ -94,6 +94,7 @@ type Client struct {
 	journal  string
 	refresh  time.Duration
 	policies *policyCache
+	lostAt   time.Time // the last lost try (lostTry) on any address, under mu
 
 	tracerProvider trace.TracerProvider // nil = otel's global one
 
@@ -246,6 +247,13 @@ func (c *Client) Tenant() string {
 // Deadline is the per-call deadline.
 func (c *Client) Deadline() time.Duration { return c.deadline }
 
+// lostSince: a try of this client was lost (lostTry) at or after since, on any address.
+func (c *Client) lostSince(since time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.lostAt.Before(since)
+}
+
 func (c *Client) endpoints() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -330,11 +338,12 @@ func (c *Client) noteHeard(ep int, e *Error) {
 
 // noneCouldDecide: every known address was called since `since` and none could decide (no
 // answer, or its store / election is down); a standby's not-leader counts as what the node it
-// named said (docs/api.md §20).
+// named said (docs/api.md §20). Never after a lost try since `since`: that node was up and may
+// have decided.
 func (c *Client) noneCouldDecide(since time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.eps) == 0 {
+	if len(c.eps) == 0 || !c.lostAt.Before(since) { // a lost try: that node may have decided
 		return false
 	}
 	for i := range c.eps {
@@ -377,7 +386,10 @@ func (c *Client) invokeAt(ctx context.Context, ep int, method string, req, resp 
 	}
 	e := fromCall(ctx, err, trailer)
 	if c.lostTry(ctx, e) {
-		e.OutcomeUnknown = true
+		e.OutcomeUnknown, e.lost = true, true
+		c.mu.Lock()
+		c.lostAt = time.Now()
+		c.mu.Unlock()
 	}
 	if ctx.Err() == nil { // the caller's own cancellation says nothing about the coordinator
 		c.noteHeard(ep, e)

@@ -19,6 +19,11 @@ const (
 	// CodeStepFailed: Run's action reported OutcomeRetryable; the key was released (the Report
 	// is still returned: the action did run).
 	CodeStepFailed = "STEP_FAILED"
+	// CodeStepUnknown: Run lost a try (a CANCELLED the caller did not cause, no Reason: a
+	// draining node's) and its deadline passed before an answer said what the step did; it may
+	// have begun, or been stored. OutcomeUnknown is set; the Report is returned when the action
+	// ran. Run the step again later: the coordinator answers what it recorded (docs/api.md §20).
+	CodeStepUnknown = "STEP_UNKNOWN"
 	// CodeBadResponse: the coordinator's answer could not be understood.
 	CodeBadResponse = "BAD_RESPONSE"
 )
@@ -28,7 +33,7 @@ const (
 type Error struct {
 	// Code is a gRPC code name ("INVALID_ARGUMENT", "ABORTED", "FAILED_PRECONDITION",
 	// "UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED", "DATA_LOSS", …) or CodeStepFailed /
-	// CodeBadResponse.
+	// CodeStepUnknown / CodeBadResponse.
 	Code string
 	// Reason is the coordinator's idem-reason ("not-leader", "in-progress",
 	// "fingerprint-mismatch", "lease-lost", "store-unavailable", …); "" when no coordinator
@@ -48,6 +53,7 @@ type Error struct {
 	OutcomeUnknown bool
 
 	standby bool // idem-leader came with it: a node that is not the leader did nothing
+	lost    bool // a lost try (Client.lostTry): Run retries it like UNAVAILABLE
 }
 
 func (e *Error) Error() string {

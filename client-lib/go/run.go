@@ -73,6 +73,7 @@ const (
 )
 
 type runConf struct {
+	began     time.Time // lost tries since then make a spent deadline CodeStepUnknown
 	end       time.Time
 	lease     time.Duration
 	base, max time.Duration
@@ -83,8 +84,15 @@ type runConf struct {
 // Run runs one guarded step. It returns (report, nil) when the step is settled (see
 // Report.Decision, Ran, Replayed, Result), or the error that stopped it: FAILED_PRECONDITION
 // (fingerprint-mismatch), ABORTED (in-progress at the deadline, or lease-lost: then the report
-// is returned too), UNAVAILABLE / DEADLINE_EXCEEDED, CANCELLED. The action reported retryable:
-// the key was released and the error is STEP_FAILED, with the report (the action ran).
+// is returned too), UNAVAILABLE / DEADLINE_EXCEEDED, CANCELLED (ctx's), STEP_UNKNOWN. The action
+// reported retryable: the key was released and the error is STEP_FAILED, with the report (the
+// action ran).
+//
+// A lost try (a CANCELLED ctx did not cause, no Reason: a draining node's) is retried like
+// UNAVAILABLE, at BeginStep and at CompleteStep, inside the deadline; the action never runs twice
+// for one attempt. When the deadline passes and a try of the client was lost since the run began,
+// the error is CodeStepUnknown (with the report when the action ran), and the run never goes
+// unguarded (docs/api.md §20).
 //
 // Run opens the span idem.step (a child of ctx's span; docs/sdk-go.md) around the whole run, and
 // every call it makes carries that span's traceparent, as does the action's ctx.
@@ -117,7 +125,8 @@ func (c *Client) run(ctx context.Context, key StepKey, o RunOptions, action Acti
 	if o.Deadline == 0 {
 		o.Deadline = defaultRunDeadline
 	}
-	conf.end = time.Now().Add(o.Deadline)
+	conf.began = time.Now()
+	conf.end = conf.began.Add(o.Deadline)
 	if conf.base == 0 {
 		conf.base = defaultBackoffBase
 	}
@@ -331,7 +340,7 @@ func (c *Client) beginWithRetries(ctx context.Context, key StepKey, conf *runCon
 		}
 		// no answer in time from one of several coordinators: another may decide (§20)
 		elsewhere := e.Code == "DEADLINE_EXCEEDED" && c.endpoints() > 1
-		if e.Code != "ABORTED" && e.Code != "UNAVAILABLE" && !elsewhere {
+		if e.Code != "ABORTED" && e.Code != "UNAVAILABLE" && !elsewhere && !isLost(e) {
 			return nil, e
 		}
 		w := c.backoff(conf.base, conf.max, n)
@@ -345,7 +354,7 @@ func (c *Client) beginWithRetries(ctx context.Context, key StepKey, conf *runCon
 			}
 		}
 		if time.Now().Add(w).After(conf.end) {
-			return nil, e
+			return nil, c.givenUp(conf, "BeginStep", e)
 		}
 		if e.Code == "ABORTED" { // in progress under another caller's lease
 			trace.SpanFromContext(ctx).AddEvent(EventWaiting, trace.WithAttributes(
@@ -359,13 +368,35 @@ func (c *Client) beginWithRetries(ctx context.Context, key StepKey, conf *runCon
 	if last == nil {
 		last = &Error{Code: "DEADLINE_EXCEEDED", Message: "run deadline exceeded"}
 	}
-	return nil, last
+	return nil, c.givenUp(conf, "BeginStep", last)
+}
+
+// isLost: a lost try (Client.lostTry marked it): CANCELLED without Reason that neither the
+// caller's ctx nor Close caused.
+func isLost(e *Error) bool {
+	return e.lost
+}
+
+// givenUp is the error of a run whose deadline ended the retries of call with e:
+// CodeStepUnknown when a try of the client was lost since the run began (the step may have
+// begun, or been stored, on it), else e.
+func (c *Client) givenUp(conf *runConf, call string, e *Error) *Error {
+	retried := e.Code == "UNAVAILABLE" || e.Code == "DEADLINE_EXCEEDED" || e.Code == "ABORTED"
+	if !(retried || isLost(e)) || !c.lostSince(conf.began) {
+		return e
+	}
+	last := e.Code
+	if e.Reason != "" {
+		last += " " + e.Reason
+	}
+	return &Error{Code: CodeStepUnknown, OutcomeUnknown: true, Message: call + ": a try was " +
+		"lost and the run's deadline passed before an answer said what it did (last: " + last + ")"}
 }
 
 // completeWithRetries: the first Complete always gets the client's full per-call deadline
 // (and is not cut short by the caller's cancellation: leaving the step in progress would make
-// it run again after its lease); retries of UNAVAILABLE / DEADLINE_EXCEEDED stay inside the
-// run's deadline.
+// it run again after its lease); retries of UNAVAILABLE / DEADLINE_EXCEEDED and of lost tries
+// stay inside the run's deadline.
 func (c *Client) completeWithRetries(ctx context.Context, key StepKey, attempt uint64, r Result, conf *runConf) (*Record, *Error) {
 	for n := 0; ; n++ {
 		// not cancelled with ctx, but in its trace
@@ -375,7 +406,8 @@ func (c *Client) completeWithRetries(ctx context.Context, key StepKey, attempt u
 			cctx = ctx
 			left := time.Until(conf.end)
 			if left <= 0 {
-				return nil, &Error{Code: "DEADLINE_EXCEEDED", Message: "run deadline exceeded before CompleteStep succeeded"}
+				return nil, c.givenUp(conf, "CompleteStep", &Error{Code: "DEADLINE_EXCEEDED",
+					Message: "run deadline exceeded before CompleteStep succeeded"})
 			}
 			if left < timeout {
 				timeout = left
@@ -385,11 +417,14 @@ func (c *Client) completeWithRetries(ctx context.Context, key StepKey, attempt u
 		if e == nil {
 			return rec, nil
 		}
-		if e.Code != "UNAVAILABLE" && e.Code != "DEADLINE_EXCEEDED" {
+		if e.Code != "UNAVAILABLE" && e.Code != "DEADLINE_EXCEEDED" && !isLost(e) {
 			return nil, e
 		}
 		w := c.backoff(conf.base, conf.max, n)
-		if time.Now().Add(w).After(conf.end) || !sleep(ctx, w) {
+		if time.Now().Add(w).After(conf.end) {
+			return nil, c.givenUp(conf, "CompleteStep", e)
+		}
+		if !sleep(ctx, w) {
 			return nil, e
 		}
 	}

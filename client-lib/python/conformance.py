@@ -38,7 +38,7 @@ class Scenario:
     def __init__(self, sc, tmp):
         self.sc = sc
         addr = {"leader": "IDEM_ADDRESS", "standby": "IDEM_STANDBY_ADDRESS",
-                "stoppable": "IDEM_STOPPABLE_ADDRESS"}[sc.get("client", "leader")]
+                "stoppable": "IDEM_STOPPABLE_ADDRESS", "lossy": "IDEM_LOSSY_ADDRESS"}[sc.get("client", "leader")]
         self.journal = None
         if sc.get("journal"):
             self.journal = os.path.join(tmp, f"journal-py-{sc['name']}-{os.getpid()}.log")
@@ -134,6 +134,12 @@ class Scenario:
                 return self.count_calls(c["method"])
             if kind == "policy_prefetch":
                 self.client.prefetch_policy(c["service"], c["operation"])
+                return {"ok": True}
+            if kind == "faults":  # the lossy front's rules: a new file renamed over the old
+                path = env("IDEM_CONFORMANCE_FAULTS")
+                with open(path + ".new", "w") as f:
+                    json.dump({"rules": c.get("rules", [])}, f)
+                os.replace(path + ".new", path)
                 return {"ok": True}
             if kind == "stop_coordinator":
                 subprocess.run(["sh", "-c", env("IDEM_CONFORMANCE_STOP")], check=True)

@@ -48,6 +48,7 @@ struct idem_client {
   int64_t policy_refresh_ms;
   idem__pcache *pcache;
   idem__topo *topo; /* slot groups: where each saga's group is led (route.c) */
+  int64_t lost_ms;  /* monotonic ms of the last lost try (lost_try) on any address, 0 = none (mu) */
 };
 
 static const char *const method_paths[IDEM__M_COUNT] = {
@@ -315,13 +316,22 @@ static int ep_find(const idem_client *c, const char *addr) {
 static void note_heard(idem_client *c, int ep, int rc, const idem_error *err) {
   idem__heard h = heard_of(rc, err);
   pthread_mutex_lock(&c->mu);
+  if (lost_try(rc, err)) c->lost_ms = idem__now_ms();
   c->eps[ep].heard_ms = idem__now_ms();
   c->eps[ep].heard = h;
   c->eps[ep].sent_to = h == IDEM__HEARD_SENT ? ep_find(c, err->leader) : -1;
   pthread_mutex_unlock(&c->mu);
 }
 
+bool idem__lost_since(idem_client *c, int64_t since_ms) {
+  pthread_mutex_lock(&c->mu);
+  bool lost = c->lost_ms > 0 && c->lost_ms >= since_ms;
+  pthread_mutex_unlock(&c->mu);
+  return lost;
+}
+
 bool idem__none_could_decide(idem_client *c, int64_t since_ms) {
+  if (idem__lost_since(c, since_ms)) return false; /* that node was up and may have decided */
   pthread_mutex_lock(&c->mu);
   bool none = c->n_eps > 0;
   for (int i = 0; i < c->n_eps && none; i++) {

@@ -213,8 +213,13 @@ typedef enum idem__heard {
 
 /* Whether every known coordinator address was called since since_ms (monotonic) and none of
  * them could decide (docs/api.md §20): the one case in which a fail-open operation runs unguarded.
- * Thread-safe. */
+ * Never when a try was lost since since_ms (idem__lost_since). Thread-safe. */
 bool idem__none_could_decide(idem_client *c, int64_t since_ms);
+
+/* Whether a call of this client lost a try (CANCELLED with no idem-reason: a draining node's
+ * gRPC ended it without saying whether the coordinator had it) since since_ms (monotonic), on any
+ * address. Thread-safe. */
+bool idem__lost_since(idem_client *c, int64_t since_ms);
 
 /* How many coordinator addresses the client knows now (the list given plus leaders named). */
 int idem__client_endpoints(idem_client *c);

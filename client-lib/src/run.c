@@ -6,7 +6,11 @@
  * Waits use exponential backoff with full jitter: sleep = random(0, min(max, base * 2^n)),
  * raised to the server's idem-retry-after-ms hint (capped at max) after an ABORTED. Nothing
  * sleeps past the run's deadline: when the next wait would cross it, the last error is returned.
+ * A lost try (CANCELLED with no idem-reason, outcome unknown) is retried like UNAVAILABLE, at
+ * BeginStep and at CompleteStep; when the deadline ends a run that lost a try, the error is
+ * IDEM_STEP_UNKNOWN (idem.h, docs/api.md §20).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,14 +25,37 @@ typedef struct run_conf {
   uint32_t lease_ms;
   int64_t base_ms;
   int64_t max_ms;
-  int64_t call_ms; /* the client's per-call deadline */
-  bool wait;       /* BeginStep waits on a step in progress (wait_ms) */
+  int64_t call_ms;  /* the client's per-call deadline */
+  bool wait;        /* BeginStep waits on a step in progress (wait_ms) */
+  int64_t began_ms; /* monotonic: when the run began (lost tries since then count) */
 } run_conf;
 
 #define WAIT_MS_MAX 60000
 
 static int64_t min64(int64_t a, int64_t b) {
   return a < b ? a : b;
+}
+
+/* A try gRPC ended without saying whether the coordinator had it (client.c's lost_try). */
+static bool lost(int rc, const idem_error *err) {
+  return rc == IDEM_CANCELLED && !err->reason[0] && err->outcome_unknown;
+}
+
+/* The deadline ended the retries of `call` with rc: IDEM_STEP_UNKNOWN when a try of the client
+ * was lost since the run began (the step may have begun, or been stored, on it), else rc. */
+static int given_up(idem_client *c, const run_conf *conf, const char *call, int rc,
+                    idem_error *err) {
+  bool retried = rc == IDEM_UNAVAILABLE || rc == IDEM_DEADLINE_EXCEEDED || rc == IDEM_ABORTED;
+  if (!(retried || lost(rc, err)) || !idem__lost_since(c, conf->began_ms)) return rc;
+  int last = err->code;
+  char reason[sizeof err->reason];
+  snprintf(reason, sizeof reason, "%s", err->reason);
+  idem__err_reset(err);
+  err->outcome_unknown = true;
+  return idem__fail(err, IDEM_STEP_UNKNOWN,
+                    "%s: a try was lost and the run's deadline passed before an answer said what "
+                    "it did (last: %s%s%s)",
+                    call, idem_strerror(last), reason[0] ? " " : "", reason);
 }
 
 /* Waits before retry n; false when the wait would cross the deadline (give up). */
@@ -55,12 +82,13 @@ static int begin_with_retries(idem_client *c, const idem_step_key *key, const ui
     int rc = idem__step_begin(c, key, fp, fp_len, conf->lease_ms, wait_ms, timeout, b, err);
     /* no answer in time from one of several coordinators: another may decide (docs/api.md §20) */
     bool elsewhere = rc == IDEM_DEADLINE_EXCEEDED && idem__client_endpoints(c) > 1;
-    if (rc != IDEM_ABORTED && rc != IDEM_UNAVAILABLE && !elsewhere) return rc;
-    if (!wait_before_retry(conf, n, rc == IDEM_ABORTED ? err->retry_after_ms : 0)) return rc;
+    if (rc != IDEM_ABORTED && rc != IDEM_UNAVAILABLE && !elsewhere && !lost(rc, err)) return rc;
+    if (!wait_before_retry(conf, n, rc == IDEM_ABORTED ? err->retry_after_ms : 0))
+      return given_up(c, conf, "BeginStep", rc, err);
     (*retries)++;
   }
   if (err->code == IDEM_OK) return idem__fail(err, IDEM_DEADLINE_EXCEEDED, "run deadline exceeded");
-  return err->code;
+  return given_up(c, conf, "BeginStep", err->code, err);
 }
 
 /* The first Complete always gets a full per-call deadline, even when the run's deadline has
@@ -73,7 +101,7 @@ static int complete_with_retries(idem_client *c, const idem_step_key *key, uint6
     int64_t timeout = conf->call_ms;
     if (n > 0) {
       int64_t left = conf->end_ms - idem__now_ms();
-      if (left <= 0) return err->code;
+      if (left <= 0) return given_up(c, conf, "CompleteStep", err->code, err);
       timeout = min64(timeout, left);
     }
     idem_record rec;
@@ -84,8 +112,8 @@ static int complete_with_retries(idem_client *c, const idem_step_key *key, uint6
       idem_record_clear(&rec);
       return IDEM_OK;
     }
-    if (rc != IDEM_UNAVAILABLE && rc != IDEM_DEADLINE_EXCEEDED) return rc;
-    if (!wait_before_retry(conf, n, 0)) return rc;
+    if (rc != IDEM_UNAVAILABLE && rc != IDEM_DEADLINE_EXCEEDED && !lost(rc, err)) return rc;
+    if (!wait_before_retry(conf, n, 0)) return given_up(c, conf, "CompleteStep", rc, err);
   }
 }
 
@@ -125,6 +153,7 @@ static int step_run(idem_client *c, const idem_step_key *key, const uint8_t *fp,
       .max_ms = o.backoff_max_ms > 0 ? o.backoff_max_ms : DEFAULT_BACKOFF_MAX_MS,
       .call_ms = idem__client_deadline_ms(c),
       .wait = !o.no_wait,
+      .began_ms = idem__now_ms(),
   };
   if (conf.max_ms < conf.base_ms) conf.max_ms = conf.base_ms;
 
@@ -202,6 +231,7 @@ static int step_run(idem_client *c, const idem_step_key *key, const uint8_t *fp,
   if (!unguarded) {
     rc = complete_with_retries(c, key, ctx.attempt, &rep->result, &conf,
                                &rep->result.completed_unix_ms, err);
+    if (rc == IDEM_STEP_UNKNOWN) return rc; /* *rep stays filled: the action did run */
     if (rc != IDEM_OK) goto fail;
   }
   if (rep->result.outcome == IDEM_OUTCOME_RETRYABLE)

@@ -40,6 +40,7 @@ static const char *const CODES[] = {"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUM
 static const char *code_name(int code) {
   if (code >= 0 && code < (int)(sizeof CODES / sizeof CODES[0])) return CODES[code];
   if (code == IDEM_STEP_FAILED) return "STEP_FAILED";
+  if (code == IDEM_STEP_UNKNOWN) return "STEP_UNKNOWN";
   if (code == IDEM_NOMEM) return "NOMEM";
   return "BAD_RESPONSE";
 }
@@ -278,6 +279,25 @@ static void do_prefetch(scene *s, const cJSON *call, got *g) {
            &err);
 }
 
+/* The lossy front's rules ({"rules": [...]}): a new file renamed over IDEM_CONFORMANCE_FAULTS. */
+static void do_faults(const cJSON *call, got *g) {
+  const char *path = getenv("IDEM_CONFORMANCE_FAULTS");
+  cJSON *doc = cJSON_CreateObject();
+  const cJSON *rules = cJSON_GetObjectItemCaseSensitive(call, "rules");
+  cJSON_AddItemToObject(doc, "rules", rules ? cJSON_Duplicate(rules, true) : cJSON_CreateArray());
+  char *text = cJSON_PrintUnformatted(doc);
+  cJSON_Delete(doc);
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.new", path ? path : "");
+  FILE *f = path && text ? fopen(tmp, "w") : NULL;
+  bool ok = f && fputs(text, f) >= 0;
+  if (f && fclose(f) != 0) ok = false;
+  if (ok && rename(tmp, path) != 0) ok = false;
+  free(text);
+  g->code = ok ? IDEM_OK : IDEM_INTERNAL;
+  snprintf(g->reason, sizeof g->reason, "%s", ok ? "" : "cannot write the faults file");
+}
+
 static void do_journal_lines(const scene *s, got *g) {
   g->count = 0;
   FILE *f = s->has_journal ? fopen(s->journal, "r") : NULL;
@@ -365,6 +385,7 @@ static int connect_scene(const cJSON *sc, int index, scene *s, char *why, size_t
   const char *which = str_of(sc, "client", "leader");
   const char *var = strcmp(which, "standby") == 0     ? "IDEM_STANDBY_ADDRESS"
                     : strcmp(which, "stoppable") == 0 ? "IDEM_STOPPABLE_ADDRESS"
+                    : strcmp(which, "lossy") == 0     ? "IDEM_LOSSY_ADDRESS"
                                                       : "IDEM_ADDRESS";
   const char *addr = getenv(var);
   if (!addr || !*addr) {
@@ -456,6 +477,8 @@ static void run_scenario(const cJSON *sc, int index, char *why, size_t cap) {
           differ(why, cap, "call %d (count_calls): %s", i, sub);
           break;
         }
+      } else if (strcmp(what, "faults") == 0) {
+        do_faults(call, &g);
       } else {
         differ(why, cap, "call %d: unknown call \"%s\"", i, what);
         break;

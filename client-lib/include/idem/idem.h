@@ -45,7 +45,9 @@ extern "C" {
   X(UNAUTHENTICATED, 16, "unauthenticated")                       \
   X(NOMEM, 100, "out of memory")                                  \
   X(BAD_RESPONSE, 101, "malformed response from the coordinator") \
-  X(STEP_FAILED, 102, "the step's action failed") /* idem_step_run: see there */
+  X(STEP_FAILED, 102, "the step's action failed")                 \
+  X(STEP_UNKNOWN, 103, "the step's outcome is unknown")
+/* STEP_FAILED and STEP_UNKNOWN (a lost try, then the deadline): idem_step_run, see there. */
 
 typedef enum idem_code {
 #define IDEM__X(name, value, text) IDEM_##name = value,
@@ -61,7 +63,8 @@ typedef struct idem_error {
   char message[256];      /* the server's message (names the field), or the library's */
   int64_t retry_after_ms; /* ABORTED because in progress: the server's hint, else 0 */
   char leader[128];       /* UNAVAILABLE from a standby: the leader's host:port, else "" */
-  /* DEADLINE_EXCEEDED / UNAVAILABLE after the request was sent: the server may have acted. */
+  /* DEADLINE_EXCEEDED / UNAVAILABLE after the request was sent, a lost try (CANCELLED with no
+   * reason), IDEM_STEP_UNKNOWN: the server may have acted. */
   bool outcome_unknown;
   /* Why, in the coordinator's word (its idem-reason: "not-leader", "no-leader",
    * "store-unavailable", "in-progress", "fingerprint-mismatch", "invalid-argument", ...; the
@@ -756,12 +759,22 @@ void idem_run_report_clear(idem_run_report *r);
  * step is settled (see rep->decision, rep->ran, rep->replayed, rep->result), or the error that
  * stopped it: FAILED_PRECONDITION (fingerprint mismatch), ABORTED (still in progress at the
  * deadline, or the lease was lost before Complete: the action's effects must be fenced by
- * attempt), UNAVAILABLE / DEADLINE_EXCEEDED. ro and rep may be NULL.
+ * attempt), UNAVAILABLE / DEADLINE_EXCEEDED, IDEM_STEP_UNKNOWN (below). ro and rep may be NULL.
  * Details:
  *  - While fn runs, a thread of the client's extends the attempt's lease (ExtendLease with
  *    ro->lease_ms) every third of what is left of it, as every SDK's step helper does, so a
  *    long action is not taken over. If an extension is refused (another attempt holds the
  *    step), fn still runs to its end and the CompleteStep is refused: ABORTED (lease-lost).
+ *  - A lost try (CANCELLED with no reason: a draining node's gRPC ended the call without saying
+ *    whether the coordinator had it) is retried like UNAVAILABLE, at BeginStep and at
+ *    CompleteStep, inside the deadline: a repeated BeginStep whose lost try began the step
+ *    meets it in progress and waits for its lease (then takes it over); a repeated Complete is
+ *    harmless. fn never runs twice for one attempt.
+ *  - IDEM_STEP_UNKNOWN (err->outcome_unknown set, reason ""): the deadline passed while the run
+ *    retried, and a try of this client was lost since the run began: the step may have begun
+ *    (BeginStep) or been stored (CompleteStep) on it. rep->ran says whether fn ran; when it did,
+ *    *rep is filled (its result may or may not be stored). Run the step again later: the
+ *    coordinator answers what it recorded. Such a run never goes unguarded (docs/api.md §20).
  *  - The action reported RETRYABLE: CompleteStep releases the key and the function returns
  *    IDEM_STEP_FAILED; unlike other errors, *rep is then filled (ran, attempt, result).
  *    SUCCEEDED, FAILED and UNKNOWN settle the step: IDEM_OK, see rep->result.outcome.

@@ -4,12 +4,14 @@
 import * as grpc from '@grpc/grpc-js';
 
 /** gRPC's code names, plus the SDK's own: STEP_FAILED (the action reported retryable),
- *  BAD_RESPONSE (the coordinator's answer could not be used). */
+ *  STEP_UNKNOWN (runStep lost a try and its deadline passed before an answer said what the step
+ *  did: outcomeUnknown is set, report too when the action ran; docs/api.md §20), BAD_RESPONSE
+ *  (the coordinator's answer could not be used). */
 export type IdemCode =
   | 'CANCELLED' | 'UNKNOWN' | 'INVALID_ARGUMENT' | 'DEADLINE_EXCEEDED' | 'NOT_FOUND'
   | 'ALREADY_EXISTS' | 'PERMISSION_DENIED' | 'RESOURCE_EXHAUSTED' | 'FAILED_PRECONDITION'
   | 'ABORTED' | 'OUT_OF_RANGE' | 'UNIMPLEMENTED' | 'INTERNAL' | 'UNAVAILABLE' | 'DATA_LOSS'
-  | 'UNAUTHENTICATED' | 'STEP_FAILED' | 'BAD_RESPONSE';
+  | 'UNAUTHENTICATED' | 'STEP_FAILED' | 'STEP_UNKNOWN' | 'BAD_RESPONSE';
 
 export interface IdemErrorFields {
   /** the coordinator's idem-reason word; '' when no coordinator answered or the SDK failed */

@@ -1,13 +1,15 @@
 // run.ts — runStep, the step helper, with idem_step_run's semantics (client-lib/include/idem/
 // idem.h): BeginStep (waiting on the coordinator while the step is in progress elsewhere, or
-// backing off by idem-retry-after-ms; UNAVAILABLE retried with jittered backoff inside the run's
-// deadline) → on PROCEED the action, with its lease extended while it runs → CompleteStep with
+// backing off by idem-retry-after-ms; UNAVAILABLE and lost tries (a draining node's CANCELLED)
+// retried with jittered backoff inside the run's deadline, at BeginStep and CompleteStep; a run
+// that lost a try and ran out of time throws STEP_UNKNOWN) → on PROCEED the action, with its lease extended while it runs → CompleteStep with
 // what it reported. REPLAY returns the stored result without running; a SKIP decision runs
 // nothing. When no coordinator could decide (docs/api.md §20) a fail-open operation with a
 // journal runs unguarded and is journaled in libidem's line format.
 import { IdemError, invalid } from './errors';
 import type { Journal } from './journal';
 import type { Transport } from './transport';
+import { lostTries } from './transport';
 import { journalLine } from './journal';
 import {
   BeginOptions, BeginResult, CallOptions, CompleteInput, Decision, FailureMode, Outcome, OUTCOME_WORDS, StepKey,
@@ -109,6 +111,8 @@ interface Conf {
   span: StepSpan;
   /** what every call of the run carries: its trace context */
   trace: Pick<CallOptions, 'context' | 'traceparent' | 'tracestate'>;
+  /** monotonic: when the run began (lost tries since then make a spent deadline STEP_UNKNOWN) */
+  beganMs: number;
   endMs: number;
   leaseMs: number;
   baseMs: number;
@@ -122,6 +126,22 @@ function positive(field: string, v: number | undefined, dflt: number): number {
   if (v === undefined || v === 0) return dflt;
   if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) throw invalid(field, 'must be a number >= 0');
   return v;
+}
+
+/** A lost try (Transport.lostTry marked it): CANCELLED without idem-reason that the caller did
+ *  not cause. */
+function lostTry(e: IdemError): boolean {
+  return lostTries.has(e);
+}
+
+/** The error of a run whose deadline ended the retries of `call` with e: STEP_UNKNOWN when a try
+ *  of the client was lost since the run began (the step may have begun, or been stored, on it),
+ *  else e. */
+function givenUp(c: StepClient, conf: Conf, call: string, e: IdemError): IdemError {
+  const retried = e.code === 'UNAVAILABLE' || e.code === 'DEADLINE_EXCEEDED' || e.code === 'ABORTED';
+  if (!(retried || lostTry(e)) || !c.transport.lostSince(conf.beganMs)) return e;
+  return new IdemError('STEP_UNKNOWN', `${call}: a try was lost and the run's deadline passed before an ` +
+    `answer said what it did (last: ${e.code}${e.reason ? ' ' + e.reason : ''})`, { outcomeUnknown: true });
 }
 
 async function beginWithRetries(c: StepClient, key: StepKey, fp: Buffer, conf: Conf,
@@ -143,17 +163,17 @@ async function beginWithRetries(c: StepClient, key: StepKey, fp: Buffer, conf: C
       // no answer in time from one of several coordinators: another may decide (§20)
       const elsewhere = e.code === 'DEADLINE_EXCEEDED' && c.transport.endpoints > 1;
       if (e.code === 'ABORTED' && conf.mode === 'fail') throw e;
-      if (e.code !== 'ABORTED' && e.code !== 'UNAVAILABLE' && !elsewhere) throw e;
+      if (e.code !== 'ABORTED' && e.code !== 'UNAVAILABLE' && !elsewhere && !lostTry(e)) throw e;
       let wait = backoffMs(conf.baseMs, conf.maxMs, n);
       if (e.code === 'ABORTED' && e.retryAfterMs > 0) wait = Math.max(wait, Math.min(e.retryAfterMs, conf.maxMs));
-      if (nowMs() + wait >= conf.endMs) throw e;
+      if (nowMs() + wait >= conf.endMs) throw givenUp(c, conf, 'BeginStep', e);
       // in progress under another caller's lease
       if (e.code === 'ABORTED') conf.span.event(EVENTS.waiting, { 'idem.error.reason': e.reason, 'idem.wait_ms': wait });
       await sleep(wait, conf.signal);
       report.beginRetries++;
     }
   }
-  throw last ?? new IdemError('DEADLINE_EXCEEDED', 'run deadline exceeded');
+  throw last ? givenUp(c, conf, 'BeginStep', last) : new IdemError('DEADLINE_EXCEEDED', 'run deadline exceeded');
 }
 
 /** The first Complete always gets the client's full per-call deadline (leaving the step in
@@ -168,9 +188,9 @@ async function completeWithRetries(c: StepClient, key: StepKey, attempt: number,
       return rec.result?.completedUnixMs ?? 0;
     } catch (x) {
       const e = x as IdemError;
-      if (e.code !== 'UNAVAILABLE' && e.code !== 'DEADLINE_EXCEEDED') throw e;
+      if (e.code !== 'UNAVAILABLE' && e.code !== 'DEADLINE_EXCEEDED' && !lostTry(e)) throw e;
       const wait = backoffMs(conf.baseMs, conf.maxMs, n);
-      if (nowMs() + wait >= conf.endMs) throw e;
+      if (nowMs() + wait >= conf.endMs) throw givenUp(c, conf, 'CompleteStep', e);
       await sleep(wait);
     }
   }
@@ -247,6 +267,7 @@ async function run(c: StepClient, key: StepKey, action: StepAction, o: RunOption
   const conf: Conf = {
     span,
     trace: { context: span.context, traceparent: o.traceparent, tracestate: o.tracestate },
+    beganMs: nowMs(),
     endMs: nowMs() + positive('deadlineMs', o.deadlineMs, 10000),
     leaseMs: Math.floor(positive('leaseMs', o.leaseMs, 0)),
     baseMs: positive('backoffBaseMs', o.backoffBaseMs, 50),

@@ -53,10 +53,15 @@ function heardOf(e: IdemError | undefined): Heard {
   return 'decider';
 }
 
+/** The errors that were lost tries (Transport.lostTry): CANCELLED without idem-reason that no
+ *  signal and no close() caused. runStep retries these, not a CANCELLED the caller caused. */
+export const lostTries = new WeakSet<IdemError>();
+
 export class Transport {
   private readonly eps: Endpoint[] = [];
   private cur = 0;
   private closed = false;
+  private lostMs = 0; // monotonic ms of the last lost try (lostTry), any address; 0 = none
 
   constructor(private readonly o: TransportOptions) {
     for (const a of o.addresses) this.add(a);
@@ -64,6 +69,11 @@ export class Transport {
 
   get endpoints(): number {
     return this.eps.length;
+  }
+
+  /** Whether a try was lost (lostTry) at or after sinceMs (monotonic), on any address. */
+  lostSince(sinceMs: number): boolean {
+    return this.lostMs > 0 && this.lostMs >= sinceMs;
   }
 
   /** The endpoint index of address (added with its channel if new); -1 when the list is full. */
@@ -105,7 +115,11 @@ export class Transport {
           if (signal?.aborted) return reject(cancelled(signal));
           if (err) {
             const ie = fromServiceError(err);
-            if (this.lostTry(ie)) ie.outcomeUnknown = true;
+            if (this.lostTry(ie)) {
+              ie.outcomeUnknown = true;
+              lostTries.add(ie);
+              this.lostMs = nowMs();
+            }
             this.note(ep, ie);
             return reject(ie);
           }
@@ -137,9 +151,10 @@ export class Transport {
 
   /** Whether, since sinceMs, every known address was called and none could decide: no answer,
    *  or its store or election was down (a standby's not-leader counts as what the node it
-   *  names said). docs/api.md §20. */
+   *  names said). docs/api.md §20. Never after a lost try since sinceMs: that node was up and
+   *  may have decided. */
   noneCouldDecide(sinceMs: number): boolean {
-    if (this.eps.length === 0) return false;
+    if (this.eps.length === 0 || this.lostSince(sinceMs)) return false;
     for (let i = 0; i < this.eps.length; i++) {
       let j = i;
       for (let hops = 0; hops < this.eps.length && this.eps[j].heard === 'sent'; hops++) {

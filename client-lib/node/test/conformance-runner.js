@@ -108,7 +108,8 @@ function check(expect, g) {
 
 async function runScenario(sc, index) {
   const which = sc.client ?? 'leader';
-  const v = which === 'standby' ? 'IDEM_STANDBY_ADDRESS' : which === 'stoppable' ? 'IDEM_STOPPABLE_ADDRESS' : 'IDEM_ADDRESS';
+  const v = which === 'standby' ? 'IDEM_STANDBY_ADDRESS' : which === 'stoppable' ? 'IDEM_STOPPABLE_ADDRESS'
+    : which === 'lossy' ? 'IDEM_LOSSY_ADDRESS' : 'IDEM_ADDRESS';
   const address = process.env[v];
   if (!address) return `${v} is not set`;
   const s = { journal: undefined, counted: new Map() };
@@ -193,6 +194,13 @@ async function runScenario(sc, index) {
             return `call ${i}: IDEM_CONFORMANCE_STOP failed`;
           }
           break;
+        case 'faults': { // the lossy front's rules: a new file renamed over the old
+          const file = process.env.IDEM_CONFORMANCE_FAULTS;
+          fs.writeFileSync(`${file}.new`, JSON.stringify({ rules: call.rules ?? [] }));
+          fs.renameSync(`${file}.new`, file);
+          g = { ok: true };
+          break;
+        }
         case 'journal_lines': {
           let text = '';
           try {

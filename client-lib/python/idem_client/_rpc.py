@@ -94,6 +94,7 @@ class Transport:
         self._eps = []
         self._cur = 0
         self._closed = False
+        self._lost_at = None  # now() of the last lost try (_lost_try), any address
         for a in addresses:
             self._add(a)
 
@@ -136,13 +137,19 @@ class Transport:
             ep.heard = h
             ep.sent_to = err.leader if h == SENT else None
 
+    def lost_since(self, since):
+        """Whether a try of this client was lost (_lost_try) since `since` (now() seconds)."""
+        with self._mu:
+            return self._lost_at is not None and self._lost_at >= since
+
     def none_could_decide(self, since):
         """True when every known address was called since `since` and none could decide: no
         answer, or store-unavailable / store-timeout / no-leader (a standby's not-leader counts
-        as what the leader it names said)."""
+        as what the leader it names said). Never after a lost try since `since`: that node was
+        up and may have decided (docs/api.md §20)."""
         with self._mu:
             by_addr = {ep.addr: ep for ep in self._eps}
-            if not self._eps:
+            if not self._eps or (self._lost_at is not None and self._lost_at >= since):
                 return False
             for ep in self._eps:
                 e = ep
@@ -179,7 +186,9 @@ class Transport:
         except grpc.RpcError as e:
             err = error_from_rpc(e)
             if self._lost_try(err):
-                err.outcome_unknown = True
+                err.outcome_unknown = err._lost = True
+                with self._mu:
+                    self._lost_at = now()
             self._note(ep, err)
             return None, err
         self._note(ep, None)

@@ -295,6 +295,9 @@ class Client:
     def none_could_decide(self, since):
         return self._t.none_could_decide(since)
 
+    def lost_since(self, since):
+        return self._t.lost_since(since)
+
     def endpoints(self):
         return self._t.endpoints()
 

@@ -2,7 +2,8 @@
 
 An error is a value: `code` is the gRPC status code name ("ABORTED", "UNAVAILABLE", ...) or one
 of the SDK's own ("STEP_FAILED": the action reported retryable and the key was released;
-"DATA_LOSS": the journal could not be written; "BAD_RESPONSE"). Decide on code and reason
+"DATA_LOSS": the journal could not be written; "STEP_UNKNOWN": run_step lost a try and its
+timeout passed before an answer said what it did; "BAD_RESPONSE"). Decide on code and reason
 (the coordinator's idem-reason, docs/api.md §20), never on the message.
 """
 
@@ -10,7 +11,7 @@ of the SDK's own ("STEP_FAILED": the action reported retryable and the key was r
 class IdemError(Exception):
     """A failed call.
 
-    code            gRPC code name, or STEP_FAILED / DATA_LOSS / BAD_RESPONSE
+    code            gRPC code name, or STEP_FAILED / DATA_LOSS / STEP_UNKNOWN / BAD_RESPONSE
     reason          the coordinator's idem-reason ("in-progress", "not-leader", ...); "" when no
                     coordinator answered (connection refused, deadline) or the SDK itself refused
     message         short, lower-case; for bad input it names the field
@@ -20,7 +21,7 @@ class IdemError(Exception):
     outcome_unknown DEADLINE_EXCEEDED / UNAVAILABLE / a CANCELLED the client did not cause (a
                     draining node's), after the request was sent: it may have acted
     report          run_step: the RunReport when the action did run (STEP_FAILED, DATA_LOSS,
-                    a lost lease), else None
+                    a lost lease, STEP_UNKNOWN at CompleteStep), else None
     """
 
     def __init__(self, code, message, reason="", field="", leader="", retry_after_ms=0,
@@ -34,6 +35,7 @@ class IdemError(Exception):
         self.retry_after_ms = retry_after_ms
         self.outcome_unknown = outcome_unknown
         self.report = report
+        self._lost = False  # a lost try (Transport._lost_try): run_step retries it
 
 
 def invalid(field, message):

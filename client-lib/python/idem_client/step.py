@@ -32,7 +32,27 @@ def _sleep_before_retry(end, n, base, cap, hint_ms):
     return True
 
 
-def _begin_with_retries(client, req, end, wait, retry_in_progress, base, cap, report, trace):
+def _lost(e):
+    """A lost try (Transport._lost_try marked it): CANCELLED without idem-reason that close() did
+    not cause, so its outcome is unknown."""
+    return getattr(e, "_lost", False)
+
+
+def _given_up(client, e, began, call):
+    """What the run raises when its timeout ends its retries with e: STEP_UNKNOWN when a try
+    of the client was lost since the run began (the step may have begun, or been completed,
+    on it), else e."""
+    if not (_lost(e) or e.code in ("UNAVAILABLE", "DEADLINE_EXCEEDED", "ABORTED")):
+        return e
+    if not client.lost_since(began):
+        return e
+    return IdemError("STEP_UNKNOWN", f"{call}: a try was lost and the run's timeout passed "
+                     f"before an answer said what it did (last: {e.code}"
+                     + (f" {e.reason}" if e.reason else "") + ")", outcome_unknown=True)
+
+
+def _begin_with_retries(client, req, end, wait, retry_in_progress, base, cap, report, trace,
+                        began):
     last = None
     n = 0
     while True:
@@ -45,21 +65,21 @@ def _begin_with_retries(client, req, end, wait, retry_in_progress, base, cap, re
         except IdemError as e:
             last = e
             elsewhere = e.code == "DEADLINE_EXCEEDED" and client.endpoints() > 1
-            if e.code not in ("ABORTED", "UNAVAILABLE") and not elsewhere:
+            if e.code not in ("ABORTED", "UNAVAILABLE") and not elsewhere and not _lost(e):
                 raise
             if e.code == "ABORTED" and not retry_in_progress:
                 raise
             if not _sleep_before_retry(end, n, base, cap,
                                        e.retry_after_ms if e.code == "ABORTED" else 0):
-                raise
+                raise _given_up(client, e, began, "BeginStep") from None
             report.begin_retries += 1
             n += 1
     if last is not None:
-        raise last
+        raise _given_up(client, last, began, "BeginStep")
     raise IdemError("DEADLINE_EXCEEDED", "run deadline exceeded")
 
 
-def _complete_with_retries(client, key, attempt, res, end, base, cap, trace):
+def _complete_with_retries(client, key, attempt, res, end, base, cap, trace, began):
     """The first Complete always gets the client's full per-call timeout, even when the run's
     has passed while the action ran (else the step would run again after its lease)."""
     n = 0
@@ -71,10 +91,10 @@ def _complete_with_retries(client, key, attempt, res, end, base, cap, trace):
             return client.complete_step(key, attempt, res.outcome, res.code, res.body,
                                         timeout=max(timeout, 0.001), trace=trace)
         except IdemError as e:
-            if e.code not in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
+            if e.code not in ("UNAVAILABLE", "DEADLINE_EXCEEDED") and not _lost(e):
                 raise
             if not _sleep_before_retry(end, n, base, cap, 0):
-                raise
+                raise _given_up(client, e, began, "CompleteStep") from None
             n += 1
 
 
@@ -124,7 +144,9 @@ def run_step(self, key, action, fingerprint=b"", *, timeout=10.0, lease_ms=0, no
     An exception from the action completes the step as "unknown" (it may have acted) and is
     then raised again. timeout: seconds for the whole run, retries included (default 10).
     Errors: FAILED_PRECONDITION (fingerprint mismatch), ABORTED (in progress at the deadline,
-    or reason lease-lost), UNAVAILABLE / DEADLINE_EXCEEDED, STEP_FAILED (the action reported
+    or reason lease-lost), UNAVAILABLE / DEADLINE_EXCEEDED, STEP_UNKNOWN (a try was lost and
+    the timeout passed before an answer said what it did: e.report is set when the action ran,
+    its result may or may not be stored), STEP_FAILED (the action reported
     retryable: the key was released; e.report holds the run), DATA_LOSS (the journal).
     retry_in_progress=False with no_wait=True: the first ABORTED in-progress is raised at once.
     traceparent, tracestate: the caller's W3C trace context, sent with every call of the run
@@ -150,7 +172,7 @@ def run_step(self, key, action, fingerprint=b"", *, timeout=10.0, lease_ms=0, no
     began = time.monotonic()
     try:
         b = _begin_with_retries(self, req, end, not no_wait, retry_in_progress, backoff_base, cap,
-                                report, trace)
+                                report, trace, began)
     except IdemError as e:
         # no coordinator can decide (docs/api.md §20): a fail-open operation with a journal runs
         if not (e.code in ("UNAVAILABLE", "DEADLINE_EXCEEDED") and self.none_could_decide(began)
@@ -210,7 +232,7 @@ def run_step(self, key, action, fingerprint=b"", *, timeout=10.0, lease_ms=0, no
                             reason="lease-lost", report=report)
         try:
             rec = _complete_with_retries(self, key, report.attempt, report.result, end,
-                                         backoff_base, cap, trace)
+                                         backoff_base, cap, trace, began)
             if rec.result is not None:
                 report.result.completed_unix_ms = rec.result.completed_unix_ms
         except IdemError as e:

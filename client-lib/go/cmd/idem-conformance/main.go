@@ -42,6 +42,7 @@ type call struct {
 		NoWait     bool `json:"no_wait"`
 		LeaseMs    int  `json:"lease_ms"`
 	} `json:"options"`
+	Rules       []json.RawMessage          `json:"rules"`
 	Background  string                     `json:"background"`
 	LeaseMs     int                        `json:"lease_ms"`
 	Attempt     uint64                     `json:"attempt"`
@@ -179,6 +180,20 @@ func (s *scene) do(cl call) got {
 			return got{err: fmt.Errorf("IDEM_CONFORMANCE_STOP is not set")}
 		}
 		return got{err: cmd.Run()}
+	case "faults": // the lossy front's rules: a new file renamed over the old
+		path := os.Getenv("IDEM_CONFORMANCE_FAULTS")
+		rules := cl.Rules
+		if rules == nil {
+			rules = []json.RawMessage{}
+		}
+		text, err := json.Marshal(map[string]interface{}{"rules": rules})
+		if err == nil {
+			err = os.WriteFile(path+".new", text, 0o644)
+		}
+		if err == nil {
+			err = os.Rename(path+".new", path)
+		}
+		return got{err: err}
 	case "journal_lines":
 		g := got{}
 		f, err := os.Open(s.journal)
@@ -317,7 +332,8 @@ func check(expect map[string]json.RawMessage, g got) string {
 
 func runScenario(sc scenario, index int) string {
 	envVar := map[string]string{"": "IDEM_ADDRESS", "leader": "IDEM_ADDRESS",
-		"standby": "IDEM_STANDBY_ADDRESS", "stoppable": "IDEM_STOPPABLE_ADDRESS"}[sc.Client]
+		"standby": "IDEM_STANDBY_ADDRESS", "stoppable": "IDEM_STOPPABLE_ADDRESS",
+		"lossy": "IDEM_LOSSY_ADDRESS"}[sc.Client]
 	if envVar == "" {
 		return "unknown client " + sc.Client
 	}

@@ -11,6 +11,12 @@ public enum IdemCode {
   UNIMPLEMENTED, INTERNAL, UNAVAILABLE, DATA_LOSS, UNAUTHENTICATED,
   /** the action reported retryable and the key was released (the next run runs again) */
   STEP_FAILED,
+  /**
+   * the step helper lost a try (a draining node's CANCELLED with no reason) and its timeout
+   * passed before an answer said what the step did: it may have begun, or been stored. The
+   * outcome is unknown; the report is attached when the action ran (docs/api.md §20)
+   */
+  STEP_UNKNOWN,
   /** the coordinator answered something this SDK does not know (an unknown decision) */
   BAD_RESPONSE,
   /** the action threw a checked exception (the cause); the step was completed as unknown */

@@ -16,6 +16,8 @@ public class IdemException extends RuntimeException {
   private final long retryAfterMs;
   private final boolean outcomeUnknown;
   private transient RunReport report;
+  /** a lost try (Transport.lostTry marked it): the step helper retries it like UNAVAILABLE */
+  transient boolean lostTry;
 
   public IdemException(IdemCode code, String message, String reason, String field, String leader,
                        long retryAfterMs, boolean outcomeUnknown, Throwable cause) {

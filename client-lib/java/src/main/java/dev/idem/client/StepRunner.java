@@ -13,7 +13,10 @@ import java.util.concurrent.TimeUnit;
  * is left of the run, at most 60 s) unless told otherwise; ABORTED and UNAVAILABLE (and
  * DEADLINE_EXCEEDED from one of several addresses) are retried with exponential backoff and
  * full jitter, raised to the coordinator's idem-retry-after-ms after ABORTED; no wait crosses
- * the run's timeout. On PROCEED the action runs while the lease is extended every third of it
+ * the run's timeout. A lost try (a CANCELLED the caller did not cause, no reason: a draining
+ * node's) is retried like UNAVAILABLE, at BeginStep and at CompleteStep; a run that lost a try
+ * and whose timeout passed before an answer said what happened throws STEP_UNKNOWN (§20). On
+ * PROCEED the action runs while the lease is extended every third of it
  * (ExtendLease); a lease that cannot be extended any more marks the context lost and the run
  * throws ABORTED / lease-lost instead of completing. REPLAY returns the stored result without
  * running; the SKIPs run nothing. When no coordinator can decide (§20) a fail-open operation
@@ -27,6 +30,7 @@ final class StepRunner {
   private final String tp;
   private final long base, cap;
   private long end;
+  private long began; // System.nanoTime(): lost tries since then make a spent timeout STEP_UNKNOWN
 
   StepRunner(IdemClient c, StepKey key, StepOptions o, StepAction action) {
     this.c = c;
@@ -53,6 +57,25 @@ final class StepRunner {
     return true;
   }
 
+  /** A lost try (Transport.lostTry marked it): CANCELLED without reason that the caller did not cause. */
+  private static boolean lost(IdemException e) {
+    return e.lostTry;
+  }
+
+  /**
+   * The error of a run whose timeout ended the retries of {@code call} with e: STEP_UNKNOWN when a
+   * try of the client was lost since the run began (the step may have begun, or been stored, on
+   * it), else e.
+   */
+  private IdemException givenUp(String call, IdemException e) {
+    boolean retried = e.code() == IdemCode.UNAVAILABLE || e.code() == IdemCode.DEADLINE_EXCEEDED
+        || e.code() == IdemCode.ABORTED;
+    if (!(retried || lost(e)) || !c.transport.lostSince(began)) return e;
+    return new IdemException(IdemCode.STEP_UNKNOWN, call + ": a try was lost and the run's timeout "
+        + "passed before an answer said what it did (last: " + e.code()
+        + (e.reason().isEmpty() ? "" : " " + e.reason()) + ")", "", "", "", 0, true, null);
+  }
+
   private Types.Begin beginWithRetries(CoordinatorOuterClass.BeginStepRequest req0, RunReport rep) {
     boolean wait = o.inProgress() == StepOptions.InProgress.WAIT;
     IdemException last = null;
@@ -64,14 +87,14 @@ final class StepRunner {
       } catch (IdemException e) {
         last = e;
         boolean elsewhere = e.code() == IdemCode.DEADLINE_EXCEEDED && c.transport.endpoints() > 1;
-        if (e.code() != IdemCode.ABORTED && e.code() != IdemCode.UNAVAILABLE && !elsewhere) throw e;
+        if (e.code() != IdemCode.ABORTED && e.code() != IdemCode.UNAVAILABLE && !elsewhere && !lost(e)) throw e;
         if (e.code() == IdemCode.ABORTED && o.inProgress() == StepOptions.InProgress.FAIL_FAST) throw e;
-        if (!sleepBeforeRetry(n, e.code() == IdemCode.ABORTED ? e.retryAfterMs() : 0)) throw e;
+        if (!sleepBeforeRetry(n, e.code() == IdemCode.ABORTED ? e.retryAfterMs() : 0)) throw givenUp("BeginStep", e);
         rep.beginRetries++;
         n++;
       }
     }
-    if (last != null) throw last;
+    if (last != null) throw givenUp("BeginStep", last);
     throw new IdemException(IdemCode.DEADLINE_EXCEEDED, "run deadline exceeded");
   }
 
@@ -84,8 +107,8 @@ final class StepRunner {
       try {
         return c.complete(key, attempt, res, Math.max(t, TimeUnit.MILLISECONDS.toNanos(1)), tp);
       } catch (IdemException e) {
-        if (e.code() != IdemCode.UNAVAILABLE && e.code() != IdemCode.DEADLINE_EXCEEDED) throw e;
-        if (!sleepBeforeRetry(n, 0)) throw e;
+        if (e.code() != IdemCode.UNAVAILABLE && e.code() != IdemCode.DEADLINE_EXCEEDED && !lost(e)) throw e;
+        if (!sleepBeforeRetry(n, 0)) throw givenUp("CompleteStep", e);
       }
     }
   }
@@ -102,12 +125,12 @@ final class StepRunner {
   RunReport run() {
     var req = c.beginRequest(key, o.fingerprint(), o.leaseMs(), 0); // validates key, fingerprint, lease
     byte[] fp = req.getFingerprint().toByteArray();
-    end = System.nanoTime() + o.timeout().toNanos();
+    began = System.nanoTime();
+    end = began + o.timeout().toNanos();
     // the failure mode comes with every BeginStep answer: no call before the first try
 
     RunReport rep = new RunReport();
     String source = "server";
-    long began = System.nanoTime();
     Types.Begin b;
     try {
       b = beginWithRetries(req, rep);

@@ -143,6 +143,16 @@ final class Transport implements AutoCloseable {
    * Like an UNAVAILABLE without idem-leader: outcome unknown, repeated on the next address only
    * when repeatable.
    */
+  /** System.nanoTime() of the last lost try ({@link #lostTry}), any address; 0 = none (mu). */
+  private long lostAt;
+
+  /** Whether a try was lost at or after {@code since} (System.nanoTime), on any address. */
+  boolean lostSince(long since) {
+    synchronized (mu) {
+      return lostAt != 0 && lostAt - since >= 0;
+    }
+  }
+
   private boolean lostTry(IdemException e) {
     return e.code() == IdemCode.CANCELLED && e.reason().isEmpty() && !closed
         && !Thread.currentThread().isInterrupted() && !Context.current().isCancelled();
@@ -176,11 +186,12 @@ final class Transport implements AutoCloseable {
   /**
    * True when every known address was called since {@code since} (System.nanoTime) and none could
    * decide: no answer, or store-unavailable / store-timeout / no-leader (a standby's not-leader
-   * counts as what the leader it names said).
+   * counts as what the leader it names said). Never after a lost try since {@code since}: that
+   * node was up and may have decided.
    */
   boolean noneCouldDecide(long since) {
     synchronized (mu) {
-      if (eps.isEmpty()) return false;
+      if (eps.isEmpty() || (lostAt != 0 && lostAt - since >= 0)) return false;
       Map<String, Endpoint> byAddr = new HashMap<>();
       for (Endpoint e : eps) byAddr.put(e.addr, e);
       for (Endpoint ep : eps) {
@@ -226,7 +237,13 @@ final class Transport implements AutoCloseable {
         return resp;
       } catch (StatusRuntimeException e) {
         err = error(e);
-        if (lostTry(err)) err = unknownOutcome(err);
+        if (lostTry(err)) {
+          err = unknownOutcome(err);
+          err.lostTry = true;
+          synchronized (mu) {
+            lostAt = System.nanoTime();
+          }
+        }
         note(ep, err);
       }
       if (err.code() == IdemCode.DEADLINE_EXCEEDED && n > 1) { // no answer: start elsewhere next time

@@ -79,6 +79,7 @@ public final class Runner {
       String addr = switch (str(sc, "client", "leader")) {
         case "standby" -> env("IDEM_STANDBY_ADDRESS");
         case "stoppable" -> env("IDEM_STOPPABLE_ADDRESS");
+        case "lossy" -> env("IDEM_LOSSY_ADDRESS");
         default -> env("IDEM_ADDRESS");
       };
       Path j = null;
@@ -180,6 +181,15 @@ public final class Runner {
           case "stop_coordinator" -> {
             Process p = new ProcessBuilder("sh", "-c", env("IDEM_CONFORMANCE_STOP")).inheritIO().start();
             if (p.waitFor() != 0) throw new IllegalStateException("IDEM_CONFORMANCE_STOP failed");
+          }
+          case "faults" -> { // the lossy front's rules: a new file renamed over the old
+            Path file = Path.of(env("IDEM_CONFORMANCE_FAULTS"));
+            Path fresh = Path.of(file + ".new");
+            JsonObject doc = new JsonObject();
+            doc.add("rules", c.has("rules") ? c.get("rules") : new JsonArray());
+            Files.writeString(fresh, doc.toString());
+            Files.move(fresh, file, java.nio.file.StandardCopyOption.REPLACE_EXISTING,
+                java.nio.file.StandardCopyOption.ATOMIC_MOVE);
           }
           case "journal_lines" -> {
             long n = 0;
