@@ -340,6 +340,9 @@ func (c *Client) beginWithRetries(ctx context.Context, key StepKey, conf *runCon
 		}
 		// no answer in time from one of several coordinators: another may decide (§20)
 		elsewhere := e.Code == "DEADLINE_EXCEEDED" && c.endpoints() > 1
+		if e.Code == "DEADLINE_EXCEEDED" && !elsewhere { // after a lost try: STEP_UNKNOWN
+			return nil, c.givenUp(conf, "BeginStep", e)
+		}
 		if e.Code != "ABORTED" && e.Code != "UNAVAILABLE" && !elsewhere && !isLost(e) {
 			return nil, e
 		}

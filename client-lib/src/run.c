@@ -82,6 +82,8 @@ static int begin_with_retries(idem_client *c, const idem_step_key *key, const ui
     int rc = idem__step_begin(c, key, fp, fp_len, conf->lease_ms, wait_ms, timeout, b, err);
     /* no answer in time from one of several coordinators: another may decide (docs/api.md §20) */
     bool elsewhere = rc == IDEM_DEADLINE_EXCEEDED && idem__client_endpoints(c) > 1;
+    /* a call deadline that ran into the run's, after a lost try: STEP_UNKNOWN (given_up) */
+    if (rc == IDEM_DEADLINE_EXCEEDED && !elsewhere) return given_up(c, conf, "BeginStep", rc, err);
     if (rc != IDEM_ABORTED && rc != IDEM_UNAVAILABLE && !elsewhere && !lost(rc, err)) return rc;
     if (!wait_before_retry(conf, n, rc == IDEM_ABORTED ? err->retry_after_ms : 0))
       return given_up(c, conf, "BeginStep", rc, err);

@@ -163,6 +163,8 @@ async function beginWithRetries(c: StepClient, key: StepKey, fp: Buffer, conf: C
       // no answer in time from one of several coordinators: another may decide (§20)
       const elsewhere = e.code === 'DEADLINE_EXCEEDED' && c.transport.endpoints > 1;
       if (e.code === 'ABORTED' && conf.mode === 'fail') throw e;
+      // a call deadline that ran into the run's, after a lost try: STEP_UNKNOWN (givenUp)
+      if (e.code === 'DEADLINE_EXCEEDED' && !elsewhere) throw givenUp(c, conf, 'BeginStep', e);
       if (e.code !== 'ABORTED' && e.code !== 'UNAVAILABLE' && !elsewhere && !lostTry(e)) throw e;
       let wait = backoffMs(conf.baseMs, conf.maxMs, n);
       if (e.code === 'ABORTED' && e.retryAfterMs > 0) wait = Math.max(wait, Math.min(e.retryAfterMs, conf.maxMs));

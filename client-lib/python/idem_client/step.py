@@ -65,6 +65,8 @@ def _begin_with_retries(client, req, end, wait, retry_in_progress, base, cap, re
         except IdemError as e:
             last = e
             elsewhere = e.code == "DEADLINE_EXCEEDED" and client.endpoints() > 1
+            if e.code == "DEADLINE_EXCEEDED" and not elsewhere:  # after a lost try: STEP_UNKNOWN
+                raise _given_up(client, e, began, "BeginStep") from None
             if e.code not in ("ABORTED", "UNAVAILABLE") and not elsewhere and not _lost(e):
                 raise
             if e.code == "ABORTED" and not retry_in_progress:

@@ -87,6 +87,8 @@ final class StepRunner {
       } catch (IdemException e) {
         last = e;
         boolean elsewhere = e.code() == IdemCode.DEADLINE_EXCEEDED && c.transport.endpoints() > 1;
+        // a call deadline that ran into the run's, after a lost try: STEP_UNKNOWN (givenUp)
+        if (e.code() == IdemCode.DEADLINE_EXCEEDED && !elsewhere) throw givenUp("BeginStep", e);
         if (e.code() != IdemCode.ABORTED && e.code() != IdemCode.UNAVAILABLE && !elsewhere && !lost(e)) throw e;
         if (e.code() == IdemCode.ABORTED && o.inProgress() == StepOptions.InProgress.FAIL_FAST) throw e;
         if (!sleepBeforeRetry(n, e.code() == IdemCode.ABORTED ? e.retryAfterMs() : 0)) throw givenUp("BeginStep", e);
