@@ -695,6 +695,7 @@ static node_result start_rpc(node *nd) {
       .schema_newest = store_pg_schema_newest(),
       .max_recv_bytes = MAX_RECV_BYTES,
       .default_deadline_ms = DEFAULT_DEADLINE_MS,
+      .drain_timeout_ms = o->drain_timeout_ms,
       .tls_cert_pem = nd->tls.cert_pem,
       .tls_key_pem = nd->tls.key_pem,
       .tls_client_ca_pem = nd->tls.client_ca_pem,

@@ -42,6 +42,7 @@ typedef struct idem_options {
   int max_waiters; /* BeginStep calls that may wait on a step in progress at once; 0 = none */
   bool insecure;
   bool require_tenant;
+  int drain_timeout_ms; /* --drain-timeout-ms: bound on the drain after SIGTERM */
   /* the store */
   const char *pg;  /* with --store: the first group's connection string (the node-wide stores) */
   opt_list stores; /* --store NAME=CONNSTRING, repeated */

@@ -90,6 +90,9 @@ typedef struct rpc_config {
   int schema_version, schema_newest;
   size_t max_recv_bytes;       /* default 256 KiB */
   int64_t default_deadline_ms; /* applied to calls without a deadline; default 2000 */
+  /* rpc_server_stop: how long the drain waits for the calls in flight to be answered and every
+   * client to close its connection (docs/internals.md, "The drain"); 0: RPC_DRAIN_TIMEOUT_MS */
+  int64_t drain_timeout_ms;
   /* high availability: borrowed, must outlive the server; NULL = always the leader.
    * Not the leader: every call but Admin.GetStatus and health answers UNAVAILABLE "not the
    * leader" with trailing metadata idem-leader: host:port (empty when no leader is known), as
@@ -126,11 +129,15 @@ int rpc_server_port(const rpc_server *s);
  * there) until no call has arrived for quiet_ms, at most max_ms, so that clients have moved to
  * another node when the drain begins. gRPC core kills every call that reaches a server after its
  * shutdown began (CANCELLED, never given to the server): the quieter the node, the fewer.
- * Returns how long it waited (ms). */
+ * A wait on an event: each call's arrival signals it, and it sleeps until the quiet period would
+ * end (no polling). Returns how long it waited (ms). */
 int64_t rpc_server_quiesce(rpc_server *s, int64_t quiet_ms, int64_t max_ms);
 
-/* Drains: stops accepting calls, finishes the calls in flight, joins all threads. Safe to call
- * from any thread but the server's own, once. */
+/* Drains: GOAWAY to every client and no new connection (gRPC core's graceful shutdown), then
+ * waits until every call in flight has been answered and every connection is closed, at most
+ * the drain timeout (rpc_config.drain_timeout_ms); after it, cancels what is left, closes the
+ * connections and logs it. Joins all threads. Safe to call from any thread but the server's own,
+ * once. */
 void rpc_server_stop(rpc_server *s);
 
 /* Frees a stopped server. */

@@ -43,8 +43,9 @@
 #define RPC_GENERIC_REQUESTS 2
 /* Calls waiting for a worker beyond this are refused with RESOURCE_EXHAUSTED by the cq thread. */
 #define RPC_QUEUE_MAX 4096
-/* After this long in rpc_server_stop, calls still in flight are cancelled. */
-#define RPC_DRAIN_GRACE_MS 10000
+/* rpc_server_stop's drain timeout when rpc_config.drain_timeout_ms is 0: after it, calls still
+ * in flight are cancelled and the connections closed (--drain-timeout-ms has the same default) */
+#define RPC_DRAIN_TIMEOUT_MS 10000
 #define RPC_MAX_METHODS 32
 #define RPC_GROUPS_MAX 64 /* store groups (SLOTMAP_GROUPS_MAX) */
 #define RPC_MOVING_RETRY_MS 50 /* idem-retry-after-ms of a slot in its move's handoff */
@@ -228,6 +229,9 @@ struct rpc_server {
   bool cq_started;
   atomic_bool shutting_down;
   _Atomic int64_t last_call_ms; /* when the last call arrived (monotonic): rpc_server_quiesce */
+  atomic_bool quiescing;         /* rpc_server_quiesce waits: an arrival signals arrived */
+  pthread_cond_t arrived;        /* with mu */
+  int64_t drain_timeout_ms;
   bool require_tenant;
   _Atomic size_t reply_bytes; /* encoded replies not yet sent (RPC_REPLY_BUFFER_MAX) */
   rpc_tag shutdown_tag;

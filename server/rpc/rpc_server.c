@@ -60,9 +60,18 @@ static void post_request(rpc_server *s, int method) {
   }
 }
 
+/* A call arrived: its time, and a signal to rpc_server_quiesce when it waits. */
+static void note_arrival(rpc_server *s) {
+  atomic_store(&s->last_call_ms, clock_mono_ms());
+  if (!atomic_load(&s->quiescing)) return;
+  pthread_mutex_lock(&s->mu);
+  pthread_cond_broadcast(&s->arrived);
+  pthread_mutex_unlock(&s->mu);
+}
+
 /* A registered call arrived: hand it to a worker (or refuse it when they are swamped). */
 static void on_registered(rpc_server *s, rpc_call *c) {
-  atomic_store(&s->last_call_ms, clock_mono_ms());
+  note_arrival(s);
   if (!atomic_load(&s->shutting_down)) post_request(s, c->method);
   c->deadline = rpc__deadline_mono(c->deadline_ts, s->default_deadline_ms);
   c->arrived_us = rpc__mono_us();
@@ -76,7 +85,7 @@ static void on_registered(rpc_server *s, rpc_call *c) {
 
 /* A call to a method we did not register: UNIMPLEMENTED, answered right here (no store). */
 static void on_generic(rpc_server *s, rpc_call *c) {
-  atomic_store(&s->last_call_ms, clock_mono_ms());
+  note_arrival(s);
   if (!atomic_load(&s->shutting_down)) post_request(s, -1);
   const grpc_slice m = c->details.method;
   int n = (int)GRPC_SLICE_LENGTH(m);
@@ -157,6 +166,7 @@ static void free_server(rpc_server *s) {
   free(s->listen);
   free(s->node_id);
   free(s->address);
+  pthread_cond_destroy(&s->arrived);
   pthread_cond_destroy(&s->cv);
   pthread_mutex_destroy(&s->mu);
   free(s);
@@ -253,6 +263,8 @@ rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err) {
   }
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv, NULL);
+  pthread_cond_init(&s->arrived, NULL);
+  atomic_init(&s->quiescing, false);
   atomic_init(&s->shutting_down, false);
   atomic_init(&s->reply_bytes, 0);
   atomic_init(&s->last_call_ms, 0);
@@ -284,6 +296,7 @@ rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err) {
   if (s->max_recv_bytes > INT_MAX) s->max_recv_bytes = INT_MAX;
   s->default_deadline_ms =
       cfg->default_deadline_ms > 0 ? cfg->default_deadline_ms : DEFAULT_DEADLINE_MS;
+  s->drain_timeout_ms = cfg->drain_timeout_ms > 0 ? cfg->drain_timeout_ms : RPC_DRAIN_TIMEOUT_MS;
   s->started_unix_ms = clock_wall_ms();
   s->schema_version = cfg->schema_version;
   s->schema_newest = cfg->schema_newest;
@@ -381,12 +394,20 @@ int rpc_server_port(const rpc_server *s) {
 int64_t rpc_server_quiesce(rpc_server *s, int64_t quiet_ms, int64_t max_ms) {
   if (!s || s->stopped) return 0;
   int64_t t0 = clock_mono_ms(), now = t0;
-  /* polled: a call's arrival only stores a time, and a few ms late costs nothing */
-  while (now - t0 < max_ms && now - atomic_load(&s->last_call_ms) < quiet_ms) {
-    struct timespec ts = clock_span_timespec(5);
-    nanosleep(&ts, NULL);
+  atomic_store(&s->quiescing, true);
+  pthread_mutex_lock(&s->mu);
+  /* each arrival (note_arrival) wakes it to recompute when the quiet period ends; otherwise it
+   * sleeps until then (or until max_ms) */
+  for (;;) {
+    int64_t quiet_at = atomic_load(&s->last_call_ms) + quiet_ms, give_up = t0 + max_ms;
+    int64_t until = quiet_at < give_up ? quiet_at : give_up;
+    if (now >= until) break;
+    struct timespec ts = clock_after_us(CLOCK_REALTIME, (until - now) * 1000);
+    pthread_cond_timedwait(&s->arrived, &s->mu, &ts);
     now = clock_mono_ms();
   }
+  pthread_mutex_unlock(&s->mu);
+  atomic_store(&s->quiescing, false);
   return now - t0;
 }
 
@@ -404,14 +425,28 @@ void rpc_server_stop(rpc_server *s) {
   if (!s || s->stopped) return;
   s->stopped = true;
   atomic_store(&s->shutting_down, true);
-  /* stop accepting; the tag fires once every call in flight has sent its status */
+  /* GOAWAY to every connection and no new one (gRPC core's graceful shutdown: a GOAWAY, a ping,
+   * then the final GOAWAY naming the last call it took). The tag fires only once every call in
+   * flight has been answered AND every connection is closed: gRPC core publishes it when its
+   * list of channels is empty (server.cc, Server::MaybeFinishShutdown). docs/internals.md, "The
+   * drain", says what closes a connection and when. */
+  int64_t t0 = clock_mono_ms();
   grpc_server_shutdown_and_notify(s->server, s->cq, &s->shutdown_tag);
   if (s->cq_started) {
-    if (!wait_notified(s, RPC_DRAIN_GRACE_MS)) {
-      log_kv(LOG_WARN, "calls still in flight after the grace period, cancelling",
-             (const char *)NULL);
+    if (!wait_notified(s, s->drain_timeout_ms)) {
+      char ms[24];
+      snprintf(ms, sizeof ms, "%lld", (long long)s->drain_timeout_ms);
+      log_kv(LOG_WARN,
+             "drain timeout: calls still in flight or clients still connected, cancelling the "
+             "calls and closing the connections",
+             "drain_timeout_ms", ms, (const char *)NULL);
       grpc_server_cancel_all_calls(s->server);
       wait_notified(s, INT32_MAX);
+    } else {
+      char ms[24];
+      snprintf(ms, sizeof ms, "%lld", (long long)(clock_mono_ms() - t0));
+      log_kv(LOG_INFO, "drained: every call answered, every connection closed", "drain_ms", ms,
+             (const char *)NULL);
     }
   } else {
     while (!s->shutdown_notified) {

@@ -27,7 +27,9 @@
 /* Ends every transaction of another coordinator process on this database: before a new
  * leader serves, any such transaction belongs to a former leader (standbys do not write) —
  * possibly a paused one holding the fence's share lock or a pair lock forever. Its work was
- * not committed and now never will be. */
+ * not committed and now never will be. Run only after a first raise has had its chance (see
+ * store_pg_fence_raise): ending a transaction whose COMMIT is under way leaves its outcome
+ * unknown to its leader, which must then answer its caller "outcome unknown". */
 static const char SQL_TERMINATE[] =
     "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
     " WHERE application_name = $1 AND pid <> pg_backend_pid()"
@@ -69,6 +71,22 @@ err_code store_pg_fence_read(const char *conninfo, int64_t deadline, uint64_t *e
   return rc;
 }
 
+/* SQL_TERMINATE, logged when it ended any. */
+static err_code end_former(pg_store *s, const pg_params *p, int64_t deadline, err_t *err) {
+  PGresult *res = NULL;
+  err_code rc = pg__exec(s, SQL_TERMINATE, p, deadline, &res, err);
+  if (rc != ERR_OK) return rc;
+  int64_t ended = pg__int(res, 0, 0);
+  PQclear(res);
+  if (ended > 0) {
+    char n[24];
+    snprintf(n, sizeof n, "%" PRId64, ended);
+    log_kv(LOG_INFO, "fence: ended transactions of a former leader", "count", n,
+           (const char *)NULL);
+  }
+  return ERR_OK;
+}
+
 err_code store_pg_fence_raise(const char *conninfo, uint64_t epoch, int64_t deadline,
                               bool *superseded, err_t *err) {
   *superseded = false;
@@ -84,16 +102,13 @@ err_code store_pg_fence_raise(const char *conninfo, uint64_t epoch, int64_t dead
     pg__p_reset(&p);
     pg__p_text(&p, PG_APP_NAME);
     PGresult *res = NULL;
-    rc = pg__exec(&s, SQL_TERMINATE, &p, deadline, &res, err);
-    if (rc != ERR_OK) break;
-    int64_t ended = pg__int(res, 0, 0);
-    PQclear(res);
-    if (ended > 0) {
-      char n[24];
-      snprintf(n, sizeof n, "%" PRId64, ended);
-      log_kv(LOG_INFO, "fence: ended transactions of a former leader", "count", n,
-             (const char *)NULL);
-    }
+    /* the first round ends nothing: a former leader that stepped down on purpose (SIGTERM's
+     * resign, the balancer's yield) is finishing the step transactions it had begun, and the
+     * exclusive lock below waits for them (lock_timeout 300 ms) to commit and be answered.
+     * Ending them here cut commits in mid-flight: committed, and their callers told "outcome
+     * unknown" (docs/internals.md, "The drain"). A later round (a paused former leader held the
+     * lock) ends them first; after the raise, what is left is ended too (below). */
+    if (round > 0 && (rc = end_former(&s, &p, deadline, err)) != ERR_OK) break;
     pg__p_reset(&p);
     pg__p_text(&p, num);
     rc = pg__exec(&s, "BEGIN ISOLATION LEVEL READ COMMITTED", NULL, deadline, NULL, err);
@@ -103,7 +118,8 @@ err_code store_pg_fence_raise(const char *conninfo, uint64_t epoch, int64_t dead
     if (rc == ERR_OK) PQclear(res);
     if (rc == ERR_OK) rc = pg__exec(&s, "COMMIT", NULL, deadline, NULL, err);
     if (rc != ERR_OK) {
-      /* lock_timeout: an old transaction took the shared lock after we ended the others */
+      /* lock_timeout: a former leader holds the shared lock (paused, or took it after we ended
+       * the others): the next round ends its transactions first */
       bool again = strcmp(s.sqlstate, "55P03") == 0 && clock_mono_ms() < deadline && round < 20;
       pg__rollback(&s, deadline);
       if (again) {
@@ -111,6 +127,14 @@ err_code store_pg_fence_raise(const char *conninfo, uint64_t epoch, int64_t dead
         continue;
       }
       break;
+    }
+    /* what a former leader still has open passed no check under its epoch (the raise waited for
+     * those that did), so it can write nothing now: ended, so that no row lock it holds (a
+     * paused process) blocks this leader */
+    if (raised) {
+      pg__p_reset(&p);
+      pg__p_text(&p, PG_APP_NAME);
+      rc = end_former(&s, &p, deadline, err);
     }
     if (!raised) { /* the fence is above our epoch: a newer leader exists */
       uint64_t cur = 0;

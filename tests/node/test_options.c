@@ -104,6 +104,7 @@ Test(options, defaults_come_from_the_table) {
   cr_assert_eq(o.workers, atoi(row("workers")->def));
   cr_assert_eq(o.store_timeout_ms, atoi(row("store-timeout-ms")->def));
   cr_assert_eq(o.election_ttl_s, atoi(row("election-ttl")->def));
+  cr_assert_eq(o.drain_timeout_ms, atoi(row("drain-timeout-ms")->def));
   cr_assert_eq(o.reaper_interval_s, atoi(row("reaper-interval")->def));
   cr_assert_str_eq(o.listen, row("listen")->def);
   cr_assert_str_eq(o.election_prefix, row("election-prefix")->def);
@@ -143,6 +144,11 @@ Test(options, bad_values_name_the_option_and_its_range) {
   cr_assert_eq(parse(&o, msg, sizeof msg, (const char *[]){"--pg", "x", "--workers", "0", NULL}),
                OPTIONS_USAGE);
   cr_assert_str_eq(msg, "--workers: expected an integer from 1 to 256");
+  options_free(&o);
+  cr_assert_eq(
+      parse(&o, msg, sizeof msg, (const char *[]){"--pg", "x", "--drain-timeout-ms", "50", NULL}),
+      OPTIONS_USAGE);
+  cr_assert_str_eq(msg, "--drain-timeout-ms: expected milliseconds from 100 to 600000");
   options_free(&o);
   cr_assert_eq(
       parse(&o, msg, sizeof msg, (const char *[]){"--pg", "x", "--log-format", "xml", NULL}),
