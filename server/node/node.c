@@ -305,6 +305,17 @@ static node_result migrate(node *nd) {
       snprintf(g->elect_id, sizeof g->elect_id, "%s group=%s", id, g->name);
     }
   }
+  /* a --store no connection can use stops the start before etcd is asked (or written: a new
+   * cluster's id) */
+  for (size_t i = 0; i < o->n_groups; i++) {
+    char target[512];
+    err_t err;
+    if (store_pg_target(o->groups[i].conninfo, target, sizeof target, &err) != ERR_OK) {
+      log_kv(LOG_ERROR, o->groups_from_pg ? "cannot use --pg" : "cannot use --store", "group",
+             o->groups[i].name, "error", err.msg, (const char *)NULL);
+      return NODE_REFUSED;
+    }
+  }
   node_result own = node_owner_init(&nd->owner, o, MIGRATE_PATIENCE_MS, owner_wait, nd);
   if (own != NODE_RUNNING) return own;
   for (size_t i = 0; i < nd->n_groups; i++) {

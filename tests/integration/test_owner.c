@@ -208,8 +208,6 @@ Test(owner, foreign_cluster_refused_owner_undisturbed) {
   node_up(&a, URL, &E1, "prod-1", NULL);
   wait_leading(&a);
   char owner_id[64], fence_before[32], fence_after[32], text[16384];
-  recorded_id(URL, owner_id, sizeof owner_id);
-  cr_assert_eq(strlen(owner_id), 36, "the database records no cluster id: \"%s\"", owner_id);
   sql_text(URL, "SELECT epoch FROM idem_fence", fence_before, sizeof fence_before);
 
   load l;
@@ -232,6 +230,10 @@ Test(owner, foreign_cluster_refused_owner_undisturbed) {
   cr_assert_lt(took, 5000);
   cr_assert_eq(atomic_load(&l.failed), 0, "%ld of the owner's calls failed; the first: %s",
                atomic_load(&l.failed), l.first_failure);
+  sql_text(URL, "SELECT epoch FROM idem_fence", fence_after, sizeof fence_after);
+  cr_assert_str_eq(fence_after, fence_before, "the foreign node moved the fence");
+  recorded_id(URL, owner_id, sizeof owner_id);
+  cr_assert_eq(strlen(owner_id), 36, "the database records no cluster id: \"%s\"", owner_id);
   cr_assert(strstr(text, "belongs to another cluster"), "%s", text);
   cr_assert(strstr(text, owner_id), "the owner's id %s is not named:\n%s", owner_id, text);
   cr_assert(strstr(text, "prod-1"), "the owner's node is not named:\n%s", text);
@@ -242,8 +244,6 @@ Test(owner, foreign_cluster_refused_owner_undisturbed) {
   char still[64];
   recorded_id(URL, still, sizeof still);
   cr_assert_str_eq(still, owner_id);
-  sql_text(URL, "SELECT epoch FROM idem_fence", fence_after, sizeof fence_after);
-  cr_assert_str_eq(fence_after, fence_before, "the foreign node moved the fence");
   cr_assert_eq(pgx_sql(URL, "SELECT count(*) FROM idem_owner_audit", 0, NULL), 1,
                "only the owner's claim is audited");
   cr_assert_eq(h_srv_stop(&a), 0);
@@ -260,7 +260,6 @@ Test(owner, take_over_is_explicit_and_audited) {
   wait_leading(&a);
   one_step(&a, "owner-before-takeover");
   char old_id[64], text[16384];
-  recorded_id(URL, old_id, sizeof old_id);
   int64_t took = 0;
 
   struct {
@@ -284,6 +283,7 @@ Test(owner, take_over_is_explicit_and_audited) {
     cr_assert_eq(status, 2, "--take-over without a value: exit %d:\n%s", status, text);
     cr_assert(strstr(text, "--take-over: unknown option or missing value"), "%s", text);
   }
+  recorded_id(URL, old_id, sizeof old_id);
   { /* a well-formed id that does not own the database */
     const char *other = "0193b5c2-7e1d-7000-8000-000000000001";
     const char *extra[] = {"--node-id", "new-1", "--take-over", other, NULL};
@@ -351,8 +351,6 @@ Test(owner, standalone_nodes_share_but_not_with_a_cluster) {
   node_up(&s1, URL, NULL, "solo-1", NULL);
   node_up(&s2, URL, NULL, "solo-2", NULL);
   char id[64], text[16384];
-  sql_text(URL, "SELECT cluster_id FROM idem_owner", id, sizeof id);
-  cr_assert_str_eq(id, "standalone");
   one_step(&s1, "owner-solo-1");
   one_step(&s2, "owner-solo-2");
   int64_t took = 0;
@@ -361,6 +359,9 @@ Test(owner, standalone_nodes_share_but_not_with_a_cluster) {
   read_log(LOG, text, sizeof text);
   cr_assert_eq(status, 2, "an etcd node on the standalone nodes' database: exit %d:\n%s", status,
                text);
+  one_step(&s1, "owner-solo-3"); /* they still serve */
+  sql_text(URL, "SELECT cluster_id FROM idem_owner", id, sizeof id);
+  cr_assert_str_eq(id, "standalone");
   cr_assert(strstr(text, "standalone nodes (no etcd, group default"), "%s", text);
   cr_assert(strstr(text, "--take-over standalone"), "%s", text);
   cr_assert_eq(h_srv_stop(&s1), 0);
