@@ -28,6 +28,7 @@
 #include "node_sec.h"
 #include "node_slotfill.h"
 #include "node_move.h"
+#include "node_owner.h"
 #include "node_slots.h"
 #include "../elect/etcd_kv.h"
 
@@ -81,6 +82,7 @@ struct node {
   node_group groups[OPT_LIST_MAX];
   size_t n_groups;
   int schema_version; /* the lowest of the groups' schema versions, read at start (GetStatus) */
+  node_owner owner;   /* this node's cluster: each group's database must belong to it */
   node_balance *balance; /* with etcd and several groups: at most ceil(G/N) groups led here */
   node_move *mover;      /* with etcd and several groups: moves of slots (docs/api.md §18) */
   pthread_rwlock_t mover_lock; /* MoveSlots's calls into the mover (read) and its stop (write) */
@@ -243,11 +245,16 @@ static node_result migrate_group(node *nd, const node_group *g) {
     err_clear(&err);
     int64_t deadline = clock_mono_ms() + nd->o->store_timeout_ms;
     if (deadline > give_up) deadline = give_up;
-    if (store_pg_migrate(g->conninfo, deadline, &err) == ERR_OK) {
-      node_result r = check_schema(nd, g, &err);
+    /* one cluster per database: checked before anything is written (the migration included),
+     * settled (claimed, taken over) once the schema has the owner's table */
+    node_result r = node_owner_check(&nd->owner, g->name, g->conninfo, deadline, &err);
+    if (r == NODE_RUNNING) {
+      r = store_pg_migrate(g->conninfo, deadline, &err) == ERR_OK ? NODE_RUNNING : NODE_FAILED;
+      if (r == NODE_RUNNING) r = check_schema(nd, g, &err);
+      if (r == NODE_RUNNING) r = node_owner_settle(&nd->owner, g->name, g->conninfo, deadline, &err);
       if (r == NODE_RUNNING) r = check_slots(nd, g, &err);
-      if (r != NODE_FAILED) return r;
     }
+    if (r != NODE_FAILED) return r;
     if (store_pg_error_permanent(&err)) {
       log_kv(LOG_ERROR, "postgres refused the connection; not retrying", "group", g->name, "target",
              target, "error", err.msg, (const char *)NULL);
@@ -273,6 +280,10 @@ static node_result migrate_group(node *nd, const node_group *g) {
   }
 }
 
+static bool owner_wait(void *arg, int64_t ms) {
+  return wait_signal(arg, ms);
+}
+
 /* Every group's schema, in order (docs/api.md §17: a group that cannot be used stops the
  * start before anything is written to etcd). */
 static node_result migrate(node *nd) {
@@ -294,6 +305,19 @@ static node_result migrate(node *nd) {
       snprintf(g->elect_id, sizeof g->elect_id, "%s group=%s", id, g->name);
     }
   }
+  /* a --store no connection can use stops the start before etcd is asked (or written: a new
+   * cluster's id) */
+  for (size_t i = 0; i < o->n_groups; i++) {
+    char target[512];
+    err_t err;
+    if (store_pg_target(o->groups[i].conninfo, target, sizeof target, &err) != ERR_OK) {
+      log_kv(LOG_ERROR, o->groups_from_pg ? "cannot use --pg" : "cannot use --store", "group",
+             o->groups[i].name, "error", err.msg, (const char *)NULL);
+      return NODE_REFUSED;
+    }
+  }
+  node_result own = node_owner_init(&nd->owner, o, MIGRATE_PATIENCE_MS, owner_wait, nd);
+  if (own != NODE_RUNNING) return own;
   for (size_t i = 0; i < nd->n_groups; i++) {
     node_result rc = migrate_group(nd, &nd->groups[i]);
     if (rc != NODE_RUNNING) return rc;

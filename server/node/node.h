@@ -1,8 +1,8 @@
 /* node.h — the composition root: one struct owns every module of a running coordinator, one
  * function starts them in dependency order, one tears them down in the reverse order.
  *
- *   start:  security files -> schema -> policies -> replay cache -> waiters -> batcher
- *           -> elector
+ *   start:  security files -> the cluster owning each database, schema -> policies
+ *           -> replay cache -> waiters -> batcher -> elector
  *           -> gRPC server -> campaign -> reaper -> /metrics -> console
  *   stop:   the same list walked backwards (a failed start unwinds only what it started)
  *

@@ -15,6 +15,7 @@
 
 #include "../console/console.h"
 #include "../coord/coord_policy.h"
+#include "../domain/owner.h"
 #include "../domain/slot.h"
 #include "../slots/slotmap.h"
 #include "../reaper/reaper.h"
@@ -47,6 +48,7 @@ const opt_row options_table[] = {
   {"high availability", "advertise","IDEM_ADVERTISE",      OPT_STRING, F(advertise),          NULL,              0, 0,       NULL,        false, "HOST:PORT", "address standbys send clients to (none: --listen)", NULL},
   {"high availability", "election-prefix","IDEM_ELECTION_PREFIX",OPT_STRING,F(election_prefix),"/idem/leader",   0, 0,       NULL,        false, "PREFIX",    "etcd election key prefix", "/"},
   {"high availability", "election-ttl","IDEM_ELECTION_TTL", OPT_INT,    F(election_ttl_s),     "5",               2, 60,      NULL,        false, "S",         "election lease TTL in seconds", NULL},
+  {"high availability", "take-over","IDEM_TAKE_OVER",     OPT_STRING, F(take_over),          NULL,              0, 0,       NULL,        false, "CLUSTER_ID", "take over the databases recorded for that cluster (a UUID, or standalone) on purpose: a restore, a renamed cluster; audited (docs/operations.md)", NULL},
   {"security",  "tls-cert",        "IDEM_TLS_CERT",        OPT_STRING, F(tls_cert),           NULL,              0, 0,       NULL,        false, "FILE",      "serve TLS with this PEM certificate chain (needs --tls-key)", NULL},
   {"security",  "tls-key",         "IDEM_TLS_KEY",         OPT_STRING, F(tls_key),            NULL,              0, 0,       NULL,        false, "FILE",      "the PEM private key of --tls-cert", NULL},
   {"security",  "tls-client-ca",   "IDEM_TLS_CLIENT_CA",   OPT_STRING, F(tls_client_ca),      NULL,              0, 0,       NULL,        false, "FILE",      "require client certificates signed by this CA; tenant = SAN or CN", NULL},
@@ -142,6 +144,11 @@ static options_result apply(idem_options *o, const opt_row *r, const char *v, co
   bool b;
   switch (r->type) {
     case OPT_STRING:
+      if (!*v && strncmp(src, "--", 2) == 0 && strcmp(r->name, "take-over") == 0)
+        return usage(msg, n,
+                     "%s: expected the id of the cluster a database is recorded for (a UUID, or "
+                     "standalone), got an empty value",
+                     src);
       if (r->prefix && *v && strncmp(v, r->prefix, strlen(r->prefix)) != 0)
         return usage(msg, n, "%s: expected a value starting with %s", src, r->prefix);
       *(const char **)field = *v ? v : NULL;
@@ -372,6 +379,12 @@ static options_result check(idem_options *o, char *msg, size_t n) {
                  "--console %s is not a loopback address: it needs --tokens (without them the "
                  "console is in development mode and every visitor is an admin)",
                  o->console);
+  if (o->take_over && !owner_id_valid(o->take_over))
+    return usage(msg, n,
+                 "--take-over %s: expected the id of the cluster a database is recorded for: a "
+                 "UUID (8-4-4-4-12 hexadecimal digits, as the refusing node's error names it) "
+                 "or standalone",
+                 o->take_over);
   size_t len = strlen(o->listen);
   if (o->etcd && !o->advertise && len > 2 && strcmp(o->listen + len - 2, ":0") == 0)
     return usage(msg, n, "--etcd with --listen on port 0 needs --advertise HOST:PORT");

@@ -59,6 +59,7 @@ typedef struct idem_options {
   const char *advertise;
   const char *election_prefix;
   int election_ttl_s;
+  const char *take_over; /* --take-over CLUSTER_ID: take the databases that cluster owns over */
   /* security */
   const char *tls_cert, *tls_key, *tls_client_ca, *tokens;
   const char *operators; /* --operators NAME,...: certificate names with role operator */

@@ -9,6 +9,7 @@
 
 #include <stdatomic.h>
 
+#include "../domain/owner.h"
 #include "store.h"
 
 typedef struct store_batcher store_batcher;
@@ -53,6 +54,35 @@ err_code store_pg_slots_fill(const char *conninfo, uint32_t slots, int limit, in
 /* The slot count every store of this process writes slots under (default SLOTS_DEFAULT); set
  * once at start, before any store is opened. */
 void store_pg_set_slots(uint32_t slots);
+
+/* --- the cluster that owns the database (store_pg_owner.c; domain/owner.h) --- */
+
+/* Reads the owner the database records: *found false when none is (or the schema predates
+ * version 13). Reads only: safe before store_pg_migrate, on a database another cluster owns. */
+err_code store_pg_owner_read(const char *conninfo, int64_t deadline, owner_rec *out, bool *found,
+                             err_t *err);
+
+/* The rule store_pg_owner_settle applies (owner_decide with the node's own owner and
+ * --take-over): recorded is NULL when nothing is recorded. */
+typedef owner_verdict (*store_owner_decide_fn)(void *arg, const owner_rec *recorded);
+
+typedef struct store_owner_settled {
+  owner_verdict verdict;
+  bool found;            /* an owner was recorded before */
+  owner_rec recorded;    /* which (when found) */
+  int64_t former_epoch;  /* OWNER_TAKE_OVER: the fence's epoch it reset to 0 */
+} store_owner_settled;
+
+/* In one transaction under the migration lock: reads the recorded owner, asks decide, and
+ * writes what it answered: OWNER_CLAIM records mine, OWNER_TAKE_OVER replaces the former owner
+ * with mine and resets the fence to 0 (the former owner's epochs are another etcd's); each
+ * with a row in idem_owner_audit (action "claim" or "take-over", actor, mine, the former owner,
+ * the fence it held). Any other verdict writes nothing. A takeover is refused (ERR_PRECONDITION,
+ * nothing written) while another coordinator process has a session on the database. Call after
+ * store_pg_migrate. */
+err_code store_pg_owner_settle(const char *conninfo, const owner_rec *mine, const char *actor,
+                               int64_t deadline, store_owner_decide_fn decide, void *arg,
+                               store_owner_settled *out, err_t *err);
 
 /* --- at start: where, and whether to retry (store_pg_target.c) --- */
 

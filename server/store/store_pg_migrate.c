@@ -342,6 +342,24 @@ static const char *const m12_sql[] = {
     NULL,
 };
 
+/* Version 13 (one cluster per database, domain/owner.h, store_pg_owner.c): the cluster that owns
+ * this database (one row: its id, etcd prefix and endpoints, the group it serves, the node that
+ * claimed it) and the audit of each claim and takeover. An expansion: two new tables, which an
+ * older node ignores. Not fenced: only a starting node writes them, before it serves. */
+static const char *const m13_sql[] = {
+    "CREATE TABLE IF NOT EXISTS idem_owner (id int PRIMARY KEY CHECK (id = 1),"
+    " cluster_id text NOT NULL, prefix text NOT NULL DEFAULT '', etcd text NOT NULL DEFAULT '',"
+    " group_name text NOT NULL, node text NOT NULL DEFAULT '', claimed_ms bigint NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS idem_owner_audit (id bigserial PRIMARY KEY,"
+    " at_ms bigint NOT NULL, action text NOT NULL, actor text NOT NULL,"
+    " cluster_id text NOT NULL, prefix text NOT NULL DEFAULT '', etcd text NOT NULL DEFAULT '',"
+    " group_name text NOT NULL, from_cluster_id text NOT NULL DEFAULT '',"
+    " from_prefix text NOT NULL DEFAULT '', from_etcd text NOT NULL DEFAULT '',"
+    " from_group text NOT NULL DEFAULT '', from_node text NOT NULL DEFAULT '',"
+    " from_claimed_ms bigint NOT NULL DEFAULT 0, from_epoch bigint NOT NULL DEFAULT 0)",
+    NULL,
+};
+
 static const migration migrations[] = {
     {1, m1_sql}, {2, m2_sql},
     {3, m3_sql}, /* version 2 (policies) may sit before it: each version applies on its own */
@@ -354,6 +372,7 @@ static const migration migrations[] = {
     {10, m10_sql}, /* moving slots: moved audit rows numbered by the target */
     {11, m11_sql}, /* trace context: begin and complete trace ids */
     {12, m12_sql}, /* moving slots: a mark's arrival announced (LISTEN idem_move_marks) */
+    {13, m13_sql}, /* one cluster per database: the owner and its audit */
 };
 
 /* Applies one migration unless it is recorded; returns ERR_OK either way. */
