@@ -87,7 +87,9 @@ app.use((req, res, next) => { // route on the normalized path: one spelling per 
     own(res, 'target-malformed', e.message);
     return;
   }
-  req.url = t.query === undefined ? t.path : `${t.path}?${t.query}`;
+  // the decoded path, with what would change its meaning as a URL escaped again (Express routes on it)
+  const p = t.path.replace(/[%?#]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+  req.url = t.query === undefined ? p : `${p}?${t.query}`;
   next();
 });
 const routes = { '/payments': 'POST', '/refunds': 'POST', '/stats': 'GET' };
