@@ -21,7 +21,8 @@ add_test(NAME conformance_node COMMAND ${IDEM_TEST_RUN} ${IDEM_NODE_DIR}/test/ru
 set_tests_properties(conformance_node PROPERTIES LABELS sdk TIMEOUT 300)
 
 # the middleware: the header parser, step key and fingerprint over the shared table
-# (client-lib/conformance/idempotency-key.json), then examples/http.js against a coordinator
-add_test(NAME node_http COMMAND ${IDEM_TEST_RUN} ${IDEM_NODE_DIR}/test/run.sh node --test test/http-key.test.js test/http.test.js test/http-middleware.test.js
+# (client-lib/conformance/idempotency-key.json), every round-three vector of http-middleware.json
+# (test/http-rules.test.js), then examples/http.js against a coordinator
+add_test(NAME node_http COMMAND ${IDEM_TEST_RUN} ${IDEM_NODE_DIR}/test/run.sh node --test test/http-key.test.js test/http-rules.test.js test/http-findings.test.js test/http.test.js test/http-middleware.test.js
   WORKING_DIRECTORY ${IDEM_NODE_DIR})
 set_tests_properties(node_http PROPERTIES LABELS sdk TIMEOUT 180)

@@ -83,6 +83,7 @@ type specRequest struct {
 	ContentLength *int              `json:"content_length"`
 	Abort         bool              `json:"abort"`
 	Headers       map[string]string `json:"headers"`
+	Lines         []string          `json:"-"` // raw header lines, in order (repeated names)
 }
 
 func loadSpec(t *testing.T) *spec {
@@ -176,6 +177,9 @@ func send(t *testing.T, addr string, q specRequest) rawAnswer {
 	for k, v := range q.Headers {
 		fmt.Fprintf(w, "%s: %s\r\n", k, v)
 	}
+	for _, l := range q.Lines {
+		fmt.Fprintf(w, "%s\r\n", l)
+	}
 	chunks := q.Chunks
 	if q.Chunked && chunks == nil {
 		for i := 0; i < len(body); i += 64 * 1024 {
@@ -260,7 +264,9 @@ func checkProblem(t *testing.T, s *spec, what string, a rawAnswer, word string, 
 	} else if _, ok := p["idempotency_key"]; ok {
 		t.Fatalf("%s: idempotency_key without a key", what)
 	}
-	if ra := a.header.Get("Retry-After"); want.Retryable != (ra != "") {
+	// Retry-After only on a retryable problem, and only from the coordinator's hint (never made
+	// up): an in-progress answer carries one, a stopped coordinator's 503 none
+	if ra := a.header.Get("Retry-After"); ra != "" && !want.Retryable {
 		t.Fatalf("%s: Retry-After %q on a retryable=%v problem", what, ra, want.Retryable)
 	}
 }
@@ -427,7 +433,11 @@ func TestInProgressAndStoppedCoordinatorAreProblems(t *testing.T) {
 	}
 	r.co.Stop()
 	k2 := "down-1"
-	checkProblem(t, s, "stopped coordinator", send(t, r.addr, specRequest{Key: &k2, Body: &body}), "coordinator-unavailable", &k2)
+	down := send(t, r.addr, specRequest{Key: &k2, Body: &body})
+	checkProblem(t, s, "stopped coordinator", down, "coordinator-unavailable", &k2)
+	if ra := down.header.Get("Retry-After"); ra != "" { // no coordinator answered: no hint to pass on
+		t.Fatalf("stopped coordinator: a made-up Retry-After %q", ra)
+	}
 	if r.app.executions.Load() != 1 {
 		t.Fatal("the handler ran with the coordinator stopped")
 	}

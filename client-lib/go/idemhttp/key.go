@@ -119,15 +119,27 @@ func AuthorizationScope(r *http.Request) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Operation is the default operation name of a route: lower-case(method + " " + path), the
-// path without its query, every character outside [a-z0-9._-] as "-", cut to 64 characters.
-func Operation(method, path string) string {
-	if i := strings.IndexByte(path, '?'); i >= 0 {
-		path = path[:i]
+// Operation is the default operation name of a request target: lower-case(method + " " +
+// normalized path) (NormalizeTarget: decoded, dot segments removed, one spelling per route, no
+// query), every byte outside [a-z0-9._-] as "-", cut to 64 characters. A target that cannot be
+// normalized (the middleware answers it 400 target-malformed) is named from its raw path.
+func Operation(method, target string) string {
+	if t, err := NormalizeTarget(target); err == nil {
+		return operationOf(method, t.Path)
 	}
-	s := strings.ToLower(method + " " + path)
-	b := []byte(s)
+	if i := strings.IndexByte(target, '?'); i >= 0 {
+		target = target[:i]
+	}
+	return operationOf(method, target)
+}
+
+func operationOf(method, path string) string {
+	b := []byte(method + " " + path) // byte by byte: ASCII letters lower-cased, any other byte one "-"
 	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+			continue
+		}
 		if !((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-') {
 			b[i] = '-'
 		}
@@ -138,8 +150,8 @@ func Operation(method, path string) string {
 	return string(b)
 }
 
-// Fingerprint is SHA-256 of method + "\n" + target + "\n" + body, target being the path with
-// its query as received.
+// Fingerprint is SHA-256 of method + "\n" + target + "\n" + body, target being the normalized
+// path plus "?" and the query as received when there is one (Target.FingerprintTarget).
 func Fingerprint(method, target string, body []byte) []byte {
 	h := sha256.New()
 	h.Write([]byte(method + "\n" + target + "\n"))

@@ -14,6 +14,7 @@ import (
 	"io"
 	"log"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -108,12 +109,18 @@ func New(o Options) (*Middleware, error) {
 		o.Methods = []string{http.MethodPost, http.MethodPatch}
 	}
 	m := &Middleware{o: o, keep: []string{"Content-Type"}, methods: map[string]bool{}}
-	for _, meth := range o.Methods {
-		m.methods[strings.ToUpper(meth)] = true
+	for _, meth := range o.Methods { // methods match case-sensitively: "post" is not POST
+		if meth == "" || strings.ToUpper(meth) != meth {
+			return nil, fmt.Errorf("idemhttp: Options.Methods %q: a method is an upper-case token (methods match case-sensitively)", meth)
+		}
+		m.methods[meth] = true
 	}
 	if o.KeepHeaders != nil {
 		m.keep = nil
 		for _, h := range o.KeepHeaders {
+			if neverKept(h) {
+				return nil, fmt.Errorf("idemhttp: Options.KeepHeaders %q: %v are never kept (the middleware frames a replay itself)", h, NeverKept)
+			}
 			m.keep = append(m.keep, http.CanonicalHeaderKey(h))
 		}
 	}
@@ -202,6 +209,10 @@ func outcomeOf(status int) idem.Outcome {
 	return idem.OutcomeSucceeded
 }
 
+// Wraps says whether the middleware wraps a request of this method (case-sensitively: "post" is
+// not POST).
+func (m *Middleware) Wraps(method string) bool { return m.methods[method] }
+
 // Wrap returns h behind the middleware.
 func (m *Middleware) Wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, h) })
@@ -223,6 +234,18 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handle
 			joinLines(raw), rule, ruleText[rule]), 0)
 		return
 	}
+	tgt := r.RequestURI
+	if tgt == "" {
+		tgt = r.URL.RequestURI()
+	}
+	norm, terr := NormalizeTarget(tgt)
+	if terr != nil {
+		m.problem(w, r, probTarget, key, fmt.Sprintf("%v; the handler did not run and idempotency key %q was not used", terr, key), 0)
+		return
+	}
+	// framing (docs/api.md §19 round three, rule 6): net/http refuses a signed, negative or
+	// differing Content-Length itself (400) and repairs Content-Length beside chunked and a
+	// repeated equal Content-Length before this runs (http-middleware.json example_server.exceptions)
 	max := m.o.MaxRequestBody
 	if r.ContentLength > max {
 		m.problem(w, r, probBodyTooLarge, key, fmt.Sprintf("the request body of %d bytes is longer than the %d-byte limit; idempotency key %q was not used", r.ContentLength, max, key), 0)
@@ -239,26 +262,23 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handle
 		m.problem(w, r, probBodyTooLarge, key, fmt.Sprintf("the request body is longer than the %d-byte limit; idempotency key %q was not used", max, key), 0)
 		return
 	}
-	target := r.RequestURI
-	if target == "" || target[0] != '/' {
-		target = r.URL.RequestURI()
-	}
 	op := m.o.Operation
 	if op == "" {
-		op = Operation(r.Method, r.URL.EscapedPath())
+		op = operationOf(r.Method, norm.Path)
 	}
 	sk := idem.StepKey{GlobalID: GlobalID(m.o.Scope(r), key), Service: m.o.Service, Operation: op, Phase: idem.Forward}
-	ro := idem.RunOptions{Fingerprint: Fingerprint(r.Method, target, body), Deadline: m.o.Deadline,
+	ro := idem.RunOptions{Fingerprint: Fingerprint(r.Method, norm.FingerprintTarget(), body), Deadline: m.o.Deadline,
 		Lease: m.o.Lease, InProgress: idem.FailFast}
 	if m.o.Wait {
 		ro.InProgress = idem.WaitOnCoordinator
 	}
 
 	// the request's trace continues on the step (docs/api.md §22): the span in its context (an
-	// instrumented server's), else its traceparent header (a malformed one is no trace context)
+	// instrumented server's), else its trace context headers, only as KeptTrace keeps them (an
+	// invalid or too large one is dropped here, before any call: never an error)
 	rctx := r.Context()
-	if !trace.SpanContextFromContext(rctx).IsValid() && r.Header.Get("Traceparent") != "" {
-		rctx = idem.ContextWithTraceparent(rctx, r.Header.Get("Traceparent"), strings.Join(r.Header.Values("Tracestate"), ","))
+	if tp, ts := KeptTrace(r.Header); !trace.SpanContextFromContext(rctx).IsValid() && tp != "" {
+		rctx = idem.ContextWithTraceparent(rctx, tp, ts)
 	}
 	var live *liveWriter
 	rep, err := m.o.Client.Run(rctx, sk, ro, func(ctx context.Context, s idem.StepContext) idem.Result {
@@ -285,7 +305,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handle
 		return
 	}
 	if err == nil && rep.Replayed {
-		m.replay(w, rep.Result)
+		m.replay(w, r, key, rep.Result)
 		return
 	}
 	if err == nil { // a SKIP decision: a compensation settled this key; nothing to answer with
@@ -294,20 +314,22 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handle
 	}
 	var e *idem.Error
 	errors.As(err, &e)
-	switch {
-	case e == nil:
+	if e == nil {
 		if m.o.OnError != nil {
 			m.o.OnError(r, err)
 		}
 		m.problem(w, r, probInternal, key, fmt.Sprintf("the middleware could not run the request with idempotency key %q: %v", key, err), 0)
-	case e.Code == "ABORTED":
-		m.problem(w, r, probInProgress, key, fmt.Sprintf("a request with idempotency key %q is still being processed", key), e.RetryAfter)
-	case e.Code == "FAILED_PRECONDITION" && e.Reason == "fingerprint-mismatch":
-		m.problem(w, r, probMismatch, key, fmt.Sprintf("idempotency key %q was used for another request (method, target or body); use a new key for a new request", key), 0)
-	case e.Code == "UNAUTHENTICATED" || e.Code == "PERMISSION_DENIED" || e.Code == "INVALID_ARGUMENT":
-		m.problem(w, r, probRefused, key, fmt.Sprintf("the idem coordinator refused the middleware (%s %s): a misconfiguration a retry does not fix; the handler did not run: %s", e.Code, e.Reason, e.Message), 0)
+		return
+	}
+	switch k := problemFor(e.Code, e.Reason); k {
+	case probInProgress:
+		m.problem(w, r, k, key, fmt.Sprintf("a request with idempotency key %q is still being processed (%s %s)", key, e.Code, e.Reason), e.RetryAfter)
+	case probMismatch:
+		m.problem(w, r, k, key, fmt.Sprintf("idempotency key %q was used for another request (method, target or body); use a new key for a new request", key), 0)
+	case probRefused:
+		m.problem(w, r, k, key, fmt.Sprintf("the idem coordinator refused the middleware (%s %s): a misconfiguration a retry does not fix; the handler did not run", e.Code, e.Reason), 0)
 	default:
-		m.problem(w, r, probUnavailable, key, fmt.Sprintf("no idem coordinator could decide on idempotency key %q (%s) and the operation fails closed; the handler did not run", key, e.Code), e.RetryAfter)
+		m.problem(w, r, k, key, fmt.Sprintf("no idem coordinator could decide on idempotency key %q (%s %s) and the operation fails closed; the handler did not run", key, e.Code, e.Reason), e.RetryAfter)
 	}
 }
 
@@ -361,6 +383,9 @@ func (m *Middleware) store(live *liveWriter) []byte {
 	s := &StoredResponse{Status: live.status}
 	for _, name := range m.keep {
 		for _, v := range live.header.Values(name) {
+			if strings.IndexFunc(v, func(c rune) bool { return (c < 0x20 && c != '\t') || c == 0x7f }) >= 0 {
+				continue // net/http does not send it either; stored, it would make the replay invalid
+			}
 			s.Headers = append(s.Headers, [2]string{name, v})
 		}
 	}
@@ -370,8 +395,12 @@ func (m *Middleware) store(live *liveWriter) []byte {
 		s.BodyOmitted = true
 	}
 	b := s.Encode()
+	if len(b) > idem.BodyMax { // the body goes first: the kept headers stay (a 48-64 KiB answer keeps its Content-Type)
+		s.Body, s.BodyOmitted = nil, true
+		b = s.Encode()
+	}
 	if len(b) > idem.BodyMax { // huge kept headers: keep the status at least
-		s.Body, s.BodyOmitted, s.Headers = nil, true, nil
+		s.Headers = nil
 		b = s.Encode()
 	}
 	return b
@@ -385,13 +414,11 @@ func writeLive(w http.ResponseWriter, live *liveWriter) {
 	_, _ = w.Write(live.body.Bytes())
 }
 
-func (m *Middleware) replay(w http.ResponseWriter, res idem.Result) {
-	s, err := DecodeStored(res.Body)
-	if err != nil { // the body is gone (past the policy's retention_s) or not ours: the status
-		s = &StoredResponse{Status: int(res.Code), BodyOmitted: true}
-		if s.Status < 100 || s.Status > 999 {
-			s.Status = http.StatusOK
-		}
+func (m *Middleware) replay(w http.ResponseWriter, r *http.Request, key string, res idem.Result) {
+	s, err := ValidateStored(res.Body, res.Code, m.keep)
+	if err != nil { // logged with the instance; nothing of the stored answer is sent
+		m.problem(w, r, probStoredInvalid, key, fmt.Sprintf("the answer stored for idempotency key %q cannot be replayed: %v", key, err), 0)
+		return
 	}
 	for _, hv := range s.Headers {
 		w.Header().Add(hv[0], hv[1])
@@ -399,6 +426,9 @@ func (m *Middleware) replay(w http.ResponseWriter, res idem.Result) {
 	w.Header().Set("Idempotent-Replayed", "true")
 	if s.BodyOmitted {
 		w.Header().Set("Idempotent-Body-Omitted", "true")
+		w.Header().Set("Content-Length", "0")
+	} else {
+		w.Header().Set("Content-Length", strconv.Itoa(len(s.Body)))
 	}
 	w.WriteHeader(s.Status)
 	if !s.BodyOmitted {

@@ -35,6 +35,20 @@ var (
 	probRefused        = problemKind{"coordinator-refused", "Idempotency coordinator refused the middleware", 500, false}
 	probInternal       = problemKind{"middleware-error", "Idempotency middleware error", 500, false}
 	probUnavailable    = problemKind{"coordinator-unavailable", "Idempotency coordinator unavailable", 503, true}
+	probTarget         = problemKind{"target-malformed", "Request target malformed", 400, false}
+	probBodyMalformed  = problemKind{"body-malformed", "Request body framing malformed", 400, false}
+	probStoredInvalid  = problemKind{"stored-answer-invalid", "Stored answer invalid", 500, false}
+
+	middlewareProblems = []problemKind{probKeyMissing, probKeyMalformed, probBodyIncomplete, probInProgress,
+		probBodyTooLarge, probMismatch, probCompensated, probRefused, probInternal, probUnavailable,
+		probTarget, probBodyMalformed, probStoredInvalid}
+	// the example servers' own problems (http-middleware.json example_server.problems)
+	serverProblems = []problemKind{
+		{"request-malformed", "Request malformed", 400, false},
+		{"not-found", "Not found", 404, false},
+		{"method-not-allowed", "Method not allowed", 405, false},
+		{"header-too-large", "Request header fields too large", 431, false},
+	}
 )
 
 // ProblemTypes lists every problem the middleware answers: type word → status, title,
@@ -49,8 +63,7 @@ func ProblemTypes() map[string]struct {
 		Title     string
 		Retryable bool
 	}{}
-	for _, k := range []problemKind{probKeyMissing, probKeyMalformed, probBodyIncomplete, probInProgress,
-		probBodyTooLarge, probMismatch, probCompensated, probRefused, probInternal, probUnavailable} {
+	for _, k := range middlewareProblems {
 		out[k.anchor] = struct {
 			Status    int
 			Title     string
@@ -98,12 +111,65 @@ func (m *Middleware) problem(w http.ResponseWriter, r *http.Request, k problemKi
 		Instance: newInstance(), Retryable: k.retryable, IdempotencyKey: key}
 	b, _ := json.Marshal(p)
 	m.o.Logf("idemhttp: %s %s: %d %s instance=%s key=%q: %s", r.Method, r.URL.Path, k.status, k.anchor, p.Instance, key, detail)
+	writeProblemDoc(w, k.status, b, k.retryable && retryAfter > 0, retryAfter)
+}
+
+func writeProblemDoc(w http.ResponseWriter, status int, b []byte, retry bool, retryAfter time.Duration) {
 	h := w.Header()
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
-	if k.retryable {
+	if retry { // only with the coordinator's hint: never made up
 		h.Set("Retry-After", strconv.Itoa(RetryAfterSeconds(retryAfter)))
 	}
-	w.WriteHeader(k.status)
+	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// ServerProblemTypes lists the example servers' own problems (type word → status, title,
+// retryable), as http-middleware.json example_server.problems.
+func ServerProblemTypes() map[string]int {
+	out := map[string]int{}
+	for _, k := range serverProblems {
+		out[k.anchor] = k.status
+	}
+	return out
+}
+
+// WriteServerProblem answers one of the example server's own problems (request-malformed,
+// not-found, method-not-allowed, header-too-large) as a problem document under base ("" =
+// DefaultProblemBase), or the middleware's target-malformed; it panics on another type word.
+func WriteServerProblem(w http.ResponseWriter, base, typ, detail string) {
+	if base == "" {
+		base = DefaultProblemBase
+	}
+	for _, k := range append(append([]problemKind{}, serverProblems...), probTarget) {
+		if k.anchor == typ {
+			b, _ := json.Marshal(Problem{Type: base + "#" + k.anchor, Title: k.title, Status: k.status,
+				Detail: detail, Instance: newInstance(), Retryable: k.retryable})
+			writeProblemDoc(w, k.status, b, false, 0)
+			return
+		}
+	}
+	panic("idemhttp: WriteServerProblem: no problem type " + typ)
+}
+
+// ProblemFor is the problem type word a coordinator error maps to (http-middleware.json
+// coordinator_errors): every ABORTED (lease-lost included) is in-progress, FAILED_PRECONDITION
+// with fingerprint-mismatch or no reason is fingerprint-mismatch, UNAUTHENTICATED,
+// PERMISSION_DENIED and INVALID_ARGUMENT are coordinator-refused, anything else
+// coordinator-unavailable.
+func ProblemFor(code, reason string) string {
+	return problemFor(code, reason).anchor
+}
+
+func problemFor(code, reason string) problemKind {
+	switch {
+	case code == "ABORTED":
+		return probInProgress
+	case code == "FAILED_PRECONDITION" && (reason == "fingerprint-mismatch" || reason == ""):
+		return probMismatch
+	case code == "UNAUTHENTICATED" || code == "PERMISSION_DENIED" || code == "INVALID_ARGUMENT":
+		return probRefused
+	}
+	return probUnavailable
 }

@@ -4,11 +4,16 @@
 //   POST /refunds   {"amount": 100}  → 201 {"execution": N, "amount": 100}   (guarded; another operation)
 //   GET  /stats                      → {"executions": N}
 //
-// A body {"fail": true} makes the handler answer 500 (stored as retryable: the next retry runs
-// again); {"big": N} answers N bytes. IDEM_ADDRESS (default 127.0.0.1:50051), IDEM_TENANT
-// (default shop), PORT (default 8082), IDEM_SERVICE (the step key's service, default http-node),
-// IDEM_JOURNAL (the fail-open journal; default in the temp folder), PAYMENT_DELAY_MS (how long a
-// payment takes, default 100). The defaults differ from the Go (8081, http-go) and Python (8083,
+// The handler reads its JSON body whatever the Content-Type (anything else = {}): {"fail": true}
+// makes it answer 500 (stored as retryable: the next retry runs again); {"delay_ms": N} sleeps N ms
+// first; {"big": N} answers N bytes of text/plain. Routes are matched on the normalized path
+// (docs/api.md §19 round three, rule 1: /p%61yments/ is /payments); another path is 404, another
+// method 405, and every error the server answers itself is a problem document (http-middleware.json
+// example_server), also those Node's parser refuses (a framing error, a lower-case method, a folded
+// line, a head over 16 KiB). IDEM_ADDRESS (default 127.0.0.1:50051), IDEM_TENANT (default shop),
+// PORT (default 8082), IDEM_SERVICE (the step key's service, default http-node), IDEM_JOURNAL (the
+// fail-open journal; default in the temp folder), PAYMENT_DELAY_MS (how long a payment takes,
+// default 100). The defaults differ from the Go (8081, http-go) and Python (8083,
 // http-python) examples' and from quickstart's console (8080), so all of them run side by side.
 // A port already taken is refused: the port is named, "listening" is printed only once the port
 // is bound, and the exit status is 1.
@@ -21,7 +26,7 @@ const http = require('http');
 const os = require('os');
 const path = require('path');
 const express = require('express');
-const { IdemClient, idempotency } = require('..'); // require('idem-client') once installed
+const { IdemClient, idempotency, answerClientErrors, normalizeTarget, problem, sendProblem } = require('..'); // require('idem-client') once installed
 
 const port = Number(process.env.PORT || 8082);
 const tenant = process.env.IDEM_TENANT || 'shop';
@@ -41,25 +46,72 @@ const guard = idempotency({
 let executions = 0;
 async function handler(req, res) {
   const n = ++executions;
-  await new Promise((r) => setTimeout(r, delayMs));
-  const body = req.body && typeof req.body === 'object' && !Buffer.isBuffer(req.body) ? req.body : {};
+  let body = {};
+  try {
+    const v = JSON.parse(Buffer.isBuffer(req.rawBody) ? req.rawBody.toString('utf8') : '{}');
+    if (v && typeof v === 'object' && !Array.isArray(v)) body = v;
+  } catch { /* not JSON: {} */ }
+  const wait = delayMs + Math.min(Number(body.delay_ms) || 0, 10000);
+  if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+  const kind = req.path === '/refunds' ? 'refund' : 'payment';
   if (body.fail) {
-    res.status(500).json({ error: 'payment gateway failed', execution: n });
+    res.status(500).json({ error: `${kind} gateway failed`, execution: n });
     return;
   }
   if (body.big) {
     res.status(201).type('text/plain').send('x'.repeat(Number(body.big)));
     return;
   }
-  res.status(201).json({ execution: n, amount: body.amount ?? null });
+  res.status(201).json({ [kind]: `${kind}-${n}`, execution: n, amount: body.amount ?? null });
+}
+
+/** answers one of the server's own problems (example_server.problems) */
+function own(res, type, detail, headers = {}) {
+  for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
+  sendProblem(res, problem('docs/http-middleware.md', type, detail));
 }
 
 const app = express();
+app.disable('x-powered-by');
+app.set('case sensitive routing', true);
+app.set('strict routing', true);
+app.use((req, res, next) => { // route on the normalized path: one spelling per route
+  if (req.method !== req.method.toUpperCase()) {
+    own(res, 'request-malformed', `the method ${JSON.stringify(req.method)} has a lower-case letter (methods are case-sensitive)`);
+    return;
+  }
+  let t;
+  try {
+    t = normalizeTarget(req.url);
+  } catch (e) {
+    own(res, 'target-malformed', e.message);
+    return;
+  }
+  // the decoded path, with what would change its meaning as a URL escaped again (Express routes on it)
+  const p = t.path.replace(/[%?#]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+  req.url = t.query === undefined ? p : `${p}?${t.query}`;
+  next();
+});
+const routes = { '/payments': 'POST', '/refunds': 'POST', '/stats': 'GET' };
 app.post('/payments', guard, handler);
 app.post('/refunds', guard, handler);
 app.get('/stats', (req, res) => res.json({ executions }));
+app.use((req, res) => {
+  const allow = routes[req.path];
+  if (allow) own(res, 'method-not-allowed', `${req.method} ${req.path}: only ${allow}`, { Allow: allow });
+  else own(res, 'not-found', `no route ${req.path}`);
+});
+app.use((err, req, res, next) => { // never Express's page (a stack trace outside production)
+  console.error(`example-http: ${req.method} ${req.path}: ${err && err.stack ? err.stack : err}`);
+  if (res.headersSent) {
+    next(err);
+    return;
+  }
+  sendProblem(res, problem('docs/http-middleware.md', 'middleware-error', 'the request failed; see the server log'));
+});
 
-const server = http.createServer(app);
+const server = http.createServer({ maxHeaderSize: 16384 }, app);
+answerClientErrors(server);
 server.on('error', (e) => { // before listening: the port is taken (EADDRINUSE) or not ours to bind
   console.error(`example-http: cannot listen on 127.0.0.1:${port}: ${e.code || e.message}`);
   if (e.code === 'EADDRINUSE') {

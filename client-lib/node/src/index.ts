@@ -12,11 +12,12 @@ export type {
 } from './types';
 export { journalLine, encodeField } from './journal';
 export { protoDir } from './proto';
-export { idempotency } from './http/express';
+export { idempotency, keptTrace, answerClientErrors, TRACE_MAX } from './http/express';
 export type { IdempotencyOptions } from './http/express';
-export { parseIdempotencyKey, keyGlobalId, authorizationScope, routeOperation, requestFingerprint, KEY_RULES } from './http/key';
-export type { KeyError, ParsedKey } from './http/key';
-export { encodeStored, decodeStored } from './http/stored';
+export { parseIdempotencyKey, keyGlobalId, authorizationScope, routeOperation, requestFingerprint, KEY_RULES,
+  normalizeTarget, fingerprintTarget, pathOperation, TargetMalformed } from './http/key';
+export type { KeyError, ParsedKey, NormalizedTarget } from './http/key';
+export { encodeStored, decodeStored, validateStored, StoredInvalid, NEVER_KEPT } from './http/stored';
 export type { StoredResponse } from './http/stored';
-export { problem, retryAfterSeconds, PROBLEMS } from './http/problem';
-export type { Problem, ProblemCase } from './http/problem';
+export { problem, retryAfterSeconds, sendProblem, PROBLEMS, SERVER_PROBLEMS, problemForError, clientErrorProblem, clientErrorAnswer } from './http/problem';
+export type { Problem, ProblemCase, ServerProblemCase } from './http/problem';

@@ -91,7 +91,10 @@ function assertProblem(r, status, anchor, retryable) {
   assert.equal(p.retryable, retryable);
   assert.equal(typeof p.title, 'string');
   assert.equal(typeof p.detail, 'string');
-  if (status === 409 || status === 503) assert.match(r.headers.get('retry-after') || '', /^[1-9][0-9]*$/);
+  // Retry-After only on a retryable problem and only from the coordinator's hint: never made up
+  const ra = r.headers.get('retry-after') ?? null;
+  if (!retryable) assert.equal(ra, null);
+  else if (ra !== null) assert.match(ra, /^[1-9][0-9]*$/);
   return p;
 }
 
@@ -194,6 +197,7 @@ test('coordinator stopped: a fail-closed route answers 503, a fail-open route ru
   const closed = await post('"after-stop-1"', '{"amount":1}', '/payments');
   const p = assertProblem(closed, 503, 'coordinator-unavailable', true);
   assert.match(p.detail, /after-stop-1/);
+  assert.equal(closed.headers.get('retry-after') ?? null, null, 'no coordinator answered: no Retry-After to pass on');
   assert.equal(await executions(), before);
   const open = await post('"after-stop-2"', '{"amount":2}', '/refunds');
   assert.equal(open.status, 201, open.text);

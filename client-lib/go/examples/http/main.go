@@ -12,12 +12,20 @@
 // already taken is refused before anything else: the port is named, "listening" is printed only
 // once the port is bound, and the exit status is 1.
 //
-// For trying the middleware out, POST /payments also obeys two request headers that are not
-// part of the fingerprint: Simulate-Status: 500 answers that status instead of 201 (a 5xx is
-// stored as retryable), Simulate-Delay-Ms: N sleeps N ms first.
+// Routes are matched on the normalized path (docs/api.md §19 round three, rule 1: /p%61yments/ is
+// /payments) before the middleware sees the request: another path is 404, another method 405, a
+// method with a lower-case letter or a target that cannot be normalized 400, each a problem
+// document (http-middleware.json example_server). The head is limited to 16 KiB (431 past it;
+// net/http writes that refusal itself, as text/plain).
+//
+// The wrapped handler reads its JSON body (anything else = {}): {"fail": true} answers 500 (stored
+// as retryable), {"delay_ms": N} sleeps N ms first, {"big": N} answers N bytes of text/plain. Two
+// request headers that are not part of the fingerprint do the same for trying it out:
+// Simulate-Status: N answers that status instead of 201, Simulate-Delay-Ms: N sleeps N ms first.
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -27,6 +35,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -47,23 +56,48 @@ func writeJSON(w http.ResponseWriter, status int, v interface{}) {
 
 func (a *app) payment(w http.ResponseWriter, r *http.Request) {
 	n := a.executions.Add(1)
-	if ms, err := strconv.Atoi(r.Header.Get("Simulate-Delay-Ms")); err == nil && ms > 0 {
-		time.Sleep(time.Duration(ms) * time.Millisecond)
-	}
-	var req struct {
-		Amount int64 `json:"amount"`
-	}
 	body, _ := io.ReadAll(r.Body)
+	var req struct {
+		Amount  *int64  `json:"amount"`
+		Fail    bool    `json:"fail"`
+		DelayMs float64 `json:"delay_ms"`
+		Big     int     `json:"big"`
+	}
 	_ = json.Unmarshal(body, &req)
+	delay := req.DelayMs
+	if ms, err := strconv.Atoi(r.Header.Get("Simulate-Delay-Ms")); err == nil && ms > 0 {
+		delay += float64(ms)
+	}
+	if delay > 10000 {
+		delay = 10000
+	}
+	if delay > 0 {
+		time.Sleep(time.Duration(delay * float64(time.Millisecond)))
+	}
+	kind := "payment"
+	if t, err := idemhttp.NormalizeTarget(r.RequestURI); err == nil && t.Path == "/refunds" {
+		kind = "refund"
+	}
+	if req.Fail {
+		writeJSON(w, http.StatusInternalServerError, map[string]interface{}{"execution": n, "error": kind + " gateway failed"})
+		return
+	}
 	if s, err := strconv.Atoi(r.Header.Get("Simulate-Status")); err == nil && s >= 200 && s <= 599 {
 		writeJSON(w, s, map[string]interface{}{"execution": n, "error": "simulated status " + strconv.Itoa(s)})
 		return
 	}
-	writeJSON(w, http.StatusCreated, map[string]interface{}{"execution": n,
-		"payment": fmt.Sprintf("pay-%d", n), "amount": req.Amount})
+	if req.Big > 0 {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(bytes.Repeat([]byte("x"), req.Big))
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]interface{}{kind: fmt.Sprintf("%s-%d", kind, n), "execution": n,
+		"amount": req.Amount})
 }
 
-// newServer is the example's handler: the routes, with POST /payments behind the middleware.
+// newServer is the example's handler: routing on the normalized path first (404, 405, 400 as
+// problem documents), POST /payments and POST /refunds behind the middleware.
 func newServer(c *idem.Client, service string, deadline time.Duration) (http.Handler, *app, error) {
 	a := &app{}
 	mw, err := idemhttp.New(idemhttp.Options{Client: c, Service: service, Deadline: deadline})
@@ -71,19 +105,34 @@ func newServer(c *idem.Client, service string, deadline time.Duration) (http.Han
 		return nil, nil, err
 	}
 	payments := mw.Wrap(http.HandlerFunc(a.payment))
-	mux := http.NewServeMux()
-	mux.HandleFunc("/payments", func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", "POST")
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-			return
-		}
-		payments.ServeHTTP(w, r)
-	})
-	mux.HandleFunc("/stats", func(w http.ResponseWriter, r *http.Request) {
+	stats := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]int64{"executions": a.executions.Load()})
 	})
-	return mux, a, nil
+	routes := map[string]struct {
+		method string
+		h      http.Handler
+	}{"/payments": {"POST", payments}, "/refunds": {"POST", payments}, "/stats": {"GET", stats}}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != strings.ToUpper(r.Method) {
+			idemhttp.WriteServerProblem(w, "", "request-malformed", fmt.Sprintf("the method %q has a lower-case letter (methods are case-sensitive)", r.Method))
+			return
+		}
+		t, err := idemhttp.NormalizeTarget(r.RequestURI)
+		if err != nil {
+			idemhttp.WriteServerProblem(w, "", "target-malformed", err.Error())
+			return
+		}
+		rt, ok := routes[t.Path]
+		switch {
+		case !ok:
+			idemhttp.WriteServerProblem(w, "", "not-found", "no route "+t.Path)
+		case r.Method != rt.method && !(rt.method == "GET" && r.Method == "HEAD"):
+			w.Header().Set("Allow", rt.method)
+			idemhttp.WriteServerProblem(w, "", "method-not-allowed", fmt.Sprintf("%s %s: only %s", r.Method, t.Path, rt.method))
+		default:
+			rt.h.ServeHTTP(w, r)
+		}
+	}), a, nil
 }
 
 func env(name, def string) string {
@@ -120,6 +169,6 @@ func main() {
 	log.Printf("example-http: listening on http://%s (coordinator %s, tenant %s, service %s, journal %s)",
 		addr, env("IDEM_ADDRESS", "127.0.0.1:50051"), env("IDEM_TENANT", "shop"),
 		env("IDEM_SERVICE", "http-go"), journal)
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 16 << 10}
 	log.Fatal(srv.Serve(ln))
 }

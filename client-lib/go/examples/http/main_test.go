@@ -97,7 +97,8 @@ func wantProblem(t *testing.T, what string, a answer, status int, anchor string,
 	if p.Type != "docs/http-middleware.md#"+anchor || p.Status != status || p.Title == "" || p.Detail == "" || p.Retryable == nil || *p.Retryable != retryable {
 		t.Fatalf("%s: problem document %+v", what, p)
 	}
-	if ra := a.header.Get("Retry-After"); retryable && (ra == "" || ra == "0") {
+	// Retry-After only from the coordinator's hint (docs/api.md §19 round three, rule 7)
+	if ra := a.header.Get("Retry-After"); retryable && ra == "0" {
 		t.Fatalf("%s: Retry-After %q", what, ra)
 	} else if !retryable && ra != "" {
 		t.Fatalf("%s: Retry-After on a non-retryable problem", what)
@@ -345,6 +346,9 @@ func TestStoppedCoordinator(t *testing.T) {
 	start := time.Now()
 	a := post(t, closedBase, str("down-1"), `{"amount":5}`)
 	wantProblem(t, "fail-closed", a, 503, "coordinator-unavailable", true)
+	if ra := a.header.Get("Retry-After"); ra != "" {
+		t.Fatalf("fail-closed with no coordinator answering: a made-up Retry-After %q", ra)
+	}
 	if executions(t, closedBase) != n {
 		t.Fatal("the fail-closed handler ran with the coordinator stopped")
 	}

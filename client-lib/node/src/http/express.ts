@@ -19,21 +19,39 @@ import type { IdemClient } from '../client';
 import { IdemError, invalid } from '../errors';
 import type { Outcome } from '../types';
 import { checkName } from '../validate';
-import { KEY_RULES, authorizationScope, keyGlobalId, parseIdempotencyKey, requestFingerprint, routeOperation } from './key';
-import { problem, sendProblem } from './problem';
+import { KEY_RULES, TargetMalformed, authorizationScope, fingerprintTarget, keyGlobalId, normalizeTarget, parseIdempotencyKey, pathOperation, requestFingerprint } from './key';
+import type { NormalizedTarget } from './key';
+import { clientErrorAnswer, problem, problemForError, sendProblem } from './problem';
 import type { Problem, ProblemCase } from './problem';
-import { decodeStored, encodeStored } from './stored';
+import { NEVER_KEPT, StoredInvalid, encodeStored, validateStored } from './stored';
 import { parseTraceparent } from '../trace';
 import type { TraceHeaders } from '../trace';
 
-/** The request's W3C trace context, continued on the step (docs/api.md §22); a malformed
- *  traceparent is no trace context, never an error. */
+/** The longest traceparent or tracestate passed on, bytes. */
+export const TRACE_MAX = 512;
+
+/** The lines of one request header, in order (req.headers keeps only the first of some). */
+function headerLines(req: IncomingMessage, name: string): string[] {
+  const out: string[] = [];
+  const raw = req.rawHeaders ?? [];
+  for (let i = 0; i + 1 < raw.length; i += 2) if (raw[i].toLowerCase() === name) out.push(raw[i + 1]);
+  return out;
+}
+
+/** Which of a request's trace context goes to the coordinator (docs/api.md §19 round three,
+ *  rule 4): one traceparent line that follows §22 and is at most 512 bytes, and beside it the
+ *  tracestate lines joined with "," when that is at most 512 bytes of 0x20-0x7E. Anything else
+ *  is dropped here, before the first call: never an error. */
+export function keptTrace(traceparent: string[], tracestate: string[]): TraceHeaders {
+  if (traceparent.length !== 1) return {};
+  const tp = traceparent[0];
+  if (tp.length > TRACE_MAX || !parseTraceparent(tp)) return {};
+  const ts = tracestate.join(',');
+  return { traceparent: tp, tracestate: tracestate.length > 0 && ts.length <= TRACE_MAX && /^[\x20-\x7e]*$/.test(ts) ? ts : undefined };
+}
+
 function incomingTrace(req: IncomingMessage): TraceHeaders {
-  const tp = req.headers.traceparent;
-  if (typeof tp !== 'string' || !parseTraceparent(tp)) return {};
-  const raw = req.headers.tracestate;
-  const ts = Array.isArray(raw) ? raw.join(',') : raw;
-  return { traceparent: tp, tracestate: ts !== undefined && /^[\x20-\x7e]{1,512}$/.test(ts) ? ts : undefined };
+  return keptTrace(headerLines(req, 'traceparent'), headerLines(req, 'tracestate'));
 }
 
 export interface IdempotencyOptions {
@@ -77,13 +95,31 @@ type Req = IncomingMessage & { body?: unknown; rawBody?: Buffer; originalUrl?: s
 // each server it sees (unless the application does) so that a request it is reading gets its
 // problem document; any other connection gets Node's own answer.
 const hookedServers = new WeakSet<object>();
+const problemBaseOf = new WeakMap<object, string>();
 const readingOn = new WeakMap<object, () => void>();
-type ClientSocket = { writable: boolean; destroy(e?: Error): void; write(s: string): boolean; _httpMessage?: { headersSent?: boolean } };
+type ClientSocket = { writable: boolean; destroy(e?: Error): void; write(s: string): boolean; end(s: string): void; _httpMessage?: { headersSent?: boolean } };
 
-function hookServer(req: IncomingMessage): void {
-  const server = (req.socket as unknown as { server?: { listenerCount(n: string): number; on(n: string, f: (...a: unknown[]) => void): void } }).server;
-  if (!server || hookedServers.has(server)) return;
+function hookServer(req: IncomingMessage, base: string): void {
+  const server = (req.socket as unknown as { server?: HookableServer }).server;
+  if (server) hook(server, base);
+}
+
+type HookableServer = { listenerCount(n: string): number; on(n: string, f: (...a: unknown[]) => void): void };
+
+/** Answers every request Node's HTTP parser refuses on this server (a framing error, a lower-case
+ *  method, a folded line, a head over maxHeaderSize, a control character) with a problem document
+ *  (body-malformed, request-malformed, header-too-large) instead of Node's bare 400, and a body
+ *  cut short while the middleware reads it with 400 body-incomplete. Call it once when the
+ *  server is made (the middleware otherwise hooks a server at its first wrapped request); a
+ *  server that already has a 'clientError' listener is left to it. */
+export function answerClientErrors(server: unknown, problemBase = 'docs/http-middleware.md'): void {
+  hook(server as HookableServer, problemBase);
+}
+
+function hook(server: HookableServer, base: string): void {
+  if (hookedServers.has(server)) return;
   hookedServers.add(server);
+  problemBaseOf.set(server, base);
   if (server.listenerCount('clientError') > 0) return; // the application answers these
   server.on('clientError', (err: unknown, sock: unknown) => {
     const socket = sock as ClientSocket;
@@ -95,15 +131,16 @@ function hookServer(req: IncomingMessage): void {
     }
     const code = (err as { code?: string }).code;
     if (socket.writable && !socket._httpMessage?.headersSent) {
-      const status = code === 'HPE_HEADER_OVERFLOW' ? '431 Request Header Fields Too Large'
-        : code === 'ERR_HTTP_REQUEST_TIMEOUT' ? '408 Request Timeout' : '400 Bad Request';
-      socket.write(`HTTP/1.1 ${status}\r\nConnection: close\r\n\r\n`);
+      socket.end(code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n'
+        : clientErrorAnswer(problemBaseOf.get(server) ?? 'docs/http-middleware.md', code));
+      setTimeout(() => socket.destroy(), 1000).unref(); // the answer is flushed first
+      return;
     }
     socket.destroy(err as Error);
   });
 }
 
-function readBody(req: Req, res: ServerResponse, limit: number): Promise<Buffer | 'too-large' | 'incomplete' | 'consumed'> {
+function readBody(req: Req, res: ServerResponse, limit: number, base: string): Promise<Buffer | 'too-large' | 'incomplete' | 'consumed'> {
   if (Buffer.isBuffer(req.body)) return Promise.resolve(req.body);
   if (Buffer.isBuffer(req.rawBody)) return Promise.resolve(req.rawBody);
   if (req.readableEnded || req.body !== undefined) return Promise.resolve('consumed');
@@ -119,7 +156,7 @@ function readBody(req: Req, res: ServerResponse, limit: number): Promise<Buffer 
       readingOn.delete(req.socket);
       resolve(v);
     };
-    hookServer(req);
+    hookServer(req, base);
     readingOn.set(req.socket, () => {
       // the connection is kept for the problem document, then closed
       res.setHeader('Connection', 'close');
@@ -238,7 +275,6 @@ function capture(res: ServerResponse, limit: number): { done: Promise<Captured>;
   return { done, flush };
 }
 
-const REFUSALS = new Set(['UNAUTHENTICATED', 'PERMISSION_DENIED', 'INVALID_ARGUMENT']);
 
 /** The Idempotency-Key middleware for the routes it is mounted on. */
 export function idempotency(o: IdempotencyOptions): (req: IncomingMessage, res: ServerResponse, next: Next) => void {
@@ -247,11 +283,15 @@ export function idempotency(o: IdempotencyOptions): (req: IncomingMessage, res: 
   checkName('service', o.service);
   if (typeof o.operation === 'string') checkName('operation', o.operation);
   const keep = (o.keepHeaders ?? ['content-type']).map((h) => h.toLowerCase());
+  for (const h of keep) if (NEVER_KEPT.includes(h)) throw invalid('keepHeaders', `names ${h}: ${NEVER_KEPT.join(', ')} are never kept (the middleware frames a replay itself)`);
   const maxBody = o.maxBodyBytes ?? 65536;
   const base = o.problemBase ?? 'docs/http-middleware.md';
   const deadlineMs = o.deadlineMs ?? 5000;
   const bodyLimit = o.requestBodyLimit ?? 1024 * 1024;
-  const methods = new Set((o.methods ?? ['POST', 'PATCH']).map((m) => m.toUpperCase()));
+  const methods = new Set(o.methods ?? ['POST', 'PATCH']);
+  for (const m of methods) {
+    if (typeof m !== 'string' || m === '' || m.toUpperCase() !== m) throw invalid('methods', `has ${JSON.stringify(m)}: a method is an upper-case token (methods match case-sensitively)`);
+  }
   const scopeOf = o.scope ?? authorizationScope;
   const log = o.log ?? ((line: string) => console.error(line));
   const waitMode = o.wait === undefined || o.wait === false ? 'fail' : 'wait';
@@ -260,7 +300,7 @@ export function idempotency(o: IdempotencyOptions): (req: IncomingMessage, res: 
   return (req0, res, next) => {
     const req = req0 as Req;
     const method = req.method ?? 'GET';
-    if (!methods.has(method.toUpperCase())) {
+    if (!methods.has(method)) { // case-sensitively: "post" is not POST
       next();
       return;
     }
@@ -282,11 +322,19 @@ export function idempotency(o: IdempotencyOptions): (req: IncomingMessage, res: 
     const key = parsed.key;
     req.idempotencyKey = key;
     const q = JSON.stringify(key);
+    let norm: NormalizedTarget;
+    try {
+      norm = normalizeTarget(target);
+    } catch (e) {
+      if (!(e instanceof TargetMalformed)) throw e;
+      answer('target-malformed', `${e.message}; the handler did not run and idempotency key ${q} was not used`, key);
+      return;
+    }
     let operation: string;
     let globalId: string;
     try {
       operation = typeof o.operation === 'function' ? checkName('operation', o.operation(req))
-        : o.operation ?? routeOperation(method, target);
+        : o.operation ?? pathOperation(method, norm.path);
       globalId = keyGlobalId(key, String(scopeOf(req)));
     } catch (e) {
       answer('middleware-error', `the operation or scope of idempotency key ${q} could not be named: ${(e as Error).message}`, key);
@@ -294,7 +342,17 @@ export function idempotency(o: IdempotencyOptions): (req: IncomingMessage, res: 
     }
     const stepKey = { globalId, service: o.service, operation, phase: 'forward' as const };
 
-    readBody(req, res, bodyLimit).then(async (body) => {
+    // framing (docs/api.md §19 round three, rule 6): Node's parser refuses most of it itself
+    // (answerClientErrors); what it lets through is refused here, before the body is read
+    const te = headerLines(req, 'transfer-encoding');
+    const cls = headerLines(req, 'content-length');
+    if (te.length > 1 || (te.length === 1 && te[0].trim().toLowerCase() !== 'chunked') || cls.length > 1
+      || (te.length > 0 && cls.length > 0) || (cls.length === 1 && !/^[0-9]+$/.test(cls[0].trim()))) {
+      res.setHeader('Connection', 'close'); // the body's end cannot be trusted
+      answer('body-malformed', `the request's framing is malformed (Transfer-Encoding ${JSON.stringify(te)}, Content-Length ${JSON.stringify(cls)}): only one Content-Length of digits, or Transfer-Encoding: chunked alone; the handler did not run and idempotency key ${q} was not used`, key);
+      return;
+    }
+    readBody(req, res, bodyLimit, base).then(async (body) => {
       if (body === 'too-large') {
         answer('body-too-large', `the request body is longer than the ${bodyLimit}-byte limit; idempotency key ${q} was not used`, key);
         return;
@@ -318,7 +376,7 @@ export function idempotency(o: IdempotencyOptions): (req: IncomingMessage, res: 
       }
       let held: { done: Promise<Captured>; flush: (c: Captured) => void } | undefined;
       let got: Captured | undefined;
-      const fingerprint = requestFingerprint(method, target, body);
+      const fingerprint = requestFingerprint(method, fingerprintTarget(norm), body);
       try {
         const rep = await o.client.runStep(stepKey, async () => {
           held = capture(res, maxBody);
@@ -338,7 +396,15 @@ export function idempotency(o: IdempotencyOptions): (req: IncomingMessage, res: 
           return;
         }
         if (rep.replayed && rep.result) {
-          replay(res, rep.result.code, rep.result.body, rep.resultExpired);
+          let stored;
+          try {
+            stored = validateStored(rep.resultExpired ? Buffer.alloc(0) : rep.result.body, rep.result.code, keep);
+          } catch (e) {
+            if (!(e instanceof StoredInvalid)) throw e;
+            answer('stored-answer-invalid', `the answer stored for idempotency key ${q} cannot be replayed: ${e.message}`, key);
+            return;
+          }
+          replay(res, stored);
           return;
         }
         // SKIP_ALREADY_COMPENSATED: the saga undid this request; nothing runs again
@@ -352,16 +418,18 @@ export function idempotency(o: IdempotencyOptions): (req: IncomingMessage, res: 
         const e = x as IdemError;
         if (!(e instanceof IdemError)) {
           answer('middleware-error', `the middleware could not run the request with idempotency key ${q}: ${(x as Error)?.message ?? String(x)}`, key);
-        } else if (e.code === 'ABORTED' && e.reason !== 'lease-lost') {
-          answer('in-progress', `a request with idempotency key ${q} is still being processed`, key, e.retryAfterMs || 1000);
-        } else if (e.code === 'FAILED_PRECONDITION' && e.reason === 'fingerprint-mismatch') {
-          answer('fingerprint-mismatch', `rule fingerprint: idempotency key ${q} was used for another request (method, target or body differ)`, key);
-        } else if (REFUSALS.has(e.code)) {
-          answer('coordinator-refused', `the idem coordinator refused the middleware (${e.code}${e.reason ? ` ${e.reason}` : ''}): a misconfiguration a retry does not fix; the handler did not run: ${e.message}`, key);
+          return;
+        }
+        const c = problemForError(e.code, e.reason ?? '');
+        const why = `${e.code}${e.reason ? ` ${e.reason}` : ''}`;
+        if (c === 'in-progress') {
+          answer(c, `a request with idempotency key ${q} is still being processed (${why})`, key, e.retryAfterMs);
+        } else if (c === 'fingerprint-mismatch') {
+          answer(c, `rule fingerprint: idempotency key ${q} was used for another request (method, target or body differ)`, key);
+        } else if (c === 'coordinator-refused') {
+          answer(c, `the idem coordinator refused the middleware (${why}): a misconfiguration a retry does not fix; the handler did not run`, key);
         } else {
-          answer('coordinator-unavailable',
-            `rule fail-closed: no idem coordinator could decide on idempotency key ${q} (${e.reason || e.code.toLowerCase()}), and ${o.service}/${operation} fails closed`,
-            key, e.retryAfterMs || 1000);
+          answer(c, `rule fail-closed: no idem coordinator could decide on idempotency key ${q} (${why}), and ${o.service}/${operation} fails closed`, key, e.retryAfterMs);
         }
       }
     }).catch((x) => {
@@ -370,19 +438,15 @@ export function idempotency(o: IdempotencyOptions): (req: IncomingMessage, res: 
   };
 }
 
-/** Sends a stored answer with Idempotent-Replayed: true. */
-function replay(res: ServerResponse, code: number, doc: Buffer, expired: boolean): void {
-  const s = expired ? undefined : decodeStored(doc);
-  res.statusCode = s ? s.status : code || 200;
-  if (s) {
-    const seen = new Map<string, string[]>();
-    for (const [n, v] of s.headers) seen.set(n, [...(seen.get(n) ?? []), v]);
-    for (const [n, vs] of seen) res.setHeader(n, vs.length === 1 ? vs[0] : vs);
-  }
+/** Sends a validated stored answer with Idempotent-Replayed: true. */
+function replay(res: ServerResponse, s: { status: number; headers: [string, string][]; body: Buffer; bodyOmitted: boolean }): void {
+  res.statusCode = s.status;
+  const seen = new Map<string, string[]>();
+  for (const [n, v] of s.headers) seen.set(n, [...(seen.get(n) ?? []), v]);
+  for (const [n, vs] of seen) res.setHeader(n, vs.length === 1 ? vs[0] : vs);
   res.setHeader('Idempotent-Replayed', 'true');
-  const omitted = !s || s.bodyOmitted;
-  if (omitted) res.setHeader('Idempotent-Body-Omitted', 'true');
-  const body = omitted || !s ? Buffer.alloc(0) : s.body;
+  if (s.bodyOmitted) res.setHeader('Idempotent-Body-Omitted', 'true');
+  const body = s.bodyOmitted ? Buffer.alloc(0) : s.body;
   res.setHeader('Content-Length', String(body.length));
   res.end(body);
 }
