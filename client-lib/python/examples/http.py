@@ -64,8 +64,11 @@ class Payments:
         self.mu = threading.Lock()
         self.executions = 0
 
-    def __call__(self, environ, start_response):
-        method = environ["REQUEST_METHOD"]
+    def route(self, environ, start_response, wrapped):
+        """Routing comes first (http-middleware.json's example_server.routing): a target with no
+        one spelling is 400, another path 404, another method 405, all before the middleware,
+        which wraps only the two POST routes (`wrapped`: the middleware around this app)."""
+        method = environ["REQUEST_METHOD"]  # a lower-case letter: waitress answers 400 itself
         try:
             path, _ = request_target(environ)
         except TargetMalformed as e:
@@ -77,6 +80,12 @@ class Payments:
             return self.problem(start_response, "method-not-allowed",
                                 f"{path} answers {', '.join(allowed)}, not {method}",
                                 [("Allow", ", ".join(allowed))])
+        if path == "/stats":
+            return self(environ, start_response)
+        return wrapped(environ, start_response)
+
+    def __call__(self, environ, start_response):
+        path, _ = request_target(environ)
         if path == "/stats":
             with self.mu:
                 return self.json(start_response, 200, {"executions": self.executions})
@@ -126,7 +135,7 @@ def main():
     routes = {}  # the middleware, once the coordinator's client exists
 
     def root(environ, start_response):
-        return routes["app"](environ, start_response)
+        return app.route(environ, start_response, routes["app"])
 
     try:  # the port first: a taken one is named before anything else starts
         srv = waitress_server(root, "127.0.0.1", port,
