@@ -33,8 +33,13 @@ set_tests_properties(sdk_java_key PROPERTIES LABELS sdk TIMEOUT 120 ENVIRONMENT 
 # of the table 400 with the handler count unchanged, quoted then bare replays, 409 with
 # Retry-After, a handler 500 runs again, compensated 422, a stopped coordinator: fail-closed 503,
 # fail-open runs and is journaled), every case of client-lib/conformance/http-middleware.json and
-# its large_response (200 MB through the filter, RSS growth under 100 MB)
+# its large_response (200 MB through the filter, RSS growth under 100 MB); every other table of the
+# file (BehaviourTableTest: problems, coordinator errors with every reason word, operation, header,
+# method, trace and stored-answer vectors); the example sent hostile requests byte for byte
+# (HostileHttpTest: Tomcat's own errors as problem documents, 300 slow uploads and GET /stats
+# within 1 s, framing vectors, stored answers replayed over HTTP, one route under many spellings)
 add_test(NAME sdk_java_http COMMAND ${IDEM_TEST_RUN} ${IDEM_JAVA_SH} ${IDEM_JAVA_BUILD}
-  --select-class dev.idem.servlet.FilterHttpTest)
-set_tests_properties(sdk_java_http PROPERTIES LABELS sdk TIMEOUT 240
+  --select-class dev.idem.servlet.FilterHttpTest --select-class dev.idem.servlet.BehaviourTableTest
+  --select-class dev.idem.servlet.HostileHttpTest)
+set_tests_properties(sdk_java_http PROPERTIES LABELS sdk TIMEOUT 300
   ENVIRONMENT "IDEM_SOURCE_DIR=${CMAKE_SOURCE_DIR};IDEM_COORDINATOR_BIN=$<TARGET_FILE:idem-coordinator>")

@@ -21,8 +21,10 @@ add_test(NAME sdk_python_install COMMAND ${IDEM_TEST_RUN} /usr/bin/python3 -m un
   WORKING_DIRECTORY ${_idem_py}/tests)
 # examples/http.py behind the WSGI middleware, against a real coordinator (docs/http-middleware.md),
 # then the middleware driven by client-lib/conformance/http-middleware.json (test_http_middleware:
-# chunked and truncated bodies, scope, problems, a 200 MB answer's RSS)
-add_test(NAME sdk_python_http COMMAND ${IDEM_TEST_RUN} /usr/bin/python3 -m unittest -v test_http test_http_middleware
+# chunked and truncated bodies, scope, problems, a 200 MB answer's RSS, every vector table), and the
+# example on waitress sent hostile requests byte for byte (test_http_hostile: framing, stored answers,
+# trace context, its own errors as problem documents)
+add_test(NAME sdk_python_http COMMAND ${IDEM_TEST_RUN} /usr/bin/python3 -m unittest -v test_http test_http_middleware test_http_hostile
   WORKING_DIRECTORY ${_idem_py}/tests)
 set_tests_properties(sdk_python_key sdk_python_client sdk_python_trace sdk_python_install sdk_python_http
   PROPERTIES LABELS sdk TIMEOUT 120 ENVIRONMENT "${_idem_py_env}")

@@ -9,7 +9,6 @@ import hashlib
 import re
 
 MAX_KEY = 255
-_NOT_NAME = re.compile(r"[^a-z0-9._-]")
 
 # the rule each error word names, for a problem document's detail
 RULES = {
@@ -99,16 +98,84 @@ def authorization_scope(environ):
     return hashlib.sha256(value.encode("latin-1")).hexdigest()
 
 
+class TargetMalformed(ValueError):
+    """A request target with no one spelling (docs/api.md §19 round three, rule 1)."""
+
+
+_ABSOLUTE = re.compile(r"(?i)https?://[^/?#]*")
+_HEX = b"0123456789abcdefABCDEF"
+_NAME_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789._-")
+
+
+def _decode_once(raw):
+    out, i = bytearray(), 0
+    while i < len(raw):
+        b = raw[i]
+        if b == 0x25:  # %
+            if i + 2 >= len(raw) or raw[i + 1] not in _HEX or raw[i + 2] not in _HEX:
+                raise TargetMalformed(f"a % not followed by two hex digits at byte {i}")
+            b = int(raw[i + 1:i + 3], 16)
+            i += 3
+        else:
+            i += 1
+        if b < 0x20 or b == 0x7f:
+            raise TargetMalformed(f"a control byte 0x{b:02x} in the path")
+        out.append(b)
+    try:
+        return out.decode("utf-8")
+    except UnicodeDecodeError:
+        raise TargetMalformed("the decoded path is not UTF-8") from None
+
+
+def _remove_dot_segments(path):
+    """RFC 3986 §5.2.4 on an absolute path."""
+    out = []
+    segs = path.split("/")[1:]
+    for seg in segs:
+        if seg == "..":
+            if out:
+                out.pop()
+        elif seg != ".":
+            out.append(seg)
+    trailing = bool(segs) and segs[-1] in (".", "..")
+    return "/" + "/".join(out) + ("/" if trailing and out else "")
+
+
+def normalize_target(target):
+    """(path, fingerprint target bytes) of a request target as received (the latin-1 text of its
+    bytes): the path up to the first ? (an absolute-form target: its path), percent-decoded once,
+    dot segments removed, runs of / as one, a trailing / dropped; the fingerprint's target is
+    that path (UTF-8) plus, when the target had a ?, ? and the query as received. It is the
+    route's one spelling (docs/api.md §19 round three, rule 1); TargetMalformed naming what is
+    wrong (a bad escape, a control byte, not UTF-8, not starting with /)."""
+    m = _ABSOLUTE.match(target)
+    if m:
+        target = target[m.end():]
+        if not target.startswith("/"):
+            target = "/" + target
+    if not target.startswith("/"):
+        raise TargetMalformed(f"the request target {target[:64]!r} does not start with /")
+    raw_path, q, query = target.partition("?")
+    path = _remove_dot_segments(_decode_once(raw_path.encode("latin-1")))
+    path = re.sub("/{2,}", "/", path)
+    if len(path) > 1 and path.endswith("/"):
+        path = path[:-1]
+    return path, path.encode("utf-8") + (b"?" + query.encode("latin-1") if q else b"")
+
+
 def operation(method, path):
-    """lower-case(method + " " + path without its query), every character outside
-    [a-z0-9._-] as "-", cut to 64 characters."""
-    path = path.split("?", 1)[0]
-    return _NOT_NAME.sub("-", f"{method} {path}".lower())[:64]
+    """lower-case(method + " " + path), every UTF-8 byte outside [a-z0-9._-] as one "-", cut
+    to 64 characters; path: normalize_target's (decoded, so a "?" in it is part of the path)."""
+    text = f"{method} {path}".encode("utf-8").lower()
+    return "".join(chr(b) if b in _NAME_BYTES else "-" for b in text)[:64]
 
 
 def fingerprint(method, target, body):
-    """SHA-256 of method + "\\n" + target (path and query as received) + "\\n" + body (32 bytes)."""
+    """SHA-256 of method + "\n" + target + "\n" + body (32 bytes); target: normalize_target's
+    fingerprint target (bytes), or text (its latin-1 bytes)."""
+    if isinstance(target, str):
+        target = target.encode("latin-1")
     h = hashlib.sha256()
-    h.update(method.encode("latin-1") + b"\n" + target.encode("latin-1") + b"\n")
+    h.update(method.encode("latin-1") + b"\n" + target + b"\n")
     h.update(body)
     return h.digest()

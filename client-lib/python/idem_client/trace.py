@@ -8,9 +8,12 @@ import re
 
 from .errors import invalid
 
-_TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$",
-                          re.DOTALL)
-_TRACESTATE = re.compile(r"^[\x20-\x7e]{0,512}$")
+# a later version may append fields after a "-": printable ASCII without spaces, and the whole
+# value at most TRACEPARENT_MAX characters (it travels as gRPC metadata, which the coordinator
+# bounds: docs/api.md §16)
+_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-[\x21-\x7e]*)?")
+_TRACESTATE = re.compile(r"[\x20-\x7e]{0,512}")
+TRACEPARENT_MAX = 512
 
 
 def parse_traceparent(value):
@@ -18,7 +21,10 @@ def parse_traceparent(value):
     all-zero ids, version 00 with more fields, anything else)."""
     if not isinstance(value, str):
         return None
-    m = _TRACEPARENT.match(value.strip())
+    value = value.strip(" \t")
+    if len(value) > TRACEPARENT_MAX:
+        return None
+    m = _TRACEPARENT.fullmatch(value)
     if not m:
         return None
     version, trace_id, span_id, flags, rest = m.groups()
@@ -30,7 +36,7 @@ def parse_traceparent(value):
 
 
 def valid_tracestate(value):
-    return isinstance(value, str) and bool(_TRACESTATE.match(value))
+    return isinstance(value, str) and bool(_TRACESTATE.fullmatch(value))
 
 
 _otel = None  # opentelemetry.trace, False when it cannot be imported (looked up once)
@@ -72,7 +78,7 @@ def metadata(traceparent=None, tracestate=None):
     if parse_traceparent(traceparent) is None:
         raise invalid("traceparent", "must be a W3C traceparent: 00-<32 hex trace id>-"
                                      "<16 hex span id>-<2 hex flags>")
-    pairs = [("traceparent", traceparent.strip())]
+    pairs = [("traceparent", traceparent.strip(" \t"))]
     if tracestate is not None:
         if not valid_tracestate(tracestate):
             raise invalid("tracestate", "must be printable ASCII, at most 512 characters")
@@ -83,9 +89,13 @@ def metadata(traceparent=None, tracestate=None):
 
 def from_environ(environ):
     """The (traceparent, tracestate) of a WSGI request's headers, (None, None) when it has no
-    valid traceparent (a malformed one is no trace context, never an error)."""
+    valid traceparent: a malformed, too long or repeated one (the server joins two headers with a
+    comma) is no trace context, never an error. A tracestate that is not valid or too long is
+    dropped, the traceparent kept. Both are checked here, before any coordinator call."""
     tp = environ.get("HTTP_TRACEPARENT")
     if parse_traceparent(tp) is None:
         return None, None
     ts = environ.get("HTTP_TRACESTATE")
-    return tp.strip(), (ts if ts and valid_tracestate(ts) else None)
+    if ts:  # several lines reach here joined with ", ": list members joined with ","
+        ts = ",".join(m.strip(" \t") for m in ts.split(","))
+    return tp.strip(" \t"), (ts if ts and valid_tracestate(ts) else None)

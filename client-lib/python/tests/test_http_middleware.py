@@ -1,10 +1,12 @@
 """test_http_middleware.py — the WSGI middleware over real HTTP on loopback against a real
-coordinator, driven by client-lib/conformance/http-middleware.json: its problem table and
-defaults, its request cases (chunked bodies, truncated and aborted uploads, limits, scope, a key
+coordinator, driven by client-lib/conformance/http-middleware.json: its problem tables,
+defaults, coordinator error table (every code with every reason word), operation, header,
+method, trace and stored-answer vectors, its request cases (chunked bodies, truncated and aborted uploads, limits, scope, a key
 vs its hashed text, methods, large answers) behind a server that decodes chunked bodies and sets
 wsgi.input_terminated as gunicorn does; a truncated upload behind plain wsgiref (no
 input_terminated); 409, 500 coordinator-refused and 503 as problem documents; and a 200 MB answer
 that keeps this process's RSS under the file's bound over its baseline."""
+import base64
 import hashlib
 import http.client
 import io
@@ -21,7 +23,10 @@ import support
 
 import idem_client
 from idem_client import idempotency_key as ik
-from idem_client.wsgi import PROBLEMS, IdempotencyMiddleware
+from idem_client import trace as _trace
+from idem_client.waitress_server import waitress_server
+from idem_client.wsgi import (PROBLEMS, SERVER_PROBLEMS, IdempotencyMiddleware, coordinator_problem,
+                              request_target, stored_answer)
 
 SPEC = json.loads((support.PY_DIR.parents[0] / "conformance" / "http-middleware.json").read_text())
 INSTANCE = re.compile(r"^urn:uuid:[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
@@ -255,7 +260,10 @@ def check_problem(test, what, answer, word, key):
         test.assertNotIn("idempotency_key", doc, what)
     else:
         test.assertEqual(doc["idempotency_key"], key, what)
-    test.assertEqual("retry-after" in headers, want["retryable"], what)
+    if not want["retryable"]:  # Retry-After only on a retryable problem, with the coordinator's hint
+        test.assertNotIn("retry-after", headers, what)
+    elif "retry-after" in headers:
+        test.assertGreaterEqual(int(headers["retry-after"]), 1, what)
     return doc
 
 
@@ -268,17 +276,174 @@ def key_of(q):
         return None
 
 
+GRPC_CODES = ["OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+              "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+              "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+              "UNAUTHENTICATED"]
+
+
+def table_problem(code, reason):
+    """coordinator_errors_rule, read from the file: the first row whose code (and reason, when
+    the row names one) matches."""
+    for row in SPEC["coordinator_errors"]:
+        if row["code"] not in (code, "*"):
+            continue
+        if "reason" in row and row["reason"] != reason:
+            continue
+        return row["problem"]
+    raise AssertionError(f"no row of coordinator_errors for {code} {reason!r}")
+
+
+class _Echo:
+    """A WSGI app on waitress that reports what the middleware reads from the request's lines:
+    the key (or its rule word), the default scope and the trace context it would send."""
+
+    def __call__(self, environ, start_response):
+        out = {}
+        try:
+            out["key"] = ik.parse(environ.get("HTTP_IDEMPOTENCY_KEY"))
+        except ik.KeyError_ as e:
+            out["key_error"] = e.word
+        out["scope"] = ik.authorization_scope(environ)
+        out["traceparent"], out["tracestate"] = _trace.from_environ(environ)
+        body = json.dumps(out).encode()
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [body]
+
+
 class Table(unittest.TestCase):
-    def test_problems_defaults_and_vectors_are_the_files(self):
+    """Every table of http-middleware.json that is not a request case: read whole, each row
+    checked (the request cases run below, the framing vectors and the example server's contract
+    against examples/http.py in test_http_hostile)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = waitress_server(_Echo(), "127.0.0.1", 0, threads=2)
+        cls.port = cls.server.socket.getsockname()[1]
+        t = threading.Thread(target=cls.server.run, daemon=True)
+        t.start()
+
+        def stop():
+            cls.server.close()
+            t.join(10)
+        cls.addClassCleanup(stop)
+
+    def echo(self, lines):
+        head = ["GET /echo HTTP/1.1", "Host: 127.0.0.1", "Connection: close"]
+        head += [f"{n}: {v}" for n, v in lines]
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+        try:
+            s.sendall(("\r\n".join(head) + "\r\n\r\n").encode("utf-8"))
+            r = http.client.HTTPResponse(s)
+            r.begin()
+            self.assertEqual(r.status, 200)
+            return json.loads(r.read())
+        finally:
+            s.close()
+
+    def test_problems_are_the_files(self):
         self.assertEqual({p["type"]: (p["status"], p["title"], p["retryable"]) for p in SPEC["problems"]},
                          PROBLEMS)
+        self.assertEqual({p["type"]: (p["status"], p["title"], p["retryable"])
+                          for p in SPEC["example_server"]["problems"]}, SERVER_PROBLEMS)
+
+    def test_defaults_and_key_vectors(self):
         d = SPEC["defaults"]
         self.assertEqual(d["methods"], ["POST", "PATCH"])
         self.assertEqual((d["request_body_max"], d["stored_body_max"], d["coordinator_call_timeout_ms"]),
                          (1 << 20, 64 << 10, 5000))
+        self.assertEqual(d["trace_max_bytes"], _trace.TRACEPARENT_MAX)
+        self.assertEqual(d["keep_headers"], ["Content-Type"])
         for v in SPEC["key_to_step"]["vectors"]:
             env = {} if v["authorization"] is None else {"HTTP_AUTHORIZATION": v["authorization"]}
             self.assertEqual(ik.global_id(v["key"], ik.authorization_scope(env)), v["global_id"])
+
+    def test_never_kept_headers_are_refused_when_made(self):
+        for name in SPEC["defaults"]["never_kept"]:
+            with self.subTest(name), self.assertRaisesRegex(ValueError, "keep_headers"):
+                IdempotencyMiddleware(App(), None, "x", keep_headers=("Content-Type", name.upper()))
+
+    def test_coordinator_errors_every_code_and_reason(self):
+        codes = sorted(set(GRPC_CODES) | {r["code"] for r in SPEC["coordinator_errors"]} - {"*"})
+        reasons = SPEC["reason_words"] + [""]
+        self.assertIn("lease-lost", reasons)
+        n = 0
+        for code in codes:
+            for reason in reasons:
+                with self.subTest(code=code, reason=reason):
+                    self.assertEqual(coordinator_problem(code, reason), table_problem(code, reason))
+                    n += 1
+        self.assertGreater(n, 400)
+
+    def test_operation_vectors(self):
+        for v in SPEC["operation_vectors"]:
+            with self.subTest(target=v["target"]):
+                if "error" in v:
+                    self.assertEqual(v["error"], "target-malformed")
+                    with self.assertRaises(ik.TargetMalformed):
+                        ik.normalize_target(v["target"])
+                    continue
+                path, fp_target = ik.normalize_target(v["target"])
+                self.assertEqual(path, v["path"])
+                self.assertEqual(ik.operation(v["method"], path), v["operation"])
+                self.assertEqual(fp_target, v["fingerprint_target"].encode("utf-8"))
+
+    def test_operation_vectors_through_a_wsgi_environ(self):
+        # the middleware's request_target: from REQUEST_URI (waitress), or rebuilt from PATH_INFO
+        for v in SPEC["operation_vectors"]:
+            if "error" in v:
+                continue
+            with self.subTest(target=v["target"]):
+                self.assertEqual(request_target({"REQUEST_URI": v["target"]})[0], v["path"])
+
+    def test_header_vectors_through_waitress(self):
+        for v in SPEC["header_vectors"]:
+            with self.subTest(v["about"]):
+                got = self.echo(v["lines"])
+                if "key_error" in v:
+                    self.assertEqual(got.get("key_error"), v["key_error"], got)
+                else:
+                    self.assertEqual(got.get("key"), v["key"], got)
+                if "scope" in v:
+                    self.assertEqual(got["scope"], v["scope"])
+
+    def test_method_vectors(self):
+        mw = IdempotencyMiddleware(App(), None, "x")
+        for v in SPEC["method_vectors"]:
+            with self.subTest(v["method"]):
+                self.assertEqual(mw.match({"REQUEST_METHOD": v["method"]}), v["wrapped"])
+        for bad in (["post"], ["POST", "Patch"]):
+            with self.subTest(bad), self.assertRaisesRegex(ValueError, "methods"):
+                IdempotencyMiddleware(App(), None, "x", methods=bad)
+
+    def test_trace_vectors_through_waitress(self):
+        for v in SPEC["trace_vectors"]:
+            with self.subTest(v["about"]):
+                lines = [("traceparent", t) for t in v["traceparent"]]
+                lines += [("tracestate", t) for t in v["tracestate"]]
+                got = self.echo(lines)
+                self.assertEqual((got["traceparent"], got["tracestate"]),
+                                 (v["keep_traceparent"], v["keep_tracestate"]))
+                # what is kept is what the SDK sends: it must take it without an error
+                if got["traceparent"] is not None:
+                    _trace.metadata(got["traceparent"], got["tracestate"])
+
+    def test_stored_answer_vectors(self):
+        keep = {h.lower() for h in SPEC["defaults"]["keep_headers"]}
+        for v in SPEC["stored_answer_vectors"]:
+            with self.subTest(v["about"]):
+                data = v["doc"].encode("utf-8")
+                if "problem" in v:
+                    self.assertEqual(v["problem"], "stored-answer-invalid")
+                    with self.assertRaises(ValueError):
+                        stored_answer(data, v["code"], keep)
+                    continue
+                status, headers, body, omitted = stored_answer(data, v["code"], keep)
+                self.assertEqual(status, v["status"])
+                self.assertEqual([list(h) for h in headers], v["headers"])
+                if "body_b64" in v:
+                    self.assertEqual(base64.b64encode(body).decode(), v["body_b64"])
+                self.assertEqual(omitted, v["body_omitted"])
 
 
 class Cases(unittest.TestCase):

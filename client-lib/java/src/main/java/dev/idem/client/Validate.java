@@ -10,7 +10,9 @@ final class Validate {
   static final Pattern NAME = Pattern.compile("[a-z0-9._-]{1,64}");
   static final Pattern POLICY_NAME = Pattern.compile("\\*|[a-z0-9._-]{1,64}");
   static final Pattern HOST_PORT = Pattern.compile("(\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9._-]+):([0-9]{1,5})");
-  static final Pattern TRACEPARENT = Pattern.compile("[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}");
+  /** docs/api.md §22: version 00 is exactly these four fields; a later version may append "-" fields. */
+  static final Pattern TRACEPARENT = Pattern.compile("([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-[\\x21-\\x7e]*)?");
+  static final int TRACEPARENT_MAX = 512;
   static final int FINGERPRINT_MAX = 64;
   static final int BODY_MAX = 64 * 1024;
 
@@ -44,10 +46,19 @@ final class Validate {
 
   static String traceparent(String v) {
     if (v == null || v.isEmpty()) return null;
-    if (!TRACEPARENT.matcher(v).matches() || v.startsWith("ff")) {
-      throw IdemException.invalid("traceparent", "must be W3C traceparent 00-<32 hex>-<16 hex>-<2 hex>");
+    if (!validTraceparent(v)) {
+      throw IdemException.invalid("traceparent", "must be W3C traceparent 00-<32 hex>-<16 hex>-<2 hex>"
+          + " (a later version may append fields), at most " + TRACEPARENT_MAX + " bytes");
     }
     return v;
+  }
+
+  /** A traceparent of docs/api.md §22: not version ff, no all-zero id, version 00 without more fields, ≤ 512 bytes. */
+  static boolean validTraceparent(String v) {
+    if (v == null || v.length() > TRACEPARENT_MAX) return false;
+    java.util.regex.Matcher m = TRACEPARENT.matcher(v);
+    if (!m.matches() || m.group(1).equals("ff") || (m.group(1).equals("00") && m.group(5) != null)) return false;
+    return !m.group(2).equals("0".repeat(32)) && !m.group(3).equals("0".repeat(16));
   }
 
   /** "host:port" a list, or one string "h1:p1,h2:p2"; duplicates dropped. */

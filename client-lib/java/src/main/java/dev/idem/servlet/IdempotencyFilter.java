@@ -11,6 +11,10 @@ import dev.idem.client.RunReport;
 import dev.idem.client.StepKey;
 import dev.idem.client.StepOptions;
 import dev.idem.client.StepResult;
+import jakarta.servlet.AsyncContext;
+import jakarta.servlet.AsyncEvent;
+import jakarta.servlet.AsyncListener;
+import jakarta.servlet.DispatcherType;
 import jakarta.servlet.Filter;
 import jakarta.servlet.FilterChain;
 import jakarta.servlet.ReadListener;
@@ -31,7 +35,6 @@ import java.nio.charset.Charset;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Collection;
 import java.util.List;
 import java.util.Locale;
 import java.util.Set;
@@ -61,7 +64,14 @@ import java.util.regex.Pattern;
  */
 public final class IdempotencyFilter implements Filter {
   static final Set<String> REFUSALS = Set.of("UNAUTHENTICATED", "PERMISSION_DENIED", "INVALID_ARGUMENT");
-  static final Pattern TRACEPARENT = Pattern.compile("[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}");
+  /** docs/api.md §22: version 00 is exactly four fields; a later version may append "-" fields. */
+  static final Pattern TRACEPARENT = Pattern.compile("([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-[\\x21-\\x7e]*)?");
+  static final Pattern TRACESTATE = Pattern.compile("[\\x20-\\x7e]*");
+  static final Pattern METHOD = Pattern.compile("[A-Z0-9!#$%&'*+.^_`|~-]+");
+  static final Pattern DIGITS = Pattern.compile("[0-9]+");
+  /** The trace context's limit (http-middleware.json defaults.trace_max_bytes). */
+  static final int TRACE_MAX = 512;
+  static final String PENDING = IdempotencyFilter.class.getName() + ".pending";
   private static final Gson GSON = new GsonBuilder().disableHtmlEscaping().create();
 
   private final IdemClient client;
@@ -75,6 +85,7 @@ public final class IdempotencyFilter implements Filter {
   private final String problemBase;
   private final boolean waitInProgress;
   private final Duration timeout;
+  private final Duration bodyTimeout;
   private final int maxDoc;
   private final Logger log;
 
@@ -90,6 +101,7 @@ public final class IdempotencyFilter implements Filter {
     this.problemBase = b.problemBase;
     this.waitInProgress = b.waitInProgress;
     this.timeout = b.timeout;
+    this.bodyTimeout = b.bodyTimeout;
     this.maxDoc = b.maxDoc;
     this.log = b.log;
   }
@@ -102,13 +114,14 @@ public final class IdempotencyFilter implements Filter {
     private String service = "http";
     private Set<String> methods = Set.of("POST", "PATCH");
     private Function<HttpServletRequest, String> operation;
-    private Function<HttpServletRequest, String> scope = r -> IdempotencyKey.authorizationScope(r.getHeader("Authorization"));
+    private Function<HttpServletRequest, String> scope = IdempotencyFilter::defaultScope;
     private Set<String> keep = Set.of("content-type");
     private int bodyLimit = 64 * 1024;
     private int maxRequestBody = 1024 * 1024;
     private String problemBase = "docs/http-middleware.md";
     private boolean waitInProgress;
     private Duration timeout = Duration.ofSeconds(5);
+    private Duration bodyTimeout = Duration.ofSeconds(30);
     private int maxDoc = 64 * 1024;
     private Logger log = Logger.getLogger(IdempotencyFilter.class.getName());
 
@@ -116,10 +129,16 @@ public final class IdempotencyFilter implements Filter {
 
     /** the step's service name (1-64 of [a-z0-9._-]; default "http") */
     public Builder service(String s) { service = s; return this; }
-    /** the wrapped methods (default POST and PATCH); others pass through untouched */
+    /** the wrapped methods, upper-case tokens (default POST and PATCH), matched case-sensitively; others pass through */
     public Builder methods(String... m) {
       Set<String> s = new TreeSet<>();
-      for (String x : m) s.add(x.toUpperCase(Locale.ROOT));
+      for (String x : m) {
+        if (x == null || !METHOD.matcher(x).matches()) {
+          throw new IllegalArgumentException("methods: \"" + x + "\" is not an upper-case method token (methods match"
+              + " case-sensitively: POST, not post)");
+        }
+        s.add(x);
+      }
       methods = s;
       return this;
     }
@@ -130,7 +149,14 @@ public final class IdempotencyFilter implements Filter {
     /** the handler's headers stored and replayed (default Content-Type) */
     public Builder keepHeaders(String... h) {
       Set<String> s = new TreeSet<>();
-      for (String x : h) s.add(x.toLowerCase(Locale.ROOT));
+      for (String x : h) {
+        String lower = x.toLowerCase(Locale.ROOT);
+        if (StoredResponse.NEVER_KEPT.contains(lower)) {
+          throw new IllegalArgumentException("keepHeaders: " + x + " is a framing header the filter writes itself; it"
+              + " cannot be stored and replayed");
+        }
+        s.add(lower);
+      }
       keep = s;
       return this;
     }
@@ -144,6 +170,12 @@ public final class IdempotencyFilter implements Filter {
     public Builder waitInProgress(boolean w) { waitInProgress = w; return this; }
     /** the coordinator's part of one request (default 5 s) */
     public Builder timeout(Duration d) { timeout = d; return this; }
+    /**
+     * how long a request body may take to arrive when the container supports async requests
+     * (default 30 s; past it 400 body-incomplete). The body is read without holding a thread, so
+     * slow uploads do not starve the server's pool.
+     */
+    public Builder bodyTimeout(Duration d) { bodyTimeout = d; return this; }
     /** the coordinator's result body limit the stored document must fit (default 64 KiB) */
     public Builder maxStoredDocument(int n) { maxDoc = n; return this; }
     /** where the one line per problem answer goes */
@@ -157,21 +189,45 @@ public final class IdempotencyFilter implements Filter {
       if (bodyLimit < 0) throw new IllegalArgumentException("bodyLimit: must be 0 or more");
       if (maxRequestBody < 0) throw new IllegalArgumentException("maxRequestBody: must be 0 or more");
       if (timeout == null || timeout.isNegative() || timeout.isZero()) throw new IllegalArgumentException("timeout: must be positive");
+      if (bodyTimeout == null || bodyTimeout.isNegative() || bodyTimeout.isZero()) {
+        throw new IllegalArgumentException("bodyTimeout: must be positive");
+      }
       return new IdempotencyFilter(this);
     }
   }
 
   // --- the request ---------------------------------------------------------------------------
 
+  /** Whether a request of this method is wrapped (methods match case-sensitively). */
+  boolean wraps(String method) { return methods.contains(method); }
+
+  /** What the first pass of a request leaves for the second (an async body read, then a dispatch). */
+  private record Pending(String key, IdempotencyKey.Target target, byte[] body, BodyException error) {}
+
   @Override
   public void doFilter(ServletRequest sreq, ServletResponse sresp, FilterChain chain) throws IOException, ServletException {
     if (!(sreq instanceof HttpServletRequest req) || !(sresp instanceof HttpServletResponse resp)
-        || !methods.contains(req.getMethod().toUpperCase(Locale.ROOT))) {
+        || !wraps(req.getMethod())) {
       chain.doFilter(sreq, sresp);
       return;
     }
-    Collection<String> values = java.util.Collections.list(req.getHeaders("Idempotency-Key"));
-    String raw = values.isEmpty() ? null : values.size() == 1 ? values.iterator().next() : String.join(",", values);
+    if (req.getDispatcherType() == DispatcherType.ASYNC && req.getAttribute(PENDING) instanceof Pending p) {
+      req.removeAttribute(PENDING); // the body arrived (or did not): the second pass
+      proceed(req, resp, chain, p.key(), p.target(), p.body(), p.error());
+      return;
+    }
+    IdempotencyKey.Target target;
+    try {
+      String raw = req.getRequestURI() + (req.getQueryString() != null ? "?" + req.getQueryString() : "");
+      target = IdempotencyKey.normalizeTarget(raw);
+    } catch (IdempotencyKey.TargetMalformed e) {
+      problem(req, resp, "target-malformed", e.getMessage() + "; the request target has no one spelling and nothing ran",
+          null, 0);
+      return;
+    }
+    // several Idempotency-Key lines are one list: refused by the parser's comma or trailing rule
+    List<String> values = java.util.Collections.list(req.getHeaders("Idempotency-Key"));
+    String raw = values.isEmpty() ? null : String.join(",", values);
     String key;
     try {
       key = IdempotencyKey.parse(raw);
@@ -184,33 +240,190 @@ public final class IdempotencyFilter implements Filter {
       }
       return;
     }
-    String shown = GSON.toJson(key);
-    byte[] body;
+    long length;
+    try {
+      length = framing(req);
+      if (length > maxRequestBody) {
+        throw new BodyException("body-too-large", "the request body of " + length + " bytes is longer than the "
+            + maxRequestBody + "-byte limit");
+      }
+    } catch (BodyException e) {
+      resp.setHeader("Connection", "close"); // the rest of the body is not read
+      proceed(req, resp, chain, key, target, null, e);
+      return;
+    }
+    boolean chunked = req.getHeader("Transfer-Encoding") != null;
+    if (req.isAsyncSupported() && (length > 0 || chunked)) {
+      readAsync(req, key, target, length);
+      return;
+    }
+    byte[] body = null;
+    BodyException error = null;
     try {
       body = readBody(req);
     } catch (BodyException e) {
-      problem(req, resp, e.word, e.getMessage() + "; the handler did not run and idempotency key " + shown
+      error = e;
+    }
+    proceed(req, resp, chain, key, target, body, error);
+  }
+
+  private void proceed(HttpServletRequest req, HttpServletResponse resp, FilterChain chain, String key,
+                       IdempotencyKey.Target target, byte[] body, BodyException error) throws IOException, ServletException {
+    String shown = GSON.toJson(key);
+    if (error != null) {
+      problem(req, resp, error.word, error.getMessage() + "; the handler did not run and idempotency key " + shown
           + " was not used", key, 0);
       return;
     }
-    String method = req.getMethod().toUpperCase(Locale.ROOT);
-    String path = req.getRequestURI();
-    String target = req.getQueryString() == null ? path : path + "?" + req.getQueryString();
+    String method = req.getMethod();
     StepKey step;
     try {
-      String op = operation != null ? operation.apply(req) : IdempotencyKey.operation(method, path);
+      String op = operation != null ? operation.apply(req) : IdempotencyKey.operation(method, target.path());
       step = StepKey.forward(IdempotencyKey.globalId(key, String.valueOf(scope.apply(req))), service, op);
     } catch (RuntimeException e) {
+      log.warning("idempotency key " + shown + ": the operation or scope could not be named: " + e);
       problem(req, resp, "middleware-error", "the operation or scope of idempotency key " + shown
-          + " could not be named: " + e.getMessage(), key, 0);
+          + " could not be named; the handler did not run", key, 0);
       return;
     }
-    StepOptions opts = StepOptions.DEFAULTS.withFingerprint(IdempotencyKey.fingerprint(method, target, body))
+    StepOptions opts = StepOptions.DEFAULTS.withFingerprint(IdempotencyKey.fingerprint(method, target.fingerprintTarget(), body))
         .withTimeout(timeout)
         .withInProgress(waitInProgress ? StepOptions.InProgress.WAIT : StepOptions.InProgress.FAIL_FAST);
-    String tp = req.getHeader("traceparent");
-    if (tp != null && TRACEPARENT.matcher(tp).matches() && !tp.startsWith("ff")) opts = opts.withTraceparent(tp);
+    String[] trace = traceContext(java.util.Collections.list(req.getHeaders("traceparent")),
+        java.util.Collections.list(req.getHeaders("tracestate")));
+    if (trace[0] != null) opts = opts.withTraceparent(trace[0]); // the SDK sends no tracestate
     run(req, resp, chain, step, opts, key, body);
+  }
+
+  /** The default scope: the hex SHA-256 of the Authorization lines joined with ", " in order, "" without one. */
+  static String defaultScope(HttpServletRequest r) {
+    List<String> auth = java.util.Collections.list(r.getHeaders("Authorization"));
+    return IdempotencyKey.authorizationScope(auth.isEmpty() ? null : String.join(", ", auth));
+  }
+
+  /**
+   * The trace context the filter sends (docs/api.md §19 round three, rule 4): {traceparent,
+   * tracestate}, each null when dropped. traceparent only when there is exactly one line that
+   * follows §22 within 512 bytes; tracestate (its lines joined with ",") only beside it, within
+   * 512 bytes of 0x20-0x7E. Never an error.
+   */
+  static String[] traceContext(List<String> traceparents, List<String> tracestates) {
+    if (traceparents.size() != 1) return new String[] {null, null};
+    String tp = traceparents.get(0).strip();
+    java.util.regex.Matcher m = TRACEPARENT.matcher(tp);
+    if (tp.length() > TRACE_MAX || !m.matches() || m.group(1).equals("ff") || (m.group(1).equals("00") && m.group(5) != null)
+        || m.group(2).equals("0".repeat(32)) || m.group(3).equals("0".repeat(16))) {
+      return new String[] {null, null};
+    }
+    String ts = tracestates.isEmpty() ? null : String.join(",", tracestates);
+    if (ts != null && (ts.isEmpty() || ts.length() > TRACE_MAX || !TRACESTATE.matcher(ts).matches())) ts = null;
+    return new String[] {tp, ts};
+  }
+
+  /**
+   * What is wrong with a request's body framing (as {@link #framing}), null when nothing: for a
+   * server's own error page to answer body-malformed where the server refused the framing itself.
+   */
+  public static String framingProblem(HttpServletRequest req) {
+    try {
+      framing(req);
+      return null;
+    } catch (BodyException e) {
+      return e.getMessage();
+    }
+  }
+
+  /**
+   * The declared body length (-1: chunked or none), or BodyException("body-malformed") when the
+   * framing is ambiguous: Content-Length beside Transfer-Encoding, a Content-Length that is not
+   * 1*DIGIT or comes twice, a Transfer-Encoding other than one chunked (RFC 9112 6.1, 6.3).
+   */
+  static long framing(HttpServletRequest req) throws BodyException {
+    List<String> cl = java.util.Collections.list(req.getHeaders("Content-Length"));
+    List<String> te = java.util.Collections.list(req.getHeaders("Transfer-Encoding"));
+    if (!cl.isEmpty() && !te.isEmpty()) {
+      throw new BodyException("body-malformed", "the request has both Content-Length and Transfer-Encoding");
+    }
+    if (cl.size() > 1) throw new BodyException("body-malformed", "Content-Length comes " + cl.size() + " times");
+    if (te.size() > 1 || (te.size() == 1 && !te.get(0).strip().equalsIgnoreCase("chunked"))) {
+      throw new BodyException("body-malformed", "the Transfer-Encoding is not one chunked");
+    }
+    if (cl.isEmpty()) return -1;
+    String v = cl.get(0).strip();
+    if (!DIGITS.matcher(v).matches() || v.length() > 18) {
+      throw new BodyException("body-malformed", "the Content-Length " + GSON.toJson(v) + " is not one run of digits");
+    }
+    return Long.parseLong(v);
+  }
+
+  /**
+   * Reads the body without holding a thread (Servlet 3.1 non-blocking input): the request goes
+   * async, bytes are taken as they arrive, and once the body is complete (or broken, too large,
+   * or not in within bodyTimeout) the request is dispatched again to this filter's second pass.
+   */
+  private void readAsync(HttpServletRequest req, String key, IdempotencyKey.Target target, long length) throws IOException {
+    AsyncContext ac = req.startAsync();
+    ac.setTimeout(bodyTimeout.toMillis());
+    ServletInputStream in = req.getInputStream();
+    java.util.concurrent.atomic.AtomicBoolean done = new java.util.concurrent.atomic.AtomicBoolean();
+    ByteArrayOutputStream buf = new ByteArrayOutputStream(length > 0 ? (int) Math.min(length, 64 * 1024) : 1024);
+    java.util.function.Consumer<BodyException> finish = err -> {
+      if (!done.compareAndSet(false, true)) return;
+      if (err != null) ((HttpServletResponse) ac.getResponse()).setHeader("Connection", "close");
+      req.setAttribute(PENDING, new Pending(key, target, err == null ? buf.toByteArray() : null, err));
+      ac.dispatch();
+    };
+    ac.addListener(new AsyncListener() {
+      @Override
+      public void onTimeout(AsyncEvent e) {
+        finish.accept(new BodyException("body-incomplete", "the request body did not arrive within "
+            + bodyTimeout.toMillis() + " ms (" + buf.size() + " bytes came)"));
+      }
+
+      @Override
+      public void onError(AsyncEvent e) {
+        finish.accept(new BodyException("body-incomplete", "the request body could not be read"));
+      }
+
+      @Override
+      public void onComplete(AsyncEvent e) {}
+
+      @Override
+      public void onStartAsync(AsyncEvent e) {}
+    });
+    in.setReadListener(new ReadListener() {
+      private final byte[] chunk = new byte[64 * 1024];
+
+      @Override
+      public void onDataAvailable() throws IOException {
+        while (!done.get() && in.isReady() && !in.isFinished()) {
+          int n = in.read(chunk);
+          if (n < 0) break;
+          buf.write(chunk, 0, n);
+          if (buf.size() > maxRequestBody) {
+            finish.accept(new BodyException("body-too-large", "the request body is longer than the " + maxRequestBody
+                + "-byte limit"));
+            return;
+          }
+        }
+      }
+
+      @Override
+      public void onAllDataRead() {
+        if (length >= 0 && buf.size() < length) {
+          finish.accept(new BodyException("body-incomplete", "the request body ended after " + buf.size() + " of its "
+              + length + " bytes"));
+        } else {
+          finish.accept(null);
+        }
+      }
+
+      @Override
+      public void onError(Throwable t) { // a broken chunk, a reset, an aborted upload
+        finish.accept(new BodyException("body-incomplete", "the request body ended after " + buf.size()
+            + " bytes, before it was complete"));
+      }
+    });
   }
 
   private void run(HttpServletRequest req, HttpServletResponse resp, FilterChain chain, StepKey step,
@@ -256,7 +469,7 @@ public final class IdempotencyFilter implements Filter {
           + " was compensated and does not run again", key, 0);
       return;
     }
-    replay(resp, rep.result());
+    replay(req, resp, rep.result(), key);
   }
 
   private static void rethrow(Throwable t) throws IOException, ServletException {
@@ -270,7 +483,7 @@ public final class IdempotencyFilter implements Filter {
     List<String[]> out = new ArrayList<>();
     for (String name : resp.getHeaderNames()) {
       String lower = name.toLowerCase(Locale.ROOT);
-      if (!keep.contains(lower) || lower.equals("content-type")) continue;
+      if (!keep.contains(lower) || lower.equals("content-type") || StoredResponse.NEVER_KEPT.contains(lower)) continue;
       for (String v : resp.getHeaders(name)) out.add(new String[] {name, v});
     }
     if (keep.contains("content-type") && resp.getContentType() != null) {
@@ -290,17 +503,18 @@ public final class IdempotencyFilter implements Filter {
     resp.flushBuffer();
   }
 
-  private void replay(HttpServletResponse resp, StepResult res) throws IOException {
+  private void replay(HttpServletRequest req, HttpServletResponse resp, StepResult res, String key) throws IOException {
     StoredResponse s;
     try {
-      s = StoredResponse.decode(res.body());
-    } catch (IllegalArgumentException e) { // past retention_s (outcome and code only), or not a stored answer
-      s = new StoredResponse(res.code() != 0 ? res.code() : 500, List.of(), new byte[0], true);
+      s = StoredResponse.replayable(res.body(), res.code(), keep);
+    } catch (IllegalArgumentException e) {
+      problem(req, resp, "stored-answer-invalid", "the answer stored under idempotency key " + GSON.toJson(key)
+          + " cannot be replayed (" + e.getMessage() + "); it was not sent", key, 0);
+      return;
     }
     resp.reset();
     resp.setStatus(s.status());
     for (String[] h : s.headers()) {
-      if (h[0].equalsIgnoreCase("content-length")) continue;
       if (h[0].equalsIgnoreCase("content-type")) resp.setContentType(h[1]);
       else resp.addHeader(h[0], h[1]);
     }
@@ -311,21 +525,29 @@ public final class IdempotencyFilter implements Filter {
     resp.flushBuffer();
   }
 
+  /** The problem type word of a coordinator error (http-middleware.json's coordinator_errors). */
+  static String coordinatorProblem(String code, String reason) {
+    if (code.equals("ABORTED")) return "in-progress"; // any reason, lease-lost included
+    if (code.equals("FAILED_PRECONDITION") && (reason.equals("fingerprint-mismatch") || reason.isEmpty())) {
+      return "fingerprint-mismatch";
+    }
+    if (REFUSALS.contains(code)) return "coordinator-refused";
+    return "coordinator-unavailable";
+  }
+
   /** The answer when the handler did not run here: a problem. */
   private void decided(HttpServletRequest req, HttpServletResponse resp, IdemException e, String key) throws IOException {
     String shown = GSON.toJson(key);
     String why = e.code() + (e.reason().isEmpty() ? "" : " " + e.reason());
-    if (e.code() == IdemCode.ABORTED) {
-      problem(req, resp, "in-progress", "a request with idempotency key " + shown + " is still being processed", key,
-          e.retryAfterMs());
-    } else if (e.code() == IdemCode.FAILED_PRECONDITION && (e.reason().equals("fingerprint-mismatch") || e.reason().isEmpty())) {
-      problem(req, resp, "fingerprint-mismatch", "idempotency key " + shown
+    String word = coordinatorProblem(e.code().name(), e.reason());
+    switch (word) {
+      case "in-progress" -> problem(req, resp, word, "a request with idempotency key " + shown
+          + " is still being processed", key, e.retryAfterMs());
+      case "fingerprint-mismatch" -> problem(req, resp, word, "idempotency key " + shown
           + " was used for another request (method, target or body)", key, 0);
-    } else if (REFUSALS.contains(e.code().name())) {
-      problem(req, resp, "coordinator-refused", "the idem coordinator refused the middleware (" + why
-          + "): a misconfiguration a retry does not fix; the handler did not run: " + e.detail(), key, 0);
-    } else {
-      problem(req, resp, "coordinator-unavailable", "no idem coordinator could decide on idempotency key " + shown
+      case "coordinator-refused" -> problem(req, resp, word, "the idem coordinator refused the middleware (" + why
+          + "): a misconfiguration a retry does not fix; the handler did not run", key, 0);
+      default -> problem(req, resp, word, "no idem coordinator could decide on idempotency key " + shown
           + " (" + why + ") and the operation fails closed", key, e.retryAfterMs());
     }
   }
@@ -337,7 +559,7 @@ public final class IdempotencyFilter implements Filter {
 
   // --- the request body ----------------------------------------------------------------------
 
-  private static final class BodyException extends Exception {
+  static final class BodyException extends Exception {
     private static final long serialVersionUID = 1L;
     final String word;
 
@@ -347,7 +569,7 @@ public final class IdempotencyFilter implements Filter {
     }
   }
 
-  /** The request body, read in full (chunked bodies are decoded by the container). */
+  /** The request body, read in full, blocking (chunked bodies are decoded by the container). */
   private byte[] readBody(HttpServletRequest req) throws BodyException {
     long length = req.getContentLengthLong();
     if (length > maxRequestBody) {

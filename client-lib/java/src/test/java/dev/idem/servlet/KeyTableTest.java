@@ -60,7 +60,9 @@ class KeyTableTest {
     for (JsonElement e : t.getAsJsonArray("operation")) {
       JsonObject c = e.getAsJsonObject();
       out.add(DynamicTest.dynamicTest("operation of " + str(c, "method") + " " + str(c, "path"), () ->
-          assertEquals(str(c, "operation"), IdempotencyKey.operation(str(c, "method"), str(c, "path")))));
+          // the table's path is a request target: normalized first (its query is not part of it)
+          assertEquals(str(c, "operation"), IdempotencyKey.operation(str(c, "method"),
+              IdempotencyKey.normalizeTarget(str(c, "path")).path()))));
     }
     for (JsonElement e : t.getAsJsonArray("fingerprint")) {
       JsonObject c = e.getAsJsonObject();

@@ -83,6 +83,27 @@ public final class RawHttp {
     }
   }
 
+  /** Sends the bytes as they are on a connection of their own; the answer (the status line's version too). */
+  public static Response exchange(int port, byte[] data, int timeoutMs) throws IOException {
+    try (Socket s = new Socket()) {
+      s.connect(new InetSocketAddress("127.0.0.1", port), timeoutMs);
+      s.setSoTimeout(timeoutMs);
+      OutputStream out = s.getOutputStream();
+      try {
+        out.write(data);
+        out.flush();
+      } catch (IOException e) {
+        // the server answered and closed before it read everything: read its answer
+      }
+      return read(s.getInputStream());
+    }
+  }
+
+  /** Reads one answer from a connection the caller wrote to. */
+  public static Response exchangeRead(Socket s) throws IOException {
+    return read(s.getInputStream());
+  }
+
   private static void line(ByteArrayOutputStream o, String l) {
     byte[] b = (l + "\r\n").getBytes(StandardCharsets.ISO_8859_1);
     o.write(b, 0, b.length);
@@ -152,6 +173,7 @@ public final class RawHttp {
     String[] parts = status.split(" ", 3);
     if (parts.length < 2 || !parts[0].startsWith("HTTP/")) throw new IOException("not an HTTP answer: " + status);
     Map<String, String> hs = new HashMap<>();
+    hs.put(":version", parts[0]);
     for (String l = readLine(in); !l.isEmpty(); l = readLine(in)) {
       int i = l.indexOf(':');
       hs.merge(l.substring(0, i).trim().toLowerCase(Locale.ROOT), l.substring(i + 1).trim(), (a, b) -> a + ", " + b);
