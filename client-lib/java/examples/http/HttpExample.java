@@ -286,6 +286,9 @@ public final class HttpExample {
     c.setProperty("maxHttpHeaderSize", Integer.toString(HEAD_LIMIT));
     c.setProperty("maxHttpRequestHeaderSize", Integer.toString(HEAD_LIMIT));
     c.setEncodedSolidusHandling("decode");
+    // an absolute-form target names its own host: RFC 9112 §3.2.2 has the server use it and ignore
+    // Host, which Tomcat otherwise refuses when they differ (docs/api.md §19, rule 1)
+    c.setProperty("allowHostHeaderMismatch", "true");
     t.setConnector(c);
     ((StandardHost) t.getHost()).setErrorReportValveClass(ProblemValve.class.getName());
     Context ctx = t.addContext("", base.toString());
