@@ -112,7 +112,7 @@ post() { # post PORT: prints "STATUS REPLAYED" for POST /payments under $key
 }
 for lang in "${langs[@]}"; do
   first=$(post "${port[$lang]}")
-  [ "$first" = "201 -" ] || fail "$lang: the first POST under a key the others also got: '$first' (expected 201, not replayed)"
+  [ "$first" = "201 -" ] || fail "$lang: the first POST under a key the others also got: '$first' (expected 201, not replayed); its log: $(tail -n 8 "$work/example-$lang")"
   second=$(post "${port[$lang]}")
   [ "$second" = "201 true" ] || fail "$lang: the retry: '$second' (expected 201 Idempotent-Replayed: true)"
   echo "$lang: the key ran once ($first), its retry was replayed ($second)"

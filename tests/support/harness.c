@@ -75,7 +75,9 @@ static void srv_start(srv *s, const char *pg_url, const char *const *extra_args,
       cr_assert_fail("idem-coordinator found no free port in %d tries", H_START_TRIES);
     }
   }
-  idem_options o = {.tenant = "default", .deadline_ms = 2000};
+  /* a readiness probe, not a latency claim: a loaded machine (the sanitizer build beside the
+   * suites) has taken more than 2 s for a node's first answer */
+  idem_options o = {.tenant = "default", .deadline_ms = 10000};
   if (probe) o = *probe;
   o.address = s->addr;
   idem_client *c = NULL;

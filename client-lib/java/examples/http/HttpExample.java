@@ -4,6 +4,7 @@ import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
 import dev.idem.client.IdemClient;
+import dev.idem.client.IdemException;
 import dev.idem.servlet.IdempotencyFilter;
 import dev.idem.servlet.IdempotencyKey;
 import dev.idem.servlet.Problems;
@@ -351,6 +352,13 @@ public final class HttpExample {
       client.close();
       System.exit(1);
       return;
+    }
+    // learn the wrapped route's policy at start-up (its failure mode, before any outage), which
+    // also opens the channel: a cold JVM's first call would otherwise be the first request's
+    try {
+      client.prefetchPolicy(env("IDEM_SERVICE", "http-java"), "post--payments");
+    } catch (IdemException e) {
+      System.err.println("examples/http (java): no policy yet (" + e.getMessage() + "); going on");
     }
     System.err.println("examples/http (java): listening on 127.0.0.1:" + port + ", coordinator "
         + env("IDEM_ADDRESS", "127.0.0.1:50051") + ", tenant " + client.tenant());
