@@ -1,12 +1,12 @@
 #!/usr/bin/python3
 """http_differential.py — one corpus of raw HTTP requests sent to every example server; their
-answers, normalized, must be identical (docs/api.md §19 round three; issue 51 item 2).
+answers, normalized, must be identical (docs/api.md §19 round three).
 
     http_differential.py --coordinator HOST:PORT --tenant T NAME=PORT:SERVICE...
 
 Each NAME=PORT:SERVICE is an example server (go, node, python, java) listening on 127.0.0.1:PORT
 whose middleware uses step service SERVICE, all against the one coordinator. The corpus (built
-here, at least 100 requests) holds every finding of issue 51 and generated edge cases of keys
+here, at least 100 requests) holds every finding the rules answer and generated edge cases of keys
 (idempotency-key.json's header table), paths (operation_vectors), headers, framing
 (framing_vectors), methods, trace context (trace_vectors) and stored answers
 (stored_answer_vectors, planted through the coordinator's BeginStep + CompleteStep under the
@@ -98,7 +98,7 @@ def corpus():
     cases = []
     js = lambda o: json.dumps(o).encode()  # noqa: E731
     b = js({"amount": 100})
-    # findings of issue 51
+    # the findings the rules of docs/api.md §19 answer
     cases.append(case("one key, every spelling of the route: runs once, then replays",
                       Req("/payments", key="K", body=b), Req("/p%61yments", key="K", body=b),
                       Req("/payments/", key="K", body=b), Req("/x/../payments", key="K", body=b),

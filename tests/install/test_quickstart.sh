@@ -51,7 +51,7 @@ grep -q "port $port" "$work/inuse" || { cat "$work/inuse"; fail "the port in use
 grep -q "IDEM_LISTEN" "$work/inuse" || fail "the variable to change is not named"
 grep -q "Address already in use" "$work/inuse" || fail "the reason is not given"
 
-# issue 53: a port whose last connection is in TIME_WAIT (a coordinator just stopped with Ctrl-C)
+# a port whose last connection is in TIME_WAIT (a coordinator just stopped with Ctrl-C)
 # is free: the check of IDEM_LISTEN passes and the next one, IDEM_CONSOLE on the held port, fails
 tw=$(/usr/bin/python3 -c '
 import socket

@@ -127,7 +127,7 @@ Test(client_fail_open, coordinator_down_then_reconcile, .timeout = 120) {
   cr_assert_eq(h_srv_stop(&s), 0);
 }
 
-/* issue 51: a step helper learns the failure mode from the BeginStep answer (docs/api.md §20):
+/* a step helper learns the failure mode from the BeginStep answer (docs/api.md §20):
  * no GetPolicy before (or after) its first try, and a fail-open step run while the coordinator
  * is up is enough for the next one to run unguarded once it is down. */
 Test(client_fail_open, mode_learnt_from_the_begin_answer, .timeout = 120) {

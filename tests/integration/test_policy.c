@@ -288,7 +288,7 @@ Test(policy, config_file_seeds_policies_and_flags_win, .timeout = 60) {
   unlink(file);
 }
 
-/* issue 51: a retention or lease left at 0 is the built-in default (24 h, 30 s), as in every
+/* a retention or lease left at 0 is the built-in default (24 h, 30 s), as in every
  * SDK; the server itself still refuses 0 on the wire (hostile_python, bad input tables) */
 Test(policy, zero_retention_and_lease_take_the_defaults, .timeout = 60) {
   srv s;

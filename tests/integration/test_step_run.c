@@ -149,7 +149,7 @@ Test(step_run, compensation_without_forward_does_not_run) {
   idem_run_report_clear(&rep);
 }
 
-/* issue 51: the step helper keeps the lease alive while its action runs, as every SDK's does:
+/* the step helper keeps the lease alive while its action runs, as every SDK's does:
  * another caller's BeginStep three leases into the action meets the step in progress, never a
  * takeover, and the run completes as attempt 1. */
 typedef struct slow_action {

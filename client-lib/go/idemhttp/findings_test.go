@@ -1,6 +1,6 @@
 package idemhttp_test
 
-// findings_test.go — issue 51's findings against the net/http middleware, each over real HTTP on
+// findings_test.go — the findings (docs/api.md §19 round three) against the net/http middleware, each over real HTTP on
 // loopback against a real coordinator (docs/api.md §19 round three):
 //   - one key under two spellings of a route ran twice (the operation came from the escaped path);
 //   - a replay sent whatever was stored (a CRLF in a header value, any header name, a 101);

@@ -1,6 +1,6 @@
 """test_http_hostile.py — examples/http.py (waitress + the WSGI middleware) against a real
 coordinator, sent what an attacker or a careless client sends, byte for byte over loopback
-(issue 51; docs/api.md §19): HTTP/1.1 answers, chunked bodies read in full, ambiguous framing
+(docs/api.md §19): HTTP/1.1 answers, chunked bodies read in full, ambiguous framing
 refused before the handler, stored answers that must not be sent (CR LF in a header, a status
 outside 200-599, a header the middleware does not keep), trace context that is invalid or too
 large dropped before any coordinator call, and the server's own errors as problem documents

@@ -292,7 +292,7 @@ class StepHelperTest {
     assertEquals(0, ran.get());
   }
 
-  /** issue 51: a retention or lease of 0 takes the built-in default, as in every SDK; the key's retention can be set. */
+  /** a retention or lease of 0 takes the built-in default, as in every SDK; the key's retention can be set. */
   @Test
   void setPolicyFillsTheDefaultsAndTakesKeyRetention() {
     Types.Policy p = client.setPolicy("payment", "defaults", FailureMode.FAIL_OPEN, 0, 0);

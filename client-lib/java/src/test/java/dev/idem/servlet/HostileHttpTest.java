@@ -43,7 +43,7 @@ import org.junit.jupiter.api.Test;
 /**
  * The servlet example (examples/http on embedded Tomcat behind the filter) against a real
  * coordinator, sent what an attacker or a careless client sends, byte for byte over loopback
- * (issue 51; docs/api.md §19 round three): Tomcat's own errors as problem documents without a
+ * (docs/api.md §19 round three): Tomcat's own errors as problem documents without a
  * stack trace or a server version, 300 slow uploads that leave GET /stats answering within 1 s,
  * http-middleware.json's framing vectors, its stored-answer vectors replayed over HTTP (never
  * HTTP/1.1 0, never Content-Length beside Transfer-Encoding), one route under many spellings run
