@@ -204,7 +204,7 @@ func (c *Client) run(ctx context.Context, key StepKey, o RunOptions, action Acti
 	}
 	if lost != nil {
 		rep.LeaseLost = true
-		return rep, &Error{Code: "ABORTED", Reason: "lease-lost", Message: "the lease was lost " +
+		return rep, &Error{Code: "ABORTED", Reason: ReasonLeaseLost, Message: "the lease was lost " +
 			"while the action ran (" + lost.Message + "); its result was not stored"}
 	}
 	var tooBig *Error

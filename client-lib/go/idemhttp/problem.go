@@ -13,6 +13,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	idem "idem.dev/client"
 )
 
 // DefaultProblemBase is where the problem types point by default (a relative reference).
@@ -166,7 +168,7 @@ func problemFor(code, reason string) problemKind {
 	switch {
 	case code == "ABORTED":
 		return probInProgress
-	case code == "FAILED_PRECONDITION" && (reason == "fingerprint-mismatch" || reason == ""):
+	case code == "FAILED_PRECONDITION" && (reason == idem.ReasonFingerprintMismatch || reason == ""):
 		return probMismatch
 	case code == "UNAUTHENTICATED" || code == "PERMISSION_DENIED" || code == "INVALID_ARGUMENT":
 		return probRefused

@@ -49,11 +49,11 @@ type rulesSpec struct {
 		Wrapped bool   `json:"wrapped"`
 	} `json:"method_vectors"`
 	TraceVectors []struct {
-		About          string   `json:"about"`
-		Traceparent    []string `json:"traceparent"`
-		Tracestate     []string `json:"tracestate"`
-		KeepTraceparent *string `json:"keep_traceparent"`
-		KeepTracestate  *string `json:"keep_tracestate"`
+		About           string   `json:"about"`
+		Traceparent     []string `json:"traceparent"`
+		Tracestate      []string `json:"tracestate"`
+		KeepTraceparent *string  `json:"keep_traceparent"`
+		KeepTracestate  *string  `json:"keep_tracestate"`
 	} `json:"trace_vectors"`
 	StoredAnswerVectors []struct {
 		About       string      `json:"about"`

@@ -7,6 +7,7 @@
 // nothing. When no coordinator could decide (docs/api.md §20) a fail-open operation with a
 // journal runs unguarded and is journaled in libidem's line format.
 import { IdemError, invalid } from './errors';
+import { REASONS } from './reasons';
 import type { Journal } from './journal';
 import type { Transport } from './transport';
 import { lostTries } from './transport';
@@ -217,9 +218,9 @@ async function keepLease(c: StepClient, key: StepKey, attempt: number, leaseMs: 
       const e = x as IdemError;
       if (stop.aborted) return;
       if (e.code === 'ABORTED' || e.code === 'NOT_FOUND' || e.code === 'FAILED_PRECONDITION') {
-        conf.span.event(EVENTS.leaseLost, { 'idem.error.reason': e.reason || 'lease-lost' });
+        conf.span.event(EVENTS.leaseLost, { 'idem.error.reason': e.reason || REASONS.leaseLost });
         onLost(new IdemError('ABORTED', `lease lost while the action ran: ${e.message}`, {
-          reason: e.reason || 'lease-lost', grpcCode: e.grpcCode,
+          reason: e.reason || REASONS.leaseLost, grpcCode: e.grpcCode,
         }));
         return;
       }

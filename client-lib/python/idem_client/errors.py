@@ -6,6 +6,7 @@ of the SDK's own ("STEP_FAILED": the action reported retryable and the key was r
 timeout passed before an answer said what it did; "BAD_RESPONSE"). Decide on code and reason
 (the coordinator's idem-reason, docs/api.md §20), never on the message.
 """
+from . import reasons
 
 
 class IdemError(Exception):
@@ -40,5 +41,5 @@ class IdemError(Exception):
 
 def invalid(field, message):
     """Bad input found before any call: INVALID_ARGUMENT naming the field."""
-    return IdemError("INVALID_ARGUMENT", f"{field}: {message}", reason="invalid-argument",
+    return IdemError("INVALID_ARGUMENT", f"{field}: {message}", reason=reasons.INVALID_ARGUMENT,
                      field=field)

@@ -14,6 +14,7 @@ import threading
 import time
 
 from . import journal
+from . import reasons
 from . import trace as _trace
 from ._rpc import backoff_s
 from .errors import IdemError
@@ -133,7 +134,7 @@ def _to_result(out, max_body):
     body = out.body.encode() if isinstance(out.body, str) else bytes(out.body or b"")
     if len(body) > max_body:
         raise IdemError("INVALID_ARGUMENT", f"body: the action's body is {len(body)} bytes, more "
-                        f"than the limit of {max_body}", reason="invalid-argument", field="body")
+                        f"than the limit of {max_body}", reason=reasons.INVALID_ARGUMENT, field="body")
     return Result(outcome, int(out.code or 0), body)
 
 
@@ -159,11 +160,11 @@ def run_step(self, key, action, fingerprint=b"", *, timeout=10.0, lease_ms=0, no
     trace = _trace.metadata(traceparent, tracestate)  # taken once: the lease thread sends it too
     fp = req.fingerprint
     if not callable(action):
-        raise IdemError("INVALID_ARGUMENT", "action: is not callable", reason="invalid-argument",
+        raise IdemError("INVALID_ARGUMENT", "action: is not callable", reason=reasons.INVALID_ARGUMENT,
                         field="action")
     if not isinstance(timeout, (int, float)) or timeout <= 0:
         raise IdemError("INVALID_ARGUMENT", "timeout: must be a positive number of seconds",
-                        reason="invalid-argument", field="timeout")
+                        reason=reasons.INVALID_ARGUMENT, field="timeout")
     cap = max(backoff_max, backoff_base)
     end = time.monotonic() + timeout
     # the failure mode comes with every BeginStep answer (client.py): nothing is called before
@@ -231,7 +232,7 @@ def run_step(self, key, action, fingerprint=b"", *, timeout=10.0, lease_ms=0, no
     if not unguarded:
         if ctx.lease_lost.is_set():
             raise IdemError("ABORTED", "lease lost while the action ran: not completed",
-                            reason="lease-lost", report=report)
+                            reason=reasons.LEASE_LOST, report=report)
         try:
             rec = _complete_with_retries(self, key, report.attempt, report.result, end,
                                          backoff_base, cap, trace, began)

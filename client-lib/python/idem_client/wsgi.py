@@ -34,6 +34,7 @@ from http import HTTPStatus
 from urllib.parse import quote
 
 from . import idempotency_key as ik
+from . import reasons
 from . import trace as _trace
 from . import validate
 from .errors import IdemError
@@ -92,7 +93,7 @@ def coordinator_problem(code, reason):
     """The problem type word of a coordinator error (http-middleware.json's coordinator_errors)."""
     if code == "ABORTED":
         return "in-progress"
-    if code == "FAILED_PRECONDITION" and reason in ("fingerprint-mismatch", ""):
+    if code == "FAILED_PRECONDITION" and reason in (reasons.FINGERPRINT_MISMATCH, ""):
         return "fingerprint-mismatch"
     if code in REFUSALS:
         return "coordinator-refused"

@@ -4,6 +4,7 @@
 // instance (urn:uuid: + a fresh UUID, also in the log line), retryable, and idempotency_key
 // when the request had one; 409 and 503 carry Retry-After in whole seconds.
 import { randomUUID } from 'crypto';
+import { REASONS } from '../reasons';
 import type { ServerResponse } from 'http';
 
 export type ProblemCase = 'key-missing' | 'key-malformed' | 'body-incomplete' | 'in-progress' | 'body-too-large'
@@ -42,7 +43,7 @@ export const SERVER_PROBLEMS: Record<ServerProblemCase, { status: number; title:
  *  are coordinator-refused; anything else coordinator-unavailable. */
 export function problemForError(code: string, reason: string): ProblemCase {
   if (code === 'ABORTED') return 'in-progress';
-  if (code === 'FAILED_PRECONDITION' && (reason === 'fingerprint-mismatch' || reason === '')) return 'fingerprint-mismatch';
+  if (code === 'FAILED_PRECONDITION' && (reason === REASONS.fingerprintMismatch || reason === '')) return 'fingerprint-mismatch';
   if (code === 'UNAUTHENTICATED' || code === 'PERMISSION_DENIED' || code === 'INVALID_ARGUMENT') return 'coordinator-refused';
   return 'coordinator-unavailable';
 }

@@ -41,7 +41,7 @@ public class IdemException extends RuntimeException {
 
   /** Bad input found before any call: INVALID_ARGUMENT naming the field. */
   static IdemException invalid(String field, String message) {
-    return new IdemException(IdemCode.INVALID_ARGUMENT, field + ": " + message, "invalid-argument",
+    return new IdemException(IdemCode.INVALID_ARGUMENT, field + ": " + message, Reason.INVALID_ARGUMENT,
         field, "", 0, false, null);
   }
 

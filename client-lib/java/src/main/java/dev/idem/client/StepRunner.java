@@ -199,7 +199,7 @@ final class StepRunner {
     }
     if (!unguarded) {
       if (ctx.leaseLost()) {
-        throw new IdemException(IdemCode.ABORTED, "lease lost while the action ran: not completed", "lease-lost")
+        throw new IdemException(IdemCode.ABORTED, "lease lost while the action ran: not completed", Reason.LEASE_LOST)
             .withReport(rep);
       }
       try {

@@ -7,6 +7,7 @@ import dev.idem.client.IdemClient;
 import dev.idem.client.IdemCode;
 import dev.idem.client.IdemException;
 import dev.idem.client.Outcome;
+import dev.idem.client.Reason;
 import dev.idem.client.RunReport;
 import dev.idem.client.StepKey;
 import dev.idem.client.StepOptions;
@@ -528,7 +529,7 @@ public final class IdempotencyFilter implements Filter {
   /** The problem type word of a coordinator error (http-middleware.json's coordinator_errors). */
   static String coordinatorProblem(String code, String reason) {
     if (code.equals("ABORTED")) return "in-progress"; // any reason, lease-lost included
-    if (code.equals("FAILED_PRECONDITION") && (reason.equals("fingerprint-mismatch") || reason.isEmpty())) {
+    if (code.equals("FAILED_PRECONDITION") && (reason.equals(Reason.FINGERPRINT_MISMATCH) || reason.isEmpty())) {
       return "fingerprint-mismatch";
     }
     if (REFUSALS.contains(code)) return "coordinator-refused";
