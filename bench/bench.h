@@ -14,6 +14,8 @@
 
 #define BENCH_MAX_CODES 17 /* gRPC codes 0-16; index BENCH_MAX_CODES: library errors */
 
+#define BENCH_MAX_SWEEP 16
+
 typedef enum workload { W_PAIRS, W_REPLAY, W_STORM, W_SAGA, W_DUPS } workload;
 
 typedef struct conf {
@@ -31,26 +33,38 @@ typedef struct conf {
   bool json;
   bool topology; /* --topology: print the topology and exit */
   bool by_group; /* pairs: --concurrency callers per slot group, each call to its group's leader */
+  /* --sweep: rates to run one after another; a percentage is of the maximum throughput, which
+   * a closed-loop run measures first (sweep_n 0: one run) */
+  int sweep_n;
+  double sweep_v[BENCH_MAX_SWEEP];
+  bool sweep_pct[BENCH_MAX_SWEEP];
 } conf;
 
-/* Latencies of one kind, in milliseconds; each worker has its own (no locking). */
+/* Latencies of one kind, kept as a high-dynamic-range histogram (bench_hist.c): microseconds
+ * from 1 us to about 19 h in log-linear buckets, every value within 0.1 % of what was recorded,
+ * in fixed memory however long the run. Each worker has its own (no locking). */
+#define LAT_SUB_BITS 10                      /* 1024 linear sub-buckets per power of two */
+#define LAT_MAX_EXP 36                       /* values up to 2^36 us; larger ones count there */
+#define LAT_SLOTS ((1 << LAT_SUB_BITS) + (LAT_MAX_EXP - LAT_SUB_BITS) * (1 << (LAT_SUB_BITS - 1)))
 typedef struct lat_buf {
-  double *v;
-  size_t n, cap;
+  uint32_t *counts; /* LAT_SLOTS, allocated by the first lat_add or lat_merge */
+  size_t n;
+  int64_t max_us;
 } lat_buf;
 
 void lat_add(lat_buf *b, double ms);
 
 typedef struct lat_summary {
   size_t n;
-  double p50, p90, p99, max;
+  double p50, p90, p99, p999, max;
 } lat_summary;
 
-/* Moves from's values to the end of into (from is left empty); false when out of memory. */
+/* Adds from's counts into into (from is left empty); false when out of memory. */
 bool lat_merge(lat_buf *into, lat_buf *from);
 
-/* Sorts b and returns its count and percentiles (all 0 when empty). */
-lat_summary lat_summarize(lat_buf *b);
+/* Its count and percentiles in ms (all 0 when empty); a percentile is the upper edge of the
+ * bucket holding the value of that rank (at most 0.1 % above it), max the largest recorded. */
+lat_summary lat_summarize(const lat_buf *b);
 
 void lat_free(lat_buf *b);
 
@@ -58,6 +72,7 @@ typedef struct shared {
   const conf *cf;
   idem_client **clients;
   char run_id[40];
+  int round; /* the run's number in a sweep (0: the first) */
   double t0;          /* monotonic start of the timed run (now_s) */
   atomic_long issued; /* operation tickets handed out (for --count and --rate) */
   atomic_bool stop;
@@ -68,6 +83,7 @@ typedef struct shared {
   /* storm: rounds in lock step */
   pthread_barrier_t storm_go, storm_done;
   bool storm_run; /* written by worker 0 before storm_go, read by all after it */
+  double storm_at; /* the round's intended start, likewise */
 } shared;
 
 typedef struct worker {
@@ -75,7 +91,8 @@ typedef struct worker {
   int id;
   pthread_t th;
   lat_buf lat;   /* whole operations */
-  lat_buf begin; /* each BeginStep RPC on its own */
+  lat_buf begin; /* each BeginStep: from its operation's intended start (--rate) to its answer */
+  lat_buf begin_rpc; /* each BeginStep RPC on its own, from the call's start */
   long ops;
 } worker;
 
@@ -83,8 +100,10 @@ double now_s(void);
 
 /* Claims `n` operation tickets; false when the run is over (--count reached, --duration
  * passed, or the next paced start would fall after it). With --rate, sleeps until the
- * ticket's start time t0 + ticket / rate. */
-bool bench_next_op(shared *sh, long n);
+ * ticket's start time t0 + ticket / rate. *intended is when the operation should have started:
+ * that time with --rate (earlier than now when the caller was late: the wait is part of the
+ * operation's latency, no coordinated omission), else now. */
+bool bench_next_op(shared *sh, long n, double *intended);
 
 /* bench_next_op without the sleep: *at is when the ticket may start (0: at once). */
 bool bench_claim_op(shared *sh, long n, double *at);

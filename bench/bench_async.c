@@ -4,6 +4,8 @@
  * more CPU than the coordinator on a 2-core machine; this one measures the same operations
  * (same keys, same latency points) for less. With --rate a slot whose ticket starts later
  * waits (without a call in flight) until then; the loop wakes for the earliest such start.
+ * With --rate an operation's latency, and its BeginStep's, count from the ticket's intended
+ * start (no coordinated omission); begin_rpc is the BeginStep RPC on its own.
  * storm and saga keep the threaded driver. With --by-group (bench_route.h) there are
  * --concurrency slots per group: slot i works in group i mod G, on keys of that group, over
  * --channels channels to that group's leader. */
@@ -23,7 +25,8 @@ typedef struct slot {
   long seq;
   double start_at; /* --rate: the claimed operation starts then (0: no operation waiting) */
   bool completing; /* pairs: the CompleteStep of the pair is in flight */
-  double t_op, t_call;
+  double t_op;   /* the operation's intended start (--rate) or its start */
+  double t_call; /* the current call's start */
   char gid[128];
   grpc_call *call;
   grpc_metadata_array init_md, trail_md;
@@ -143,16 +146,18 @@ static bool start_op(driver *d, slot *s) {
     key_of(s, &k, "replay");
   }
   req.key = &k;
-  s->t_op = now_s();
   return start_call(d, s, "/idem.v1.Coordinator/BeginStep", &req.base);
 }
 
 /* Claims s's next operation: starts it now, or (--rate) leaves it waiting for its time.
  * False when the run is over for s. */
 static bool next_op(driver *d, slot *s) {
-  double at;
+  double at, now = now_s();
   if (!bench_claim_op(d->sh, 1, &at)) return false;
-  if (at > now_s()) {
+  /* the operation's latency counts from when it should have started (--rate), so a start
+   * delayed by a busy slot is measured, not omitted */
+  s->t_op = at > 0 ? at : now;
+  if (at > now) {
     s->start_at = at;
     d->waiting++;
     return true;
@@ -188,13 +193,14 @@ static void op_done(driver *d, slot *s, int rc) {
 /* A call of s finished (ok: the batch completed). Starts what comes next. */
 static void on_done(driver *d, slot *s, bool ok) {
   d->active--;
-  double ms = (now_s() - s->t_call) * 1000.0;
+  double now = now_s(), ms = (now - s->t_call) * 1000.0;
   int rc = !ok ? IDEM_UNKNOWN : (int)s->status;
   bool was_complete = s->completing;
   uint64_t attempt = 0;
   bool proceed = false;
   if (!was_complete) {
-    lat_add(&d->w->begin, ms);
+    lat_add(&d->w->begin_rpc, ms);
+    lat_add(&d->w->begin, (now - s->t_op) * 1000.0);
     Idem__V1__BeginStepResponse *r = NULL;
     if (rc == IDEM_OK) {
       r = (Idem__V1__BeginStepResponse *)unpack(s->recv, &idem__v1__begin_step_response__descriptor);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include <time.h>
 
@@ -29,10 +30,12 @@ bool bench_claim_op(shared *sh, long n, double *at) {
   return true;
 }
 
-bool bench_next_op(shared *sh, long n) {
+bool bench_next_op(shared *sh, long n, double *intended) {
   double at;
   if (!bench_claim_op(sh, n, &at)) return false;
-  if (at > now_s()) sleep_until(at);
+  double now = now_s();
+  if (at > now) sleep_until(at);
+  *intended = at > 0 ? at : now;
   return true;
 }
 
@@ -55,7 +58,12 @@ static int begin_complete(idem_client *c, const idem_step_key *k, lat_buf *begin
 }
 
 void bench_key_name(const shared *sh, const char *kind, long a, long b, char *out, size_t n) {
-  snprintf(out, n, "%s-%s-%ld-%ld", sh->run_id, kind, a, b);
+  /* replay's keys are the ones set up before the first run; every other kind's are fresh in
+   * each run of a sweep */
+  if (sh->round > 0 && strcmp(kind, "r") != 0)
+    snprintf(out, n, "%s.%d-%s-%ld-%ld", sh->run_id, sh->round, kind, a, b);
+  else
+    snprintf(out, n, "%s-%s-%ld-%ld", sh->run_id, kind, a, b);
 }
 
 static int op_pairs(worker *w, long seq) {

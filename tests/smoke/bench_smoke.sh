@@ -34,16 +34,56 @@ for run in pairs replay storm storm-wait dups saga paced; do
 import json, sys
 r, run = json.loads(sys.argv[1]), sys.argv[2]
 for k in ("workload", "ops", "seconds", "throughput", "p50_ms", "p90_ms", "p99_ms", "max_ms", "errors",
-          "begins", "begin_p50_ms", "begin_p90_ms", "begin_p99_ms", "begin_max_ms", "rate"):
+          "begins", "begin_p50_ms", "begin_p90_ms", "begin_p99_ms", "begin_max_ms", "rate",
+          "p999_ms", "begin_p999_ms"):
     assert k in r, "missing key %s" % k
 assert r["ops"] == (20 if run == "paced" else 40), "ops %d, not the --count" % r["ops"]
 assert r["errors"] == {}, "errors: %r" % r["errors"]
-assert r["p50_ms"] <= r["p90_ms"] <= r["p99_ms"] <= r["max_ms"], "percentiles out of order"
+assert r["p50_ms"] <= r["p90_ms"] <= r["p99_ms"] <= r["p999_ms"] <= r["max_ms"], "percentiles out of order"
 assert run == "dups" or r["begins"] >= r["ops"], "BeginStep latencies missing"
-assert r["begin_p50_ms"] <= r["begin_p90_ms"] <= r["begin_p99_ms"] <= r["begin_max_ms"], \
+assert r["begin_p50_ms"] <= r["begin_p90_ms"] <= r["begin_p99_ms"] <= r["begin_p999_ms"] <= r["begin_max_ms"], \
     "BeginStep percentiles out of order"
 if run == "paced":
     assert r["rate"] == 100 and r["seconds"] >= 0.19, "--rate 100 ran 20 ops in %.3f s" % r["seconds"]
 PY
+done
+
+# no coordinated omission: one caller paced at 2,000 pairs/s cannot keep up (a pair is a
+# round trip of two durable commits), so operation i starts ever later than i/2000 s; counted
+# from the intended start its latency grows with the backlog, far beyond the RPC's own.
+out=$("$bench" --addr "127.0.0.1:$port" --tenant "$tenant" --workload pairs --rate 2000 --count 200 \
+      --concurrency 1 --channels 1 --json) || { echo "behind: exit $?: $out"; fail=1; }
+echo "$out"
+/usr/bin/python3 - "$out" <<'PY' || fail=1
+import json, sys
+r = json.loads(sys.argv[1])
+late_ms = (r["seconds"] - 200 / 2000.0) * 1000  # how far behind the schedule the run ended
+assert late_ms > 20, "the run kept up with 2,000/s (%.1f ms behind): cannot tell" % late_ms
+assert r["max_ms"] >= 0.5 * late_ms, "max %.1f ms while the run ended %.1f ms behind: latency " \
+    "counted from the actual start (coordinated omission)" % (r["max_ms"], late_ms)
+assert r["p99_ms"] > 3 * r["begin_rpc_p99_ms"], "p99 %.2f ms, the BeginStep RPC alone %.2f ms" % (
+    r["p99_ms"], r["begin_rpc_p99_ms"])
+PY
+
+# --sweep: the maximum first, then each point at its rate, one JSON object per line
+out=$("$bench" --addr "127.0.0.1:$port" --tenant "$tenant" --workload pairs --duration 1 \
+      --concurrency 8 --channels 2 --sweep 50,50% --json) || { echo "sweep: exit $?: $out"; fail=1; }
+echo "$out"
+/usr/bin/python3 - "$out" <<'PY' || fail=1
+import json, sys
+rs = [json.loads(l) for l in sys.argv[1].splitlines() if l.startswith("{")]
+assert [r["phase"] for r in rs] == ["maximum", "50 per s", "50% of the maximum"], [r.get("phase") for r in rs]
+mx = rs[0]["throughput"]
+assert rs[0]["rate"] == 0 and mx > 0, rs[0]
+assert rs[1]["rate"] == 50 and 25 <= rs[1]["throughput"] <= 60, rs[1]
+assert abs(rs[2]["rate"] - mx / 2) < 1, (rs[2]["rate"], mx)
+assert all(r["errors"] == {} for r in rs), [r["errors"] for r in rs]
+PY
+for bad in "0" "abc" "150%" "10,,x"; do
+  if err=$("$bench" --addr "127.0.0.1:$port" --workload pairs --sweep "$bad" 2>&1); then
+    echo "--sweep $bad was accepted"; fail=1
+  else
+    case $err in *"--sweep"*) ;; *) echo "--sweep $bad: the error does not name the flag: $err"; fail=1 ;; esac
+  fi
 done
 exit $fail
