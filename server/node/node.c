@@ -19,7 +19,7 @@
 #include "../policy/policy_cache.h"
 #include "../reaper/reaper.h"
 #include "../rpc/rpc.h"
-#include "../store/store_pg.h"
+#include "../store/store.h"
 #include "../util/clock.h"
 #include "../util/log.h"
 #include "node_elect.h"
@@ -47,6 +47,9 @@
 #define DRAIN_QUIET_MAX_MS 1000
 
 typedef void (*node_undo_fn)(node *nd);
+
+/* The store backend every group runs on (store.h): chosen here, once. */
+static const store_backend *const db = &store_postgres;
 
 /* One store group (docs/api.md §17): its store, election, fence and the leader's modules. */
 typedef struct node_group {
@@ -176,11 +179,11 @@ static void raise_fd_limit(void) {
 /* docs/api.md §17: the store keeps the cluster's slot count; a node with another refuses to
  * start (exit 2) naming both. NODE_FAILED with err set when the store did not answer: the
  * caller retries (another node that becomes a leader meanwhile ends this node's transaction
- * on the store: its fence, store_pg_fence.c). */
+ * on the store: its fence). */
 static node_result check_slots(node *nd, const node_group *g, err_t *err) {
   err_clear(err);
-  if (store_pg_slots_check(g->conninfo, (uint32_t)nd->o->slots,
-                           clock_mono_ms() + nd->o->store_timeout_ms, err) == ERR_OK)
+  if (db->slots_check(g->conninfo, (uint32_t)nd->o->slots,
+                      clock_mono_ms() + nd->o->store_timeout_ms, err) == ERR_OK)
     return NODE_RUNNING;
   if (err->code == ERR_INVALID) {
     snprintf(nd->msg, nd->msg_n,
@@ -196,15 +199,15 @@ static node_result check_slots(node *nd, const node_group *g, err_t *err) {
  * a newer release) stops the start (exit 2) naming both versions; one that is only newer (an
  * expansion) is run on, with a warning. NODE_FAILED with err set when the store did not answer. */
 static node_result check_schema(node *nd, const node_group *g, err_t *err) {
-  store_pg_schema sc;
+  store_schema sc;
   err_clear(err);
   err_code rc =
-      store_pg_schema_check(g->conninfo, clock_mono_ms() + nd->o->store_timeout_ms, &sc, err);
+      db->schema_check(g->conninfo, clock_mono_ms() + nd->o->store_timeout_ms, &sc, err);
   if (rc == ERR_INVALID) {
     char have[16], need[16], know[16];
     snprintf(have, sizeof have, "%d", sc.version);
     snprintf(need, sizeof need, "%d", sc.needs);
-    snprintf(know, sizeof know, "%d", store_pg_schema_newest());
+    snprintf(know, sizeof know, "%d", db->schema_newest());
     log_kv(LOG_ERROR, "the schema is newer than this node can run on; not starting", "group",
            g->name, "schema_version", have, "needs_schema", need, "node_schema", know,
            "node_version", IDEM_VERSION, "error", err->msg, "hint",
@@ -214,10 +217,10 @@ static node_result check_schema(node *nd, const node_group *g, err_t *err) {
     return NODE_REFUSED;
   }
   if (rc != ERR_OK) return NODE_FAILED;
-  if (sc.version > store_pg_schema_newest()) {
+  if (sc.version > db->schema_newest()) {
     char have[16], know[16];
     snprintf(have, sizeof have, "%d", sc.version);
-    snprintf(know, sizeof know, "%d", store_pg_schema_newest());
+    snprintf(know, sizeof know, "%d", db->schema_newest());
     log_kv(LOG_WARN, "the schema is newer than this node knows; running on it (an expansion)",
            "group", g->name, "schema_version", have, "node_schema", know, (const char *)NULL);
   }
@@ -234,7 +237,7 @@ static node_result migrate_group(node *nd, const node_group *g) {
   char target[512];
   err_t err;
   const char *opt = nd->o->groups_from_pg ? "--pg" : "--store";
-  if (store_pg_target(g->conninfo, target, sizeof target, &err) != ERR_OK) {
+  if (db->target(g->conninfo, target, sizeof target, &err) != ERR_OK) {
     log_kv(LOG_ERROR, nd->o->groups_from_pg ? "cannot use --pg" : "cannot use --store", "group",
            g->name, "error", err.msg, (const char *)NULL);
     return NODE_REFUSED;
@@ -249,13 +252,13 @@ static node_result migrate_group(node *nd, const node_group *g) {
      * settled (claimed, taken over) once the schema has the owner's table */
     node_result r = node_owner_check(&nd->owner, g->name, g->conninfo, deadline, &err);
     if (r == NODE_RUNNING) {
-      r = store_pg_migrate(g->conninfo, deadline, &err) == ERR_OK ? NODE_RUNNING : NODE_FAILED;
+      r = db->migrate(g->conninfo, deadline, &err) == ERR_OK ? NODE_RUNNING : NODE_FAILED;
       if (r == NODE_RUNNING) r = check_schema(nd, g, &err);
       if (r == NODE_RUNNING) r = node_owner_settle(&nd->owner, g->name, g->conninfo, deadline, &err);
       if (r == NODE_RUNNING) r = check_slots(nd, g, &err);
     }
     if (r != NODE_FAILED) return r;
-    if (store_pg_error_permanent(&err)) {
+    if (db->error_permanent(&err)) {
       log_kv(LOG_ERROR, "postgres refused the connection; not retrying", "group", g->name, "target",
              target, "error", err.msg, (const char *)NULL);
       return NODE_REFUSED;
@@ -288,7 +291,7 @@ static bool owner_wait(void *arg, int64_t ms) {
  * start before anything is written to etcd). */
 static node_result migrate(node *nd) {
   const idem_options *o = nd->o;
-  store_pg_set_slots((uint32_t)o->slots); /* before any store opens: the slot of every row */
+  db->set_slots((uint32_t)o->slots); /* before any store opens: the slot of every row */
   nd->n_groups = o->n_groups;
   for (size_t i = 0; i < o->n_groups; i++) {
     node_group *g = &nd->groups[i];
@@ -310,13 +313,13 @@ static node_result migrate(node *nd) {
   for (size_t i = 0; i < o->n_groups; i++) {
     char target[512];
     err_t err;
-    if (store_pg_target(o->groups[i].conninfo, target, sizeof target, &err) != ERR_OK) {
+    if (db->target(o->groups[i].conninfo, target, sizeof target, &err) != ERR_OK) {
       log_kv(LOG_ERROR, o->groups_from_pg ? "cannot use --pg" : "cannot use --store", "group",
              o->groups[i].name, "error", err.msg, (const char *)NULL);
       return NODE_REFUSED;
     }
   }
-  node_result own = node_owner_init(&nd->owner, o, MIGRATE_PATIENCE_MS, owner_wait, nd);
+  node_result own = node_owner_init(&nd->owner, o, db, MIGRATE_PATIENCE_MS, owner_wait, nd);
   if (own != NODE_RUNNING) return own;
   for (size_t i = 0; i < nd->n_groups; i++) {
     node_result rc = migrate_group(nd, &nd->groups[i]);
@@ -345,7 +348,10 @@ static node_result start_slots(node *nd) {
     undo_slots(nd); /* the etcd connection opened above */
     return rc == SLOTS_USAGE ? NODE_USAGE : NODE_FAILED;
   }
-  nd->slotfill = node_slotfill_start(nd->o);
+  node_slotfill_group fill[OPT_LIST_MAX];
+  for (size_t i = 0; i < nd->n_groups; i++)
+    fill[i] = (node_slotfill_group){nd->groups[i].name, nd->groups[i].conninfo};
+  nd->slotfill = node_slotfill_start(db, (uint32_t)nd->o->slots, fill, nd->n_groups);
   if (nd->n_groups > 1) {
     slots_view *v = slot_service_hold(nd->slots);
     for (size_t i = 0; i < nd->n_groups; i++) {
@@ -360,7 +366,7 @@ static node_result start_slots(node *nd) {
 }
 
 static store *open_pg(void *conninfo) {
-  return store_pg_open(conninfo);
+  return db->open(conninfo);
 }
 
 static void undo_policies(node *nd) {
@@ -376,7 +382,7 @@ static void undo_policies(node *nd) {
 static node_result start_group_policies(node *nd, node_group *g) {
   const idem_options *o = nd->o;
   g->policies = policy_cache_new();
-  store *st = g->policies ? store_pg_open(g->conninfo) : NULL;
+  store *st = g->policies ? db->open(g->conninfo) : NULL;
   if (!st) {
     log_kv(LOG_ERROR, "out of memory", (const char *)NULL);
     return NODE_FAILED;
@@ -485,7 +491,7 @@ static node_result start_waiters(node *nd) {
 
 static void undo_batcher(node *nd) {
   for (size_t i = 0; i < nd->n_groups; i++) {
-    store_batcher_stop(nd->groups[i].batcher);
+    db->batcher_stop(nd->groups[i].batcher);
     nd->groups[i].batcher = NULL;
   }
 }
@@ -509,7 +515,7 @@ static node_result start_batcher(node *nd) {
                             .metrics_group = (int)i};
     err_t err;
     err_clear(&err);
-    if (!(g->batcher = store_batcher_start(&bc, &err))) {
+    if (!(g->batcher = db->batcher_start(&bc, &err))) {
       undo_batcher(nd);
       return failed("cannot start group commit", &err);
     }
@@ -543,7 +549,8 @@ static node_result start_elector(node *nd) {
                          .prefix = g->prefix,
                          .ttl_s = o->election_ttl_s,
                          .store_timeout_ms = o->store_timeout_ms};
-    g->fence = (node_fence){.pg = g->conninfo,
+    g->fence = (node_fence){.db = db,
+                            .pg = g->conninfo,
                             .epoch = &g->epoch,
                             .on_serving = leading_now,
                             .on_serving_arg = nd};
@@ -561,11 +568,11 @@ static node_result start_elector(node *nd) {
  * (fenced), their step transactions group-committed by the batcher. */
 static store *open_fenced(void *arg) {
   node_group *g = arg;
-  store *st = store_pg_open(g->conninfo);
+  store *st = db->open(g->conninfo);
   if (st) {
-    store_pg_set_epoch_source(st, &g->epoch);
-    store_pg_set_batcher(st, g->batcher);
-    store_pg_set_metrics_group(st, (int)g->index);
+    db->set_epoch_source(st, &g->epoch);
+    db->set_batcher(st, g->batcher);
+    db->set_metrics_group(st, (int)g->index);
   }
   return st;
 }
@@ -716,7 +723,7 @@ static node_result start_rpc(node *nd) {
       .submit_steps = true, /* BeginStep and CompleteStep are answered by the batcher */
       .node_id = o->node_id,
       .schema_version = nd->schema_version,
-      .schema_newest = store_pg_schema_newest(),
+      .schema_newest = db->schema_newest(),
       .max_recv_bytes = MAX_RECV_BYTES,
       .default_deadline_ms = DEFAULT_DEADLINE_MS,
       .drain_timeout_ms = o->drain_timeout_ms,
@@ -790,7 +797,10 @@ static node_result start_mover(node *nd) {
   for (size_t i = 0; i < nd->n_groups; i++)
     g[i] = (node_move_group){nd->groups[i].name, nd->groups[i].conninfo, nd->groups[i].el,
                              &nd->groups[i].epoch};
-  node_move *m = node_move_start(nd->o, nd->slots, g, nd->n_groups);
+  node_move_cfg mc = {.node_id = nd->o->node_id,
+                      .max_rows_per_s = (uint32_t)nd->o->move_max_rate,
+                      .store = db->move};
+  node_move *m = node_move_start(&mc, nd->slots, g, nd->n_groups);
   __atomic_store_n(&nd->mover, m, __ATOMIC_RELEASE);
   if (!m)
     log_kv(LOG_ERROR, "cannot start the slot mover", (const char *)NULL);
@@ -854,7 +864,7 @@ static node_result start_metrics(node *nd) {
   }
   if (!nd->o->metrics) return NODE_RUNNING;
   nd->metrics =
-      node_metrics_start(nd->o->metrics, store_pg_open(nd->o->pg), nd->o->store_timeout_ms);
+      node_metrics_start(nd->o->metrics, db->open(nd->o->pg), nd->o->store_timeout_ms);
   return nd->metrics ? NODE_RUNNING : NODE_FAILED;
 }
 

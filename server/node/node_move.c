@@ -6,7 +6,6 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "../store/store_pg_move.h"
 #include "../util/clock.h"
 #include "../util/log.h"
 #include "node_move_internal.h"
@@ -66,17 +65,18 @@ static void read_hold(node_move *m) {
            (const char *)NULL);
 }
 
-node_move *node_move_start(const idem_options *o, slot_service *slots, const node_move_group *g,
-                           size_t n) {
-  if (!o->etcd || n < 2) return NULL;
+node_move *node_move_start(const node_move_cfg *cfg, slot_service *slots,
+                           const node_move_group *g, size_t n) {
+  if (n < 2 || !cfg->store) return NULL;
   node_move *m = calloc(1, sizeof *m);
   if (!m) return NULL;
-  m->o = o;
+  m->st = cfg->store;
+  m->max_rows_per_s = cfg->max_rows_per_s;
   m->slots = slots;
-  m->n = n < OPT_LIST_MAX ? n : OPT_LIST_MAX;
+  m->n = n < SLOTMAP_GROUPS_MAX ? n : SLOTMAP_GROUPS_MAX;
   memcpy(m->g, g, m->n * sizeof *g);
-  snprintf(m->me, sizeof m->me, "%.30s/%ld/%lld", o->node_id ? o->node_id : "node", (long)getpid(),
-           (long long)clock_wall_ms());
+  snprintf(m->me, sizeof m->me, "%.30s/%ld/%lld", cfg->node_id ? cfg->node_id : "node",
+           (long)getpid(), (long long)clock_wall_ms());
   read_hold(m);
   atomic_init(&m->driving, -1);
   pthread_mutex_init(&m->mu, NULL);
@@ -161,14 +161,14 @@ static void new_id(char *out, size_t cap) {
 }
 
 /* Checks both stores can take part; ERR_PRECONDITION naming the group otherwise. */
-static err_code stores_ready(node_move *m, store_pg_move_session *ss, int src, int dst,
+static err_code stores_ready(node_move *m, store_move *ss, int src, int dst,
                              int64_t deadline, err_t *err) {
   char what[96];
   snprintf(what, sizeof what, "group %s", m->g[src].name);
-  err_code rc = store_pg_move_check(ss, MOVE_SIDE_SOURCE, what, deadline, err);
+  err_code rc = m->st->check(ss, MOVE_SIDE_SOURCE, what, deadline, err);
   if (rc != ERR_OK) return rc;
   snprintf(what, sizeof what, "group %s", m->g[dst].name);
-  return store_pg_move_check(ss, MOVE_SIDE_TARGET, what, deadline, err);
+  return m->st->check(ss, MOVE_SIDE_TARGET, what, deadline, err);
 }
 
 err_code node_move_request(node_move *m, const slot_move_req *rq, int64_t deadline,
@@ -218,16 +218,15 @@ err_code node_move_request(node_move *m, const slot_move_req *rq, int64_t deadli
     int src = nm__group(m, source), dst = nm__group(m, rq->group);
     int64_t until = clock_mono_ms() + MOVE_STORE_MS;
     if (until > deadline) until = deadline;
-    store_pg_move_session *ss = NULL;
-    if ((rc = store_pg_move_session_open(m->g[src].conninfo, m->g[dst].conninfo, NULL, rq->from,
-                                         rq->to, &ss, err)) == ERR_OK)
+    store_move *ss = NULL;
+    if ((rc = m->st->open(m->g[src].conninfo, m->g[dst].conninfo, NULL, rq->from, rq->to, &ss,
+                          err)) == ERR_OK)
       rc = stores_ready(m, ss, src, dst, until, err);
     if (rc == ERR_OK && rq->dry_run) {
       out->version = map->version;
-      rc = store_pg_move_count(ss, MOVE_SIDE_SOURCE, &out->steps_moved, &out->sagas_moved, until,
-                               err);
+      rc = m->st->count(ss, MOVE_SIDE_SOURCE, &out->steps_moved, &out->sagas_moved, until, err);
     }
-    store_pg_move_session_close(ss);
+    m->st->close(ss);
     if (rc != ERR_OK || rq->dry_run) {
       slotmap_free(map);
       return rc;
@@ -241,7 +240,7 @@ err_code node_move_request(node_move *m, const slot_move_req *rq, int64_t deadli
     snprintf(mv.target, sizeof mv.target, "%s", rq->group);
     mv.phase = MOVE_PLANNED;
     mv.started_ms = clock_wall_ms();
-    mv.max_rows_per_s = rq->max_rows_per_s ? rq->max_rows_per_s : (uint32_t)m->o->move_max_rate;
+    mv.max_rows_per_s = rq->max_rows_per_s ? rq->max_rows_per_s : m->max_rows_per_s;
     slotmap *next = slotmap_move_begin(map, &mv);
     slotmap_free(map);
     if (!next) return err_oom(err);

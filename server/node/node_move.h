@@ -32,9 +32,9 @@
 
 #include "../elect/elect.h"
 #include "../slots/slotmove.h"
+#include "../store/store.h"
 #include "../util/err.h"
 #include "../slots/slot_service.h"
-#include "options.h"
 
 typedef struct node_move node_move;
 
@@ -45,10 +45,17 @@ typedef struct node_move_group {
   _Atomic uint64_t *epoch; /* the group's fencing epoch while this node leads it */
 } node_move_group;
 
-/* Starts the driver thread (with etcd and two or more groups; else NULL, and MoveSlots is
- * refused). */
-node_move *node_move_start(const idem_options *o, slot_service *slots, const node_move_group *g,
-                           size_t n);
+typedef struct node_move_cfg {
+  const char *node_id;          /* this process, in the record of a move it drives (NULL: node) */
+  uint32_t max_rows_per_s;      /* a move's copy rate when its request names none (0: no limit) */
+  const store_move_ops *store;  /* the store backend's move calls (store.h) */
+} node_move_cfg;
+
+/* Starts the driver thread over n groups (two or more, at most SLOTMAP_GROUPS_MAX; else NULL,
+ * and MoveSlots is refused). The caller starts it only with etcd: the move's record lives in
+ * the slot map there. */
+node_move *node_move_start(const node_move_cfg *cfg, slot_service *slots,
+                           const node_move_group *g, size_t n);
 
 /* Admin.MoveSlots: checks the request, writes the move (planned) and waits for its result until
  * deadline (absolute, monotonic ms). A request_id already used answers that move's result

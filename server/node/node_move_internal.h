@@ -17,9 +17,10 @@
 #define MOVE_MARK_MAX_MS 15000  /* the mark must arrive within this, or the move rolls back */
 
 struct node_move {
-  const idem_options *o;
+  const store_move_ops *st; /* the backend's move calls */
+  uint32_t max_rows_per_s;  /* a move's copy rate when its request names none (0: no limit) */
   slot_service *slots;
-  node_move_group g[OPT_LIST_MAX];
+  node_move_group g[SLOTMAP_GROUPS_MAX];
   size_t n;
   char me[64]; /* this process, as a move's driver */
   pthread_t th;

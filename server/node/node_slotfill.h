@@ -1,5 +1,5 @@
 /* node_slotfill.h — gives rows written before slot groups their slot (docs/api.md §17), in the
- * background: batches of each group's store (store_pg_slots_fill) until none is left, so that a
+ * background: batches of each group's store (store.h slots_fill) until none is left, so that a
  * large store upgrades without holding up the start. New rows get their slot from the writer.
  */
 #ifndef IDEM_NODE_SLOTFILL_H
@@ -8,13 +8,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "options.h"
+#include "../slots/slotmap.h"
+#include "../store/store.h"
 
 typedef struct node_slotfill node_slotfill;
 
-/* Starts the thread over o's groups (o borrowed: must outlive it). NULL when it cannot start
- * (logged; the rows keep no slot until a later start). */
-node_slotfill *node_slotfill_start(const idem_options *o);
+/* A store group to fill (strings borrowed: they must outlive the thread). */
+typedef struct node_slotfill_group {
+  const char *name, *conninfo;
+} node_slotfill_group;
+
+/* Starts the thread over n groups (at most SLOTMAP_GROUPS_MAX; copied) of a cluster of slots
+ * slots, through the backend db. NULL when it cannot start (logged; the rows keep no slot until
+ * a later start). */
+node_slotfill *node_slotfill_start(const store_backend *db, uint32_t slots,
+                                   const node_slotfill_group *g, size_t n);
 
 /* Stops the thread (a batch in flight ends first). NULL is fine. */
 void node_slotfill_stop(node_slotfill *f);

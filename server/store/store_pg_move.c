@@ -16,7 +16,7 @@ static const char *const move_tables[MOVE_TABLES_N] = {"idem_sagas", "idem_saga_
                                                        "idem_steps", "idem_audit"};
 #define DELETE_BATCH 5000
 
-struct store_pg_move_session {
+struct store_move {
   pg_store side[2]; /* MOVE_SIDE_SOURCE, MOVE_SIDE_TARGET */
   bool ok[2];
   char id[24];   /* "" for a request's checks */
