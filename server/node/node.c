@@ -24,10 +24,10 @@
 #include "../util/log.h"
 #include "node_elect.h"
 #include "node_metrics.h"
-#include "node_balance.h"
+#include "../move/balance.h"
 #include "node_sec.h"
-#include "node_slotfill.h"
-#include "node_move.h"
+#include "../move/slotfill.h"
+#include "../move/mover.h"
 #include "node_owner.h"
 #include "node_slots.h"
 #include "../elect/etcd_kv.h"
@@ -81,13 +81,13 @@ struct node {
   auth_config auth;
   etcd_kv *kv;             /* with etcd: the process's one etcd client (the map, the moves) */
   slot_service *slots;     /* the slot map: which group serves each slot */
-  node_slotfill *slotfill; /* rows written before slot groups get their slot */
+  slotfill *slotfill; /* rows written before slot groups get their slot */
   node_group groups[OPT_LIST_MAX];
   size_t n_groups;
   int schema_version; /* the lowest of the groups' schema versions, read at start (GetStatus) */
   node_owner owner;   /* this node's cluster: each group's database must belong to it */
-  node_balance *balance; /* with etcd and several groups: at most ceil(G/N) groups led here */
-  node_move *mover;      /* with etcd and several groups: moves of slots (docs/api.md §18) */
+  balance *balance; /* with etcd and several groups: at most ceil(G/N) groups led here */
+  mover *mover;      /* with etcd and several groups: moves of slots (docs/api.md §18) */
   pthread_rwlock_t mover_lock; /* MoveSlots's calls into the mover (read) and its stop (write) */
   rpc_server *rpc;
   node_metrics *metrics;
@@ -329,7 +329,7 @@ static node_result migrate(node *nd) {
 }
 
 static void undo_slots(node *nd) {
-  node_slotfill_stop(nd->slotfill);
+  slotfill_stop(nd->slotfill);
   nd->slotfill = NULL;
   slot_service_stop(nd->slots);
   nd->slots = NULL;
@@ -348,10 +348,10 @@ static node_result start_slots(node *nd) {
     undo_slots(nd); /* the etcd connection opened above */
     return rc == SLOTS_USAGE ? NODE_USAGE : NODE_FAILED;
   }
-  node_slotfill_group fill[OPT_LIST_MAX];
+  slotfill_group fill[OPT_LIST_MAX];
   for (size_t i = 0; i < nd->n_groups; i++)
-    fill[i] = (node_slotfill_group){nd->groups[i].name, nd->groups[i].conninfo};
-  nd->slotfill = node_slotfill_start(db, (uint32_t)nd->o->slots, fill, nd->n_groups);
+    fill[i] = (slotfill_group){nd->groups[i].name, nd->groups[i].conninfo};
+  nd->slotfill = slotfill_start(db, (uint32_t)nd->o->slots, fill, nd->n_groups);
   if (nd->n_groups > 1) {
     slots_view *v = slot_service_hold(nd->slots);
     for (size_t i = 0; i < nd->n_groups; i++) {
@@ -617,8 +617,8 @@ static err_code move_slots(void *arg, const slot_move_req *rq, int64_t deadline,
    * this one in a moment, answers */
   *parked = false;
   pthread_rwlock_rdlock(&nd->mover_lock);
-  node_move *m = __atomic_load_n(&nd->mover, __ATOMIC_ACQUIRE);
-  err_code rc = m ? node_move_request(m, rq, deadline, out, err, w, parked)
+  mover *m = __atomic_load_n(&nd->mover, __ATOMIC_ACQUIRE);
+  err_code rc = m ? mover_request(m, rq, deadline, out, err, w, parked)
                   : err_set(err, ERR_UNAVAILABLE, "this node's slot mover is not running (yet)");
   pthread_rwlock_unlock(&nd->mover_lock);
   return rc;
@@ -628,7 +628,7 @@ static err_code move_slots(void *arg, const slot_move_req *rq, int64_t deadline,
 static void move_cancel(void *arg, uint64_t id) {
   node *nd = arg;
   pthread_rwlock_rdlock(&nd->mover_lock);
-  node_move_cancel(__atomic_load_n(&nd->mover, __ATOMIC_ACQUIRE), id);
+  mover_cancel(__atomic_load_n(&nd->mover, __ATOMIC_ACQUIRE), id);
   pthread_rwlock_unlock(&nd->mover_lock);
 }
 
@@ -746,16 +746,16 @@ static node_result start_rpc(node *nd) {
 }
 
 static void undo_campaign(node *nd) {
-  node_balance_stop(nd->balance);
+  balance_stop(nd->balance);
   nd->balance = NULL;
   for (size_t i = 0; i < nd->n_groups; i++) /* stop serving and hand over; the drain follows */
     elect_resign(nd->groups[i].el);
 }
 
-/* The balancer keeps the source group of a move driven here (node_balance.h). */
+/* The balancer keeps the source group of a move driven here (balance.h). */
 static int move_source(void *arg) {
   node *nd = arg;
-  return node_move_driving(__atomic_load_n(&nd->mover, __ATOMIC_ACQUIRE));
+  return mover_driving(__atomic_load_n(&nd->mover, __ATOMIC_ACQUIRE));
 }
 
 /* Campaigns once the port is bound, so the address it advertises answers; with etcd and
@@ -772,7 +772,7 @@ static node_result start_campaign(node *nd) {
   if (nd->o->etcd && nd->n_groups > 1) {
     elect *els[OPT_LIST_MAX];
     for (size_t i = 0; i < nd->n_groups; i++) els[i] = nd->groups[i].el;
-    nd->balance = node_balance_start(els, nd->n_groups, (int64_t)nd->o->election_ttl_s * 500,
+    nd->balance = balance_start(els, nd->n_groups, (int64_t)nd->o->election_ttl_s * 500,
                                      move_source, nd);
     if (!nd->balance) log_kv(LOG_ERROR, "cannot balance the groups", (const char *)NULL);
   }
@@ -780,27 +780,27 @@ static node_result start_campaign(node *nd) {
 }
 
 static void undo_mover(node *nd) {
-  node_balance_stop(nd->balance); /* it asks the mover (move_source) */
+  balance_stop(nd->balance); /* it asks the mover (move_source) */
   nd->balance = NULL;
   metrics_set_move_fn(NULL, NULL);
   pthread_rwlock_wrlock(&nd->mover_lock); /* no MoveSlots (or cancel) is in the mover now */
-  node_move *m = nd->mover;
+  mover *m = nd->mover;
   __atomic_store_n(&nd->mover, NULL, __ATOMIC_RELEASE);
   pthread_rwlock_unlock(&nd->mover_lock);
-  node_move_stop(m); /* answers the MoveSlots calls it keeps */
+  mover_stop(m); /* answers the MoveSlots calls it keeps */
 }
 
 /* With etcd and several groups: the thread that drives moves of slots led here. */
 static node_result start_mover(node *nd) {
   if (!nd->o->etcd || nd->n_groups < 2 || nd->o->groups_from_pg) return NODE_RUNNING;
-  node_move_group g[OPT_LIST_MAX];
+  mover_group g[OPT_LIST_MAX];
   for (size_t i = 0; i < nd->n_groups; i++)
-    g[i] = (node_move_group){nd->groups[i].name, nd->groups[i].conninfo, nd->groups[i].el,
+    g[i] = (mover_group){nd->groups[i].name, nd->groups[i].conninfo, nd->groups[i].el,
                              &nd->groups[i].epoch};
-  node_move_cfg mc = {.node_id = nd->o->node_id,
+  mover_cfg mc = {.node_id = nd->o->node_id,
                       .max_rows_per_s = (uint32_t)nd->o->move_max_rate,
                       .store = db->move};
-  node_move *m = node_move_start(&mc, nd->slots, g, nd->n_groups);
+  mover *m = mover_start(&mc, nd->slots, g, nd->n_groups);
   __atomic_store_n(&nd->mover, m, __ATOMIC_RELEASE);
   if (!m)
     log_kv(LOG_ERROR, "cannot start the slot mover", (const char *)NULL);

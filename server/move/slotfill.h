@@ -1,9 +1,9 @@
-/* node_slotfill.h — gives rows written before slot groups their slot (docs/api.md §17), in the
+/* slotfill.h — gives rows written before slot groups their slot (docs/api.md §17), in the
  * background: batches of each group's store (store.h slots_fill) until none is left, so that a
  * large store upgrades without holding up the start. New rows get their slot from the writer.
  */
-#ifndef IDEM_NODE_SLOTFILL_H
-#define IDEM_NODE_SLOTFILL_H
+#ifndef IDEM_MOVE_SLOTFILL_H
+#define IDEM_MOVE_SLOTFILL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -11,20 +11,20 @@
 #include "../slots/slotmap.h"
 #include "../store/store.h"
 
-typedef struct node_slotfill node_slotfill;
+typedef struct slotfill slotfill;
 
 /* A store group to fill (strings borrowed: they must outlive the thread). */
-typedef struct node_slotfill_group {
+typedef struct slotfill_group {
   const char *name, *conninfo;
-} node_slotfill_group;
+} slotfill_group;
 
 /* Starts the thread over n groups (at most SLOTMAP_GROUPS_MAX; copied) of a cluster of slots
  * slots, through the backend db. NULL when it cannot start (logged; the rows keep no slot until
  * a later start). */
-node_slotfill *node_slotfill_start(const store_backend *db, uint32_t slots,
-                                   const node_slotfill_group *g, size_t n);
+slotfill *slotfill_start(const store_backend *db, uint32_t slots,
+                                   const slotfill_group *g, size_t n);
 
 /* Stops the thread (a batch in flight ends first). NULL is fine. */
-void node_slotfill_stop(node_slotfill *f);
+void slotfill_stop(slotfill *f);
 
 #endif

@@ -1,5 +1,5 @@
-/* node_slotfill.c — see node_slotfill.h. */
-#include "node_slotfill.h"
+/* slotfill.c — see slotfill.h. */
+#include "slotfill.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -14,10 +14,10 @@
 #define FILL_PAUSE_MS 20   /* between batches: leave the store to the calls */
 #define FILL_RETRY_MS 1000 /* after a failed batch */
 
-struct node_slotfill {
+struct slotfill {
   const store_backend *db;
   uint32_t slots;
-  node_slotfill_group g[SLOTMAP_GROUPS_MAX];
+  slotfill_group g[SLOTMAP_GROUPS_MAX];
   size_t n;
   size_t group; /* the group being filled (the ticker's thread only) */
   long total;   /* its rows filled so far */
@@ -26,7 +26,7 @@ struct node_slotfill {
 
 /* One batch of the current group; false once every group is done. */
 static bool fill_once(void *arg) {
-  node_slotfill *f = arg;
+  slotfill *f = arg;
   long n = 0;
   err_t err;
   err_clear(&err);
@@ -45,9 +45,9 @@ static bool fill_once(void *arg) {
   return ++f->group < f->n;
 }
 
-node_slotfill *node_slotfill_start(const store_backend *db, uint32_t slots,
-                                   const node_slotfill_group *g, size_t n) {
-  node_slotfill *f = n <= SLOTMAP_GROUPS_MAX ? calloc(1, sizeof *f) : NULL;
+slotfill *slotfill_start(const store_backend *db, uint32_t slots,
+                                   const slotfill_group *g, size_t n) {
+  slotfill *f = n <= SLOTMAP_GROUPS_MAX ? calloc(1, sizeof *f) : NULL;
   if (f) {
     f->db = db;
     f->slots = slots;
@@ -62,7 +62,7 @@ node_slotfill *node_slotfill_start(const store_backend *db, uint32_t slots,
   return f;
 }
 
-void node_slotfill_stop(node_slotfill *f) {
+void slotfill_stop(slotfill *f) {
   if (!f) return;
   ticker_stop(f->t);
   free(f);

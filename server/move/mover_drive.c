@@ -1,4 +1,4 @@
-/* node_move_drive.c — the phases of a move on the leader of its source group (node_move.h). Every
+/* mover_drive.c — the phases of a move on the leader of its source group (mover.h). Every
  * store step is idempotent, so a phase cut short is repeated from its start: by this node at its
  * next look (finishing, rolling back) or by the group's next leader. */
 #include <stdio.h>
@@ -10,14 +10,14 @@
 #include "../store/store.h"
 #include "../util/clock.h"
 #include "../util/log.h"
-#include "node_move_internal.h"
+#include "mover_internal.h"
 
 typedef struct drive {
-  node_move *m;
+  mover *m;
   slotmap *map; /* the map in etcd as last written or read */
   int64_t rev;
   slot_move mv; /* the record being written */
-  const node_move_group *src, *dst;
+  const mover_group *src, *dst;
   const store_move_ops *st;  /* the backend's move calls */
   store_move *ss; /* one connection to each store for the drive */
   char range[32];
@@ -39,7 +39,7 @@ static bool again(drive *d, err_t *err, int *tries) {
   log_kv(LOG_INFO, "slot move: a store step lost its connection; trying again", "move", d->mv.id,
          "error", err->msg, (const char *)NULL);
   err_clear(err);
-  return !nm__pause(d->m, STEP_AGAIN_MS);
+  return !mover__pause(d->m, STEP_AGAIN_MS);
 }
 
 static void log_move(const drive *d, log_level lv, const char *what, const char *error) {
@@ -160,7 +160,7 @@ static bool same_server(drive *d, store_move_side which, const char *was, const 
   err_t err;
   int64_t until = clock_mono_ms() + wait_ms;
   while (d->st->identity(d->ss, which, now, sizeof now, store_deadline(), &err) != ERR_OK)
-    if (clock_mono_ms() >= until || nm__pause(d->m, 200)) return true;
+    if (clock_mono_ms() >= until || mover__pause(d->m, 200)) return true;
   if (strcmp(now, was) == 0) return true;
   snprintf(why, cap,
            "the %s's PostgreSQL failed over (server %s, now %s): logical replication slots do not "
@@ -237,7 +237,7 @@ static void hand_off(drive *d) {
     give_up_store(d, err.msg);
     return;
   }
-  if (nm__hold(d->m, MOVE_BLOCKED)) return;
+  if (mover__hold(d->m, MOVE_BLOCKED)) return;
   int64_t t_block = clock_mono_ms();
   bool arrived = false;
   /* the target's session LISTENs for the mark's arrival (no polling), in slices so that a
@@ -252,7 +252,7 @@ static void hand_off(drive *d) {
       give_up_store(d, "the last changes did not reach the target within 15 s");
       return;
     }
-    if (answered ? atomic_load(&d->m->stopping) : nm__pause(d->m, 50))
+    if (answered ? atomic_load(&d->m->stopping) : mover__pause(d->m, 50))
       return; /* stopping: the next leader rolls back */
   }
   int64_t t_drain = clock_mono_ms();
@@ -281,7 +281,7 @@ static void hand_off(drive *d) {
   log_kv(LOG_INFO, "slot move switched: the target serves the slots", "move", d->mv.id, "slots",
          d->range, "map_ms", ms[0], "block_ms", ms[1], "drain_ms", ms[2], "check_ms", ms[3],
          "serve_ms", ms[4], (const char *)NULL);
-  if (nm__hold(d->m, MOVE_SWITCHED)) return;
+  if (mover__hold(d->m, MOVE_SWITCHED)) return;
   finish(d);
 }
 
@@ -317,14 +317,14 @@ static void run(drive *d) {
     return;
   }
   log_move(d, LOG_INFO, "slot move copying", NULL);
-  if (nm__hold(d->m, MOVE_COPYING)) return;
+  if (mover__hold(d->m, MOVE_COPYING)) return;
   int64_t t0 = clock_mono_ms(), synced_at = 0, failing_since = 0, checked = t0;
   move_throttle th;
   move_throttle_init(&th, d->mv.max_rows_per_s, t0);
   int paused = -1;
   for (;;) {
     /* each round: the progress read, then the throttle (pace) pauses or runs the subscription */
-    if (nm__pause(d->m, 200)) return; /* stopping: the next leader resumes it */
+    if (mover__pause(d->m, 200)) return; /* stopping: the next leader resumes it */
     if (!elect_is_leader(d->src->el, NULL)) {
       log_move(d, LOG_WARN, "slot move: no longer the source group's leader; its next leader "
                             "resumes the copy", NULL);
@@ -396,9 +396,9 @@ static void resume(drive *d) {
   run(d);
 }
 
-void nm__drive(node_move *m, const slotmap *map, int64_t rev) {
+void mover__drive(mover *m, const slotmap *map, int64_t rev) {
   drive d = {.m = m, .st = m->st, .rev = rev, .mv = *map->move};
-  int s = nm__group(m, d.mv.source), t = nm__group(m, d.mv.target);
+  int s = mover__group(m, d.mv.source), t = mover__group(m, d.mv.target);
   err_t err;
   err_clear(&err);
   if (s < 0 || t < 0 || !(d.map = slotmap_copy(map)) ||

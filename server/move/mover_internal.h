@@ -1,11 +1,11 @@
-/* node_move_internal.h — what node_move.c (the call, the thread, the map in etcd) and
- * node_move_drive.c (the phases) share. */
-#ifndef IDEM_NODE_MOVE_INTERNAL_H
-#define IDEM_NODE_MOVE_INTERNAL_H
+/* mover_internal.h — what mover.c (the call, the thread, the map in etcd) and
+ * mover_drive.c (the phases) share. */
+#ifndef IDEM_MOVE_MOVER_INTERNAL_H
+#define IDEM_MOVE_MOVER_INTERNAL_H
 
 #include <pthread.h>
 
-#include "node_move.h"
+#include "mover.h"
 
 #define MOVE_RETRY_MS 1000 /* a look that left its move's work undone is repeated after this */
 #define MOVE_ETCD_MS 2000       /* one etcd call */
@@ -16,11 +16,11 @@
 #define MOVE_LAG_WAIT_MS 30000  /* after the initial copy, wait this long at most for that */
 #define MOVE_MARK_MAX_MS 15000  /* the mark must arrive within this, or the move rolls back */
 
-struct node_move {
+struct mover {
   const store_move_ops *st; /* the backend's move calls */
   uint32_t max_rows_per_s;  /* a move's copy rate when its request names none (0: no limit) */
   slot_service *slots;
-  node_move_group g[SLOTMAP_GROUPS_MAX];
+  mover_group g[SLOTMAP_GROUPS_MAX];
   size_t n;
   char me[64]; /* this process, as a move's driver */
   pthread_t th;
@@ -28,9 +28,9 @@ struct node_move {
   pthread_cond_t cv;
   _Atomic bool stopping;
   _Atomic int driving; /* the source group's index while a drive runs here, else -1 */
-  /* MoveSlots calls kept until their move's result (node_move_wait.c), answered by their own
+  /* MoveSlots calls kept until their move's result (mover_wait.c), answered by their own
    * thread */
-  struct nm_waiter *waiters; /* under wmu */
+  struct mover_waiter *waiters; /* under wmu */
   pthread_mutex_t wmu;
   pthread_t answerer;
   bool answering;
@@ -42,32 +42,32 @@ struct node_move {
 };
 
 /* Holds the driver when a test asked for it in phase p; true when the node is stopping. */
-bool nm__hold(node_move *m, slot_move_phase p);
+bool mover__hold(mover *m, slot_move_phase p);
 
 /* Waits ms (a retry's wait, a test's hold); true when the node is stopping. */
-bool nm__pause(node_move *m, int64_t ms);
+bool mover__pause(mover *m, int64_t ms);
 
 /* The index of the group named name, -1 when none. */
-int nm__group(const node_move *m, const char *name);
+int mover__group(const mover *m, const char *name);
 
 /* FAILED_PRECONDITION request-mismatch when the move of rq's request id (slots from..to to
- * target) is not what rq asks (node_move_wait.c, as the next). */
-err_code nm__same_request(const slot_move_req *rq, uint32_t from, uint32_t to, const char *target,
+ * target) is not what rq asks (mover_wait.c, as the next). */
+err_code mover__same_request(const slot_move_req *rq, uint32_t from, uint32_t to, const char *target,
                           err_t *err);
 
-/* The result kept for rq's request id (node_move_wait.c): ERR_OK with *found and *out; an ended
+/* The result kept for rq's request id (mover_wait.c): ERR_OK with *found and *out; an ended
  * move's error (ERR_ABORTED), a result of other parameters (request-mismatch) as err. */
-err_code nm__result_of(node_move *m, const slot_move_req *rq, bool *found, slot_move_res *out,
+err_code mover__result_of(mover *m, const slot_move_req *rq, bool *found, slot_move_res *out,
                        err_t *err);
 
 /* Keeps a MoveSlots call (w) until its move's result, its deadline or the node's stop. */
-err_code nm__park(node_move *m, const slot_move_req *rq, int64_t deadline, bool replayed,
+err_code mover__park(mover *m, const slot_move_req *rq, int64_t deadline, bool replayed,
                   slot_move_wait *w, err_t *err);
 /* Starts / ends the answering thread (the end answers every call still kept). */
-bool nm__answerer_start(node_move *m);
-void nm__answerer_stop(node_move *m);
+bool mover__answerer_start(mover *m);
+void mover__answerer_stop(mover *m);
 
-/* Drives the move in map (at rev) one step further (see node_move.h). */
-void nm__drive(node_move *m, const slotmap *map, int64_t rev);
+/* Drives the move in map (at rev) one step further (see mover.h). */
+void mover__drive(mover *m, const slotmap *map, int64_t rev);
 
 #endif
