@@ -23,7 +23,7 @@
 #include "../util/clock.h"
 #include "../util/log.h"
 #include "node_elect.h"
-#include "node_metrics.h"
+#include "../metrics_http/metrics_endpoint.h"
 #include "../move/balance.h"
 #include "node_sec.h"
 #include "../move/slotfill.h"
@@ -90,7 +90,7 @@ struct node {
   mover *mover;      /* with etcd and several groups: moves of slots (docs/api.md §18) */
   pthread_rwlock_t mover_lock; /* MoveSlots's calls into the mover (read) and its stop (write) */
   rpc_server *rpc;
-  node_metrics *metrics;
+  metrics_endpoint *metrics;
   console *console;
   /* what started, to be undone backwards */
   node_undo_fn undo[STEPS_MAX];
@@ -845,7 +845,7 @@ static node_result start_reaper(node *nd) {
 }
 
 static void undo_metrics(node *nd) {
-  node_metrics_stop(nd->metrics);
+  metrics_endpoint_stop(nd->metrics);
   nd->metrics = NULL;
 }
 
@@ -864,7 +864,7 @@ static node_result start_metrics(node *nd) {
   }
   if (!nd->o->metrics) return NODE_RUNNING;
   nd->metrics =
-      node_metrics_start(nd->o->metrics, db->open(nd->o->pg), nd->o->store_timeout_ms);
+      metrics_endpoint_start(nd->o->metrics, db->open(nd->o->pg), nd->o->store_timeout_ms);
   return nd->metrics ? NODE_RUNNING : NODE_FAILED;
 }
 
