@@ -1,5 +1,5 @@
-/* metrics_endpoint.h — the /metrics endpoint of a node: the HTTP server (metrics_http.h) and the step
- * gauges it reads through a store connection of its own. */
+/* metrics_endpoint.h — the /metrics endpoint of a node: the HTTP server (metrics_http.h) and the
+ * step gauges it reads through a store connection of its own. */
 #ifndef IDEM_METRICS_HTTP_METRICS_ENDPOINT_H
 #define IDEM_METRICS_HTTP_METRICS_ENDPOINT_H
 

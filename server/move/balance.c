@@ -62,8 +62,8 @@ static bool balance_once(void *arg) {
   return true;
 }
 
-balance *balance_start(elect *const *els, size_t n, int64_t settle_ms,
-                                 balance_keep_fn keep, void *keep_arg) {
+balance *balance_start(elect *const *els, size_t n, int64_t settle_ms, balance_keep_fn keep,
+                       void *keep_arg) {
   if (n > SLOTMAP_GROUPS_MAX) return NULL;
   balance *b = calloc(1, sizeof *b);
   if (!b) return NULL;

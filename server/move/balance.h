@@ -24,8 +24,8 @@ typedef int (*balance_keep_fn)(void *arg);
  * an excess must last before a yield (and between yields). keep (may be NULL) is asked before
  * each yield: the group it names is not yielded (another led one is, or none this time). NULL
  * on failure. */
-balance *balance_start(elect *const *els, size_t n, int64_t settle_ms,
-                                 balance_keep_fn keep, void *keep_arg);
+balance *balance_start(elect *const *els, size_t n, int64_t settle_ms, balance_keep_fn keep,
+                       void *keep_arg);
 
 /* The share rule itself: the most groups one node may lead, ⌈groups/nodes⌉ (nodes 0 reads 1). */
 size_t balance_share(size_t groups, size_t nodes);

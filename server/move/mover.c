@@ -44,7 +44,8 @@ static void *mover_main(void *arg) {
   uint64_t seen = slot_service_changes(m->slots);
   while (!atomic_load(&m->stopping)) {
     bool again = look(m);
-    int64_t until = clock_mono_ms() + (again ? MOVE_RETRY_MS : 3600000); /* no timer: a change wakes it */
+    int64_t until =
+        clock_mono_ms() + (again ? MOVE_RETRY_MS : 3600000); /* no timer: a change wakes it */
     seen = slot_service_wait(m->slots, seen, until);
   }
   return NULL;
@@ -65,8 +66,7 @@ static void read_hold(mover *m) {
            (const char *)NULL);
 }
 
-mover *mover_start(const mover_cfg *cfg, slot_service *slots,
-                           const mover_group *g, size_t n) {
+mover *mover_start(const mover_cfg *cfg, slot_service *slots, const mover_group *g, size_t n) {
   if (n < 2 || !cfg->store) return NULL;
   mover *m = calloc(1, sizeof *m);
   if (!m) return NULL;
@@ -123,8 +123,8 @@ void mover_stop(mover *m) {
 
 /* Waits for the result of rq's request id until deadline: looked up again at each change the
  * slot map service sees (its watch sees the result arrive), not by polling. */
-static err_code wait_result(mover *m, const slot_move_req *rq, int64_t deadline,
-                            slot_move_res *out, err_t *err) {
+static err_code wait_result(mover *m, const slot_move_req *rq, int64_t deadline, slot_move_res *out,
+                            err_t *err) {
   const char *rid = rq->request_id;
   uint64_t seen = slot_service_changes(m->slots);
   for (;;) {
@@ -161,8 +161,8 @@ static void new_id(char *out, size_t cap) {
 }
 
 /* Checks both stores can take part; ERR_PRECONDITION naming the group otherwise. */
-static err_code stores_ready(mover *m, store_move *ss, int src, int dst,
-                             int64_t deadline, err_t *err) {
+static err_code stores_ready(mover *m, store_move *ss, int src, int dst, int64_t deadline,
+                             err_t *err) {
   char what[96];
   snprintf(what, sizeof what, "group %s", m->g[src].name);
   err_code rc = m->st->check(ss, MOVE_SIDE_SOURCE, what, deadline, err);
@@ -171,8 +171,8 @@ static err_code stores_ready(mover *m, store_move *ss, int src, int dst,
   return m->st->check(ss, MOVE_SIDE_TARGET, what, deadline, err);
 }
 
-err_code mover_request(mover *m, const slot_move_req *rq, int64_t deadline,
-                           slot_move_res *out, err_t *err, slot_move_wait *w, bool *parked) {
+err_code mover_request(mover *m, const slot_move_req *rq, int64_t deadline, slot_move_res *out,
+                       err_t *err, slot_move_wait *w, bool *parked) {
   *parked = false;
   memset(out, 0, sizeof *out);
   char why[320];
@@ -207,8 +207,8 @@ err_code mover_request(mover *m, const slot_move_req *rq, int64_t deadline,
       return rc;
     }
     char source[SLOTMAP_NAME_MAX] = "";
-    slot_move_check_result cr = slotmap_move_check(map, rq->from, rq->to, rq->group, is_group, m,
-                                                   source, why, sizeof why);
+    slot_move_check_result cr =
+        slotmap_move_check(map, rq->from, rq->to, rq->group, is_group, m, source, why, sizeof why);
     if (cr != MOVE_CHECK_OK) {
       slotmap_free(map);
       if (cr == MOVE_CHECK_BUSY)

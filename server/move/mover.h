@@ -46,16 +46,15 @@ typedef struct mover_group {
 } mover_group;
 
 typedef struct mover_cfg {
-  const char *node_id;          /* this process, in the record of a move it drives (NULL: node) */
-  uint32_t max_rows_per_s;      /* a move's copy rate when its request names none (0: no limit) */
-  const store_move_ops *store;  /* the store backend's move calls (store.h) */
+  const char *node_id;         /* this process, in the record of a move it drives (NULL: node) */
+  uint32_t max_rows_per_s;     /* a move's copy rate when its request names none (0: no limit) */
+  const store_move_ops *store; /* the store backend's move calls (store.h) */
 } mover_cfg;
 
 /* Starts the driver thread over n groups (two or more, at most SLOTMAP_GROUPS_MAX; else NULL,
  * and MoveSlots is refused). The caller starts it only with etcd: the move's record lives in
  * the slot map there. */
-mover *mover_start(const mover_cfg *cfg, slot_service *slots,
-                           const mover_group *g, size_t n);
+mover *mover_start(const mover_cfg *cfg, slot_service *slots, const mover_group *g, size_t n);
 
 /* Admin.MoveSlots: checks the request, writes the move (planned) and waits for its result until
  * deadline (absolute, monotonic ms). A request_id already used answers that move's result
@@ -63,8 +62,8 @@ mover *mover_start(const mover_cfg *cfg, slot_service *slots,
  * request-mismatch (nothing is moved). With w, the call does not wait on the calling thread:
  * when the move goes on it is kept (ERR_OK with *parked, nothing in out) and answered later
  * through w->done, once (mover_wait.c); without, it waits here. */
-err_code mover_request(mover *m, const slot_move_req *rq, int64_t deadline,
-                           slot_move_res *out, err_t *err, slot_move_wait *w, bool *parked);
+err_code mover_request(mover *m, const slot_move_req *rq, int64_t deadline, slot_move_res *out,
+                       err_t *err, slot_move_wait *w, bool *parked);
 
 /* The caller of the call kept as id went away: it is answered now (ABORTED); its move goes on.
  * Nothing when it was answered already. */

@@ -18,8 +18,8 @@ typedef struct drive {
   int64_t rev;
   slot_move mv; /* the record being written */
   const mover_group *src, *dst;
-  const store_move_ops *st;  /* the backend's move calls */
-  store_move *ss; /* one connection to each store for the drive */
+  const store_move_ops *st; /* the backend's move calls */
+  store_move *ss;           /* one connection to each store for the drive */
   char range[32];
 } drive;
 
@@ -64,7 +64,8 @@ static bool advance(drive *d, slotmap *(*make)(const slotmap *, const slot_move 
   }
   slotmap *now = NULL;
   int64_t rev = 0;
-  if (slot_service_read(d->m->slots, &now, &rev, &err) != ERR_OK || !now || now->version != next->version) {
+  if (slot_service_read(d->m->slots, &now, &rev, &err) != ERR_OK || !now ||
+      now->version != next->version) {
     slotmap_free(now);
     slotmap_free(next);
     return false;
@@ -103,11 +104,9 @@ static void roll_back(drive *d) {
   if (d->st->unblock(ss, MOVE_SIDE_SOURCE, false, store_deadline(), &err) != ERR_OK ||
       d->st->unpublish(ss, store_deadline(), &err) != ERR_OK ||
       d->st->unsubscribe(ss, store_deadline(), &err) != ERR_OK ||
-      d->st->delete_rows(ss, MOVE_SIDE_TARGET, true, &deleted, store_deadline(), &err) !=
-          ERR_OK ||
+      d->st->delete_rows(ss, MOVE_SIDE_TARGET, true, &deleted, store_deadline(), &err) != ERR_OK ||
       d->st->unblock(ss, MOVE_SIDE_TARGET, false, store_deadline(), &err) != ERR_OK) {
-    log_move(d, LOG_WARN, "slot move: rolling back, a store did not answer; trying again",
-             err.msg);
+    log_move(d, LOG_WARN, "slot move: rolling back, a store did not answer; trying again", err.msg);
     return;
   }
   d->mv.steps_moved = d->mv.sagas_moved = 0;
@@ -134,10 +133,8 @@ static void finish(drive *d) {
   int64_t deleted = 0;
   if (d->st->unsubscribe(ss, store_deadline(), &err) != ERR_OK ||
       d->st->unblock(ss, MOVE_SIDE_TARGET, true, store_deadline(), &err) != ERR_OK ||
-      d->st->delete_rows(ss, MOVE_SIDE_SOURCE, true, &deleted, store_deadline(), &err) !=
-          ERR_OK ||
-      d->st->delete_rows(ss, MOVE_SIDE_TARGET, false, &deleted, store_deadline(), &err) !=
-          ERR_OK ||
+      d->st->delete_rows(ss, MOVE_SIDE_SOURCE, true, &deleted, store_deadline(), &err) != ERR_OK ||
+      d->st->delete_rows(ss, MOVE_SIDE_TARGET, false, &deleted, store_deadline(), &err) != ERR_OK ||
       d->st->unpublish(ss, store_deadline(), &err) != ERR_OK) {
     log_move(d, LOG_WARN, "slot move: finishing, a store did not answer; trying again", err.msg);
     return;
@@ -191,8 +188,8 @@ static void report_progress(drive *d, uint64_t rows, int64_t lag) {
 
 /* The target's side of the handoff: its rows counted, its store opened to the slots. */
 static err_code open_target(drive *d, err_t *err) {
-  err_code rc = d->st->count(d->ss, MOVE_SIDE_TARGET, &d->mv.steps_moved,
-                                    &d->mv.sagas_moved, store_deadline(), err);
+  err_code rc = d->st->count(d->ss, MOVE_SIDE_TARGET, &d->mv.steps_moved, &d->mv.sagas_moved,
+                             store_deadline(), err);
   if (rc == ERR_OK) rc = d->st->unblock(d->ss, MOVE_SIDE_TARGET, true, store_deadline(), err);
   return rc;
 }
@@ -207,11 +204,11 @@ static err_code begin_copy(drive *d, err_t *err) {
 
 /* Both stores' servers, into the record (the copy begins on them). */
 static err_code identify(drive *d, err_t *err) {
-  err_code rc = d->st->identity(d->ss, MOVE_SIDE_SOURCE, d->mv.src_server,
-                                       sizeof d->mv.src_server, store_deadline(), err);
+  err_code rc = d->st->identity(d->ss, MOVE_SIDE_SOURCE, d->mv.src_server, sizeof d->mv.src_server,
+                                store_deadline(), err);
   if (rc == ERR_OK)
-    rc = d->st->identity(d->ss, MOVE_SIDE_TARGET, d->mv.dst_server,
-                                sizeof d->mv.dst_server, store_deadline(), err);
+    rc = d->st->identity(d->ss, MOVE_SIDE_TARGET, d->mv.dst_server, sizeof d->mv.dst_server,
+                         store_deadline(), err);
   return rc;
 }
 
@@ -228,8 +225,7 @@ static void hand_off(drive *d) {
   int64_t t_map = clock_mono_ms();
   err_code rc;
   int tries = 0;
-  while ((rc = d->st->block(d->ss, atomic_load(d->src->epoch), store_deadline(), &err)) !=
-             ERR_OK &&
+  while ((rc = d->st->block(d->ss, atomic_load(d->src->epoch), store_deadline(), &err)) != ERR_OK &&
          again(d, &err, &tries)) {
   }
   if (rc != ERR_OK) {
@@ -244,8 +240,8 @@ static void hand_off(drive *d) {
    * stopping node does not wait out the whole time; a store that did not answer is asked again
    * 50 ms later */
   while (!arrived) {
-    int64_t now = clock_mono_ms(), slice = now + 250 < t0 + MOVE_MARK_MAX_MS ? now + 250
-                                                                            : t0 + MOVE_MARK_MAX_MS;
+    int64_t now = clock_mono_ms(),
+            slice = now + 250 < t0 + MOVE_MARK_MAX_MS ? now + 250 : t0 + MOVE_MARK_MAX_MS;
     bool answered = d->st->wait_marked(d->ss, slice, &arrived, &err) == ERR_OK;
     if (arrived) break;
     if (clock_mono_ms() - t0 > MOVE_MARK_MAX_MS) {
@@ -294,8 +290,7 @@ static void pace(drive *d, move_throttle *th, int *paused, int64_t now, uint64_t
   if (*paused == (int)want) return;
   err_t err;
   err_clear(&err);
-  if (d->st->pause(d->ss, want, store_deadline(), &err) != ERR_OK)
-    return;
+  if (d->st->pause(d->ss, want, store_deadline(), &err) != ERR_OK) return;
   *paused = want;
   char v[64];
   snprintf(v, sizeof v, "%u of %u rows/s", (unsigned)move_throttle_rate(th), d->mv.max_rows_per_s);
@@ -326,8 +321,10 @@ static void run(drive *d) {
     /* each round: the progress read, then the throttle (pace) pauses or runs the subscription */
     if (mover__pause(d->m, 200)) return; /* stopping: the next leader resumes it */
     if (!elect_is_leader(d->src->el, NULL)) {
-      log_move(d, LOG_WARN, "slot move: no longer the source group's leader; its next leader "
-                            "resumes the copy", NULL);
+      log_move(d, LOG_WARN,
+               "slot move: no longer the source group's leader; its next leader "
+               "resumes the copy",
+               NULL);
       return;
     }
     int64_t now = clock_mono_ms();
@@ -402,8 +399,8 @@ void mover__drive(mover *m, const slotmap *map, int64_t rev) {
   err_t err;
   err_clear(&err);
   if (s < 0 || t < 0 || !(d.map = slotmap_copy(map)) ||
-      d.st->open(m->g[s].conninfo, m->g[t].conninfo, d.mv.id, d.mv.from, d.mv.to, &d.ss,
-                 &err) != ERR_OK) {
+      d.st->open(m->g[s].conninfo, m->g[t].conninfo, d.mv.id, d.mv.from, d.mv.to, &d.ss, &err) !=
+          ERR_OK) {
     if (err.msg[0])
       log_kv(LOG_ERROR, "slot move: cannot drive it", "move", d.mv.id, "error", err.msg,
              (const char *)NULL);

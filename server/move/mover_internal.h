@@ -7,14 +7,14 @@
 
 #include "mover.h"
 
-#define MOVE_RETRY_MS 1000 /* a look that left its move's work undone is repeated after this */
+#define MOVE_RETRY_MS 1000      /* a look that left its move's work undone is repeated after this */
 #define MOVE_ETCD_MS 2000       /* one etcd call */
 #define MOVE_STORE_MS 15000     /* one store operation */
 #define MOVE_COPY_MAX_MS 600000 /* a copy that has not caught up by then is rolled back */
 #define MOVE_ERRORS_MAX_MS 20000 /* store errors for this long in a row roll a copy back */
-#define MOVE_LAG_OK 4194304     /* bytes of lag small enough to start the handoff */
-#define MOVE_LAG_WAIT_MS 30000  /* after the initial copy, wait this long at most for that */
-#define MOVE_MARK_MAX_MS 15000  /* the mark must arrive within this, or the move rolls back */
+#define MOVE_LAG_OK 4194304      /* bytes of lag small enough to start the handoff */
+#define MOVE_LAG_WAIT_MS 30000   /* after the initial copy, wait this long at most for that */
+#define MOVE_MARK_MAX_MS 15000   /* the mark must arrive within this, or the move rolls back */
 
 struct mover {
   const store_move_ops *st; /* the backend's move calls */
@@ -52,17 +52,17 @@ int mover__group(const mover *m, const char *name);
 
 /* FAILED_PRECONDITION request-mismatch when the move of rq's request id (slots from..to to
  * target) is not what rq asks (mover_wait.c, as the next). */
-err_code mover__same_request(const slot_move_req *rq, uint32_t from, uint32_t to, const char *target,
-                          err_t *err);
+err_code mover__same_request(const slot_move_req *rq, uint32_t from, uint32_t to,
+                             const char *target, err_t *err);
 
 /* The result kept for rq's request id (mover_wait.c): ERR_OK with *found and *out; an ended
  * move's error (ERR_ABORTED), a result of other parameters (request-mismatch) as err. */
 err_code mover__result_of(mover *m, const slot_move_req *rq, bool *found, slot_move_res *out,
-                       err_t *err);
+                          err_t *err);
 
 /* Keeps a MoveSlots call (w) until its move's result, its deadline or the node's stop. */
 err_code mover__park(mover *m, const slot_move_req *rq, int64_t deadline, bool replayed,
-                  slot_move_wait *w, err_t *err);
+                     slot_move_wait *w, err_t *err);
 /* Starts / ends the answering thread (the end answers every call still kept). */
 bool mover__answerer_start(mover *m);
 void mover__answerer_stop(mover *m);

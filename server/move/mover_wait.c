@@ -51,8 +51,7 @@ err_code mover__result_of(mover *m, const slot_move_req *rq, bool *found, slot_m
   char why[160];
   bool parsed = slot_move_result_parse(value, len, &r, why, sizeof why);
   free(value);
-  if (!parsed)
-    return err_set(err, ERR_INTERNAL, "request_id %s: %s", rid, why);
+  if (!parsed) return err_set(err, ERR_INTERNAL, "request_id %s: %s", rid, why);
   if (r.has_params && mover__same_request(rq, r.from, r.to, r.target, err) != ERR_OK)
     return ERR_PRECONDITION;
   if (r.error[0])
@@ -72,7 +71,7 @@ static void answer(mover_waiter *wt, err_code rc, const slot_move_res *res, err_
 }
 
 err_code mover__park(mover *m, const slot_move_req *rq, int64_t deadline, bool replayed,
-                  slot_move_wait *w, err_t *err) {
+                     slot_move_wait *w, err_t *err) {
   mover_waiter *wt = calloc(1, sizeof *wt);
   if (!wt) return err_oom(err);
   snprintf(wt->rid, sizeof wt->rid, "%s", rq->request_id);

@@ -45,8 +45,8 @@ static bool fill_once(void *arg) {
   return ++f->group < f->n;
 }
 
-slotfill *slotfill_start(const store_backend *db, uint32_t slots,
-                                   const slotfill_group *g, size_t n) {
+slotfill *slotfill_start(const store_backend *db, uint32_t slots, const slotfill_group *g,
+                         size_t n) {
   slotfill *f = n <= SLOTMAP_GROUPS_MAX ? calloc(1, sizeof *f) : NULL;
   if (f) {
     f->db = db;

@@ -21,8 +21,8 @@ typedef struct slotfill_group {
 /* Starts the thread over n groups (at most SLOTMAP_GROUPS_MAX; copied) of a cluster of slots
  * slots, through the backend db. NULL when it cannot start (logged; the rows keep no slot until
  * a later start). */
-slotfill *slotfill_start(const store_backend *db, uint32_t slots,
-                                   const slotfill_group *g, size_t n);
+slotfill *slotfill_start(const store_backend *db, uint32_t slots, const slotfill_group *g,
+                         size_t n);
 
 /* Stops the thread (a batch in flight ends first). NULL is fine. */
 void slotfill_stop(slotfill *f);

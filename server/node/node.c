@@ -81,13 +81,13 @@ struct node {
   auth_config auth;
   etcd_kv *kv;             /* with etcd: the process's one etcd client (the map, the moves) */
   slot_service *slots;     /* the slot map: which group serves each slot */
-  slotfill *slotfill; /* rows written before slot groups get their slot */
+  slotfill *slotfill;      /* rows written before slot groups get their slot */
   node_group groups[OPT_LIST_MAX];
   size_t n_groups;
   int schema_version; /* the lowest of the groups' schema versions, read at start (GetStatus) */
   node_owner owner;   /* this node's cluster: each group's database must belong to it */
-  balance *balance; /* with etcd and several groups: at most ceil(G/N) groups led here */
-  mover *mover;      /* with etcd and several groups: moves of slots (docs/api.md §18) */
+  balance *balance;   /* with etcd and several groups: at most ceil(G/N) groups led here */
+  mover *mover;       /* with etcd and several groups: moves of slots (docs/api.md §18) */
   pthread_rwlock_t mover_lock; /* MoveSlots's calls into the mover (read) and its stop (write) */
   rpc_server *rpc;
   metrics_endpoint *metrics;
@@ -201,8 +201,7 @@ static node_result check_slots(node *nd, const node_group *g, err_t *err) {
 static node_result check_schema(node *nd, const node_group *g, err_t *err) {
   store_schema sc;
   err_clear(err);
-  err_code rc =
-      db->schema_check(g->conninfo, clock_mono_ms() + nd->o->store_timeout_ms, &sc, err);
+  err_code rc = db->schema_check(g->conninfo, clock_mono_ms() + nd->o->store_timeout_ms, &sc, err);
   if (rc == ERR_INVALID) {
     char have[16], need[16], know[16];
     snprintf(have, sizeof have, "%d", sc.version);
@@ -772,8 +771,8 @@ static node_result start_campaign(node *nd) {
   if (nd->o->etcd && nd->n_groups > 1) {
     elect *els[OPT_LIST_MAX];
     for (size_t i = 0; i < nd->n_groups; i++) els[i] = nd->groups[i].el;
-    nd->balance = balance_start(els, nd->n_groups, (int64_t)nd->o->election_ttl_s * 500,
-                                     move_source, nd);
+    nd->balance =
+        balance_start(els, nd->n_groups, (int64_t)nd->o->election_ttl_s * 500, move_source, nd);
     if (!nd->balance) log_kv(LOG_ERROR, "cannot balance the groups", (const char *)NULL);
   }
   return NODE_RUNNING;
@@ -796,10 +795,10 @@ static node_result start_mover(node *nd) {
   mover_group g[OPT_LIST_MAX];
   for (size_t i = 0; i < nd->n_groups; i++)
     g[i] = (mover_group){nd->groups[i].name, nd->groups[i].conninfo, nd->groups[i].el,
-                             &nd->groups[i].epoch};
+                         &nd->groups[i].epoch};
   mover_cfg mc = {.node_id = nd->o->node_id,
-                      .max_rows_per_s = (uint32_t)nd->o->move_max_rate,
-                      .store = db->move};
+                  .max_rows_per_s = (uint32_t)nd->o->move_max_rate,
+                  .store = db->move};
   mover *m = mover_start(&mc, nd->slots, g, nd->n_groups);
   __atomic_store_n(&nd->mover, m, __ATOMIC_RELEASE);
   if (!m)

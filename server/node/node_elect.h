@@ -2,8 +2,8 @@
  *
  * The epoch is the election revision. Every fenced store (node_open_store) reads the node's
  * epoch at the start of each call and writes under it; the database refuses writes under an
- * epoch older than its fence (store.h, fencing). A node that wins an election raises the fence to its
- * new epoch before it lets its stores write under it (node_fence_on_elected).
+ * epoch older than its fence (store.h, fencing). A node that wins an election raises the fence to
+ * its new epoch before it lets its stores write under it (node_fence_on_elected).
  */
 #ifndef IDEM_NODE_ELECT_H
 #define IDEM_NODE_ELECT_H

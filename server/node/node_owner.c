@@ -170,8 +170,7 @@ node_result node_owner_check(const node_owner *no, const char *group, const char
   owner_rec mine, recorded;
   mine_for(no, group, &mine);
   bool found = false;
-  if (no->db->owner_read(conninfo, deadline, &recorded, &found, err) != ERR_OK)
-    return NODE_FAILED;
+  if (no->db->owner_read(conninfo, deadline, &recorded, &found, err) != ERR_OK) return NODE_FAILED;
   owner_verdict v = owner_decide(&mine, found ? &recorded : NULL, no->take_over);
   return owner_refused(v) ? refuse(v, &mine, &recorded, no->take_over) : NODE_RUNNING;
 }
@@ -192,8 +191,7 @@ node_result node_owner_settle(const node_owner *no, const char *group, const cha
   mine_for(no, group, &mine);
   decide_arg d = {&mine, no->take_over};
   store_owner_settled st;
-  if (no->db->owner_settle(conninfo, &mine, no->actor, deadline, decide, &d, &st, err) !=
-      ERR_OK) {
+  if (no->db->owner_settle(conninfo, &mine, no->actor, deadline, decide, &d, &st, err) != ERR_OK) {
     if (err->code != ERR_PRECONDITION) return NODE_FAILED;
     log_kv(LOG_ERROR, "cannot take the database over; not starting", "group", group,
            "owner_cluster", st.recorded.cluster_id, "take_over", no->take_over, "error", err->msg,

@@ -32,10 +32,10 @@ typedef struct node_owner {
 /* Waits up to ms for a stop signal: true when one came (node.c's wait_signal). */
 typedef bool (*node_owner_wait_fn)(void *arg, int64_t ms);
 
-/* Fills *no (the checks go through db): without etcd at once; with etcd reads (or creates) the cluster id, retrying while
- * etcd does not answer for up to patience_ms (wait between tries; NODE_STOPPED on a stop
- * signal). NODE_REFUSED (logged) when etcd holds a value that is not a cluster id, NODE_FAILED
- * (logged) when etcd never answered. */
+/* Fills *no (the checks go through db): without etcd at once; with etcd reads (or creates) the
+ * cluster id, retrying while etcd does not answer for up to patience_ms (wait between tries;
+ * NODE_STOPPED on a stop signal). NODE_REFUSED (logged) when etcd holds a value that is not a
+ * cluster id, NODE_FAILED (logged) when etcd never answered. */
 node_result node_owner_init(node_owner *no, const idem_options *o, const store_backend *db,
                             int64_t patience_ms, node_owner_wait_fn wait, void *wait_arg);
 

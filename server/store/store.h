@@ -292,9 +292,9 @@ typedef owner_verdict (*store_owner_decide_fn)(void *arg, const owner_rec *recor
 
 typedef struct store_owner_settled {
   owner_verdict verdict;
-  bool found;            /* an owner was recorded before */
-  owner_rec recorded;    /* which (when found) */
-  int64_t former_epoch;  /* OWNER_TAKE_OVER: the fence's epoch it reset to 0 */
+  bool found;           /* an owner was recorded before */
+  owner_rec recorded;   /* which (when found) */
+  int64_t former_epoch; /* OWNER_TAKE_OVER: the fence's epoch it reset to 0 */
 } store_owner_settled;
 
 /* --- moving slots between groups (docs/api.md §18): the move sub-table ---
@@ -321,8 +321,8 @@ typedef struct store_move_ops {
   err_code (*check)(store_move *s, store_move_side side, const char *what, int64_t deadline,
                     err_t *err);
   /* The side's server identity: another value later means a failover (the copy cannot go on). */
-  err_code (*identity)(store_move *s, store_move_side side, char *out, size_t cap,
-                       int64_t deadline, err_t *err);
+  err_code (*identity)(store_move *s, store_move_side side, char *out, size_t cap, int64_t deadline,
+                       err_t *err);
   /* Source: makes the slots' rows available to copy. */
   err_code (*publish)(store_move *s, int64_t deadline, err_t *err);
   /* Target: blocks from..to (moving in) and starts copying them. */
@@ -330,8 +330,8 @@ typedef struct store_move_ops {
   /* How far the copy is: *synced once the initial copy is done, *lag bytes the target has not
    * confirmed, *rows the target holds in from..to. ERR_PRECONDITION when the copy cannot go on
    * (the message says why). */
-  err_code (*progress)(store_move *s, bool *synced, int64_t *lag, uint64_t *rows,
-                       int64_t deadline, err_t *err);
+  err_code (*progress)(store_move *s, bool *synced, int64_t *lag, uint64_t *rows, int64_t deadline,
+                       err_t *err);
   /* Source: blocks from..to (moving out) and writes the move's mark after every write to them,
    * fenced by epoch (ERR_UNAVAILABLE fenced when a newer leader raised the fence). */
   err_code (*block)(store_move *s, uint64_t epoch, int64_t deadline, err_t *err);
@@ -345,8 +345,7 @@ typedef struct store_move_ops {
   err_code (*unsubscribe)(store_move *s, int64_t deadline, err_t *err);
   /* side serves from..to again. all: every block there is removed; else only the blocks this
    * move (its id) put there. */
-  err_code (*unblock)(store_move *s, store_move_side side, bool all, int64_t deadline,
-                      err_t *err);
+  err_code (*unblock)(store_move *s, store_move_side side, bool all, int64_t deadline, err_t *err);
   /* Deletes side's rows of from..to (with rows false only the move's mark); *deleted counts
    * rows. */
   err_code (*delete_rows)(store_move *s, store_move_side side, bool rows, int64_t *deleted,
@@ -373,8 +372,7 @@ typedef struct store_backend {
   /* The newest schema version this build's migrations reach. */
   int (*schema_newest)(void);
   /* The store's schema versions; ERR_INVALID (naming both) when it needs a newer node. */
-  err_code (*schema_check)(const char *conninfo, int64_t deadline, store_schema *out,
-                           err_t *err);
+  err_code (*schema_check)(const char *conninfo, int64_t deadline, store_schema *out, err_t *err);
   /* The cluster's slot count S, recorded at its first start with slots: ERR_INVALID when the
    * store holds another. */
   err_code (*slots_check)(const char *conninfo, uint32_t slots, int64_t deadline, err_t *err);
@@ -397,8 +395,8 @@ typedef struct store_backend {
   /* --- fencing (docs/api.md §7) --- */
   /* Raises the fence to epoch (never lowers it); *superseded (with ERR_UNAVAILABLE) when it is
    * already above. */
-  err_code (*fence_raise)(const char *conninfo, uint64_t epoch, int64_t deadline,
-                          bool *superseded, err_t *err);
+  err_code (*fence_raise)(const char *conninfo, uint64_t epoch, int64_t deadline, bool *superseded,
+                          err_t *err);
   /* Reads the fence's epoch (0 when none). */
   err_code (*fence_read)(const char *conninfo, int64_t deadline, uint64_t *epoch, err_t *err);
   /* Makes s write under *epoch (borrowed: must outlive s) from its next call on. */

@@ -23,7 +23,6 @@ store *store_pg_open(const char *conninfo);
  * reached before deadline. */
 err_code store_pg_migrate(const char *conninfo, int64_t deadline, err_t *err);
 
-
 /* The schema's versions (store.h store_schema). */
 typedef store_schema store_pg_schema;
 

@@ -24,7 +24,6 @@ struct store_move {
   uint32_t from, to;
 };
 
-
 err_code store_pg_move_session_open(const char *src, const char *dst, const char *id,
                                     uint32_t from, uint32_t to, store_pg_move_session **out,
                                     err_t *err) {
