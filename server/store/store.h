@@ -1,6 +1,8 @@
 /* store.h — the storage interface: a versioned ops table (one backend: PostgreSQL), with thin
- * inline wrappers. All correctness comes from the database's transactions and constraints,
- * never from an in-process lock: any number of coordinator processes may share one database.
+ * inline wrappers; and the backend table (store_backend, at the end) through which everything
+ * outside store/ opens stores, runs the start-up checks, fences and moves slots. All
+ * correctness comes from the database's transactions and constraints, never from an in-process
+ * lock: any number of coordinator processes may share one database.
  *
  * A `store` is one connection. It is not thread-safe: each worker thread owns its own. A store
  * connects lazily and reconnects after a lost connection on the next call; while the database
@@ -18,13 +20,13 @@
 #ifndef IDEM_STORE_H
 #define IDEM_STORE_H
 
+#include <stdatomic.h>
+
 #include "../util/err.h"
 #include "../domain/record.h"
 #include "../domain/record_admin.h"
 #include "../domain/policy.h"
 #include "../domain/owner.h"
-
-#include <stdatomic.h>
 
 #define STORE_OPS_VERSION 1
 
