@@ -45,7 +45,7 @@ typedef struct elect_status {
 } elect_status;
 
 /* Called by the elector (from its own thread) when this node has just won the election,
- * before it serves: raise the fence to epoch (store_pg_fence_raise). Return true once the
+ * before it serves: raise the fence to epoch (store.h fence_raise). Return true once the
  * fence is at epoch; false to be called again a little later (the store is unreachable);
  * set *superseded when the fence is already above epoch (a newer leader exists: the elector
  * gives up this term). Must return within about one TTL. */

@@ -1,6 +1,6 @@
 /* metrics.h — process-wide counters, gauges and latency histograms (no per-key labels),
  * rendered as Prometheus text at /metrics. Every function is thread-safe and lock-free on the
- * hot path; calling them before the node serves /metrics (node_metrics_http.c) is fine.
+ * hot path; calling them before the node serves /metrics (metrics_http/metrics_http.c) is fine.
  *
  * No label ever carries a key, a global id or a tenant: label values come from small fixed
  * sets (method names, gRPC code names, decision names, store error kinds).

@@ -19,15 +19,15 @@
 #include "../policy/policy_cache.h"
 #include "../reaper/reaper.h"
 #include "../rpc/rpc.h"
-#include "../store/store_pg.h"
+#include "../store/store.h"
 #include "../util/clock.h"
 #include "../util/log.h"
 #include "node_elect.h"
-#include "node_metrics.h"
-#include "node_balance.h"
+#include "../metrics_http/metrics_endpoint.h"
+#include "../move/balance.h"
 #include "node_sec.h"
-#include "node_slotfill.h"
-#include "node_move.h"
+#include "../move/slotfill.h"
+#include "../move/mover.h"
 #include "node_owner.h"
 #include "node_slots.h"
 #include "../elect/etcd_kv.h"
@@ -47,6 +47,9 @@
 #define DRAIN_QUIET_MAX_MS 1000
 
 typedef void (*node_undo_fn)(node *nd);
+
+/* The store backend every group runs on (store.h): chosen here, once. */
+static const store_backend *const db = &store_postgres;
 
 /* One store group (docs/api.md §17): its store, election, fence and the leader's modules. */
 typedef struct node_group {
@@ -78,16 +81,16 @@ struct node {
   auth_config auth;
   etcd_kv *kv;             /* with etcd: the process's one etcd client (the map, the moves) */
   slot_service *slots;     /* the slot map: which group serves each slot */
-  node_slotfill *slotfill; /* rows written before slot groups get their slot */
+  slotfill *slotfill;      /* rows written before slot groups get their slot */
   node_group groups[OPT_LIST_MAX];
   size_t n_groups;
   int schema_version; /* the lowest of the groups' schema versions, read at start (GetStatus) */
   node_owner owner;   /* this node's cluster: each group's database must belong to it */
-  node_balance *balance; /* with etcd and several groups: at most ceil(G/N) groups led here */
-  node_move *mover;      /* with etcd and several groups: moves of slots (docs/api.md §18) */
+  balance *balance;   /* with etcd and several groups: at most ceil(G/N) groups led here */
+  mover *mover;       /* with etcd and several groups: moves of slots (docs/api.md §18) */
   pthread_rwlock_t mover_lock; /* MoveSlots's calls into the mover (read) and its stop (write) */
   rpc_server *rpc;
-  node_metrics *metrics;
+  metrics_endpoint *metrics;
   console *console;
   /* what started, to be undone backwards */
   node_undo_fn undo[STEPS_MAX];
@@ -176,11 +179,11 @@ static void raise_fd_limit(void) {
 /* docs/api.md §17: the store keeps the cluster's slot count; a node with another refuses to
  * start (exit 2) naming both. NODE_FAILED with err set when the store did not answer: the
  * caller retries (another node that becomes a leader meanwhile ends this node's transaction
- * on the store: its fence, store_pg_fence.c). */
+ * on the store: its fence). */
 static node_result check_slots(node *nd, const node_group *g, err_t *err) {
   err_clear(err);
-  if (store_pg_slots_check(g->conninfo, (uint32_t)nd->o->slots,
-                           clock_mono_ms() + nd->o->store_timeout_ms, err) == ERR_OK)
+  if (db->slots_check(g->conninfo, (uint32_t)nd->o->slots,
+                      clock_mono_ms() + nd->o->store_timeout_ms, err) == ERR_OK)
     return NODE_RUNNING;
   if (err->code == ERR_INVALID) {
     snprintf(nd->msg, nd->msg_n,
@@ -196,15 +199,14 @@ static node_result check_slots(node *nd, const node_group *g, err_t *err) {
  * a newer release) stops the start (exit 2) naming both versions; one that is only newer (an
  * expansion) is run on, with a warning. NODE_FAILED with err set when the store did not answer. */
 static node_result check_schema(node *nd, const node_group *g, err_t *err) {
-  store_pg_schema sc;
+  store_schema sc;
   err_clear(err);
-  err_code rc =
-      store_pg_schema_check(g->conninfo, clock_mono_ms() + nd->o->store_timeout_ms, &sc, err);
+  err_code rc = db->schema_check(g->conninfo, clock_mono_ms() + nd->o->store_timeout_ms, &sc, err);
   if (rc == ERR_INVALID) {
     char have[16], need[16], know[16];
     snprintf(have, sizeof have, "%d", sc.version);
     snprintf(need, sizeof need, "%d", sc.needs);
-    snprintf(know, sizeof know, "%d", store_pg_schema_newest());
+    snprintf(know, sizeof know, "%d", db->schema_newest());
     log_kv(LOG_ERROR, "the schema is newer than this node can run on; not starting", "group",
            g->name, "schema_version", have, "needs_schema", need, "node_schema", know,
            "node_version", IDEM_VERSION, "error", err->msg, "hint",
@@ -214,10 +216,10 @@ static node_result check_schema(node *nd, const node_group *g, err_t *err) {
     return NODE_REFUSED;
   }
   if (rc != ERR_OK) return NODE_FAILED;
-  if (sc.version > store_pg_schema_newest()) {
+  if (sc.version > db->schema_newest()) {
     char have[16], know[16];
     snprintf(have, sizeof have, "%d", sc.version);
-    snprintf(know, sizeof know, "%d", store_pg_schema_newest());
+    snprintf(know, sizeof know, "%d", db->schema_newest());
     log_kv(LOG_WARN, "the schema is newer than this node knows; running on it (an expansion)",
            "group", g->name, "schema_version", have, "node_schema", know, (const char *)NULL);
   }
@@ -234,7 +236,7 @@ static node_result migrate_group(node *nd, const node_group *g) {
   char target[512];
   err_t err;
   const char *opt = nd->o->groups_from_pg ? "--pg" : "--store";
-  if (store_pg_target(g->conninfo, target, sizeof target, &err) != ERR_OK) {
+  if (db->target(g->conninfo, target, sizeof target, &err) != ERR_OK) {
     log_kv(LOG_ERROR, nd->o->groups_from_pg ? "cannot use --pg" : "cannot use --store", "group",
            g->name, "error", err.msg, (const char *)NULL);
     return NODE_REFUSED;
@@ -249,13 +251,13 @@ static node_result migrate_group(node *nd, const node_group *g) {
      * settled (claimed, taken over) once the schema has the owner's table */
     node_result r = node_owner_check(&nd->owner, g->name, g->conninfo, deadline, &err);
     if (r == NODE_RUNNING) {
-      r = store_pg_migrate(g->conninfo, deadline, &err) == ERR_OK ? NODE_RUNNING : NODE_FAILED;
+      r = db->migrate(g->conninfo, deadline, &err) == ERR_OK ? NODE_RUNNING : NODE_FAILED;
       if (r == NODE_RUNNING) r = check_schema(nd, g, &err);
       if (r == NODE_RUNNING) r = node_owner_settle(&nd->owner, g->name, g->conninfo, deadline, &err);
       if (r == NODE_RUNNING) r = check_slots(nd, g, &err);
     }
     if (r != NODE_FAILED) return r;
-    if (store_pg_error_permanent(&err)) {
+    if (db->error_permanent(&err)) {
       log_kv(LOG_ERROR, "postgres refused the connection; not retrying", "group", g->name, "target",
              target, "error", err.msg, (const char *)NULL);
       return NODE_REFUSED;
@@ -288,7 +290,7 @@ static bool owner_wait(void *arg, int64_t ms) {
  * start before anything is written to etcd). */
 static node_result migrate(node *nd) {
   const idem_options *o = nd->o;
-  store_pg_set_slots((uint32_t)o->slots); /* before any store opens: the slot of every row */
+  db->set_slots((uint32_t)o->slots); /* before any store opens: the slot of every row */
   nd->n_groups = o->n_groups;
   for (size_t i = 0; i < o->n_groups; i++) {
     node_group *g = &nd->groups[i];
@@ -310,13 +312,13 @@ static node_result migrate(node *nd) {
   for (size_t i = 0; i < o->n_groups; i++) {
     char target[512];
     err_t err;
-    if (store_pg_target(o->groups[i].conninfo, target, sizeof target, &err) != ERR_OK) {
+    if (db->target(o->groups[i].conninfo, target, sizeof target, &err) != ERR_OK) {
       log_kv(LOG_ERROR, o->groups_from_pg ? "cannot use --pg" : "cannot use --store", "group",
              o->groups[i].name, "error", err.msg, (const char *)NULL);
       return NODE_REFUSED;
     }
   }
-  node_result own = node_owner_init(&nd->owner, o, MIGRATE_PATIENCE_MS, owner_wait, nd);
+  node_result own = node_owner_init(&nd->owner, o, db, MIGRATE_PATIENCE_MS, owner_wait, nd);
   if (own != NODE_RUNNING) return own;
   for (size_t i = 0; i < nd->n_groups; i++) {
     node_result rc = migrate_group(nd, &nd->groups[i]);
@@ -326,7 +328,7 @@ static node_result migrate(node *nd) {
 }
 
 static void undo_slots(node *nd) {
-  node_slotfill_stop(nd->slotfill);
+  slotfill_stop(nd->slotfill);
   nd->slotfill = NULL;
   slot_service_stop(nd->slots);
   nd->slots = NULL;
@@ -345,7 +347,10 @@ static node_result start_slots(node *nd) {
     undo_slots(nd); /* the etcd connection opened above */
     return rc == SLOTS_USAGE ? NODE_USAGE : NODE_FAILED;
   }
-  nd->slotfill = node_slotfill_start(nd->o);
+  slotfill_group fill[OPT_LIST_MAX];
+  for (size_t i = 0; i < nd->n_groups; i++)
+    fill[i] = (slotfill_group){nd->groups[i].name, nd->groups[i].conninfo};
+  nd->slotfill = slotfill_start(db, (uint32_t)nd->o->slots, fill, nd->n_groups);
   if (nd->n_groups > 1) {
     slots_view *v = slot_service_hold(nd->slots);
     for (size_t i = 0; i < nd->n_groups; i++) {
@@ -360,7 +365,7 @@ static node_result start_slots(node *nd) {
 }
 
 static store *open_pg(void *conninfo) {
-  return store_pg_open(conninfo);
+  return db->open(conninfo);
 }
 
 static void undo_policies(node *nd) {
@@ -376,7 +381,7 @@ static void undo_policies(node *nd) {
 static node_result start_group_policies(node *nd, node_group *g) {
   const idem_options *o = nd->o;
   g->policies = policy_cache_new();
-  store *st = g->policies ? store_pg_open(g->conninfo) : NULL;
+  store *st = g->policies ? db->open(g->conninfo) : NULL;
   if (!st) {
     log_kv(LOG_ERROR, "out of memory", (const char *)NULL);
     return NODE_FAILED;
@@ -485,7 +490,7 @@ static node_result start_waiters(node *nd) {
 
 static void undo_batcher(node *nd) {
   for (size_t i = 0; i < nd->n_groups; i++) {
-    store_batcher_stop(nd->groups[i].batcher);
+    db->batcher_stop(nd->groups[i].batcher);
     nd->groups[i].batcher = NULL;
   }
 }
@@ -509,7 +514,7 @@ static node_result start_batcher(node *nd) {
                             .metrics_group = (int)i};
     err_t err;
     err_clear(&err);
-    if (!(g->batcher = store_batcher_start(&bc, &err))) {
+    if (!(g->batcher = db->batcher_start(&bc, &err))) {
       undo_batcher(nd);
       return failed("cannot start group commit", &err);
     }
@@ -543,7 +548,8 @@ static node_result start_elector(node *nd) {
                          .prefix = g->prefix,
                          .ttl_s = o->election_ttl_s,
                          .store_timeout_ms = o->store_timeout_ms};
-    g->fence = (node_fence){.pg = g->conninfo,
+    g->fence = (node_fence){.db = db,
+                            .pg = g->conninfo,
                             .epoch = &g->epoch,
                             .on_serving = leading_now,
                             .on_serving_arg = nd};
@@ -561,11 +567,11 @@ static node_result start_elector(node *nd) {
  * (fenced), their step transactions group-committed by the batcher. */
 static store *open_fenced(void *arg) {
   node_group *g = arg;
-  store *st = store_pg_open(g->conninfo);
+  store *st = db->open(g->conninfo);
   if (st) {
-    store_pg_set_epoch_source(st, &g->epoch);
-    store_pg_set_batcher(st, g->batcher);
-    store_pg_set_metrics_group(st, (int)g->index);
+    db->set_epoch_source(st, &g->epoch);
+    db->set_batcher(st, g->batcher);
+    db->set_metrics_group(st, (int)g->index);
   }
   return st;
 }
@@ -610,8 +616,8 @@ static err_code move_slots(void *arg, const slot_move_req *rq, int64_t deadline,
    * this one in a moment, answers */
   *parked = false;
   pthread_rwlock_rdlock(&nd->mover_lock);
-  node_move *m = __atomic_load_n(&nd->mover, __ATOMIC_ACQUIRE);
-  err_code rc = m ? node_move_request(m, rq, deadline, out, err, w, parked)
+  mover *m = __atomic_load_n(&nd->mover, __ATOMIC_ACQUIRE);
+  err_code rc = m ? mover_request(m, rq, deadline, out, err, w, parked)
                   : err_set(err, ERR_UNAVAILABLE, "this node's slot mover is not running (yet)");
   pthread_rwlock_unlock(&nd->mover_lock);
   return rc;
@@ -621,7 +627,7 @@ static err_code move_slots(void *arg, const slot_move_req *rq, int64_t deadline,
 static void move_cancel(void *arg, uint64_t id) {
   node *nd = arg;
   pthread_rwlock_rdlock(&nd->mover_lock);
-  node_move_cancel(__atomic_load_n(&nd->mover, __ATOMIC_ACQUIRE), id);
+  mover_cancel(__atomic_load_n(&nd->mover, __ATOMIC_ACQUIRE), id);
   pthread_rwlock_unlock(&nd->mover_lock);
 }
 
@@ -716,7 +722,7 @@ static node_result start_rpc(node *nd) {
       .submit_steps = true, /* BeginStep and CompleteStep are answered by the batcher */
       .node_id = o->node_id,
       .schema_version = nd->schema_version,
-      .schema_newest = store_pg_schema_newest(),
+      .schema_newest = db->schema_newest(),
       .max_recv_bytes = MAX_RECV_BYTES,
       .default_deadline_ms = DEFAULT_DEADLINE_MS,
       .drain_timeout_ms = o->drain_timeout_ms,
@@ -739,16 +745,16 @@ static node_result start_rpc(node *nd) {
 }
 
 static void undo_campaign(node *nd) {
-  node_balance_stop(nd->balance);
+  balance_stop(nd->balance);
   nd->balance = NULL;
   for (size_t i = 0; i < nd->n_groups; i++) /* stop serving and hand over; the drain follows */
     elect_resign(nd->groups[i].el);
 }
 
-/* The balancer keeps the source group of a move driven here (node_balance.h). */
+/* The balancer keeps the source group of a move driven here (balance.h). */
 static int move_source(void *arg) {
   node *nd = arg;
-  return node_move_driving(__atomic_load_n(&nd->mover, __ATOMIC_ACQUIRE));
+  return mover_driving(__atomic_load_n(&nd->mover, __ATOMIC_ACQUIRE));
 }
 
 /* Campaigns once the port is bound, so the address it advertises answers; with etcd and
@@ -765,32 +771,35 @@ static node_result start_campaign(node *nd) {
   if (nd->o->etcd && nd->n_groups > 1) {
     elect *els[OPT_LIST_MAX];
     for (size_t i = 0; i < nd->n_groups; i++) els[i] = nd->groups[i].el;
-    nd->balance = node_balance_start(els, nd->n_groups, (int64_t)nd->o->election_ttl_s * 500,
-                                     move_source, nd);
+    nd->balance =
+        balance_start(els, nd->n_groups, (int64_t)nd->o->election_ttl_s * 500, move_source, nd);
     if (!nd->balance) log_kv(LOG_ERROR, "cannot balance the groups", (const char *)NULL);
   }
   return NODE_RUNNING;
 }
 
 static void undo_mover(node *nd) {
-  node_balance_stop(nd->balance); /* it asks the mover (move_source) */
+  balance_stop(nd->balance); /* it asks the mover (move_source) */
   nd->balance = NULL;
   metrics_set_move_fn(NULL, NULL);
   pthread_rwlock_wrlock(&nd->mover_lock); /* no MoveSlots (or cancel) is in the mover now */
-  node_move *m = nd->mover;
+  mover *m = nd->mover;
   __atomic_store_n(&nd->mover, NULL, __ATOMIC_RELEASE);
   pthread_rwlock_unlock(&nd->mover_lock);
-  node_move_stop(m); /* answers the MoveSlots calls it keeps */
+  mover_stop(m); /* answers the MoveSlots calls it keeps */
 }
 
 /* With etcd and several groups: the thread that drives moves of slots led here. */
 static node_result start_mover(node *nd) {
   if (!nd->o->etcd || nd->n_groups < 2 || nd->o->groups_from_pg) return NODE_RUNNING;
-  node_move_group g[OPT_LIST_MAX];
+  mover_group g[OPT_LIST_MAX];
   for (size_t i = 0; i < nd->n_groups; i++)
-    g[i] = (node_move_group){nd->groups[i].name, nd->groups[i].conninfo, nd->groups[i].el,
-                             &nd->groups[i].epoch};
-  node_move *m = node_move_start(nd->o, nd->slots, g, nd->n_groups);
+    g[i] = (mover_group){nd->groups[i].name, nd->groups[i].conninfo, nd->groups[i].el,
+                         &nd->groups[i].epoch};
+  mover_cfg mc = {.node_id = nd->o->node_id,
+                  .max_rows_per_s = (uint32_t)nd->o->move_max_rate,
+                  .store = db->move};
+  mover *m = mover_start(&mc, nd->slots, g, nd->n_groups);
   __atomic_store_n(&nd->mover, m, __ATOMIC_RELEASE);
   if (!m)
     log_kv(LOG_ERROR, "cannot start the slot mover", (const char *)NULL);
@@ -835,7 +844,7 @@ static node_result start_reaper(node *nd) {
 }
 
 static void undo_metrics(node *nd) {
-  node_metrics_stop(nd->metrics);
+  metrics_endpoint_stop(nd->metrics);
   nd->metrics = NULL;
 }
 
@@ -854,7 +863,7 @@ static node_result start_metrics(node *nd) {
   }
   if (!nd->o->metrics) return NODE_RUNNING;
   nd->metrics =
-      node_metrics_start(nd->o->metrics, store_pg_open(nd->o->pg), nd->o->store_timeout_ms);
+      metrics_endpoint_start(nd->o->metrics, db->open(nd->o->pg), nd->o->store_timeout_ms);
   return nd->metrics ? NODE_RUNNING : NODE_FAILED;
 }
 

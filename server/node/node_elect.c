@@ -1,7 +1,6 @@
 /* node_elect.c — see node_elect.h. */
 #include "node_elect.h"
 
-#include "../store/store_pg.h"
 #include "../util/clock.h"
 #include "../util/log.h"
 
@@ -11,7 +10,7 @@ static bool on_elected(void *arg, uint64_t epoch, bool *superseded) {
   err_t err;
   err_clear(&err);
   err_code rc =
-      store_pg_fence_raise(f->pg, epoch, clock_mono_ms() + f->raise_budget_ms, superseded, &err);
+      f->db->fence_raise(f->pg, epoch, clock_mono_ms() + f->raise_budget_ms, superseded, &err);
   if (rc != ERR_OK) {
     log_kv(LOG_WARN, "cannot raise the fence yet", "error", err.msg, (const char *)NULL);
     return false;
@@ -28,7 +27,7 @@ elect *node_elect_new(const node_elect_cfg *c, node_fence *fence, err_t *err) {
     uint64_t epoch = 0;
     err_t e2;
     err_clear(&e2);
-    if (store_pg_fence_read(fence->pg, clock_mono_ms() + c->store_timeout_ms, &epoch, &e2) !=
+    if (fence->db->fence_read(fence->pg, clock_mono_ms() + c->store_timeout_ms, &epoch, &e2) !=
         ERR_OK)
       log_kv(LOG_WARN, "cannot read the fence, single node writes under epoch 0", "error", e2.msg,
              (const char *)NULL);

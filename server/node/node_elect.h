@@ -2,8 +2,8 @@
  *
  * The epoch is the election revision. Every fenced store (node_open_store) reads the node's
  * epoch at the start of each call and writes under it; the database refuses writes under an
- * epoch older than its fence (store_pg.h). A node that wins an election raises the fence to its
- * new epoch before it lets its stores write under it (node_fence_on_elected).
+ * epoch older than its fence (store.h, fencing). A node that wins an election raises the fence to
+ * its new epoch before it lets its stores write under it (node_fence_on_elected).
  */
 #ifndef IDEM_NODE_ELECT_H
 #define IDEM_NODE_ELECT_H
@@ -13,10 +13,12 @@
 #include <stdint.h>
 
 #include "../elect/elect.h"
+#include "../store/store.h"
 
 /* What the elector's callback needs to raise the fence. Borrowed by the elector: must outlive
  * it. */
 typedef struct node_fence {
+  const store_backend *db; /* where the fence is */
   const char *pg;          /* conninfo */
   int64_t raise_budget_ms; /* per try: at most half a TTL, at most the store timeout */
   _Atomic uint64_t *epoch; /* what the node's stores write under */

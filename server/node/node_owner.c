@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include "../elect/etcd_kv.h"
-#include "../store/store_pg.h"
 #include "../util/clock.h"
 #include "../util/log.h"
 #include "../util/uuidv7.h"
@@ -88,9 +87,10 @@ static err_code cluster_id(etcd_kv *kv, const char *key, char *id, size_t cap, b
   return err_set(err, ERR_UNAVAILABLE, "the cluster id at %s changed while read", key);
 }
 
-node_result node_owner_init(node_owner *no, const idem_options *o, int64_t patience_ms,
-                            node_owner_wait_fn wait, void *wait_arg) {
+node_result node_owner_init(node_owner *no, const idem_options *o, const store_backend *db,
+                            int64_t patience_ms, node_owner_wait_fn wait, void *wait_arg) {
   memset(no, 0, sizeof *no);
+  no->db = db;
   no->take_over = o->take_over;
   actor_of(o, no->actor, sizeof no->actor);
   copy(no->mine.node, sizeof no->mine.node,
@@ -170,8 +170,7 @@ node_result node_owner_check(const node_owner *no, const char *group, const char
   owner_rec mine, recorded;
   mine_for(no, group, &mine);
   bool found = false;
-  if (store_pg_owner_read(conninfo, deadline, &recorded, &found, err) != ERR_OK)
-    return NODE_FAILED;
+  if (no->db->owner_read(conninfo, deadline, &recorded, &found, err) != ERR_OK) return NODE_FAILED;
   owner_verdict v = owner_decide(&mine, found ? &recorded : NULL, no->take_over);
   return owner_refused(v) ? refuse(v, &mine, &recorded, no->take_over) : NODE_RUNNING;
 }
@@ -192,8 +191,7 @@ node_result node_owner_settle(const node_owner *no, const char *group, const cha
   mine_for(no, group, &mine);
   decide_arg d = {&mine, no->take_over};
   store_owner_settled st;
-  if (store_pg_owner_settle(conninfo, &mine, no->actor, deadline, decide, &d, &st, err) !=
-      ERR_OK) {
+  if (no->db->owner_settle(conninfo, &mine, no->actor, deadline, decide, &d, &st, err) != ERR_OK) {
     if (err->code != ERR_PRECONDITION) return NODE_FAILED;
     log_kv(LOG_ERROR, "cannot take the database over; not starting", "group", group,
            "owner_cluster", st.recorded.cluster_id, "take_over", no->take_over, "error", err->msg,

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "../domain/owner.h"
+#include "../store/store.h"
 #include "../util/err.h"
 #include "node.h"
 #include "options.h"
@@ -25,17 +26,18 @@ typedef struct node_owner {
   owner_rec mine;        /* this node's cluster (group filled per database) */
   char actor[512];       /* who, for the audit: the node, the OS user, the host, the pid */
   const char *take_over; /* --take-over (NULL: not given); borrowed from the options */
+  const store_backend *db; /* where the owner is read and settled */
 } node_owner;
 
 /* Waits up to ms for a stop signal: true when one came (node.c's wait_signal). */
 typedef bool (*node_owner_wait_fn)(void *arg, int64_t ms);
 
-/* Fills *no: without etcd at once; with etcd reads (or creates) the cluster id, retrying while
- * etcd does not answer for up to patience_ms (wait between tries; NODE_STOPPED on a stop
- * signal). NODE_REFUSED (logged) when etcd holds a value that is not a cluster id, NODE_FAILED
- * (logged) when etcd never answered. */
-node_result node_owner_init(node_owner *no, const idem_options *o, int64_t patience_ms,
-                            node_owner_wait_fn wait, void *wait_arg);
+/* Fills *no (the checks go through db): without etcd at once; with etcd reads (or creates) the
+ * cluster id, retrying while etcd does not answer for up to patience_ms (wait between tries;
+ * NODE_STOPPED on a stop signal). NODE_REFUSED (logged) when etcd holds a value that is not a
+ * cluster id, NODE_FAILED (logged) when etcd never answered. */
+node_result node_owner_init(node_owner *no, const idem_options *o, const store_backend *db,
+                            int64_t patience_ms, node_owner_wait_fn wait, void *wait_arg);
 
 /* The check before anything is written: reads group's owner. NODE_REFUSED (logged: both owners
  * and what to do) when the rule refuses; NODE_FAILED with err when the database did not answer;

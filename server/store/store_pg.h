@@ -1,8 +1,8 @@
 /* store_pg.h — the PostgreSQL backend of store.h: opening a store, migrating the schema,
  * fencing (the epoch every write is checked against) and group commit (the batcher).
  *
- * Only the composition root (node/) and the store's own tests include this header: the rules
- * in coord/ see a store through store.h alone.
+ * Only store/ itself and the store's own tests include this header: every other folder sees
+ * the backend through store.h (store_postgres, the backend table, is these functions).
  */
 #ifndef IDEM_STORE_PG_H
 #define IDEM_STORE_PG_H
@@ -11,8 +11,6 @@
 
 #include "../domain/owner.h"
 #include "store.h"
-
-typedef struct store_batcher store_batcher;
 
 /* --- the PostgreSQL backend (store_pg.c) --- */
 
@@ -25,11 +23,8 @@ store *store_pg_open(const char *conninfo);
  * reached before deadline. */
 err_code store_pg_migrate(const char *conninfo, int64_t deadline, err_t *err);
 
-/* The schema's versions as a node reads them at start (docs/upgrading.md, the promise). */
-typedef struct store_pg_schema {
-  int version; /* the newest migration recorded in the store */
-  int needs;   /* the oldest schema version whose code runs on it (0: any) */
-} store_pg_schema;
+/* The schema's versions (store.h store_schema). */
+typedef store_schema store_pg_schema;
 
 /* The newest schema version this build's migrations reach. */
 int store_pg_schema_newest(void);
@@ -61,17 +56,6 @@ void store_pg_set_slots(uint32_t slots);
  * version 13). Reads only: safe before store_pg_migrate, on a database another cluster owns. */
 err_code store_pg_owner_read(const char *conninfo, int64_t deadline, owner_rec *out, bool *found,
                              err_t *err);
-
-/* The rule store_pg_owner_settle applies (owner_decide with the node's own owner and
- * --take-over): recorded is NULL when nothing is recorded. */
-typedef owner_verdict (*store_owner_decide_fn)(void *arg, const owner_rec *recorded);
-
-typedef struct store_owner_settled {
-  owner_verdict verdict;
-  bool found;            /* an owner was recorded before */
-  owner_rec recorded;    /* which (when found) */
-  int64_t former_epoch;  /* OWNER_TAKE_OVER: the fence's epoch it reset to 0 */
-} store_owner_settled;
 
 /* In one transaction under the migration lock: reads the recorded owner, asks decide, and
  * writes what it answered: OWNER_CLAIM records mine, OWNER_TAKE_OVER replaces the former owner
@@ -136,31 +120,6 @@ err_code store_pg_fence_read(const char *conninfo, int64_t deadline, uint64_t *e
  * every batch while it keeps up; the others take queued work only while every connection
  * before them has been busy with one batch for help_after_us (a stalled batch does not hold
  * up the queue behind it). */
-
-/* Called on a batcher thread after a batch committed, once per step transaction in it, with
- * the pair as it now is in the database (records borrowed: copy what you keep) and the epoch
- * it was written under. For one pair, calls come in commit order. Must not block. */
-typedef void (*store_commit_fn)(void *arg, uint64_t epoch, const step_pair *after);
-
-/* Called on a batcher thread after a batch committed, once per step transaction in it that
- * wrote to its pair (after on_commit), with the pair's key (the phase means nothing). Must not
- * block. */
-typedef void (*store_change_fn)(void *arg, const step_key *key);
-
-typedef struct store_batcher_cfg {
-  const char *conninfo;          /* copied */
-  int conns;                     /* connections and threads; 0 = 2 */
-  int64_t help_after_us;         /* thread i > 0 takes work only once threads 0..i-1 have each
-                                  * been busy with one batch this long; 0 = 10,000 */
-  int max_batch;                 /* step transactions per batch; 0 = 64 */
-  int queue_max;                 /* submitted ones waiting; 0 = STORE_BATCH_QUEUE_MAX */
-  const _Atomic uint64_t *epoch; /* fencing source (borrowed), NULL = unfenced */
-  store_commit_fn on_commit;     /* may be NULL */
-  void *on_commit_arg;
-  store_change_fn on_change; /* may be NULL */
-  void *on_change_arg;
-  int metrics_group; /* the store group its metrics count for (docs/api.md §17; 0 = the one) */
-} store_batcher_cfg;
 
 /* Starts the threads (connections open lazily). NULL with err on failure. */
 store_batcher *store_batcher_start(const store_batcher_cfg *cfg, err_t *err);

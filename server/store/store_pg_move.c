@@ -16,14 +16,13 @@ static const char *const move_tables[MOVE_TABLES_N] = {"idem_sagas", "idem_saga_
                                                        "idem_steps", "idem_audit"};
 #define DELETE_BATCH 5000
 
-struct store_pg_move_session {
+struct store_move {
   pg_store side[2]; /* MOVE_SIDE_SOURCE, MOVE_SIDE_TARGET */
   bool ok[2];
   char id[24];   /* "" for a request's checks */
   char name[64]; /* idem_move_<id> */
   uint32_t from, to;
 };
-
 
 err_code store_pg_move_session_open(const char *src, const char *dst, const char *id,
                                     uint32_t from, uint32_t to, store_pg_move_session **out,

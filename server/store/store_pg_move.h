@@ -13,7 +13,8 @@
  * made or already gone, does nothing more. Names: publication, slot and subscription are
  * idem_move_<id>, the id checked (slot_move_id_ok's rule) when the session opens, before any SQL
  * sees it. A session is used by one thread at a time.
- * Only the composition root (node/) includes this header.
+ * These functions are the PostgreSQL backend's move sub-table (store.h store_move_ops, through
+ * store_postgres); only store/ and the store's own tests include this header.
  */
 #ifndef IDEM_STORE_PG_MOVE_H
 #define IDEM_STORE_PG_MOVE_H
@@ -23,10 +24,11 @@
 #include <stdint.h>
 
 #include "../util/err.h"
+#include "store.h"
 
-typedef struct store_pg_move_session store_pg_move_session;
-
-typedef enum store_pg_move_side { MOVE_SIDE_SOURCE = 0, MOVE_SIDE_TARGET = 1 } store_pg_move_side;
+/* A move session (store.h store_move) and its sides. */
+typedef struct store_move store_pg_move_session;
+typedef store_move_side store_pg_move_side;
 
 /* A session for the move id of slots from..to from the store src to the store dst (conninfo
  * strings, copied). id NULL: checks and counts only (a request's, before the move exists).

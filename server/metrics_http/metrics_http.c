@@ -1,4 +1,4 @@
-/* node_metrics_http.c — GET /metrics over HTTP/1.1 (Prometheus text, or OpenMetrics with
+/* metrics_http.c — GET /metrics over HTTP/1.1 (Prometheus text, or OpenMetrics with
  * exemplars when the Accept header asks for it) with libmicrohttpd (Debian's libmicrohttpd-dev),
  * one internal polling thread. Anything else is 404 (other paths) or 405 (other methods). One
  * answer per connection (Connection: close): a client pipelining requests without reading
@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "node_metrics_http.h"
+#include "metrics_http.h"
 
 #include "../metrics/metrics.h"
 #include "../util/hostport.h"

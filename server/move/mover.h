@@ -1,4 +1,4 @@
-/* node_move.h — moving slots between groups (docs/api.md §18): Admin.MoveSlots, and the driver
+/* mover.h — moving slots between groups (docs/api.md §18): Admin.MoveSlots, and the driver
  * that runs a move on the leader of its source group, finishes or rolls back one cut short.
  *
  * The move's record is in the slot map (slotmove.h), so each phase is one compare-and-swap of
@@ -22,8 +22,8 @@
  * A failover of either store's PostgreSQL (another system identifier or timeline), a lost
  * replication slot, or a copy that does not catch up rolls the move back.
  */
-#ifndef IDEM_NODE_MOVE_H
-#define IDEM_NODE_MOVE_H
+#ifndef IDEM_MOVE_MOVER_H
+#define IDEM_MOVE_MOVER_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -32,41 +32,47 @@
 
 #include "../elect/elect.h"
 #include "../slots/slotmove.h"
+#include "../store/store.h"
 #include "../util/err.h"
 #include "../slots/slot_service.h"
-#include "options.h"
 
-typedef struct node_move node_move;
+typedef struct mover mover;
 
 /* A store group as the mover sees it (borrowed: must outlive the mover). */
-typedef struct node_move_group {
+typedef struct mover_group {
   const char *name, *conninfo;
   elect *el;
   _Atomic uint64_t *epoch; /* the group's fencing epoch while this node leads it */
-} node_move_group;
+} mover_group;
 
-/* Starts the driver thread (with etcd and two or more groups; else NULL, and MoveSlots is
- * refused). */
-node_move *node_move_start(const idem_options *o, slot_service *slots, const node_move_group *g,
-                           size_t n);
+typedef struct mover_cfg {
+  const char *node_id;         /* this process, in the record of a move it drives (NULL: node) */
+  uint32_t max_rows_per_s;     /* a move's copy rate when its request names none (0: no limit) */
+  const store_move_ops *store; /* the store backend's move calls (store.h) */
+} mover_cfg;
+
+/* Starts the driver thread over n groups (two or more, at most SLOTMAP_GROUPS_MAX; else NULL,
+ * and MoveSlots is refused). The caller starts it only with etcd: the move's record lives in
+ * the slot map there. */
+mover *mover_start(const mover_cfg *cfg, slot_service *slots, const mover_group *g, size_t n);
 
 /* Admin.MoveSlots: checks the request, writes the move (planned) and waits for its result until
  * deadline (absolute, monotonic ms). A request_id already used answers that move's result
  * (replayed) when rq asks the same slots and target group, else FAILED_PRECONDITION
  * request-mismatch (nothing is moved). With w, the call does not wait on the calling thread:
  * when the move goes on it is kept (ERR_OK with *parked, nothing in out) and answered later
- * through w->done, once (node_move_wait.c); without, it waits here. */
-err_code node_move_request(node_move *m, const slot_move_req *rq, int64_t deadline,
-                           slot_move_res *out, err_t *err, slot_move_wait *w, bool *parked);
+ * through w->done, once (mover_wait.c); without, it waits here. */
+err_code mover_request(mover *m, const slot_move_req *rq, int64_t deadline, slot_move_res *out,
+                       err_t *err, slot_move_wait *w, bool *parked);
 
 /* The caller of the call kept as id went away: it is answered now (ABORTED); its move goes on.
  * Nothing when it was answered already. */
-void node_move_cancel(node_move *m, uint64_t id);
+void mover_cancel(mover *m, uint64_t id);
 
 /* The index of the group this node is driving a move out of now, -1 when none (the balancer
  * keeps that group: yielding it would roll the move back). NULL reads -1. */
-int node_move_driving(node_move *m);
+int mover_driving(mover *m);
 
-void node_move_stop(node_move *m);
+void mover_stop(mover *m);
 
 #endif

@@ -1,4 +1,4 @@
-/* node_move_drive.c — the phases of a move on the leader of its source group (node_move.h). Every
+/* mover_drive.c — the phases of a move on the leader of its source group (mover.h). Every
  * store step is idempotent, so a phase cut short is repeated from its start: by this node at its
  * next look (finishing, rolling back) or by the group's next leader. */
 #include <stdio.h>
@@ -7,18 +7,19 @@
 
 #include "../metrics/metrics.h"
 #include "../slots/move_throttle.h"
-#include "../store/store_pg_move.h"
+#include "../store/store.h"
 #include "../util/clock.h"
 #include "../util/log.h"
-#include "node_move_internal.h"
+#include "mover_internal.h"
 
 typedef struct drive {
-  node_move *m;
+  mover *m;
   slotmap *map; /* the map in etcd as last written or read */
   int64_t rev;
   slot_move mv; /* the record being written */
-  const node_move_group *src, *dst;
-  store_pg_move_session *ss; /* one connection to each store for the drive */
+  const mover_group *src, *dst;
+  const store_move_ops *st; /* the backend's move calls */
+  store_move *ss;           /* one connection to each store for the drive */
   char range[32];
 } drive;
 
@@ -38,7 +39,7 @@ static bool again(drive *d, err_t *err, int *tries) {
   log_kv(LOG_INFO, "slot move: a store step lost its connection; trying again", "move", d->mv.id,
          "error", err->msg, (const char *)NULL);
   err_clear(err);
-  return !nm__pause(d->m, STEP_AGAIN_MS);
+  return !mover__pause(d->m, STEP_AGAIN_MS);
 }
 
 static void log_move(const drive *d, log_level lv, const char *what, const char *error) {
@@ -63,7 +64,8 @@ static bool advance(drive *d, slotmap *(*make)(const slotmap *, const slot_move 
   }
   slotmap *now = NULL;
   int64_t rev = 0;
-  if (slot_service_read(d->m->slots, &now, &rev, &err) != ERR_OK || !now || now->version != next->version) {
+  if (slot_service_read(d->m->slots, &now, &rev, &err) != ERR_OK || !now ||
+      now->version != next->version) {
     slotmap_free(now);
     slotmap_free(next);
     return false;
@@ -97,16 +99,14 @@ static bool keep_result(drive *d, const char *error) {
 static void roll_back(drive *d) {
   err_t err;
   err_clear(&err);
-  store_pg_move_session *ss = d->ss;
+  store_move *ss = d->ss;
   int64_t deleted = 0;
-  if (store_pg_move_unblock(ss, MOVE_SIDE_SOURCE, false, store_deadline(), &err) != ERR_OK ||
-      store_pg_move_unpublish(ss, store_deadline(), &err) != ERR_OK ||
-      store_pg_move_unsubscribe(ss, store_deadline(), &err) != ERR_OK ||
-      store_pg_move_delete(ss, MOVE_SIDE_TARGET, true, &deleted, store_deadline(), &err) !=
-          ERR_OK ||
-      store_pg_move_unblock(ss, MOVE_SIDE_TARGET, false, store_deadline(), &err) != ERR_OK) {
-    log_move(d, LOG_WARN, "slot move: rolling back, a store did not answer; trying again",
-             err.msg);
+  if (d->st->unblock(ss, MOVE_SIDE_SOURCE, false, store_deadline(), &err) != ERR_OK ||
+      d->st->unpublish(ss, store_deadline(), &err) != ERR_OK ||
+      d->st->unsubscribe(ss, store_deadline(), &err) != ERR_OK ||
+      d->st->delete_rows(ss, MOVE_SIDE_TARGET, true, &deleted, store_deadline(), &err) != ERR_OK ||
+      d->st->unblock(ss, MOVE_SIDE_TARGET, false, store_deadline(), &err) != ERR_OK) {
+    log_move(d, LOG_WARN, "slot move: rolling back, a store did not answer; trying again", err.msg);
     return;
   }
   d->mv.steps_moved = d->mv.sagas_moved = 0;
@@ -129,15 +129,13 @@ static void give_up(drive *d, const char *why) {
 static void finish(drive *d) {
   err_t err;
   err_clear(&err);
-  store_pg_move_session *ss = d->ss;
+  store_move *ss = d->ss;
   int64_t deleted = 0;
-  if (store_pg_move_unsubscribe(ss, store_deadline(), &err) != ERR_OK ||
-      store_pg_move_unblock(ss, MOVE_SIDE_TARGET, true, store_deadline(), &err) != ERR_OK ||
-      store_pg_move_delete(ss, MOVE_SIDE_SOURCE, true, &deleted, store_deadline(), &err) !=
-          ERR_OK ||
-      store_pg_move_delete(ss, MOVE_SIDE_TARGET, false, &deleted, store_deadline(), &err) !=
-          ERR_OK ||
-      store_pg_move_unpublish(ss, store_deadline(), &err) != ERR_OK) {
+  if (d->st->unsubscribe(ss, store_deadline(), &err) != ERR_OK ||
+      d->st->unblock(ss, MOVE_SIDE_TARGET, true, store_deadline(), &err) != ERR_OK ||
+      d->st->delete_rows(ss, MOVE_SIDE_SOURCE, true, &deleted, store_deadline(), &err) != ERR_OK ||
+      d->st->delete_rows(ss, MOVE_SIDE_TARGET, false, &deleted, store_deadline(), &err) != ERR_OK ||
+      d->st->unpublish(ss, store_deadline(), &err) != ERR_OK) {
     log_move(d, LOG_WARN, "slot move: finishing, a store did not answer; trying again", err.msg);
     return;
   }
@@ -153,13 +151,13 @@ static void finish(drive *d) {
 /* Whether the server behind conninfo is still the one named was (no failover since). Its
  * identity is asked again for up to wait_ms while it does not answer (a promotion under way);
  * not reachable by then: true, the move's own store errors decide. */
-static bool same_server(drive *d, store_pg_move_side which, const char *was, const char *side,
+static bool same_server(drive *d, store_move_side which, const char *was, const char *side,
                         int64_t wait_ms, char *why, size_t cap) {
   char now[128];
   err_t err;
   int64_t until = clock_mono_ms() + wait_ms;
-  while (store_pg_move_identity(d->ss, which, now, sizeof now, store_deadline(), &err) != ERR_OK)
-    if (clock_mono_ms() >= until || nm__pause(d->m, 200)) return true;
+  while (d->st->identity(d->ss, which, now, sizeof now, store_deadline(), &err) != ERR_OK)
+    if (clock_mono_ms() >= until || mover__pause(d->m, 200)) return true;
   if (strcmp(now, was) == 0) return true;
   snprintf(why, cap,
            "the %s's PostgreSQL failed over (server %s, now %s): logical replication slots do not "
@@ -190,27 +188,27 @@ static void report_progress(drive *d, uint64_t rows, int64_t lag) {
 
 /* The target's side of the handoff: its rows counted, its store opened to the slots. */
 static err_code open_target(drive *d, err_t *err) {
-  err_code rc = store_pg_move_count(d->ss, MOVE_SIDE_TARGET, &d->mv.steps_moved,
-                                    &d->mv.sagas_moved, store_deadline(), err);
-  if (rc == ERR_OK) rc = store_pg_move_unblock(d->ss, MOVE_SIDE_TARGET, true, store_deadline(), err);
+  err_code rc = d->st->count(d->ss, MOVE_SIDE_TARGET, &d->mv.steps_moved, &d->mv.sagas_moved,
+                             store_deadline(), err);
+  if (rc == ERR_OK) rc = d->st->unblock(d->ss, MOVE_SIDE_TARGET, true, store_deadline(), err);
   return rc;
 }
 
 /* The copy's start (or its resumption: each call is idempotent): the publication, the
  * subscription. */
 static err_code begin_copy(drive *d, err_t *err) {
-  err_code rc = store_pg_move_publish(d->ss, store_deadline(), err);
-  if (rc == ERR_OK) rc = store_pg_move_subscribe(d->ss, store_deadline(), err);
+  err_code rc = d->st->publish(d->ss, store_deadline(), err);
+  if (rc == ERR_OK) rc = d->st->subscribe(d->ss, store_deadline(), err);
   return rc;
 }
 
 /* Both stores' servers, into the record (the copy begins on them). */
 static err_code identify(drive *d, err_t *err) {
-  err_code rc = store_pg_move_identity(d->ss, MOVE_SIDE_SOURCE, d->mv.src_server,
-                                       sizeof d->mv.src_server, store_deadline(), err);
+  err_code rc = d->st->identity(d->ss, MOVE_SIDE_SOURCE, d->mv.src_server, sizeof d->mv.src_server,
+                                store_deadline(), err);
   if (rc == ERR_OK)
-    rc = store_pg_move_identity(d->ss, MOVE_SIDE_TARGET, d->mv.dst_server,
-                                sizeof d->mv.dst_server, store_deadline(), err);
+    rc = d->st->identity(d->ss, MOVE_SIDE_TARGET, d->mv.dst_server, sizeof d->mv.dst_server,
+                         store_deadline(), err);
   return rc;
 }
 
@@ -227,8 +225,7 @@ static void hand_off(drive *d) {
   int64_t t_map = clock_mono_ms();
   err_code rc;
   int tries = 0;
-  while ((rc = store_pg_move_block(d->ss, atomic_load(d->src->epoch), store_deadline(), &err)) !=
-             ERR_OK &&
+  while ((rc = d->st->block(d->ss, atomic_load(d->src->epoch), store_deadline(), &err)) != ERR_OK &&
          again(d, &err, &tries)) {
   }
   if (rc != ERR_OK) {
@@ -236,22 +233,22 @@ static void hand_off(drive *d) {
     give_up_store(d, err.msg);
     return;
   }
-  if (nm__hold(d->m, MOVE_BLOCKED)) return;
+  if (mover__hold(d->m, MOVE_BLOCKED)) return;
   int64_t t_block = clock_mono_ms();
   bool arrived = false;
   /* the target's session LISTENs for the mark's arrival (no polling), in slices so that a
    * stopping node does not wait out the whole time; a store that did not answer is asked again
    * 50 ms later */
   while (!arrived) {
-    int64_t now = clock_mono_ms(), slice = now + 250 < t0 + MOVE_MARK_MAX_MS ? now + 250
-                                                                            : t0 + MOVE_MARK_MAX_MS;
-    bool answered = store_pg_move_wait_marked(d->ss, slice, &arrived, &err) == ERR_OK;
+    int64_t now = clock_mono_ms(),
+            slice = now + 250 < t0 + MOVE_MARK_MAX_MS ? now + 250 : t0 + MOVE_MARK_MAX_MS;
+    bool answered = d->st->wait_marked(d->ss, slice, &arrived, &err) == ERR_OK;
     if (arrived) break;
     if (clock_mono_ms() - t0 > MOVE_MARK_MAX_MS) {
       give_up_store(d, "the last changes did not reach the target within 15 s");
       return;
     }
-    if (answered ? atomic_load(&d->m->stopping) : nm__pause(d->m, 50))
+    if (answered ? atomic_load(&d->m->stopping) : mover__pause(d->m, 50))
       return; /* stopping: the next leader rolls back */
   }
   int64_t t_drain = clock_mono_ms();
@@ -280,7 +277,7 @@ static void hand_off(drive *d) {
   log_kv(LOG_INFO, "slot move switched: the target serves the slots", "move", d->mv.id, "slots",
          d->range, "map_ms", ms[0], "block_ms", ms[1], "drain_ms", ms[2], "check_ms", ms[3],
          "serve_ms", ms[4], (const char *)NULL);
-  if (nm__hold(d->m, MOVE_SWITCHED)) return;
+  if (mover__hold(d->m, MOVE_SWITCHED)) return;
   finish(d);
 }
 
@@ -293,8 +290,7 @@ static void pace(drive *d, move_throttle *th, int *paused, int64_t now, uint64_t
   if (*paused == (int)want) return;
   err_t err;
   err_clear(&err);
-  if (store_pg_move_pause(d->ss, want, store_deadline(), &err) != ERR_OK)
-    return;
+  if (d->st->pause(d->ss, want, store_deadline(), &err) != ERR_OK) return;
   *paused = want;
   char v[64];
   snprintf(v, sizeof v, "%u of %u rows/s", (unsigned)move_throttle_rate(th), d->mv.max_rows_per_s);
@@ -316,17 +312,19 @@ static void run(drive *d) {
     return;
   }
   log_move(d, LOG_INFO, "slot move copying", NULL);
-  if (nm__hold(d->m, MOVE_COPYING)) return;
+  if (mover__hold(d->m, MOVE_COPYING)) return;
   int64_t t0 = clock_mono_ms(), synced_at = 0, failing_since = 0, checked = t0;
   move_throttle th;
   move_throttle_init(&th, d->mv.max_rows_per_s, t0);
   int paused = -1;
   for (;;) {
     /* each round: the progress read, then the throttle (pace) pauses or runs the subscription */
-    if (nm__pause(d->m, 200)) return; /* stopping: the next leader resumes it */
+    if (mover__pause(d->m, 200)) return; /* stopping: the next leader resumes it */
     if (!elect_is_leader(d->src->el, NULL)) {
-      log_move(d, LOG_WARN, "slot move: no longer the source group's leader; its next leader "
-                            "resumes the copy", NULL);
+      log_move(d, LOG_WARN,
+               "slot move: no longer the source group's leader; its next leader "
+               "resumes the copy",
+               NULL);
       return;
     }
     int64_t now = clock_mono_ms();
@@ -344,7 +342,7 @@ static void run(drive *d) {
     bool synced = false;
     int64_t lag = -1;
     uint64_t rows = 0;
-    rc = store_pg_move_progress(d->ss, &synced, &lag, &rows, store_deadline(), &err);
+    rc = d->st->progress(d->ss, &synced, &lag, &rows, store_deadline(), &err);
     if (rc == ERR_PRECONDITION) {
       give_up(d, err.msg);
       return;
@@ -395,14 +393,14 @@ static void resume(drive *d) {
   run(d);
 }
 
-void nm__drive(node_move *m, const slotmap *map, int64_t rev) {
-  drive d = {.m = m, .rev = rev, .mv = *map->move};
-  int s = nm__group(m, d.mv.source), t = nm__group(m, d.mv.target);
+void mover__drive(mover *m, const slotmap *map, int64_t rev) {
+  drive d = {.m = m, .st = m->st, .rev = rev, .mv = *map->move};
+  int s = mover__group(m, d.mv.source), t = mover__group(m, d.mv.target);
   err_t err;
   err_clear(&err);
   if (s < 0 || t < 0 || !(d.map = slotmap_copy(map)) ||
-      store_pg_move_session_open(m->g[s].conninfo, m->g[t].conninfo, d.mv.id, d.mv.from,
-                                 d.mv.to, &d.ss, &err) != ERR_OK) {
+      d.st->open(m->g[s].conninfo, m->g[t].conninfo, d.mv.id, d.mv.from, d.mv.to, &d.ss, &err) !=
+          ERR_OK) {
     if (err.msg[0])
       log_kv(LOG_ERROR, "slot move: cannot drive it", "move", d.mv.id, "error", err.msg,
              (const char *)NULL);
@@ -445,6 +443,6 @@ void nm__drive(node_move *m, const slotmap *map, int64_t rev) {
       break;
   }
   slotmap_free(d.map);
-  store_pg_move_session_close(d.ss);
+  d.st->close(d.ss);
   atomic_store(&m->driving, -1);
 }

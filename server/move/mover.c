@@ -1,27 +1,26 @@
-/* node_move.c — see node_move.h: Admin.MoveSlots and the thread that looks at the map. The
- * phases are in node_move_drive.c. */
+/* mover.c — see mover.h: Admin.MoveSlots and the thread that looks at the map. The
+ * phases are in mover_drive.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "../store/store_pg_move.h"
 #include "../util/clock.h"
 #include "../util/log.h"
-#include "node_move_internal.h"
+#include "mover_internal.h"
 
 static bool is_group(void *arg, const char *name) {
-  return nm__group(arg, name) >= 0;
+  return mover__group(arg, name) >= 0;
 }
 
 /* One look at the map: the move in it is driven here when this node leads its source group.
  * True when the move is still there for this node to drive (a step did not get through: the
  * look is repeated after MOVE_RETRY_MS even without a change). */
-static bool look(node_move *m) {
+static bool look(mover *m) {
   slots_view *v = slot_service_hold(m->slots);
   const slot_move *seen = slots_view_map(v)->move;
-  int src = seen ? nm__group(m, seen->source) : -1;
+  int src = seen ? mover__group(m, seen->source) : -1;
   slots_view_release(v);
   if (src < 0 || !elect_is_leader(m->g[src].el, NULL)) return false;
   slotmap *map = NULL;
@@ -29,11 +28,11 @@ static bool look(node_move *m) {
   err_t err;
   err_clear(&err);
   if (slot_service_read(m->slots, &map, &rev, &err) != ERR_OK) return true;
-  if (map && map->move) nm__drive(m, map, rev);
+  if (map && map->move) mover__drive(m, map, rev);
   slotmap_free(map);
   v = slot_service_hold(m->slots);
   seen = slots_view_map(v)->move;
-  src = seen ? nm__group(m, seen->source) : -1;
+  src = seen ? mover__group(m, seen->source) : -1;
   slots_view_release(v);
   return src >= 0 && elect_is_leader(m->g[src].el, NULL);
 }
@@ -41,17 +40,18 @@ static bool look(node_move *m) {
 /* The mover's thread: a look at every change the slot map service sees (a new map, a result, a
  * leadership won here), none in between unless a look left work undone. */
 static void *mover_main(void *arg) {
-  node_move *m = arg;
+  mover *m = arg;
   uint64_t seen = slot_service_changes(m->slots);
   while (!atomic_load(&m->stopping)) {
     bool again = look(m);
-    int64_t until = clock_mono_ms() + (again ? MOVE_RETRY_MS : 3600000); /* no timer: a change wakes it */
+    int64_t until =
+        clock_mono_ms() + (again ? MOVE_RETRY_MS : 3600000); /* no timer: a change wakes it */
     seen = slot_service_wait(m->slots, seen, until);
   }
   return NULL;
 }
 
-static void read_hold(node_move *m) {
+static void read_hold(mover *m) {
   m->hold_phase = -1;
   const char *h = getenv("IDEM_TEST_MOVE_HOLD");
   const char *colon = h ? strchr(h, ':') : NULL;
@@ -66,17 +66,17 @@ static void read_hold(node_move *m) {
            (const char *)NULL);
 }
 
-node_move *node_move_start(const idem_options *o, slot_service *slots, const node_move_group *g,
-                           size_t n) {
-  if (!o->etcd || n < 2) return NULL;
-  node_move *m = calloc(1, sizeof *m);
+mover *mover_start(const mover_cfg *cfg, slot_service *slots, const mover_group *g, size_t n) {
+  if (n < 2 || !cfg->store) return NULL;
+  mover *m = calloc(1, sizeof *m);
   if (!m) return NULL;
-  m->o = o;
+  m->st = cfg->store;
+  m->max_rows_per_s = cfg->max_rows_per_s;
   m->slots = slots;
-  m->n = n < OPT_LIST_MAX ? n : OPT_LIST_MAX;
+  m->n = n < SLOTMAP_GROUPS_MAX ? n : SLOTMAP_GROUPS_MAX;
   memcpy(m->g, g, m->n * sizeof *g);
-  snprintf(m->me, sizeof m->me, "%.30s/%ld/%lld", o->node_id ? o->node_id : "node", (long)getpid(),
-           (long long)clock_wall_ms());
+  snprintf(m->me, sizeof m->me, "%.30s/%ld/%lld", cfg->node_id ? cfg->node_id : "node",
+           (long)getpid(), (long long)clock_wall_ms());
   read_hold(m);
   atomic_init(&m->driving, -1);
   pthread_mutex_init(&m->mu, NULL);
@@ -85,7 +85,7 @@ node_move *node_move_start(const idem_options *o, slot_service *slots, const nod
     free(m);
     return NULL;
   }
-  if (!nm__answerer_start(m)) {
+  if (!mover__answerer_start(m)) {
     pthread_cond_destroy(&m->cv);
     pthread_mutex_destroy(&m->mu);
     free(m);
@@ -94,7 +94,7 @@ node_move *node_move_start(const idem_options *o, slot_service *slots, const nod
   if (pthread_create(&m->th, NULL, mover_main, m) != 0) {
     atomic_store(&m->stopping, true);
     slot_service_kick(m->slots);
-    nm__answerer_stop(m);
+    mover__answerer_stop(m);
     pthread_cond_destroy(&m->cv);
     pthread_mutex_destroy(&m->mu);
     free(m);
@@ -103,11 +103,11 @@ node_move *node_move_start(const idem_options *o, slot_service *slots, const nod
   return m;
 }
 
-int node_move_driving(node_move *m) {
+int mover_driving(mover *m) {
   return m ? atomic_load(&m->driving) : -1;
 }
 
-void node_move_stop(node_move *m) {
+void mover_stop(mover *m) {
   if (!m) return;
   pthread_mutex_lock(&m->mu);
   atomic_store(&m->stopping, true);
@@ -115,7 +115,7 @@ void node_move_stop(node_move *m) {
   pthread_mutex_unlock(&m->mu);
   slot_service_kick(m->slots); /* out of their waits for a change */
   pthread_join(m->th, NULL);
-  nm__answerer_stop(m); /* every kept MoveSlots answered */
+  mover__answerer_stop(m); /* every kept MoveSlots answered */
   pthread_cond_destroy(&m->cv);
   pthread_mutex_destroy(&m->mu);
   free(m);
@@ -123,15 +123,15 @@ void node_move_stop(node_move *m) {
 
 /* Waits for the result of rq's request id until deadline: looked up again at each change the
  * slot map service sees (its watch sees the result arrive), not by polling. */
-static err_code wait_result(node_move *m, const slot_move_req *rq, int64_t deadline,
-                            slot_move_res *out, err_t *err) {
+static err_code wait_result(mover *m, const slot_move_req *rq, int64_t deadline, slot_move_res *out,
+                            err_t *err) {
   const char *rid = rq->request_id;
   uint64_t seen = slot_service_changes(m->slots);
   for (;;) {
     bool found = false;
     err_t e;
     err_clear(&e);
-    err_code rc = nm__result_of(m, rq, &found, out, &e);
+    err_code rc = mover__result_of(m, rq, &found, out, &e);
     if (found) {
       if (rc != ERR_OK) *err = e;
       return rc;
@@ -161,18 +161,18 @@ static void new_id(char *out, size_t cap) {
 }
 
 /* Checks both stores can take part; ERR_PRECONDITION naming the group otherwise. */
-static err_code stores_ready(node_move *m, store_pg_move_session *ss, int src, int dst,
-                             int64_t deadline, err_t *err) {
+static err_code stores_ready(mover *m, store_move *ss, int src, int dst, int64_t deadline,
+                             err_t *err) {
   char what[96];
   snprintf(what, sizeof what, "group %s", m->g[src].name);
-  err_code rc = store_pg_move_check(ss, MOVE_SIDE_SOURCE, what, deadline, err);
+  err_code rc = m->st->check(ss, MOVE_SIDE_SOURCE, what, deadline, err);
   if (rc != ERR_OK) return rc;
   snprintf(what, sizeof what, "group %s", m->g[dst].name);
-  return store_pg_move_check(ss, MOVE_SIDE_TARGET, what, deadline, err);
+  return m->st->check(ss, MOVE_SIDE_TARGET, what, deadline, err);
 }
 
-err_code node_move_request(node_move *m, const slot_move_req *rq, int64_t deadline,
-                           slot_move_res *out, err_t *err, slot_move_wait *w, bool *parked) {
+err_code mover_request(mover *m, const slot_move_req *rq, int64_t deadline, slot_move_res *out,
+                       err_t *err, slot_move_wait *w, bool *parked) {
   *parked = false;
   memset(out, 0, sizeof *out);
   char why[320];
@@ -185,11 +185,11 @@ err_code node_move_request(node_move *m, const slot_move_req *rq, int64_t deadli
     if ((rc = slot_service_read(m->slots, &map, &rev, err)) != ERR_OK) return rc;
     if (!map) return err_set(err, ERR_UNAVAILABLE, "no slot map in etcd yet");
     if (map->move && strcmp(map->move->request_id, rq->request_id) == 0) {
-      rc = nm__same_request(rq, map->move->from, map->move->to, map->move->target, err);
+      rc = mover__same_request(rq, map->move->from, map->move->to, map->move->target, err);
       slotmap_free(map);
       if (rc != ERR_OK) return rc;
       if (w) {
-        rc = nm__park(m, rq, deadline, true, w, err);
+        rc = mover__park(m, rq, deadline, true, w, err);
         *parked = rc == ERR_OK;
         return rc;
       }
@@ -200,34 +200,33 @@ err_code node_move_request(node_move *m, const slot_move_req *rq, int64_t deadli
     /* the result after the map: a move ends (leaves the map) only after its result is kept, so
      * a move of this request_id that is not in the map read above has its result by now */
     bool found = false;
-    rc = nm__result_of(m, rq, &found, out, err);
+    rc = mover__result_of(m, rq, &found, out, err);
     if (found || rc != ERR_OK) {
       slotmap_free(map);
       out->replayed = found && rc == ERR_OK;
       return rc;
     }
     char source[SLOTMAP_NAME_MAX] = "";
-    slot_move_check_result cr = slotmap_move_check(map, rq->from, rq->to, rq->group, is_group, m,
-                                                   source, why, sizeof why);
+    slot_move_check_result cr =
+        slotmap_move_check(map, rq->from, rq->to, rq->group, is_group, m, source, why, sizeof why);
     if (cr != MOVE_CHECK_OK) {
       slotmap_free(map);
       if (cr == MOVE_CHECK_BUSY)
         return err_fail(err, ERR_PRECONDITION, ERR_R_MOVE_IN_PROGRESS, "%s", why);
       return err_set(err, ERR_INVALID, "%s", why);
     }
-    int src = nm__group(m, source), dst = nm__group(m, rq->group);
+    int src = mover__group(m, source), dst = mover__group(m, rq->group);
     int64_t until = clock_mono_ms() + MOVE_STORE_MS;
     if (until > deadline) until = deadline;
-    store_pg_move_session *ss = NULL;
-    if ((rc = store_pg_move_session_open(m->g[src].conninfo, m->g[dst].conninfo, NULL, rq->from,
-                                         rq->to, &ss, err)) == ERR_OK)
+    store_move *ss = NULL;
+    if ((rc = m->st->open(m->g[src].conninfo, m->g[dst].conninfo, NULL, rq->from, rq->to, &ss,
+                          err)) == ERR_OK)
       rc = stores_ready(m, ss, src, dst, until, err);
     if (rc == ERR_OK && rq->dry_run) {
       out->version = map->version;
-      rc = store_pg_move_count(ss, MOVE_SIDE_SOURCE, &out->steps_moved, &out->sagas_moved, until,
-                               err);
+      rc = m->st->count(ss, MOVE_SIDE_SOURCE, &out->steps_moved, &out->sagas_moved, until, err);
     }
-    store_pg_move_session_close(ss);
+    m->st->close(ss);
     if (rc != ERR_OK || rq->dry_run) {
       slotmap_free(map);
       return rc;
@@ -241,7 +240,7 @@ err_code node_move_request(node_move *m, const slot_move_req *rq, int64_t deadli
     snprintf(mv.target, sizeof mv.target, "%s", rq->group);
     mv.phase = MOVE_PLANNED;
     mv.started_ms = clock_wall_ms();
-    mv.max_rows_per_s = rq->max_rows_per_s ? rq->max_rows_per_s : (uint32_t)m->o->move_max_rate;
+    mv.max_rows_per_s = rq->max_rows_per_s ? rq->max_rows_per_s : m->max_rows_per_s;
     slotmap *next = slotmap_move_begin(map, &mv);
     slotmap_free(map);
     if (!next) return err_oom(err);
@@ -255,7 +254,7 @@ err_code node_move_request(node_move *m, const slot_move_req *rq, int64_t deadli
     log_kv(LOG_INFO, "slot move planned", "request_id", mv.request_id, "slots", range, "from",
            mv.source, "to", mv.target, "move", mv.id, (const char *)NULL);
     if (w) {
-      rc = nm__park(m, rq, deadline, false, w, err);
+      rc = mover__park(m, rq, deadline, false, w, err);
       *parked = rc == ERR_OK;
       return rc;
     }

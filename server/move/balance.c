@@ -1,5 +1,5 @@
-/* node_balance.c — see node_balance.h. */
-#include "node_balance.h"
+/* balance.c — see balance.h. */
+#include "balance.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -8,28 +8,28 @@
 #include "../util/clock.h"
 #include "../util/log.h"
 #include "../util/ticker.h"
-#include "options.h"
+#include "../slots/slotmap.h"
 
 #define CHECK_MS 250
 
-struct node_balance {
-  elect *els[OPT_LIST_MAX];
+struct balance {
+  elect *els[SLOTMAP_GROUPS_MAX];
   size_t n;
   int64_t settle_ms;
   int64_t over_since, last_yield; /* the ticker's thread only */
   ticker *t;
-  node_balance_keep_fn keep;
+  balance_keep_fn keep;
   void *keep_arg;
 };
 
-size_t node_balance_share(size_t groups, size_t nodes) {
+size_t balance_share(size_t groups, size_t nodes) {
   if (nodes == 0) nodes = 1;
   return (groups + nodes - 1) / nodes;
 }
 
 /* One look: how many groups this node leads against its share of the live nodes. */
 static bool balance_once(void *arg) {
-  node_balance *b = arg;
+  balance *b = arg;
   size_t led = 0, nodes = 1, last_led = b->n; /* b->n: none that may be yielded */
   int keep = b->keep ? b->keep(b->keep_arg) : -1;
   for (size_t i = 0; i < b->n; i++) {
@@ -41,7 +41,7 @@ static bool balance_once(void *arg) {
       if ((int)i != keep) last_led = i;
     }
   }
-  size_t share = node_balance_share(b->n, nodes);
+  size_t share = balance_share(b->n, nodes);
   int64_t now = clock_mono_ms();
   if (led <= share) {
     b->over_since = 0;
@@ -62,10 +62,10 @@ static bool balance_once(void *arg) {
   return true;
 }
 
-node_balance *node_balance_start(elect *const *els, size_t n, int64_t settle_ms,
-                                 node_balance_keep_fn keep, void *keep_arg) {
-  if (n > OPT_LIST_MAX) return NULL;
-  node_balance *b = calloc(1, sizeof *b);
+balance *balance_start(elect *const *els, size_t n, int64_t settle_ms, balance_keep_fn keep,
+                       void *keep_arg) {
+  if (n > SLOTMAP_GROUPS_MAX) return NULL;
+  balance *b = calloc(1, sizeof *b);
   if (!b) return NULL;
   for (size_t i = 0; i < n; i++) b->els[i] = els[i];
   b->n = n;
@@ -79,7 +79,7 @@ node_balance *node_balance_start(elect *const *els, size_t n, int64_t settle_ms,
   return b;
 }
 
-void node_balance_stop(node_balance *b) {
+void balance_stop(balance *b) {
   if (!b) return;
   ticker_stop(b->t);
   free(b);

@@ -1,11 +1,10 @@
-/* node_slotfill.c — see node_slotfill.h. */
-#include "node_slotfill.h"
+/* slotfill.c — see slotfill.h. */
+#include "slotfill.h"
 
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../store/store_pg.h"
 #include "../util/clock.h"
 #include "../util/log.h"
 #include "../util/ticker.h"
@@ -15,8 +14,11 @@
 #define FILL_PAUSE_MS 20   /* between batches: leave the store to the calls */
 #define FILL_RETRY_MS 1000 /* after a failed batch */
 
-struct node_slotfill {
-  const idem_options *o;
+struct slotfill {
+  const store_backend *db;
+  uint32_t slots;
+  slotfill_group g[SLOTMAP_GROUPS_MAX];
+  size_t n;
   size_t group; /* the group being filled (the ticker's thread only) */
   long total;   /* its rows filled so far */
   ticker *t;
@@ -24,13 +26,12 @@ struct node_slotfill {
 
 /* One batch of the current group; false once every group is done. */
 static bool fill_once(void *arg) {
-  node_slotfill *f = arg;
-  const idem_options *o = f->o;
+  slotfill *f = arg;
   long n = 0;
   err_t err;
   err_clear(&err);
-  if (store_pg_slots_fill(o->groups[f->group].conninfo, (uint32_t)o->slots, FILL_BATCH,
-                          clock_mono_ms() + FILL_CALL_MS, &n, &err) != ERR_OK)
+  if (f->db->slots_fill(f->g[f->group].conninfo, f->slots, FILL_BATCH,
+                        clock_mono_ms() + FILL_CALL_MS, &n, &err) != ERR_OK)
     return !ticker_pause(f->t, FILL_RETRY_MS);
   f->total += n;
   if (n > 0) return true;
@@ -38,15 +39,21 @@ static bool fill_once(void *arg) {
     char num[24];
     snprintf(num, sizeof num, "%ld", f->total);
     log_kv(LOG_INFO, "gave rows written before slot groups their slot", "group",
-           o->groups[f->group].name, "rows", num, (const char *)NULL);
+           f->g[f->group].name, "rows", num, (const char *)NULL);
   }
   f->total = 0;
-  return ++f->group < o->n_groups;
+  return ++f->group < f->n;
 }
 
-node_slotfill *node_slotfill_start(const idem_options *o) {
-  node_slotfill *f = calloc(1, sizeof *f);
-  if (f) f->o = o;
+slotfill *slotfill_start(const store_backend *db, uint32_t slots, const slotfill_group *g,
+                         size_t n) {
+  slotfill *f = n <= SLOTMAP_GROUPS_MAX ? calloc(1, sizeof *f) : NULL;
+  if (f) {
+    f->db = db;
+    f->slots = slots;
+    f->n = n;
+    for (size_t i = 0; i < n; i++) f->g[i] = g[i];
+  }
   if (f && !(f->t = ticker_start(FILL_PAUSE_MS, fill_once, f))) {
     free(f);
     f = NULL;
@@ -55,7 +62,7 @@ node_slotfill *node_slotfill_start(const idem_options *o) {
   return f;
 }
 
-void node_slotfill_stop(node_slotfill *f) {
+void slotfill_stop(slotfill *f) {
   if (!f) return;
   ticker_stop(f->t);
   free(f);

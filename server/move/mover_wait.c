@@ -1,30 +1,30 @@
-/* node_move_wait.c — a move's result for its request id (node_move_internal.h), and the
- * MoveSlots calls kept while their move goes on (node_move.h, node_move_cancel): no worker thread and no store connection is held for them, only a small
- * record here. One thread answers them: it looks up each kept call's result when the slot map
- * service sees a change (its watch sees the result arrive), and answers a call whose deadline
- * passed, or every call when the node stops. A call whose client went away is answered at once
- * by node_move_cancel; its move goes on. */
+/* mover_wait.c — a move's result for its request id (mover_internal.h), and the MoveSlots
+ * calls kept while their move goes on (mover.h, mover_cancel): no worker thread and no store
+ * connection is held for them, only a small record here. One thread answers them: it looks up
+ * each kept call's result when the slot map service sees a change (its watch sees the result
+ * arrive), and answers a call whose deadline passed, or every call when the node stops. A call
+ * whose client went away is answered at once by mover_cancel; its move goes on. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../util/clock.h"
 #include "../util/log.h"
-#include "node_move_internal.h"
+#include "mover_internal.h"
 
-typedef struct nm_waiter {
-  struct nm_waiter *next;
+typedef struct mover_waiter {
+  struct mover_waiter *next;
   uint64_t id;
   char rid[SLOT_MOVE_RID_MAX], group[SLOT_MOVE_GROUP_MAX];
   slot_move_req rq; /* its strings point into rid and group */
   int64_t deadline;
   bool replayed; /* waiting again for a move already under way */
   slot_move_wait w;
-} nm_waiter;
+} mover_waiter;
 
 /* FAILED_PRECONDITION request-mismatch when the move of rq's request_id (slots from..to to
  * target) is not what rq asks: a request id names one move, like an idempotency key. */
-err_code nm__same_request(const slot_move_req *rq, uint32_t from, uint32_t to,
+err_code mover__same_request(const slot_move_req *rq, uint32_t from, uint32_t to,
                              const char *target, err_t *err) {
   if (rq->from == from && rq->to == to && strcmp(rq->group ? rq->group : "", target) == 0)
     return ERR_OK;
@@ -38,7 +38,7 @@ err_code nm__same_request(const slot_move_req *rq, uint32_t from, uint32_t to,
 /* The result kept for rq's request id: ERR_OK with *found; an ended move's error comes back as
  * err (ERR_ABORTED); a result of other parameters as request-mismatch. Results kept before
  * they named their parameters replay whatever was asked. */
-err_code nm__result_of(node_move *m, const slot_move_req *rq, bool *found, slot_move_res *out,
+err_code mover__result_of(mover *m, const slot_move_req *rq, bool *found, slot_move_res *out,
                           err_t *err) {
   const char *rid = rq->request_id;
   char *value = NULL;
@@ -51,9 +51,8 @@ err_code nm__result_of(node_move *m, const slot_move_req *rq, bool *found, slot_
   char why[160];
   bool parsed = slot_move_result_parse(value, len, &r, why, sizeof why);
   free(value);
-  if (!parsed)
-    return err_set(err, ERR_INTERNAL, "request_id %s: %s", rid, why);
-  if (r.has_params && nm__same_request(rq, r.from, r.to, r.target, err) != ERR_OK)
+  if (!parsed) return err_set(err, ERR_INTERNAL, "request_id %s: %s", rid, why);
+  if (r.has_params && mover__same_request(rq, r.from, r.to, r.target, err) != ERR_OK)
     return ERR_PRECONDITION;
   if (r.error[0])
     return err_fail(err, ERR_ABORTED, ERR_R_MOVE_ROLLED_BACK,
@@ -66,14 +65,14 @@ err_code nm__result_of(node_move *m, const slot_move_req *rq, bool *found, slot_
 }
 
 /* Answers and frees wt (taken out of the list by the caller). */
-static void answer(nm_waiter *wt, err_code rc, const slot_move_res *res, err_t *err) {
+static void answer(mover_waiter *wt, err_code rc, const slot_move_res *res, err_t *err) {
   wt->w.done(wt->w.call, rc, res, err);
   free(wt);
 }
 
-err_code nm__park(node_move *m, const slot_move_req *rq, int64_t deadline, bool replayed,
-                  slot_move_wait *w, err_t *err) {
-  nm_waiter *wt = calloc(1, sizeof *wt);
+err_code mover__park(mover *m, const slot_move_req *rq, int64_t deadline, bool replayed,
+                     slot_move_wait *w, err_t *err) {
+  mover_waiter *wt = calloc(1, sizeof *wt);
   if (!wt) return err_oom(err);
   snprintf(wt->rid, sizeof wt->rid, "%s", rq->request_id);
   snprintf(wt->group, sizeof wt->group, "%s", rq->group ? rq->group : "");
@@ -93,9 +92,9 @@ err_code nm__park(node_move *m, const slot_move_req *rq, int64_t deadline, bool 
 }
 
 /* Takes the kept call id out of the list (NULL when it is not there any more). */
-static nm_waiter *take(node_move *m, uint64_t id) {
+static mover_waiter *take(mover *m, uint64_t id) {
   pthread_mutex_lock(&m->wmu);
-  nm_waiter **p = &m->waiters, *wt = NULL;
+  mover_waiter **p = &m->waiters, *wt = NULL;
   while (*p && (*p)->id != id) p = &(*p)->next;
   if (*p) {
     wt = *p;
@@ -105,8 +104,8 @@ static nm_waiter *take(node_move *m, uint64_t id) {
   return wt;
 }
 
-void node_move_cancel(node_move *m, uint64_t id) {
-  nm_waiter *wt = m ? take(m, id) : NULL;
+void mover_cancel(mover *m, uint64_t id) {
+  mover_waiter *wt = m ? take(m, id) : NULL;
   if (!wt) return; /* answered already */
   log_kv(LOG_INFO, "MoveSlots: the caller went away; the move goes on", "request_id", wt->rid,
          (const char *)NULL);
@@ -120,23 +119,23 @@ void node_move_cancel(node_move *m, uint64_t id) {
 
 /* One round: every kept call whose result is there, or whose deadline passed, is answered;
  * the nearest deadline of the others. */
-static int64_t answer_round(node_move *m, bool stopping) {
+static int64_t answer_round(mover *m, bool stopping) {
   int64_t next = clock_mono_ms() + 3600000;
   pthread_mutex_lock(&m->wmu);
   size_t n = 0;
-  for (nm_waiter *wt = m->waiters; wt; wt = wt->next) n++;
+  for (mover_waiter *wt = m->waiters; wt; wt = wt->next) n++;
   uint64_t *ids = n ? calloc(n, sizeof *ids) : NULL;
   size_t k = 0;
-  for (nm_waiter *wt = m->waiters; wt && ids; wt = wt->next) ids[k++] = wt->id;
+  for (mover_waiter *wt = m->waiters; wt && ids; wt = wt->next) ids[k++] = wt->id;
   pthread_mutex_unlock(&m->wmu);
   for (size_t i = 0; i < k; i++) {
-    nm_waiter *wt = take(m, ids[i]);
+    mover_waiter *wt = take(m, ids[i]);
     if (!wt) continue; /* cancelled meanwhile */
     slot_move_res res = {0};
     bool found = false;
     err_t err;
     err_clear(&err);
-    err_code rc = stopping ? ERR_OK : nm__result_of(m, &wt->rq, &found, &res, &err);
+    err_code rc = stopping ? ERR_OK : mover__result_of(m, &wt->rq, &found, &res, &err);
     if (found) {
       res.replayed = rc == ERR_OK && wt->replayed;
       answer(wt, rc, &res, &err);
@@ -166,7 +165,7 @@ static int64_t answer_round(node_move *m, bool stopping) {
 }
 
 static void *answerer_main(void *arg) {
-  node_move *m = arg;
+  mover *m = arg;
   uint64_t seen = slot_service_changes(m->slots);
   while (!atomic_load(&m->stopping)) {
     int64_t until = answer_round(m, false);
@@ -176,14 +175,14 @@ static void *answerer_main(void *arg) {
   return NULL;
 }
 
-bool nm__answerer_start(node_move *m) {
+bool mover__answerer_start(mover *m) {
   pthread_mutex_init(&m->wmu, NULL);
   m->answering = pthread_create(&m->answerer, NULL, answerer_main, m) == 0;
   if (!m->answering) pthread_mutex_destroy(&m->wmu);
   return m->answering;
 }
 
-void nm__answerer_stop(node_move *m) {
+void mover__answerer_stop(mover *m) {
   if (!m->answering) return;
   pthread_join(m->answerer, NULL); /* m->stopping set and the service kicked by the caller */
   answer_round(m, true);           /* parked after its last round */

@@ -1,8 +1,8 @@
-/* node_metrics_http.h — GET /metrics over HTTP (libmicrohttpd), serving metrics_render()'s
+/* metrics_http.h — GET /metrics over HTTP (libmicrohttpd), serving metrics_render()'s
  * text; the node starts it for --metrics. Here, above metrics/, so that metrics/ stays a leaf of
  * counters and the store does not link an HTTP server. */
-#ifndef IDEM_NODE_METRICS_HTTP_H
-#define IDEM_NODE_METRICS_HTTP_H
+#ifndef IDEM_METRICS_HTTP_METRICS_HTTP_H
+#define IDEM_METRICS_HTTP_METRICS_HTTP_H
 
 #include <stddef.h>
 

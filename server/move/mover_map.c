@@ -1,17 +1,17 @@
-/* node_move_map.c — the mover's small parts (node_move_internal.h): groups by name, the drive's
+/* mover_map.c — the mover's small parts (mover_internal.h): groups by name, the drive's
  * pauses and the test hook. */
 #include <string.h>
 
 #include "../util/clock.h"
-#include "node_move_internal.h"
+#include "mover_internal.h"
 
-int nm__group(const node_move *m, const char *name) {
+int mover__group(const mover *m, const char *name) {
   for (size_t i = 0; i < m->n; i++)
     if (strcmp(m->g[i].name, name) == 0) return (int)i;
   return -1;
 }
 
-bool nm__pause(node_move *m, int64_t ms) {
+bool mover__pause(mover *m, int64_t ms) {
   int64_t until = clock_mono_ms() + ms;
   struct timespec ts = clock_after_us(CLOCK_MONOTONIC, ms * 1000);
   pthread_mutex_lock(&m->mu);
@@ -21,7 +21,7 @@ bool nm__pause(node_move *m, int64_t ms) {
   return atomic_load(&m->stopping);
 }
 
-bool nm__hold(node_move *m, slot_move_phase p) {
+bool mover__hold(mover *m, slot_move_phase p) {
   if (m->hold_phase != (int)p || m->hold_ms <= 0) return false;
-  return nm__pause(m, m->hold_ms);
+  return mover__pause(m, m->hold_ms);
 }

@@ -1,6 +1,6 @@
-/* node_metrics.c — see node_metrics.h. */
-#include "node_metrics.h"
-#include "node_metrics_http.h"
+/* metrics_endpoint.c — see metrics_endpoint.h. */
+#include "metrics_endpoint.h"
+#include "metrics_http.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -13,7 +13,7 @@
  * (a client opening hundreds of connections must not turn each into a count over every step). */
 #define COUNTS_FRESH_MS 1000
 
-struct node_metrics {
+struct metrics_endpoint {
   pthread_mutex_t mu; /* the store is one connection; scrapes may overlap */
   store *st;
   int64_t timeout_ms;
@@ -23,7 +23,7 @@ struct node_metrics {
 };
 
 static bool counts(void *arg, uint64_t *in_progress, uint64_t *unknown, uint64_t *lease_expired) {
-  node_metrics *m = arg;
+  metrics_endpoint *m = arg;
   err_t err;
   err_code rc = ERR_OK;
   pthread_mutex_lock(&m->mu);
@@ -41,8 +41,8 @@ static bool counts(void *arg, uint64_t *in_progress, uint64_t *unknown, uint64_t
   return true;
 }
 
-node_metrics *node_metrics_start(const char *address, store *st, int64_t store_timeout_ms) {
-  node_metrics *m = st ? calloc(1, sizeof *m) : NULL;
+metrics_endpoint *metrics_endpoint_start(const char *address, store *st, int64_t store_timeout_ms) {
+  metrics_endpoint *m = st ? calloc(1, sizeof *m) : NULL;
   if (!m) {
     store_close(st);
     log_kv(LOG_ERROR, "cannot serve /metrics", "error", "out of memory", (const char *)NULL);
@@ -58,7 +58,7 @@ node_metrics *node_metrics_start(const char *address, store *st, int64_t store_t
   if (!m->http) {
     log_kv(LOG_ERROR, "cannot serve /metrics", "address", address, "error", why,
            (const char *)NULL);
-    node_metrics_stop(m);
+    metrics_endpoint_stop(m);
     return NULL;
   }
   snprintf(port, sizeof port, "%d", bound);
@@ -66,7 +66,7 @@ node_metrics *node_metrics_start(const char *address, store *st, int64_t store_t
   return m;
 }
 
-void node_metrics_stop(node_metrics *m) {
+void metrics_endpoint_stop(metrics_endpoint *m) {
   if (!m) return;
   metrics_http_stop(m->http);
   metrics_set_counts_fn(NULL, NULL);
