@@ -62,8 +62,9 @@ static int list_steps(idem_client *c, const idem_steps_filter *f, const char *tr
   idem__filter_to_pb(f, &req);
   req.trace_id = str_or_empty(trace_id);
   Idem__V1__ListStepsResponse *resp = NULL;
-  int rc = idem__unary(c, IDEM__M_LIST_STEPS, &req.base, &idem__v1__list_steps_response__descriptor,
-                       0, (ProtobufCMessage **)&resp, err);
+  int rc =
+      idem__unary(c, IDEM__M_LIST_STEPS, &req.base, req.global_id,
+                  &idem__v1__list_steps_response__descriptor, 0, (ProtobufCMessage **)&resp, err);
   if (rc != IDEM_OK) return rc;
   rc = page_begin(resp->next_page_token, resp->n_steps, sizeof *out->steps, &out->next_page_token,
                   (void **)&out->steps, err);
@@ -114,8 +115,8 @@ int idem_step_resolve(idem_client *c, const idem_step_key *key, const idem_resol
   req.reason = str_or_empty(res->reason);
   req.actor = str_or_empty(res->actor);
   Idem__V1__StepRecord *resp = NULL;
-  int rc = idem__unary(c, IDEM__M_RESOLVE_STEP, &req.base, &idem__v1__step_record__descriptor, 0,
-                       (ProtobufCMessage **)&resp, err);
+  int rc = idem__unary(c, IDEM__M_RESOLVE_STEP, &req.base, pkey.global_id,
+                       &idem__v1__step_record__descriptor, 0, (ProtobufCMessage **)&resp, err);
   if (rc != IDEM_OK) return rc;
   rc = idem__record_out(resp, out, err);
   idem__v1__step_record__free_unpacked(resp, NULL);
@@ -134,8 +135,9 @@ int idem_audit_list(idem_client *c, const char *global_id, uint32_t page_size,
   req.page_size = page_size;
   req.page_token = str_or_empty(page_token);
   Idem__V1__ListAuditResponse *resp = NULL;
-  int rc = idem__unary(c, IDEM__M_LIST_AUDIT, &req.base, &idem__v1__list_audit_response__descriptor,
-                       0, (ProtobufCMessage **)&resp, err);
+  int rc =
+      idem__unary(c, IDEM__M_LIST_AUDIT, &req.base, req.global_id,
+                  &idem__v1__list_audit_response__descriptor, 0, (ProtobufCMessage **)&resp, err);
   if (rc != IDEM_OK) return rc;
   rc = page_begin(resp->next_page_token, resp->n_entries, sizeof *out->entries,
                   &out->next_page_token, (void **)&out->entries, err);
@@ -161,6 +163,16 @@ int idem_audit_list(idem_client *c, const char *global_id, uint32_t page_size,
   idem__v1__list_audit_response__free_unpacked(resp, NULL);
   if (rc != IDEM_OK) idem_audit_page_clear(out);
   return rc;
+}
+
+/* One ResolveSteps, in group (sent as idem-group; NULL = none), within timeout_ms. */
+static int resolve_in(idem_client *c, const Idem__V1__ResolveStepsRequest *req, const char *group,
+                      int64_t timeout_ms, Idem__V1__ResolveStepsResponse **resp, idem_error *err) {
+  if (!c) return idem__fail(err, IDEM_INVALID_ARGUMENT, "client is null");
+  idem__retry how = idem__retry_call(c, timeout_ms);
+  return idem__call(c, IDEM__M_RESOLVE_STEPS, &req->base, NULL, group,
+                    &idem__v1__resolve_steps_response__descriptor, &how, (ProtobufCMessage **)resp,
+                    err);
 }
 
 int idem_steps_resolve(idem_client *c, const idem_bulk_resolution *in, int64_t timeout_ms,
@@ -194,9 +206,7 @@ int idem_steps_resolve(idem_client *c, const idem_bulk_resolution *in, int64_t t
     req.dry_run = true;
     for (size_t g = 0; g < n && rc == IDEM_OK; g++) {
       Idem__V1__ResolveStepsResponse *resp = NULL;
-      rc = idem__unary_group(c, IDEM__M_RESOLVE_STEPS, &req.base, topo.groups[g].name,
-                             &idem__v1__resolve_steps_response__descriptor, timeout_ms,
-                             (ProtobufCMessage **)&resp, err);
+      rc = resolve_in(c, &req, topo.groups[g].name, timeout_ms, &resp, err);
       if (rc == IDEM_OK) matched += resp->matched;
       if (resp) idem__v1__resolve_steps_response__free_unpacked(resp, NULL);
     }
@@ -208,9 +218,7 @@ int idem_steps_resolve(idem_client *c, const idem_bulk_resolution *in, int64_t t
   }
   for (size_t g = 0; g < n && rc == IDEM_OK; g++) {
     Idem__V1__ResolveStepsResponse *resp = NULL;
-    rc = idem__unary_group(c, IDEM__M_RESOLVE_STEPS, &req.base, n > 1 ? topo.groups[g].name : NULL,
-                           &idem__v1__resolve_steps_response__descriptor, timeout_ms,
-                           (ProtobufCMessage **)&resp, err);
+    rc = resolve_in(c, &req, n > 1 ? topo.groups[g].name : NULL, timeout_ms, &resp, err);
     if (rc != IDEM_OK) break;
     sum.matched += resp->matched;
     sum.resolved += resp->resolved;

@@ -6,8 +6,10 @@
 #include "idem/v1/slot.h"
 #include "idem_internal.h"
 
-#define UNARY(c, m, req, T, timeout, out, err) \
-  idem__unary((c), (m), &(req).base, &T##__descriptor, (timeout), (ProtobufCMessage **)(out), (err))
+/* One call of the saga id names (NULL = none), retried as how says (NULL = idem__retry_call). */
+#define CALL(c, m, req, id, T, how, out, err)                                              \
+  idem__call((c), (m), &(req).base, (id), NULL, &T##__descriptor, (how), \
+             (ProtobufCMessage **)(out), (err))
 
 static char *str_or_empty(const char *s) {
   return (char *)(s ? s : "");
@@ -115,7 +117,8 @@ int idem_saga_begin(idem_client *c, const char *request_id, const char *saga_typ
   }
 
   Idem__V1__BeginSagaResponse *resp;
-  int rc = UNARY(c, IDEM__M_BEGIN_SAGA, req, idem__v1__begin_saga_response, 0, &resp, err);
+  int rc = CALL(c, IDEM__M_BEGIN_SAGA, req, req.request_id, idem__v1__begin_saga_response, NULL,
+                &resp, err);
   free(entries);
   free(ptrs);
   if (rc != IDEM_OK) return rc;
@@ -141,7 +144,8 @@ static int saga_page(idem_client *c, const char *global_id, const char *token, i
   req.global_id = str_or_empty(global_id);
   req.page_token = (char *)token;
   Idem__V1__GetSagaResponse *resp;
-  int rc = UNARY(c, IDEM__M_GET_SAGA, req, idem__v1__get_saga_response, 0, &resp, err);
+  int rc = CALL(c, IDEM__M_GET_SAGA, req, req.global_id, idem__v1__get_saga_response, NULL, &resp,
+                err);
   if (rc != IDEM_OK) return rc;
   bool first = !*token;
   if (first && !copy_str(out->global_id, sizeof out->global_id, resp->global_id)) {
@@ -212,18 +216,19 @@ int idem_saga_get(idem_client *c, const char *global_id, idem_saga *out, idem_er
 
 int idem_step_begin(idem_client *c, const idem_step_key *key, const uint8_t *fp, size_t fp_len,
                     uint32_t lease_ms, idem_begin *out, idem_error *err) {
-  return idem__step_begin(c, key, fp, fp_len, lease_ms, 0, 0, out, err);
+  return idem__step_begin(c, key, fp, fp_len, lease_ms, 0, NULL, out, err);
 }
 
 int idem_step_begin_wait(idem_client *c, const idem_step_key *key, const uint8_t *fp, size_t fp_len,
                          uint32_t lease_ms, uint32_t wait_ms, idem_begin *out, idem_error *err) {
+  if (!c) return idem__step_begin(c, key, fp, fp_len, lease_ms, wait_ms, NULL, out, err);
   /* the call's deadline covers the wait: the client's per-call deadline after it */
-  int64_t timeout = c ? idem__client_deadline_ms(c) + (int64_t)wait_ms : 0;
-  return idem__step_begin(c, key, fp, fp_len, lease_ms, wait_ms, timeout, out, err);
+  idem__retry how = idem__retry_call(c, c->deadline_ms + (int64_t)wait_ms);
+  return idem__step_begin(c, key, fp, fp_len, lease_ms, wait_ms, &how, out, err);
 }
 
 int idem__step_begin(idem_client *c, const idem_step_key *key, const uint8_t *fp, size_t fp_len,
-                     uint32_t lease_ms, uint32_t wait_ms, int64_t timeout_ms, idem_begin *out,
+                     uint32_t lease_ms, uint32_t wait_ms, idem__retry *how, idem_begin *out,
                      idem_error *err) {
   if (out) memset(out, 0, sizeof *out);
   Idem__V1__StepKey pkey;
@@ -236,8 +241,11 @@ int idem__step_begin(idem_client *c, const idem_step_key *key, const uint8_t *fp
   }
   req.lease_ms = lease_ms;
   req.wait_ms = wait_ms;
+  if (how && how->poll) how->poll_ms = &req.wait_ms;
   Idem__V1__BeginStepResponse *resp;
-  int rc = UNARY(c, IDEM__M_BEGIN_STEP, req, idem__v1__begin_step_response, timeout_ms, &resp, err);
+  int rc = CALL(c, IDEM__M_BEGIN_STEP, req, pkey.global_id, idem__v1__begin_step_response, how,
+                &resp, err);
+  if (how) how->poll_ms = NULL; /* req is gone */
   if (rc != IDEM_OK) return rc;
   if (out) {
     out->decision = (idem_decision)resp->decision;
@@ -255,11 +263,7 @@ int idem__step_begin(idem_client *c, const idem_step_key *key, const uint8_t *fp
   }
   /* every answer names the operation's failure mode (docs/api.md §20; an older coordinator
    * leaves it unset): the step helper's fail-open check needs no GetPolicy of its own */
-  int mode = (int)resp->failure_mode;
-  if ((mode == IDEM_FAIL_CLOSED || mode == IDEM_FAIL_OPEN) && key && key->service &&
-      key->operation && idem__client_policy_refresh_ms(c) >= 0)
-    (void)idem__pcache_note(idem__client_pcache(c), key->service, key->operation,
-                            idem__now_ms(), mode);
+  if (key) idem__policy_heard(c, key->service, key->operation, (int)resp->failure_mode);
   idem__v1__begin_step_response__free_unpacked(resp, NULL);
   return rc;
 }
@@ -267,12 +271,12 @@ int idem__step_begin(idem_client *c, const idem_step_key *key, const uint8_t *fp
 int idem_step_complete(idem_client *c, const idem_step_key *key, uint64_t attempt,
                        idem_outcome outcome, int32_t code, const void *body, size_t body_len,
                        idem_record *out, idem_error *err) {
-  return idem__step_complete(c, key, attempt, outcome, code, body, body_len, 0, out, err);
+  return idem__step_complete(c, key, attempt, outcome, code, body, body_len, NULL, out, err);
 }
 
 int idem__step_complete(idem_client *c, const idem_step_key *key, uint64_t attempt,
                         idem_outcome outcome, int32_t code, const void *body, size_t body_len,
-                        int64_t timeout_ms, idem_record *out, idem_error *err) {
+                        idem__retry *how, idem_record *out, idem_error *err) {
   if (out) memset(out, 0, sizeof *out);
   Idem__V1__StepKey pkey;
   idem__key_to_pb(key, &pkey);
@@ -286,8 +290,8 @@ int idem__step_complete(idem_client *c, const idem_step_key *key, uint64_t attem
     req.body.len = body_len;
   }
   Idem__V1__CompleteStepResponse *resp;
-  int rc = UNARY(c, IDEM__M_COMPLETE_STEP, req, idem__v1__complete_step_response, timeout_ms, &resp,
-                 err);
+  int rc = CALL(c, IDEM__M_COMPLETE_STEP, req, pkey.global_id, idem__v1__complete_step_response,
+                how, &resp, err);
   if (rc != IDEM_OK) return rc;
   rc = idem__record_out(resp->record, out, err);
   idem__v1__complete_step_response__free_unpacked(resp, NULL);
@@ -304,7 +308,8 @@ int idem_step_extend(idem_client *c, const idem_step_key *key, uint64_t attempt,
   req.attempt = attempt;
   req.lease_ms = lease_ms;
   Idem__V1__ExtendLeaseResponse *resp;
-  int rc = UNARY(c, IDEM__M_EXTEND_LEASE, req, idem__v1__extend_lease_response, 0, &resp, err);
+  int rc = CALL(c, IDEM__M_EXTEND_LEASE, req, pkey.global_id, idem__v1__extend_lease_response,
+                NULL, &resp, err);
   if (rc != IDEM_OK) return rc;
   if (lease_expires_unix_ms) *lease_expires_unix_ms = resp->lease_expires_unix_ms;
   idem__v1__extend_lease_response__free_unpacked(resp, NULL);
@@ -320,7 +325,8 @@ int idem_step_lookup_traced(idem_client *c, const idem_step_key *key, idem_recor
   Idem__V1__LookupStepRequest req = IDEM__V1__LOOKUP_STEP_REQUEST__INIT;
   req.key = &pkey;
   Idem__V1__StepRecord *resp;
-  int rc = UNARY(c, IDEM__M_LOOKUP_STEP, req, idem__v1__step_record, 0, &resp, err);
+  int rc =
+      CALL(c, IDEM__M_LOOKUP_STEP, req, pkey.global_id, idem__v1__step_record, NULL, &resp, err);
   if (rc != IDEM_OK) return rc;
   rc = idem__record_out(resp, out, err);
   if (rc == IDEM_OK && ids) idem__trace_ids_from_pb(resp, ids);
@@ -339,7 +345,7 @@ int idem_policy_get(idem_client *c, const char *service, const char *operation, 
   req.service = str_or_empty(service);
   req.operation = str_or_empty(operation);
   Idem__V1__Policy *resp;
-  int rc = UNARY(c, IDEM__M_GET_POLICY, req, idem__v1__policy, 0, &resp, err);
+  int rc = CALL(c, IDEM__M_GET_POLICY, req, NULL, idem__v1__policy, NULL, &resp, err);
   if (rc != IDEM_OK) return rc;
   if (out) {
     if (!copy_str(out->service, sizeof out->service, resp->service))
@@ -371,7 +377,7 @@ int idem_get_status_schema(idem_client *c, idem_status *out, idem_status_schema 
   if (schema) memset(schema, 0, sizeof *schema);
   Idem__V1__GetStatusRequest req = IDEM__V1__GET_STATUS_REQUEST__INIT;
   Idem__V1__GetStatusResponse *resp;
-  int rc = UNARY(c, IDEM__M_GET_STATUS, req, idem__v1__get_status_response, 0, &resp, err);
+  int rc = CALL(c, IDEM__M_GET_STATUS, req, NULL, idem__v1__get_status_response, NULL, &resp, err);
   if (rc != IDEM_OK) return rc;
   if (out) {
     /* Informational strings: truncated rather than refused. */
@@ -417,9 +423,9 @@ int idem_get_topology_move(idem_client *c, idem_topology *out, idem_slot_move *m
   memset(out, 0, sizeof *out);
   Idem__V1__GetTopologyRequest req = IDEM__V1__GET_TOPOLOGY_REQUEST__INIT;
   Idem__V1__Topology *resp;
-  int rc = UNARY(c, IDEM__M_GET_TOPOLOGY, req, idem__v1__topology, 0, &resp, err);
+  int rc = CALL(c, IDEM__M_GET_TOPOLOGY, req, NULL, idem__v1__topology, NULL, &resp, err);
   if (rc != IDEM_OK) return rc;
-  idem__topology_taken(c, resp);
+  idem__route_topology(c->route, resp);
   if (move && (rc = idem__slot_move_from_pb(resp->move, move, err)) != IDEM_OK) {
     idem__v1__topology__free_unpacked(resp, NULL);
     return rc;

@@ -1,8 +1,10 @@
 /* idem_internal.h — what the files of libidem share; never installed.
  *
  * Symbols here are prefixed idem__ (and hidden from libidem.so by its version script).
- * Only client.c and tls.c talk to gRPC; calls.c and run.c see protobuf-c messages and
- * idem_error.
+ * Only transport.c and tls.c talk to gRPC; the other files see protobuf-c messages and
+ * idem_error. A call goes one way down: the public functions (calls.c, admin.c, policies.c,
+ * moves.c) and the step helper (run.c) -> the retry loop and routing (route.c) -> one try
+ * (transport.c).
  */
 #ifndef IDEM_INTERNAL_H
 #define IDEM_INTERNAL_H
@@ -12,7 +14,7 @@
 
 #include "idem/v1/coordinator.pb-c.h"
 
-/* Every RPC the library knows; the table in client.c gives each its path. */
+/* Every RPC the library knows; the table in transport.c gives each its path. */
 typedef enum idem__method {
   IDEM__M_BEGIN_SAGA,
   IDEM__M_BEGIN_STEP,
@@ -38,35 +40,65 @@ typedef enum idem__method {
  * least time worth another try before the caller's deadline. */
 #define IDEM__MAX_ENDPOINTS 16
 #define IDEM__MIN_TRY_MS 50
+/* The longest BeginStep wait (wait_ms) the step helper asks for. */
+#define IDEM__WAIT_MS_MAX 60000
+/* The size of a buffer for a group name (idem-group). */
+#define IDEM__GROUP_CAP (IDEM_GROUP_NAME_MAX + 1)
 
-/* --- slot groups: route.c (docs/api.md §17) ------------------------------------------- */
-/* What the client knows of the cluster's groups: the slot map (from GetTopology) and each
- * group's leader (from the map and from redirects). Thread-safe. */
-typedef struct idem__topo idem__topo;
-idem__topo *idem__topo_new(void);
-void idem__topo_free(idem__topo *t);
-/* The saga request m names (a global id, or BeginSaga's request id); "" when none. */
-const char *idem__route_id(idem__method m, const ProtobufCMessage *req);
-/* The leader of id's group into addr; false when no map or no leader is known. */
-bool idem__topo_leader(idem__topo *t, const char *tenant, const char *id, char *addr, size_t cap);
-/* A redirect named group's leader (for id): noted. True when the map should be fetched now
- * (none yet, or it disagrees with the redirect; at most once a second). */
-bool idem__topo_redirect(idem__topo *t, const char *tenant, const char *id, const char *group,
-                         const char *leader);
-/* A try sent to addr got no answer from a coordinator (unreachable, or killed by a draining
- * node's gRPC): addr leads no group as far as the client knows, until a map or a redirect says
- * so again; meanwhile calls of those groups go where the client's calls go (and a standby's
- * redirect names the new leader). */
-void idem__topo_unreachable(idem__topo *t, const char *addr);
-/* The named group's leader into addr; false when not known. */
-bool idem__topo_group_leader(idem__topo *t, const char *group, char *addr, size_t cap);
-/* Takes a GetTopology answer (a newer or equal version replaces the map). */
-void idem__topo_set(idem__topo *t, const Idem__V1__Topology *pb);
-/* idem_get_topology's answer, kept by the client for routing (client.c). */
-void idem__topology_taken(idem_client *c, const Idem__V1__Topology *t);
-/* Topology.move into *out (zeroed, active false, when pb is NULL): moves.c. IDEM_OK, or
- * IDEM_BAD_RESPONSE (a string longer than its field; *out is then zeroed). */
-int idem__slot_move_from_pb(const Idem__V1__SlotMove *pb, idem_slot_move *out, idem_error *err);
+/* --- the client: client.c ------------------------------------------------------------------ */
+typedef struct idem__transport idem__transport;
+typedef struct idem__route idem__route;
+typedef struct idem__pcache idem__pcache;
+
+/* What idem_connect made of idem_options: set once, then only read (the parts lock
+ * themselves). */
+struct idem_client {
+  char *tenant;              /* NULL = send no idem-tenant */
+  char *auth;                /* "Bearer <token>", NULL = none */
+  int64_t deadline_ms;       /* per call, > 0 */
+  char *journal_path;        /* unguarded-execution journal, NULL = none */
+  int64_t policy_refresh_ms; /* < 0: never fetch a policy */
+  idem__transport *tp;       /* gRPC: credentials and channels (transport.c) */
+  idem__route *route;        /* endpoints, the slot map, what each address said (route.c) */
+  idem__pcache *pcache;      /* (service, operation) -> failure mode (policies.c) */
+};
+
+/* The tenant whose calls are sent ("default" when none was given). */
+const char *idem__client_tenant(const idem_client *c);
+
+/* --- one try: transport.c (no endpoints, no retries) --------------------------------------- */
+/* The credentials (tls.c) and the server name every channel uses; grpc_init is held until
+ * idem__transport_close. IDEM_OK with *out owned, or an error naming the field (or NOMEM). */
+int idem__transport_open(const idem_options *opt, idem__transport **out, idem_error *err);
+void idem__transport_close(idem__transport *t); /* NULL: nothing */
+/* One address's channel into *out, every method registered, reconnecting quickly (a restarted
+ * or newly elected node must not sit behind gRPC's default reconnect backoff of up to 120 s).
+ * IDEM_OK, IDEM_NOMEM, or IDEM_INTERNAL when gRPC cannot make it (*out NULL). */
+typedef struct idem__chan idem__chan;
+int idem__chan_new(idem__transport *t, const char *addr, idem__chan **out);
+void idem__chan_free(idem__chan *ch); /* NULL: nothing */
+/* The metadata of a try, each NULL = not sent; the strings outlive the try. */
+typedef struct idem__md {
+  const char *tenant, *auth, *group;
+} idem__md;
+/* One try on ch under a deadline of timeout_ms (> 0): packs req, sends it with meta and the
+ * thread's trace context, waits and unpacks the answer with resp_desc. On IDEM_OK *resp owns a
+ * message (protobuf_c_message_free_unpacked). On error *resp is NULL and *err holds the status
+ * code, the server's message, idem-retry-after-ms, idem-leader, idem-reason, and outcome_unknown
+ * when the request may have been acted on (DEADLINE_EXCEEDED, an UNAVAILABLE that no standby
+ * sent, a lost try); heard_group (IDEM__GROUP_CAP bytes, may be NULL) receives idem-group. */
+int idem__send(idem__chan *ch, idem__method m, const ProtobufCMessage *req, const idem__md *meta,
+               const ProtobufCMessageDescriptor *resp_desc, int64_t timeout_ms,
+               ProtobufCMessage **resp, idem_error *err, char *heard_group);
+/* A try that gRPC ended without an answer and without saying whether the coordinator had it:
+ * CANCELLED with no idem-reason. The coordinator never answers CANCELLED and libidem never
+ * cancels a call; a server's gRPC core does, for a call that reached a node after that node
+ * began to shut down (docs/upgrading.md). Retried like an UNAVAILABLE without a leader: on
+ * another node, only when repeating the call is harmless, its outcome unknown until an answer
+ * says otherwise. */
+bool idem__lost_try(int rc, const idem_error *err);
+/* The gRPC path of a method ("/idem.v1.Coordinator/BeginStep"). */
+const char *idem__method_path(idem__method m);
 
 /* --- security: tls.c ------------------------------------------------------------------- */
 struct grpc_channel_credentials;
@@ -78,31 +110,93 @@ bool idem__tls_wanted(const idem_options *opt);
 int idem__credentials(const idem_options *opt, struct grpc_channel_credentials **out,
                       idem_error *err);
 
-/* The gRPC path of a method ("/idem.v1.Coordinator/BeginStep"). */
-const char *idem__method_path(idem__method m);
+/* --- slot moves: moves.c ------------------------------------------------------------------ */
+/* Topology.move into *out (zeroed, active false, when pb is NULL): moves.c. IDEM_OK, or
+ * IDEM_BAD_RESPONSE (a string longer than its field; *out is then zeroed). */
+int idem__slot_move_from_pb(const Idem__V1__SlotMove *pb, idem_slot_move *out, idem_error *err);
 
-/* One unary RPC: packs req, sends it with the client's metadata under a deadline of
- * timeout_ms (0 = the client's deadline_ms), waits for the answer and unpacks it with
- * resp_desc. Failover: UNAVAILABLE is retried within that deadline — at once at the
- * leader a standby named (idem-leader), else on the next address after a full-jitter backoff;
- * a try whose outcome is unknown is repeated (same request, same key) only when that is
- * harmless (every method but BeginSaga without a request id), and the final error then says
- * outcome_unknown. On IDEM_OK *resp owns a message the caller frees with
- * protobuf_c_message_free_unpacked(*resp, NULL). On error *resp is NULL and err (if not NULL)
- * holds the status code, the server's message, idem-retry-after-ms, idem-leader and
- * outcome_unknown. Thread-safe: one completion queue per call. */
-int idem__unary(idem_client *c, idem__method m, const ProtobufCMessage *req,
+/* --- routing and the retry loop: route.c --------------------------------------------------- */
+/* The client's endpoints (a channel per coordinator address: the list given, plus leaders named
+ * by idem-leader or the slot map; the current one, where calls go first), the slot map (which
+ * node leads each slot group, docs/api.md §17: from GetTopology and from redirects), and what
+ * each address was last heard say (docs/api.md §20). Thread-safe. */
+idem__route *idem__route_new(idem__transport *tp); /* NULL on allocation failure */
+void idem__route_free(idem__route *r);             /* closes every channel; NULL: nothing */
+/* Adds the endpoints of a list "h1:p1,h2:p2" (blanks around an address are ignored), each with
+ * its channel. IDEM_OK, IDEM_NOMEM, or IDEM_INTERNAL when a channel cannot be made or the list
+ * names none. */
+int idem__route_add_list(idem__route *r, const char *list, idem_error *err);
+/* idem_get_topology's answer, kept for routing. */
+void idem__route_topology(idem__route *r, const Idem__V1__Topology *t);
+
+/* How a call retries; the one retry loop of libidem (idem__call) follows it. */
+typedef struct idem__retry {
+  int64_t end_ms;          /* monotonic: no wait and no try (but first_full's) runs past it */
+  int64_t try_ms;          /* one try's deadline, bounded by end_ms; 0 = what is left of it */
+  int64_t base_ms, max_ms; /* full-jitter backoff before try n: random(0, min(max, base*2^n)) */
+  unsigned also;           /* IDEM__RETRY_*: what is retried beside UNAVAILABLE and lost tries */
+  bool first_full;         /* the end is at least the first try's start + try_ms */
+  bool poll;               /* BeginStep waits on the coordinator: idem__step_begin points
+                              poll_ms at the request's wait_ms */
+  uint32_t *poll_ms;       /* when set, before each try: what is left (at most
+                              IDEM__WAIT_MS_MAX), also added to the try's deadline */
+  int64_t lost_since_ms;   /* > 0 (when a step helper's run began): the loop ends on a code it
+                              retries, or a deadline, after a try of the client was lost since
+                              then: IDEM_STEP_UNKNOWN (outcome_unknown), the step may have been
+                              acted on */
+  int retries;             /* out: tries sent after a wait (hops to a named leader are not) */
+} idem__retry;
+#define IDEM__RETRY_ABORTED 1u   /* ABORTED, waiting at least idem-retry-after-ms (up to max_ms) */
+#define IDEM__RETRY_DEADLINE 2u  /* DEADLINE_EXCEEDED */
+#define IDEM__RETRY_ELSEWHERE 4u /* DEADLINE_EXCEEDED when the client knows another address */
+
+/* How a call other than the step helper's retries: within timeout_ms (0 = the client's
+ * deadline_ms), UNAVAILABLE and lost tries only, backoff from 25 ms up to 500 ms. */
+idem__retry idem__retry_call(const idem_client *c, int64_t timeout_ms);
+
+/* One call, tried and retried as how says (NULL = idem__retry_call(c, 0)). saga_id names the
+ * saga the request acts on (a global id, or BeginSaga's request id; NULL or "" = none) and
+ * group a store group (sent as idem-group; NULL = none): the first try goes to the leader of
+ * that saga's or that group's slot group when the client knows it (docs/api.md §17), else to
+ * the client's current address. Failover: UNAVAILABLE is retried at once at the leader a
+ * standby named (idem-leader), else on the next address after a full-jitter backoff; a try
+ * whose outcome is unknown is repeated (same request, same key) only when that is harmless
+ * (every method but BeginSaga without a request id), and the final error then says
+ * outcome_unknown. No try starts that cannot fit before the end (the last try's length, at
+ * least IDEM__MIN_TRY_MS); when a try runs out of time after a coordinator said UNAVAILABLE,
+ * the error is what that coordinator said. On IDEM_OK *resp owns a message the caller frees
+ * with protobuf_c_message_free_unpacked(*resp, NULL). On error *resp is NULL and err (if not
+ * NULL) holds the status code, the server's message, idem-retry-after-ms, idem-leader and
+ * outcome_unknown. Thread-safe: each try has its own completion queue. */
+int idem__call(idem_client *c, idem__method m, const ProtobufCMessage *req, const char *saga_id,
+               const char *group, const ProtobufCMessageDescriptor *resp_desc, idem__retry *how,
+               ProtobufCMessage **resp, idem_error *err);
+
+/* idem__call with idem__retry_call(c, timeout_ms) and no group. */
+int idem__unary(idem_client *c, idem__method m, const ProtobufCMessage *req, const char *saga_id,
                 const ProtobufCMessageDescriptor *resp_desc, int64_t timeout_ms,
                 ProtobufCMessage **resp, idem_error *err);
 
-/* idem__unary for a call that acts on one store group's steps (docs/api.md §17): sent with
- * idem-group metadata, first to that group's leader when the client knows it. */
-int idem__unary_group(idem_client *c, idem__method m, const ProtobufCMessage *req,
-                      const char *group, const ProtobufCMessageDescriptor *resp_desc,
-                      int64_t timeout_ms, ProtobufCMessage **resp, idem_error *err);
+/* What the last call to a coordinator heard (docs/api.md §20): nothing (deadline exceeded,
+ * connection refused), a coordinator that cannot decide now (store-unavailable, store-timeout,
+ * no-leader), a standby that named the leader (not-leader: as good as what that node said), or
+ * one that answered otherwise (an answer, shutting-down, ...: it or another node decides). */
+typedef enum idem__heard {
+  IDEM__HEARD_NOTHING = 1,
+  IDEM__HEARD_UNDECIDED,
+  IDEM__HEARD_SENT,
+  IDEM__HEARD_DECIDER,
+} idem__heard;
 
-/* The client's default per-call deadline in milliseconds (> 0). */
-int64_t idem__client_deadline_ms(const idem_client *c);
+/* A call that failed as it does when no coordinator can decide: err says DEADLINE_EXCEEDED or
+ * UNAVAILABLE, every known coordinator address was called since since_ms (monotonic) and none
+ * of them could decide (docs/api.md §20): the one case in which a fail-open operation runs
+ * unguarded. Never when a try was lost since since_ms (idem__lost_since). Thread-safe. */
+bool idem__unreachable(idem__route *r, const idem_error *err, int64_t since_ms);
+
+/* Whether a call of this client lost a try (idem__lost_try) since since_ms (monotonic), on any
+ * address. Thread-safe. */
+bool idem__lost_since(idem__route *r, int64_t since_ms);
 
 /* Sets *err (if not NULL) to code with a printf-style message; returns code. */
 int idem__fail(idem_error *err, int code, const char *fmt, ...)
@@ -123,13 +217,15 @@ int64_t idem__rand_upto(int64_t bound);
 /* Full-jitter backoff: random(0, min(max_ms, base_ms * 2^n)). */
 int64_t idem__backoff_ms(int64_t base_ms, int64_t max_ms, int n);
 
-/* idem_step_begin / idem_step_complete with an explicit per-call timeout (0 = the client's). */
+/* idem_step_begin_wait / idem_step_complete retried as how says (the step helper's run; NULL =
+ * a call's, idem__retry_call). A BeginStep with how->poll_ms asks the coordinator to wait for
+ * what is left of how's end (wait_ms is then ignored). */
 int idem__step_begin(idem_client *c, const idem_step_key *key, const uint8_t *fp, size_t fp_len,
-                     uint32_t lease_ms, uint32_t wait_ms, int64_t timeout_ms, idem_begin *out,
+                     uint32_t lease_ms, uint32_t wait_ms, idem__retry *how, idem_begin *out,
                      idem_error *err);
 int idem__step_complete(idem_client *c, const idem_step_key *key, uint64_t attempt,
                         idem_outcome outcome, int32_t code, const void *body, size_t body_len,
-                        int64_t timeout_ms, idem_record *out, idem_error *err);
+                        idem__retry *how, idem_record *out, idem_error *err);
 
 /* trace.c: the calling thread's traceparent and tracestate (idem_trace_set) as up to two
  * metadata entries at md (static slices over thread-local strings, valid while the thread
@@ -172,61 +268,28 @@ bool idem__keeper_stop(idem__keeper *k);
 
 /* --- policies and fail-open: policies.c, journal.c --------------------------------------- */
 
-/* The client's policy cache: (service, operation) → failure mode and when it was fetched. */
-typedef struct idem__pcache idem__pcache;
+/* The client's policy cache: (service, operation) → the failure mode last fetched and when. */
 idem__pcache *idem__pcache_new(void); /* NULL on allocation failure */
 void idem__pcache_free(idem__pcache *p);
-/* Records a fetch of (svc, op) made at now_ms (monotonic): mode IDEM_FAIL_CLOSED / _OPEN when it
- * succeeded, 0 when it failed (the old mode is kept). false when no entry could be made. */
-bool idem__pcache_note(idem__pcache *p, const char *svc, const char *op, int64_t now_ms, int mode);
-/* Whether (svc, op) is due for a fetch (never tried, or last tried every_ms ago or more); a
- * due entry is marked tried now, so that one thread of many fetches. */
-bool idem__pcache_claim(idem__pcache *p, const char *svc, const char *op, int64_t now_ms,
-                        int64_t every_ms);
-/* The cached failure mode, 0 when never fetched. */
-int idem__pcache_mode(idem__pcache *p, const char *svc, const char *op);
 
-/* Accessors of the client's options (client.c). */
-idem__pcache *idem__client_pcache(const idem_client *c);
-const char *idem__client_tenant(const idem_client *c);        /* "default" when none was given */
-const char *idem__client_journal(const idem_client *c);       /* NULL when none */
-int64_t idem__client_policy_refresh_ms(const idem_client *c); /* < 0: never fetch */
+/* What a BeginStep answer said of (service, operation)'s failure mode (IDEM_FAIL_CLOSED /
+ * IDEM_FAIL_OPEN; another value is ignored), kept as if fetched now: the step helper's
+ * fail-open check then needs no GetPolicy of its own. Nothing when policies are never fetched. */
+void idem__policy_heard(idem_client *c, const char *service, const char *operation, int mode);
 
-/* Fetches (service, operation) with GetPolicy when the cached copy is stale (at most one
- * attempt per refresh period, bounded by timeout_ms). Never fails: errors keep the old copy. */
-void idem__policy_refresh(idem_client *c, const char *service, const char *operation,
-                          int64_t timeout_ms);
+/* When no failure mode of (service, operation) is cached: fetches it with GetPolicy (at most
+ * one attempt per refresh period, bounded by timeout_ms). Never fails: errors keep the cache. */
+void idem__policy_learn(idem_client *c, const char *service, const char *operation,
+                        int64_t timeout_ms);
 
 /* The cached failure mode (IDEM_FAIL_CLOSED / IDEM_FAIL_OPEN), 0 when never fetched. */
 int idem__policy_cached_mode(idem_client *c, const char *service, const char *operation);
 
-/* What the last call to a coordinator heard (docs/api.md §20): nothing (deadline exceeded,
- * connection refused), a coordinator that cannot decide now (store-unavailable, store-timeout,
- * no-leader), a standby that named the leader (not-leader: as good as what that node said), or
- * one that answered otherwise (an answer, shutting-down, ...: it or another node decides). */
-typedef enum idem__heard {
-  IDEM__HEARD_NOTHING = 1,
-  IDEM__HEARD_UNDECIDED,
-  IDEM__HEARD_SENT,
-  IDEM__HEARD_DECIDER,
-} idem__heard;
-
-/* Whether every known coordinator address was called since since_ms (monotonic) and none of
- * them could decide (docs/api.md §20): the one case in which a fail-open operation runs unguarded.
- * Never when a try was lost since since_ms (idem__lost_since). Thread-safe. */
-bool idem__none_could_decide(idem_client *c, int64_t since_ms);
-
-/* Whether a call of this client lost a try (CANCELLED with no idem-reason: a draining node's
- * gRPC ended it without saying whether the coordinator had it) since since_ms (monotonic), on any
- * address. Thread-safe. */
-bool idem__lost_since(idem_client *c, int64_t since_ms);
-
-/* How many coordinator addresses the client knows now (the list given plus leaders named). */
-int idem__client_endpoints(idem_client *c);
-
-/* A call that failed as it does when no coordinator can decide: DEADLINE_EXCEEDED or
- * UNAVAILABLE, and idem__none_could_decide(c, since_ms). */
-bool idem__unreachable(idem_client *c, const idem_error *err, int64_t since_ms);
+/* Whether a step that failed with err runs unguarded (docs/api.md §20): the client keeps a
+ * journal, (service, operation)'s cached policy is fail-open, and no coordinator could decide
+ * since since_ms (monotonic; idem__unreachable). */
+bool idem__fail_open(idem_client *c, const char *service, const char *operation,
+                     const idem_error *err, int64_t since_ms);
 
 /* Appends one journal line (format in idem.h) with O_APPEND and fsync. source "client" or
  * "server". IDEM_OK or IDEM_DATA_LOSS (err filled). Thread-safe. */

@@ -115,8 +115,9 @@ int idem_move_slots_rate(idem_client *c, const idem_move *m, uint32_t max_rows_p
   req.dry_run = m->dry_run;
   req.max_rows_per_s = max_rows_per_s;
   Idem__V1__MoveSlotsResponse *resp = NULL;
-  rc = idem__unary(c, IDEM__M_MOVE_SLOTS, &req.base, &idem__v1__move_slots_response__descriptor,
-                   m->timeout_ms, (ProtobufCMessage **)&resp, err);
+  rc = idem__unary(c, IDEM__M_MOVE_SLOTS, &req.base, NULL,
+                   &idem__v1__move_slots_response__descriptor, m->timeout_ms,
+                   (ProtobufCMessage **)&resp, err);
   if (rc != IDEM_OK) return rc;
   if (out) {
     out->version = resp->version;

@@ -1,14 +1,17 @@
-/* policies.c — Admin.SetPolicy / DeletePolicy / ListPolicies, and fetching the effective policies
- * into the client's cache (pcache.c) that idem_step_run consults when the coordinator cannot be
- * reached (see idem.h). */
+/* policies.c — Admin.SetPolicy / DeletePolicy / ListPolicies; the client's policy cache,
+ * (service, operation) -> the failure mode last fetched and when, filled by GetPolicy and by
+ * every BeginStep answer; and the fail-open rule idem_step_run applies when no coordinator can
+ * decide (see idem.h, docs/api.md §20). Thread-safe. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "idem_internal.h"
 
-#define UNARY(c, m, req, T, timeout, out, err) \
-  idem__unary((c), (m), &(req).base, &T##__descriptor, (timeout), (ProtobufCMessage **)(out), (err))
+#define UNARY(c, m, req, T, timeout, out, err)                          \
+  idem__unary((c), (m), &(req).base, NULL, &T##__descriptor, (timeout), \
+              (ProtobufCMessage **)(out), (err))
 
 /* SetPolicy's defaults for a field left at 0 (the coordinator's built-in policy's) */
 #define POLICY_DEFAULT_RETENTION_S 86400u /* 24 h */
@@ -96,7 +99,89 @@ int idem_policy_list(idem_client *c, idem_policies *out, idem_error *err) {
   return rc;
 }
 
-/* --- the cache (pcache.c) and fetching into it ------------------------------------------ */
+/* --- the cache ------------------------------------------------------------------------------ */
+
+typedef struct pentry {
+  char service[IDEM_NAME_MAX + 1];
+  char operation[IDEM_NAME_MAX + 1];
+  int mode;           /* 0 = never fetched successfully */
+  int64_t fetched_ms; /* monotonic, last success */
+  int64_t tried_ms;   /* monotonic, last attempt */
+} pentry;
+
+struct idem__pcache {
+  pthread_mutex_t mu;
+  pentry *e;
+  size_t n, cap;
+};
+
+idem__pcache *idem__pcache_new(void) {
+  idem__pcache *p = calloc(1, sizeof *p);
+  if (p) pthread_mutex_init(&p->mu, NULL);
+  return p;
+}
+
+void idem__pcache_free(idem__pcache *p) {
+  if (!p) return;
+  pthread_mutex_destroy(&p->mu);
+  free(p->e);
+  free(p);
+}
+
+/* Under mu. NULL when absent and create is false, or on allocation failure. */
+static pentry *lookup(idem__pcache *p, const char *svc, const char *op, bool create) {
+  for (size_t i = 0; i < p->n; i++)
+    if (strcmp(p->e[i].service, svc) == 0 && strcmp(p->e[i].operation, op) == 0) return &p->e[i];
+  if (!create || strlen(svc) > IDEM_NAME_MAX || strlen(op) > IDEM_NAME_MAX) return NULL;
+  if (p->n == p->cap) {
+    size_t cap = p->cap ? p->cap * 2 : 8;
+    pentry *grown = realloc(p->e, cap * sizeof *grown);
+    if (!grown) return NULL;
+    p->e = grown;
+    p->cap = cap;
+  }
+  pentry *e = &p->e[p->n++];
+  memset(e, 0, sizeof *e);
+  memcpy(e->service, svc, strlen(svc) + 1);
+  memcpy(e->operation, op, strlen(op) + 1);
+  return e;
+}
+
+static bool pcache_note(idem__pcache *p, const char *svc, const char *op, int64_t now_ms,
+                        int mode) {
+  pthread_mutex_lock(&p->mu);
+  pentry *e = lookup(p, svc, op, true);
+  if (e) {
+    e->tried_ms = now_ms;
+    if (mode) {
+      e->mode = mode;
+      e->fetched_ms = now_ms;
+    }
+  }
+  pthread_mutex_unlock(&p->mu);
+  return e != NULL;
+}
+
+static bool pcache_claim(idem__pcache *p, const char *svc, const char *op, int64_t now_ms,
+                         int64_t every_ms) {
+  bool stale = true;
+  pthread_mutex_lock(&p->mu);
+  pentry *e = lookup(p, svc, op, false);
+  if (e && now_ms - e->tried_ms < every_ms) stale = false;
+  if (e && stale) e->tried_ms = now_ms; /* one fetch per period, even with many threads */
+  pthread_mutex_unlock(&p->mu);
+  return stale;
+}
+
+static int pcache_mode(idem__pcache *p, const char *svc, const char *op) {
+  pthread_mutex_lock(&p->mu);
+  pentry *e = lookup(p, svc, op, false);
+  int mode = e ? e->mode : 0;
+  pthread_mutex_unlock(&p->mu);
+  return mode;
+}
+
+/* --- fetching into the cache, and the fail-open rule ------------------------------------- */
 
 /* Fetches and stores; returns the call's code, or IDEM_NOMEM when the answer could not be kept. */
 static int fetch(idem_client *c, const char *svc, const char *op, int64_t timeout_ms,
@@ -111,20 +196,24 @@ static int fetch(idem_client *c, const char *svc, const char *op, int64_t timeou
   if (rc == IDEM_OK &&
       (resp->failure_mode == IDEM_FAIL_CLOSED || resp->failure_mode == IDEM_FAIL_OPEN))
     mode = (int)resp->failure_mode;
-  bool kept = idem__pcache_note(idem__client_pcache(c), svc, op, now, mode);
+  bool kept = pcache_note(c->pcache, svc, op, now, mode);
   if (rc == IDEM_OK) idem__v1__policy__free_unpacked(resp, NULL);
   /* fetched but not kept: no memory for the entry (the coordinator refuses names too long) */
   if (rc == IDEM_OK && !kept) rc = idem__fail(err, IDEM_NOMEM, "out of memory");
   return rc;
 }
 
-void idem__policy_refresh(idem_client *c, const char *service, const char *operation,
-                          int64_t timeout_ms) {
-  int64_t every = idem__client_policy_refresh_ms(c);
-  if (every < 0 || !service || !operation) return;
-  bool stale =
-      idem__pcache_claim(idem__client_pcache(c), service, operation, idem__now_ms(), every);
-  if (!stale) return;
+void idem__policy_heard(idem_client *c, const char *service, const char *operation, int mode) {
+  if ((mode == IDEM_FAIL_CLOSED || mode == IDEM_FAIL_OPEN) && service && operation &&
+      c->policy_refresh_ms >= 0)
+    (void)pcache_note(c->pcache, service, operation, idem__now_ms(), mode);
+}
+
+void idem__policy_learn(idem_client *c, const char *service, const char *operation,
+                        int64_t timeout_ms) {
+  if (c->policy_refresh_ms < 0 || !service || !operation) return;
+  if (pcache_mode(c->pcache, service, operation) != 0) return;
+  if (!pcache_claim(c->pcache, service, operation, idem__now_ms(), c->policy_refresh_ms)) return;
   idem_error scratch;
   (void)fetch(c, service, operation, timeout_ms, &scratch);
 }
@@ -140,10 +229,11 @@ int idem_policy_prefetch(idem_client *c, const char *service, const char *operat
 
 int idem__policy_cached_mode(idem_client *c, const char *service, const char *operation) {
   if (!service || !operation) return 0;
-  return idem__pcache_mode(idem__client_pcache(c), service, operation);
+  return pcache_mode(c->pcache, service, operation);
 }
 
-bool idem__unreachable(idem_client *c, const idem_error *err, int64_t since_ms) {
-  if (!err || (err->code != IDEM_DEADLINE_EXCEEDED && err->code != IDEM_UNAVAILABLE)) return false;
-  return idem__none_could_decide(c, since_ms);
+bool idem__fail_open(idem_client *c, const char *service, const char *operation,
+                     const idem_error *err, int64_t since_ms) {
+  return c->journal_path && idem__policy_cached_mode(c, service, operation) == IDEM_FAIL_OPEN &&
+         idem__unreachable(c->route, err, since_ms);
 }

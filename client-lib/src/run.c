@@ -30,93 +30,16 @@ typedef struct run_conf {
   int64_t began_ms; /* monotonic: when the run began (lost tries since then count) */
 } run_conf;
 
-#define WAIT_MS_MAX 60000
-
-static int64_t min64(int64_t a, int64_t b) {
-  return a < b ? a : b;
-}
-
-/* A try gRPC ended without saying whether the coordinator had it (client.c's lost_try). */
-static bool lost(int rc, const idem_error *err) {
-  return rc == IDEM_CANCELLED && !err->reason[0] && err->outcome_unknown;
-}
-
-/* The deadline ended the retries of `call` with rc: IDEM_STEP_UNKNOWN when a try of the client
- * was lost since the run began (the step may have begun, or been stored, on it), else rc. */
-static int given_up(idem_client *c, const run_conf *conf, const char *call, int rc,
-                    idem_error *err) {
-  bool retried = rc == IDEM_UNAVAILABLE || rc == IDEM_DEADLINE_EXCEEDED || rc == IDEM_ABORTED;
-  if (!(retried || lost(rc, err)) || !idem__lost_since(c, conf->began_ms)) return rc;
-  int last = err->code;
-  char reason[sizeof err->reason];
-  snprintf(reason, sizeof reason, "%s", err->reason);
-  idem__err_reset(err);
-  err->outcome_unknown = true;
-  return idem__fail(err, IDEM_STEP_UNKNOWN,
-                    "%s: a try was lost and the run's deadline passed before an answer said what "
-                    "it did (last: %s%s%s)",
-                    call, idem_strerror(last), reason[0] ? " " : "", reason);
-}
-
-/* Waits before retry n; false when the wait would cross the deadline (give up). */
-static bool wait_before_retry(const run_conf *rc, int n, int64_t hint_ms) {
-  int64_t wait = idem__backoff_ms(rc->base_ms, rc->max_ms, n);
-  if (hint_ms > 0) {
-    int64_t floor = min64(hint_ms, rc->max_ms);
-    if (wait < floor) wait = floor;
-  }
-  if (idem__now_ms() + wait >= rc->end_ms) return false;
-  idem__sleep_ms(wait);
-  return true;
-}
-
-static int begin_with_retries(idem_client *c, const idem_step_key *key, const uint8_t *fp,
-                              size_t fp_len, const run_conf *conf, idem_begin *b, int *retries,
-                              idem_error *err) {
-  for (int n = 0;; n++) {
-    int64_t left = conf->end_ms - idem__now_ms();
-    if (left <= 0) break; /* err holds the last error (n > 0 here) */
-    /* waiting: the coordinator answers when the step changes, within what is left */
-    uint32_t wait_ms = conf->wait ? (uint32_t)min64(left, WAIT_MS_MAX) : 0;
-    int64_t timeout = min64(conf->call_ms + wait_ms, left);
-    int rc = idem__step_begin(c, key, fp, fp_len, conf->lease_ms, wait_ms, timeout, b, err);
-    /* no answer in time from one of several coordinators: another may decide (docs/api.md §20) */
-    bool elsewhere = rc == IDEM_DEADLINE_EXCEEDED && idem__client_endpoints(c) > 1;
-    /* a call deadline that ran into the run's, after a lost try: STEP_UNKNOWN (given_up) */
-    if (rc == IDEM_DEADLINE_EXCEEDED && !elsewhere) return given_up(c, conf, "BeginStep", rc, err);
-    if (rc != IDEM_ABORTED && rc != IDEM_UNAVAILABLE && !elsewhere && !lost(rc, err)) return rc;
-    if (!wait_before_retry(conf, n, rc == IDEM_ABORTED ? err->retry_after_ms : 0))
-      return given_up(c, conf, "BeginStep", rc, err);
-    (*retries)++;
-  }
-  if (err->code == IDEM_OK) return idem__fail(err, IDEM_DEADLINE_EXCEEDED, "run deadline exceeded");
-  return given_up(c, conf, "BeginStep", err->code, err);
-}
-
-/* The first Complete always gets a full per-call deadline, even when the run's deadline has
- * passed while the action ran: leaving the step IN_PROGRESS would make it run again after its
- * lease expires. Retries stay inside the run's deadline. */
-static int complete_with_retries(idem_client *c, const idem_step_key *key, uint64_t attempt,
-                                 const idem_result *res, const run_conf *conf,
-                                 int64_t *completed_unix_ms, idem_error *err) {
-  for (int n = 0;; n++) {
-    int64_t timeout = conf->call_ms;
-    if (n > 0) {
-      int64_t left = conf->end_ms - idem__now_ms();
-      if (left <= 0) return given_up(c, conf, "CompleteStep", err->code, err);
-      timeout = min64(timeout, left);
-    }
-    idem_record rec;
-    int rc = idem__step_complete(c, key, attempt, res->outcome, res->code, res->body, res->body_len,
-                                 timeout, &rec, err);
-    if (rc == IDEM_OK) {
-      *completed_unix_ms = rec.has_result ? rec.result.completed_unix_ms : 0;
-      idem_record_clear(&rec);
-      return IDEM_OK;
-    }
-    if (rc != IDEM_UNAVAILABLE && rc != IDEM_DEADLINE_EXCEEDED && !lost(rc, err)) return rc;
-    if (!wait_before_retry(conf, n, 0)) return given_up(c, conf, "CompleteStep", rc, err);
-  }
+/* How the run's calls retry (the one retry loop, route.c): inside the run's deadline, with the
+ * run's backoff; a lost try since the run began turns the deadline's error into
+ * IDEM_STEP_UNKNOWN. */
+static idem__retry run_retry(const run_conf *conf, unsigned also) {
+  return (idem__retry){.end_ms = conf->end_ms,
+                       .try_ms = conf->call_ms,
+                       .base_ms = conf->base_ms,
+                       .max_ms = conf->max_ms,
+                       .also = also,
+                       .lost_since_ms = conf->began_ms};
 }
 
 /* Calls the action and copies what it reports into *res. */
@@ -153,7 +76,7 @@ static int step_run(idem_client *c, const idem_step_key *key, const uint8_t *fp,
       .lease_ms = o.lease_ms,
       .base_ms = o.backoff_base_ms > 0 ? o.backoff_base_ms : DEFAULT_BACKOFF_BASE_MS,
       .max_ms = o.backoff_max_ms > 0 ? o.backoff_max_ms : DEFAULT_BACKOFF_MAX_MS,
-      .call_ms = idem__client_deadline_ms(c),
+      .call_ms = c->deadline_ms,
       .wait = !o.no_wait,
       .began_ms = idem__now_ms(),
   };
@@ -165,19 +88,19 @@ static int step_run(idem_client *c, const idem_step_key *key, const uint8_t *fp,
   const char *svc = key ? key->service : NULL, *op = key ? key->operation : NULL;
 
   idem_begin b;
-  int retries = 0;
   const char *unguarded_source = "server";
-  int64_t began_ms = idem__now_ms();
-  int rc = begin_with_retries(c, key, fp, fp_len, &conf, &b, &retries, err);
-  if (rc == IDEM_OK && svc && op && idem__policy_cached_mode(c, svc, op) == 0)
-    idem__policy_refresh(c, svc, op, conf.call_ms);
+  int64_t began_ms = conf.began_ms;
+  /* BeginStep retries ABORTED (after at least idem-retry-after-ms), UNAVAILABLE, lost tries, and
+   * DEADLINE_EXCEEDED from one of several addresses (another may decide, docs/api.md §20) */
+  idem__retry begin = run_retry(&conf, IDEM__RETRY_ABORTED | IDEM__RETRY_ELSEWHERE);
+  begin.poll = conf.wait;
+  int rc = idem__step_begin(c, key, fp, fp_len, conf.lease_ms, 0, &begin, &b, err);
+  if (rc == IDEM_OK) idem__policy_learn(c, svc, op, conf.call_ms);
   if (rc != IDEM_OK) {
     /* no coordinator can decide (every known address called during this run: none answered,
      * or each said its store or its election is down): a fail-open operation with a journal
      * runs anyway (docs/api.md §20) */
-    if (!idem__unreachable(c, err, began_ms) || !idem__client_journal(c) ||
-        idem__policy_cached_mode(c, svc, op) != IDEM_FAIL_OPEN)
-      return rc;
+    if (!idem__fail_open(c, svc, op, err, began_ms)) return rc;
     memset(&b, 0, sizeof b);
     b.decision = IDEM_DECISION_PROCEED_UNGUARDED;
     unguarded_source = "client";
@@ -185,7 +108,7 @@ static int step_run(idem_client *c, const idem_step_key *key, const uint8_t *fp,
 
   rep->decision = b.decision;
   rep->attempt = b.attempt;
-  rep->begin_retries = retries;
+  rep->begin_retries = begin.retries;
   switch (b.decision) {
     case IDEM_DECISION_REPLAY:
       rep->replayed = true;
@@ -222,19 +145,29 @@ static int step_run(idem_client *c, const idem_step_key *key, const uint8_t *fp,
   if (rc != IDEM_OK) goto fail;
 
   /* Unguarded: one journal line for idem_journal_reconcile (format in idem.h). */
-  if (unguarded && idem__client_journal(c)) {
-    rc = idem__journal_append(idem__client_journal(c), unguarded_source, idem__client_tenant(c),
-                              key, fp, fp_len, &rep->result, err);
+  if (unguarded && c->journal_path) {
+    rc = idem__journal_append(c->journal_path, unguarded_source, idem__client_tenant(c), key, fp,
+                              fp_len, &rep->result, err);
     if (rc != IDEM_OK) return rc; /* *rep stays filled: the action did run */
     rep->journaled = true;
   }
 
   /* Unguarded: nothing was recorded, so there is nothing to complete. */
+  /* CompleteStep retries UNAVAILABLE, DEADLINE_EXCEEDED and lost tries; its first try (and its
+   * failover) always gets a full per-call deadline, even when the run's deadline passed while
+   * the action ran: leaving the step IN_PROGRESS would make it run again after its lease
+   * expires. */
   if (!unguarded) {
-    rc = complete_with_retries(c, key, ctx.attempt, &rep->result, &conf,
-                               &rep->result.completed_unix_ms, err);
+    idem__retry complete = run_retry(&conf, IDEM__RETRY_DEADLINE);
+    complete.first_full = true;
+    idem_record rec;
+    idem_result *res = &rep->result;
+    rc = idem__step_complete(c, key, ctx.attempt, res->outcome, res->code, res->body, res->body_len,
+                             &complete, &rec, err);
     if (rc == IDEM_STEP_UNKNOWN) return rc; /* *rep stays filled: the action did run */
     if (rc != IDEM_OK) goto fail;
+    res->completed_unix_ms = rec.has_result ? rec.result.completed_unix_ms : 0;
+    idem_record_clear(&rec);
   }
   if (rep->result.outcome == IDEM_OUTCOME_RETRYABLE)
     return idem__fail(err, IDEM_STEP_FAILED,
