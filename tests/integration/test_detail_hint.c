@@ -4,8 +4,9 @@
  *    and libidem hands detail and hint over (idem_error_detail, idem_error_hint), also for a
  *    copy of the error, and "" for the library's own errors;
  *  - with the store's database refusing connections (its sessions ended), an answer
- *    store-unavailable carries the store's detail and hint as trailers, and idemctl prints them
- *    as DETAIL and HINT lines.
+ *    store-unavailable carries the store's hint as a trailer (and its detail, when it has one:
+ *    only an answer given during the reconnect backoff has), and idemctl prints it as a HINT
+ *    line.
  * Every trailer value is printable ASCII (a metadata value must be). */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -136,31 +137,30 @@ Test(detail_hint, a_store_that_refuses_connections_answers_with_its_detail_and_h
   size_t len = idem__v1__get_saga_request__pack(&req, buf);
 
   db_refuse(admin, db, true);
-  /* each worker's store finds its connection gone, then backs off: a call whose deadline ends
-   * within the backoff answers at once with the last failure, its detail and its hint */
+  /* each worker's store finds its connection gone and cannot make a new one: it answers
+   * store-unavailable with the hint to check PostgreSQL */
   char details[256], trailers[2048], reason[64] = "", detail[256] = "", hint[256] = "";
   int st = -1;
-  for (int64_t until = h_now_ms() + 20000; h_now_ms() < until && !(detail[0] && hint[0]);) {
+  for (int64_t until = h_now_ms() + 20000; h_now_ms() < until && !hint[0];) {
     h_raw_opts o = {.trailers = trailers, .trailers_len = sizeof trailers, .deadline_ms = 300};
     st = h_raw_call_opts(H.s.addr, "/idem.v1.Coordinator/GetSaga", H.t, buf, len, details,
                          sizeof details, &o);
     trailer_of(trailers, "idem-reason", reason, sizeof reason);
     trailer_of(trailers, "idem-detail", detail, sizeof detail);
     trailer_of(trailers, "idem-hint", hint, sizeof hint);
-    if (!(detail[0] && hint[0])) h_sleep_ms(20); /* the next try of the condition */
+    if (!hint[0]) h_sleep_ms(20); /* the next try of the condition */
   }
   cr_expect_eq(st, 14 /* UNAVAILABLE */, "%d %s", st, details);
   cr_expect_str_eq(reason, "store-unavailable", "%s\n%s", details, trailers);
   cr_expect_str_eq(hint, PG_HINT, "trailers:\n%s", trailers);
-  cr_expect(detail[0], "a detail arrives within 20 s; last trailers:\n%s", trailers);
   cr_expect(printable(detail) && printable(hint), "%s", trailers);
 
-  /* idemctl shows them, PostgreSQL's way */
+  /* idemctl shows it, PostgreSQL's way */
   h_ctl *r = calloc(1, sizeof *r);
   bool shown = false;
   for (int64_t until = h_now_ms() + 20000; !shown && h_now_ms() < until;) {
     h_idemctl(r, H.s.addr, H.t, "saga", gid, "--deadline-ms", "300", NULL);
-    shown = strstr(r->err, "\nDETAIL:  ") && strstr(r->err, "\nHINT:  " PG_HINT "\n");
+    shown = strstr(r->err, "\nHINT:  " PG_HINT "\n") != NULL;
     if (!shown) h_sleep_ms(20); /* the next try of the condition */
   }
   cr_expect(shown, "idemctl saga: exit %d\n%s", r->status, r->err);
