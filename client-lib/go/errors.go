@@ -45,6 +45,11 @@ type Error struct {
 	RetryAfter time.Duration
 	// Message is the coordinator's message, or the SDK's; it names the field at fault.
 	Message string
+	// Detail is the coordinator's idem-detail: more about what happened; "" when none.
+	// Hint is its idem-hint: what to do about it; "" when none. Both are printable ASCII for
+	// people (docs/api.md §20); decide on Code and Reason, never on them.
+	Detail string
+	Hint   string
 	// Field names the argument refused by the SDK's own validation ("key.global_id",
 	// "options.address", "result.body", …); "" for errors from the coordinator.
 	Field string
@@ -124,6 +129,12 @@ func fromCall(ctx context.Context, err error, trailer metadata.MD) *Error {
 	}
 	if v := trailer.Get("idem-reason"); len(v) > 0 {
 		e.Reason = v[0]
+	}
+	if v := trailer.Get("idem-detail"); len(v) > 0 {
+		e.Detail = v[0]
+	}
+	if v := trailer.Get("idem-hint"); len(v) > 0 {
+		e.Hint = v[0]
 	}
 	if v := trailer.Get("idem-leader"); len(v) > 0 {
 		e.Leader = v[0]

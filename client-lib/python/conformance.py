@@ -76,7 +76,7 @@ class Scenario:
                 got.update(outcome=rep.result.outcome, code=rep.result.code,
                            body=rep.result.body.decode(errors="replace"))
         except IdemError as e:
-            got.update(ok=False, error=e.code, reason=e.reason)
+            got.update(ok=False, error=e.code, reason=e.reason, detail=e.detail, hint=e.hint)
             if e.report is not None:
                 got.update(attempt=e.report.attempt, takeover=e.report.takeover)
         return got
@@ -151,7 +151,8 @@ class Scenario:
                         n = sum(1 for line in f if line.strip())
                 return {"ok": True, "count": n}
         except IdemError as e:
-            return {"ok": False, "error": e.code, "reason": e.reason}
+            return {"ok": False, "error": e.code, "reason": e.reason, "detail": e.detail,
+                    "hint": e.hint}
         raise ValueError(f"unknown call {kind!r}")
 
 

@@ -205,6 +205,12 @@ int idem__fail(idem_error *err, int code, const char *fmt, ...)
 /* Zeroes *err (if not NULL). */
 void idem__err_reset(idem_error *err);
 
+/* Keeps detail and hint (either may be NULL: none) as the calling thread's notes of err, a
+ * coordinator's error answer just filled in (idem_error_detail, idem_error_hint): each cut to
+ * IDEM__NOTE_MAX - 1 bytes. */
+#define IDEM__NOTE_MAX 256
+void idem__err_notes(const idem_error *err, const char *detail, const char *hint);
+
 /* Monotonic clock in milliseconds. */
 int64_t idem__now_ms(void);
 

@@ -28,6 +28,39 @@ int idem__fail(idem_error *err, int code, const char *fmt, ...) {
   return code;
 }
 
+/* The calling thread's last coordinator error (code, reason, message) and its detail and hint:
+ * idem_error_detail finds them for that error or a copy of it. */
+static _Thread_local struct {
+  int code;
+  char reason[sizeof((idem_error *)0)->reason];
+  char message[sizeof((idem_error *)0)->message];
+  char detail[IDEM__NOTE_MAX], hint[IDEM__NOTE_MAX];
+} tl_notes;
+
+void idem__err_notes(const idem_error *err, const char *detail, const char *hint) {
+  tl_notes.code = err->code;
+  memcpy(tl_notes.reason, err->reason, sizeof tl_notes.reason);
+  memcpy(tl_notes.message, err->message, sizeof tl_notes.message);
+  snprintf(tl_notes.detail, sizeof tl_notes.detail, "%s", detail ? detail : "");
+  snprintf(tl_notes.hint, sizeof tl_notes.hint, "%s", hint ? hint : "");
+}
+
+/* Whether err is the thread's last coordinator error (or a copy of it): a coordinator's
+ * answers carry a reason, the library's own errors none. */
+static bool notes_of(const idem_error *err) {
+  return err && err->code != IDEM_OK && err->reason[0] && err->code == tl_notes.code &&
+         strncmp(err->reason, tl_notes.reason, sizeof tl_notes.reason) == 0 &&
+         strncmp(err->message, tl_notes.message, sizeof tl_notes.message) == 0;
+}
+
+const char *idem_error_detail(const idem_error *err) {
+  return notes_of(err) ? tl_notes.detail : "";
+}
+
+const char *idem_error_hint(const idem_error *err) {
+  return notes_of(err) ? tl_notes.hint : "";
+}
+
 /* --- clock, sleep, randomness ------------------------------------------------------------ */
 
 int64_t idem__now_ms(void) {

@@ -139,6 +139,7 @@ static void copy_slice(char *dst, size_t cap, grpc_slice s) {
  * standby: nothing was done). */
 static bool parse_trailers(const grpc_metadata_array *md, idem_error *err, char *group) {
   bool standby = false;
+  char detail[IDEM__NOTE_MAX] = "", hint[IDEM__NOTE_MAX] = "";
   for (size_t i = 0; i < md->count; i++) {
     const grpc_metadata *e = &md->metadata[i];
     if (grpc_slice_str_cmp(e->key, "idem-retry-after-ms") == 0) {
@@ -155,8 +156,13 @@ static bool parse_trailers(const grpc_metadata_array *md, idem_error *err, char 
       copy_slice(err->reason, sizeof err->reason, e->value);
     } else if (group && grpc_slice_str_cmp(e->key, "idem-group") == 0) {
       copy_slice(group, IDEM__GROUP_CAP, e->value);
+    } else if (grpc_slice_str_cmp(e->key, "idem-detail") == 0) {
+      copy_slice(detail, sizeof detail, e->value);
+    } else if (grpc_slice_str_cmp(e->key, "idem-hint") == 0) {
+      copy_slice(hint, sizeof hint, e->value);
     }
   }
+  if (err->reason[0]) idem__err_notes(err, detail, hint); /* beside err: its size is the ABI */
   return standby;
 }
 

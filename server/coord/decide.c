@@ -94,8 +94,11 @@ static void fresh(step_rec *r, const step_key *key, step_phase phase, int64_t no
 }
 
 static err_code mismatch(err_t *err) {
-  return err_fail(err, ERR_PRECONDITION, ERR_R_FINGERPRINT_MISMATCH,
-                  "fingerprint mismatch: the key was begun with a different request");
+  err_fail(err, ERR_PRECONDITION, ERR_R_FINGERPRINT_MISMATCH,
+           "fingerprint mismatch: the key was begun with a different request");
+  err_detail(err, "the step keeps the fingerprint of the request that began it");
+  err_hint(err, "send the same request again, or use a new key for a different one");
+  return ERR_PRECONDITION;
 }
 
 static err_code in_progress(const step_rec *r, int64_t now, err_t *err) {

@@ -257,7 +257,7 @@ static node_result migrate_group(node *nd, const node_group *g) {
       if (r == NODE_RUNNING) r = check_slots(nd, g, &err);
     }
     if (r != NODE_FAILED) return r;
-    if (db->error_permanent(&err)) {
+    if (err.permanent) { /* PostgreSQL refused for good (store_pg.h) */
       log_kv(LOG_ERROR, "postgres refused the connection; not retrying", "group", g->name, "target",
              target, "error", err.msg, (const char *)NULL);
       return NODE_REFUSED;

@@ -181,6 +181,16 @@ err_code rpc__call_reply(rpc_call *c, const ProtobufCMessage *msg, err_t *err) {
   return ERR_OK;
 }
 
+/* Adds trailing metadata key with text as err_wire_text makes it; nothing when that is empty. */
+static void add_text_trailer(rpc_call *c, const char *key, const char *text) {
+  char v[ERR_DETAIL_MAX > ERR_HINT_MAX ? ERR_DETAIL_MAX : ERR_HINT_MAX];
+  size_t n = err_wire_text(text, v, sizeof v);
+  if (n == 0 || c->n_trailing >= sizeof c->trailing / sizeof c->trailing[0]) return;
+  c->trailing[c->n_trailing].key = grpc_slice_from_static_string(key);
+  c->trailing[c->n_trailing].value = grpc_slice_from_copied_buffer(v, n);
+  c->n_trailing++;
+}
+
 void rpc__call_finish(rpc_call *c, const err_t *e) {
   err_t internal;
   err_code code = e->code;
@@ -224,6 +234,10 @@ void rpc__call_finish(rpc_call *c, const err_t *e) {
     c->trailing[c->n_trailing].key = grpc_slice_from_static_string(RPC_REASON_MD);
     c->trailing[c->n_trailing].value = grpc_slice_from_copied_string(reason);
     c->n_trailing++;
+    if (code == e->code) { /* docs/api.md §20: the error's detail and hint, when it has them */
+      add_text_trailer(c, RPC_DETAIL_MD, e->detail);
+      add_text_trailer(c, RPC_HINT_MD, e->hint);
+    }
   }
   if (c->method >= 0) /* incident response: calls per method and code, latency */
     metrics_rpc_done_traced(c->method, (int)rpc__status(code),

@@ -65,6 +65,11 @@
  * gRPC core's own limit, above it, is rpc_server.c's TRANSPORT_MAX_METADATA_BYTES */
 #define RPC_MAX_METADATA_BYTES (8 * 1024)
 #define RPC_REASON_MD "idem-reason" /* every non-OK answer: why, in a word (docs/api.md §20) */
+/* a non-OK answer whose error has them: more about what happened, and what to do about it
+ * (docs/api.md §20), as err_wire_text makes them (printable ASCII, at most ERR_DETAIL_MAX - 1
+ * and ERR_HINT_MAX - 1 bytes) */
+#define RPC_DETAIL_MD "idem-detail"
+#define RPC_HINT_MD "idem-hint"
 
 typedef enum rpc_tag_kind {
   RPC_TAG_REQUEST,  /* a registered request is outstanding */
@@ -139,7 +144,8 @@ struct rpc_call {
   /* the reply, alive until the batch completes */
   grpc_byte_buffer *reply;
   size_t reply_bytes;        /* counted in srv->reply_bytes while reply is held */
-  grpc_metadata trailing[3]; /* idem-leader and idem-group, or idem-retry-after-ms; idem-reason */
+  /* idem-leader and idem-group, or idem-retry-after-ms; idem-reason, idem-detail, idem-hint */
+  grpc_metadata trailing[5];
   int group;                 /* the group the call was routed to (0 when not routed) */
   size_t n_trailing;
   int cancelled;

@@ -367,8 +367,6 @@ typedef struct store_backend {
   /* "host H port P database D user U" for conninfo (never the password). ERR_INVALID when it
    * cannot be parsed. */
   err_code (*target)(const char *conninfo, char *buf, size_t cap, err_t *err);
-  /* Whether a connection error is one no retry fixes (authentication, a missing database). */
-  bool (*error_permanent)(const err_t *err);
   /* Creates or migrates the schema (idempotent, safe when several nodes start at once). */
   err_code (*migrate)(const char *conninfo, int64_t deadline, err_t *err);
   /* The newest schema version this build's migrations reach. */

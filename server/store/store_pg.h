@@ -74,13 +74,11 @@ err_code store_pg_owner_settle(const char *conninfo, const owner_rec *mine, cons
  * password). ERR_INVALID naming --pg when libpq cannot parse it. */
 err_code store_pg_target(const char *conninfo, char *buf, size_t cap, err_t *err);
 
-/* Whether a connection error is one no retry fixes: the server refused the connection with a
- * SQLSTATE no retry changes (authentication, pg_hba.conf, a database that does not exist, no
- * CONNECT privilege, a bad option) or asked for a password none was given for; the store then
- * puts STORE_PG_REFUSED + the SQLSTATE (or "no password supplied") in the error's detail. A host
- * name that does not resolve is refused earlier, by store_pg_target. */
-#define STORE_PG_REFUSED "refused permanently: "
-bool store_pg_error_permanent(const err_t *err);
+/* A connection error no retry fixes is marked err->permanent (err.h): the server refused the
+ * connection with a SQLSTATE no retry changes (authentication, pg_hba.conf, a database that does
+ * not exist, no CONNECT privilege, a bad option) or asked for a password none was given for; its
+ * detail names the SQLSTATE (or "no password supplied") for people. A host name that does not
+ * resolve is refused earlier, by store_pg_target. */
 
 /* --- fencing (store_pg_fence.c; docs/api.md §7) ---
  * The epoch is the election revision. A store given an epoch source writes under the value it

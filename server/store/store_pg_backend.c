@@ -24,7 +24,6 @@ static const store_move_ops pg_move_ops = {
 const store_backend store_postgres = {
     .open = store_pg_open,
     .target = store_pg_target,
-    .error_permanent = store_pg_error_permanent,
     .migrate = store_pg_migrate,
     .schema_newest = store_pg_schema_newest,
     .schema_check = store_pg_schema_check,

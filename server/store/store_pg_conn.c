@@ -264,8 +264,10 @@ static err_code connect_failed(pg_store *s, const char *why, err_t *err) {
   s->connect_failures++;
   s->next_connect_ms = clock_mono_ms() + ms;
   err_code rc = unavailable(s, why, err);
-  if ((state[0] && sqlstate_permanent(state)) || no_password)
-    err_detail(err, "%s%s", STORE_PG_REFUSED, no_password ? "no password supplied" : state);
+  if ((state[0] && sqlstate_permanent(state)) || no_password) {
+    err_detail(err, "refused permanently: %s", no_password ? "no password supplied" : state);
+    err_permanent(err);
+  }
   pg__drop(s);
   return rc;
 }

@@ -1,7 +1,7 @@
 /* store_pg_target.c — what a person needs when the store cannot be reached at start:
  * where the coordinator was trying to connect (host, port, database, user; never a password),
- * a host name that does not exist, and whether trying again can help (by the SQLSTATE of the
- * server's refusal, store_pg_conn.c). */
+ * and a host name that does not exist. Whether trying again can help is the error's permanent
+ * flag (err.h), set by store_pg_conn.c from the SQLSTATE of the server's refusal. */
 #include <libpq-fe.h>
 #include <netdb.h>
 #include <stdio.h>
@@ -78,8 +78,4 @@ err_code store_pg_target(const char *conninfo, char *buf, size_t cap, err_t *err
                    bad);
   err_clear(err);
   return ERR_OK;
-}
-
-bool store_pg_error_permanent(const err_t *err) {
-  return strncmp(err->detail, STORE_PG_REFUSED, strlen(STORE_PG_REFUSED)) == 0;
 }

@@ -31,6 +31,7 @@ static err_code vset(err_t *e, err_code code, err_reason reason, const char *fmt
   e->retry_after_ms = 0;
   vsnprintf(e->msg, sizeof e->msg, fmt, ap);
   e->detail[0] = e->hint[0] = e->leader[0] = '\0';
+  e->permanent = false;
   return code;
 }
 
@@ -55,6 +56,10 @@ void err_note(err_t *e, int hint, const char *fmt, ...) {
   else
     vsnprintf(e->detail, sizeof e->detail, fmt, ap);
   va_end(ap);
+}
+
+void err_permanent(err_t *e) {
+  if (e) e->permanent = true;
 }
 
 void err_leader(err_t *e, const char *address) {
@@ -88,6 +93,7 @@ void err_clear(err_t *e) {
   e->reason = ERR_R_NONE;
   e->retry_after_ms = 0;
   e->msg[0] = e->detail[0] = e->hint[0] = e->leader[0] = '\0';
+  e->permanent = false;
 }
 
 const char *err_str(err_code code) {
@@ -123,4 +129,22 @@ const char *err_wire_reason(const err_t *e) {
   if (e->reason == ERR_R_NOT_LEADER && !e->leader[0]) return err_reason_word(ERR_R_NO_LEADER);
   if (e->reason != ERR_R_NONE) return err_reason_word(e->reason);
   return (e->code >= 0 && e->code < ERR__COUNT) ? code_words[e->code] : "unknown";
+}
+
+size_t err_wire_text(const char *text, char *out, size_t cap) {
+  size_t n = 0;
+  for (const unsigned char *p = (const unsigned char *)(text ? text : ""); *p && n + 1 < cap; p++) {
+    unsigned char ch = *p;
+    if (ch == '\t' || ch == '\n' || ch == '\r')
+      ch = ' ';
+    else if (ch < 0x20 || ch == 0x7f) /* another control character */
+      continue;
+    else if (ch > 0x7e) /* a byte of a UTF-8 sequence */
+      ch = '?';
+    if (ch == ' ' && n == 0) continue; /* no leading space */
+    out[n++] = (char)ch;
+  }
+  while (n > 0 && out[n - 1] == ' ') n--; /* nor a trailing one */
+  out[n] = '\0';
+  return n;
 }

@@ -9,12 +9,16 @@
  *   detail  optional: more about what happened ("" when none)
  *   hint    optional: what to do about it ("" when none)
  *   leader  with ERR_R_NOT_LEADER / ERR_R_FENCED: the leader's address when known ("" if not)
+ *   permanent  no retry can fix it (PostgreSQL refused the connection for good): for programs
+ *           in this process only, never on the wire; set with err_permanent
  * err_t is a plain value: no heap, safe to copy, safe to leave untouched on success. Every
  * setter accepts NULL (and then only returns the code).
  */
 #ifndef IDEM_ERR_H
 #define IDEM_ERR_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* X(name, text): codes are stable; add new ones at the end only. */
@@ -85,10 +89,11 @@ typedef struct err_t {
   char detail[ERR_DETAIL_MAX];
   char hint[ERR_HINT_MAX];
   char leader[ERR_LEADER_MAX];
+  bool permanent; /* see the top of this file; false unless err_permanent was called */
 } err_t;
 
-/* Sets code, reason and a printf-style message (no detail or hint); returns code so callers
- * can `return err_fail(...)`. */
+/* Sets code, reason and a printf-style message (no detail or hint, not permanent); returns code
+ * so callers can `return err_fail(...)`. */
 err_code err_fail(err_t *e, err_code code, err_reason reason, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
@@ -103,6 +108,9 @@ err_code err_oom(err_t *e);
 void err_note(err_t *e, int hint, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 #define err_detail(e, ...) err_note((e), 0, __VA_ARGS__)
 #define err_hint(e, ...) err_note((e), 1, __VA_ARGS__)
+
+/* Marks an error already set as one no retry can fix (e->permanent). */
+void err_permanent(err_t *e);
 
 /* Records the leader's address (NULL or "" = unknown) on an error already set. */
 void err_leader(err_t *e, const char *address);
@@ -132,5 +140,12 @@ const char *err_reason_word(err_reason reason);
  * "unauthenticated", "permission-denied", ...). A refusal that names no leader (ERR_R_NOT_LEADER
  * with leader "" ) is "no-leader": an election is in progress. Never NULL. */
 const char *err_wire_reason(const err_t *e);
+
+/* text as a metadata value on the wire (docs/api.md §20, idem-detail and idem-hint): printable
+ * ASCII only. A tab, newline or carriage return becomes a space, another control character is
+ * dropped, a byte above 0x7e (UTF-8) becomes '?', and leading and trailing spaces go. Writes at
+ * most cap - 1 bytes and a NUL into out (cap > 0); returns the length written (0: nothing to
+ * send). NULL text is "". */
+size_t err_wire_text(const char *text, char *out, size_t cap);
 
 #endif

@@ -71,6 +71,7 @@ static double num_of(const cJSON *o, const char *name, double dflt) {
 typedef struct got {
   int code;
   char reason[32];
+  char detail[256], hint[256]; /* idem_error_detail, idem_error_hint: read on the call's thread */
   bool ran, replayed, takeover, unguarded, journaled;
   idem_decision decision;
   uint64_t attempt;
@@ -140,6 +141,8 @@ static void copy_body(got *g, const idem_result *r) {
 static void note_err(got *g, int rc, const idem_error *err) {
   g->code = rc;
   snprintf(g->reason, sizeof g->reason, "%s", rc ? err->reason : "");
+  snprintf(g->detail, sizeof g->detail, "%s", rc ? idem_error_detail(err) : "");
+  snprintf(g->hint, sizeof g->hint, "%s", rc ? idem_error_hint(err) : "");
 }
 
 typedef struct run_job {
@@ -343,6 +346,10 @@ static void check(const cJSON *expect, const got *g, char *why, size_t cap) {
     } else if (strcmp(n, "reason") == 0) {
       if (strcmp(f->valuestring, g->reason) != 0)
         differ(why, cap, "reason %s, got \"%s\"", f->valuestring, g->reason);
+    } else if (strcmp(n, "detail") == 0 || strcmp(n, "hint") == 0) {
+      const char *have = n[0] == 'd' ? g->detail : g->hint;
+      if (strcmp(f->valuestring, have) != 0)
+        differ(why, cap, "%s \"%s\", got \"%s\"", n, f->valuestring, have);
     } else if (strcmp(n, "decision") == 0) {
       if (strcmp(f->valuestring, DECISIONS[g->decision <= 5 ? g->decision : 0]) != 0)
         differ(why, cap, "decision %s, got %s", f->valuestring, DECISIONS[g->decision <= 5 ? g->decision : 0]);

@@ -189,6 +189,18 @@ int h_raw_call_opts(const char *addr, const char *method, const char *tenant, co
       reason[n] = '\0';
     }
   }
+  if (o->trailers && o->trailers_len) { /* every entry, "key: value\n" */
+    size_t at = 0;
+    o->trailers[0] = '\0';
+    for (size_t i = 0; i < trail_md.count && at + 1 < o->trailers_len; i++) {
+      const grpc_metadata *m = &trail_md.metadata[i];
+      int n = snprintf(o->trailers + at, o->trailers_len - at, "%.*s: %.*s\n",
+                       (int)GRPC_SLICE_LENGTH(m->key), (const char *)GRPC_SLICE_START_PTR(m->key),
+                       (int)GRPC_SLICE_LENGTH(m->value),
+                       (const char *)GRPC_SLICE_START_PTR(m->value));
+      at += n > 0 ? (size_t)n : 0;
+    }
+  }
   if (o->resp && recv) { /* the answer's bytes */
     grpc_byte_buffer_reader rd;
     cr_assert(grpc_byte_buffer_reader_init(&rd, recv));

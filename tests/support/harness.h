@@ -67,11 +67,14 @@ int h_raw_call_trailer(const char *addr, const char *method, const char *tenant,
                        char *value, size_t value_len);
 
 /* h_raw_call with more: the trailer to copy (default idem-reason) into value, the deadline
- * (default 5000 ms) and, with resp set, the answer's bytes (malloc'd into *resp, resp_len). */
+ * (default 5000 ms), with resp set the answer's bytes (malloc'd into *resp, resp_len), and with
+ * trailers set every trailing metadata entry as "key: value\n" lines (cut at trailers_len). */
 typedef struct h_raw_opts {
   const char *trailer;
   char *value;
   size_t value_len;
+  char *trailers;
+  size_t trailers_len;
   int64_t deadline_ms;
   void **resp;
   size_t resp_len;

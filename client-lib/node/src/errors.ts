@@ -1,6 +1,6 @@
 // errors.ts — IdemError: every failure of the SDK, as a value that carries the gRPC code name,
-// the coordinator's idem-reason (docs/api.md §20), the leader it named, its retry hint and the
-// message. Decide on code and reason, never on the message.
+// the coordinator's idem-reason (docs/api.md §20), the leader it named, its retry hint, the
+// message and the coordinator's detail and hint. Decide on code and reason, never on the message.
 import * as grpc from '@grpc/grpc-js';
 
 /** gRPC's code names, plus the SDK's own: STEP_FAILED (the action reported retryable),
@@ -18,6 +18,10 @@ export interface IdemErrorFields {
   reason?: string;
   /** UNAVAILABLE from a standby: the leader's host:port it named; '' otherwise */
   leader?: string;
+  /** the coordinator's idem-detail (more about what happened) and idem-hint (what to do about
+   *  it); '' when none. For people: decide on code and reason, never on these (docs/api.md §20) */
+  detail?: string;
+  hint?: string;
   /** ABORTED because the step is in progress: the coordinator's idem-retry-after-ms; 0 otherwise */
   retryAfterMs?: number;
   /** DEADLINE_EXCEEDED / UNAVAILABLE / a CANCELLED the caller did not cause, after the request
@@ -36,6 +40,8 @@ export class IdemError extends Error {
   readonly code: IdemCode;
   readonly reason: string;
   readonly leader: string;
+  readonly detail: string;
+  readonly hint: string;
   readonly retryAfterMs: number;
   outcomeUnknown: boolean;
   readonly field: string;
@@ -48,6 +54,8 @@ export class IdemError extends Error {
     this.code = code;
     this.reason = f.reason ?? '';
     this.leader = f.leader ?? '';
+    this.detail = f.detail ?? '';
+    this.hint = f.hint ?? '';
     this.retryAfterMs = f.retryAfterMs ?? 0;
     this.outcomeUnknown = f.outcomeUnknown ?? false;
     this.field = f.field ?? '';
@@ -93,6 +101,8 @@ export function fromServiceError(e: grpc.ServiceError): IdemError {
   return new IdemError(code, e.details || code.toLowerCase().replace(/_/g, ' '), {
     reason,
     leader,
+    detail: mdString(md, 'idem-detail'),
+    hint: mdString(md, 'idem-hint'),
     retryAfterMs: Number.isFinite(ra) && ra > 0 ? ra : 0,
     outcomeUnknown,
     grpcCode: e.code,

@@ -55,6 +55,8 @@ async function doRun(s, call) {
   } catch (e) {
     g.error = e.code;
     g.reason = e.reason;
+    g.detail = e.detail;
+    g.hint = e.hint;
     g.message = e.message;
     if (e.code === 'STEP_FAILED') fromReport(g, e.report);
   }
@@ -88,7 +90,7 @@ async function attempt(fn) {
     return { ok: true, ...(await fn()) };
   } catch (e) {
     if (!e.code) throw e;
-    return { ok: false, error: e.code, reason: e.reason };
+    return { ok: false, error: e.code, reason: e.reason, detail: e.detail, hint: e.hint };
   }
 }
 

@@ -45,9 +45,10 @@ class _Endpoint:
 
 
 def error_from_rpc(e):
-    """An IdemError from a grpc.RpcError (code name, idem-reason, idem-leader, retry-after)."""
+    """An IdemError from a grpc.RpcError (code name, idem-reason, idem-leader, retry-after,
+    idem-detail, idem-hint)."""
     code = e.code().name if hasattr(e, "code") and e.code() is not None else "UNKNOWN"
-    reason = leader = ""
+    reason = leader = detail = hint = ""
     retry_after = 0
     try:
         trailers = e.trailing_metadata() or ()
@@ -60,6 +61,10 @@ def error_from_rpc(e):
             reason = v
         elif k == "idem-leader":
             leader = v
+        elif k == "idem-detail":
+            detail = v
+        elif k == "idem-hint":
+            hint = v
         elif k == "idem-retry-after-ms":
             try:
                 retry_after = max(0, int(v))
@@ -68,7 +73,7 @@ def error_from_rpc(e):
     details = e.details() if hasattr(e, "details") else str(e)
     unknown = code == "DEADLINE_EXCEEDED" or (code == "UNAVAILABLE" and not leader)
     return IdemError(code, details or code.lower().replace("_", " "), reason=reason, leader=leader,
-                     retry_after_ms=retry_after, outcome_unknown=unknown)
+                     retry_after_ms=retry_after, outcome_unknown=unknown, detail=detail, hint=hint)
 
 
 def heard_of(err):

@@ -18,6 +18,9 @@ class IdemError(Exception):
     message         short, lower-case; for bad input it names the field
     field           bad input: the offending field ("address", "global_id", "body", ...), else ""
     leader          UNAVAILABLE from a standby: the leader's host:port, else ""
+    detail          the coordinator's idem-detail (more about what happened), else ""
+    hint            the coordinator's idem-hint (what to do about it), else ""; detail and hint
+                    are for people: decide on code and reason, never on them
     retry_after_ms  ABORTED because in progress: the coordinator's hint (idem-retry-after-ms), else 0
     outcome_unknown DEADLINE_EXCEEDED / UNAVAILABLE / a CANCELLED the client did not cause (a
                     draining node's), after the request was sent: it may have acted
@@ -26,13 +29,15 @@ class IdemError(Exception):
     """
 
     def __init__(self, code, message, reason="", field="", leader="", retry_after_ms=0,
-                 outcome_unknown=False, report=None):
+                 outcome_unknown=False, report=None, detail="", hint=""):
         super().__init__(f"{code}: {message}" + (f" ({reason})" if reason else ""))
         self.code = code
         self.message = message
         self.reason = reason
         self.field = field
         self.leader = leader
+        self.detail = detail
+        self.hint = hint
         self.retry_after_ms = retry_after_ms
         self.outcome_unknown = outcome_unknown
         self.report = report

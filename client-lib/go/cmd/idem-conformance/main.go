@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -274,6 +275,16 @@ func check(expect map[string]json.RawMessage, g got) string {
 			_ = json.Unmarshal(raw, &s)
 			if s != idem.Reason(g.err) {
 				diffs = append(diffs, fmt.Sprintf("reason %s, got %q", s, idem.Reason(g.err)))
+			}
+		case "detail", "hint":
+			_ = json.Unmarshal(raw, &s)
+			var have string
+			var e *idem.Error
+			if errors.As(g.err, &e) {
+				have = map[string]string{"detail": e.Detail, "hint": e.Hint}[name]
+			}
+			if s != have {
+				diffs = append(diffs, fmt.Sprintf("%s %q, got %q", name, s, have))
 			}
 		case "decision":
 			_ = json.Unmarshal(raw, &s)

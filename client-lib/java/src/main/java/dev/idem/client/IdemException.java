@@ -4,7 +4,10 @@ package dev.idem.client;
  * A failed call of the SDK. {@link #code()} says what kind of failure, {@link #reason()} the
  * coordinator's {@code idem-reason} (docs/api.md §20; empty when no coordinator answered or the
  * SDK itself refused). Bad input is {@link IdemCode#INVALID_ARGUMENT} with {@link #field()}
- * naming the offending field, raised before anything is sent.
+ * naming the offending field, raised before anything is sent. {@link #coordinatorDetail()} and
+ * {@link #hint()} carry the coordinator's {@code idem-detail} and {@code idem-hint}, for people:
+ * decide on code and reason, never on them. ({@link #detail()}, older, is the message without
+ * the code.)
  */
 public class IdemException extends RuntimeException {
   private static final long serialVersionUID = 1L;
@@ -15,13 +18,24 @@ public class IdemException extends RuntimeException {
   private final String leader;
   private final long retryAfterMs;
   private final boolean outcomeUnknown;
+  private final String coordinatorDetail;
+  private final String hint;
   private transient RunReport report;
   /** a lost try (Transport.lostTry marked it): the step helper retries it like UNAVAILABLE */
   transient boolean lostTry;
 
   public IdemException(IdemCode code, String message, String reason, String field, String leader,
                        long retryAfterMs, boolean outcomeUnknown, Throwable cause) {
+    this(code, message, reason, field, leader, retryAfterMs, outcomeUnknown, "", "", cause);
+  }
+
+  /** With the coordinator's idem-detail and idem-hint ("" when none). */
+  public IdemException(IdemCode code, String message, String reason, String field, String leader,
+                       long retryAfterMs, boolean outcomeUnknown, String coordinatorDetail,
+                       String hint, Throwable cause) {
     super(code + ": " + message + (reason.isEmpty() ? "" : " (" + reason + ")"), cause);
+    this.coordinatorDetail = coordinatorDetail == null ? "" : coordinatorDetail;
+    this.hint = hint == null ? "" : hint;
     this.code = code;
     this.detail = message;
     this.reason = reason;
@@ -48,6 +62,10 @@ public class IdemException extends RuntimeException {
   public IdemCode code() { return code; }
   /** the message without the code: short, lower-case; for bad input it names the field */
   public String detail() { return detail; }
+  /** the coordinator's idem-detail: more about what happened, or "" (docs/api.md §20) */
+  public String coordinatorDetail() { return coordinatorDetail; }
+  /** the coordinator's idem-hint: what to do about it, or "" (docs/api.md §20) */
+  public String hint() { return hint; }
   /** the coordinator's idem-reason ("in-progress", "not-leader", …), or "" */
   public String reason() { return reason; }
   /** bad input: the offending field ("address", "global_id", "body", …), else "" */

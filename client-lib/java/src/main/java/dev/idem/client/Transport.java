@@ -34,6 +34,8 @@ final class Transport implements AutoCloseable {
 
   static final Metadata.Key<String> REASON = Metadata.Key.of("idem-reason", Metadata.ASCII_STRING_MARSHALLER);
   static final Metadata.Key<String> LEADER = Metadata.Key.of("idem-leader", Metadata.ASCII_STRING_MARSHALLER);
+  static final Metadata.Key<String> DETAIL = Metadata.Key.of("idem-detail", Metadata.ASCII_STRING_MARSHALLER);
+  static final Metadata.Key<String> HINT = Metadata.Key.of("idem-hint", Metadata.ASCII_STRING_MARSHALLER);
   static final Metadata.Key<String> RETRY_AFTER =
       Metadata.Key.of("idem-retry-after-ms", Metadata.ASCII_STRING_MARSHALLER);
   static final Metadata.Key<String> TRACEPARENT = Metadata.Key.of("traceparent", Metadata.ASCII_STRING_MARSHALLER);
@@ -114,15 +116,18 @@ final class Transport implements AutoCloseable {
     return top <= 0 ? 0 : ThreadLocalRandom.current().nextLong(top + 1);
   }
 
-  /** An IdemException from gRPC's failure: code, idem-reason, idem-leader, idem-retry-after-ms. */
+  /** An IdemException from gRPC's failure: code, idem-reason, idem-leader, idem-retry-after-ms,
+   *  idem-detail, idem-hint. */
   static IdemException error(Throwable t) {
     Status s = Status.fromThrowable(t);
     Metadata tr = Status.trailersFromThrowable(t);
-    String reason = "", leader = "";
+    String reason = "", leader = "", detail = "", hint = "";
     long retry = 0;
     if (tr != null) {
       reason = nz(tr.get(REASON));
       leader = nz(tr.get(LEADER));
+      detail = nz(tr.get(DETAIL));
+      hint = nz(tr.get(HINT));
       try {
         retry = Math.max(0, Long.parseLong(nz(tr.get(RETRY_AFTER)).strip()));
       } catch (NumberFormatException e) {
@@ -132,7 +137,7 @@ final class Transport implements AutoCloseable {
     IdemCode code = IdemCode.ofGrpc(s.getCode());
     boolean unknown = code == IdemCode.DEADLINE_EXCEEDED || (code == IdemCode.UNAVAILABLE && leader.isEmpty());
     String msg = s.getDescription() != null ? s.getDescription() : code.name().toLowerCase().replace('_', ' ');
-    return new IdemException(code, msg, reason, "", leader, retry, unknown, null);
+    return new IdemException(code, msg, reason, "", leader, retry, unknown, detail, hint, null);
   }
 
   /**
@@ -274,7 +279,8 @@ final class Transport implements AutoCloseable {
 
   private static IdemException unknownOutcome(IdemException e) {
     if (e.outcomeUnknown()) return e;
-    return new IdemException(e.code(), e.detail(), e.reason(), e.field(), e.leader(), e.retryAfterMs(), true, null);
+    return new IdemException(e.code(), e.detail(), e.reason(), e.field(), e.leader(), e.retryAfterMs(), true,
+        e.coordinatorDetail(), e.hint(), null);
   }
 
   static void sleepNanos(long n) {

@@ -136,6 +136,8 @@ public final class Runner {
         got.put("ok", false);
         got.put("error", e.code().name());
         got.put("reason", e.reason());
+        got.put("detail", e.coordinatorDetail());
+        got.put("hint", e.hint());
         if (e.report() != null) {
           got.put("attempt", e.report().attempt());
           got.put("takeover", e.report().takeover());
@@ -205,6 +207,8 @@ public final class Runner {
         got.put("ok", false);
         got.put("error", e.code().name());
         got.put("reason", e.reason());
+        got.put("detail", e.coordinatorDetail());
+        got.put("hint", e.hint());
       }
       return got;
     }
