@@ -29,7 +29,7 @@ const (
 )
 
 // Error is what every call of this package returns on failure. Decide on Code and Reason,
-// never on Message (docs/api.md §20).
+// never on Message (docs/api.md §5).
 type Error struct {
 	// Code is a gRPC code name ("INVALID_ARGUMENT", "ABORTED", "FAILED_PRECONDITION",
 	// "UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED", "DATA_LOSS", …) or CodeStepFailed /

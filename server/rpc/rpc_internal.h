@@ -64,7 +64,7 @@
 /* request metadata above this is refused by the server itself (RESOURCE_EXHAUSTED, with a reason);
  * gRPC core's own limit, above it, is rpc_server.c's TRANSPORT_MAX_METADATA_BYTES */
 #define RPC_MAX_METADATA_BYTES (8 * 1024)
-#define RPC_REASON_MD "idem-reason" /* every non-OK answer: why, in a word (docs/api.md §20) */
+#define RPC_REASON_MD "idem-reason" /* every non-OK answer: why, in a word (docs/api.md §5) */
 
 typedef enum rpc_tag_kind {
   RPC_TAG_REQUEST,  /* a registered request is outstanding */

@@ -127,7 +127,7 @@ const char *err_name(err_code code);
 /* The reason's word ("store-timeout"); never NULL. */
 const char *err_reason_word(err_reason reason);
 
-/* The word a non-OK answer carries on the wire (docs/api.md §20, trailing metadata idem-reason): the
+/* The word a non-OK answer carries on the wire (docs/api.md §5, trailing metadata idem-reason): the
  * reason's word, or when the code says it all, the code's ("invalid-argument", "not-found",
  * "unauthenticated", "permission-denied", ...). A refusal that names no leader (ERR_R_NOT_LEADER
  * with leader "" ) is "no-leader": an election is in progress. Never NULL. */

@@ -2,7 +2,7 @@ package dev.idem.client;
 
 /**
  * A failed call of the SDK. {@link #code()} says what kind of failure, {@link #reason()} the
- * coordinator's {@code idem-reason} (docs/api.md §20; empty when no coordinator answered or the
+ * coordinator's {@code idem-reason} (docs/api.md §5; empty when no coordinator answered or the
  * SDK itself refused). Bad input is {@link IdemCode#INVALID_ARGUMENT} with {@link #field()}
  * naming the offending field, raised before anything is sent.
  */
