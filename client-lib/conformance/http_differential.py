@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """http_differential.py — one corpus of raw HTTP requests sent to every example server; their
-answers, normalized, must be identical (docs/api.md §19 round three).
+answers, normalized, must be identical (docs/api.md §19).
 
     http_differential.py --coordinator HOST:PORT --tenant T NAME=PORT:SERVICE...
 

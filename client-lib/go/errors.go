@@ -29,7 +29,7 @@ const (
 )
 
 // Error is what every call of this package returns on failure. Decide on Code and Reason,
-// never on Message (docs/api.md §20).
+// never on Message (docs/api.md §5).
 type Error struct {
 	// Code is a gRPC code name ("INVALID_ARGUMENT", "ABORTED", "FAILED_PRECONDITION",
 	// "UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED", "DATA_LOSS", …) or CodeStepFailed /
@@ -47,7 +47,7 @@ type Error struct {
 	Message string
 	// Detail is the coordinator's idem-detail: more about what happened; "" when none.
 	// Hint is its idem-hint: what to do about it; "" when none. Both are printable ASCII for
-	// people (docs/api.md §20); decide on Code and Reason, never on them.
+	// people (docs/api.md §5); decide on Code and Reason, never on them.
 	Detail string
 	Hint   string
 	// Field names the argument refused by the SDK's own validation ("key.global_id",

@@ -2,7 +2,7 @@
 
 package idem
 
-// The words of idem-reason (Error.Reason), docs/api.md §20.
+// The words of idem-reason (Error.Reason), docs/api.md §5.
 const (
 	ReasonOutOfMemory         = "out-of-memory"        // ERR_RESOURCE, always
 	ReasonNotLeader           = "not-leader"           // this node does not lead

@@ -201,7 +201,7 @@ void rpc__call_finish(rpc_call *c, const err_t *e) {
     msg = internal.msg;
   }
   if (code != ERR_OK) reply_drop(c);
-  /* docs/api.md §20: every non-OK answer says why in a word (set below, with the leader known) */
+  /* docs/api.md §5: every non-OK answer says why in a word (set below, with the leader known) */
   const char *reason = err_wire_reason(code == e->code ? e : &internal);
   elect *elector = c->srv->groups[c->group].g.elector;
   if (code == ERR_UNAVAILABLE && err_is_not_leader(e) && elector) {

@@ -64,9 +64,9 @@
 /* request metadata above this is refused by the server itself (RESOURCE_EXHAUSTED, with a reason);
  * gRPC core's own limit, above it, is rpc_server.c's TRANSPORT_MAX_METADATA_BYTES */
 #define RPC_MAX_METADATA_BYTES (8 * 1024)
-#define RPC_REASON_MD "idem-reason" /* every non-OK answer: why, in a word (docs/api.md §20) */
+#define RPC_REASON_MD "idem-reason" /* every non-OK answer: why, in a word (docs/api.md §5) */
 /* a non-OK answer whose error has them: more about what happened, and what to do about it
- * (docs/api.md §20), as err_wire_text makes them (printable ASCII, at most ERR_DETAIL_MAX - 1
+ * (docs/api.md §5), as err_wire_text makes them (printable ASCII, at most ERR_DETAIL_MAX - 1
  * and ERR_HINT_MAX - 1 bytes) */
 #define RPC_DETAIL_MD "idem-detail"
 #define RPC_HINT_MD "idem-hint"

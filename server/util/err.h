@@ -135,13 +135,13 @@ const char *err_name(err_code code);
 /* The reason's word ("store-timeout"); never NULL. */
 const char *err_reason_word(err_reason reason);
 
-/* The word a non-OK answer carries on the wire (docs/api.md §20, trailing metadata idem-reason): the
+/* The word a non-OK answer carries on the wire (docs/api.md §5, trailing metadata idem-reason): the
  * reason's word, or when the code says it all, the code's ("invalid-argument", "not-found",
  * "unauthenticated", "permission-denied", ...). A refusal that names no leader (ERR_R_NOT_LEADER
  * with leader "" ) is "no-leader": an election is in progress. Never NULL. */
 const char *err_wire_reason(const err_t *e);
 
-/* text as a metadata value on the wire (docs/api.md §20, idem-detail and idem-hint): printable
+/* text as a metadata value on the wire (docs/api.md §5, idem-detail and idem-hint): printable
  * ASCII only. A tab, newline or carriage return becomes a space, another control character is
  * dropped, a byte above 0x7e (UTF-8) becomes '?', and leading and trailing spaces go. Writes at
  * most cap - 1 bytes and a NUL into out (cap > 0); returns the length written (0: nothing to

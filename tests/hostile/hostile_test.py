@@ -139,7 +139,7 @@ def check_bomb(srv, pb):
         code, msg, reason = refusal_of(lambda: f(req, compression=grpc.Compression.Gzip, timeout=60,
                                                  metadata=(("idem-tenant", "bomb"),)))
         grown = rss_mb(srv.proc.pid) - before
-        # every compression algorithm the client may pick is refused the same way (§16, §20)
+        # every compression algorithm the client may pick is refused the same way (§16, §5)
         for alg in (grpc.Compression.Deflate, grpc.Compression.Gzip):
             # compressible (gRPC core sends a message that does not shrink uncompressed)
             small = pb.BeginStepRequest(key=key).SerializeToString() + b"\x7a\x80\x80\x04" + \
@@ -386,7 +386,7 @@ def check_wire(srv, pb, tenant, strict):
     expect(code == grpc.StatusCode.INVALID_ARGUMENT and msg.startswith("key:"),
            f"key twice: {code.name} {msg}")
 
-    # metadata over the server's 8 KiB: refused by the server with a reason (§20), not by the
+    # metadata over the server's 8 KiB: refused by the server with a reason (§5), not by the
     # transport without one; the call's own metadata (tenant, key) is the same as any call's
     begin = srv.raw(COORD + "BeginStep")
     for size in (9 * 1024, 40 * 1024):

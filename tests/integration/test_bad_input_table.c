@@ -26,7 +26,7 @@ static void bad_as(const char *tenant, const char *method, const char *what, pbu
                              reason, sizeof reason);
   cr_expect_eq(st, IDEM_INVALID_ARGUMENT, "%s, %s: status %d (%s)", method, what, st, d);
   cr_expect(strstr(d, field), "%s, %s: '%s' does not name %s", method, what, d, field);
-  /* docs/api.md §20: the reason on the wire, beside the code */
+  /* docs/api.md §5: the reason on the wire, beside the code */
   cr_expect_str_eq(reason, "invalid-argument", "%s, %s: idem-reason", method, what);
   n_tried++;
   pb_free(req);

@@ -1,5 +1,5 @@
-/* test_detail_hint.c — an error's detail and hint on the wire (docs/api.md §20, "Detail and
- * hint"), from a real coordinator over loopback gRPC: a fingerprint mismatch arrives with the
+/* test_detail_hint.c — an error's detail and hint on the wire (docs/api.md §5, "Trailers"),
+ * from a real coordinator over loopback gRPC: a fingerprint mismatch arrives with the
  * trailers idem-reason, idem-detail and idem-hint, and libidem hands detail and hint over
  * (idem_error_detail, idem_error_hint), also for a copy of the error, and "" for the library's
  * own errors. The store's hint with its database down: test_detail_hint_store.c (a database of

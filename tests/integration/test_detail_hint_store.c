@@ -1,4 +1,4 @@
-/* test_detail_hint_store.c — the store's hint on the wire (docs/api.md §20, "Detail and hint")
+/* test_detail_hint_store.c — the store's hint on the wire (docs/api.md §5, "Trailers")
  * from a real coordinator over loopback gRPC: with the store's database refusing connections
  * (its sessions ended), an answer store-unavailable carries the store's hint as the trailer
  * idem-hint (and its detail, when it has one: only an answer given during the reconnect

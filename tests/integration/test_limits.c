@@ -1,4 +1,4 @@
-/* Limits (docs/api.md §5, §9): receive-message size, metadata size, concurrent streams per
+/* Limits (docs/api.md §5, §16): receive-message size, metadata size, concurrent streams per
  * connection and idle connections (those two: test_limits_conns.c). Deadlines against a
  * stalled store are covered by test_pg_outage.c. */
 #include <criterion/criterion.h>

@@ -1,4 +1,4 @@
-/* test_move_conns.c — what a move of slots costs in connections (docs/api.md §18, round two;
+/* test_move_conns.c — what a move of slots costs in connections (docs/api.md §18;
  * docs/scaling-out.md "How a move works"): slots 0-15 move from g1 to g2 while clients run pairs
  * on g1, and the connections are counted from outside the nodes, every 20 ms from before the
  * request until the move has ended:

@@ -9,7 +9,7 @@
  * Each case is a test of its own (move_faults/<fault>_in_<phase>, for --filter). The move must
  * end within a minute with the result §18 requires: a failover of either PostgreSQL before the
  * switch rolls back saying so (logical replication slots do not survive it), a killed driver's
- * move in copying is resumed by the source group's next leader and finishes (§18, round two), one
+ * move in copying is resumed by the source group's next leader and finishes (§18), one
  * in blocked is rolled back by it ("cut short"), and
  * a move found switched is finished whatever failed (the map already names the target); an etcd
  * restart before the switch may end either way (the driver may keep its leadership and go on).

@@ -11,7 +11,7 @@
  *  - bad requests are refused naming the field, and nothing moves;
  *  - a dry run counts and changes nothing;
  *  - a move whose driver (g1's leader) is killed -9 while it copies is resumed by g1's next
- *    leader from where the subscription stands (api.md §18, round two) and finishes: the slots
+ *    leader from where the subscription stands (api.md §18) and finishes: the slots
  *    are g2's, the same request_id replays the result, nothing of the move is left, nothing is
  *    lost.
  */
@@ -139,7 +139,7 @@ Test(moves, a_move_whose_replication_keeps_failing_is_rolled_back, .timeout = 18
   cr_expect_eq(a.status, 10, "ABORTED: %d %s", a.status, a.details);
   cr_expect(strstr(a.details, "rolled back") && strstr(a.details, "logical replication failed"),
             "names why: %s", a.details);
-  cr_expect_str_eq(a.reason, "move-rolled-back", "the reason word (§20): %s", a.details);
+  cr_expect_str_eq(a.reason, "move-rolled-back", "the reason word (§5): %s", a.details);
   char g[64] = "";
   h_group_of_slot(&cl, 0, FROM, g, sizeof g);
   cr_expect_str_eq(g, "g1", "the slots stay g1's");
@@ -208,7 +208,7 @@ Test(moves, bad_requests_are_refused_naming_the_field_and_nothing_moves, .timeou
     cr_expect_eq(a.status, bad[i].status, "case %zu: %d %s", i, a.status, a.details);
     cr_expect(strstr(a.details, bad[i].word), "case %zu names %s: %s", i, bad[i].word, a.details);
   }
-  /* input is checked before routing (§20): a malformed global id is INVALID_ARGUMENT on both
+  /* input is checked before routing (§5): a malformed global id is INVALID_ARGUMENT on both
    * nodes, whichever group's leader each is, never a redirect to a group */
   expect_invalid_everywhere(&cl);
   /* a dry run counts g1's rows and moves nothing */

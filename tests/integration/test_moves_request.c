@@ -1,6 +1,6 @@
-/* test_moves_request.c — a MoveSlots request_id names one move (docs/api.md §18, amended round
- * two), like an idempotency key, on a two-group cluster (tests/support/groups.h: g1 serves slots
- * 0-31, g2 32-63) with real logical replication:
+/* test_moves_request.c — a MoveSlots request_id names one move (docs/api.md §18), like an
+ * idempotency key, on a two-group cluster (tests/support/groups.h: g1 serves slots 0-31,
+ * g2 32-63) with real logical replication:
  *  - while the move of a request_id is under way (held in copying by the server's test hook) and
  *    after it ended, the same request_id with another range or target group is refused
  *    FAILED_PRECONDITION, reason request-mismatch, naming the request_id, and nothing moves: the
@@ -129,7 +129,7 @@ Test(moves_request, another_move_under_the_same_request_id_is_refused_the_same_r
   cr_expect(strstr(out, "moving slots 0-3 from g1 to g2: copying, nothing copied yet"), "%s", out);
   cr_expect(!strstr(out, "-1 B"), "%s", out);
   expect_mismatches(&cl, "under way");
-  /* another request while it runs: refused with the listed word (§20), nothing planned */
+  /* another request while it runs: refused with the listed word (§5), nothing planned */
   for (int at = 0; at < 2; at++) {
     move_answer busy = h_move_slots(&cl, at, 8, 11, "g2", "rq-other", false);
     cr_expect_eq(busy.status, FAILED_PRECONDITION, "node %d: %d %s", at, busy.status,

@@ -1,4 +1,4 @@
-/* test_moves_wait.c — a MoveSlots call waiting for its move (docs/api.md §18, round two) holds no
+/* test_moves_wait.c — a MoveSlots call waiting for its move (docs/api.md §18) holds no
  * worker, and a caller that goes away is noticed, the move going on. The nodes run one worker
  * each (IDEM_WORKERS=1) and the driver holds 4 s once subscribed (IDEM_TEST_MOVE_HOLD):
  *  - idemctl (the real binary: IDEMCTL_BIN) asks the node that does not drive the move for it,

@@ -1,4 +1,4 @@
-/* The operator role (docs/api.md §9, §18 amended round two): slots serve every tenant, so
+/* The operator role (docs/api.md §9, §18): slots serve every tenant, so
  * Admin.MoveSlots — its dry run included — needs role operator. One coordinator with two store
  * groups (a database each on the test Postgres), a private etcd, TLS with client certificates
  * and a tokens file, all real, over loopback:

@@ -1,5 +1,5 @@
-/* cmd_http.c — idemctl http-key: the step an HTTP Idempotency-Key names (docs/api.md §19,
- * amended; docs/http-middleware.md "The key-to-step rule"), for incident response. Computed
+/* cmd_http.c — idemctl http-key: the step an HTTP Idempotency-Key names (docs/api.md §19;
+ * docs/http-middleware.md "The key-to-step rule"), for incident response. Computed
  * here, without a coordinator: global id = "k-" + the lower-case hex SHA-256 of the scope's
  * bytes, one 0x1F byte and the key's bytes — the rule every middleware (Go, Node, Python)
  * follows, checked against client-lib/conformance/idempotency-key.json by the tests. */

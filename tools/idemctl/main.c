@@ -212,7 +212,7 @@ int ctl_exit_code(int code) {
 int ctl_fail(const char *what, const idem_error *e) {
   fprintf(stderr, "idemctl: %s: %s%s%s\n", what, idem_strerror(e->code), e->message[0] ? ": " : "",
           e->message);
-  /* the coordinator's detail and hint (docs/api.md §20), PostgreSQL's way */
+  /* the coordinator's detail and hint (docs/api.md §5), PostgreSQL's way */
   const char *detail = idem_error_detail(e), *hint = idem_error_hint(e);
   if (detail[0]) fprintf(stderr, "DETAIL:  %s\n", detail);
   if (hint[0]) fprintf(stderr, "HINT:  %s\n", hint);

@@ -1,7 +1,7 @@
 package idemhttp_test
 
-// findings_test.go — the findings (docs/api.md §19 round three) against the net/http middleware, each over real HTTP on
-// loopback against a real coordinator (docs/api.md §19 round three):
+// findings_test.go — the findings (docs/api.md §19) against the net/http middleware, each over real HTTP on
+// loopback against a real coordinator (docs/api.md §19):
 //   - one key under two spellings of a route ran twice (the operation came from the escaped path);
 //   - a replay sent whatever was stored (a CRLF in a header value, any header name, a 101);
 //   - a valid tracestate of about 8 KB made the coordinator refuse the call: 503, handler not run;

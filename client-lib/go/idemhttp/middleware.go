@@ -243,7 +243,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handle
 		m.problem(w, r, probTarget, key, fmt.Sprintf("%v; the handler did not run and idempotency key %q was not used", terr, key), 0)
 		return
 	}
-	// framing (docs/api.md §19 round three, rule 6): net/http refuses a signed, negative or
+	// framing (docs/api.md §19 rule 7): net/http refuses a signed, negative or
 	// differing Content-Length itself (400) and repairs Content-Length beside chunked and a
 	// repeated equal Content-Length before this runs (http-middleware.json example_server.exceptions)
 	max := m.o.MaxRequestBody

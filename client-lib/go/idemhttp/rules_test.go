@@ -1,6 +1,6 @@
 package idemhttp_test
 
-// rules_test.go — every vector of docs/api.md §19 round three in
+// rules_test.go — every vector of docs/api.md §19 in
 // client-lib/conformance/http-middleware.json, against the middleware's own functions: the
 // operation and fingerprint target from the request target, repeated headers (key, scope),
 // methods, trace context, stored answers, the coordinator error table with every reason word,

@@ -65,8 +65,8 @@ func invalidStored(format string, args ...interface{}) error {
 	return fmt.Errorf("%w: "+format, append([]interface{}{ErrStoredInvalid}, args...)...)
 }
 
-// ValidateStored reads a step result (its body doc and code) as docs/api.md §19 round three,
-// rule 5 says a replay may send it: a JSON object with status 200-599, headers only of keep
+// ValidateStored reads a step result (its body doc and code) as docs/api.md §19
+// rule 10 says a replay may send it: a JSON object with status 200-599, headers only of keep
 // (case-insensitively, never NeverKept) with values free of control characters (HTAB allowed),
 // body_b64 standard base64, body_omitted absent or a boolean. An empty doc (the body dropped
 // past retention) is the code as status, no headers, the body omitted. The error (wrapping

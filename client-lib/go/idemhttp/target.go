@@ -1,6 +1,6 @@
 package idemhttp
 
-// target.go — the route of a request target (docs/api.md §19 round three, rule 1;
+// target.go — the route of a request target (docs/api.md §19 rule 5;
 // client-lib/conformance/http-middleware.json operation_vectors): the path up to the first `?`,
 // percent-decoded once, dot segments removed, runs of `/` as one, a trailing `/` dropped. It is
 // the one spelling of a route: the operation and the fingerprint are made from it, and the

@@ -1,7 +1,7 @@
 package idemhttp
 
 // tracectx.go — which of a request's W3C trace context the middleware passes to the coordinator
-// (docs/api.md §19 round three, rule 4; http-middleware.json trace_vectors): one traceparent
+// (docs/api.md §19 rule 8; http-middleware.json trace_vectors): one traceparent
 // line that follows §22 and is at most 512 bytes, and beside it the tracestate lines joined
 // with "," when that is at most 512 bytes of 0x20-0x7E. Anything else is dropped before the
 // first call (never an error), so the coordinator's 8 KiB metadata limit is never reached

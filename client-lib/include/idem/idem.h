@@ -74,7 +74,7 @@ typedef struct idem_error {
 } idem_error;
 
 /* The coordinator's detail (its idem-detail: more about what happened) and hint (its idem-hint:
- * what to do about it) of err, docs/api.md §20: printable ASCII, for people; decide on code and
+ * what to do about it) of err, docs/api.md §5: printable ASCII, for people; decide on code and
  * reason, never on these. idem_error's size is libidem0's ABI, so libidem keeps them per thread
  * beside it: they are found for the last error a coordinator answered a call of this thread
  * with (err, or a copy of it), and read on that thread. "" when the coordinator sent none, when

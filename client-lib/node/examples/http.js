@@ -7,7 +7,7 @@
 // The handler reads its JSON body whatever the Content-Type (anything else = {}): {"fail": true}
 // makes it answer 500 (stored as retryable: the next retry runs again); {"delay_ms": N} sleeps N ms
 // first; {"big": N} answers N bytes of text/plain. Routes are matched on the normalized path
-// (docs/api.md §19 round three, rule 1: /p%61yments/ is /payments); another path is 404, another
+// (docs/api.md §19 rule 5: /p%61yments/ is /payments); another path is 404, another
 // method 405, and every error the server answers itself is a problem document (http-middleware.json
 // example_server), also those Node's parser refuses (a framing error, a lower-case method, a folded
 // line, a head over 16 KiB). IDEM_ADDRESS (default 127.0.0.1:50051), IDEM_TENANT (default shop),

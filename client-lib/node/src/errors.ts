@@ -1,5 +1,5 @@
 // errors.ts — IdemError: every failure of the SDK, as a value that carries the gRPC code name,
-// the coordinator's idem-reason (docs/api.md §20), the leader it named, its retry hint, the
+// the coordinator's idem-reason (docs/api.md §5), the leader it named, its retry hint, the
 // message and the coordinator's detail and hint. Decide on code and reason, never on the message.
 import * as grpc from '@grpc/grpc-js';
 
@@ -19,7 +19,7 @@ export interface IdemErrorFields {
   /** UNAVAILABLE from a standby: the leader's host:port it named; '' otherwise */
   leader?: string;
   /** the coordinator's idem-detail (more about what happened) and idem-hint (what to do about
-   *  it); '' when none. For people: decide on code and reason, never on these (docs/api.md §20) */
+   *  it); '' when none. For people: decide on code and reason, never on these (docs/api.md §5) */
   detail?: string;
   hint?: string;
   /** ABORTED because the step is in progress: the coordinator's idem-retry-after-ms; 0 otherwise */
@@ -91,7 +91,7 @@ export function fromServiceError(e: grpc.ServiceError): IdemError {
   const leader = mdString(md, 'idem-leader');
   const ra = Number.parseInt(mdString(md, 'idem-retry-after-ms'), 10);
   let code = codeName(e.code);
-  // Every answer of a coordinator carries idem-reason (docs/api.md §20): an INTERNAL or UNKNOWN
+  // Every answer of a coordinator carries idem-reason (docs/api.md §5): an INTERNAL or UNKNOWN
   // without one is grpc-js's own (a connection reset or closed mid-call, "Received RST_STREAM"),
   // i.e. no coordinator answered: the same as UNAVAILABLE.
   if (!reason && (code === 'INTERNAL' || code === 'UNKNOWN')) code = 'UNAVAILABLE';

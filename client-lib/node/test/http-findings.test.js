@@ -1,5 +1,5 @@
-// http-findings.test.js — the findings (docs/api.md §19 round three) against the Express middleware and examples/http.js,
-// over raw TCP on loopback against a real coordinator (docs/api.md §19 round three):
+// http-findings.test.js — the findings (docs/api.md §19) against the Express middleware and examples/http.js,
+// over raw TCP on loopback against a real coordinator (docs/api.md §19):
 //   - one key under /payments and /payments/ (or /p%61yments) ran twice;
 //   - two Authorization lines: Node kept the first, so the scope differed from the joined line's;
 //   - a replay sent whatever was stored (any header name, Transfer-Encoding beside

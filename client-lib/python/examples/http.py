@@ -54,7 +54,7 @@ except ImportError:
 
 class Payments:
     """The application: counts its executions. Routes on the request's one spelling (docs/api.md
-    §19 round three, rule 1: /p%61yments, /payments/ and /x/../payments are /payments); another
+    §19 rule 5: /p%61yments, /payments/ and /x/../payments are /payments); another
     path is 404 not-found, a route's path with another method 405 method-not-allowed with Allow,
     both problem documents (http-middleware.json's example_server)."""
 

@@ -4,7 +4,7 @@ An error is a value: `code` is the gRPC status code name ("ABORTED", "UNAVAILABL
 of the SDK's own ("STEP_FAILED": the action reported retryable and the key was released;
 "DATA_LOSS": the journal could not be written; "STEP_UNKNOWN": run_step lost a try and its
 timeout passed before an answer said what it did; "BAD_RESPONSE"). Decide on code and reason
-(the coordinator's idem-reason, docs/api.md §20), never on the message.
+(the coordinator's idem-reason, docs/api.md §5), never on the message.
 """
 from . import reasons
 

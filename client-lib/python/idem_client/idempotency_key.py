@@ -81,7 +81,7 @@ def parse(value):
 
 def global_id(key, scope=""):
     """The step's global id of a key in a scope: "k-" + the lower-case hex SHA-256 of the
-    scope's bytes, one 0x1F byte and the key's bytes, for every key (docs/api.md §19, amended),
+    scope's bytes, one 0x1F byte and the key's bytes, for every key (docs/api.md §19),
     so that neither two scopes (callers) nor two keys name one step."""
     h = hashlib.sha256(scope.encode())
     h.update(b"\x1f")
@@ -99,7 +99,7 @@ def authorization_scope(environ):
 
 
 class TargetMalformed(ValueError):
-    """A request target with no one spelling (docs/api.md §19 round three, rule 1)."""
+    """A request target with no one spelling (docs/api.md §19 rule 5)."""
 
 
 _ABSOLUTE = re.compile(r"(?i)https?://[^/?#]*")
@@ -146,7 +146,7 @@ def normalize_target(target):
     bytes): the path up to the first ? (an absolute-form target: its path), percent-decoded once,
     dot segments removed, runs of / as one, a trailing / dropped; the fingerprint's target is
     that path (UTF-8) plus, when the target had a ?, ? and the query as received. It is the
-    route's one spelling (docs/api.md §19 round three, rule 1); TargetMalformed naming what is
+    route's one spelling (docs/api.md §19 rule 5); TargetMalformed naming what is
     wrong (a bad escape, a control byte, not UTF-8, not starting with /)."""
     m = _ABSOLUTE.match(target)
     if m:

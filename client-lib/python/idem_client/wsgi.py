@@ -1,5 +1,5 @@
 """wsgi.py — IdempotencyMiddleware: the HTTP Idempotency-Key middleware for WSGI apps
-(draft-ietf-httpapi-idempotency-key-header; docs/api.md §19 amended, docs/http-middleware.md,
+(draft-ietf-httpapi-idempotency-key-header; docs/api.md §19, docs/http-middleware.md,
 client-lib/conformance/http-middleware.json).
 
     app = IdempotencyMiddleware(app, idem_client.connect(...), service="payments-api")

@@ -12,7 +12,7 @@
 // already taken is refused before anything else: the port is named, "listening" is printed only
 // once the port is bound, and the exit status is 1.
 //
-// Routes are matched on the normalized path (docs/api.md §19 round three, rule 1: /p%61yments/ is
+// Routes are matched on the normalized path (docs/api.md §19 rule 5: /p%61yments/ is
 // /payments) before the middleware sees the request: another path is 404, another method 405, a
 // method with a lower-case letter or a target that cannot be normalized 400, each a problem
 // document (http-middleware.json example_server). The head is limited to 16 KiB (431 past it;

@@ -97,7 +97,7 @@ func wantProblem(t *testing.T, what string, a answer, status int, anchor string,
 	if p.Type != "docs/http-middleware.md#"+anchor || p.Status != status || p.Title == "" || p.Detail == "" || p.Retryable == nil || *p.Retryable != retryable {
 		t.Fatalf("%s: problem document %+v", what, p)
 	}
-	// Retry-After only from the coordinator's hint (docs/api.md §19 round three, rule 7)
+	// Retry-After only from the coordinator's hint (docs/api.md §19 rule 11)
 	if ra := a.header.Get("Retry-After"); retryable && ra == "0" {
 		t.Fatalf("%s: Retry-After %q", what, ra)
 	} else if !retryable && ra != "" {

@@ -1,7 +1,7 @@
 package main
 
 // rules_test.go — the example server's own answers (http-middleware.json example_server, docs/api.md
-// §19 round three) over raw HTTP on loopback against a real coordinator: routing on the normalized
+// §19) over raw HTTP on loopback against a real coordinator: routing on the normalized
 // path before the middleware (404, 405 with Allow, a lower-case method 400, a malformed target 400,
 // each a problem document), one key under every spelling of the route runs once, no Server or
 // X-Powered-By header, and every framing vector of the file: 400 body-malformed where net/http lets

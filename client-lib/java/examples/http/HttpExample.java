@@ -62,7 +62,7 @@ public final class HttpExample {
 
   /**
    * The application: counts its executions. Routes on the request's one spelling (docs/api.md
-   * §19 round three, rule 1: /p%61yments, /payments/ and /x/../payments are /payments); a method
+   * §19 rule 5: /p%61yments, /payments/ and /x/../payments are /payments); a method
    * with a lower-case letter is 400 request-malformed, another path 404 not-found, a route's path
    * with another method 405 method-not-allowed with Allow: problem documents
    * (http-middleware.json's example_server).
@@ -288,7 +288,7 @@ public final class HttpExample {
     c.setProperty("maxHttpRequestHeaderSize", Integer.toString(HEAD_LIMIT));
     c.setEncodedSolidusHandling("decode");
     // an absolute-form target names its own host: RFC 9112 §3.2.2 has the server use it and ignore
-    // Host, which Tomcat otherwise refuses when they differ (docs/api.md §19, rule 1)
+    // Host, which Tomcat otherwise refuses when they differ (docs/api.md §19, rule 5)
     c.setProperty("allowHostHeaderMismatch", "true");
     t.setConnector(c);
     ((StandardHost) t.getHost()).setErrorReportValveClass(ProblemValve.class.getName());

@@ -1,5 +1,5 @@
 // express.ts — idempotency(): the Idempotency-Key middleware for Express (and any connect-style
-// (req, res, next) stack), as docs/api.md §19 (amended) and docs/http-middleware.md say. For a
+// (req, res, next) stack), as docs/api.md §19 and docs/http-middleware.md say. For a
 // wrapped method (default POST and PATCH) it parses the key (400 problem when missing or
 // malformed), reads the request body in full (chunked included; 413 past the limit, 400
 // body-incomplete when it ends early — no step is begun either way), and runs the route's
@@ -38,8 +38,8 @@ function headerLines(req: IncomingMessage, name: string): string[] {
   return out;
 }
 
-/** Which of a request's trace context goes to the coordinator (docs/api.md §19 round three,
- *  rule 4): one traceparent line that follows §22 and is at most 512 bytes, and beside it the
+/** Which of a request's trace context goes to the coordinator (docs/api.md §19
+ *  rule 8): one traceparent line that follows §22 and is at most 512 bytes, and beside it the
  *  tracestate lines joined with "," when that is at most 512 bytes of 0x20-0x7E. Anything else
  *  is dropped here, before the first call: never an error. */
 export function keptTrace(traceparent: string[], tracestate: string[]): TraceHeaders {
@@ -342,7 +342,7 @@ export function idempotency(o: IdempotencyOptions): (req: IncomingMessage, res: 
     }
     const stepKey = { globalId, service: o.service, operation, phase: 'forward' as const };
 
-    // framing (docs/api.md §19 round three, rule 6): Node's parser refuses most of it itself
+    // framing (docs/api.md §19 rule 7): Node's parser refuses most of it itself
     // (answerClientErrors); what it lets through is refused here, before the body is read
     const te = headerLines(req, 'transfer-encoding');
     const cls = headerLines(req, 'content-length');

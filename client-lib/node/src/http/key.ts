@@ -66,7 +66,7 @@ export const KEY_RULES: Record<KeyError, string> = {
 };
 
 /** The step's global id of a key in a scope: "k-" + the lower-case hex SHA-256 of the scope's
- *  bytes, one 0x1F byte and the key's bytes, for every key (docs/api.md §19, amended), so that
+ *  bytes, one 0x1F byte and the key's bytes, for every key (docs/api.md §19), so that
  *  neither two scopes (callers) nor two keys name one step. */
 export function keyGlobalId(key: string, scope = ''): string {
   return 'k-' + createHash('sha256').update(Buffer.from(scope, 'utf8')).update(Buffer.from([0x1f]))
@@ -91,7 +91,7 @@ export function authorizationScope(req: { headers: Record<string, string | strin
   return createHash('sha256').update(lines.join(', '), 'utf8').digest('hex');
 }
 
-/** A request target normalized (docs/api.md §19 round three, rule 1): path decoded, dot segments
+/** A request target normalized (docs/api.md §19 rule 5): path decoded, dot segments
  *  removed, runs of "/" as one, a trailing "/" dropped; the query as received. */
 export interface NormalizedTarget {
   /** the normalized path (starts with "/") */

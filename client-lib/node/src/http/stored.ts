@@ -52,7 +52,7 @@ export const NEVER_KEPT = ['content-length', 'transfer-encoding', 'connection'];
 /** Thrown by validateStored: the replay answers 500 stored-answer-invalid. */
 export class StoredInvalid extends Error {}
 
-/** Reads a step result (its body doc and code) as docs/api.md §19 round three, rule 5 says a
+/** Reads a step result (its body doc and code) as docs/api.md §19 rule 10 says a
  *  replay may send it: a JSON object, status an integer 200-599, headers only of keep
  *  (case-insensitively, never NEVER_KEPT) with values free of control characters (HTAB
  *  allowed), body_b64 standard base64, body_omitted absent or a boolean. An empty doc (the

@@ -2,7 +2,7 @@ package dev.idem.client;
 
 /**
  * A failed call of the SDK. {@link #code()} says what kind of failure, {@link #reason()} the
- * coordinator's {@code idem-reason} (docs/api.md §20; empty when no coordinator answered or the
+ * coordinator's {@code idem-reason} (docs/api.md §5; empty when no coordinator answered or the
  * SDK itself refused). Bad input is {@link IdemCode#INVALID_ARGUMENT} with {@link #field()}
  * naming the offending field, raised before anything is sent. {@link #coordinatorDetail()} and
  * {@link #hint()} carry the coordinator's {@code idem-detail} and {@code idem-hint}, for people:
@@ -62,9 +62,9 @@ public class IdemException extends RuntimeException {
   public IdemCode code() { return code; }
   /** the message without the code: short, lower-case; for bad input it names the field */
   public String detail() { return detail; }
-  /** the coordinator's idem-detail: more about what happened, or "" (docs/api.md §20) */
+  /** the coordinator's idem-detail: more about what happened, or "" (docs/api.md §5) */
   public String coordinatorDetail() { return coordinatorDetail; }
-  /** the coordinator's idem-hint: what to do about it, or "" (docs/api.md §20) */
+  /** the coordinator's idem-hint: what to do about it, or "" (docs/api.md §5) */
   public String hint() { return hint; }
   /** the coordinator's idem-reason ("in-progress", "not-leader", …), or "" */
   public String reason() { return reason; }

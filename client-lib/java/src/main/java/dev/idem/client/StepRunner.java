@@ -7,7 +7,7 @@ import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 
 /**
- * One run of the step helper, as libidem's idem_step_run (docs/api.md §19).
+ * One run of the step helper, as libidem's idem_step_run (docs/api.md §20).
  *
  * <p>BeginStep waits on the coordinator while the step is in progress elsewhere (wait_ms: what
  * is left of the run, at most 60 s) unless told otherwise; ABORTED and UNAVAILABLE (and

@@ -303,7 +303,7 @@ public final class IdempotencyFilter implements Filter {
   }
 
   /**
-   * The trace context the filter sends (docs/api.md §19 round three, rule 4): {traceparent,
+   * The trace context the filter sends (docs/api.md §19 rule 8): {traceparent,
    * tracestate}, each null when dropped. traceparent only when there is exactly one line that
    * follows §22 within 512 bytes; tracestate (its lines joined with ",") only beside it, within
    * 512 bytes of 0x20-0x7E. Never an error.

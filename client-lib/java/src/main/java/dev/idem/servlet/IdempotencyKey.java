@@ -116,7 +116,7 @@ public final class IdempotencyKey {
     return HexFormat.of().formatHex(sha256().digest(authorization.getBytes(StandardCharsets.ISO_8859_1)));
   }
 
-  /** A request target with no one spelling (docs/api.md §19 round three, rule 1). */
+  /** A request target with no one spelling (docs/api.md §19 rule 5). */
   public static final class TargetMalformed extends Exception {
     private static final long serialVersionUID = 1L;
 

@@ -25,7 +25,7 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.function.Executable;
 
-/** The step helper and the calls against a real coordinator (docs/api.md §19, §20). */
+/** The step helper and the calls against a real coordinator (docs/api.md §20). */
 class StepHelperTest {
   static Coordinator coord;
   static IdemClient client;

@@ -43,7 +43,7 @@ import org.junit.jupiter.api.Test;
 /**
  * The servlet example (examples/http on embedded Tomcat behind the filter) against a real
  * coordinator, sent what an attacker or a careless client sends, byte for byte over loopback
- * (docs/api.md §19 round three): Tomcat's own errors as problem documents without a
+ * (docs/api.md §19): Tomcat's own errors as problem documents without a
  * stack trace or a server version, 300 slow uploads that leave GET /stats answering within 1 s,
  * http-middleware.json's framing vectors, its stored-answer vectors replayed over HTTP (never
  * HTTP/1.1 0, never Content-Length beside Transfer-Encoding), one route under many spellings run
@@ -59,7 +59,7 @@ class HostileHttpTest {
   static int port;
   static final List<String> logged = new ArrayList<>();
   /**
-   * What Tomcat repairs before any program code runs, with no hook (docs/api.md §19 rule 8): the
+   * What Tomcat repairs before any program code runs, with no hook (docs/api.md §19 rule 12): the
    * entries proposed for http-middleware.json's example_server.exceptions (server "java"), used
    * with the file's own until it lists them. content-length-and-chunked: Tomcat drops the
    * Content-Length and reads the chunked body; obs-fold: Tomcat unfolds the line.
