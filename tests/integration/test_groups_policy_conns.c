@@ -1,10 +1,11 @@
 /* test_groups_policy_conns.c — a policy change is written to every store group (docs/api.md
  * §17) over connections the node keeps open, not a new connection per call and group: on a
- * two-group cluster, N SetPolicy and N DeletePolicy calls (Admin API, through libidem) and N
- * policy forms posted to the console's /policies page (after a first one) open at most 2
- * PostgreSQL connections in all, as both nodes' idem_store_connects_total say (every connection a store of the node
- * opened). A connection per call and other group would be 2N (Admin API) and N (console).
- * Every change reached both groups' databases (the rows are counted there). */
+ * two-group cluster, N SetPolicy and N DeletePolicy calls (Admin API, through libidem; after a
+ * first such round, which connects the workers' own stores) open at most N/2 PostgreSQL
+ * connections, and N policy forms posted to the console's /policies page (after a first one) at
+ * most 2, as both nodes' idem_store_connects_total say (every connection a store of the node
+ * opened). A connection per call and other group would be 2N and N. Every change reached both
+ * groups' databases (the rows are counted there). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +57,26 @@ static bool text_after(const char *s, const char *needle, const char *stop, char
   return true;
 }
 
+/* N SetPolicy (services tag0..) then N DeletePolicy of them; the rows each group's database
+ * held after the sets into rows[2]. */
+static void set_then_delete(const h_groups *cl, idem_client *c, const char *tag,
+                            long long rows[2]) {
+  char svc[32];
+  for (int i = 0; i < N; i++) {
+    snprintf(svc, sizeof svc, "%s%d", tag, i);
+    set_policy(c, svc, 1000 + (uint32_t)i);
+  }
+  for (int g = 0; g < 2; g++) rows[g] = rows_in(cl->url[g], cl->t, tag);
+  for (int i = 0; i < N; i++) {
+    snprintf(svc, sizeof svc, "%s%d", tag, i);
+    bool deleted = false;
+    idem_error e = {0};
+    cr_assert_eq(idem_policy_delete(c, svc, "*", &deleted, &e), IDEM_OK, "DeletePolicy %s: %s",
+                 svc, e.message);
+    cr_expect(deleted, "%s was there", svc);
+  }
+}
+
 Test(groups_policy_conns, policy_changes_reuse_each_groups_connection, .timeout = 180) {
   h_groups cl;
   h_groups_start(&cl, true);
@@ -63,31 +84,24 @@ Test(groups_policy_conns, policy_changes_reuse_each_groups_connection, .timeout 
   char both[160];
   snprintf(both, sizeof both, "%s,%s", cl.node[0].addr, cl.node[1].addr);
   idem_client *c = h_groups_client(&cl, both);
-  set_policy(c, "warm", 5000); /* the serving node's stores are connected from here on */
-
+  /* a first round: the workers' own stores connect on their first call, the policy stores too;
+   * the second round is the one counted */
+  long long rows[2];
   double before = connects(&cl);
-  char svc[32];
-  for (int i = 0; i < N; i++) {
-    snprintf(svc, sizeof svc, "api%d", i);
-    set_policy(c, svc, 1000 + (uint32_t)i);
-  }
-  long long g1 = rows_in(cl.url[0], cl.t, "api"), g2 = rows_in(cl.url[1], cl.t, "api");
-  for (int i = 0; i < N; i++) {
-    snprintf(svc, sizeof svc, "api%d", i);
-    bool deleted = false;
-    idem_error e = {0};
-    cr_assert_eq(idem_policy_delete(c, svc, "*", &deleted, &e), IDEM_OK, "DeletePolicy %s: %s",
-                 svc, e.message);
-    cr_expect(deleted, "%s was there", svc);
-  }
+  set_then_delete(&cl, c, "warm", rows);
+  double warm = connects(&cl) - before;
+  before = connects(&cl);
+  set_then_delete(&cl, c, "api", rows);
   double api = connects(&cl) - before;
-  printf("Admin API: %d SetPolicy + %d DeletePolicy on 2 groups opened %.0f connections\n", N, N,
-         api);
-  cr_expect_eq(g1, N, "g1 took every change: %lld rows", g1);
-  cr_expect_eq(g2, N, "g2 took every change: %lld rows", g2);
+  printf("Admin API: %d SetPolicy + %d DeletePolicy on 2 groups opened %.0f connections (the "
+         "first such round %.0f)\n",
+         N, N, api, warm);
+  cr_expect_eq(rows[0], N, "g1 took every change: %lld rows", rows[0]);
+  cr_expect_eq(rows[1], N, "g2 took every change: %lld rows", rows[1]);
   cr_expect_eq(rows_in(cl.url[1], cl.t, "api"), 0, "g2 took every delete");
-  cr_expect_leq(api, 2, "%.0f connections for %d policy changes (one per call and other group "
-                        "would be %d)", api, 2 * N, 2 * N);
+  /* not 0: a worker not used in the first round connects its own stores on its first call */
+  cr_expect_leq(api, N / 2, "%.0f connections for %d policy changes (one per call and other "
+                            "group would be %d)", api, 2 * N, 2 * N);
   idem_close(c);
 
   /* the console's form on g1's leader (it edits policies), as many times, after one that
