@@ -35,6 +35,7 @@
 #include "../elect/elect.h"
 #include "../slots/slot_service.h"
 #include "../store/store.h"
+#include "../store/store_pool.h"
 #include "../util/err.h"
 
 #define CONSOLE_THREADS_DEFAULT 4
@@ -58,10 +59,9 @@ typedef struct console_group {
   elect *elector;                  /* borrowed; NULL = this node leads it */
   store *(*open_store)(void *arg); /* borrowed */
   void *open_store_arg;
-  /* an unfenced store of the group (NULL: none), for what any node may write in every group
-   * (policies, as Admin.SetPolicy); the caller closes it */
-  store *(*open_plain)(void *arg);
-  void *open_plain_arg;
+  /* unfenced stores of the group, kept open (borrowed; NULL: none), for what any node may write
+   * in every group (policies, as Admin.SetPolicy) */
+  store_pool *plain;
 } console_group;
 
 /* The move under way (docs/api.md §18), as the Slots page shows it: what GetTopology answers in

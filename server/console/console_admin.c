@@ -246,48 +246,27 @@ static bool parse_u32(const char *s, uint32_t *out) {
   return true;
 }
 
-/* Sets p (or, p NULL, deletes svc/op) in every group, as Admin.SetPolicy does (docs/api.md
- * §17): the first group's refusal of the change itself ends it; a group that cannot take it is
- * named and the others keep the change (repeating it converges). False with an error page. */
+/* Sets p (or, p NULL, deletes svc/op) in every group, as Admin.SetPolicy does
+ * (coord_set_policy_groups): the first group on this page's (its leader's) fenced store, the
+ * others through their pooled unfenced store (console_group.plain; else the page's). False with
+ * an error page. */
 static bool policy_everywhere(creq *r, const policy *p, const char *svc, const char *op) {
   coord_group_view g[CONSOLE_GROUPS_MAX];
   size_t ng = 0;
   if (!console__page_group_views(r, g, &ng)) return false;
-  err_t err, first;
-  err_clear(&first);
-  const char *failed = NULL;
-  for (size_t i = 0; i < ng; i++) {
-    err_clear(&err);
-    policy out;
-    bool deleted = false;
-    /* the first group on this (its leader's) fenced store; the others unfenced, as a policy is
-     * configuration any node may write (last write wins) */
-    const console_group *cg = &r->c->groups[i];
-    store *plain = i > 0 && cg->open_plain ? cg->open_plain(cg->open_plain_arg) : NULL;
-    store *st = plain ? plain : g[i].st;
-    err_code rc = p ? coord_set_policy(g[i].ctx, st, r->s.tenant, p, r->deadline, &out, &err)
-                    : coord_delete_policy(g[i].ctx, st, r->s.tenant, svc, op, r->deadline,
-                                          &deleted, &err);
-    if (plain) store_close(plain);
-    if (rc == ERR_OK) continue;
-    if (i == 0 && rc != ERR_UNAVAILABLE) { /* the change itself is refused */
-      console__page_err(r, &err);
-      return false;
-    }
-    if (!failed) {
-      failed = g[i].name;
-      first = err;
-    }
-  }
-  if (!failed) return true;
-  if (ng > 1) {
-    char msg[ERR_MSG_MAX];
-    snprintf(msg, sizeof msg, "%s", first.msg);
-    snprintf(first.msg, sizeof first.msg,
-             "group %.40s: %.120s (the other groups took the change: repeat it to converge)",
-             failed, msg);
-  }
-  console__page_err(r, &first);
+  for (size_t i = 1; i < ng; i++) /* the page's own handle stays in r->st, given back later */
+    if (r->c->groups[i].plain) g[i].st = store_pool_get(r->c->groups[i].plain);
+  err_t err;
+  err_clear(&err);
+  policy out;
+  bool deleted = false;
+  err_code rc = p ? coord_set_policy_groups(g, ng, r->s.tenant, p, r->deadline, &out, &err)
+                  : coord_delete_policy_groups(g, ng, r->s.tenant, svc, op, r->deadline,
+                                               &deleted, &err);
+  for (size_t i = 1; i < ng; i++)
+    if (r->c->groups[i].plain) store_pool_put(r->c->groups[i].plain, g[i].st);
+  if (rc == ERR_OK) return true;
+  console__page_err(r, &err);
   return false;
 }
 

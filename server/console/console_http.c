@@ -118,7 +118,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     console__route(&r);
   }
   for (size_t g = 0; g < c->cfg.n_groups; g++)
-    if (r.st[g]) console__pool_put(c->pages[g], r.st[g]);
+    if (r.st[g]) store_pool_put(c->pages[g], r.st[g]);
   enum MHD_Result ret = respond(conn, &r, false, t0);
   if (up->body.p) OPENSSL_cleanse(up->body.p, up->body.n); /* a login token, maybe */
   free(r.form);
@@ -154,7 +154,7 @@ static void wipe_free(char *s) {
 static bool copy_groups(console *c, int threads) {
   console_config *cfg = &c->cfg;
   console_group one = {"default", cfg->coord, cfg->elector, cfg->open_store, cfg->open_store_arg,
-                       NULL, NULL};
+                       NULL};
   const console_group *from = cfg->n_groups ? cfg->groups : &one;
   size_t n = cfg->n_groups ? cfg->n_groups : 1;
   cfg->groups = NULL;
@@ -166,9 +166,9 @@ static bool copy_groups(console *c, int threads) {
   if (!c->groups || !c->gpools || !c->pages) return false;
   for (size_t i = 0; i < n; i++) {
     c->groups[i] = from[i];
-    c->gpools[i] = console__pool_new(1, from[i].open_store, from[i].open_store_arg);
+    c->gpools[i] = store_pool_new(1, from[i].open_store, from[i].open_store_arg);
     c->pages[i] =
-        i ? console__pool_new(threads, from[i].open_store, from[i].open_store_arg) : c->pool;
+        i ? store_pool_new(threads, from[i].open_store, from[i].open_store_arg) : c->pool;
     cfg->n_groups = i + 1; /* console_stop frees the pools made */
     if (!c->gpools[i] || !c->pages[i]) return false;
   }
@@ -199,7 +199,7 @@ console *console_start(const console_config *cfg, int *bound_port, err_t *err) {
     c->cfg = *cfg;
     c->tls = tls;
     c->sess = console__sessions_new(SESSIONS_MAX);
-    c->pool = console__pool_new(threads, cfg->open_store, cfg->open_store_arg);
+    c->pool = store_pool_new(threads, cfg->open_store, cfg->open_store_arg);
     c->cert = tls ? strdup(cfg->tls_cert_pem) : NULL;
     c->key = tls ? strdup(cfg->tls_key_pem) : NULL;
     c->guard = console__guard_start(REQUEST_MS);
@@ -245,12 +245,12 @@ void console_stop(console *c) {
   if (!c) return;
   if (c->d) MHD_stop_daemon(c->d);
   console__guard_stop(c->guard);
-  for (size_t i = 0; c->gpools && i < c->cfg.n_groups; i++) console__pool_free(c->gpools[i]);
-  for (size_t i = 1; c->pages && i < c->cfg.n_groups; i++) console__pool_free(c->pages[i]);
+  for (size_t i = 0; c->gpools && i < c->cfg.n_groups; i++) store_pool_free(c->gpools[i]);
+  for (size_t i = 1; c->pages && i < c->cfg.n_groups; i++) store_pool_free(c->pages[i]);
   free(c->gpools);
   free(c->pages);
   free(c->groups);
-  console__pool_free(c->pool);
+  store_pool_free(c->pool);
   console__sessions_free(c->sess);
   console__logins_free(c->logins);
   free(c->cert);

@@ -34,7 +34,7 @@ const char *console__form(const creq *r, const char *name) {
 
 store *console__group_store(creq *r, size_t g) {
   if (g >= r->c->cfg.n_groups) return NULL;
-  if (!r->st[g]) r->st[g] = console__pool_get(r->c->pages[g]);
+  if (!r->st[g]) r->st[g] = store_pool_get(r->c->pages[g]);
   return r->st[g];
 }
 

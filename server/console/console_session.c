@@ -1,4 +1,4 @@
-/* console_session.c — the server-side session table and the store pool (console_state.h).
+/* console_session.c — the server-side session table (console_state.h).
  * A session id and a CSRF token are 32 bytes from getrandom(2), in hex; each lives
  * CONSOLE_SESSION_TTL_MS. The table holds at most `max` sessions and each owner (a token, or a
  * client address in development mode) at most CONSOLE_SESSIONS_PER_OWNER: an owner's new
@@ -181,60 +181,4 @@ void console__sessions_drop(sessions *s, const char *id) {
   csession *r = find_locked(s, id, clock_mono_ms());
   if (r) OPENSSL_cleanse(r, sizeof *r);
   pthread_mutex_unlock(&s->mu);
-}
-
-/* --- the store pool --- */
-
-struct cpool {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  store *(*open)(void *);
-  void *arg;
-  store **free_st; /* opened and idle */
-  int n_free;
-  int slots; /* how many more may be taken (opened or idle) */
-};
-
-cpool *console__pool_new(int n, store *(*open)(void *), void *arg) {
-  cpool *p = calloc(1, sizeof *p);
-  if (!p) return NULL;
-  p->free_st = calloc((size_t)n, sizeof *p->free_st);
-  if (!p->free_st) {
-    free(p);
-    return NULL;
-  }
-  p->open = open;
-  p->arg = arg;
-  p->slots = n;
-  pthread_mutex_init(&p->mu, NULL);
-  pthread_cond_init(&p->cv, NULL);
-  return p;
-}
-
-void console__pool_free(cpool *p) {
-  if (!p) return;
-  for (int i = 0; i < p->n_free; i++) store_close(p->free_st[i]);
-  free(p->free_st);
-  pthread_cond_destroy(&p->cv);
-  pthread_mutex_destroy(&p->mu);
-  free(p);
-}
-
-store *console__pool_get(cpool *p) {
-  pthread_mutex_lock(&p->mu);
-  while (p->slots == 0) pthread_cond_wait(&p->cv, &p->mu);
-  p->slots--;
-  store *st = p->n_free > 0 ? p->free_st[--p->n_free] : NULL;
-  pthread_mutex_unlock(&p->mu);
-  if (!st) st = p->open(p->arg); /* outside the lock: a connect may take a while */
-  if (!st) console__pool_put(p, NULL);
-  return st;
-}
-
-void console__pool_put(cpool *p, store *st) {
-  pthread_mutex_lock(&p->mu);
-  if (st) p->free_st[p->n_free++] = st;
-  p->slots++;
-  pthread_cond_signal(&p->cv);
-  pthread_mutex_unlock(&p->mu);
 }

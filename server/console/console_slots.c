@@ -1,9 +1,8 @@
 /* console_slots.c — the Slots page (/slots, docs/api.md §17): what `idemctl slots` prints. The
  * move under way (§18: slots, source → target, phase, rows copied, lag), the slot map (ranges →
  * group, a range being moved and its target) and each group's leader, epoch, store health
- * (pinged through the group's own store handle, every group at once: the page waits for the
- * slowest ping, not their sum) and slot count, as this node sees them. */
-#include <pthread.h>
+ * (pinged through the group's own store handle, kept open, one group after another) and slot
+ * count, as this node sees them. */
 #include <stdio.h>
 #include <string.h>
 
@@ -12,39 +11,19 @@
 
 #define PING_BUDGET_MS 500 /* a group's store that takes longer is shown unreachable */
 
-typedef struct ping {
-  cpool *pool;
-  int64_t deadline;
-  bool ok, started;
-  pthread_t t;
-} ping;
-
-static void *ping_run(void *arg) {
-  ping *p = arg;
-  store *st = console__pool_get(p->pool);
-  if (!st) return NULL;
-  err_t err;
-  err_clear(&err);
-  p->ok = store_ping(st, p->deadline, &err) == ERR_OK;
-  console__pool_put(p->pool, st);
-  return NULL;
-}
-
-/* Pings every group's store at once; ok[i]: group i answered within PING_BUDGET_MS. A group
- * whose thread cannot start is pinged on this one. */
+/* Pings every group's store in turn, each on the group's handle kept open for this page
+ * (gpools), no thread per group; ok[i]: group i answered within PING_BUDGET_MS (and before the
+ * request's deadline). A reachable store answers in a round trip, one that refuses at once: the
+ * page waits long only for a group whose host is silent. */
 static void stores_ok(creq *r, bool ok[CONSOLE_GROUPS_MAX]) {
-  size_t n = r->c->cfg.n_groups;
-  ping p[CONSOLE_GROUPS_MAX];
-  int64_t deadline = clock_mono_ms() + PING_BUDGET_MS;
-  if (r->deadline < deadline) deadline = r->deadline;
-  for (size_t i = 0; i < n; i++) {
-    p[i] = (ping){.pool = r->c->gpools[i], .deadline = deadline};
-    p[i].started = n > 1 && pthread_create(&p[i].t, NULL, ping_run, &p[i]) == 0;
-    if (!p[i].started) ping_run(&p[i]);
-  }
-  for (size_t i = 0; i < n; i++) {
-    if (p[i].started) pthread_join(p[i].t, NULL);
-    ok[i] = p[i].ok;
+  for (size_t i = 0; i < r->c->cfg.n_groups; i++) {
+    int64_t deadline = clock_mono_ms() + PING_BUDGET_MS;
+    if (r->deadline < deadline) deadline = r->deadline;
+    store *st = store_pool_get(r->c->gpools[i]);
+    err_t err;
+    err_clear(&err);
+    ok[i] = st && store_ping(st, deadline, &err) == ERR_OK;
+    store_pool_put(r->c->gpools[i], st);
   }
 }
 

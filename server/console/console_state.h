@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../store/store_pool.h"
 #include "console.h"
 
 /* --- sessions (console_session.c) --- */
@@ -41,13 +42,6 @@ bool console__random_hex(char *out, size_t nbytes);
 /* Constant-time equality of two NUL-terminated strings of the same length (else false). */
 bool console__secret_equal(const char *a, const char *b);
 
-/* --- the store pool (console_session.c) --- */
-typedef struct cpool cpool;
-cpool *console__pool_new(int n, store *(*open)(void *), void *arg);
-void console__pool_free(cpool *p);
-store *console__pool_get(cpool *p); /* blocks while all are taken; NULL when one cannot be opened */
-void console__pool_put(cpool *p, store *st);
-
 /* --- login limits (console_limits.c): failed logins per client address --- */
 #define CONSOLE_LOGIN_FAILURES_MAX 10 /* failed logins one address may make in a window */
 #define CONSOLE_LOGIN_WINDOW_MS 60000 /* the window, from the address's first failure */
@@ -66,15 +60,15 @@ struct console {
   int port;
   bool tls;
   sessions *sess;
-  cpool *pool;
+  store_pool *pool;
   struct MHD_Daemon *d;
   struct cguard *guard; /* the whole-request deadline (console_guard.h) */
   login_limits *logins;
   /* the groups (cfg.groups points here); the Slots page's one store handle each (gpools);
    * the pages' handles of each group (pages[g], `threads` each; pages[0] is pool) */
   console_group *groups;
-  cpool **gpools;
-  cpool **pages;
+  store_pool **gpools;
+  store_pool **pages;
 };
 
 #endif

@@ -99,6 +99,53 @@ err_code coord_delete_policy(const coord_ctx *ctx, store *st, const char *tenant
   return ERR_OK;
 }
 
+/* One group's change: set p, or delete (service, operation). */
+static err_code change_one(const coord_group_view *v, const char *tenant, const policy *p,
+                           const char *service, const char *operation, int64_t deadline,
+                           policy *out, bool *deleted, err_t *err) {
+  if (!v->st) return err_oom(err);
+  if (p) return coord_set_policy(v->ctx, v->st, tenant, p, deadline, out, err);
+  return coord_delete_policy(v->ctx, v->st, tenant, service, operation, deadline, deleted, err);
+}
+
+static err_code change_groups(const coord_group_view *g, size_t n, const char *tenant,
+                              const policy *p, const char *service, const char *operation,
+                              int64_t deadline, policy *out, bool *deleted, err_t *err) {
+  err_code rc = change_one(&g[0], tenant, p, service, operation, deadline, out, deleted, err);
+  if (n < 2 || (rc != ERR_OK && rc != ERR_UNAVAILABLE)) return rc;
+  const char *failed = rc == ERR_OK ? NULL : g[0].name;
+  err_t first = *err;
+  for (size_t i = 1; i < n; i++) {
+    err_t e;
+    err_clear(&e);
+    policy o;
+    bool d = false;
+    if (change_one(&g[i], tenant, p, service, operation, deadline, &o, &d, &e) != ERR_OK &&
+        !failed) {
+      failed = g[i].name;
+      first = e;
+    }
+  }
+  if (!failed) return ERR_OK;
+  if (p && rc != ERR_OK) memset(out, 0, sizeof *out);
+  return err_fail(err, ERR_UNAVAILABLE, first.reason,
+                  "group %s: %s (the other groups took the change: repeat it to converge)", failed,
+                  first.msg);
+}
+
+err_code coord_set_policy_groups(const coord_group_view *g, size_t n, const char *tenant,
+                                 const policy *p, int64_t deadline, policy *out, err_t *err) {
+  bool deleted = false;
+  return change_groups(g, n, tenant, p, NULL, NULL, deadline, out, &deleted, err);
+}
+
+err_code coord_delete_policy_groups(const coord_group_view *g, size_t n, const char *tenant,
+                                    const char *service, const char *operation, int64_t deadline,
+                                    bool *deleted, err_t *err) {
+  policy out;
+  return change_groups(g, n, tenant, NULL, service, operation, deadline, &out, deleted, err);
+}
+
 err_code coord_list_policies(const coord_ctx *ctx, store *st, const char *tenant,
                              int64_t deadline, policy_row **rows, size_t *n, err_t *err) {
   *rows = NULL;

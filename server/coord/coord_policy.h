@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "coord.h"
+#include "coord_groups.h"
 
 /* Checks a policy as it would be stored:
  *  - service: "*" or a name ([a-z0-9._-], 1–64); operation: "*" or a name;
@@ -30,6 +31,21 @@ err_code coord_set_policy(const coord_ctx *ctx, store *st, const char *tenant, c
 err_code coord_delete_policy(const coord_ctx *ctx, store *st, const char *tenant,
                              const char *service, const char *operation, int64_t deadline,
                              bool *deleted, err_t *err);
+
+/* The same changes in every store group (docs/api.md §17): g[0] is the group of the call (the
+ * change is checked there), g[1..n) the others, each through a store any node may write (a
+ * policy is configuration, last write wins); g[i].st NULL: that group's store could not be had
+ * (out of memory). g[0]'s refusal of the change itself (any error but ERR_UNAVAILABLE) ends the
+ * call there; otherwise every other group takes the change, even when g[0] is unavailable. A
+ * group that cannot take it fails the call ERR_UNAVAILABLE naming the first such group ("group
+ * NAME: why (the other groups took the change: repeat it to converge)"); the others keep it, and
+ * a repeat converges. *out / *deleted: g[0]'s answer. One call per group, in order, on the
+ * stores given: nothing is opened here. */
+err_code coord_set_policy_groups(const coord_group_view *g, size_t n, const char *tenant,
+                                 const policy *p, int64_t deadline, policy *out, err_t *err);
+err_code coord_delete_policy_groups(const coord_group_view *g, size_t n, const char *tenant,
+                                    const char *service, const char *operation, int64_t deadline,
+                                    bool *deleted, err_t *err);
 
 /* ListPolicies: the tenant's own rows, ordered by (service, operation). *rows is owned
  * (free()), NULL when *n == 0. */

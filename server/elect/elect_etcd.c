@@ -6,8 +6,15 @@
  *               valid, then end the term: revoke the lease (its key goes with it).
  *   keepalive — renews the current lease every TTL/3 (sooner after a failure), also while the
  *               campaign blocks; records the SEND time of every acknowledged renewal.
- *   observer  — reads the election leader every ~200 ms: the leader's address for standbys'
- *               idem-leader answers, and whether the leader is still this node.
+ *   observer  — reads the election leader and the candidates' count, then watches the election
+ *               prefix from the revision it read and reads again on the first change (or when a
+ *               watch breaks: etcd compacted past it, or the stream was lost): the leader's
+ *               address for standbys' idem-leader answers, and whether the leader is still this
+ *               node.
+ * No thread polls: the holder waits on the condition variable until its serving deadline or a
+ * flag that ends the term (every setter broadcasts it), and an etcd call waiting in
+ * curl_multi_poll is woken by etcd__conn_wake when its abort flag is set (wake()). The only timed
+ * retries are the backoff after a failed call (RETRY_MS).
  * A term ends when any of these holds: the serving deadline (last ack + TTL − margin) passed,
  * etcd says the lease is gone, the observer sees another leader at a revision after ours,
  * resign, or free.
@@ -18,6 +25,7 @@
  * retried before the next grant until etcd answers — never a second campaign on a lease whose
  * state is unknown.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -35,10 +43,7 @@
 #define GRANT_TIMEOUT_MS 1000
 #define REVOKE_TIMEOUT_MS 1000
 #define OBSERVE_TIMEOUT_MS 1000
-#define OBSERVE_EVERY_MS 200
-#define RETRY_MS 250
-#define HOLD_CHECK_MS 20
-#define COUNT_EVERY_ROUNDS 5 /* candidates counted every fifth observation (~1 s) */
+#define RETRY_MS 250 /* backoff before a failed etcd call (or fence) is tried again */
 
 typedef struct etcd_elect {
   elect base;
@@ -53,6 +58,7 @@ typedef struct etcd_elect {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   pthread_t th_campaign, th_keepalive, th_observe;
+  etcd_conn *c_campaign, *c_keepalive, *c_observe; /* each thread's own (see wake) */
   bool started;
   bool freed_resign_done;
 
@@ -60,6 +66,7 @@ typedef struct etcd_elect {
   atomic_bool resigned;  /* no more campaigning */
   atomic_bool term_over; /* abort flag of the current term's campaign */
   atomic_bool yield_req; /* end this term and campaign again, behind the others */
+  atomic_bool reread;    /* abort flag of the observer's watch: read the leader again now */
   atomic_int candidates; /* keys under the election (live candidates), 0: not known yet */
 
   /* the current term (mu) */
@@ -85,10 +92,15 @@ static void wait_ms(etcd_elect *e, int64_t ms) {
   pthread_mutex_unlock(&e->mu);
 }
 
+/* After a flag was set: wakes every wait on cv and every etcd call in progress (each looks at
+ * its flags again). */
 static void wake(etcd_elect *e) {
   pthread_mutex_lock(&e->mu);
   pthread_cond_broadcast(&e->cv);
   pthread_mutex_unlock(&e->mu);
+  etcd__conn_wake(e->c_campaign);
+  etcd__conn_wake(e->c_keepalive);
+  etcd__conn_wake(e->c_observe);
 }
 
 static void etcd_answered(etcd_elect *e) {
@@ -157,13 +169,24 @@ static void end_term(etcd_elect *e, etcd_conn *c, const char *why) {
   }
 }
 
+/* Holds the term until it cannot go on; the reason. Waits on cv until the serving deadline
+ * (which a keep-alive moves on: the wait is taken again) or a broadcast: every flag of
+ * term_end_reason is set before a broadcast under mu, and checked here under mu. */
+static const char *hold(etcd_elect *e) {
+  const char *why;
+  pthread_mutex_lock(&e->mu);
+  while (!(why = term_end_reason(e))) {
+    int64_t left = atomic_load(&e->last_ack_ms) + e->ttl_ms - e->margin_ms - clock_mono_ms();
+    struct timespec ts = clock_after_us(CLOCK_MONOTONIC, (left > 0 ? left : 1) * 1000);
+    pthread_cond_timedwait(&e->cv, &e->mu, &ts);
+  }
+  pthread_mutex_unlock(&e->mu);
+  return why;
+}
+
 static void *campaign_main(void *arg) {
   etcd_elect *e = arg;
-  etcd_conn *c = etcd__conn_new(e->endpoints);
-  if (!c) {
-    log_kv(LOG_ERROR, "election: out of memory", (const char *)NULL);
-    return NULL;
-  }
+  etcd_conn *c = e->c_campaign;
   while (!atomic_load(&e->stop) && !atomic_load(&e->resigned)) {
     err_t err;
     err_clear(&err);
@@ -173,7 +196,7 @@ static void *campaign_main(void *arg) {
     pthread_mutex_unlock(&e->mu);
     if (pending) {
       if (!revoke(c, pending, &e->stop)) {
-        wait_ms(e, RETRY_MS);
+        wait_ms(e, RETRY_MS); /* backoff: the revoke failed, try it again */
         continue;
       }
       etcd_answered(e);
@@ -192,7 +215,7 @@ static void *campaign_main(void *arg) {
     int64_t lease = f == ETCD_OK ? etcd__grant_id(r) : 0;
     cJSON_Delete(r);
     if (!lease) { /* unknown outcome: an orphan lease expires by itself, nothing is on it */
-      wait_ms(e, RETRY_MS);
+      wait_ms(e, RETRY_MS); /* backoff: the grant failed, try it again */
       continue;
     }
     etcd_answered(e);
@@ -241,6 +264,10 @@ static void *campaign_main(void *arg) {
     e->my_key = mine;
     e->my_rev = rev;
     pthread_mutex_unlock(&e->mu);
+    /* the observer reads the leader again now that it knows this node's key: a change it read
+     * before could have superseded this key already */
+    atomic_store(&e->reread, true);
+    etcd__conn_wake(e->c_observe);
 
     /* 3. fence: the store must refuse the previous epoch before this node serves */
     bool fenced = false;
@@ -255,7 +282,7 @@ static void *campaign_main(void *arg) {
                e->node_id, (const char *)NULL);
         break;
       }
-      wait_ms(e, RETRY_MS);
+      wait_ms(e, RETRY_MS); /* backoff: the fence failed, try it again */
     }
     const char *why = term_end_reason(e);
     if (fenced && !why) {
@@ -266,27 +293,25 @@ static void *campaign_main(void *arg) {
       snprintf(num, sizeof num, "%" PRId64, rev);
       log_kv(LOG_INFO, "elected leader", "node", e->node_id, "epoch", num, (const char *)NULL);
       /* 4. hold the term while it is valid */
-      while (!(why = term_end_reason(e))) wait_ms(e, HOLD_CHECK_MS);
+      why = hold(e);
     }
     end_term(e, c, why ? why : "fence refused");
   }
-  etcd__conn_free(c);
   return NULL;
 }
 
 static void *keepalive_main(void *arg) {
   etcd_elect *e = arg;
-  etcd_conn *c = etcd__conn_new(e->endpoints);
-  if (!c) return NULL;
+  etcd_conn *c = e->c_keepalive;
   int64_t every = e->ttl_ms / 3;
   while (!atomic_load(&e->stop)) {
+    /* a lease to keep: the campaign broadcasts cv when it sets one */
     pthread_mutex_lock(&e->mu);
+    while (!atomic_load(&e->stop) && (!e->lease || atomic_load(&e->lease_lost)))
+      pthread_cond_wait(&e->cv, &e->mu);
     int64_t lease = e->lease;
     pthread_mutex_unlock(&e->mu);
-    if (!lease || atomic_load(&e->lease_lost)) {
-      wait_ms(e, HOLD_CHECK_MS);
-      continue;
-    }
+    if (atomic_load(&e->stop)) break;
     int64_t t0 = clock_mono_ms();
     cJSON *b = obj(), *r = NULL;
     err_t err;
@@ -311,18 +336,24 @@ static void *keepalive_main(void *arg) {
         wake(e);
       }
     } else {
-      next = RETRY_MS; /* keep-alive is idempotent: try again soon */
+      next = RETRY_MS; /* backoff: the keep-alive failed; it is idempotent, try again soon */
     }
     cJSON_Delete(r);
-    int64_t left = t0 + next - clock_mono_ms();
-    if (left > 0) wait_ms(e, left);
+    /* the next renewal's time; sooner when the lease changes or the elector stops */
+    struct timespec ts = clock_after_us(CLOCK_MONOTONIC, (t0 + next - clock_mono_ms()) * 1000);
+    pthread_mutex_lock(&e->mu);
+    while (!atomic_load(&e->stop) && e->lease == lease &&
+           pthread_cond_timedwait(&e->cv, &e->mu, &ts) != ETIMEDOUT) {
+    }
+    pthread_mutex_unlock(&e->mu);
   }
-  etcd__conn_free(c);
   return NULL;
 }
 
-/* How many candidates' keys are under the election now (-1: etcd did not answer). */
-static int count_candidates(etcd_elect *e, etcd_conn *c) {
+/* How many candidates' keys are under the election now (-1: etcd did not answer), *rev the
+ * revision of the answer. */
+static int count_candidates(etcd_elect *e, etcd_conn *c, int64_t *rev) {
+  *rev = 0;
   char *key = malloc(strlen(e->prefix) + 2);
   if (!key) return -1;
   sprintf(key, "%s/", e->prefix);
@@ -335,6 +366,7 @@ static int count_candidates(etcd_elect *e, etcd_conn *c) {
       cJSON_AddTrueToObject(b, "count_only"))
     f = etcd__post(c, "/v3/kv/range", b, OBSERVE_TIMEOUT_MS, &e->stop, &r, &err);
   int n = f == ETCD_OK ? (int)etcd__i64(r, "count") : -1;
+  if (f == ETCD_OK) *rev = etcd__i64(cJSON_GetObjectItemCaseSensitive(r, "header"), "revision");
   cJSON_Delete(b);
   cJSON_Delete(r);
   free(end);
@@ -342,45 +374,118 @@ static int count_candidates(etcd_elect *e, etcd_conn *c) {
   return n;
 }
 
+/* Reads the leader, then the candidates' count: the revision to watch from (the leader's
+ * answer's; without a leader the count's, when it found no candidate either), 0 when etcd did
+ * not answer or a candidate came between the two reads (read again). */
+static int64_t read_leader(etcd_elect *e, etcd_conn *c) {
+  cJSON *b = obj(), *r = NULL;
+  err_t err;
+  err_clear(&err);
+  etcd_fail f = ETCD_NOT_SENT;
+  if (b && etcd__add_b64(b, "name", e->prefix))
+    f = etcd__post(c, "/v3/election/leader", b, OBSERVE_TIMEOUT_MS, &e->stop, &r, &err);
+  cJSON_Delete(b);
+  int64_t rev = 0;
+  if (f == ETCD_OK) {
+    etcd_answered(e);
+    etcd_leader ld;
+    etcd__leader(r, &ld);
+    rev = ld.at_rev;
+    pthread_mutex_lock(&e->mu);
+    snprintf(e->leader_addr, sizeof e->leader_addr, "%s", ld.addr ? ld.addr : "");
+    /* another key leads at a revision after we were elected: we are not the leader */
+    if (e->my_key && ld.at_rev >= e->my_rev && ld.key && strcmp(ld.key, e->my_key) != 0) {
+      atomic_store(&e->not_me, true);
+      pthread_cond_broadcast(&e->cv);
+    }
+    pthread_mutex_unlock(&e->mu);
+    free(ld.addr);
+  } else if (f == ETCD_REFUSED) { /* "election: no leader" */
+    etcd_answered(e);
+    rev = -1; /* the count's below */
+    pthread_mutex_lock(&e->mu);
+    e->leader_addr[0] = '\0';
+    pthread_mutex_unlock(&e->mu);
+  }
+  cJSON_Delete(r);
+  if (rev == 0) return 0;
+  int64_t count_rev = 0;
+  int n = count_candidates(e, c, &count_rev);
+  if (n >= 0) atomic_store(&e->candidates, n);
+  if (rev < 0) return n == 0 ? count_rev : 0;
+  return rev;
+}
+
+/* The observer's watch while it runs. */
+typedef struct watching {
+  etcd_elect *e;
+  bool failed; /* etcd answered an error, or cancelled the watch for another reason than a
+                * compaction */
+} watching;
+
+/* A message of the observer's watch: false (end the watch, read again) on a change under the
+ * prefix, a cancel (a compaction past the revision watched from: read again) or an error. */
+static bool on_watch(void *arg, const cJSON *m) {
+  watching *w = arg;
+  const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "result");
+  if (!cJSON_IsObject(r)) {
+    w->failed = true;
+    return false;
+  }
+  etcd_answered(w->e);
+  if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "canceled"))) {
+    w->failed = etcd__i64(r, "compact_revision") <= 0;
+    return false;
+  }
+  return cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r, "events")) == 0;
+}
+
+/* Watches the election's keys from revision from until the first change: true when a change
+ * (or a compaction, or reread) ended it, false when the stream failed, etcd refused the watch
+ * or it ran out its time. */
+static bool watch_election(etcd_elect *e, etcd_conn *c, int64_t from, int64_t timeout_ms) {
+  char *key = malloc(strlen(e->prefix) + 2);
+  if (!key) return false;
+  sprintf(key, "%s/", e->prefix);
+  char *end = etcd__prefix_end(key);
+  cJSON *b = obj(), *cr = obj();
+  bool ok = end && b && cr && etcd__add_b64(cr, "key", key) &&
+            etcd__add_b64(cr, "range_end", end) && etcd__add_i64(cr, "start_revision", from);
+  free(end);
+  free(key);
+  if (ok) {
+    cJSON_AddItemToObject(b, "create_request", cr);
+    cr = NULL;
+  }
+  cJSON_Delete(cr);
+  err_t err;
+  err_clear(&err);
+  etcd_fail f = ETCD_NOT_SENT;
+  watching w = {.e = e};
+  if (ok) f = etcd__stream(c, "/v3/watch", b, timeout_ms, &e->reread, on_watch, &w, &err);
+  cJSON_Delete(b);
+  return f == ETCD_OK && !w.failed;
+}
+
 static void *observe_main(void *arg) {
   etcd_elect *e = arg;
-  etcd_conn *c = etcd__conn_new(e->endpoints);
-  if (!c) return NULL;
-  for (unsigned round = 0; !atomic_load(&e->stop); round++) {
-    if (round % COUNT_EVERY_ROUNDS == 0) {
-      int n = count_candidates(e, c);
-      if (n >= 0) atomic_store(&e->candidates, n);
+  etcd_conn *c = e->c_observe;
+  while (!atomic_load(&e->stop)) {
+    atomic_store(&e->reread, false);
+    int64_t rev = read_leader(e, c);
+    if (rev <= 0) {
+      wait_ms(e, RETRY_MS); /* backoff: a read failed (or raced a candidate), try it again */
+      continue;
     }
-    cJSON *b = obj(), *r = NULL;
-    err_t err;
-    err_clear(&err);
-    etcd_fail f = ETCD_NOT_SENT;
-    if (b && etcd__add_b64(b, "name", e->prefix))
-      f = etcd__post(c, "/v3/election/leader", b, OBSERVE_TIMEOUT_MS, &e->stop, &r, &err);
-    cJSON_Delete(b);
-    if (f == ETCD_OK) {
-      etcd_answered(e);
-      etcd_leader ld;
-      etcd__leader(r, &ld);
-      pthread_mutex_lock(&e->mu);
-      snprintf(e->leader_addr, sizeof e->leader_addr, "%s", ld.addr ? ld.addr : "");
-      /* another key leads at a revision after we were elected: we are not the leader */
-      if (e->my_key && ld.at_rev >= e->my_rev && ld.key && strcmp(ld.key, e->my_key) != 0) {
-        atomic_store(&e->not_me, true);
-        pthread_cond_broadcast(&e->cv);
-      }
-      pthread_mutex_unlock(&e->mu);
-      free(ld.addr);
-    } else if (f == ETCD_REFUSED) { /* "election: no leader" */
-      etcd_answered(e);
-      pthread_mutex_lock(&e->mu);
-      e->leader_addr[0] = '\0';
-      pthread_mutex_unlock(&e->mu);
-    }
-    cJSON_Delete(r);
-    wait_ms(e, OBSERVE_EVERY_MS);
+    /* from the revision read on, so that no change is missed between the read and the watch.
+     * Without a lease no keep-alive shows etcd answering: the watch then ends after TTL/3 and
+     * the read again does (election_ok). */
+    pthread_mutex_lock(&e->mu);
+    bool leased = e->lease != 0;
+    pthread_mutex_unlock(&e->mu);
+    if (!watch_election(e, c, rev + 1, leased ? -1 : e->ttl_ms / 3) && !atomic_load(&e->stop))
+      wait_ms(e, RETRY_MS); /* backoff: the watch failed or timed out, read and watch again */
   }
-  etcd__conn_free(c);
   return NULL;
 }
 
@@ -389,6 +494,11 @@ static void *observe_main(void *arg) {
 static err_code etcd_start(elect *base, err_t *err) {
   etcd_elect *e = (etcd_elect *)base;
   if (e->started) return ERR_OK;
+  if (!e->c_campaign) e->c_campaign = etcd__conn_new(e->endpoints);
+  if (!e->c_keepalive) e->c_keepalive = etcd__conn_new(e->endpoints);
+  if (!e->c_observe) e->c_observe = etcd__conn_new(e->endpoints);
+  if (!e->c_campaign || !e->c_keepalive || !e->c_observe)
+    return err_set(err, ERR_INTERNAL, "election: out of memory");
   if (pthread_create(&e->th_keepalive, NULL, keepalive_main, e) != 0)
     return err_set(err, ERR_INTERNAL, "cannot start the keep-alive thread");
   if (pthread_create(&e->th_observe, NULL, observe_main, e) != 0) {
@@ -480,12 +590,16 @@ static void etcd_free(elect *base) {
   etcd_resign(base);
   atomic_store(&e->stop, true);
   atomic_store(&e->term_over, true);
+  atomic_store(&e->reread, true);
   wake(e);
   if (e->started) {
     pthread_join(e->th_campaign, NULL);
     pthread_join(e->th_keepalive, NULL);
     pthread_join(e->th_observe, NULL);
   }
+  etcd__conn_free(e->c_campaign);
+  etcd__conn_free(e->c_keepalive);
+  etcd__conn_free(e->c_observe);
   pthread_cond_destroy(&e->cv);
   pthread_mutex_destroy(&e->mu);
   free(e->my_key);

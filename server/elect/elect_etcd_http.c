@@ -1,6 +1,6 @@
-/* elect_etcd_http.c — POST JSON to etcd's v3 gateway with libcurl (multi interface, so a wait
- * can be cut short by an abort flag within ~20 ms), the reply read by etcd__reply
- * (elect_etcd_parse.c). */
+/* elect_etcd_http.c — POST JSON to etcd's v3 gateway with libcurl (multi interface: a call waits
+ * in curl_multi_poll for its socket, its deadline or curl_multi_wakeup, so etcd__conn_wake cuts a
+ * wait short at once), the reply read by etcd__reply (elect_etcd_parse.c). */
 #include "elect_etcd_http.h"
 #include "elect_etcd_parse.h"
 
@@ -16,7 +16,7 @@
 
 #define MAX_ENDPOINTS 8
 #define MAX_REPLY (1024 * 1024)
-#define POLL_SLICE_MS 20
+#define POLL_MAX_MS (3600 * 1000) /* a wait without a deadline, in int-sized pieces */
 #define CONNECT_TIMEOUT_MS 1000
 
 struct etcd_conn {
@@ -114,6 +114,10 @@ fail:
   return NULL;
 }
 
+void etcd__conn_wake(etcd_conn *c) {
+  if (c && c->multi) curl_multi_wakeup(c->multi);
+}
+
 void etcd__conn_free(etcd_conn *c) {
   if (!c) return;
   if (c->easy) curl_easy_cleanup(c->easy);
@@ -181,8 +185,9 @@ etcd_fail etcd__post(etcd_conn *c, const char *path, const cJSON *body, int64_t 
       fail = ETCD_UNKNOWN;
       break;
     }
+    /* until the socket is ready, curl's own timer, the deadline or etcd__conn_wake */
     int64_t wait = deadline - now;
-    if (wait > POLL_SLICE_MS) wait = POLL_SLICE_MS;
+    if (wait > POLL_MAX_MS) wait = POLL_MAX_MS;
     curl_multi_poll(c->multi, NULL, 0, (int)wait, NULL);
   }
   long status = 0;
@@ -204,15 +209,16 @@ etcd_fail etcd__post(etcd_conn *c, const char *path, const cJSON *body, int64_t 
   return etcd__reply(c->reply.p ? c->reply.p : "", c->reply.n, status, out, err);
 }
 
-etcd_fail etcd__stream(etcd_conn *c, const char *path, const cJSON *body, const atomic_bool *abort,
-                       etcd_stream_fn on_message, void *arg, err_t *err) {
+etcd_fail etcd__stream(etcd_conn *c, const char *path, const cJSON *body, int64_t timeout_ms,
+                       const atomic_bool *abort, etcd_stream_fn on_message, void *arg,
+                       err_t *err) {
   c->on_message = on_message;
   c->on_message_arg = arg;
   c->stream_stopped = false;
   cJSON *first = NULL;
   err_t e;
   err_clear(&e);
-  etcd_fail f = etcd__post(c, path, body, -1, abort, &first, &e);
+  etcd_fail f = etcd__post(c, path, body, timeout_ms, abort, &first, &e);
   cJSON_Delete(first);
   bool stopped = c->stream_stopped;
   c->on_message = NULL;

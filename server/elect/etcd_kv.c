@@ -27,6 +27,12 @@ etcd_kv *etcd_kv_open(const char *endpoints) {
   return kv;
 }
 
+void etcd_kv_wake(etcd_kv *kv) {
+  if (!kv) return;
+  etcd__conn_wake(kv->w);
+  etcd__conn_wake(kv->c);
+}
+
 void etcd_kv_close(etcd_kv *kv) {
   if (!kv) return;
   if (kv->c && kv->w) pthread_mutex_destroy(&kv->mu);
@@ -224,7 +230,7 @@ err_code etcd_kv_watch(etcd_kv *kv, const char *prefix, int64_t start_rev, etcd_
   err_clear(&w.err);
   err_t e;
   err_clear(&e);
-  etcd_fail f = etcd__stream(kv->w, "/v3/watch", b, stop, on_watch_message, &w, &e);
+  etcd_fail f = etcd__stream(kv->w, "/v3/watch", b, -1, stop, on_watch_message, &w, &e);
   cJSON_Delete(b);
   *next_rev = w.next_rev;
   if (w.canceled && w.compacted) {

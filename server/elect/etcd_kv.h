@@ -25,6 +25,10 @@ etcd_kv *etcd_kv_open(const char *endpoints);
 /* Closes the connections (a watch running must have ended). NULL is fine. */
 void etcd_kv_close(etcd_kv *kv);
 
+/* Wakes a watch waiting on its stream so that it sees its stop flag now (set the flag first).
+ * Any thread; NULL is fine. */
+void etcd_kv_wake(etcd_kv *kv);
+
 /* Reads key. ERR_OK with *value owned (free; NULL when the key does not exist), *len its
  * length and *mod_rev its revision (0 when absent); ERR_UNAVAILABLE when etcd did not answer. */
 err_code etcd_kv_get(etcd_kv *kv, const char *key, int64_t timeout_ms, char **value,
@@ -54,7 +58,7 @@ typedef bool (*etcd_kv_event_fn)(void *arg, const char *key, const char *value, 
 
 /* Watches every key starting with prefix from revision start_rev (etcd 3.4's POST /v3/watch,
  * a stream of JSON lines) on the watch's own connection, calling fn for each change in order,
- * until stop becomes true or fn returns false (ERR_OK), or etcd ends the watch:
+ * until stop is true once woken (etcd_kv_wake) or fn returns false (ERR_OK), or etcd ends the watch:
  *  - compacted past start_rev: ERR_OK with *compacted = the compaction's revision (re-read the
  *    keys, then watch again from there);
  *  - the stream fails (etcd stopped, the connection lost): ERR_UNAVAILABLE.

@@ -149,6 +149,7 @@ static atomic_uint_fast64_t g_resolved[N_OUTCOMES];
 static const char *const store_kinds[] = {"unavailable", "timeout", "conflict", "error"};
 #define N_STORE_KINDS (sizeof store_kinds / sizeof store_kinds[0])
 static atomic_uint_fast64_t g_store_errors[MG][N_STORE_KINDS];
+static atomic_uint_fast64_t g_store_connects;
 
 static atomic_bool g_leader = true;
 static atomic_uint_fast64_t g_epoch;
@@ -205,6 +206,10 @@ void metrics_store_error_g(int group, const char *kind) {
   size_t i = 0;
   while (i < N_STORE_KINDS - 1 && strcmp(kind, store_kinds[i]) != 0) i++;
   atomic_fetch_add_explicit(&g_store_errors[group_ix(group)][i], 1, memory_order_relaxed);
+}
+
+void metrics_store_connected(void) {
+  atomic_fetch_add_explicit(&g_store_connects, 1, memory_order_relaxed);
 }
 
 void metrics_store_error(const char *kind) {
@@ -335,6 +340,11 @@ static const family FAMILIES[] = {
      "Waiting BeginStep calls answered ABORTED because their wait ran out.",
      NULL,
      {{NULL, &g_wait_timeouts}}},
+    {"idem_store_connects_total",
+     "counter",
+     "PostgreSQL connections this process opened (every store, every group).",
+     NULL,
+     {{NULL, &g_store_connects}}},
     {"idem_replay_cache_lookups_total",
      "counter",
      "BeginSteps looked up in the leader's replay cache, by result.",

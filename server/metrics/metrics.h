@@ -81,6 +81,9 @@ void metrics_resolved(int outcome);
  * "conflict" (retries exhausted) or "error" (an SQL error). */
 void metrics_store_error(const char *kind);
 
+/* A store opened a PostgreSQL connection (idem_store_connects_total). */
+void metrics_store_connected(void);
+
 /* The leader/epoch gauges (single node: leader, epoch 0). */
 void metrics_set_leader(bool leader, uint64_t epoch);
 

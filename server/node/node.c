@@ -20,6 +20,7 @@
 #include "../reaper/reaper.h"
 #include "../rpc/rpc.h"
 #include "../store/store.h"
+#include "../store/store_pool.h"
 #include "../util/clock.h"
 #include "../util/log.h"
 #include "node_elect.h"
@@ -67,6 +68,8 @@ typedef struct node_group {
   coord_ctx coord;
   reaper *reaper;
   policy_cache *policies; /* the group's own policies, read from its store */
+  store_pool *plain;      /* with several groups: one unfenced store kept open, for the policy
+                             changes any node writes in every group (rpc and console share it) */
 } node_group;
 
 struct node {
@@ -427,6 +430,27 @@ static node_result start_policies(node *nd) {
   return NODE_RUNNING;
 }
 
+static void undo_plain(node *nd) {
+  for (size_t i = 0; i < nd->n_groups; i++) {
+    store_pool_free(nd->groups[i].plain);
+    nd->groups[i].plain = NULL;
+  }
+}
+
+/* With several groups, each group's pool of one unfenced store (opened on first use, then kept:
+ * a policy change is no new connection). */
+static node_result start_plain(node *nd) {
+  for (size_t i = 0; nd->n_groups > 1 && i < nd->n_groups; i++) {
+    node_group *g = &nd->groups[i];
+    if (!(g->plain = store_pool_new(1, open_pg, (void *)g->conninfo))) {
+      log_kv(LOG_ERROR, "out of memory", (const char *)NULL);
+      undo_plain(nd);
+      return NODE_FAILED;
+    }
+  }
+  return NODE_RUNNING;
+}
+
 static void undo_cache(node *nd) {
   for (size_t i = 0; i < nd->n_groups; i++) {
     replay_cache_free(nd->groups[i].cache);
@@ -703,8 +727,7 @@ static node_result start_rpc(node *nd) {
       g->coord.owns_slot = owns_slot;
       g->coord.owns_arg = g;
     }
-    groups[i] =
-        (rpc_group){g->name, &g->coord, g->el, open_fenced, g, open_pg, (void *)g->conninfo};
+    groups[i] = (rpc_group){g->name, &g->coord, g->el, open_fenced, g, g->plain};
   }
   rpc_config rc = {
       .listen = o->listen,
@@ -887,10 +910,8 @@ static node_result start_console(node *nd) {
   }
   console_group groups[OPT_LIST_MAX];
   for (size_t i = 0; i < nd->n_groups; i++) /* copied by console_start */
-    groups[i] = (console_group){nd->groups[i].name,  &nd->groups[i].coord,
-                                nd->groups[i].el,    open_fenced,
-                                &nd->groups[i],      open_pg,
-                                (void *)nd->groups[i].conninfo};
+    groups[i] = (console_group){nd->groups[i].name, &nd->groups[i].coord, nd->groups[i].el,
+                                open_fenced,        &nd->groups[i],       nd->groups[i].plain};
   console_config cc = {.address = o->console,
                        .coord = &nd->groups[0].coord,
                        .open_store = open_fenced,
@@ -948,6 +969,7 @@ node_result node_start(const idem_options *o, const sigset_t *sigs, node **out, 
       {migrate, NULL},
       {start_slots, undo_slots},
       {start_policies, undo_policies},
+      {start_plain, undo_plain},
       {start_cache, undo_cache},
       {start_waiters, undo_waiters},
       {start_batcher, undo_batcher},

@@ -27,6 +27,10 @@ static err_code kv_watch(void *arg, const char *prefix, int64_t start_rev, slots
   return etcd_kv_watch(arg, prefix, start_rev, fn, fn_arg, stop, next_rev, compacted, err);
 }
 
+static void kv_wake(void *arg) {
+  etcd_kv_wake(arg);
+}
+
 slots_result node_slots_start(const idem_options *o, etcd_kv *kv, slot_service **out, char *msg,
                               size_t cap) {
   const char *names[OPT_LIST_MAX];
@@ -36,7 +40,8 @@ slots_result node_slots_start(const idem_options *o, etcd_kv *kv, slot_service *
                     .create = kv_create,
                     .swap = kv_swap,
                     .put = kv_put,
-                    .watch = kv_watch};
+                    .watch = kv_watch,
+                    .wake = kv_wake};
   slots_config c = {.slots = (uint32_t)o->slots,
                     .groups = names,
                     .n_groups = o->n_groups,

@@ -19,6 +19,7 @@
 #include "../slots/slot_service.h"
 #include "../slots/slotmove.h"
 #include "../store/store.h"
+#include "../store/store_pool.h"
 #include "../util/err.h"
 
 typedef struct rpc_server rpc_server;
@@ -31,10 +32,10 @@ typedef struct rpc_group {
   elect *elector; /* NULL: always the leader */
   store *(*open_store)(void *arg);
   void *open_store_arg;
-  /* an unfenced store on the group's database, for what any node may write there: policies
-   * (docs/api.md §17: written to every group). NULL: policies go to groups[0] only */
-  store *(*open_plain)(void *arg);
-  void *open_plain_arg;
+  /* unfenced stores on the group's database, kept open (store_pool.h), for what any node may
+   * write there: policies (docs/api.md §17: written to every group). NULL: policies go to
+   * groups[0] only */
+  store_pool *plain;
 } rpc_group;
 
 /* Which group serves a call: the index into rpc_config.groups of the slot of (tenant, id), or

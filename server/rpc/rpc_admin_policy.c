@@ -31,55 +31,28 @@ static err_code copy_name(const char *field, const char *v, char *dst, size_t ca
 }
 
 /* docs/api.md §17: a policy change made in the first group (checked there) is written to every
- * other group's store too, through an unfenced store (any node may: a policy is configuration,
- * last write wins). A group that cannot take it fails the call UNAVAILABLE naming it; the others
- * keep the change, and a repeat converges. Set: p; delete: del. */
-static err_code to_other_groups(const rpc_req *rq, const policy *p,
-                                const Idem__V1__DeletePolicyRequest *del, err_t *err) {
+ * other group's store too (coord_set_policy_groups), through the group's pooled unfenced store
+ * (rpc_group.plain: kept open, shared by the workers). Set: p; delete: del. */
+static err_code everywhere(const rpc_req *rq, const policy *p,
+                           const Idem__V1__DeletePolicyRequest *del, policy *out, bool *deleted,
+                           err_t *err) {
   const rpc_server *srv = rq->srv;
-  char failed[160] = "";
-  err_t first;
-  err_clear(&first);
-  for (size_t g = 1; g < srv->n_groups; g++) {
-    const rpc_group *grp = &srv->groups[g].g;
-    if (!grp->open_plain) continue;
-    store *st = grp->open_plain(grp->open_plain_arg);
-    err_t e;
-    err_clear(&e);
-    err_code rc;
-    if (!st) {
-      rc = err_oom(&e);
-    } else if (p) {
-      policy out;
-      rc = coord_set_policy(grp->coord, st, rq->tenant, p, rq->deadline, &out, &e);
-    } else {
-      bool deleted = false;
-      rc = coord_delete_policy(grp->coord, st, rq->tenant, del->service, del->operation,
-                               rq->deadline, &deleted, &e);
-    }
-    store_close(st);
-    if (rc != ERR_OK && !failed[0]) {
-      snprintf(failed, sizeof failed, "%s", grp->name);
-      first = e;
-    }
+  coord_group_view g[RPC_GROUPS_MAX];
+  store_pool *from[RPC_GROUPS_MAX];
+  size_t n = 0;
+  g[n] = (coord_group_view){srv->n_groups ? srv->groups[0].g.name : "", rq->coord, rq->st};
+  from[n++] = NULL;
+  for (size_t i = 1; i < srv->n_groups && n < RPC_GROUPS_MAX; i++) {
+    const rpc_group *grp = &srv->groups[i].g;
+    if (!grp->plain) continue;
+    from[n] = grp->plain;
+    g[n++] = (coord_group_view){grp->name, grp->coord, store_pool_get(grp->plain)};
   }
-  if (!failed[0]) return ERR_OK;
-  return err_fail(err, ERR_UNAVAILABLE, first.reason,
-                  "group %s: %s (the other groups took the change: repeat it to converge)", failed,
-                  first.msg);
-}
-
-/* After the first group answered rc: a refusal of the change itself ends the call; a first
- * group that is down does not stop the others taking it (the call then fails naming it). */
-static err_code first_then_others(const rpc_req *rq, err_code rc, const policy *p,
-                                  const Idem__V1__DeletePolicyRequest *del, err_t *err) {
-  if (rq->srv->n_groups < 2 || (rc != ERR_OK && rc != ERR_UNAVAILABLE)) return rc;
-  err_t first = *err;
-  err_code orc = to_other_groups(rq, p, del, err);
-  if (rc == ERR_OK) return orc;
-  return err_fail(err, ERR_UNAVAILABLE, first.reason,
-                  "group %s: %s (the other groups took the change: repeat it to converge)",
-                  rq->srv->groups[0].g.name, first.msg);
+  err_code rc = p ? coord_set_policy_groups(g, n, rq->tenant, p, rq->deadline, out, err)
+                  : coord_delete_policy_groups(g, n, rq->tenant, del->service, del->operation,
+                                               rq->deadline, deleted, err);
+  for (size_t i = 1; i < n; i++) store_pool_put(from[i], g[i].st);
+  return rc;
 }
 
 err_code rpc__set_policy(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c, err_t *err) {
@@ -95,8 +68,8 @@ err_code rpc__set_policy(const rpc_req *rq, const ProtobufCMessage *in, rpc_call
   p.lease_ms = req->lease_ms;
   p.key_retention_s = req->key_retention_s;
   policy out;
-  rc = coord_set_policy(rq->coord, rq->st, rq->tenant, &p, rq->deadline, &out, err);
-  if ((rc = first_then_others(rq, rc, &p, NULL, err)) != ERR_OK) return rc;
+  bool unused = false;
+  if ((rc = everywhere(rq, &p, NULL, &out, &unused, err)) != ERR_OK) return rc;
   Idem__V1__Policy resp;
   policy_to_pb(&out, &resp);
   return rpc__call_reply(c, &resp.base, err);
@@ -106,9 +79,9 @@ err_code rpc__delete_policy(const rpc_req *rq, const ProtobufCMessage *in, rpc_c
                             err_t *err) {
   const Idem__V1__DeletePolicyRequest *req = (const Idem__V1__DeletePolicyRequest *)in;
   bool deleted = false;
-  err_code rc = coord_delete_policy(rq->coord, rq->st, rq->tenant, req->service, req->operation,
-                                    rq->deadline, &deleted, err);
-  if ((rc = first_then_others(rq, rc, NULL, req, err)) != ERR_OK) return rc;
+  policy unused;
+  err_code rc = everywhere(rq, NULL, req, &unused, &deleted, err);
+  if (rc != ERR_OK) return rc;
   Idem__V1__DeletePolicyResponse resp = IDEM__V1__DELETE_POLICY_RESPONSE__INIT;
   resp.deleted = deleted;
   return rpc__call_reply(c, &resp.base, err);

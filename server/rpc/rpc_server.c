@@ -222,8 +222,8 @@ void rpc_shutdown(void) {
 
 /* The groups of cfg (one made of coord, elector and open_store when none is given), copied. */
 static bool copy_groups(rpc_server *s, const rpc_config *cfg) {
-  rpc_group one = {"default",           cfg->coord, cfg->elector, cfg->open_store,
-                   cfg->open_store_arg, NULL,       NULL};
+  rpc_group one = {"default", cfg->coord, cfg->elector, cfg->open_store, cfg->open_store_arg,
+                   NULL};
   const rpc_group *g = cfg->n_groups ? cfg->groups : &one;
   size_t n = cfg->n_groups ? cfg->n_groups : 1;
   s->groups = calloc(n, sizeof *s->groups);

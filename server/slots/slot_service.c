@@ -110,6 +110,7 @@ void slot_service_stop(slot_service *s) {
   if (!s) return;
   atomic_store(&s->stop, true);
   slot_service_kick(s);
+  if (s->etcd.wake) s->etcd.wake(s->etcd.arg);
   if (s->watching) pthread_join(s->watcher, NULL);
   slots_view_release(s->cur);
   for (size_t i = 0; i < SS_RESULTS; i++) free(s->results[i].json);

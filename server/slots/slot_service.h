@@ -46,6 +46,8 @@ typedef struct slots_etcd {
   err_code (*watch)(void *arg, const char *prefix, int64_t start_rev, slots_watch_fn fn,
                     void *fn_arg, const atomic_bool *stop, int64_t *next_rev, int64_t *compacted,
                     err_t *err);
+  /* wakes a watch so that it sees its stop flag now (may be NULL: none waits long) */
+  void (*wake)(void *arg);
 } slots_etcd;
 
 typedef struct slots_config {

@@ -403,6 +403,7 @@ err_code pg__connect(pg_store *s, int64_t deadline, err_t *err) {
   if (PQsetnonblocking(c, 1) != 0) return connect_failed(s, PQerrorMessage(c), err);
   PQsetErrorVerbosity(c, PQERRORS_DEFAULT);
   s->connect_failures = 0;
+  metrics_store_connected();
   return ERR_OK;
 }
 

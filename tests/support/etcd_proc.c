@@ -61,6 +61,30 @@ int etcd_count_prefix(const etcd_proc *e, const char *prefix) {
   return c ? atoi(c + 9) : 0; /* zero values are omitted */
 }
 
+double etcd_metric(const etcd_proc *e, const char *name, const char *label) {
+  char url[128], out[] = "/tmp/idem-etcdm-XXXXXX";
+  snprintf(url, sizeof url, "%s/metrics", e->url);
+  int fd = mkstemp(out);
+  if (fd < 0) return -1;
+  close(fd);
+  const char *argv[] = {"curl", "-sf", "-m", "3", "-o", out, url, NULL};
+  int rc = spawn_run(argv, &(spawn_opts){.log = "/dev/null"}, 10000);
+  FILE *f = fopen(out, "r");
+  double sum = rc == 0 && f ? 0 : -1;
+  char line[1024];
+  size_t n = strlen(name);
+  while (sum >= 0 && f && fgets(line, sizeof line, f)) {
+    if (strncmp(line, name, n) != 0 || (line[n] != '{' && line[n] != ' ')) continue;
+    char *v = strrchr(line, ' '); /* the value, after the labels */
+    if (!v) continue;
+    *v = '\0';
+    if (!label[0] || strstr(line, label)) sum += strtod(v + 1, NULL);
+  }
+  if (f) fclose(f);
+  unlink(out);
+  return sum;
+}
+
 bool etcd_put(const etcd_proc *e, const char *key, const char *value) {
   char k[512], v[4096], body[4700], url[128];
   b64(key, k, sizeof k);

@@ -29,6 +29,11 @@ int etcd_count_prefix(const etcd_proc *e, const char *prefix);
 /* Writes key = value (short texts) through the JSON gateway; false when etcd did not take it. */
 bool etcd_put(const etcd_proc *e, const char *key, const char *value);
 
+/* The sum of etcd's own /metrics samples named name whose labels contain label (may be ""),
+ * e.g. ("grpc_server_handled_total", "grpc_method=\"Leader\""): the calls etcd answered; -1 when
+ * etcd did not answer. */
+double etcd_metric(const etcd_proc *e, const char *name, const char *label);
+
 /* A free loopback TCP port (bound and released). */
 int etcd_free_port(void);
 
