@@ -57,13 +57,15 @@ typedef struct elect_ops {
   err_code (*start)(elect *e, err_t *err);
   /* Fills *out; never blocks on the network. */
   void (*status)(elect *e, elect_status *out);
-  /* Steps down at once and stops campaigning: serving stops before the call returns, then the
-   * leader key is resigned and the lease revoked (each bounded by about one second). For
-   * SIGTERM. Idempotent. */
+  /* Steps down at once and stops campaigning: serving stops first, then the calls admitted in
+   * the term are let finish (on_stepping_down, the etcd elector), then the leader key is
+   * resigned and the lease revoked (each bounded by about one second). For SIGTERM.
+   * Idempotent. */
   void (*resign)(elect *e);
-  /* Ends the term this node serves now (stops serving at once, its key goes) and campaigns
-   * again behind the other candidates: hands the election to the next node. Nothing when not
-   * serving. For balancing groups among nodes (docs/api.md §17). */
+  /* Ends the term this node serves now (stops serving at once, lets the calls admitted in the
+   * term finish as resign does, then its key goes) and campaigns again behind the other
+   * candidates: hands the election to the next node. Nothing when not serving. For balancing
+   * groups among nodes (docs/api.md §17). */
   void (*yield)(elect *e);
   /* Stops the threads (resigning first if needed) and frees e. NULL is fine. */
   void (*free)(elect *e);
@@ -119,6 +121,15 @@ typedef struct elect_etcd_config {
    * flag is up (elect_is_leader true), so that work waiting for the leadership starts now */
   void (*on_serving)(void *arg);
   void *on_serving_arg;
+  /* may be NULL: called when this node ends a term it served on purpose (resign, yield), after
+   * serving stopped (no new call is admitted) and before its key and lease go (no other node
+   * can be elected yet), on the thread that ends it. It waits, bounded by itself (about a
+   * second at most), for the calls admitted in the term to be answered, so that their store
+   * transactions have committed before the next leader fences the store: a fence of a release
+   * that ends a former leader's open transactions at once (0.1.0's) then finds none. Not called
+   * when the term ends otherwise (lease lost, another leader, no keep-alive in time). */
+  void (*on_stepping_down)(void *arg);
+  void *on_stepping_down_arg;
 } elect_etcd_config;
 
 /* Creates the etcd elector (no network yet: elect_start begins). NULL with err filled on a bad

@@ -54,6 +54,8 @@ typedef struct etcd_elect {
   void *on_elected_arg;
   void (*on_serving)(void *arg);
   void *on_serving_arg;
+  void (*on_stepping_down)(void *arg);
+  void *on_stepping_down_arg;
 
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -63,6 +65,7 @@ typedef struct etcd_elect {
   bool freed_resign_done;
 
   atomic_bool stop;      /* free: every thread ends */
+  atomic_bool resigning; /* resign began (its calls may still be finishing): no new term */
   atomic_bool resigned;  /* no more campaigning */
   atomic_bool term_over; /* abort flag of the current term's campaign */
   atomic_bool yield_req; /* end this term and campaign again, behind the others */
@@ -111,13 +114,23 @@ static bool within_deadline(etcd_elect *e, int64_t now) {
   return now < atomic_load(&e->last_ack_ms) + e->ttl_ms - e->margin_ms;
 }
 
+#define YIELDED "yielded the group to another node" /* term_end_reason's word for a yield */
+
+/* A term this node served ends on purpose: serving has stopped; the calls admitted in it are
+ * let finish before the key goes (elect_etcd_config.on_stepping_down). */
+static void stepping_down(etcd_elect *e) {
+  if (e->on_stepping_down) e->on_stepping_down(e->on_stepping_down_arg);
+}
+
 /* Why the current term cannot go on (NULL: it can). */
 static const char *term_end_reason(etcd_elect *e) {
   if (atomic_load(&e->stop)) return "stopping";
   if (atomic_load(&e->resigned)) return "resigned";
+  /* resign lets the term's calls finish (serving stopped already): the term ends after that */
+  if (atomic_load(&e->resigning)) return NULL;
   if (atomic_load(&e->lease_lost)) return "lease gone at etcd";
   if (atomic_load(&e->not_me)) return "another node leads";
-  if (atomic_load(&e->yield_req)) return "yielded the group to another node";
+  if (atomic_load(&e->yield_req)) return YIELDED;
   if (!within_deadline(e, clock_mono_ms())) return "no keep-alive acknowledged in time";
   return NULL;
 }
@@ -145,6 +158,7 @@ static bool revoke(etcd_conn *c, int64_t lease, const atomic_bool *abort) {
  * the next try when etcd does not answer). */
 static void end_term(etcd_elect *e, etcd_conn *c, const char *why) {
   bool was = atomic_exchange(&e->serving, false);
+  if (was && strcmp(why, YIELDED) == 0) stepping_down(e); /* the key is still ours meanwhile */
   atomic_store(&e->term_over, true);
   pthread_mutex_lock(&e->mu);
   int64_t lease = e->lease;
@@ -187,7 +201,7 @@ static const char *hold(etcd_elect *e) {
 static void *campaign_main(void *arg) {
   etcd_elect *e = arg;
   etcd_conn *c = e->c_campaign;
-  while (!atomic_load(&e->stop) && !atomic_load(&e->resigned)) {
+  while (!atomic_load(&e->stop) && !atomic_load(&e->resigned) && !atomic_load(&e->resigning)) {
     err_t err;
     err_clear(&err);
     /* an ended term's lease first: while its key lives, it may still hold the election */
@@ -228,7 +242,7 @@ static void *campaign_main(void *arg) {
     e->lease = lease;
     pthread_cond_broadcast(&e->cv); /* the keep-alive thread takes it up */
     pthread_mutex_unlock(&e->mu);
-    if (atomic_load(&e->resigned) || atomic_load(&e->stop)) {
+    if (atomic_load(&e->resigned) || atomic_load(&e->resigning) || atomic_load(&e->stop)) {
       end_term(e, c, "resigned");
       break;
     }
@@ -547,8 +561,11 @@ static void etcd_yield(elect *base) {
 
 static void etcd_resign(elect *base) {
   etcd_elect *e = (etcd_elect *)base;
-  if (atomic_exchange(&e->resigned, true)) return;
-  atomic_store(&e->serving, false); /* before anything else: no new call is served */
+  if (atomic_exchange(&e->resigning, true)) return;
+  /* before anything else: no new call is served; then the calls admitted in the term finish
+   * while the key is still ours, so that no other node is elected (and fences) meanwhile */
+  if (atomic_exchange(&e->serving, false)) stepping_down(e);
+  atomic_store(&e->resigned, true);
   atomic_store(&e->term_over, true);
   wake(e);
   pthread_mutex_lock(&e->mu);
@@ -650,6 +667,8 @@ elect *elect_etcd_new(const elect_etcd_config *cfg, err_t *err) {
   e->on_elected_arg = cfg->on_elected_arg;
   e->on_serving = cfg->on_serving;
   e->on_serving_arg = cfg->on_serving_arg;
+  e->on_stepping_down = cfg->on_stepping_down;
+  e->on_stepping_down_arg = cfg->on_stepping_down_arg;
   if (!e->endpoints || !e->prefix || !e->node_id || !e->advertise) {
     etcd_free(&e->base);
     err_oom(err);

@@ -46,6 +46,9 @@
  * for DRAIN_QUIET_MS, at most DRAIN_QUIET_MAX_MS, before gRPC's shutdown (rpc_server_quiesce) */
 #define DRAIN_QUIET_MS 150
 #define DRAIN_QUIET_MAX_MS 1000
+/* A group's term that ends on purpose (resign, yield) first lets the calls admitted in it be
+ * answered, at most this long, before its key goes (stepping_down) */
+#define STEP_DOWN_WAIT_MS 1000
 
 typedef void (*node_undo_fn)(node *nd);
 
@@ -92,6 +95,7 @@ struct node {
   balance *balance;   /* with etcd and several groups: at most ceil(G/N) groups led here */
   mover *mover;       /* with etcd and several groups: moves of slots (docs/api.md §18) */
   pthread_rwlock_t mover_lock; /* MoveSlots's calls into the mover (read) and its stop (write) */
+  pthread_rwlock_t rpc_lock;   /* an elector's stepping_down on rpc (read) and its free (write) */
   rpc_server *rpc;
   metrics_endpoint *metrics;
   console *console;
@@ -560,6 +564,25 @@ static void leading_now(void *arg) {
   if (nd->slots) slot_service_kick(nd->slots);
 }
 
+/* A group's term here ends on purpose (SIGTERM's resign, the balancer's yield) and serving has
+ * stopped: the calls admitted in it are answered, their store transactions committed, before
+ * its key goes, at most STEP_DOWN_WAIT_MS. So the next leader's fence finds none of them open,
+ * whatever its release (0.1.0's ends a former leader's open transactions at once). */
+static void stepping_down(void *arg) {
+  node_group *g = arg;
+  node *nd = g->nd;
+  int64_t t0 = clock_mono_ms();
+  pthread_rwlock_rdlock(&nd->rpc_lock);
+  bool settled = !nd->rpc || rpc_server_settle(nd->rpc, g->index, STEP_DOWN_WAIT_MS);
+  pthread_rwlock_unlock(&nd->rpc_lock);
+  char ms[24];
+  snprintf(ms, sizeof ms, "%lld", (long long)(clock_mono_ms() - t0));
+  log_kv(settled ? LOG_INFO : LOG_WARN,
+         settled ? "stepping down: every call of the term answered"
+                 : "stepping down with calls of the term still unanswered",
+         "group", g->name, "waited_ms", ms, (const char *)NULL);
+}
+
 /* The elector (single node or etcd), not yet campaigning. */
 static node_result start_elector(node *nd) {
   const idem_options *o = nd->o;
@@ -576,7 +599,9 @@ static node_result start_elector(node *nd) {
                             .pg = g->conninfo,
                             .epoch = &g->epoch,
                             .on_serving = leading_now,
-                            .on_serving_arg = nd};
+                            .on_serving_arg = nd,
+                            .on_stepping_down = stepping_down,
+                            .on_stepping_down_arg = g};
     err_t err;
     err_clear(&err);
     if (!(g->el = node_elect_new(&ec, &g->fence, &err))) {
@@ -705,8 +730,10 @@ static void undo_rpc(node *nd) {
   for (size_t i = 0; i < nd->n_groups; i++) /* waiting calls are answered before the drain */
     coord_waiters_close(nd->groups[i].waiters);
   rpc_server_stop(nd->rpc); /* drain: finish the calls in flight */
+  pthread_rwlock_wrlock(&nd->rpc_lock); /* no elector's stepping_down is in it now */
   rpc_server_free(nd->rpc);
   nd->rpc = NULL;
+  pthread_rwlock_unlock(&nd->rpc_lock);
   rpc_shutdown();
 }
 
@@ -959,6 +986,7 @@ node_result node_start(const idem_options *o, const sigset_t *sigs, node **out, 
   }
   nd->o = o;
   pthread_rwlock_init(&nd->mover_lock, NULL);
+  pthread_rwlock_init(&nd->rpc_lock, NULL);
   nd->sigs = sigs;
   nd->msg = msg;
   nd->msg_n = n;
@@ -1008,5 +1036,6 @@ void node_stop(node *nd) {
   if (!nd) return;
   while (nd->n_undo > 0) nd->undo[--nd->n_undo](nd);
   pthread_rwlock_destroy(&nd->mover_lock);
+  pthread_rwlock_destroy(&nd->rpc_lock);
   free(nd);
 }

@@ -45,7 +45,9 @@ elect *node_elect_new(const node_elect_cfg *c, node_fence *fence, err_t *err) {
                           .on_elected = on_elected,
                           .on_elected_arg = fence,
                           .on_serving = fence->on_serving,
-                          .on_serving_arg = fence->on_serving_arg};
+                          .on_serving_arg = fence->on_serving_arg,
+                          .on_stepping_down = fence->on_stepping_down,
+                          .on_stepping_down_arg = fence->on_stepping_down_arg};
   elect *el = elect_etcd_new(&ec, err);
   if (!el && err && err->code == ERR_OK) err_oom(err);
   return el;

@@ -24,6 +24,8 @@ typedef struct node_fence {
   _Atomic uint64_t *epoch; /* what the node's stores write under */
   void (*on_serving)(void *arg); /* NULL: none; the elector's on_serving (elect.h) */
   void *on_serving_arg;
+  void (*on_stepping_down)(void *arg); /* NULL: none; the elector's on_stepping_down (elect.h) */
+  void *on_stepping_down_arg;
 } node_fence;
 
 typedef struct node_elect_cfg {

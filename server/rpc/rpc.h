@@ -134,6 +134,14 @@ int rpc_server_port(const rpc_server *s);
  * end (no polling). Returns how long it waited (ms). */
 int64_t rpc_server_quiesce(rpc_server *s, int64_t quiet_ms, int64_t max_ms);
 
+/* After this node stopped serving group (its elector's serving flag is down: no call is
+ * admitted as its leader any more): waits until every call admitted as the group's leader
+ * before that has been answered (its store work done: a step's transaction committed or rolled
+ * back), at most max_ms. A call is counted before its leadership check and uncounted when its
+ * answer is sent, so none admitted is missed. A wait on an event (the last answer signals it).
+ * True when none is left. Thread-safe; s may be NULL (true). */
+bool rpc_server_settle(rpc_server *s, size_t group, int64_t max_ms);
+
 /* Drains: GOAWAY to every client and no new connection (gRPC core's graceful shutdown), then
  * waits until every call in flight has been answered and every connection is closed, at most
  * the drain timeout (rpc_config.drain_timeout_ms); after it, cancels what is left, closes the

@@ -191,7 +191,24 @@ static void add_text_trailer(rpc_call *c, const char *key, const char *text) {
   c->n_trailing++;
 }
 
+/* One call less in group g's admitted count; rpc_server_settle is told when it was the last. */
+static void uncount(rpc_server *srv, rpc_group_rt *g) {
+  if (atomic_fetch_sub(&g->admitted, 1) == 1 && atomic_load(&srv->settling) > 0) {
+    pthread_mutex_lock(&srv->mu);
+    pthread_cond_broadcast(&srv->settled);
+    pthread_mutex_unlock(&srv->mu);
+  }
+}
+
+/* A call admitted as a group's leader is answered: uncounted. */
+static void unled(rpc_call *c) {
+  if (!c->led) return;
+  uncount(c->srv, &c->srv->groups[c->led - 1]);
+  c->led = 0;
+}
+
 void rpc__call_finish(rpc_call *c, const err_t *e) {
+  unled(c); /* its handler's work is done: a step's transaction committed or rolled back */
   err_t internal;
   err_code code = e->code;
   const char *msg = e->msg;
@@ -303,6 +320,21 @@ static bool routed(const rpc_server *srv, const rpc_method *m) {
   return srv->n_groups > 1 && (m->route || m->group_md);
 }
 
+/* Whether this node leads group g (elector el) and admits c as its leader: counted in the
+ * group's admitted calls BEFORE the check, so that rpc_server_settle, which reads the count after
+ * serving stopped, either sees c or c sees the node no longer leading. Uncounted again when not
+ * (or when c is answered: unled). */
+static bool lead(rpc_call *c, size_t g, elect *el) {
+  rpc_group_rt *gr = &c->srv->groups[g];
+  atomic_fetch_add(&gr->admitted, 1);
+  if (elect_is_leader(el, NULL)) {
+    c->led = (int)g + 1;
+    return true;
+  }
+  uncount(c->srv, gr);
+  return false;
+}
+
 /* Fills err with a refusal by a node that does not lead (elector's view of the leader). */
 static void not_leader(elect *elector, err_t *err) {
   err_fail(err, ERR_UNAVAILABLE, ERR_R_NOT_LEADER, "not the leader");
@@ -351,7 +383,7 @@ static bool admit(rpc_call *c, const rpc_method *m, char *tenant, size_t cap, er
                        ERR_OK) {
     /* refused: err says why */
   } else if (c->srv->elector && leader_only(m) && !routed(c->srv, m) &&
-             !elect_is_leader(c->srv->elector, NULL)) {
+             !lead(c, 0, c->srv->elector)) {
     not_leader(c->srv->elector, err);
   } else if (c->payload && grpc_byte_buffer_length(c->payload) > c->srv->max_recv_bytes) {
     /* docs/api.md §5: over the limit is INVALID_ARGUMENT, checked before anything is unpacked */
@@ -420,7 +452,7 @@ static bool route_call(rpc_call *c, const rpc_method *m, const ProtobufCMessage 
     }
     c->group = g;
     elect *el = srv->groups[g].g.elector;
-    if (el && !elect_is_leader(el, NULL)) {
+    if (el && !lead(c, (size_t)g, el)) {
       not_leader(el, err);
       return false;
     }
@@ -429,11 +461,11 @@ static bool route_call(rpc_call *c, const rpc_method *m, const ProtobufCMessage 
     if (g < 0) return false;
     c->group = g;
     elect *el = srv->groups[g].g.elector;
-    if (el && !elect_is_leader(el, NULL)) {
+    if (el && !lead(c, (size_t)g, el)) {
       not_leader(el, err);
       return false;
     }
-  } else if (routed(srv, m) && srv->elector && !elect_is_leader(srv->elector, NULL)) {
+  } else if (routed(srv, m) && srv->elector && !lead(c, 0, srv->elector)) {
     not_leader(srv->elector, err); /* not routed by its message: the first group's leader */
     return false;
   }

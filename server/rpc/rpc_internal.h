@@ -147,6 +147,7 @@ struct rpc_call {
   /* idem-leader and idem-group, or idem-retry-after-ms; idem-reason, idem-detail, idem-hint */
   grpc_metadata trailing[5];
   int group;                 /* the group the call was routed to (0 when not routed) */
+  int led; /* 1 + the group whose leader admitted the call (counted in its admitted), 0: none */
   size_t n_trailing;
   int cancelled;
   /* a call that may wait (see the top of this file): the early close batch's tag, the batches
@@ -199,6 +200,8 @@ typedef struct rpc_group_rt {
   _Atomic bool ping_ok;
   _Atomic int64_t ping_ms;
   atomic_flag pinging;
+  /* calls admitted as this group's leader and not yet answered (rpc_server_settle) */
+  _Atomic long admitted;
 } rpc_group_rt;
 
 struct rpc_server {
@@ -237,6 +240,8 @@ struct rpc_server {
   _Atomic int64_t last_call_ms; /* when the last call arrived (monotonic): rpc_server_quiesce */
   atomic_bool quiescing;         /* rpc_server_quiesce waits: an arrival signals arrived */
   pthread_cond_t arrived;        /* with mu */
+  _Atomic int settling;          /* rpc_server_settle waits: a group's last admitted call signals */
+  pthread_cond_t settled;        /* with mu */
   int64_t drain_timeout_ms;
   bool require_tenant;
   _Atomic size_t reply_bytes; /* encoded replies not yet sent (RPC_REPLY_BUFFER_MAX) */

@@ -167,6 +167,7 @@ static void free_server(rpc_server *s) {
   free(s->node_id);
   free(s->address);
   pthread_cond_destroy(&s->arrived);
+  pthread_cond_destroy(&s->settled);
   pthread_cond_destroy(&s->cv);
   pthread_mutex_destroy(&s->mu);
   free(s);
@@ -264,6 +265,7 @@ rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err) {
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv, NULL);
   pthread_cond_init(&s->arrived, NULL);
+  pthread_cond_init(&s->settled, NULL);
   atomic_init(&s->quiescing, false);
   atomic_init(&s->shutting_down, false);
   atomic_init(&s->reply_bytes, 0);
@@ -409,6 +411,24 @@ int64_t rpc_server_quiesce(rpc_server *s, int64_t quiet_ms, int64_t max_ms) {
   pthread_mutex_unlock(&s->mu);
   atomic_store(&s->quiescing, false);
   return now - t0;
+}
+
+bool rpc_server_settle(rpc_server *s, size_t group, int64_t max_ms) {
+  if (!s || group >= s->n_groups) return true;
+  rpc_group_rt *g = &s->groups[group];
+  int64_t give_up = clock_mono_ms() + max_ms;
+  atomic_fetch_add(&s->settling, 1); /* before the count is read: the last answer signals */
+  pthread_mutex_lock(&s->mu);
+  for (;;) {
+    int64_t left = give_up - clock_mono_ms();
+    if (atomic_load(&g->admitted) <= 0 || left <= 0) break;
+    struct timespec ts = clock_after_us(CLOCK_REALTIME, left * 1000);
+    pthread_cond_timedwait(&s->settled, &s->mu, &ts);
+  }
+  bool settled = atomic_load(&g->admitted) <= 0;
+  pthread_mutex_unlock(&s->mu);
+  atomic_fetch_sub(&s->settling, 1);
+  return settled;
 }
 
 static bool wait_notified(rpc_server *s, int64_t timeout_ms) {

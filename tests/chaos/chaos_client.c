@@ -57,8 +57,12 @@ static uint32_t rnd(ctx *x, uint32_t n) { /* xorshift64*, uniform enough for a w
   return (uint32_t)((x->rng * 2685821657736338717ULL) >> 33) % n;
 }
 
+/* A non-OK answer: its code, and the coordinator's reason word when it gave one (idem-reason:
+ * lower-case words and '-', nothing to escape). */
 static void answer_error(hist_line *l, int rc, const idem_error *e) {
-  if (rc != IDEM_OK) hist_str(l, "error", hist_code_name(rc));
+  if (rc == IDEM_OK) return;
+  hist_str(l, "error", hist_code_name(rc));
+  if (e->reason[0]) hist_str(l, "reason", e->reason);
 }
 
 /* The generation's global ids; false when BeginSaga failed (the round is skipped). */

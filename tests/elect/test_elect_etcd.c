@@ -1,6 +1,7 @@
 /* The etcd elector against a real etcd this test starts (loopback, temp data dir): one leader
  * at a time, epochs that only grow, keep-alives while leading, hand-over on resign, fail-closed
- * when etcd dies, recovery when it returns, fencing before serving. TTL 2 s throughout. */
+ * when etcd dies, recovery when it returns, fencing before serving, and a term ended on purpose
+ * (yield, resign) letting its calls finish before another node can lead. TTL 2 s throughout. */
 #include <criterion/criterion.h>
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -300,6 +301,99 @@ Test(elect_etcd, the_observer_watches_instead_of_asking, .fini = fini, .timeout 
   printf("observer: the resigned node saw the new leader after %" PRId64 " ms\n",
          clock_mono_ms() - t0);
   elect_free(els[0]);
+  elect_free(els[1]);
+  etcd_stop(&ep);
+  live_etcd = NULL;
+}
+
+/* What a node's on_stepping_down saw: it holds the term's end this long (the calls admitted in
+ * it being answered) and watches the other elector meanwhile. */
+typedef struct step_down_cb {
+  elect *self, *other;
+  atomic_int calls;
+  atomic_bool self_served;  /* this node was still serving during the hook */
+  atomic_bool other_led;    /* the other node led during the hook: the key went too early */
+  int hold_ms;
+} step_down_cb;
+
+static void on_stepping_down(void *arg) {
+  step_down_cb *s = arg;
+  atomic_fetch_add(&s->calls, 1);
+  int64_t until = clock_mono_ms() + s->hold_ms;
+  while (clock_mono_ms() < until) {
+    if (elect_is_leader(s->self, NULL)) atomic_store(&s->self_served, true);
+    if (s->other && elect_is_leader(s->other, NULL)) atomic_store(&s->other_led, true);
+    nap(5);
+  }
+}
+
+static elect *node_stepping(const etcd_proc *e, const char *prefix, const char *name,
+                            step_down_cb *s) {
+  elect_etcd_config cfg = {.endpoints = e->url,
+                           .prefix = prefix,
+                           .node_id = name,
+                           .advertise = name,
+                           .ttl_s = TTL,
+                           .on_stepping_down = on_stepping_down,
+                           .on_stepping_down_arg = s};
+  err_t err;
+  err_clear(&err);
+  elect *el = elect_etcd_new(&cfg, &err);
+  cr_assert(el, "elect_etcd_new: %s", err.msg);
+  cr_assert_eq(elect_start(el, &err), ERR_OK, "%s", err.msg);
+  return el;
+}
+
+/* A yield and a resign stop serving at once, then hold the key while on_stepping_down lets the
+ * term's calls finish (here 400 ms), and only then let the other node lead: so no other node's
+ * fence can meet a commit of the term (docs/internals.md, "Handing a group over"). */
+Test(elect_etcd, yield_and_resign_let_the_terms_calls_finish_before_the_key_goes, .fini = fini,
+     .timeout = 60) {
+  static etcd_proc ep; /* static: fini may stop it after a failed assertion */
+  etcd_start(&ep);
+  live_etcd = &ep;
+  char prefix[96];
+  unique_prefix(prefix, sizeof prefix);
+  static step_down_cb sa, sb; /* static: read by the electors' threads until they are freed */
+  sa.hold_ms = sb.hold_ms = 400;
+  elect *els[2] = {node_stepping(&ep, prefix, "127.0.0.1:4001", &sa), NULL};
+  sa.self = els[0];
+  cr_assert_eq(wait_one_leader(els, 1, 5000), 0, "the only candidate leads");
+  els[1] = node_stepping(&ep, prefix, "127.0.0.1:4002", &sb);
+  sb.self = els[1];
+  sa.other = els[1];
+  sb.other = els[0];
+  nap(300); /* the second one campaigns behind the first */
+
+  int64_t t0 = clock_mono_ms();
+  elect_yield(els[0]); /* asks: the elector's own thread ends the term */
+  while (elect_is_leader(els[0], NULL)) {
+    cr_assert_lt(clock_mono_ms() - t0, 1000, "still serving 1 s after the yield");
+    nap(1);
+  }
+  cr_assert_eq(wait_one_leader(els, 2, 3000), 1, "the other node did not lead after the yield");
+  int64_t took = clock_mono_ms() - t0;
+  printf("yield: hook called %d time(s), the other node led after %" PRId64 " ms\n",
+         atomic_load(&sa.calls), took);
+  cr_assert_eq(atomic_load(&sa.calls), 1, "on_stepping_down once for the yield");
+  cr_assert_not(atomic_load(&sa.self_served), "still serving while the term's calls finished");
+  cr_assert_not(atomic_load(&sa.other_led), "the other node led before the term's calls finished");
+  cr_assert_geq(took, 400, "the key went before on_stepping_down returned (%" PRId64 " ms)", took);
+
+  nap(300); /* the first one campaigns again, behind */
+  t0 = clock_mono_ms();
+  elect_resign(els[1]);
+  took = clock_mono_ms() - t0;
+  cr_assert_not(elect_is_leader(els[1], NULL), "serving stops before resign returns");
+  cr_assert_eq(atomic_load(&sb.calls), 1, "on_stepping_down once for the resign");
+  cr_assert_not(atomic_load(&sb.other_led), "the other node led before the term's calls finished");
+  cr_assert_eq(wait_one_leader(els, 2, 3000), 0, "the first node did not lead after the resign");
+  printf("resign: returned after %" PRId64 " ms\n", took);
+  elect_resign(els[1]); /* idempotent: no second hook */
+  cr_assert_eq(atomic_load(&sb.calls), 1);
+  sa.other = NULL;
+  elect_free(els[0]); /* it leads: free resigns, the hook once more */
+  cr_assert_eq(atomic_load(&sa.calls), 2, "on_stepping_down when free resigns a served term");
   elect_free(els[1]);
   etcd_stop(&ep);
   live_etcd = NULL;

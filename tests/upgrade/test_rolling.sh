@@ -19,12 +19,27 @@
 # history: 0 violations (no acknowledged completion lost, no second PROCEED of an attempt, ...).
 # Printed: each restart's drain and serve-again times, the calls answered during it and those that
 # failed (a transient error libidem's retries did not absorb) or whose outcome the client cannot
-# know, and the checker's summary and figures. Fails on a violation, a node that does not start or stop cleanly, a missing warning,
-# a call that failed with a transient error, or an answer lost (outcome unknown) in the restarts
-# where every node that takes a group over runs this release (up-n2: n1 takes both, then the
-# new n2 one back; its fence lets the other's commits end; docs/internals.md, "The drain"). In
-# up-n1, down-n2 and down-n1 a node of the previous release takes a group over (after the drain,
-# or from the balancer's yield), and its fence ends a commit under way: counted, not checked.
+# know (a lost answer), and the checker's summary and figures. Each restart has two parts: its
+# drain (from SIGTERM until the node serves again: the drained node's groups go to the other
+# node) and its rebalance (until each node leads one group: the balancer's yield hands one
+# back); a call belongs to the part it was invoked in. Fails on a violation, a node that does
+# not start or stop cleanly, a missing warning, a call that failed with a transient error
+# anywhere, or a lost answer in a rebalance where this release hands the group over or takes it:
+#   up-n1 rebalance   (0.1.0's n2 yields to the new n1, whose fence lets n2's commits end)
+#   up-n2 rebalance   (the new n1 yields to the new n2)
+#   down-n2 rebalance (the new n1 yields one group to 0.1.0's n2)
+# The drains of this release (down-n2, down-n1) are counted, not checked yet: 2 of 4 runs saw one
+# unknown outcome in down-n2's drain (a CompleteStep refused finished-differently, a ResolveStep
+# refused not-resolvable, each repeated within 25 ms after a lost try on the draining node);
+# what lost that try is not pinned yet.
+# A node of this release that hands a group over lets the calls it admitted be answered (their
+# commits done) before its key goes, so no fence, not even 0.1.0's that ends a former leader's
+# open transactions at once, finds one (docs/internals.md, "The drain"). Also counted, not
+# checked, where only the previous release acts: up-n1 drain (0.1.0's n1 to 0.1.0's n2), up-n2 drain
+# (0.1.0's n2 shuts gRPC down without waiting for its clients to move: calls that reach it after
+# are CANCELLED unhandled, and a repeat elsewhere refused, e.g. FAILED_PRECONDITION
+# fingerprint-mismatch, leaves the caller an unknown outcome), down-n1 rebalance (0.1.0's n2
+# yields to 0.1.0's n1: 0.1.0's yield does not wait and its fence ends the commits under way).
 set -euo pipefail
 build=$(cd "${1:?build dir}" && pwd)
 root=${IDEM_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -188,7 +203,7 @@ restart() {
   wait_balanced
   t_end=$(now_ms)
   printf '{"t":%s,"fault":"%s","phase":"end","target":"%s"}\n' "$t_end" "$kind" "$n" >>"$work/faults.jsonl"
-  restarts+=("$kind $n $t_start $t_end")
+  restarts+=("$kind $n $t_start $t_up $t_end")
   echo "$kind: $n drained in $drain_ms ms, served again after $((t_up - t_start)) ms, groups balanced after $((t_end - t_start)) ms"
 }
 
@@ -247,20 +262,25 @@ with open(sys.argv[1], "w") as out:
         out.write(line)
 PY
 
-# calls that failed during each restart (answered within it): `failed` = a transient error libidem's
+# calls invoked during each restart's drain or rebalance: `failed` = a transient error libidem's
 # retries did not absorb (UNAVAILABLE, DEADLINE_EXCEEDED, ...); `unknown` = an answer whose outcome
-# the client cannot know (history type info: a try was sent and its answer lost, e.g. on the
-# draining node, and the retry was refused, FAILED_PRECONDITION, because the first may have acted)
+# the client cannot know (history type info: a try was sent and its answer lost, and no later try
+# settled it; e.g. a repeat refused with ABORTED "in progress", which cannot tell whether the first
+# try began the step): a lost answer
 served=0
 /usr/bin/python3 - "$work/history.jsonl" "${restarts[@]}" <<'PY' || served=$?
 import json, sys
-windows = [r.split() for r in sys.argv[2:]]
+windows = [r.split() for r in sys.argv[2:]]  # kind node t_start t_up t_end
 transient = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "INTERNAL", "UNKNOWN", "CANCELLED", "RESOURCE_EXHAUSTED"}
+# the parts where this release hands the groups over or takes them (the comment at the top)
+checked = [("up-n1", "rebalance"), ("up-n2", "rebalance"), ("down-n2", "rebalance")]
+parts = [(w[0], p) for w in windows for p in ("drain", "rebalance")]
 def blank():
     return {"calls": 0, "ok": 0, "failed": {}, "unknown": {}}
-stats = {w[0]: blank() for w in windows}
+stats = {k: blank() for k in parts}
 total = blank()
-pending = set()
+invoked = {}  # process -> its pending call's invoke time
+lost = []
 def add(s, o):
     s["calls"] += 1
     s["ok"] += o["type"] == "ok"
@@ -273,46 +293,53 @@ with open(sys.argv[1]) as f:
     for line in f:
         o = json.loads(line)
         if o["type"] == "invoke":
-            pending.add(o["process"])
+            invoked[o["process"]] = o["t"]
             continue
-        if o["process"] not in pending:
+        ti = invoked.pop(o["process"], None)
+        if ti is None:
             continue
-        pending.discard(o["process"])
         add(total, o)
-        for kind, node, t0, t1 in windows:
-            if int(t0) <= o["t"] <= int(t1):
-                add(stats[kind], o)
+        for kind, node, t0, tup, t1 in windows:
+            if int(t0) <= ti <= int(t1):
+                part = "drain" if ti < int(tup) else "rebalance"
+                add(stats[(kind, part)], o)
+                if o["type"] == "info":
+                    lost.append(f"{kind} {part}: invoked at {ti:.3f}: {line.strip()}")
 def words(d):
     return "%d%s" % (sum(d.values()), " (" + ", ".join(f"{k} {v}" for k, v in sorted(d.items())) + ")" if d else "")
-for kind, node, t0, t1 in windows:
-    s = stats[kind]
-    print(f"rolling: {kind}: {(int(t1) - int(t0)) / 1000:.1f} s, {s['calls']} calls answered, {s['ok']} ok,"
-          f" failed {words(s['failed'])}, outcome unknown {words(s['unknown'])}")
+def merged(a, b):
+    return {k: a.get(k, 0) + b.get(k, 0) for k in set(a) | set(b)}
+for kind, node, t0, tup, t1 in windows:
+    d, r = stats[(kind, "drain")], stats[(kind, "rebalance")]
+    print(f"rolling: {kind}: {(int(t1) - int(t0)) / 1000:.1f} s, {d['calls'] + r['calls']} calls,"
+          f" {d['ok'] + r['ok']} ok, failed {words(merged(d['failed'], r['failed']))},"
+          f" outcome unknown: drain {words(d['unknown'])}, rebalance {words(r['unknown'])}")
 print(f"rolling: the whole run: {total['calls']} calls answered, {total['ok']} ok,"
       f" failed {words(total['failed'])}, outcome unknown {words(total['unknown'])}")
+for l in lost:
+    print("rolling: outcome unknown in " + l)
+count = {k: sum(stats[k]["unknown"].values()) for k in parts}
+print("rolling: lost answers in a rebalance where this release hands the group over or takes it (checked): "
+      + ", ".join(f"{k} {p} {count[(k, p)]}" for k, p in checked))
+print("rolling: lost answers in the drains, and where only the previous release acts (counted): "
+      + ", ".join(f"{k} {p} {count[(k, p)]}" for k, p in parts if (k, p) not in checked))
 # the other node served while one restarted (the first new node's migrations included)
-if any(stats[w[0]]["ok"] == 0 for w in windows):
+if any(stats[(w[0], "drain")]["ok"] + stats[(w[0], "rebalance")]["ok"] == 0 for w in windows):
     sys.exit(1)
 # no call failed with a transient error: a draining node answers what it took and sends the rest
 # elsewhere, and libidem retries what gRPC killed (docs/upgrading.md, "What to watch")
 if total["failed"]:
     sys.exit(2)
-# no answer lost where the node taking the groups over runs this release: its fence lets the
-# drained node's commits end before it ends anything (docs/internals.md, "The drain"): up-n2
-# only (n1, new, takes both groups; the new n2 takes one back). In the other three a node of the
-# previous release takes a group over, whose fence ends a commit under way: counted above, not
-# checked.
-new_fence = [w[0] for w in windows if w[0] == "up-n2"]
-lost = {k: sum(stats[k]["unknown"].values()) for k in new_fence}
-# counted, not checked: a CI run saw 2 (FAILED_PRECONDITION 2) in up-n2 after the fence's fix,
-# cause not yet pinned (issue 50 stays open on it); integration_test_drain checks 0
-print("rolling: outcome unknown where the node taking over runs this release (counted, not checked): "
-      + ", ".join(f"{k} {v}" for k, v in lost.items()))
+# no answer lost where this release hands a group over or takes one: the node that hands it over
+# lets its admitted calls be answered before its key goes, and a taker's fence of this release
+# lets a former leader's commits end before it ends anything (docs/internals.md, "The drain")
+if any(count[k] for k in checked):
+    sys.exit(3)
 sys.exit(0)
 PY
 [ "$served" != 1 ] || fail "a restart during which no call was answered ok (the other node did not serve)"
 [ "$served" != 2 ] || fail "calls failed with a transient error that libidem's retries did not absorb"
-[ "$served" != 3 ] || fail "answers lost (outcome unknown) while a node of this release took the groups over"
+[ "$served" != 3 ] || fail "answers lost (outcome unknown) where a node of this release handed a group over or took one"
 [ "$served" = 0 ] || fail "the figures could not be computed (exit $served)"
 
 st=0
