@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "idem/v1/slot.h"
+#include "idem_build_version.h"
 #include "idem_internal.h"
 
 #define UNARY(c, m, req, T, timeout, out, err) \

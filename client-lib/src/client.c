@@ -20,6 +20,7 @@
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
 
+#include "idem_build_version.h"
 #include "idem_internal.h"
 
 #define DEFAULT_DEADLINE_MS 2000
