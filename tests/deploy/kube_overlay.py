@@ -14,6 +14,7 @@ thing it changed. What podman 4.3 does not play, and what stands in for it:
   secretKeyRef IDEM_PG     the value (the test's database)
   grpc probes              podman 4.3 has no grpc probe (and runs no readiness or startup probe):
                            left out; the test asks grpc.health.v1 itself, as the kubelet would
+  container ports          left out: podman refuses port mappings on the host network
   pod securityContext      runAsUser/runAsGroup copied to the container (podman reads them there)
 
 Usage: kube_overlay.py MANIFEST_DIR IMAGE ETCD_URL PG_URL FILES_DIR PORT0 PORT1
@@ -59,6 +60,8 @@ def main():
         psc = spec.get("securityContext", {})
         (c,) = spec["containers"]
         c["image"] = image
+        if c.pop("ports", None) is not None and i == 0:
+            note("container ports left out (podman maps no ports on the host network)")
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
             if c.pop(probe, None) is not None and i == 0:
                 note(f"{probe} (grpc) left out: podman 4.3 has none; the test asks grpc.health.v1")
