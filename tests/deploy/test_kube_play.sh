@@ -47,7 +47,7 @@ etcd_pid=$!
 
 p0=$(free_port) p1=$(free_port)
 addr=("127.0.0.1:$p0" "127.0.0.1:$p1")
-token=op-$$-$RANDOM
+token=kube-operator-$$-$RANDOM-token # 16 to 256 characters (docs/security.md)
 export IDEM_OVERLAY_TOKENS="$token default operator
 "
 /usr/bin/python3 "$src/tests/deploy/kube_overlay.py" "$src/deploy/kubernetes" "$image" \
