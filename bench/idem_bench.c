@@ -55,6 +55,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "idem_build_version.h"
 
 static const char *const workload_names[] = {"pairs", "replay", "storm", "saga", "dups"};
 

@@ -18,10 +18,10 @@ set(IDEM_MAN_DIR ${CMAKE_BINARY_DIR}/man)
 if(HELP2MAN)
   add_custom_target(man
     COMMAND ${CMAKE_COMMAND} -E make_directory ${IDEM_MAN_DIR}
-    COMMAND ${HELP2MAN} -N --no-discard-stderr --version-string=${PROJECT_VERSION}
+    COMMAND ${HELP2MAN} -N --no-discard-stderr --version-string=${IDEM_BUILD_VERSION}
             -n "the idem idempotency coordinator for saga steps"
             -o ${IDEM_MAN_DIR}/idem-coordinator.1 $<TARGET_FILE:idem-coordinator>
-    COMMAND ${HELP2MAN} -N --no-discard-stderr --version-string=${PROJECT_VERSION}
+    COMMAND ${HELP2MAN} -N --no-discard-stderr --version-string=${IDEM_BUILD_VERSION}
             -n "incident response for idem: steps, sagas, resolutions, policies, audit"
             -o ${IDEM_MAN_DIR}/idemctl.1 $<TARGET_FILE:idemctl>
     COMMAND gzip -9nf ${IDEM_MAN_DIR}/idem-coordinator.1 ${IDEM_MAN_DIR}/idemctl.1
@@ -33,7 +33,8 @@ install(FILES ${IDEM_MAN_DIR}/idem-coordinator.1.gz ${IDEM_MAN_DIR}/idemctl.1.gz
 
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME idem)
-set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+# the build's version (CMakeLists.txt), "~" for SemVer's "-" so that dpkg sorts a pre-release first
+set(CPACK_PACKAGE_VERSION ${IDEM_DEB_VERSION})
 set(CPACK_PACKAGE_CONTACT "idem maintainers <idem@localhost>")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "idempotency coordinator for saga workflows")
 set(CPACK_DEB_COMPONENT_INSTALL ON)
@@ -58,7 +59,7 @@ set(CPACK_DEBIAN_DEV_PACKAGE_NAME libidem-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 # idem.pc names grpc, libprotobuf-c and libcrypto (Requires.private): pkg-config needs their .pc
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
-  "libidem0 (= ${PROJECT_VERSION}), libgrpc-dev, libprotobuf-c-dev, libssl-dev, pkg-config")
+  "libidem0 (= ${IDEM_DEB_VERSION}), libgrpc-dev, libprotobuf-c-dev, libssl-dev, pkg-config")
 set(CPACK_COMPONENT_DEV_DESCRIPTION
   "C client library of the idem coordinator: development files\n <idem/idem.h>, libidem.so, idem.pc and the CMake package idem::idem.")
 include(CPack)

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "idem/v1/slot.h"
+#include "idem_build_version.h"
 #include "idem_internal.h"
 
 /* One call of the saga id names (NULL = none), retried as how says (NULL = idem__retry_call). */

@@ -3,7 +3,8 @@ IDEM_DEBS="build-essential cmake pkg-config libgrpc-dev protobuf-c-compiler libp
   libpq-dev libinih-dev postgresql postgresql-client libcriterion-dev libssl-dev grpc-proto protobuf-compiler
   python3-grpcio python3-protobuf libmicrohttpd-dev libcjson-dev
   etcd-server libcurl4-openssl-dev openssl patroni python3-h2 iproute2 nftables faketime
-  abi-dumper abi-compliance-checker prometheus curl"
+  abi-dumper abi-compliance-checker prometheus curl
+  mmdebstrap podman runc catatonit"
 # the Java SDK and servlet filter (client-lib/java/deps.sh installs them; built offline with javac
 # against /usr/share/java): JDK 17, gRPC Java 1.41 and what its jars load (Debian's libgrpc-java
 # declares only opencensus: Netty, perfmark and gson are listed here), protobuf-java and the grpc

@@ -1,6 +1,10 @@
 # scripts/lib/release.sh — the releases CHANGELOG.md names, and the previous one built from its
 # commit (docs/upgrading.md). Source it; then:
-#   release_version ROOT            CMake's project(VERSION) of the checkout at ROOT
+#   release_version ROOT            CMake's project(VERSION) of the checkout at ROOT: the newest release
+#   release_build_version ROOT      the version a build of ROOT reports (cmake/idem_version.cmake):
+#                                   release_version at a release (HEAD tagged vX.Y.Z, or no git
+#                                   history of ROOT's own), else X.Y.(Z+1)-dev+<7-digit commit>
+#   release_deb_version ROOT        the same as the Debian packages spell it ("~" for "-")
 #   release_previous ROOT           "VERSION COMMIT" of the newest release in CHANGELOG.md whose
 #                                   version is not ROOT's (the one this checkout is compared with)
 #   release_build ROOT DIR TYPE TARGET...
@@ -12,6 +16,23 @@
 
 release_version() {
   sed -n 's/^project(idem VERSION \([0-9][0-9.]*\) .*/\1/p' "$1/CMakeLists.txt"
+}
+
+release_build_version() {
+  local root=$1 base top major minor patch
+  base=$(release_version "$root")
+  top=$(git -C "$root" rev-parse --show-toplevel 2>/dev/null) || top=""
+  if [ -z "$top" ] || [ "$(realpath "$top")" != "$(realpath "$root")" ] ||
+    git -C "$root" tag --points-at HEAD | grep -qxF "v$base"; then
+    echo "$base"
+    return
+  fi
+  IFS=. read -r major minor patch <<<"$base"
+  echo "$major.$minor.$((patch + 1))-dev+$(git -C "$root" rev-parse --short=7 HEAD)"
+}
+
+release_deb_version() {
+  release_build_version "$1" | tr - '~'
 }
 
 release_previous() {

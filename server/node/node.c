@@ -33,9 +33,7 @@
 #include "node_slots.h"
 #include "../elect/etcd_kv.h"
 
-#ifndef IDEM_VERSION
-#define IDEM_VERSION "0.0.0"
-#endif
+#include "idem_build_version.h"
 
 #define MIGRATE_PATIENCE_MS 60000 /* keep trying to reach Postgres this long at start-up */
 #define MIGRATE_RETRY_MS 1000

@@ -21,9 +21,7 @@
 #include "../reaper/reaper.h"
 #include "../validate/validate.h"
 
-#ifndef IDEM_VERSION
-#define IDEM_VERSION "0.0.0"
-#endif
+#include "idem_build_version.h"
 
 #define F(field) offsetof(idem_options, field)
 #define STR(v) #v

@@ -8,9 +8,7 @@
 #include "idem/v1/coordinator.pb-c.h"
 #include "rpc_internal.h"
 
-#ifndef IDEM_VERSION
-#define IDEM_VERSION "0.0.0"
-#endif
+#include "idem_build_version.h"
 
 /* A store round trip bounded like any store call: min(call deadline, now + store timeout). */
 static bool store_ok(const rpc_req *rq) {
@@ -51,11 +49,17 @@ err_code rpc__get_status(const rpc_req *rq, const ProtobufCMessage *in, rpc_call
 err_code rpc__health_check(const rpc_req *rq, const ProtobufCMessage *in, rpc_call *c, err_t *err) {
   const Grpc__Health__V1__HealthCheckRequest *req =
       (const Grpc__Health__V1__HealthCheckRequest *)in;
+  Grpc__Health__V1__HealthCheckResponse resp = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
+  /* idem.v1.Admin (GetStatus) is served by every node, leader or standby: SERVING while this
+   * process answers at all (a liveness probe; a standby is live) */
+  if (strcmp(req->service, "idem.v1.Admin") == 0) {
+    resp.status = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
+    return rpc__call_reply(c, &resp.base, err);
+  }
   if (req->service[0] && strcmp(req->service, "idem.v1.Coordinator") != 0)
     /* the name is not echoed: it is the caller's text, control bytes and all */
-    return err_set(err, ERR_NOT_FOUND,
-                   "service: unknown (this server reports \"\" and \"idem.v1.Coordinator\")");
-  Grpc__Health__V1__HealthCheckResponse resp = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
+    return err_set(err, ERR_NOT_FOUND, "service: unknown (this server reports \"\", "
+                                       "\"idem.v1.Coordinator\" and \"idem.v1.Admin\")");
   bool leader = !rq->srv->elector || elect_is_leader(rq->srv->elector, NULL);
   for (size_t i = 1; !leader && i < rq->srv->n_groups; i++) /* with groups: leads any */
     leader = elect_is_leader(rq->srv->groups[i].g.elector, NULL);

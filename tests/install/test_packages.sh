@@ -28,11 +28,11 @@ debs=$("$src/scripts/package" 2>"$work/package.log") || { cat "$work/package.log
 # shellcheck disable=SC2086 # one word per file
 dpkg -i $debs >"$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log"; fail "dpkg -i"; }
 echo "installed: $(dpkg-query -W -f='${Package} ${Version}, ' $pkgs)"
-# the version is CMake's (docs/api.md §23), and an upgrade restarts a running unit (postinst)
+# the version is the build's (docs/api.md §23; a dev build's X.Y.Z~dev+COMMIT), and an upgrade restarts a running unit (postinst)
 . "$src/scripts/lib/release.sh"
 for p in $pkgs; do
-  [ "$(dpkg-query -W -f='${Version}' "$p")" = "$(release_version "$src")" ] ||
-    fail "$p is version $(dpkg-query -W -f='${Version}' "$p"), CMake's is $(release_version "$src")"
+  [ "$(dpkg-query -W -f='${Version}' "$p")" = "$(release_deb_version "$src")" ] ||
+    fail "$p is version $(dpkg-query -W -f='${Version}' "$p"), the build's is $(release_deb_version "$src")"
 done
 dpkg-deb -I "$(grep /idem-coordinator_ <<<"$debs")" postinst | grep -q "systemctl try-restart idem-coordinator.service" ||
   fail "idem-coordinator's postinst does not restart the unit on an upgrade"

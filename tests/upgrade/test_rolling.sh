@@ -85,7 +85,7 @@ json_field() { /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.ar
 t0=$SECONDS
 prev=$(release_previous "$root") || fail "no previous release in CHANGELOG.md"
 prev_version=${prev% *}
-new_version=$(release_version "$root")
+new_version=$("$new_coord" --version | awk '{print $2}') # the build's: X.Y.Z or X.Y.(Z+1)-dev+COMMIT
 prev_build=$(release_build "$root" "$build/prev-release" RelWithDebInfo idem-coordinator) ||
   fail "cannot build the previous release $prev"
 old_coord=$prev_build/server/idem-coordinator

@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # tests/upgrade/test_schema_promise.sh COORDINATOR IDEMCTL VERSION — the schema promise
 # (docs/upgrading.md) against a real PostgreSQL ($IDEM_TEST_PG_URL, a database of its own):
-#   1. a node migrates a fresh database; `idemctl status --json` shows VERSION (CMake's) and the
+#   1. a node migrates a fresh database; `idemctl status --json` shows the version the build
+#      reports (VERSION, CMake's, or its dev form: scripts/lib/release.sh) and the
 #      schema it runs on = the newest it knows (N);
 #   2. a newer expansion recorded (version N+1, needs 0: what a newer release's migration writes)
 #      → the node starts, says so in its log, and GetStatus shows schema N+1 of N known;
 #   3. a newer contraction recorded (version N+2, needs N+1) → the node refuses to start: exit 2,
 #      its error naming the schema's version, the version it needs and the node's own.
 set -euo pipefail
-coord=${1:?coordinator} ctl=${2:?idemctl} want=${3:?version}
+coord=${1:?coordinator} ctl=${2:?idemctl} base=${3:?version}
+. "$(cd "$(dirname "$0")/../.." && pwd)/scripts/lib/release.sh"
+want=$(release_build_version "$(cd "$(dirname "$0")/../.." && pwd)")
+case $want in "$base" | *-dev+*) ;; *) echo "test_schema_promise: a build of $base reports $want" >&2; exit 1 ;; esac
 url=${IDEM_TEST_PG_URL:?IDEM_TEST_PG_URL is not set}
 work=$(mktemp -d /tmp/idem-schema.XXXXXX)
 pid=""
@@ -48,7 +52,7 @@ field() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]
 
 # 1. a fresh database
 start node1.log
-[ "$(field version)" = "$want" ] || fail "GetStatus version $(field version), CMake's $want"
+[ "$(field version)" = "$want" ] || fail "GetStatus version $(field version), the build's $want"
 newest=$(field schema_newest)
 [ "$newest" -ge 10 ] || fail "schema_newest $newest"
 [ "$(field schema_version)" = "$newest" ] || fail "schema_version $(field schema_version), newest $newest"

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "idem_build_version.h"
 #include "idemctl.h"
 
 #define GLOBAL_FLAGS \
