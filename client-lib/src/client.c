@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "idem_build_version.h"
 #include "idem_internal.h"
 
 #define DEFAULT_DEADLINE_MS 2000

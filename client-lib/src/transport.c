@@ -18,6 +18,7 @@
 #include <grpc/slice.h>
 #include <grpc/support/time.h>
 
+#include "idem_build_version.h"
 #include "idem_internal.h"
 
 struct idem__transport {
