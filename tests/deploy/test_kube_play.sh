@@ -71,7 +71,7 @@ if [ "$(health "${addr[0]}" "")" = SERVING ]; then lead=0 stand=1; else lead=1 s
 for i in 0 1; do
   c=$(ctr $i)
   [ -n "$c" ] || fail "no container of idem-coordinator-$i"
-  [ "$(pod exec "$c" id -u)" = 10001 ] || fail "$c runs as uid $(pod exec "$c" id -u)"
+  [ "$(pod exec "$c" /usr/bin/id -u)" = 10001 ] || fail "$c runs as uid $(pod exec "$c" /usr/bin/id -u)"
   ! pod exec "$c" sh -c ': >/usr/x' 2>/dev/null || fail "$c's root file system is writable"
   echo "pod $i ($c): uid 10001, read-only root; health idem.v1.Admin $(health "${addr[$i]}" idem.v1.Admin), \"\" $(health "${addr[$i]}" "")"
 done
