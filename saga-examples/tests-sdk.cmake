@@ -7,7 +7,8 @@
 #                             key; each cross-checked table by table
 #   saga_payment_LANG_faults  test_faults' payment cases: kill -9 of the payment at after_begin,
 #                             after_write and after_complete, restart, attempt/fence and cross-check
-# RUN_SERIAL: the builds share client-lib's outputs (client-lib/node/dist, the Go cache, build/java).
+# RESOURCE_LOCK sdk_builds: one at a time of the tests whose builds share client-lib's outputs
+# (client-lib/node/dist, the Go cache, build/java); the C tests run beside them.
 foreach(lang go node java)
   add_test(NAME saga_payment_${lang}
     COMMAND ${IDEM_TEST_RUN} ${CMAKE_SOURCE_DIR}/saga-examples/polyglot/run-scenarios.sh ${CMAKE_BINARY_DIR} ${lang}
@@ -16,7 +17,7 @@ foreach(lang go node java)
     COMMAND ${IDEM_TEST_RUN} ${CMAKE_SOURCE_DIR}/saga-examples/polyglot/run-scenarios.sh ${CMAKE_BINARY_DIR} ${lang}
             $<TARGET_FILE:saga_test_faults> --jobs=2 --filter faults/payment_*)
   set_tests_properties(saga_payment_${lang} saga_payment_${lang}_faults PROPERTIES
-    LABELS sdk TIMEOUT 600 RUN_SERIAL ON)
+    LABELS sdk TIMEOUT 600 RESOURCE_LOCK sdk_builds)
 endforeach()
 # the committed payment-go/shoppb/*.pb.go are what saga-examples/proto generates today
 add_test(NAME saga_payment_go_pb_current COMMAND ${CMAKE_SOURCE_DIR}/saga-examples/payment-go/gen.sh --check)

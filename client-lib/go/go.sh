@@ -14,8 +14,9 @@ shift
 mkdir -p "$build/gopath/src/idem.dev" "$build/gocache"
 link="$build/gopath/src/idem.dev/client"
 if [ "$(readlink "$link" 2>/dev/null)" != "$here" ]; then
-  rm -f "$link"
-  ln -s "$here" "$link"
+  # a new link renamed over the old one: two builds starting at once both succeed
+  ln -sfn "$here" "$link.$$"
+  mv -Tf "$link.$$" "$link"
 fi
 export GO111MODULE=off GOPROXY=off GOFLAGS= GOTOOLCHAIN=local
 export GOPATH="$build/gopath:/usr/share/gocode" GOCACHE="$build/gocache"

@@ -16,4 +16,4 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   npm ci --no-audit --no-fund --loglevel=error >/dev/null
   echo "$want" >"$stamp"
 fi
-npm run --silent build
+flock .build.lock npm run --silent build # test/run.sh builds under the same lock

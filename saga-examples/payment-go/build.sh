@@ -13,7 +13,8 @@ out=${2:-$build/saga-examples/saga-payment-go}
 mkdir -p "$build/go/gopath/src/idem.dev" "$(dirname "$out")"
 link="$build/go/gopath/src/idem.dev/saga-payment"
 if [ "$(readlink "$link" 2>/dev/null)" != "$here" ]; then
-  rm -f "$link"
-  ln -s "$here" "$link"
+  # a new link renamed over the old one: two builds starting at once both succeed
+  ln -sfn "$here" "$link.$$"
+  mv -Tf "$link.$$" "$link"
 fi
 exec "$root/client-lib/go/go.sh" "$build/go" build -o "$out" idem.dev/saga-payment

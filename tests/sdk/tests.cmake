@@ -7,5 +7,5 @@
 # through their step helpers; each follows the failover to the standby; 0 duplicate executions in
 # the participants' ledgers (tests/sdk/failover.py says what it asserts)
 add_test(NAME sdk_failover COMMAND ${IDEM_TEST_RUN} /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/failover.py)
-set_tests_properties(sdk_failover PROPERTIES LABELS sdk TIMEOUT 400 RUN_SERIAL ON
+set_tests_properties(sdk_failover PROPERTIES LABELS sdk TIMEOUT 400 RESOURCE_LOCK sdk_builds
   ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1;IDEM_SOURCE_DIR=${CMAKE_SOURCE_DIR};IDEM_GO_BUILD=${CMAKE_BINARY_DIR}/go;IDEM_IDEMCTL_BIN=$<TARGET_FILE:idemctl>")
