@@ -113,6 +113,19 @@ static void etcd_up(etcd_proc *ep, char *prefix, size_t n) {
   unique_prefix(prefix, n);
 }
 
+/* The two-node set-up: node a (fence callback fa, may be NULL) started alone and leading, then
+ * node b (fb) beside it, into els[0] and els[1]. Returns how long a took to lead (ms). */
+static int64_t two_nodes(const etcd_proc *ep, const char *prefix, elect *els[2], const char *a,
+                         fence_cb *fa, const char *b, fence_cb *fb) {
+  els[0] = node(ep, prefix, a, fa);
+  els[1] = NULL;
+  int64_t t0 = clock_mono_ms();
+  cr_assert_eq(wait_one_leader(els, 1, 5000), 0, "the only candidate leads");
+  int64_t took = clock_mono_ms() - t0;
+  els[1] = node(ep, prefix, b, fb);
+  return took;
+}
+
 Test(elect_codec, base64_and_int64_strings) {
   char *b = etcd__b64("/idem/leader", 12);
   cr_assert_str_eq(b, "L2lkZW0vbGVhZGVy");
@@ -162,11 +175,9 @@ Test(elect_etcd, one_leader_keepalives_and_handover_on_resign, .fini = fini, .ti
   char prefix[96];
   etcd_up(&ep, prefix, sizeof prefix);
   fence_cb fa = {0}, fb = {0};
-  elect *els[2] = {node(&ep, prefix, "127.0.0.1:1001", &fa), NULL};
-  int64_t t0 = clock_mono_ms();
-  cr_assert_eq(wait_one_leader(els, 1, 5000), 0, "the only candidate leads");
-  printf("first leader after %" PRId64 " ms\n", clock_mono_ms() - t0);
-  els[1] = node(&ep, prefix, "127.0.0.1:1002", &fb);
+  elect *els[2];
+  int64_t first = two_nodes(&ep, prefix, els, "127.0.0.1:1001", &fa, "127.0.0.1:1002", &fb);
+  printf("first leader after %" PRId64 " ms\n", first);
   uint64_t epoch_a = 0;
   cr_assert(elect_is_leader(els[0], &epoch_a));
   cr_assert_gt(epoch_a, 0);
@@ -207,9 +218,8 @@ Test(elect_etcd, fails_closed_when_etcd_dies_and_recovers, .fini = fini, .timeou
   static etcd_proc ep; /* static: fini may stop it after a failed assertion */
   char prefix[96];
   etcd_up(&ep, prefix, sizeof prefix);
-  elect *els[2] = {node(&ep, prefix, "127.0.0.1:2001", NULL), NULL};
-  cr_assert_eq(wait_one_leader(els, 1, 5000), 0);
-  els[1] = node(&ep, prefix, "127.0.0.1:2002", NULL);
+  elect *els[2];
+  two_nodes(&ep, prefix, els, "127.0.0.1:2001", NULL, "127.0.0.1:2002", NULL);
   uint64_t e1 = 0;
   elect_is_leader(els[0], &e1);
   H_WAIT(candidates(els[0]) == 2, 5000, "the second node campaigns behind the first");
@@ -288,9 +298,8 @@ Test(elect_etcd, the_observer_watches_instead_of_asking, .fini = fini, .timeout 
   static etcd_proc ep; /* static: fini may stop it after a failed assertion */
   char prefix[96];
   etcd_up(&ep, prefix, sizeof prefix);
-  elect *els[2] = {node(&ep, prefix, "127.0.0.1:4001", NULL), NULL};
-  cr_assert_eq(wait_one_leader(els, 1, 5000), 0);
-  els[1] = node(&ep, prefix, "127.0.0.1:4002", NULL);
+  elect *els[2];
+  two_nodes(&ep, prefix, els, "127.0.0.1:4001", NULL, "127.0.0.1:4002", NULL);
   elect_status st;
   H_WAIT(strcmp(leader_seen(els[1], &st), "127.0.0.1:4001") == 0, 5000,
          "the standby learns the leader (its first read)");
