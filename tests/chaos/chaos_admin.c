@@ -152,6 +152,7 @@ static void *watch_phase(void *arg) {
         snprintf(last, sizeof last, "%s", p);
       }
     }
+    /* not a wait: the watcher looks at the move's phase every 50 ms for the history */
     nanosleep(&(struct timespec){.tv_nsec = 50 * 1000000}, NULL);
   }
   idem_close(c);

@@ -44,6 +44,8 @@ static int64_t now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The history clients' pauses: a load's shape (a lease let run out, think time), never a wait for
+ * a state. */
 static void sleep_ms(int64_t ms) {
   if (ms <= 0) return;
   struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};

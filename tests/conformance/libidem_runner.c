@@ -91,6 +91,7 @@ typedef struct action {
   long sleep_ms; /* the action takes this long */
 } action;
 
+/* A scenario's "sleep" step: the time is the scenario's subject (a lease let run out). */
 static void sleep_ms(long ms) {
   struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {

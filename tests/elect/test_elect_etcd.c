@@ -15,6 +15,7 @@
 #include "elect/elect_etcd_http.h"
 #include "etcd_proc.h"
 #include "spawn.h"
+#include "testutil.h"
 #include "util/clock.h"
 
 #define TTL 2
@@ -24,9 +25,34 @@ static void fini(void) {
   if (live_etcd) etcd_stop(live_etcd);
 }
 
+/* Sleeps ms: only where the time is the test's subject (each call says why). */
 static void nap(int ms) {
   struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
+}
+
+/* The set-up every etcd test shares: etcd started (stopped by fini if the test fails) and an
+ * election prefix of the test's own into prefix. */
+static void etcd_up(etcd_proc *ep, char *prefix, size_t n);
+/* The end every etcd test shares: its electors freed (NULL ones skipped), etcd stopped. */
+static void etcd_down(etcd_proc *ep, elect **els, int n) {
+  for (int i = 0; i < n; i++)
+    if (els[i]) elect_free(els[i]);
+  etcd_stop(ep);
+  live_etcd = NULL;
+}
+
+/* How many candidates el sees in its election (its status; 0 while not known). */
+static int candidates(elect *el) {
+  elect_status st;
+  elect_status_get(el, &st);
+  return st.candidates;
+}
+
+/* el's view of the leader's address ("" unknown): its status into *st. */
+static const char *leader_seen(elect *el, elect_status *st) {
+  elect_status_get(el, st);
+  return st->leader_addr;
 }
 
 typedef struct fence_cb {
@@ -73,12 +99,31 @@ static int wait_one_leader(elect **els, int n, int64_t within_ms) {
     cr_assert_leq(leaders, 1, "two leaders at once");
     if (leaders == 1) return who;
     if (clock_mono_ms() > until) return -1;
-    nap(10);
+    nap(10); /* the next poll: each turn also checks that two never lead at once */
   }
 }
 
 static void unique_prefix(char *out, size_t n) {
   snprintf(out, n, "/idem-test/%d/%" PRId64, (int)getpid(), clock_mono_ms());
+}
+
+static void etcd_up(etcd_proc *ep, char *prefix, size_t n) {
+  etcd_start(ep);
+  live_etcd = ep;
+  unique_prefix(prefix, n);
+}
+
+/* The two-node set-up: node a (fence callback fa, may be NULL) started alone and leading, then
+ * node b (fb) beside it, into els[0] and els[1]. Returns how long a took to lead (ms). */
+static int64_t two_nodes(const etcd_proc *ep, const char *prefix, elect *els[2], const char *a,
+                         fence_cb *fa, const char *b, fence_cb *fb) {
+  els[0] = node(ep, prefix, a, fa);
+  els[1] = NULL;
+  int64_t t0 = clock_mono_ms();
+  cr_assert_eq(wait_one_leader(els, 1, 5000), 0, "the only candidate leads");
+  int64_t took = clock_mono_ms() - t0;
+  els[1] = node(ep, prefix, b, fb);
+  return took;
 }
 
 Test(elect_codec, base64_and_int64_strings) {
@@ -127,16 +172,12 @@ Test(elect_config, refuses_bad_settings) {
 
 Test(elect_etcd, one_leader_keepalives_and_handover_on_resign, .fini = fini, .timeout = 60) {
   static etcd_proc ep; /* static: fini may stop it after a failed assertion */
-  etcd_start(&ep);
-  live_etcd = &ep;
   char prefix[96];
-  unique_prefix(prefix, sizeof prefix);
+  etcd_up(&ep, prefix, sizeof prefix);
   fence_cb fa = {0}, fb = {0};
-  elect *els[2] = {node(&ep, prefix, "127.0.0.1:1001", &fa), NULL};
-  int64_t t0 = clock_mono_ms();
-  cr_assert_eq(wait_one_leader(els, 1, 5000), 0, "the only candidate leads");
-  printf("first leader after %" PRId64 " ms\n", clock_mono_ms() - t0);
-  els[1] = node(&ep, prefix, "127.0.0.1:1002", &fb);
+  elect *els[2];
+  int64_t first = two_nodes(&ep, prefix, els, "127.0.0.1:1001", &fa, "127.0.0.1:1002", &fb);
+  printf("first leader after %" PRId64 " ms\n", first);
   uint64_t epoch_a = 0;
   cr_assert(elect_is_leader(els[0], &epoch_a));
   cr_assert_gt(epoch_a, 0);
@@ -147,7 +188,7 @@ Test(elect_etcd, one_leader_keepalives_and_handover_on_resign, .fini = fini, .ti
   while (clock_mono_ms() < until) {
     cr_assert(elect_is_leader(els[0], NULL), "the leader lost its term while etcd is up");
     cr_assert_not(elect_is_leader(els[1], NULL));
-    nap(50);
+    nap(50); /* not a wait: 3 TTLs in which the term must hold */
   }
   cr_assert_geq(elect_etcd__keepalives(els[0]), 6, "keep-alives every TTL/3: %" PRIu64,
                 elect_etcd__keepalives(els[0]));
@@ -162,42 +203,37 @@ Test(elect_etcd, one_leader_keepalives_and_handover_on_resign, .fini = fini, .ti
   int64_t t1 = clock_mono_ms();
   elect_resign(els[0]);
   cr_assert_not(elect_is_leader(els[0], NULL), "serving stops before resign returns");
-  cr_assert_eq(wait_one_leader(els, 2, 1000), 1, "standby did not take over within 1 s");
+  cr_assert_eq(wait_one_leader(els, 2, 5000), 1, "the standby did not take over");
   int64_t took = clock_mono_ms() - t1;
+  H_EXPECT_TIMING(took < 1000, "the standby took over after %" PRId64 " ms, not within 1 s", took);
   uint64_t epoch_b = 0;
   elect_is_leader(els[1], &epoch_b);
   printf("resign: standby leads after %" PRId64 " ms, epoch %" PRIu64 " -> %" PRIu64 "\n", took,
          epoch_a, epoch_b);
   cr_assert_gt(epoch_b, epoch_a);
-  elect_free(els[0]);
-  elect_free(els[1]);
-  etcd_stop(&ep);
-  live_etcd = NULL;
+  etcd_down(&ep, els, 2);
 }
 
 Test(elect_etcd, fails_closed_when_etcd_dies_and_recovers, .fini = fini, .timeout = 60) {
   static etcd_proc ep; /* static: fini may stop it after a failed assertion */
-  etcd_start(&ep);
-  live_etcd = &ep;
   char prefix[96];
-  unique_prefix(prefix, sizeof prefix);
-  elect *els[2] = {node(&ep, prefix, "127.0.0.1:2001", NULL), NULL};
-  cr_assert_eq(wait_one_leader(els, 1, 5000), 0);
-  els[1] = node(&ep, prefix, "127.0.0.1:2002", NULL);
+  etcd_up(&ep, prefix, sizeof prefix);
+  elect *els[2];
+  two_nodes(&ep, prefix, els, "127.0.0.1:2001", NULL, "127.0.0.1:2002", NULL);
   uint64_t e1 = 0;
   elect_is_leader(els[0], &e1);
-  nap(300);
+  H_WAIT(candidates(els[0]) == 2, 5000, "the second node campaigns behind the first");
 
   int64_t killed = clock_mono_ms();
   etcd_kill(&ep);
   while (elect_is_leader(els[0], NULL)) {
     cr_assert_lt(clock_mono_ms() - killed, TTL * 1000, "still serving a TTL after etcd died");
-    nap(5);
+    nap(5); /* the next poll: serving past the TTL is the failure (two leaders possible) */
   }
   int64_t stopped = clock_mono_ms() - killed;
   cr_assert_not(elect_is_leader(els[1], NULL));
   printf("etcd killed: leader stopped serving after %" PRId64 " ms (TTL %d s)\n", stopped, TTL);
-  nap(TTL * 1000);
+  nap(TTL * 1000); /* not a wait: a TTL in which nobody may lead without etcd */
   elect_status st;
   elect_status_get(els[0], &st);
   cr_assert_not(st.election_ok, "election_ok while etcd is down");
@@ -213,19 +249,14 @@ Test(elect_etcd, fails_closed_when_etcd_dies_and_recovers, .fini = fini, .timeou
          " ms, epoch %" PRIu64 " -> %" PRIu64 "\n",
          up - back, who, clock_mono_ms() - up, e1, e2);
   cr_assert_gt(e2, e1, "a new term has a higher epoch");
-  elect_free(els[0]);
-  elect_free(els[1]);
-  etcd_stop(&ep);
-  live_etcd = NULL;
+  etcd_down(&ep, els, 2);
 }
 
 Test(elect_etcd, serves_only_after_the_fence_and_steps_down_when_the_lease_goes, .fini = fini,
      .timeout = 60) {
   static etcd_proc ep; /* static: fini may stop it after a failed assertion */
-  etcd_start(&ep);
-  live_etcd = &ep;
   char prefix[96];
-  unique_prefix(prefix, sizeof prefix);
+  etcd_up(&ep, prefix, sizeof prefix);
   fence_cb f = {0};
   atomic_store(&f.refuse_first, 3);
   elect *el = node(&ep, prefix, "127.0.0.1:3001", &f);
@@ -249,16 +280,14 @@ Test(elect_etcd, serves_only_after_the_fence_and_steps_down_when_the_lease_goes,
     elect_is_leader(el, &e);
     if (e != e1) break;
     cr_assert_lt(clock_mono_ms() - t0, TTL * 1000, "did not notice the lost lease");
-    nap(5);
+    nap(5); /* the next poll: serving past the TTL is the failure (two leaders possible) */
   }
   printf("lease revoked: old term ended after %" PRId64 " ms\n", clock_mono_ms() - t0);
   cr_assert_geq(wait_one_leader(els, 1, 5000), 0);
   uint64_t e2 = 0;
   elect_is_leader(el, &e2);
   cr_assert_gt(e2, e1);
-  elect_free(el);
-  etcd_stop(&ep);
-  live_etcd = NULL;
+  etcd_down(&ep, els, 1);
 }
 
 /* The observer watches the election instead of asking for the leader: while nothing changes, 2
@@ -267,21 +296,15 @@ Test(elect_etcd, serves_only_after_the_fence_and_steps_down_when_the_lease_goes,
  * counter of the Election.Leader calls it answered (grpc_server_handled_total) is the measure. */
 Test(elect_etcd, the_observer_watches_instead_of_asking, .fini = fini, .timeout = 60) {
   static etcd_proc ep; /* static: fini may stop it after a failed assertion */
-  etcd_start(&ep);
-  live_etcd = &ep;
   char prefix[96];
-  unique_prefix(prefix, sizeof prefix);
-  elect *els[2] = {node(&ep, prefix, "127.0.0.1:4001", NULL), NULL};
-  cr_assert_eq(wait_one_leader(els, 1, 5000), 0);
-  els[1] = node(&ep, prefix, "127.0.0.1:4002", NULL);
-  int64_t until = clock_mono_ms() + 5000; /* the standby's first read */
+  etcd_up(&ep, prefix, sizeof prefix);
+  elect *els[2];
+  two_nodes(&ep, prefix, els, "127.0.0.1:4001", NULL, "127.0.0.1:4002", NULL);
   elect_status st;
-  for (elect_status_get(els[1], &st); strcmp(st.leader_addr, "127.0.0.1:4001") != 0;
-       elect_status_get(els[1], &st)) {
-    cr_assert_lt(clock_mono_ms(), until, "the standby did not learn the leader in 5 s");
-    nap(10);
-  }
-  /* a watch begun before the node's lease existed ends after TTL/3 and is read again once */
+  H_WAIT(strcmp(leader_seen(els[1], &st), "127.0.0.1:4001") == 0, 5000,
+         "the standby learns the leader (its first read)");
+  /* a watch begun before the node's lease existed ends after TTL/3 and is read again once: not
+   * a wait, the time before the window below, so that the window holds no re-read */
   nap(TTL * 1000 / 3 + 500);
   const char *leader = "grpc_method=\"Leader\"";
   double before = etcd_metric(&ep, "grpc_server_handled_total", leader);
@@ -293,17 +316,12 @@ Test(elect_etcd, the_observer_watches_instead_of_asking, .fini = fini, .timeout 
 
   int64_t t0 = clock_mono_ms();
   elect_resign(els[0]);
-  for (elect_status_get(els[0], &st); strcmp(st.leader_addr, "127.0.0.1:4002") != 0;
-       elect_status_get(els[0], &st)) {
-    cr_assert_lt(clock_mono_ms() - t0, 1000, "the resigned node did not see the new leader in 1 s");
-    nap(5);
-  }
-  printf("observer: the resigned node saw the new leader after %" PRId64 " ms\n",
-         clock_mono_ms() - t0);
-  elect_free(els[0]);
-  elect_free(els[1]);
-  etcd_stop(&ep);
-  live_etcd = NULL;
+  H_WAIT(strcmp(leader_seen(els[0], &st), "127.0.0.1:4002") == 0, 5000,
+         "the resigned node sees the new leader");
+  int64_t saw = clock_mono_ms() - t0;
+  printf("observer: the resigned node saw the new leader after %" PRId64 " ms\n", saw);
+  H_EXPECT_TIMING(saw < 1000, "the resigned node saw the new leader after %" PRId64 " ms", saw);
+  etcd_down(&ep, els, 2);
 }
 
 /* What a node's on_stepping_down saw: it holds the term's end this long (the calls admitted in
@@ -323,7 +341,7 @@ static void on_stepping_down(void *arg) {
   while (clock_mono_ms() < until) {
     if (elect_is_leader(s->self, NULL)) atomic_store(&s->self_served, true);
     if (s->other && elect_is_leader(s->other, NULL)) atomic_store(&s->other_led, true);
-    nap(5);
+    nap(5); /* not a wait: the hook holds the term's end for hold_ms, as calls finishing would */
   }
 }
 
@@ -350,10 +368,8 @@ static elect *node_stepping(const etcd_proc *e, const char *prefix, const char *
 Test(elect_etcd, yield_and_resign_let_the_terms_calls_finish_before_the_key_goes, .fini = fini,
      .timeout = 60) {
   static etcd_proc ep; /* static: fini may stop it after a failed assertion */
-  etcd_start(&ep);
-  live_etcd = &ep;
   char prefix[96];
-  unique_prefix(prefix, sizeof prefix);
+  etcd_up(&ep, prefix, sizeof prefix);
   static step_down_cb sa, sb; /* static: read by the electors' threads until they are freed */
   sa.hold_ms = sb.hold_ms = 400;
   elect *els[2] = {node_stepping(&ep, prefix, "127.0.0.1:4001", &sa), NULL};
@@ -363,14 +379,13 @@ Test(elect_etcd, yield_and_resign_let_the_terms_calls_finish_before_the_key_goes
   sb.self = els[1];
   sa.other = els[1];
   sb.other = els[0];
-  nap(300); /* the second one campaigns behind the first */
+  H_WAIT(candidates(els[0]) == 2, 5000, "the second node campaigns behind the first");
 
   int64_t t0 = clock_mono_ms();
   elect_yield(els[0]); /* asks: the elector's own thread ends the term */
-  while (elect_is_leader(els[0], NULL)) {
-    cr_assert_lt(clock_mono_ms() - t0, 1000, "still serving 1 s after the yield");
-    nap(1);
-  }
+  H_WAIT(!elect_is_leader(els[0], NULL), 5000, "the yielding node stops serving");
+  H_EXPECT_TIMING(clock_mono_ms() - t0 < 1000, "still serving %" PRId64 " ms after the yield",
+                  clock_mono_ms() - t0);
   cr_assert_eq(wait_one_leader(els, 2, 3000), 1, "the other node did not lead after the yield");
   int64_t took = clock_mono_ms() - t0;
   printf("yield: hook called %d time(s), the other node led after %" PRId64 " ms\n",
@@ -380,7 +395,7 @@ Test(elect_etcd, yield_and_resign_let_the_terms_calls_finish_before_the_key_goes
   cr_assert_not(atomic_load(&sa.other_led), "the other node led before the term's calls finished");
   cr_assert_geq(took, 400, "the key went before on_stepping_down returned (%" PRId64 " ms)", took);
 
-  nap(300); /* the first one campaigns again, behind */
+  H_WAIT(candidates(els[1]) == 2, 5000, "the first node campaigns again, behind");
   t0 = clock_mono_ms();
   elect_resign(els[1]);
   took = clock_mono_ms() - t0;
@@ -394,7 +409,6 @@ Test(elect_etcd, yield_and_resign_let_the_terms_calls_finish_before_the_key_goes
   sa.other = NULL;
   elect_free(els[0]); /* it leads: free resigns, the hook once more */
   cr_assert_eq(atomic_load(&sa.calls), 2, "on_stepping_down when free resigns a served term");
-  elect_free(els[1]);
-  etcd_stop(&ep);
-  live_etcd = NULL;
+  els[0] = NULL;
+  etcd_down(&ep, els, 2);
 }

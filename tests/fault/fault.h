@@ -21,6 +21,7 @@ typedef struct cluster {
   char pg_url[512];
   int n;
   srv nodes[F_MAX_NODES];
+  int mport[F_MAX_NODES]; /* each node's --metrics port on 127.0.0.1 (h_metric) */
   bool up[F_MAX_NODES];
   char all_addrs[F_MAX_NODES * 64];
   idem_client *status_c[F_MAX_NODES]; /* one per node, for GetStatus polls */

@@ -8,12 +8,14 @@
 #include <unistd.h>
 
 static void node_start(cluster *cl, int i) {
-  char name[16], ttl[8];
+  char name[16], ttl[8], metrics[32];
   snprintf(name, sizeof name, "n%d", i + 1);
   snprintf(ttl, sizeof ttl, "%d", F_TTL);
+  cl->mport[i] = h_free_port();
+  snprintf(metrics, sizeof metrics, "127.0.0.1:%d", cl->mport[i]);
   const char *args[] = {"--etcd", cl->etcd.url, "--node-id", name, "--election-ttl", ttl,
                         "--reaper-interval", "0", "--election-prefix", "/idem-fault/leader",
-                        NULL};
+                        "--metrics", metrics, NULL};
   h_srv_start(&cl->nodes[i], cl->pg_url, args);
   cl->up[i] = true;
   cl->status_c[i] = f_client(cl, i, NULL, 1000);
@@ -96,13 +98,10 @@ int f_leader(cluster *cl, uint64_t *epoch) {
 }
 
 int f_wait_leader(cluster *cl, int not, int64_t within_ms, uint64_t *epoch) {
-  int64_t until = h_now_ms() + within_ms;
-  for (;;) {
-    int who = leader_now(cl, not, epoch);
-    if (who >= 0 && who != not) return who;
-    if (h_now_ms() > until) return -1;
-    h_sleep_ms(10);
-  }
+  int who = -1;
+  bool led;
+  H_WAITED(led, (who = leader_now(cl, not, epoch)) >= 0 && who != not, within_ms);
+  return led ? who : -1;
 }
 
 void f_kill(cluster *cl, int i) {

@@ -51,21 +51,18 @@ Test(fault, postgres_down_fails_closed_then_recovers, .fini = f_fini, .timeout =
   pgctl("start"); /* pg_ctl -w: returns once Postgres accepts connections */
   int64_t t1 = h_now_ms();
   int rc;
-  for (;;) {
-    h_unique("pg", gid, sizeof gid);
-    rc = f_pair(c, gid, &e);
-    if (rc == IDEM_OK || h_now_ms() - t1 > 10000) break;
-    h_sleep_ms(20);
-  }
+  bool served;
+  H_WAITED(served, (h_unique("pg", gid, sizeof gid), (rc = f_pair(c, gid, &e)) == IDEM_OK), 10000);
   int64_t back = h_now_ms() - t1;
   printf("postgres down: UNAVAILABLE, slowest answer %lld ms (deadline 2000 ms); postgres "
          "back: served again after %lld ms\n",
          (long long)worst, (long long)back);
   fflush(stdout);
   cr_assert(still_leader, "GetStatus during the outage: leader with store_ok false expected");
-  cr_assert_lt(worst, 2000 + 100, "an answer took longer than the deadline");
-  cr_assert_eq(rc, IDEM_OK, "not served again: %s", e.message);
-  cr_assert_leq(back, 5000, "served again only after %lld ms", (long long)back);
+  H_EXPECT_TIMING(worst < 2000 + 100, "an answer took %lld ms, longer than the deadline",
+                  (long long)worst);
+  cr_assert(served, "not served again within 10 s of Postgres's return: %s", e.message);
+  H_EXPECT_TIMING(back <= 5000, "served again only after %lld ms", (long long)back);
   for (int i = 0; i < ACKED; i++) {
     idem_step_key k = {gids[i], "payment", "charge", IDEM_FORWARD};
     idem_record r = {0};

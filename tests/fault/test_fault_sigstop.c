@@ -20,6 +20,9 @@ typedef struct old_load {
   int node;
   char tenant[64];
   atomic_bool stop;
+  atomic_int next_worker;
+  atomic_int ok;            /* calls the old leader answered OK */
+  atomic_int returned[4];   /* each worker's calls that returned, answered or not */
   atomic_int ok_after; /* calls the OLD leader acknowledged after the new leader's commit */
   atomic_int_least64_t new_commit_ms;
 } old_load;
@@ -29,6 +32,7 @@ typedef struct old_load {
  * queue while it is paused. */
 static void *old_worker(void *arg) {
   old_load *L = arg;
+  int me = atomic_fetch_add(&L->next_worker, 1);
   while (!atomic_load(&L->stop)) {
     char gid[80];
     h_unique("old", gid, sizeof gid);
@@ -45,7 +49,9 @@ static void *old_worker(void *arg) {
                         buf, len, NULL, 0);
     int64_t nc = atomic_load(&L->new_commit_ms);
     if (rc == 0 && nc && h_now_ms() > nc) atomic_fetch_add(&L->ok_after, 1);
-    if (rc != 0) h_sleep_ms(20);
+    if (rc == 0) atomic_fetch_add(&L->ok, 1);
+    atomic_fetch_add(&L->returned[me], 1);
+    if (rc != 0) h_sleep_ms(20); /* a refusal answers at once: do not spin */
   }
   return NULL;
 }
@@ -63,7 +69,7 @@ Test(fault, sigstop_leader_is_fenced, .fini = f_fini, .timeout = 90) {
   h_tenant(L.tenant);
   pthread_t th[4];
   for (int i = 0; i < 4; i++) pthread_create(&th[i], NULL, old_worker, &L);
-  h_sleep_ms(500);
+  H_WAIT(atomic_load(&L.ok) >= 20, 10000, "the leader answered 20 of the callers' BeginSteps");
 
   int64_t t0 = h_now_ms();
   f_signal(&cl, old, SIGSTOP);
@@ -81,20 +87,20 @@ Test(fault, sigstop_leader_is_fenced, .fini = f_fini, .timeout = 90) {
       pgx_sql(cl.pg_url, "SELECT (extract(epoch from clock_timestamp())*1000)::bigint", 0, NULL);
   atomic_store(&L.new_commit_ms, h_now_ms());
   int64_t left = t0 + 2 * F_TTL * 1000 - h_now_ms();
-  if (left > 0) h_sleep_ms(left);
+  if (left > 0) h_sleep_ms(left); /* the fault itself: the leader stays paused for 2 TTLs */
+  int in_flight[4]; /* the calls each worker has waiting in the paused leader's queue */
+  for (int i = 0; i < 4; i++) in_flight[i] = atomic_load(&L.returned[i]);
   f_signal(&cl, old, SIGCONT);
   int64_t t1 = h_now_ms();
   idem_status st;
-  bool stepped = false;
-  while (h_now_ms() - t1 < 2000) {
-    if (f_status(&cl, old, &st) && !st.leader) {
-      stepped = true;
-      break;
-    }
-    h_sleep_ms(10);
-  }
+  bool stepped;
+  H_WAITED(stepped, f_status(&cl, old, &st) && !st.leader, 2000);
   int64_t down = h_now_ms() - t1;
-  h_sleep_ms(1000); /* the old leader's queue drains */
+  /* the old leader's queue drains: each worker's call that waited in it has returned (deadline
+   * 5 s) */
+  for (int i = 0; i < 4; i++)
+    H_WAIT(atomic_load(&L.returned[i]) > in_flight[i], 10000,
+           "worker %d's call queued at the paused leader returned after SIGCONT", i);
   atomic_store(&L.stop, true);
   for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
 

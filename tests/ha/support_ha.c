@@ -125,16 +125,18 @@ void ha_kill_host(ha_cluster *cl, int node, pid_t *agent_out, pid_t *pm_out) {
   *pm_out = pm;
 }
 
+/* Whether Patroni's API says node is primary, its postmaster other than not_pid (0: any). */
+static bool is_primary(ha_cluster *cl, int node, pid_t not_pid) {
+  if (http_status(cl->api_port[node], "/primary") != 200) return false;
+  pid_t pm = ha_postmaster_pid(cl, node);
+  return not_pid <= 0 || (pm > 0 && pm != not_pid);
+}
+
 int64_t ha_wait_primary(ha_cluster *cl, int node, pid_t not_pid, int64_t within_ms) {
   int64_t t0 = h_now_ms();
-  for (;;) {
-    if (http_status(cl->api_port[node], "/primary") == 200) {
-      pid_t pm = ha_postmaster_pid(cl, node);
-      if (not_pid <= 0 || (pm > 0 && pm != not_pid)) return h_now_ms() - t0;
-    }
-    if (h_now_ms() - t0 > within_ms) return -1;
-    h_sleep_ms(50);
-  }
+  bool primary;
+  H_WAITED_EVERY(50, primary, is_primary(cl, node, not_pid), within_ms);
+  return primary ? h_now_ms() - t0 : -1;
 }
 
 static int env_int(const char *text, const char *key) {

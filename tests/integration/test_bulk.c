@@ -43,9 +43,10 @@ static size_t count_stuck(const char *svc) {
 }
 
 static void wait_stuck(const char *svc, size_t n) {
-  int64_t deadline = clock_mono_ms() + 10000;
-  while (count_stuck(svc) < n && clock_mono_ms() < deadline) usleep(2000);
-  cr_assert_eq(count_stuck(svc), n, "the 1 ms leases did not run out");
+  size_t stuck = 0;
+  H_WAIT((stuck = count_stuck(svc)) >= n, 10000, "the 1 ms leases run out: %zu of %zu stuck", stuck,
+         n);
+  cr_assert_eq(count_stuck(svc), n, "more steps stuck than begun");
 }
 
 static idem_bulk_resolution stuck_of(const char *svc, const char *request_id) {

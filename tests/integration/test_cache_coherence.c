@@ -18,12 +18,6 @@
 
 static const uint8_t FP[] = "fp-1";
 
-static int64_t wall_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static idem_begin begin_on(idem_client *c, const idem_step_key *k) {
   idem_begin b = {0};
   idem_error e = {0};
@@ -142,7 +136,7 @@ static void agree_until_forgotten(uint32_t retention_s, uint32_t key_retention_s
   idem_status st;
   idem_error e = {0};
   cr_assert_eq(idem_get_status(H.c, &st, &e), IDEM_OK, "%s", e.message);
-  cr_assert_lt(st.started_unix_ms, wall_ms() - 20000, "the node's clock is not 30 s behind");
+  cr_assert_lt(st.started_unix_ms, h_wall_ms() - 20000, "the node's clock is not 30 s behind");
   idem_policy p = {.failure_mode = IDEM_FAIL_CLOSED,
                    .retention_s = retention_s,
                    .key_retention_s = key_retention_s,
@@ -193,7 +187,7 @@ static void agree_until_forgotten(uint32_t retention_s, uint32_t key_retention_s
         cr_assert_eq(r.result.body_len, 0, "LookupStep: result expired; BeginStep replays the body");
     }
     idem_begin_clear(&r);
-    h_sleep_ms(100);
+    h_sleep_ms(100); /* not a wait: samples every 100 ms across both boundaries */
   }
 }
 

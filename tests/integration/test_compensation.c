@@ -101,12 +101,9 @@ Test(compensation, expired_forward_is_abandoned_and_compensation_proceeds) {
   idem_begin f, c;
   idem_error e = {0};
   cr_assert_eq(begin(&p.fwd, NULL, 150, &f, &e), IDEM_OK);
-  int64_t deadline = h_now_ms() + 5000;
   int rc;
-  while ((rc = begin(&p.comp, NULL, 0, &c, &e)) == IDEM_ABORTED) {
-    cr_assert_lt(h_now_ms(), deadline, "forward lease never expired");
-    h_sleep_ms(20);
-  }
+  H_WAIT((rc = begin(&p.comp, NULL, 0, &c, &e)) != IDEM_ABORTED, 5000,
+         "the forward's 150 ms lease expires: the compensation is no longer ABORTED");
   cr_assert_eq(rc, IDEM_OK, "%s", e.message);
   cr_assert_eq(c.decision, IDEM_DECISION_PROCEED);
   cr_assert_eq(c.attempt, 1);
@@ -166,12 +163,9 @@ Test(compensation, compensation_lease_expiry_is_taken_over_and_retryable_release
   cr_assert_eq(begin(&p.fwd, NULL, 0, &f, &e), IDEM_OK);
   complete(&p.fwd, 1, IDEM_OUTCOME_SUCCEEDED);
   cr_assert_eq(begin(&p.comp, NULL, 150, &c, &e), IDEM_OK);
-  int64_t deadline = h_now_ms() + 5000;
   int rc;
-  while ((rc = begin(&p.comp, NULL, 0, &c2, &e)) == IDEM_ABORTED) {
-    cr_assert_lt(h_now_ms(), deadline);
-    h_sleep_ms(20);
-  }
+  H_WAIT((rc = begin(&p.comp, NULL, 0, &c2, &e)) != IDEM_ABORTED, 5000,
+         "the compensation's 150 ms lease expires: a new BeginStep is no longer ABORTED");
   cr_assert_eq(rc, IDEM_OK);
   cr_assert_eq(c2.decision, IDEM_DECISION_PROCEED);
   cr_assert_eq(c2.attempt, 2);

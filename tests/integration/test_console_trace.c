@@ -30,14 +30,7 @@ TestSuite(console_trace, .init = setup, .fini = h_teardown, .timeout = 60);
 
 /* A development session of the fixture's tenant: "idem_session=ID". */
 static void session(char *cookie, size_t cap) {
-  char path[160], *resp = NULL;
-  snprintf(path, sizeof path, "/?tenant=%s", H.t);
-  cr_assert_eq(h_http_request(cport, "GET", path, NULL, NULL, &resp), 200, "%s", resp);
-  const char *p = strstr(resp, "Set-Cookie: idem_session=");
-  cr_assert_not_null(p, "%s", resp);
-  p += strlen("Set-Cookie: ");
-  snprintf(cookie, cap, "%.*s", (int)strcspn(p, ";\r\n"), p);
-  free(resp);
+  h_console_session(cport, H.t, cookie, cap);
 }
 
 static char *page(const char *cookie, const char *path) {

@@ -16,21 +16,6 @@ TestSuite(detail_hint, .init = h_setup, .fini = h_teardown);
 #define FP_DETAIL "the step keeps the fingerprint of the request that began it"
 #define FP_HINT "send the same request again, or use a new key for a different one"
 
-/* The value of key in "key: value\n" lines, into out ("" when absent). */
-static void trailer_of(const char *lines, const char *key, char *out, size_t cap) {
-  out[0] = '\0';
-  size_t kl = strlen(key);
-  for (const char *p = lines; p && *p;) {
-    const char *end = strchr(p, '\n');
-    size_t n = end ? (size_t)(end - p) : strlen(p);
-    if (n > kl + 2 && strncmp(p, key, kl) == 0 && p[kl] == ':' && p[kl + 1] == ' ') {
-      snprintf(out, cap, "%.*s", (int)(n - kl - 2), p + kl + 2);
-      return;
-    }
-    p = end ? end + 1 : NULL;
-  }
-}
-
 /* One raw BeginStep of (gid, payment, charge) with fingerprint fp: its status, details and
  * every trailer. */
 static int raw_begin(const char *gid, const char *fp, char *details, size_t dn, char *trailers,
@@ -60,11 +45,11 @@ Test(detail_hint, a_fingerprint_mismatch_carries_its_detail_and_hint) {
   cr_expect_eq(strstr(trailers, "idem-detail"), NULL, "no detail on OK: %s", trailers);
   int st = raw_begin(gid, "fp-b", details, sizeof details, trailers, sizeof trailers);
   cr_assert_eq(st, 9 /* FAILED_PRECONDITION */, "%d %s", st, details);
-  trailer_of(trailers, "idem-reason", v, sizeof v);
+  h_trailer_of(trailers, "idem-reason", v, sizeof v);
   cr_expect_str_eq(v, "fingerprint-mismatch", "trailers:\n%s", trailers);
-  trailer_of(trailers, "idem-detail", v, sizeof v);
+  h_trailer_of(trailers, "idem-detail", v, sizeof v);
   cr_expect_str_eq(v, FP_DETAIL, "trailers:\n%s", trailers);
-  trailer_of(trailers, "idem-hint", v, sizeof v);
+  h_trailer_of(trailers, "idem-hint", v, sizeof v);
   cr_expect_str_eq(v, FP_HINT, "trailers:\n%s", trailers);
 
   /* libidem: the same error through idem_step_begin, its detail and hint beside it */

@@ -17,21 +17,6 @@ TestSuite(detail_hint_store, .init = h_setup, .fini = h_teardown);
 
 #define PG_HINT "check that PostgreSQL runs and that --pg names it"
 
-/* The value of key in "key: value\n" lines, into out ("" when absent). */
-static void trailer_of(const char *lines, const char *key, char *out, size_t cap) {
-  out[0] = '\0';
-  size_t kl = strlen(key);
-  for (const char *p = lines; p && *p;) {
-    const char *end = strchr(p, '\n');
-    size_t n = end ? (size_t)(end - p) : strlen(p);
-    if (n > kl + 2 && strncmp(p, key, kl) == 0 && p[kl] == ':' && p[kl + 1] == ' ') {
-      snprintf(out, cap, "%.*s", (int)(n - kl - 2), p + kl + 2);
-      return;
-    }
-    p = end ? end + 1 : NULL;
-  }
-}
-
 static bool printable(const char *s) {
   for (; *s; s++)
     if (*s < 0x20 || *s > 0x7e) return false;
@@ -79,15 +64,13 @@ Test(detail_hint_store, a_store_that_refuses_connections_answers_with_its_hint,
    * store-unavailable with the hint to check PostgreSQL */
   char details[256], trailers[2048], reason[64] = "", detail[256] = "", hint[256] = "";
   int st = -1;
-  for (int64_t until = h_now_ms() + 20000; h_now_ms() < until && !hint[0];) {
-    h_raw_opts o = {.trailers = trailers, .trailers_len = sizeof trailers, .deadline_ms = 300};
-    st = h_raw_call_opts(H.s.addr, "/idem.v1.Coordinator/GetSaga", H.t, buf, len, details,
-                         sizeof details, &o);
-    trailer_of(trailers, "idem-reason", reason, sizeof reason);
-    trailer_of(trailers, "idem-detail", detail, sizeof detail);
-    trailer_of(trailers, "idem-hint", hint, sizeof hint);
-    if (!hint[0]) h_sleep_ms(20); /* the next try of the condition */
-  }
+  h_raw_opts o = {.trailers = trailers, .trailers_len = sizeof trailers, .deadline_ms = 300};
+  H_WAIT((st = h_raw_call_opts(H.s.addr, "/idem.v1.Coordinator/GetSaga", H.t, buf, len, details,
+                               sizeof details, &o),
+          h_trailer_of(trailers, "idem-hint", hint, sizeof hint), hint[0] != '\0'),
+         20000, "GetSaga answers with an idem-hint: %d %s\n%s", st, details, trailers);
+  h_trailer_of(trailers, "idem-reason", reason, sizeof reason);
+  h_trailer_of(trailers, "idem-detail", detail, sizeof detail);
   cr_expect_eq(st, 14 /* UNAVAILABLE */, "%d %s", st, details);
   cr_expect_str_eq(reason, "store-unavailable", "%s\n%s", details, trailers);
   cr_expect_str_eq(hint, PG_HINT, "trailers:\n%s", trailers);
@@ -95,13 +78,9 @@ Test(detail_hint_store, a_store_that_refuses_connections_answers_with_its_hint,
 
   /* idemctl shows it, PostgreSQL's way */
   h_ctl *r = calloc(1, sizeof *r);
-  bool shown = false;
-  for (int64_t until = h_now_ms() + 20000; !shown && h_now_ms() < until;) {
-    h_idemctl(r, H.s.addr, H.t, "saga", gid, "--deadline-ms", "300", NULL);
-    shown = strstr(r->err, "\nHINT:  " PG_HINT "\n") != NULL;
-    if (!shown) h_sleep_ms(20); /* the next try of the condition */
-  }
-  cr_expect(shown, "idemctl saga: exit %d\n%s", r->status, r->err);
+  H_WAIT((h_idemctl(r, H.s.addr, H.t, "saga", gid, "--deadline-ms", "300", NULL),
+          strstr(r->err, "\nHINT:  " PG_HINT "\n") != NULL),
+         20000, "idemctl saga prints the HINT line: exit %d\n%s", r->status, r->err);
   cr_expect_eq(r->status, 3, "unavailable: exit 3\n%s", r->err);
   free(r);
 
@@ -109,11 +88,8 @@ Test(detail_hint_store, a_store_that_refuses_connections_answers_with_its_hint,
   PQfinish(admin);
   /* the store comes back: the call answers again (not found: the saga was never begun) */
   st = -1;
-  for (int64_t until = h_now_ms() + 20000; h_now_ms() < until && st != 5;) {
-    h_raw_opts o = {.trailers = trailers, .trailers_len = sizeof trailers};
-    st = h_raw_call_opts(H.s.addr, "/idem.v1.Coordinator/GetSaga", H.t, buf, len, details,
-                         sizeof details, &o);
-    if (st != 5) h_sleep_ms(20); /* the next try of the condition */
-  }
-  cr_expect_eq(st, 5 /* NOT_FOUND */, "%d %s", st, details);
+  o = (h_raw_opts){.trailers = trailers, .trailers_len = sizeof trailers};
+  H_WAIT((st = h_raw_call_opts(H.s.addr, "/idem.v1.Coordinator/GetSaga", H.t, buf, len, details,
+                               sizeof details, &o)) == 5 /* NOT_FOUND */,
+         20000, "GetSaga answers NOT_FOUND again once the store is back: %d %s", st, details);
 }

@@ -23,6 +23,7 @@ typedef struct tally {
   char addrs[160], t[64];
   int id;
   atomic_bool *stop;
+  atomic_long *done; /* pairs completed by all the clients: what the test's thread waits on */
   long calls, ok, failed[CODES], lost[CODES], lost_proceed, other;
   char first[512]; /* the first call that did not go right: method, code, reason, message */
 } tally;
@@ -75,7 +76,10 @@ static void *pairs(void *arg) {
       continue;
     }
     rc = idem_step_complete(c, &k, attempt, IDEM_OUTCOME_SUCCEEDED, 200, "ok", 2, NULL, &e);
-    if (!count(x, "CompleteStep", gid, rc, &e)) h_sleep_ms(5);
+    if (count(x, "CompleteStep", gid, rc, &e))
+      atomic_fetch_add(x->done, 1);
+    else
+      h_sleep_ms(5); /* an answer at once: do not spin */
   }
   idem_close(c);
   return NULL;
@@ -149,6 +153,7 @@ Test(drain, sigterm_under_load_loses_no_call, .timeout = 120) {
   cl.node[0].keep_log = cl.node[1].keep_log = true; /* appended to across restarts */
   h_groups_wait_balanced(&cl, NULL);
   atomic_bool stop = false;
+  atomic_long done = 0;
   tally x[CLIENTS];
   pthread_t th[CLIENTS];
   memset(x, 0, sizeof x);
@@ -157,9 +162,10 @@ Test(drain, sigterm_under_load_loses_no_call, .timeout = 120) {
     snprintf(x[i].t, sizeof x[i].t, "%s", cl.t);
     x[i].id = i;
     x[i].stop = &stop;
+    x[i].done = &done;
     pthread_create(&th[i], NULL, pairs, &x[i]);
   }
-  h_sleep_ms(1000); /* some load before the first drain */
+  H_WAIT(atomic_load(&done) >= 200, 20000, "the clients completed 200 pairs before the first drain");
   int64_t drain_ms[DRAINS];
   for (int d = 0; d < DRAINS; d++) {
     int i = d % 2;
@@ -173,7 +179,9 @@ Test(drain, sigterm_under_load_loses_no_call, .timeout = 120) {
     restart_on_same_address(&cl, i);
     h_groups_wait_balanced(&cl, NULL);
   }
-  h_sleep_ms(500); /* the calls after the last drain */
+  long at_last = atomic_load(&done); /* the calls after the last drain */
+  H_WAIT(atomic_load(&done) >= at_last + 200, 20000,
+         "the clients completed 200 pairs after the last drain");
   atomic_store(&stop, true);
   for (int i = 0; i < CLIENTS; i++) pthread_join(th[i], NULL);
 

@@ -60,6 +60,29 @@ static void call_under(const char *trace, const char *gid, uint32_t wait_ms) {
   idem_trace_set(NULL, NULL, NULL);
 }
 
+/* GET path (query_exemplars) from Prometheus at port: whether an exemplar with trace id SLOW is
+ * there (its value into *value); the body into *last (malloc'd, the previous one freed). A 503
+ * (listening, its storage not ready yet) or any other answer is "not yet". */
+static bool exemplar_of(int port, const char *path, char **last, double *value) {
+  free(*last);
+  *last = NULL;
+  if (h_http_get(port, path, last) != 200) return false;
+  cJSON *j = cJSON_Parse(*last), *series;
+  bool found = false;
+  cJSON_ArrayForEach(series, cJSON_GetObjectItem(j, "data")) {
+    cJSON *ex;
+    cJSON_ArrayForEach(ex, cJSON_GetObjectItem(series, "exemplars")) {
+      cJSON *t = cJSON_GetObjectItem(cJSON_GetObjectItem(ex, "labels"), "trace_id");
+      if (cJSON_IsString(t) && strcmp(t->valuestring, SLOW) == 0) {
+        found = true;
+        *value = strtod(cJSON_GetObjectItem(ex, "value")->valuestring, NULL);
+      }
+    }
+  }
+  cJSON_Delete(j);
+  return found;
+}
+
 Test(exemplars, openmetrics_on_request_and_prometheus_finds_the_slow_call) {
   char gid[64];
   h_unique("g", gid, sizeof gid);
@@ -126,16 +149,15 @@ Test(exemplars, openmetrics_on_request_and_prometheus_finds_the_slow_call) {
         "prometheus",       cfgarg, data, listen, "--enable-feature=exemplar-storage",
         "--log.level=warn", NULL};
     pid = spawn_start(argv, &(spawn_opts){.log = log});
-    int64_t until = clock_mono_ms() + 30000;
-    while (!h_port_open(port) && clock_mono_ms() < until) {
-      int st;
-      if (spawn_reap(pid, &st)) {
-        pid = 0; /* the port was taken meanwhile: another one */
-        break;
-      }
-      h_sleep_ms(50);
+    int st;
+    bool up, exited = false;
+    H_WAITED(up, h_port_open(port) || (exited = spawn_reap(pid, &st)), 30000);
+    if (exited) {
+      pid = 0; /* the port was taken meanwhile: another one */
+      continue;
     }
-    cr_assert(!pid || h_port_open(port), "prometheus did not listen");
+    if (!up) h_dump_log(log);
+    cr_assert(up, "prometheus did not listen on 127.0.0.1:%d within 30 s", port);
   }
   cr_assert(pid, "prometheus did not start");
 
@@ -147,32 +169,10 @@ Test(exemplars, openmetrics_on_request_and_prometheus_finds_the_slow_call) {
            "2FBeginStep"
            "%%22%%7D&start=%lld&end=%lld",
            (long long)(clock_wall_ms() / 1000 - 600), (long long)(clock_wall_ms() / 1000 + 600));
-  bool found = false;
+  bool found;
   double value = 0;
   char *last = NULL;
-  for (int64_t until = clock_mono_ms() + 30000; !found && clock_mono_ms() < until;) {
-    free(last);
-    int status = h_http_get(port, path, &last);
-    if (status == 503) { /* listening, its storage not ready yet */
-      h_sleep_ms(100);
-      continue;
-    }
-    cr_assert_eq(status, 200, "%s", last);
-    cJSON *j = cJSON_Parse(last), *series;
-    cr_assert_not_null(j, "%s", last);
-    cJSON_ArrayForEach(series, cJSON_GetObjectItem(j, "data")) {
-      cJSON *ex;
-      cJSON_ArrayForEach(ex, cJSON_GetObjectItem(series, "exemplars")) {
-        cJSON *t = cJSON_GetObjectItem(cJSON_GetObjectItem(ex, "labels"), "trace_id");
-        if (cJSON_IsString(t) && strcmp(t->valuestring, SLOW) == 0) {
-          found = true;
-          value = strtod(cJSON_GetObjectItem(ex, "value")->valuestring, NULL);
-        }
-      }
-    }
-    cJSON_Delete(j);
-    if (!found) h_sleep_ms(200);
-  }
+  H_WAITED(found, exemplar_of(port, path, &last, &value), 30000);
   if (!found) h_dump_log(log);
   cr_assert(found, "no exemplar with trace id %s: %s", SLOW, last);
   free(last);

@@ -82,11 +82,8 @@ Test(fail_open, store_down_fail_open_proceeds_unguarded_fail_closed_refused, .ti
   cr_assert(log_has(&s, "proceeds unguarded"), "the unguarded answer is logged");
 
   pgctl("start");
-  int64_t deadline = h_now_ms() + 30000;
-  while (idem_step_begin(c, &closed_k, NULL, 0, 0, &b, &e) == IDEM_UNAVAILABLE) {
-    cr_assert_lt(h_now_ms(), deadline, "still unavailable 30 s after Postgres came back");
-    h_sleep_ms(50);
-  }
+  H_WAIT_EVERY(50, idem_step_begin(c, &closed_k, NULL, 0, 0, &b, &e) != IDEM_UNAVAILABLE, 30000,
+               "BeginStep answers other than UNAVAILABLE after Postgres came back: %s", e.message);
   cr_assert_eq(b.decision, IDEM_DECISION_PROCEED);
   idem_begin_clear(&b);
   /* nothing was recorded for the unguarded runs: the key is new to the coordinator */

@@ -84,6 +84,7 @@ Test(forward, expired_lease_is_taken_over_with_attempt_2) {
     if (rc == IDEM_OK) break;
     cr_assert_eq(rc, IDEM_ABORTED, "%s", e.message);
     cr_assert_lt(h_now_ms(), deadline, "no takeover within 5 s of a 200 ms lease");
+    /* a poll paced as a client's retry: the server's retry-after, when it names one */
     h_sleep_ms(e.retry_after_ms > 0 && e.retry_after_ms < 100 ? e.retry_after_ms : 20);
   }
   cr_assert_eq(b2.decision, IDEM_DECISION_PROCEED);

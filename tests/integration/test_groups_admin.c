@@ -84,6 +84,21 @@ Test(groups_admin, list_steps_without_a_saga_covers_both_groups_once, .timeout =
   h_groups_stop(&cl);
 }
 
+/* BeginStep on a fresh key of group g (its *attempt-th, counted up): ms left on its lease, or
+ * -1 when the call failed. */
+static int64_t fresh_step_lease(const h_groups *cl, idem_client *c, int g, int *attempt) {
+  char tag[32], gid[64];
+  snprintf(tag, sizeof tag, "pol%d", (*attempt)++);
+  h_groups_id_in_group(cl->t, g, tag, gid, sizeof gid);
+  idem_step_key k = {gid, "payments", "charge", IDEM_FORWARD};
+  idem_begin b = {0};
+  idem_error e = {0};
+  if (idem_step_begin(c, &k, NULL, 0, 0, &b, &e) != IDEM_OK) return -1;
+  int64_t lease = b.lease_expires_unix_ms - h_wall_ms();
+  idem_begin_clear(&b);
+  return lease;
+}
+
 Test(groups_admin, a_bulk_resolution_spans_both_groups, .timeout = 120) {
   h_groups cl;
   h_groups_start(&cl, false);
@@ -158,12 +173,6 @@ static long long policy_lease(const char *url, const char *t) {
   return v;
 }
 
-static int64_t wall_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void allow_connections(const h_groups *cl, int g, bool allow) {
   char sql[160];
   snprintf(sql, sizeof sql, "ALTER DATABASE %s ALLOW_CONNECTIONS %s", cl->db[g],
@@ -187,14 +196,14 @@ Test(groups_admin, a_policy_set_with_one_group_down_names_it_and_converges, .tim
   idem_policy out;
   idem_error e = {0};
   int rc;
-  for (int64_t until = h_now_ms() + 10000;;) {
-    rc = idem_policy_set(c, &p, &out, &e);
-    /* a leadership change under way answers "not the leader" without a group (g2's leader may
-     * step down, its store gone): the call once more, as a client would */
-    if (rc != IDEM_UNAVAILABLE || strstr(e.message, "group ") || h_now_ms() > until) break;
-    h_sleep_ms(200);
-  }
+  /* a leadership change under way answers "not the leader" without a group (g2's leader may
+   * step down, its store gone): the call once more, as a client would, until one names a group */
+  bool answered;
+  H_WAITED(answered,
+           (rc = idem_policy_set(c, &p, &out, &e)) != IDEM_UNAVAILABLE || strstr(e.message, "group "),
+           10000);
   allow_connections(&cl, 1, true);
+  cr_expect(answered, "an answer other than a refusal naming no group, within 10 s: %s", e.message);
   cr_expect_eq(rc, IDEM_UNAVAILABLE, "%s", e.message);
   cr_expect(strstr(e.message, "group g2"), "names the group: %s", e.message);
   cr_expect_eq(policy_lease(cl.url[0], cl.t), 7000, "g1 kept the change");
@@ -203,21 +212,10 @@ Test(groups_admin, a_policy_set_with_one_group_down_names_it_and_converges, .tim
   cr_expect_eq(policy_lease(cl.url[1], cl.t), 7000, "converged");
   /* each group's leader resolves the policy from its own store (its cache refreshes every 2 s) */
   for (int g = 0; g < 2; g++) {
-    int64_t deadline = h_now_ms() + 10000, lease = 0;
-    for (int attempt = 0;; attempt++) {
-      char tag[32], gid[64];
-      snprintf(tag, sizeof tag, "pol%d", attempt);
-      h_groups_id_in_group(cl.t, g, tag, gid, sizeof gid);
-      idem_step_key k = {gid, "payments", "charge", IDEM_FORWARD};
-      idem_begin b = {0};
-      cr_assert_eq(idem_step_begin(c, &k, NULL, 0, 0, &b, &e), IDEM_OK, "%s", e.message);
-      lease = b.lease_expires_unix_ms - wall_ms();
-      idem_begin_clear(&b);
-      if (lease > 5000 || h_now_ms() > deadline) break;
-      h_sleep_ms(200);
-    }
-    cr_expect_gt(lease, 5000, "g%d's step has the policy's 7 s lease (%lld ms left)", g + 1,
-                 (long long)lease);
+    int attempt = 0;
+    int64_t lease = 0;
+    H_WAIT((lease = fresh_step_lease(&cl, c, g, &attempt)) > 5000, 10000,
+           "g%d's step has the policy's 7 s lease (%lld ms left)", g + 1, (long long)lease);
   }
   idem_close(c);
   h_groups_stop(&cl);

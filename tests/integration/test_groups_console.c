@@ -98,28 +98,6 @@ Test(groups_console, the_slots_page_lists_both_groups_and_ranges, .timeout = 120
   h_groups_stop(&cl);
 }
 
-/* The text after needle in s up to the first of the stop characters, into out. */
-static bool text_after(const char *s, const char *needle, const char *stop, char *out, size_t cap) {
-  const char *p = strstr(s, needle);
-  if (!p) return false;
-  p += strlen(needle);
-  size_t n = strcspn(p, stop);
-  if (n >= cap) return false;
-  memcpy(out, p, n);
-  out[n] = '\0';
-  return true;
-}
-
-/* A development session of the tenant on node port: "idem_session=ID". */
-static void session_of(int port, const char *tenant, char *cookie, size_t cap) {
-  char path[160], *resp = NULL, id[128];
-  snprintf(path, sizeof path, "/?tenant=%s", tenant);
-  cr_assert_eq(h_http_request(port, "GET", path, NULL, NULL, &resp), 200, "%s", resp);
-  cr_assert(text_after(resp, "Set-Cookie: idem_session=", ";\r\n", id, sizeof id), "%s", resp);
-  snprintf(cookie, cap, "idem_session=%s", id);
-  free(resp);
-}
-
 Test(groups_console, a_saga_of_the_second_group_is_shown_and_resolved, .timeout = 120) {
   h_groups cl;
   h_groups_start(&cl, true);
@@ -141,7 +119,7 @@ Test(groups_console, a_saga_of_the_second_group_is_shown_and_resolved, .timeout 
   }
   char path[256], cookie[160], *resp = NULL;
   for (int i = 0; i < 2; i++) { /* both nodes show g2's saga and step, and list both groups' */
-    session_of(cl.cport[i], cl.t, cookie, sizeof cookie);
+    h_console_session(cl.cport[i], cl.t, cookie, sizeof cookie);
     snprintf(path, sizeof path, "/sagas/%s", gid2);
     cr_assert_eq(h_http_request(cl.cport[i], "GET", path, cookie, NULL, &resp), 200, "node %d: %s",
                  i, resp);
@@ -165,14 +143,14 @@ Test(groups_console, a_saga_of_the_second_group_is_shown_and_resolved, .timeout 
   /* resolved on g2's leader; refused, naming it, on the other node */
   for (int pass = 0; pass < 2; pass++) {
     int i = pass == 0 ? other : lead2;
-    session_of(cl.cport[i], cl.t, cookie, sizeof cookie);
+    h_console_session(cl.cport[i], cl.t, cookie, sizeof cookie);
     char csrf[80] = "";
     if (i == other) /* a page with a form of this session: g1's leader may edit policies */
       snprintf(path, sizeof path, "/policies");
     else
       snprintf(path, sizeof path, "/steps/%s/payments/charge/forward", gid2);
     cr_assert_eq(h_http_request(cl.cport[i], "GET", path, cookie, NULL, &resp), 200, "%s", resp);
-    cr_assert(text_after(resp, "name=\"csrf\" value=\"", "\"", csrf, sizeof csrf), "%s", resp);
+    cr_assert(h_text_after(resp, "name=\"csrf\" value=\"", "\"", csrf, sizeof csrf), "%s", resp);
     free(resp);
     char form[256];
     snprintf(form, sizeof form,
@@ -196,7 +174,7 @@ Test(groups_console, a_saga_of_the_second_group_is_shown_and_resolved, .timeout 
   cr_expect_eq(rec.result.code, 7);
   idem_record_clear(&rec);
   /* the saga page of g2 shows the resolution in its audit trail */
-  session_of(cl.cport[other], cl.t, cookie, sizeof cookie);
+  h_console_session(cl.cport[other], cl.t, cookie, sizeof cookie);
   snprintf(path, sizeof path, "/sagas/%s", gid2);
   cr_assert_eq(h_http_request(cl.cport[other], "GET", path, cookie, NULL, &resp), 200, "%s", resp);
   cr_expect(strstr(resp, "stuck in g2"), "the audit row: %s", resp);
@@ -237,7 +215,7 @@ Test(groups_console, the_overview_audit_and_policies_read_every_group, .timeout 
   }
   char cookie[160], *resp = NULL;
   for (int i = 0; i < 2; i++) {
-    session_of(cl.cport[i], cl.t, cookie, sizeof cookie);
+    h_console_session(cl.cport[i], cl.t, cookie, sizeof cookie);
     cr_assert_eq(h_http_request(cl.cport[i], "GET", "/", cookie, NULL, &resp), 200, "%s", resp);
     for (int g = 0; g < 2; g++) { /* one in progress each */
       char want[256];
@@ -255,11 +233,11 @@ Test(groups_console, the_overview_audit_and_policies_read_every_group, .timeout 
     free(resp);
   }
   /* a policy set on g1's leader's console reaches both groups' stores */
-  session_of(cl.cport[lead1], cl.t, cookie, sizeof cookie);
+  h_console_session(cl.cport[lead1], cl.t, cookie, sizeof cookie);
   char csrf[80] = "", form[400];
   cr_assert_eq(h_http_request(cl.cport[lead1], "GET", "/policies", cookie, NULL, &resp), 200, "%s",
                resp);
-  cr_assert(text_after(resp, "name=\"csrf\" value=\"", "\"", csrf, sizeof csrf), "%s", resp);
+  cr_assert(h_text_after(resp, "name=\"csrf\" value=\"", "\"", csrf, sizeof csrf), "%s", resp);
   free(resp);
   snprintf(form, sizeof form,
            "csrf=%s&service=pol-svc&operation=*&mode=fail-open&retention_s=3600&"
@@ -277,7 +255,7 @@ Test(groups_console, the_overview_audit_and_policies_read_every_group, .timeout 
                                       "'pol-svc' RETURNING 1) SELECT count(*) FROM d"),
                1);
   for (int i = 0; i < 2; i++) {
-    session_of(cl.cport[i], cl.t, cookie, sizeof cookie);
+    h_console_session(cl.cport[i], cl.t, cookie, sizeof cookie);
     cr_assert_eq(h_http_request(cl.cport[i], "GET", "/policies", cookie, NULL, &resp), 200, "%s",
                  resp);
     char *row = row_of(resp, "policies", "pol-svc");

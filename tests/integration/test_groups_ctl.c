@@ -53,9 +53,8 @@ Test(groups_ctl, slots_shows_the_map_and_each_groups_leader, .timeout = 120) {
 
   /* a node's store handle of a group another node fenced meanwhile fails its first ping (then
    * reconnects): until then `slots` says so and exits 3 */
-  int64_t until = h_now_ms() + 10000;
-  do h_idemctl(r, cl.node[0].addr, NULL, "slots", "--json", NULL);
-  while (r->status == 3 && h_now_ms() < until && (h_sleep_ms(100), true));
+  H_WAIT((h_idemctl(r, cl.node[0].addr, NULL, "slots", "--json", NULL), r->status != 3), 10000,
+         "node 0's stores answer (idemctl slots exits 3 while one does not): %s%s", r->out, r->err);
   cr_assert_eq(r->status, 0, "%s%s", r->out, r->err);
   cJSON *o = cJSON_Parse(r->out);
   cr_assert(cJSON_IsObject(o), "%s", r->out);
@@ -86,9 +85,8 @@ Test(groups_ctl, slots_shows_the_map_and_each_groups_leader, .timeout = 120) {
   cJSON_Delete(o);
 
   /* the tables, from the other node */
-  until = h_now_ms() + 10000;
-  do h_idemctl(r, cl.node[1].addr, NULL, "slots", NULL);
-  while (r->status == 3 && h_now_ms() < until && (h_sleep_ms(100), true));
+  H_WAIT((h_idemctl(r, cl.node[1].addr, NULL, "slots", NULL), r->status != 3), 10000,
+         "node 1's stores answer (idemctl slots exits 3 while one does not): %s%s", r->out, r->err);
   cr_assert_eq(r->status, 0, "%s%s", r->out, r->err);
   cr_expect(strstr(r->out, "64 slots"), "%s", r->out);
   cr_expect(strstr(r->out, "MOVING TO") && strstr(r->out, "LEADER"), "%s", r->out);
@@ -100,11 +98,11 @@ Test(groups_ctl, slots_shows_the_map_and_each_groups_leader, .timeout = 120) {
   /* g2's database refuses connections: g2 unreachable, g1 ok, exit 3 (a node reports a ping
    * of each store for half a second: within that, asked again) */
   db_refuse(cl.db[1], true);
-  until = h_now_ms() + 5000;
-  do h_idemctl(r, cl.node[0].addr, NULL, "slots", "--json", NULL);
-  while (r->status == 0 && h_now_ms() < until && (h_sleep_ms(100), true));
+  bool refused;
+  H_WAITED(refused,
+           (h_idemctl(r, cl.node[0].addr, NULL, "slots", "--json", NULL), r->status != 0), 5000);
   db_refuse(cl.db[1], false);
-  cr_expect_eq(r->status, 3, "%s%s", r->out, r->err);
+  cr_expect(refused && r->status == 3, "exit %d: %s%s", r->status, r->out, r->err);
   o = cJSON_Parse(r->out);
   cr_assert(cJSON_IsObject(o), "%s", r->out);
   groups = cJSON_GetObjectItem(o, "groups");

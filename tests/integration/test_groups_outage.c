@@ -153,7 +153,7 @@ Test(groups_outage, one_groups_postgres_stopped_under_load, .timeout = 300) {
   snprintf(cmd, sizeof cmd, "pg_stop '%s'", dir);
   cr_assert_eq(pg_sh(cmd), 0);
   for (int g = 0; g < 2; g++) atomic_store(&r[g].phase, PHASE_DURING);
-  h_sleep_ms(5000); /* the figure during */
+  h_sleep_ms(5000); /* the figure during: a fixed span of load, not a wait for a condition */
   for (int g = 0; g < 2; g++) atomic_store(&r[g].stop, true);
   for (int g = 0; g < 2; g++)
     for (int i = 0; i < THREADS; i++) pthread_join(th[g][i], NULL);

@@ -45,18 +45,6 @@ static void set_policy(idem_client *c, const char *svc, uint32_t lease_ms) {
   cr_assert_eq(idem_policy_set(c, &p, NULL, &e), IDEM_OK, "SetPolicy %s: %s", svc, e.message);
 }
 
-/* The text after needle in s up to the first of the stop characters, into out. */
-static bool text_after(const char *s, const char *needle, const char *stop, char *out, size_t cap) {
-  const char *p = strstr(s, needle);
-  if (!p) return false;
-  p += strlen(needle);
-  size_t n = strcspn(p, stop);
-  if (n >= cap) return false;
-  memcpy(out, p, n);
-  out[n] = '\0';
-  return true;
-}
-
 /* N SetPolicy (services tag0..) then N DeletePolicy of them; the rows each group's database
  * held after the sets into rows[2]. */
 static void set_then_delete(const h_groups *cl, idem_client *c, const char *tag,
@@ -107,15 +95,11 @@ Test(groups_policy_conns, policy_changes_reuse_each_groups_connection, .timeout 
   /* the console's form on g1's leader (it edits policies), as many times, after one that
    * opens the page's handles */
   int at = h_groups_leader_of(&cl, 0);
-  char path[160], *resp = NULL, id[128], cookie[160], csrf[80];
-  snprintf(path, sizeof path, "/?tenant=%s", cl.t);
-  cr_assert_eq(h_http_request(cl.cport[at], "GET", path, NULL, NULL, &resp), 200, "%s", resp);
-  cr_assert(text_after(resp, "Set-Cookie: idem_session=", ";\r\n", id, sizeof id), "%s", resp);
-  free(resp);
-  snprintf(cookie, sizeof cookie, "idem_session=%s", id);
+  char *resp = NULL, cookie[160], csrf[80];
+  h_console_session(cl.cport[at], cl.t, cookie, sizeof cookie);
   cr_assert_eq(h_http_request(cl.cport[at], "GET", "/policies", cookie, NULL, &resp), 200, "%s",
                resp);
-  cr_assert(text_after(resp, "name=\"csrf\" value=\"", "\"", csrf, sizeof csrf), "%s", resp);
+  cr_assert(h_text_after(resp, "name=\"csrf\" value=\"", "\"", csrf, sizeof csrf), "%s", resp);
   free(resp);
   for (int i = 0; i <= N; i++) {
     if (i == 1) before = connects(&cl);

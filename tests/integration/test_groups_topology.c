@@ -125,11 +125,8 @@ Test(groups, a_newer_slot_map_in_etcd_is_followed, .timeout = 120) {
   cr_assert(etcd_put(&cl.etcd, "/idem/leader/slotmap",
                      "{\"version\":2,\"slots\":64,\"ranges\":[{\"from\":0,\"to\":15,"
                      "\"group\":\"g1\"},{\"from\":16,\"to\":63,\"group\":\"g2\"}]}"));
-  int64_t until = h_now_ms() + 10000;
-  while ((map_version(&cl, 0) != 2 || map_version(&cl, 1) != 2) && h_now_ms() < until)
-    h_sleep_ms(100);
-  cr_assert_eq(map_version(&cl, 0), 2, "node 0 follows version 2");
-  cr_assert_eq(map_version(&cl, 1), 2, "node 1 follows version 2");
+  for (int n = 0; n < 2; n++)
+    H_WAIT(map_version(&cl, n) == 2, 10000, "node %d follows version 2", n);
   cr_expect_eq(h_raw_call_trailer(cl.node[l1].addr, COORD "LookupStep", cl.t, req->b, req->n,
                                   details, sizeof details, "idem-group", grp, sizeof grp),
                14, "g1's leader no longer serves it: %s", details);
@@ -141,11 +138,9 @@ Test(groups, a_newer_slot_map_in_etcd_is_followed, .timeout = 120) {
   cr_assert(etcd_put(&cl.etcd, "/idem/leader/slotmap",
                      "{\"version\":3,\"slots\":64,\"ranges\":[{\"from\":0,\"to\":63,"
                      "\"group\":\"g9\"}]}"));
-  until = h_now_ms() + 10000; /* the node saw it and said why it does not follow it */
-  while (h_log_count(cl.node[0].log_path, "cannot follow the new slot map") == 0 &&
-         h_now_ms() < until)
-    h_sleep_ms(100);
-  cr_expect_gt(h_log_count(cl.node[0].log_path, "cannot follow the new slot map"), 0);
+  /* the node saw it and said why it does not follow it */
+  H_WAIT(h_log_count(cl.node[0].log_path, "cannot follow the new slot map") > 0, 10000,
+         "node 0 logs that it cannot follow the new slot map");
   cr_expect_eq(map_version(&cl, 0), 2);
   pb_free(req);
   h_groups_stop(&cl);

@@ -39,6 +39,17 @@ static void complete(idem_client *c, const char *gid, const char *svc, const cha
 }
 
 /* Whether the JSON array holds a step of service svc in state. */
+/* Whether LookupStep of (gid, svc, op) answers with its result expired. */
+static bool result_expired(idem_client *c, const char *gid, const char *svc, const char *op) {
+  idem_step_key k = {gid, svc, op, IDEM_FORWARD};
+  idem_record rec;
+  idem_error e = {0};
+  if (idem_step_lookup(c, &k, &rec, &e) != IDEM_OK) return false;
+  bool expired = rec.result_expired;
+  idem_record_clear(&rec);
+  return expired;
+}
+
 static bool has_step(cJSON *arr, const char *svc, const char *state) {
   cJSON *it;
   cJSON_ArrayForEach(it, arr) {
@@ -64,7 +75,8 @@ Test(incident, drill) {
   begin(c, gid, "shipping", "book", 600000);
   idem_begin notify = begin(c, gid, "notify", "email", 0);
   complete(c, gid, "notify", "email", notify.attempt, IDEM_OUTCOME_SUCCEEDED);
-  h_sleep_ms(120); /* the charge's lease expires */
+  H_WAIT(h_wall_ms() > charge.lease_expires_unix_ms, 5000, "the charge's lease expires (at %lld)",
+         (long long)charge.lease_expires_unix_ms);
 
   /* find them */
   h_ctl *r = calloc(1, sizeof *r);
@@ -353,18 +365,9 @@ Test(incident, policy_key_retention) {
   idem_begin b = begin(c, gid, "notify", "email", 0);
   complete(c, gid, "notify", "email", b.attempt, IDEM_OUTCOME_FAILED);
   idem_begin_clear(&b);
-  int64_t t0 = h_now_ms();
-  for (;;) { /* the database clock decides when the result expires: wait for it */
-    idem_step_key k = {gid, "notify", "email", IDEM_FORWARD};
-    idem_record rec;
-    idem_error e = {0};
-    cr_assert_eq(idem_step_lookup(c, &k, &rec, &e), IDEM_OK, "%s", e.message);
-    bool expired = rec.result_expired;
-    idem_record_clear(&rec);
-    if (expired) break;
-    cr_assert_lt(h_now_ms() - t0, 15000, "the result did not expire within 15 s");
-    h_sleep_ms(100);
-  }
+  /* the database clock decides when the result expires: wait for it */
+  H_WAIT_EVERY(100, result_expired(c, gid, "notify", "email"), 15000,
+               "LookupStep says notify/email's result expired");
   idem_close(c);
   h_idemctl(r, H.s.addr, H.t, "step", gid, "notify", "email", NULL);
   cr_assert_eq(r->status, 0, "%s", r->err);

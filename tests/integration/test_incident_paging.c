@@ -68,7 +68,7 @@ Test(paging, ten_thousand_in_pages_of_100_while_rows_change) {
   churn ch = {0};
   pthread_t t;
   cr_assert_eq(pthread_create(&t, NULL, churn_main, &ch), 0);
-  while (atomic_load(&ch.inserted) < 20) h_sleep_ms(5); /* the churn is under way */
+  H_WAIT(atomic_load(&ch.inserted) >= 20, 10000, "the churn inserted 20 steps");
 
   idem_client *c = h_client(&H.s, H.t, 5000);
   size_t cap = 16384, got = 0;
@@ -90,7 +90,7 @@ Test(paging, ten_thousand_in_pages_of_100_while_rows_change) {
     token = *pg.next_page_token ? strdup(pg.next_page_token) : NULL;
     idem_step_page_clear(&pg);
     if (!token) break;
-    h_sleep_ms(1); /* let the churn interleave */
+    h_sleep_ms(1); /* not a wait: a pause between pages, for the churn to interleave */
   }
   atomic_store(&ch.stop, true);
   pthread_join(t, NULL);

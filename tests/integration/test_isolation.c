@@ -272,12 +272,9 @@ Test(isolation, compensation_and_takeover_stay_within_the_tenant) {
   cr_assert_eq(b.attempt, 1);
   long long a_before = h_tenant_hash(TA);
   /* B's 1 ms lease expires: only B's own caller may take it over (attempt 2), A cannot see it */
-  int64_t until = h_now_ms() + 5000;
   int rc;
-  do {
-    h_sleep_ms(5);
-    rc = idem_step_begin(B, &fwd, NULL, 0, 0, &b, &e);
-  } while (rc == IDEM_ABORTED && h_now_ms() < until);
+  H_WAIT((rc = idem_step_begin(B, &fwd, NULL, 0, 0, &b, &e)) != IDEM_ABORTED, 5000,
+         "B's 1 ms lease runs out: BeginStep no longer ABORTED");
   cr_assert_eq(rc, IDEM_OK, "%s", e.message);
   cr_assert(b.takeover);
   cr_assert_eq(b.attempt, 2);

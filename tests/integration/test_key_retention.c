@@ -32,12 +32,6 @@ static void set_policy(const char *op, uint32_t retention_s, uint32_t key_retent
   cr_assert_eq(got.key_retention_s, key_retention_s);
 }
 
-static int64_t wall_ms(void) { /* the Unix clock, as the *_unix_ms fields */
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static const uint8_t FP[] = "order-1", OTHER_FP[] = "order-2";
 
 static void proceed_and_complete(const idem_step_key *k) {
@@ -88,7 +82,7 @@ Test(key_retention, past_retention_a_duplicate_gets_outcome_and_code_without_the
     if (b.result_expired) break;
     idem_begin_clear(&b);
     cr_assert_lt(h_now_ms() - t0, 15000, "the result did not expire within 15 s");
-    h_sleep_ms(100);
+    h_sleep_ms(100); /* the next poll: each turn's answer is checked too */
   }
   cr_assert_eq(b.decision, IDEM_DECISION_REPLAY, "the key is remembered: no second PROCEED");
   cr_assert_eq(b.attempt, 1);
@@ -96,8 +90,8 @@ Test(key_retention, past_retention_a_duplicate_gets_outcome_and_code_without_the
   cr_assert_eq(b.result.outcome, IDEM_OUTCOME_SUCCEEDED);
   cr_assert_eq(b.result.code, 201);
   cr_assert_eq(b.result.body_len, 0);
-  cr_assert_leq(b.result_expires_unix_ms, wall_ms() + 1000);
-  cr_assert_gt(b.expires_unix_ms, wall_ms() + 3500000);
+  cr_assert_leq(b.result_expires_unix_ms, h_wall_ms() + 1000);
+  cr_assert_gt(b.expires_unix_ms, h_wall_ms() + 3500000);
   idem_begin_clear(&b);
 
   cr_assert_eq(idem_step_begin(H.c, &k, OTHER_FP, sizeof OTHER_FP - 1, 0, &b, &e),
@@ -123,7 +117,7 @@ Test(key_retention, past_retention_a_duplicate_gets_outcome_and_code_without_the
   for (long long n; (n = body_bytes(gid)) != 0;) { /* one read per turn: the reaper races it */
     cr_assert_eq(n, 4, "the row must stay");
     cr_assert_lt(h_now_ms() - t0, 30000, "the reaper did not drop the body within 30 s");
-    h_sleep_ms(100);
+    h_sleep_ms(100); /* the next poll: each turn checks the row stays */
   }
   cr_assert_eq(idem_step_begin(H.c, &k, FP, sizeof FP - 1, 0, &b, &e), IDEM_OK, "%s", e.message);
   cr_assert_eq(b.decision, IDEM_DECISION_REPLAY);
@@ -157,7 +151,7 @@ Test(key_retention, after_key_retention_the_key_is_new_again) {
     saw_expired_replay = true; /* still remembered: another fingerprint is refused */
     idem_begin_clear(&b);
     cr_assert_lt(h_now_ms() - t0, 20000, "the key was not forgotten within 20 s");
-    h_sleep_ms(100);
+    h_sleep_ms(100); /* the next poll: each turn checks the refusal until then */
   }
   cr_assert(saw_expired_replay, "the key was refused at first");
   cr_assert_geq(h_now_ms() - t0, 2500, "forgotten before key_retention_s");

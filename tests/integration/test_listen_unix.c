@@ -27,14 +27,14 @@ static void status_on(const char *listen) {
   cr_assert_eq(idem_connect(&o, &c, &e), IDEM_OK, "%s", e.message);
   idem_status st;
   int rc = -1;
-  for (int64_t end = clock_mono_ms() + 30000; clock_mono_ms() < end;) {
-    rc = idem_get_status(c, &st, &e);
-    if (rc == IDEM_OK || spawn_reap(pid, NULL)) break;
-    usleep(50 * 1000);
-  }
+  bool done, exited = false;
+  H_WAITED_EVERY(50, done,
+                 (rc = idem_get_status(c, &st, &e)) == IDEM_OK || (exited = spawn_reap(pid, NULL)),
+                 30000);
   idem_close(c);
   int status = spawn_stop(pid, 20000);
-  cr_assert_eq(rc, IDEM_OK, "GetStatus on %s: %s (log %s)", listen, e.message, log_path);
+  cr_assert_eq(rc, IDEM_OK, "GetStatus on %s: %s%s (log %s)", listen, e.message,
+               exited ? " (the coordinator exited)" : done ? "" : " (not within 30 s)", log_path);
   cr_expect(st.leader);
   cr_expect_str_eq(st.leader_address, listen);
   cr_expect_eq(status, 0);

@@ -124,7 +124,7 @@ Test(metrics, counters_rise_by_the_calls_made) {
     cr_assert_geq(v, last);
     last = v;
     free(mid);
-    h_sleep_ms(20);
+    h_sleep_ms(20); /* not a wait: the scrapes spread over the load */
   }
   for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
 
@@ -165,13 +165,7 @@ Test(metrics, counters_rise_by_the_calls_made) {
   cr_assert_eq(sample(after, "idem_epoch"), 0);
   cr_assert_eq(sample(after, "idem_steps_scrape_ok"), 1);
   /* the step counts are read at most once a second: the next reading has the unknown step */
-  for (int64_t until = h_now_ms() + 3000;
-       sample(after, "idem_steps{state=\"unknown\"}") < 1 && h_now_ms() < until;) {
-    h_sleep_ms(100);
-    free(after);
-    after = scrape();
-  }
-  cr_assert_geq(sample(after, "idem_steps{state=\"unknown\"}"), 1);
+  H_WAIT((free(after), after = scrape(), sample(after, "idem_steps{state=\"unknown\"}") >= 1), 3000, "/metrics counts the unknown step (idem_steps{state=\"unknown\"})");
   cr_assert_geq(sample(after, "idem_steps{state=\"in_progress\"}"), 0);
   cr_assert_geq(sample(after, "idem_store_errors_total{kind=\"unavailable\"}"), 0);
   cr_assert_geq(sample(after, "idem_unguarded_executions_total"), 0);
@@ -241,10 +235,7 @@ Test(metrics, errors_by_reason_and_steps_past_their_lease) {
   cr_assert_eq(idem_step_begin(c, &k, NULL, 0, 200, &b, &e), IDEM_OK, "%s", e.message);
   idem_begin_clear(&b);
   double now = exp0;
-  for (int64_t until = clock_mono_ms() + 15000; now < exp0 + 1 && clock_mono_ms() < until;) {
-    h_sleep_ms(100);
-    now = h_metric(H.metrics_port, "idem_steps_lease_expired");
-  }
-  cr_assert_geq(now, exp0 + 1, "the expired lease was not counted (%g, before %g)", now, exp0);
+  H_WAIT((now = h_metric(H.metrics_port, "idem_steps_lease_expired")) >= exp0 + 1, 15000,
+         "the expired lease was counted (idem_steps_lease_expired %g, before %g)", now, exp0);
   idem_close(c);
 }

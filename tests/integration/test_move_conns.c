@@ -125,7 +125,7 @@ Test(move_conns, a_move_holds_two_postgres_and_no_new_etcd_connections_per_node,
     free(list);
     if (now > most_at_once) most_at_once = now;
     samples++;
-    h_sleep_ms(20);
+    h_sleep_ms(20); /* not a wait: a sample every 20 ms while the move runs */
   }
   PQfinish(pg);
   h_bg_move_join(&m);

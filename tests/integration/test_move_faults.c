@@ -82,9 +82,9 @@ static bool wait_held(const h_groups *cl, const char *phase) {
   } else {
     return true;
   }
-  for (int64_t until = h_now_ms() + 10000; h_now_ms() < until; h_sleep_ms(20))
-    if (h_sql_count(url, sql) > 0) return true;
-  return false;
+  bool held;
+  H_WAITED(held, h_sql_count(url, sql) > 0, 10000);
+  return held;
 }
 
 /* A PostgreSQL primary and its streaming standby in a directory of their own, for one group. */
@@ -129,7 +129,8 @@ static void pair_start(pg_pair *p, const char *db) {
  * answer (a promotion under way), not only the promoted one. */
 static void pair_fail_over(pg_pair *p, int64_t not_before_ms) {
   pgctl((const char *[]){"stop", p->a, NULL});
-  while (h_now_ms() < not_before_ms) h_sleep_ms(20);
+  int64_t left = not_before_ms - h_now_ms();
+  if (left > 0) h_sleep_ms(left); /* not a wait: the fault is timed to outlast the driver's hold */
   pgctl((const char *[]){"promote", p->b, NULL});
 }
 
@@ -184,7 +185,7 @@ static void run_case(const fault_case *fc) {
     pair_fail_over(pair, t_phase + HOLD_MS + 300);
   } else {
     etcd_kill(&cl.etcd);
-    h_sleep_ms(1000);
+    h_sleep_ms(1000); /* not a wait: the fault, etcd gone for a second */
     etcd_restart(&cl.etcd);
   }
   int64_t t_fault = h_now_ms();
@@ -213,12 +214,8 @@ static void run_case(const fault_case *fc) {
               r.details);
   const char *owner = finished ? "g2" : "g1";
   int owner_db = finished ? 1 : 0;
-  char g[64] = "";
-  for (int64_t until = h_now_ms() + 5000; h_now_ms() < until; h_sleep_ms(100)) {
-    h_group_of_slot(&cl, other, FROM, g, sizeof g);
-    if (strcmp(g, owner) == 0) break;
-  }
-  cr_expect_str_eq(g, owner, "slot %d is %s's, as the result says", FROM, owner);
+  H_WAIT(h_slot_is(&cl, other, FROM, owner), 5000, "slot %d is %s's, as the result says", FROM,
+         owner);
   cr_expect_eq(h_count_rows(cl.url[1 - owner_db], "idem_steps", FROM, TO), 0,
                "the other group's database holds none of the slots' rows");
   cr_expect_gt(h_count_rows(cl.url[owner_db], "idem_steps", FROM, TO), 0);

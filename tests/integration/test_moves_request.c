@@ -93,6 +93,15 @@ static void expect_mismatches(const h_groups *cl, const char *when) {
   }
 }
 
+/* Whether node `at`'s map carries the move of request rid in phase copying. */
+static bool move_copying(const h_groups *cl, int at, const char *rid) {
+  Idem__V1__Topology *t = h_topology(cl, at);
+  bool yes = t && t->move && strcmp(t->move->request_id, rid) == 0 &&
+             strcmp(t->move->phase, "copying") == 0;
+  if (t) idem__v1__topology__free_unpacked(t, NULL);
+  return yes;
+}
+
 Test(moves_request, another_move_under_the_same_request_id_is_refused_the_same_replays,
      .timeout = 240) {
   h_groups cl;
@@ -110,14 +119,7 @@ Test(moves_request, another_move_under_the_same_request_id_is_refused_the_same_r
   pthread_t th;
   pthread_create(&th, NULL, bg_move_run, &m);
   /* under way: the map carries the move of rq-move */
-  bool seen = false;
-  for (int64_t until = h_now_ms() + 30000; !seen && h_now_ms() < until; h_sleep_ms(50)) {
-    Idem__V1__Topology *t = h_topology(&cl, 1);
-    seen = t && t->move && strcmp(t->move->request_id, "rq-move") == 0 &&
-           strcmp(t->move->phase, "copying") == 0;
-    if (t) idem__v1__topology__free_unpacked(t, NULL);
-  }
-  cr_assert(seen, "the move reaches copying");
+  H_WAIT_EVERY(50, move_copying(&cl, 1, "rq-move"), 30000, "the move rq-move reaches copying");
   /* held before its first progress reading: idemctl says so, no "lag -1 B" */
   char cmd[512], out[4096] = "";
   snprintf(cmd, sizeof cmd, "%s --addr %s slots 2>&1", IDEMCTL_BIN, cl.node[1].addr);
@@ -159,13 +161,10 @@ Test(moves_request, another_move_under_the_same_request_id_is_refused_the_same_r
   /* after it ended: the kept result refuses other parameters too, and nothing moves */
   /* node 0 learns the map without the move from its watch, a moment after the answer */
   Idem__V1__Topology *before = NULL;
-  for (int64_t until = h_now_ms() + 10000; h_now_ms() < until; h_sleep_ms(20)) {
-    if (before) idem__v1__topology__free_unpacked(before, NULL);
-    before = h_topology(&cl, 0);
-    if (before && !before->move) break;
-  }
-  cr_assert(before);
-  cr_expect_null(before->move, "node 0's map still carries the move 10 s after it ended");
+  H_WAIT_EVERY(20,
+               ((before ? idem__v1__topology__free_unpacked(before, NULL) : (void)0),
+                (before = h_topology(&cl, 0)) && !before->move),
+               10000, "node 0's map drops the move after it ended");
   long long g2_rows = h_count_rows(cl.url[1], "idem_steps", FROM, 63);
   expect_mismatches(&cl, "ended");
   Idem__V1__Topology *after = h_topology(&cl, 0);

@@ -51,13 +51,7 @@ Test(moves_wait, a_waiting_move_holds_no_worker_and_a_caller_gone_is_noticed, .t
   snprintf(out, sizeof out, "/tmp/idem-moves-wait-%d.out", (int)getpid());
   pid_t ctl = spawn_start(argv, &(spawn_opts){.out_log = out, .err_log = out});
   /* the move copies (held there 4 s): the call is waiting */
-  bool copying = false;
-  for (int64_t until = h_now_ms() + 30000; !copying && h_now_ms() < until; h_sleep_ms(50)) {
-    Idem__V1__Topology *t = h_topology(&cl, other);
-    copying = t && t->move && strcmp(t->move->phase, "copying") == 0;
-    if (t) idem__v1__topology__free_unpacked(t, NULL);
-  }
-  cr_assert(copying, "the move reached copying");
+  cr_assert(h_wait_move_phase(&cl, other, "copying", 30000), "the move reached copying");
   /* the one worker serves while MoveSlots waits */
   int64_t slowest = 0;
   for (int i = 0; i < 5; i++) {
@@ -69,25 +63,22 @@ Test(moves_wait, a_waiting_move_holds_no_worker_and_a_caller_gone_is_noticed, .t
     idem__v1__topology__free_unpacked(t, NULL);
     cr_assert(still, "the move is still under way");
     if (took > slowest) slowest = took;
-    h_sleep_ms(100);
+    h_sleep_ms(100); /* not a wait: the samples spread over the move's 4 s hold */
   }
   cr_log_info("GetTopology on the node whose one worker took MoveSlots: slowest %lld ms",
               (long long)slowest);
-  cr_expect_lt(slowest, 1000, "no worker is held by the waiting MoveSlots");
+  H_EXPECT_TIMING(slowest < 1000,
+                  "no worker is held by the waiting MoveSlots: a GetTopology took %lld ms",
+                  (long long)slowest);
   /* the caller goes away: noticed at once, the move goes on */
   spawn_kill(ctl);
-  bool noticed = false;
-  for (int64_t until = h_now_ms() + 5000; !noticed && h_now_ms() < until; h_sleep_ms(50))
-    noticed = file_has(cl.node[other].log_path, "the caller went away");
-  cr_expect(noticed, "the node logged that MoveSlots's caller went away (%s)",
-            cl.node[other].log_path);
+  H_WAIT(file_has(cl.node[other].log_path, "the caller went away"), 5000,
+         "the node logged that MoveSlots's caller went away (%s)", cl.node[other].log_path);
   /* the same request id waits again and answers the move's result */
   move_answer a = h_move_slots(&cl, other, FROM, TO, "g2", "waits", false);
   cr_expect_eq(a.status, 0, "the move finished: %d %s", a.status, a.details);
   cr_expect(a.replayed, "answered as the same request's result");
-  char g[64] = "";
-  h_group_of_slot(&cl, other, FROM, g, sizeof g);
-  cr_expect_str_eq(g, "g2");
+  cr_expect(h_slot_is(&cl, other, FROM, "g2"), "slot %d is g2's", FROM);
   unlink(out);
   h_groups_stop(&cl);
 }

@@ -103,14 +103,9 @@ static int node_exit(const char *url, const etcd_proc *e, const char *const *ext
 /* Waits until s answers GetStatus as the leader (10 s). */
 static void wait_leading(const srv *s) {
   idem_client *c = h_client(s, NULL, 1000);
-  int64_t until = h_now_ms() + 10000;
-  for (;;) {
-    idem_status st = {0};
-    idem_error e = {0};
-    if (idem_get_status(c, &st, &e) == IDEM_OK && st.leader) break;
-    cr_assert_lt(h_now_ms(), until, "%s does not lead", s->addr);
-    h_sleep_ms(20);
-  }
+  idem_status st = {0};
+  idem_error e = {0};
+  H_WAIT(idem_get_status(c, &st, &e) == IDEM_OK && st.leader, 10000, "%s leads", s->addr);
   idem_close(c);
 }
 
@@ -168,11 +163,8 @@ static void load_start(load *l, const srv *s) {
 }
 
 static void load_wait_ok(load *l, long at_least) {
-  int64_t until = h_now_ms() + 10000;
-  while (atomic_load(&l->ok) < at_least) {
-    cr_assert_lt(h_now_ms(), until, "the load made %ld pairs", atomic_load(&l->ok));
-    h_sleep_ms(10);
-  }
+  H_WAIT(atomic_load(&l->ok) >= at_least, 10000, "the load made %ld pairs of %ld",
+         atomic_load(&l->ok), at_least);
 }
 
 static void load_stop(load *l) {

@@ -77,7 +77,7 @@ Test(reaper, expired_rows_go_and_keys_proceed_afresh, .timeout = 90) {
                  sp) > 0) {
     cr_assert_lt((uint64_t)h_now_ms() - t0, 20000, "the reaper did not delete within 20 s");
     keep_alive(c, &k_run);
-    h_sleep_ms(100);
+    h_sleep_ms(100); /* the next poll: each turn also extends the running step's lease */
   }
   printf("reaped 2 s after completion within %llu ms\n", (unsigned long long)(h_now_ms() - t0));
   cr_assert_eq(
@@ -87,7 +87,7 @@ Test(reaper, expired_rows_go_and_keys_proceed_afresh, .timeout = 90) {
   /* well past the retention: IN_PROGRESS and UNKNOWN are still there */
   for (int i = 0; i < 15; i++) {
     keep_alive(c, &k_run);
-    h_sleep_ms(100);
+    h_sleep_ms(100); /* not a wait: 1.5 s in which the reaper must leave these two alone */
   }
   keep_alive(c, &k_run);
   cr_assert_eq(rows_of(t, g_run), 1, "an IN_PROGRESS step was reaped");

@@ -111,7 +111,7 @@ static void hold_base(int64_t until) {
   int64_t opened = window_open(PH_BASE);
   while (h_now_ms() < until) {
     (void)left();
-    h_sleep_ms(POLL_MS);
+    h_sleep_ms(POLL_MS); /* not a wait: a window of the figure, sampled every POLL_MS */
   }
   window_close(PH_BASE, opened);
 }
@@ -122,7 +122,7 @@ static bool hold_while_above(int ph, long long floor, int64_t step_ms, int64_t g
   int64_t opened = window_open(ph);
   while (left() > floor) {
     if (h_now_ms() > give_up) return false;
-    h_sleep_ms(step_ms);
+    h_sleep_ms(step_ms); /* the next poll of the rows left: a window of the figure */
   }
   window_close(ph, opened);
   return true;

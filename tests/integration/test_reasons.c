@@ -67,10 +67,9 @@ Test(reasons, a_lost_lease_and_an_unknown_method) {
   uint64_t first = b.attempt;
   idem_begin_clear(&b);
   /* the 1 ms lease runs out: a second caller takes over, the first one's completion is stale */
-  int64_t until = h_now_ms() + 5000;
   int rc;
-  while ((rc = idem_step_begin(H.c, &k, NULL, 0, 0, &b, &e)) == IDEM_ABORTED && h_now_ms() < until)
-    h_sleep_ms(5);
+  H_WAIT((rc = idem_step_begin(H.c, &k, NULL, 0, 0, &b, &e)) != IDEM_ABORTED, 5000,
+         "the 1 ms lease runs out: BeginStep no longer ABORTED");
   cr_assert_eq(rc, IDEM_OK, "takeover: %s", e.message);
   cr_assert_gt(b.attempt, first);
   idem_begin_clear(&b);

@@ -40,9 +40,9 @@ static uint64_t version_at(const h_groups *cl, int at) {
 }
 
 static bool reaches(const h_groups *cl, int at, uint64_t v, int64_t ms) {
-  for (int64_t until = h_now_ms() + ms; h_now_ms() < until; h_sleep_ms(50))
-    if (version_at(cl, at) == v) return true;
-  return false;
+  bool reached;
+  H_WAITED_EVERY(50, reached, version_at(cl, at) == v, ms);
+  return reached;
 }
 
 /* etcd's latest revision, then a compaction to it. */
@@ -101,11 +101,9 @@ Test(slots_watch, nodes_follow_the_watched_map_and_a_compacted_watch_starts_agai
   kill(cl.node[0].pid, SIGCONT);
   cr_expect(reaches(&cl, 0, v0 + 3, 10000), "node 0 read the map again: version %llu",
             (unsigned long long)v0 + 3);
-  bool logged = false;
-  for (int64_t until = h_now_ms() + 10000; !logged && h_now_ms() < until; h_sleep_ms(100))
-    logged = log_has(cl.node[0].log_path, "etcd compacted past it");
-  cr_expect(logged, "node 0's watch was cancelled by the compaction and started again (%s)",
-            cl.node[0].log_path);
+  H_WAIT(log_has(cl.node[0].log_path, "etcd compacted past it"), 10000,
+         "node 0's watch was cancelled by the compaction and started again (%s)",
+         cl.node[0].log_path);
   /* watching again: a newer version reaches both */
   put_map(&cl, (int)v0 + 4);
   cr_expect(reaches(&cl, 0, v0 + 4, 5000) && reaches(&cl, 1, v0 + 4, 5000),

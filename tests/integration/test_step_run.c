@@ -161,7 +161,8 @@ typedef struct slow_action {
 static void slow_charge(void *arg, const idem_step_ctx *ctx, idem_step_output *out) {
   (void)ctx;
   slow_action *a = arg;
-  /* three leases of 300 ms: without a keeper the lease has long expired */
+  /* three leases of 300 ms: without a keeper the lease has long expired (not a wait: the action
+   * outlasting its lease is the test's subject) */
   struct timespec ts = {.tv_sec = 0, .tv_nsec = 900 * 1000000L};
   nanosleep(&ts, NULL);
   idem_begin b;

@@ -29,14 +29,8 @@ static double waiting(void) {
   return h_metric(H.metrics_port, "idem_begin_step_waiters");
 }
 
-/* Polls cond until it holds or ms pass. */
-#define WAIT_FOR(cond, ms)                                                               \
-  do {                                                                                   \
-    int64_t end_ = h_now_ms() + (ms);                                                    \
-    while (!(cond) && h_now_ms() < end_) h_sleep_ms(10);                                 \
-    cr_assert(cond, "condition not met within %d ms: %s (waiting %g)", (int)(ms), #cond, \
-              waiting());                                                                \
-  } while (0)
+/* H_WAIT, its failure saying how many calls the server had waiting then. */
+#define WAIT_FOR(cond, ms) H_WAIT(cond, ms, "waiters on /metrics: %g", waiting())
 
 typedef struct waiter {
   pthread_t th;
@@ -128,7 +122,7 @@ Test(wait, a_retryable_complete_gives_exactly_one_waiter_the_next_attempt) {
   start_waiters(v, 4, &k, 20000);
   complete(&k, 1, IDEM_OUTCOME_RETRYABLE, "busy");
   WAIT_FOR(n_done(v, 4) >= 1, 5000);
-  h_sleep_ms(200); /* room for a second (wrong) PROCEED to show up */
+  h_sleep_ms(200); /* not a wait: a window in which a second (wrong) PROCEED would show up */
   int winner = -1;
   for (int i = 0; i < 4; i++)
     if (atomic_load(&v[i].done)) {
@@ -175,7 +169,7 @@ Test(wait, at_the_lease_end_exactly_one_waiter_takes_over) {
   waiter v[4];
   start_waiters(v, 4, &k, 20000);
   WAIT_FOR(n_done(v, 4) >= 1, 6000);
-  h_sleep_ms(300); /* room for a second (wrong) takeover to show up */
+  h_sleep_ms(300); /* not a wait: a window in which a second (wrong) takeover would show up */
   cr_assert_eq(n_done(v, 4), 1, "exactly one waiter takes the lease over");
   int winner = -1;
   for (int i = 0; i < 4; i++)

@@ -104,12 +104,9 @@ bool svc_exited(svc *v) {
 }
 
 bool svc_wait_exit(svc *v, int64_t timeout_ms) {
-  int64_t end = h_now_ms() + timeout_ms;
-  while (!svc_exited(v)) {
-    if (h_now_ms() > end) return false;
-    h_sleep_ms(5);
-  }
-  return true;
+  bool exited;
+  H_WAITED_EVERY(5, exited, svc_exited(v), timeout_ms);
+  return exited;
 }
 
 static int svc_stop(svc *v) {

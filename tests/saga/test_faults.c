@@ -56,7 +56,7 @@ static void *client_main(void *arg) {
         c->rc != GRPC_STATUS_ABORTED)
       return NULL;
     if (h_now_ms() > end) return NULL;
-    h_sleep_ms(50);
+    h_sleep_ms(50); /* not a wait: a client's pause before it retries a failed PlaceOrder */
   }
 }
 

@@ -92,7 +92,7 @@ static void place(saga_run *r) {
       return;
     }
     atomic_fetch_add(&n_retries, 1);
-    h_sleep_ms(20 + rnd() % 80);
+    h_sleep_ms(20 + rnd() % 80); /* not a wait: a client's jittered pause before its retry */
   }
 }
 
@@ -135,7 +135,7 @@ static void redeliver(saga_run *r, bool charge) {
       atomic_fetch_add(&n_disagree, 1);
       return;
     }
-    h_sleep_ms(20 + rnd() % 80);
+    h_sleep_ms(20 + rnd() % 80); /* not a wait: a client's jittered pause before its retry */
   }
 }
 
@@ -216,7 +216,7 @@ Test(storm, thousand_sagas_with_random_duplicates_and_kills) {
       svc_start(&S, v, NULL);
     }
     cr_assert(h_now_ms() - t0 < 420000, "the storm did not finish in 7 minutes");
-    h_sleep_ms(10);
+    h_sleep_ms(10); /* the supervisor's next look: a wait for the workers, with its deadline */
   }
   for (int i = 0; i < WORKERS; i++) pthread_join(t[i], NULL);
   int64_t elapsed = h_now_ms() - t0;
@@ -250,4 +250,9 @@ Test(storm, thousand_sagas_with_random_duplicates_and_kills) {
   cr_expect_gt(c.confirmed, 0);
   cr_expect_gt(c.out_of_stock, 0, "the run should exercise compensation");
   cr_expect_gt(crashes + kills, 0, "the run should have killed something");
+  /* the duplicates the storm counts it sent: each kind was sent at least once */
+  cr_expect_gt(atomic_load(&n_dup_concurrent), 0, "the run should send concurrent duplicates");
+  cr_expect_gt(atomic_load(&n_dup_late), 0, "the run should repeat completed sagas");
+  cr_expect_gt(atomic_load(&n_callbacks), 0, "the run should redeliver charge callbacks");
+  cr_expect_gt(atomic_load(&n_redeliveries), 0, "the run should redeliver reservations");
 }

@@ -164,12 +164,9 @@ bool sec_file_contains(const char *p, const char *needle) {
 }
 
 bool sec_wait_file_contains(const char *p, const char *needle, int64_t timeout_ms) {
-  int64_t deadline = h_now_ms() + timeout_ms;
-  for (;;) {
-    if (sec_file_contains(p, needle)) return true;
-    if (h_now_ms() > deadline) return false;
-    h_sleep_ms(20);
-  }
+  bool found;
+  H_WAITED_EVERY(20, found, sec_file_contains(p, needle), timeout_ms);
+  return found;
 }
 
 void sec_step_done(idem_client *c, const char *global_id) {

@@ -119,9 +119,9 @@ static int move(idem_client *c, uint32_t from, uint32_t to, const char *rid, boo
  * (UNAVAILABLE until then; polled against a deadline). */
 static int dry_run_when_ready(idem_client *c, idem_move_result *r, idem_error *e) {
   int rc;
-  int64_t until = h_now_ms() + 30000;
-  while ((rc = move(c, 0, 31, "dry", true, r, e)) == IDEM_UNAVAILABLE && h_now_ms() < until)
-    h_sleep_ms(100);
+  bool ready;
+  H_WAITED_EVERY(100, ready, (rc = move(c, 0, 31, "dry", true, r, e)) != IDEM_UNAVAILABLE, 30000);
+  if (!ready) cr_log_warn("the node still answers UNAVAILABLE after 30 s");
   return rc;
 }
 
@@ -146,20 +146,20 @@ static bool admin_call_ok(idem_client *c) {
   return rc == IDEM_OK;
 }
 
+/* How many groups the node that c talks to leads (its GetTopology; 0 when it does not answer). */
+static int groups_led_here(idem_client *c) {
+  idem_topology t = {0};
+  idem_error e = {0};
+  int led = 0;
+  if (idem_get_topology(c, &t, &e) == IDEM_OK)
+    for (size_t i = 0; i < t.n_groups; i++) led += t.groups[i].led_here;
+  idem_topology_clear(&t);
+  return led;
+}
+
 /* Waits until the node leads both groups (a step goes to its group's leader). */
 static void wait_leads_both(idem_client *c) {
-  int64_t until = h_now_ms() + 30000;
-  for (;;) {
-    idem_topology t = {0};
-    idem_error e = {0};
-    int led = 0;
-    if (idem_get_topology(c, &t, &e) == IDEM_OK)
-      for (size_t i = 0; i < t.n_groups; i++) led += t.groups[i].led_here;
-    idem_topology_clear(&t);
-    if (led == 2) return;
-    cr_assert_lt(h_now_ms(), until, "the node leads both groups within 30 s");
-    h_sleep_ms(100);
-  }
+  H_WAIT_EVERY(100, groups_led_here(c) == 2, 30000, "the node leads both groups");
 }
 
 /* BeginStep + CompleteStep of n keys of g1 (slots 0-31) for c's tenant. */
@@ -268,10 +268,10 @@ Test(operator, the_tokens_file_maps_certificate_names_to_roles, .init = setup, .
   sec_write_file(TOKENS, lines);
   cr_assert_eq(kill(S.pid, SIGHUP), 0);
   int rc;
-  int64_t until = h_now_ms() + 20000;
-  while ((rc = move(san, 0, 31, "dry-san", true, &r, &e)) == IDEM_PERMISSION_DENIED &&
-         h_now_ms() < until)
-    h_sleep_ms(100);
+  bool reloaded;
+  H_WAITED_EVERY(100, reloaded,
+                 (rc = move(san, 0, 31, "dry-san", true, &r, &e)) != IDEM_PERMISSION_DENIED, 20000);
+  cr_expect(reloaded, "the node reloads its tokens file after SIGHUP within 20 s");
   cr_expect_eq(rc, IDEM_OK, "a certificate the file maps to operator: %d %s", rc, e.message);
   expect_refused(cn, "a certificate the file maps to admin, though in --operators");
   cr_expect(admin_call_ok(cn), "its role is admin: it may call admin methods");

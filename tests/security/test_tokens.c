@@ -135,13 +135,10 @@ Test(tokens, health_needs_no_credentials) {
 
 /* Polls until a call with token answers want (or 10 s pass). */
 static bool eventually(const char *token, int want) {
-  int64_t deadline = h_now_ms() + 10000;
-  for (;;) {
-    idem_error e = {0};
-    if (lookup_code(token, &e) == want) return true;
-    if (h_now_ms() > deadline) return false;
-    h_sleep_ms(50);
-  }
+  idem_error e = {0};
+  bool answered;
+  H_WAITED_EVERY(50, answered, lookup_code(token, &e) == want, 10000);
+  return answered;
 }
 
 Test(tokens, sighup_reloads_the_file) {

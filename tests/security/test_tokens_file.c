@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "harness.h" /* h_now_ms, h_sleep_ms */
+#include "harness.h" /* h_now_ms, H_WAIT */
 #include "auth/auth.h"
 
 #define TOK_A "aaaaaaaaaaaaaaaa-service"
@@ -281,7 +281,7 @@ Test(keyring, reloads_race_lookups) {
   for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, lookups, k);
   /* reload at least 200 times, and on until the lookups ran through 2,000 of them (bounded) */
   int64_t deadline = h_now_ms() + 10000;
-  while (atomic_load(&looked) == 0 && h_now_ms() < deadline) h_sleep_ms(1);
+  H_WAIT(atomic_load(&looked) > 0, 10000, "the lookup threads made their first lookup");
   long before = atomic_load(&looked);
   err_t err;
   for (int i = 0; i < 200 || (atomic_load(&looked) - before < 2000 && h_now_ms() < deadline);

@@ -15,6 +15,7 @@
 #include "store/store.h"
 #include "store/store_pg_internal.h"
 #include "support_pg.h"
+#include "testutil.h"
 #include "util/clock.h"
 
 static char tenant[64];
@@ -406,16 +407,11 @@ Test(store_batch, a_stalled_batch_does_not_hold_up_other_pairs) {
   pthread_t ts, tf;
   cr_assert_eq(pthread_create(&ts, NULL, run_stuck, &sc), 0);
   /* until the stalled batch waits for the lock */
-  int64_t give_up = clock_mono_ms() + 10000;
-  while (pair_lock_waiters(holder) < 1) {
-    cr_assert_lt(clock_mono_ms(), give_up, "the batch never waited for the lock");
-    usleep(10000);
-  }
+  H_WAIT(pair_lock_waiters(holder) >= 1, 10000, "the batch waits for the pair's lock");
   free_calls fc = {.b = b};
   cr_assert_eq(pthread_create(&tf, NULL, run_free, &fc), 0);
-  give_up = clock_mono_ms() + 10000;
-  while (!atomic_load(&fc.done) && clock_mono_ms() < give_up) usleep(10000);
-  bool free_done = atomic_load(&fc.done);
+  bool free_done;
+  H_WAITED(free_done, atomic_load(&fc.done), 10000);
   bool stuck_early = atomic_load(&sc.done);
 
   release_pair_lock(holder);
@@ -505,11 +501,7 @@ Test(store_batch, submitted_transactions_are_answered_once_in_order_and_the_queu
   rc = store_step_txn_submit(st, &key, clock_mono_ms() + 20000, sub_fn, &refs[0], sub_done,
                              &refs[0], &e);
   cr_assert_eq(rc, ERR_OK, "%s", e.msg);
-  int64_t give_up = clock_mono_ms() + 10000;
-  while (pair_lock_waiters(holder) < 1) {
-    cr_assert_lt(clock_mono_ms(), give_up, "the batch never waited for the lock");
-    usleep(10000);
-  }
+  H_WAIT(pair_lock_waiters(holder) >= 1, 10000, "the batch waits for the pair's lock");
   /* SUB_N more wait in the queue; the one after them is refused */
   for (int i = 1; i <= SUB_N; i++) {
     rc = store_step_txn_submit(st, &key, clock_mono_ms() + 20000, sub_fn, &refs[i], sub_done,
@@ -523,8 +515,7 @@ Test(store_batch, submitted_transactions_are_answered_once_in_order_and_the_queu
   cr_assert_eq(sub_total(&s), 0, "answered while the pair's lock was held");
 
   release_pair_lock(holder);
-  give_up = clock_mono_ms() + 30000;
-  while (sub_total(&s) < SUB_N + 1 && clock_mono_ms() < give_up) usleep(10000);
+  H_WAIT(sub_total(&s) >= SUB_N + 1, 30000, "every queued transaction is answered once the lock goes");
   store_batcher_stop(b); /* nothing is queued any more: no answer comes from here */
   PQfinish(holder);
   store_close(st);
@@ -603,11 +594,7 @@ Test(store_batch, a_blocked_slot_is_refused_and_the_other_slots_of_its_batch_com
   cr_assert_eq(store_step_txn_submit(st, &kc, clock_mono_ms() + 20000, sub_fn, &refs[0], sub_done,
                                      &refs[0], &e),
                ERR_OK, "%s", e.msg);
-  int64_t give_up = clock_mono_ms() + 10000;
-  while (pair_lock_waiters(holder) < 1) {
-    cr_assert_lt(clock_mono_ms(), give_up, "the batch never waited for the lock");
-    usleep(10000);
-  }
+  H_WAIT(pair_lock_waiters(holder) >= 1, 10000, "the batch waits for the pair's lock");
   cr_assert_eq(store_step_txn_submit(st, &ka, clock_mono_ms() + 20000, sub_fn, &refs[1], sub_done,
                                      &refs[1], &e),
                ERR_OK, "%s", e.msg);
@@ -615,8 +602,7 @@ Test(store_batch, a_blocked_slot_is_refused_and_the_other_slots_of_its_batch_com
                                      &refs[2], &e),
                ERR_OK, "%s", e.msg);
   release_pair_lock(holder);
-  give_up = clock_mono_ms() + 20000;
-  while (sub_total(&s) < 3 && clock_mono_ms() < give_up) usleep(10000);
+  H_WAIT(sub_total(&s) >= 3, 20000, "the three transactions are answered once the lock goes");
   store_batcher_stop(b);
   store_close(st);
   PQfinish(holder);

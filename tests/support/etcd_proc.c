@@ -116,15 +116,13 @@ static void spawn(etcd_proc *e) {
                         "warn",    NULL};
   pid_t pid = spawn_start(argv, &(spawn_opts){.log = log, .append = true});
   e->pid = pid;
-  int64_t until = h_now_ms() + 15000;
-  while (!etcd_healthy(e)) {
-    if (spawn_reap(pid, NULL)) {
-      e->pid = 0;
-      cr_assert_fail("etcd exited at start (see %s)", log);
-    }
-    cr_assert_lt(h_now_ms(), until, "etcd did not answer within 15 s (see %s)", log);
-    h_sleep_ms(50);
+  bool healthy, exited = false;
+  H_WAITED_EVERY(50, healthy, etcd_healthy(e) || (exited = spawn_reap(pid, NULL)), 15000);
+  if (exited) {
+    e->pid = 0;
+    cr_assert_fail("etcd exited at start (see %s)", log);
   }
+  cr_assert(healthy, "etcd did not answer within 15 s (see %s)", log);
 }
 
 void etcd_start(etcd_proc *e) {

@@ -41,17 +41,13 @@ void h_fixture_start(h_fixture *f, const h_fixture_conf *conf) {
   if (!conf->no_client) f->c = h_client(&f->s, f->t, conf->deadline_ms);
   if (conf->etcd) { /* GetStatus answers before the election: wait until it leads */
     idem_client *c = f->c ? f->c : h_client(&f->s, f->t, 0);
-    int64_t end = h_now_ms() + 15000;
     idem_status st = {0};
-    for (;;) {
-      idem_error e = {0};
-      if (idem_get_status(c, &st, &e) == IDEM_OK && st.leader) break;
-      if (h_now_ms() > end) break;
-      h_sleep_ms(20);
-    }
+    idem_error e = {0};
+    bool led;
+    H_WAITED(led, idem_get_status(c, &st, &e) == IDEM_OK && st.leader, 15000);
     if (c != f->c) idem_close(c);
-    if (!st.leader) h_srv_dump_log(&f->s);
-    cr_assert(st.leader, "the coordinator did not lead within 15 s");
+    if (!led) h_srv_dump_log(&f->s);
+    cr_assert(led, "the coordinator did not lead within 15 s");
   }
 }
 

@@ -120,17 +120,14 @@ int h_groups_leader_of(const h_groups *cl, int g) {
 
 void h_groups_wait_balanced(const h_groups *cl, h_groups_leader_fn leader_of) {
   if (!leader_of) leader_of = h_groups_leader_of;
-  int64_t until = h_now_ms() + 4 * H_GROUPS_TTL_S * 1000 + 5000;
-  for (;;) {
-    int a = leader_of(cl, 0), b = leader_of(cl, 1);
-    if (a >= 0 && b >= 0 && a != b) return;
-    if (h_now_ms() > until) {
-      h_srv_dump_log(&cl->node[0]);
-      h_srv_dump_log(&cl->node[1]);
-      cr_assert_fail("groups not balanced: g1 led by %d, g2 by %d", a, b);
-    }
-    h_sleep_ms(100);
-  }
+  int a = -1, b = -1;
+  bool balanced;
+  H_WAITED_EVERY(100, balanced, (a = leader_of(cl, 0)) >= 0 && (b = leader_of(cl, 1)) >= 0 && a != b,
+                 4 * H_GROUPS_TTL_S * 1000 + 5000);
+  if (balanced) return;
+  h_srv_dump_log(&cl->node[0]);
+  h_srv_dump_log(&cl->node[1]);
+  cr_assert_fail("groups not balanced: g1 led by %d, g2 by %d", a, b);
 }
 
 idem_client *h_groups_client(const h_groups *cl, const char *addrs) {

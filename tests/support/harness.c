@@ -119,6 +119,20 @@ int h_raw_call_trailer(const char *addr, const char *method, const char *tenant,
   return h_raw_call_opts(addr, method, tenant, req, req_len, details, details_len, &o);
 }
 
+void h_trailer_of(const char *lines, const char *key, char *out, size_t cap) {
+  out[0] = '\0';
+  size_t kl = strlen(key);
+  for (const char *p = lines; p && *p;) {
+    const char *end = strchr(p, '\n');
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    if (n > kl + 2 && strncmp(p, key, kl) == 0 && p[kl] == ':' && p[kl + 1] == ' ') {
+      snprintf(out, cap, "%.*s", (int)(n - kl - 2), p + kl + 2);
+      return;
+    }
+    p = end ? end + 1 : NULL;
+  }
+}
+
 int h_raw_call_opts(const char *addr, const char *method, const char *tenant, const void *req,
                     size_t req_len, char *details, size_t details_len, h_raw_opts *o) {
   const char *want = o->trailer ? o->trailer : "idem-reason";

@@ -81,6 +81,8 @@ typedef struct h_raw_opts {
 } h_raw_opts;
 int h_raw_call_opts(const char *addr, const char *method, const char *tenant, const void *req,
                     size_t req_len, char *details, size_t details_len, h_raw_opts *o);
+/* The value of key in h_raw_opts.trailers' "key: value\n" lines, into out ("" when absent). */
+void h_trailer_of(const char *lines, const char *key, char *out, size_t cap);
 
 /* A fingerprint of everything tenant t has stored (steps, sagas, labels, policies, audit):
  * row counts plus a hash of every column. Equal before and after = nothing changed. */
@@ -106,6 +108,12 @@ int h_http_get(int port, const char *path, char **body);
  * none, as for GET): the status; the whole response, headers included, in *resp (malloc'd). */
 int h_http_request(int port, const char *method, const char *path, const char *cookie,
                    const char *form, char **resp);
+/* The text after needle in s up to the first of the stop characters, into out: false when
+ * needle is absent or the text does not fit. */
+bool h_text_after(const char *s, const char *needle, const char *stop, char *out, size_t cap);
+/* A development session of tenant on the console at 127.0.0.1:port (its / page with ?tenant=):
+ * "idem_session=ID" into cookie; fails the test when the page or the cookie is missing. */
+void h_console_session(int port, const char *tenant, char *cookie, size_t cap);
 
 /* The value of one sample (exact name and labels, e.g. `idem_x_total{k="v"}`) on the
  * coordinator's /metrics at 127.0.0.1:port; -1 when absent (metrics.c). */

@@ -1,4 +1,5 @@
-/* metrics.c — an HTTP GET on loopback, and one sample of a coordinator's /metrics (harness.h). */
+/* metrics.c — HTTP on loopback (a GET, a request with a cookie and a form, a console session), and
+ * one sample of a coordinator's /metrics (harness.h). */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <netinet/in.h>
@@ -64,4 +65,24 @@ double h_metric(int port, const char *series) {
   }
   free(body);
   return found;
+}
+
+bool h_text_after(const char *s, const char *needle, const char *stop, char *out, size_t cap) {
+  const char *p = strstr(s, needle);
+  if (!p) return false;
+  p += strlen(needle);
+  size_t n = strcspn(p, stop);
+  if (n >= cap) return false;
+  memcpy(out, p, n);
+  out[n] = '\0';
+  return true;
+}
+
+void h_console_session(int port, const char *tenant, char *cookie, size_t cap) {
+  char path[160], *resp = NULL, id[128];
+  snprintf(path, sizeof path, "/?tenant=%s", tenant);
+  cr_assert_eq(h_http_request(port, "GET", path, NULL, NULL, &resp), 200, "%s", resp);
+  cr_assert(h_text_after(resp, "Set-Cookie: idem_session=", ";\r\n", id, sizeof id), "%s", resp);
+  snprintf(cookie, cap, "idem_session=%s", id);
+  free(resp);
 }

@@ -62,24 +62,24 @@ Idem__V1__Topology *h_topology(const h_groups *cl, int at) {
   return t;
 }
 
+/* Whether node `at`'s map shows a move in phase (phase NULL: shows no move at all). */
+static bool move_in(const h_groups *cl, int at, const char *phase) {
+  Idem__V1__Topology *t = h_topology(cl, at);
+  bool in = t && (phase ? t->move && strcmp(t->move->phase, phase) == 0 : !t->move);
+  if (t) idem__v1__topology__free_unpacked(t, NULL);
+  return in;
+}
+
 bool h_wait_move_phase(const h_groups *cl, int at, const char *phase, int64_t timeout_ms) {
-  for (int64_t until = h_now_ms() + timeout_ms;; h_sleep_ms(20)) {
-    Idem__V1__Topology *t = h_topology(cl, at);
-    bool in = t && t->move && strcmp(t->move->phase, phase) == 0;
-    if (t) idem__v1__topology__free_unpacked(t, NULL);
-    if (in) return true;
-    if (h_now_ms() >= until) return false;
-  }
+  bool in;
+  H_WAITED_EVERY(20, in, move_in(cl, at, phase), timeout_ms);
+  return in;
 }
 
 bool h_wait_move_ended(const h_groups *cl, int at, int64_t timeout_ms) {
-  for (int64_t until = h_now_ms() + timeout_ms;; h_sleep_ms(100)) {
-    Idem__V1__Topology *t = h_topology(cl, at);
-    bool ended = t && !t->move;
-    if (t) idem__v1__topology__free_unpacked(t, NULL);
-    if (ended) return true;
-    if (h_now_ms() >= until) return false;
-  }
+  bool ended;
+  H_WAITED_EVERY(100, ended, move_in(cl, at, NULL), timeout_ms);
+  return ended;
 }
 
 /* The group serving slot in the map node `at` follows ("" when unknown), into out. */
@@ -90,6 +90,12 @@ void h_group_of_slot(const h_groups *cl, int at, uint32_t slot, char *out, size_
     if (slot >= t->ranges[i]->from && slot <= t->ranges[i]->to)
       snprintf(out, cap, "%s", t->ranges[i]->group);
   if (t) idem__v1__topology__free_unpacked(t, NULL);
+}
+
+bool h_slot_is(const h_groups *cl, int at, uint32_t slot, const char *group) {
+  char g[64];
+  h_group_of_slot(cl, at, slot, g, sizeof g);
+  return strcmp(g, group) == 0;
 }
 
 long long h_count_rows(const char *url, const char *table, uint32_t from, uint32_t to) {
@@ -166,7 +172,7 @@ void *h_traffic_run(void *arg) {
       rc = idem_step_complete(c, &k, attempt, IDEM_OUTCOME_SUCCEEDED, 0, gid, strlen(gid), NULL,
                               &e);
       if (rc == IDEM_OK || rc != IDEM_UNAVAILABLE) break;
-      h_sleep_ms(100);
+      h_sleep_ms(100); /* not a wait: a client's pause before it retries a refused Complete */
     }
     if (rc == IDEM_OK) {
       int n = atomic_fetch_add(&T->n_acked, 1);
@@ -185,8 +191,7 @@ int h_move_under_load(const h_groups *cl, traffic *T, pthread_t *th) {
   T->acked = calloc(ACKED_MAX, sizeof *T->acked);
   cr_assert_not_null(T->acked);
   pthread_create(th, NULL, h_traffic_run, T);
-  for (int64_t until = h_now_ms() + 20000; atomic_load(&T->pairs) < 50 && h_now_ms() < until;)
-    h_sleep_ms(20);
+  H_WAIT(atomic_load(&T->pairs) >= 50, 20000, "the traffic acknowledged 50 pairs before the move");
   int driver = h_groups_leader_of(cl, 0);
   cr_assert_geq(driver, 0, "g1 has a leader");
   return driver;

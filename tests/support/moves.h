@@ -46,6 +46,9 @@ bool h_wait_move_ended(const h_groups *cl, int at, int64_t timeout_ms);
 
 /* The group serving slot in node `at`'s map into out ("" when unknown). */
 void h_group_of_slot(const h_groups *cl, int at, uint32_t slot, char *out, size_t cap);
+/* Whether node `at`'s map gives slot to group (false when the node does not answer): a condition
+ * for H_WAIT. */
+bool h_slot_is(const h_groups *cl, int at, uint32_t slot, const char *group);
 
 /* Rows of table in database url with slot in from..to. */
 long long h_count_rows(const char *url, const char *table, uint32_t from, uint32_t to);
@@ -72,7 +75,7 @@ void *h_traffic_run(void *arg);
 
 /* A move under load, as the move tests set it up: T (zeroed; its cl set here and its acked
  * allocated: free it after) runs on one thread, *th, started here, until 50 pairs are acknowledged
- * (20 s at most, not asserted). Returns g1's leader, the node that drives a move of g1's slots (the
+ * (20 s at most: the test fails when they are not). Returns g1's leader, the node that drives a move of g1's slots (the
  * test fails when g1 has none). */
 int h_move_under_load(const h_groups *cl, traffic *T, pthread_t *th);
 

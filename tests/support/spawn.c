@@ -148,16 +148,12 @@ void spawn_kill(pid_t pid) {
 }
 
 int spawn_wait(pid_t pid, int64_t timeout_ms) {
-  int64_t deadline = h_now_ms() + timeout_ms;
   int st = 0;
-  while (!spawn_reap(pid, &st)) {
-    if (h_now_ms() > deadline) {
-      spawn_kill(pid);
-      return -1;
-    }
-    h_sleep_ms(5);
-  }
-  return st;
+  bool exited;
+  H_WAITED_EVERY(5, exited, spawn_reap(pid, &st), timeout_ms);
+  if (exited) return st;
+  spawn_kill(pid);
+  return -1;
 }
 
 int spawn_stop(pid_t pid, int64_t timeout_ms) {

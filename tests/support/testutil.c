@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,10 +30,36 @@ int64_t h_now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t h_wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 void h_sleep_ms(int64_t ms) {
   struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
   }
+}
+
+bool h_wait_tick_(int64_t until, int64_t poll_ms) {
+  if (h_now_ms() >= until) return false;
+  h_sleep_ms(poll_ms);
+  return true;
+}
+
+const char *h_wait_msg_(const char *fmt, ...) {
+  static _Thread_local char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return msg;
+}
+
+bool h_timing_asserted(void) {
+  const char *v = getenv("IDEM_TEST_TIMING");
+  return v && strcmp(v, "1") == 0;
 }
 
 int h_free_port(void) {
@@ -110,7 +137,7 @@ bool h_wait_listening(pid_t pid, const char *log, int port, int listened, int re
       h_dump_log(log);
       cr_assert_fail("%s did not listen within 30 s", what);
     }
-    h_sleep_ms(5);
+    h_sleep_ms(5); /* the next poll of the log, the port and the process */
   }
   return true;
 }

@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <stdatomic.h>
 
+#include "testutil.h"
 #include "util/clock.h"
 #include "util/ticker.h"
 
@@ -17,12 +18,7 @@ Test(ticker, runs_until_the_job_is_done) {
   atomic_store(&calls, 0);
   ticker *t = ticker_start(5, three_times, NULL);
   cr_assert_not_null(t);
-  int64_t until = clock_mono_ms() + 5000;
-  while (atomic_load(&calls) < 3 && clock_mono_ms() < until) {
-    struct timespec ts = clock_span_timespec(5);
-    nanosleep(&ts, NULL);
-  }
-  cr_expect_eq(atomic_load(&calls), 3);
+  H_WAIT(atomic_load(&calls) >= 3, 5000, "the job ran 3 times: %d", atomic_load(&calls));
   ticker_stop(t); /* the thread ended by itself: stop only joins it */
   cr_expect_eq(atomic_load(&calls), 3, "no call after the job said it was done");
 }
