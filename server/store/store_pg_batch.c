@@ -476,15 +476,32 @@ static int drop_expired(bt_item **v, int n, int64_t *deadline) {
 }
 
 /* Answers the items of slot (err) and removes them from v; false when none is of it. */
-static bool drop_slot(bt_item **v, int *n, int64_t slot, const err_t *err) {
-  int m = 0;
+/* After a write met a blocked slot (SQLSTATE IF002, rolled back): reads the slot ranges this
+ * store refuses to write from idem_slot_blocks (the table the refusing triggers are made from;
+ * the refusal's message is not read), answers the items whose slot is in one with err, and
+ * keeps the others in v for another pass. Returns whether it answered any: false when none is
+ * in a range (the block was lifted meanwhile) or the ranges could not be read; the caller then
+ * answers every item with err (UNAVAILABLE slot-moving, which clients retry). */
+static bool drop_blocked(pg_store *s, bt_item **v, int *n, const err_t *err, int64_t deadline) {
+  PGresult *r = NULL;
+  err_t rerr;
+  err_clear(&rerr);
+  if (pg__exec(s, "SELECT from_slot, to_slot FROM idem_slot_blocks", NULL, deadline, &r, &rerr) !=
+      ERR_OK)
+    return false;
+  int rows = PQntuples(r), m = 0;
   for (int i = 0; i < *n; i++) {
-    if (slot >= 0 && pg__slot(v[i]->key->tenant, v[i]->key->global_id) == slot) {
+    int64_t slot = pg__slot(v[i]->key->tenant, v[i]->key->global_id);
+    bool blocked = false;
+    for (int j = 0; j < rows && !blocked; j++)
+      blocked = slot >= pg__int(r, j, 0) && slot <= pg__int(r, j, 1);
+    if (blocked) {
       answer(v[i], err->code, err);
       continue;
     }
     v[m++] = v[i];
   }
+  PQclear(r);
   bool dropped = m < *n;
   *n = m;
   return dropped;
@@ -541,7 +558,6 @@ static void run_batch(bt_thread *t) {
     pg_retry why = s->retry;
     /* the database refused a statement (and the connection is up): nothing was committed */
     bool sql_error = s->sqlstate[0] != '\0' && s->conn != NULL;
-    int64_t blocked = s->blocked_slot; /* before the rollback resets it */
     pg__rollback(s, deadline);
     trips++;
     if (commit_sent && !sql_error) break; /* the outcome of the COMMIT is unknown */
@@ -551,9 +567,9 @@ static void run_batch(bt_thread *t) {
     }
     bool timed_out = !sql_error && err.reason == ERR_R_STORE_TIMEOUT;
     if (timed_out && !commit_sent) continue; /* the expired go; the others run again */
-    /* a write to a slot this store does not serve (a move's handoff, docs/api.md §18): its
-     * items get the refusal, the batch's other slots run again (each pass drops one slot) */
-    if (sql_error && err.reason == ERR_R_SLOT_MOVING && drop_slot(live, &n, blocked, &err))
+    /* a write to a slot this store does not serve (a move's handoff, docs/api.md §18): the
+     * items of every blocked slot get the refusal, the batch's other slots run again */
+    if (sql_error && err.reason == ERR_R_SLOT_MOVING && drop_blocked(s, live, &n, &err, deadline))
       continue;
     if (why != PG_RETRY_SERIAL) break;
     if (tries + 1 >= PG_TXN_RETRIES) {

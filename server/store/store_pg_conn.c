@@ -433,7 +433,6 @@ err_code pg__call_start(pg_store *s, int64_t deadline, err_t *err) {
   s->call_stmts = 0;
   s->retry = PG_RETRY_NONE;
   s->sqlstate[0] = '\0';
-  s->blocked_slot = -1;
   if (s->conn &&
       (PQstatus(s->conn) != CONNECTION_OK || PQtransactionStatus(s->conn) != PQTRANS_IDLE ||
        s->read_only || read_only_reason(s->conn)))
@@ -479,10 +478,8 @@ err_code pg__sql_error(pg_store *s, const PGresult *r, err_t *err) {
     return ERR_UNAVAILABLE;
   }
   if (sqlstate_is(st, PG_SLOT_BLOCKED_SQLSTATE)) { /* docs/api.md §18: a moved or moving slot */
-    /* the slot, from idem_slot_blocked's message ("slot N is not served ..."): group commit
-     * answers the writes of that slot and runs the others of its batch again */
-    long long slot = -1;
-    if (sscanf(msg, "slot %lld ", &slot) == 1 && slot >= 0) s->blocked_slot = slot;
+    /* group commit reads which slots are blocked from idem_slot_blocks (never from this
+     * message), answers their writes and runs the others of its batch again */
     err_fail(err, ERR_UNAVAILABLE, ERR_R_SLOT_MOVING, "slot moving: this group's store refuses it");
     err_detail(err, "%s", msg);
     err->retry_after_ms = PG_SLOT_BLOCKED_RETRY_MS;
@@ -515,7 +512,6 @@ err_code pg__sql_error(pg_store *s, const PGresult *r, err_t *err) {
 err_code pg__round_trip_start(pg_store *s, int64_t deadline, err_t *err) {
   s->retry = PG_RETRY_NONE;
   s->sqlstate[0] = '\0';
-  s->blocked_slot = -1;
   if (!s->conn) {
     /* dropped earlier in this call (e.g. by a failed rollback): reconnect */
     s->conn_reused = false;

@@ -55,7 +55,6 @@ typedef struct pg_store {
   int call_stmts;   /* statements sent during the current call */
   pg_retry retry;   /* set by the last failing pg__exec */
   char sqlstate[6]; /* SQLSTATE of the last SQL error, "" if none */
-  int64_t blocked_slot; /* the slot of the last IF002 (a write to a blocked slot), else -1 */
   /* fencing (store_pg_fence.c): the epoch this store writes under, read at the start
    * of every call; NULL = unfenced (tests, tools). epoch_sent is the value the connection's
    * idem.epoch setting holds (set at connect, updated when the source changes). */

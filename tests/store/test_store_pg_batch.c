@@ -558,8 +558,10 @@ static void gid_of_slot(char *out, size_t cap, const char *stem, int64_t want) {
 
 /* The source's block (idem_slot_blocks) refuses the moving slot's writes; a batch that also
  * holds another slot's transaction answers the blocked one "slot moving" and commits the other
- * (before, the whole batch got the refusal: every slot of the group stalled for the handoff). */
-Test(store_batch, a_blocked_slot_is_refused_and_the_other_slots_of_its_batch_commit) {
+ * (before, the whole batch got the refusal: every slot of the group stalled for the handoff).
+ * reworded: the refusing trigger raises a message without the slot number (as another wording
+ * of it would): the batch learns the blocked slots from idem_slot_blocks, not from the text. */
+static void blocked_slot_in_a_batch(bool reworded) {
   char db[64], url[1024];
   private_db(db, sizeof db, url, sizeof url);
   char ga[64], gb[64], gc[64], sl[24];
@@ -574,6 +576,12 @@ Test(store_batch, a_blocked_slot_is_refused_and_the_other_slots_of_its_batch_com
            " VALUES ($1::int, $1::int, 'm1', 'moving out')",
            1, bp);
   pgx_exec(admin, "SELECT idem_slot_blocks_sync()", 0, NULL);
+  if (reworded)
+    pgx_exec(admin,
+             "CREATE OR REPLACE FUNCTION idem_slot_blocked() RETURNS trigger LANGUAGE plpgsql AS"
+             " $f$ BEGIN RAISE EXCEPTION 'refused: a moved or moving row' USING ERRCODE = 'IF002';"
+             " END $f$",
+             0, NULL);
   PQfinish(admin);
 
   store_batcher_cfg cfg = {.conninfo = url, .conns = 1};
@@ -618,4 +626,12 @@ Test(store_batch, a_blocked_slot_is_refused_and_the_other_slots_of_its_batch_com
   cr_assert_eq(sql_int_at(url, q, gb), 1, "the other slot's row is missing");
   pthread_mutex_destroy(&s.mu);
   pgx_db_drop(db);
+}
+
+Test(store_batch, a_blocked_slot_is_refused_and_the_other_slots_of_its_batch_commit) {
+  blocked_slot_in_a_batch(false);
+}
+
+Test(store_batch, the_blocked_slots_come_from_the_table_not_the_refusals_wording) {
+  blocked_slot_in_a_batch(true);
 }
