@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """bench-stages.py — the stages of a step call over one paced run, from two scrapes of /metrics
-(before and after the run) and the run's idem-bench --json line (scripts/bench --stages).
+(before and after the run) and the run's idem-bench --json line (scripts/bench --stages). With
+STAGES_SUMMARY set, also appends the run's p99s as one JSON line to that file (STAGES_VARIANT
+names the coordinator).
 
   bench-stages.py BEFORE.prom AFTER.prom BENCH.json LABEL [METHOD]
 
@@ -15,6 +17,7 @@ the RPC alone), and what the stages leave unexplained:
     both sides before the call reaches the completion queue thread, and the client library).
 """
 import json
+import os
 import re
 import sys
 
@@ -131,6 +134,17 @@ def main():
         print("- unexplained at p99: client RPC p99 %.2f ms - server call p99 %.2f ms = %.2f ms "
               "(network, gRPC transport outside the call's clock, the client)" % (
                   cl_rpc, call_p99, cl_rpc - call_p99))
+    summary = os.environ.get("STAGES_SUMMARY")
+    if summary:
+        row = {"label": label, "variant": os.environ.get("STAGES_VARIANT", "A"), "method": method,
+               "got": r.get("throughput"), "client_p99": cl_int, "client_rpc_p99": cl_rpc,
+               "call_p99": call_p99, "call_p999": quantile(call, .999) if call else None,
+               "call_over10": over(call, 10) if call else None}
+        for s in STAGES:
+            h = d.get(s)
+            row[s + "_p99"] = quantile(h, .99) if h and h["count"] > 0 else None
+        with open(summary, "a") as f:
+            f.write(json.dumps(row) + "\n")
     if cl_int is not None and cl_rpc is not None:
         print("- the load generator's own lag at p99 (intended start vs RPC alone): %.2f ms" % (
             cl_int - cl_rpc))
