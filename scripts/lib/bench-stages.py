@@ -89,7 +89,11 @@ def over(h, ms):
 
 
 def fmt(v, unit=""):
-    return "-" if v is None else ("%.2f%s" % (v, unit))
+    if v is None:
+        return "-"
+    if not unit and v <= 0.05:  # inside the first bucket: below its bound, nothing more is known
+        return "<= 0.05"
+    return "%.2f%s" % (v, unit)
 
 
 def main():

@@ -30,7 +30,7 @@ stages_one() {
   for m in Coordinator/BeginStep Coordinator/CompleteStep; do
     STAGES_SUMMARY=$work/stages-summary.txt STAGES_VARIANT=${variant:-A} /usr/bin/python3 \
       "$root/scripts/lib/bench-stages.py" "$work/stages-before.prom" "$work/stages-after.prom" \
-      "$work/stages-bench.json" "$label ($rate pairs/s)${variant:+, coordinator $variant}" "$m" || failed=1
+      "$work/stages-bench.json" "$label ($rate pairs/s)${variant:+, coordinator$variant}" "$m" || failed=1
   done
 }
 
