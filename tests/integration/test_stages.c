@@ -60,7 +60,7 @@ static void *load(void *argp) {
   return NULL;
 }
 
-static const char *const STAGES[] = {"arrive", "handler", "queue",  "read", "write",
+static const char *const STAGES[] = {"arrive", "handler", "queue", "read", "write",
                                      "commit", "answer",  "reply", "send"};
 #define N_STAGES (sizeof STAGES / sizeof STAGES[0])
 #define N_IN_RPC (N_STAGES - 1) /* send comes after the RPC's clock stops */
@@ -78,11 +78,11 @@ static void check_method(const char *before, const char *after, const char *meth
   for (size_t s = 0; s < N_STAGES; s++) {
     double count = delta(before, after, "idem_stage_seconds_count{method=\"%s\",stage=\"%s\"}",
                          method, STAGES[s]);
-    double inf = delta(before, after,
-                       "idem_stage_seconds_bucket{method=\"%s\",stage=\"%s\",le=\"+Inf\"}",
-                       method, STAGES[s]);
-    double sum =
-        delta(before, after, "idem_stage_seconds_sum{method=\"%s\",stage=\"%s\"}", method, STAGES[s]);
+    double inf =
+        delta(before, after, "idem_stage_seconds_bucket{method=\"%s\",stage=\"%s\",le=\"+Inf\"}",
+              method, STAGES[s]);
+    double sum = delta(before, after, "idem_stage_seconds_sum{method=\"%s\",stage=\"%s\"}", method,
+                       STAGES[s]);
     cr_log_info("%s %-7s count %.0f sum %.6f s", method, STAGES[s], count, sum);
     cr_expect_eq(count, N, "%s stage %s counted %.0f calls, expected %d", method, STAGES[s], count,
                  N);
@@ -105,8 +105,9 @@ static void check_method(const char *before, const char *after, const char *meth
   double slack = (N_IN_RPC + 1) * 1e-6;
   cr_expect_leq(stage_sum, rpc + slack, "%s: the stages sum to %.6f s, more than the RPC's %.6f s",
                 method, stage_sum, rpc);
-  cr_expect_leq(stage_sum, call + slack, "%s: the stages sum to %.6f s, more than the call's %.6f s",
-                method, stage_sum, call);
+  cr_expect_leq(stage_sum, call + slack,
+                "%s: the stages sum to %.6f s, more than the call's %.6f s", method, stage_sum,
+                call);
   cr_expect_gt(stage_sum, 0.5 * rpc, "%s: the stages (%.6f s) explain under half the RPC's %.6f s",
                method, stage_sum, rpc);
 }
