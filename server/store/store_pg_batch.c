@@ -70,7 +70,7 @@ static const char SQL_UPSERT_MANY[] =
 #define N_COLS 20 /* of the upsert */
 
 #define BT_DEFAULT_CONNS 2
-#define BT_DEFAULT_HELP_AFTER_US 10000
+#define BT_DEFAULT_HELP_AFTER_US 2000
 #define BT_DEFAULT_MAX 64
 #define BT_MAX_CONNS 16
 #define BT_MAX_BATCH 256
@@ -278,8 +278,12 @@ static void finish(store_batcher *b, bt_thread *t) {
  * pairs/s with one, 3,080-3,140 with two, BeginStep p99 at half that rate 4.6-5.9 ms against
  * 6.2-6.5). Thread i > 0 takes queued work only once threads 0..i-1 have each been busy with
  * one batch for help_after_us: a batch that waits on a lock or a slow disk does not hold up
- * everyone queued behind it. Under b->mu: 0 = may collect now; > 0 = microseconds until it
- * may; -1 = a lower thread is idle (it takes the work; wait for a signal). */
+ * everyone queued behind it. 2 ms by default: against 10 ms, three rounds at half the maximum
+ * (scripts/bench --stages --stages-vs) had BeginStep p99.9 15.4-24.8 ms against 31.6-59.2 and
+ * queue p99 2.3-2.6 against 2.5-4.9, p99 about the same (7.9-9.5 against 6.9-13.4) and the
+ * same pairs/s at 90 % (the closed-loop maximum not compared). Under b->mu: 0 = may collect
+ * now; > 0 = microseconds until it may; -1 = a lower thread is idle (it takes the work; wait
+ * for a signal). */
 static int64_t help_wait(const store_batcher *b, const bt_thread *t) {
   int64_t now = clock_mono_us(), wait = 0;
   for (int j = 0; j < t->index; j++) {
