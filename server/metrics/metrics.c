@@ -162,6 +162,10 @@ void metrics_rpc_name(int method, const char *name) {
   atomic_store(&g_rpc[method].name, name);
 }
 
+const char *metrics__rpc_name(int m) {
+  return m >= 0 && m < METRICS_METHODS_MAX ? atomic_load(&g_rpc[m].name) : NULL;
+}
+
 void metrics_rpc_done(int method, int grpc_code, int64_t micros) {
   if (method < 0 || method >= METRICS_METHODS_MAX) return;
   rpc_stat *s = &g_rpc[method];
@@ -469,6 +473,7 @@ static char *render(bool om) {
   render_moves(f);
   metrics__render_ops(f);
   metrics__render_store(f);
+  metrics__render_stages(f);
   if (om) fputs("# EOF\n", f);
   metrics__set_om(false);
   if (fclose(f) != 0) {

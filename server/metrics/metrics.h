@@ -110,6 +110,40 @@ typedef enum metrics_store_hist {
 } metrics_store_hist;
 void metrics_store_observe_g(int group, metrics_store_hist h, double v);
 
+/* --- stages of a step call (docs/observability.md "Stages of a step call") ---
+ * idem_stage_seconds{method,stage}: a BeginStep or CompleteStep answered by the group commit,
+ * split at the points below on one monotonic clock (microseconds), each stage ending where the
+ * next begins, so that for one call arrive..reply add up to its time in
+ * idem_stage_call_seconds{method} (arrival to the reply handed to gRPC, as
+ * idem_rpc_duration_seconds measures it). send comes after: until gRPC reports the reply sent.
+ * A stage a call did not pass through (a replay from the cache has no queue) is not counted. */
+typedef enum metrics_stage {
+  METRICS_STAGE_ARRIVE,  /* taken from the completion queue: checks, decoding, routing */
+  METRICS_STAGE_HANDLER, /* its handler: validation, caches, up to the batcher's queue */
+  METRICS_STAGE_QUEUE,   /* in the batcher's queue until its batch starts */
+  METRICS_STAGE_READ,    /* BEGIN, the pair locks and reads: the batch's first round trip */
+  METRICS_STAGE_WRITE,   /* the decisions, then the writes until their results came back */
+  METRICS_STAGE_COMMIT,  /* COMMIT and its WAL flush */
+  METRICS_STAGE_ANSWER,  /* committed until the store's answer thread calls back */
+  METRICS_STAGE_REPLY,   /* the callback until the reply is encoded and handed to gRPC */
+  METRICS_STAGE_SEND,    /* handed to gRPC until gRPC reports the reply batch done */
+  METRICS_STAGE__COUNT
+} metrics_stage;
+/* One call of method (the index of metrics_rpc_name) spent micros in stage s. */
+void metrics_stage_observe(int method, metrics_stage s, int64_t micros);
+/* One staged call's whole time (idem_stage_call_seconds). */
+void metrics_stage_call(int method, int64_t micros);
+/* Hand-offs within one thread, so that a stage may begin in one layer and end in another
+ * without either knowing the other's types. The rpc layer sets the handler mark (method, and
+ * when its handler started; method -1 clears it) around a handler it runs on this thread; the
+ * store reads it when that handler queues its step transaction, on the same thread. The store
+ * sets the answer mark around the callback of its answer; the rpc layer reads it when that
+ * callback replies, on the same thread (get is false for another method or no mark). */
+void metrics_stage_handler_set(int method, int64_t at_us);
+bool metrics_stage_handler_get(int *method, int64_t *at_us);
+void metrics_stage_answer_set(int method, int64_t at_us);
+bool metrics_stage_answer_get(int method, int64_t *at_us);
+
 /* The group-aware forms of metrics_store_error, metrics_batch and metrics_reaped (which count
  * for group 0). An out-of-range group counts for group 0. */
 void metrics_store_error_g(int group, const char *kind);

@@ -25,6 +25,10 @@ void metrics__sample_f(FILE *f, const char *name, int group, double v);
 
 /* metrics_store.c: the group commit's histograms. */
 void metrics__render_store(FILE *f);
+/* metrics_stages.c: the stages of a step call. */
+void metrics__render_stages(FILE *f);
+/* metrics.c: the name of method m (metrics_rpc_name), NULL if unnamed. */
+const char *metrics__rpc_name(int m);
 /* metrics_ops.c: errors by reason, the reaper's last round. */
 void metrics__render_ops(FILE *f);
 

@@ -53,6 +53,11 @@ void rpc__call_batch_done(rpc_call *c) {
   if (atomic_fetch_sub(&c->batches, 1) == 1) rpc__call_free(c);
 }
 
+void rpc__call_sent(rpc_call *c) {
+  if (c->staged && c->replied_us)
+    metrics_stage_observe(c->method, METRICS_STAGE_SEND, rpc__mono_us() - c->replied_us);
+}
+
 bool rpc__call_watch_close(rpc_call *c) {
   grpc_op op;
   memset(&op, 0, sizeof op);
@@ -256,9 +261,17 @@ void rpc__call_finish(rpc_call *c, const err_t *e) {
       add_text_trailer(c, RPC_HINT_MD, e->hint);
     }
   }
+  int64_t now_us = rpc__mono_us();
   if (c->method >= 0) /* incident response: calls per method and code, latency */
     metrics_rpc_done_traced(c->method, (int)rpc__status(code),
-                            c->arrived_us ? rpc__mono_us() - c->arrived_us : 0, c->trace_id);
+                            c->arrived_us ? now_us - c->arrived_us : 0, c->trace_id);
+  if (c->staged) { /* the reply's stage (from the store's answer, on this thread) and the call */
+    int64_t answered_us;
+    if (metrics_stage_answer_get(c->method, &answered_us))
+      metrics_stage_observe(c->method, METRICS_STAGE_REPLY, now_us - answered_us);
+    metrics_stage_call(c->method, now_us - c->arrived_us);
+    c->replied_us = now_us;
+  }
   if (code == ERR_INTERNAL) {
     const char *path = c->method >= 0 ? rpc__methods[c->method].path : "generic";
     log_kv(LOG_ERROR, "internal error", "method", path, "error", msg, (const char *)NULL);
@@ -556,7 +569,15 @@ bool rpc__call_try_async(rpc_call *c) {
   pthread_mutex_lock(&srv->mu);
   srv->async_pending++;
   pthread_mutex_unlock(&srv->mu);
+  int method = c->method;
+  int64_t handler_us = rpc__mono_us();
+  if (c->arrived_us) {
+    c->staged = true;
+    metrics_stage_observe(method, METRICS_STAGE_ARRIVE, handler_us - c->arrived_us);
+    metrics_stage_handler_set(method, handler_us); /* read by the store when it queues */
+  }
   m->async(&rq, c->in, c); /* c may be ended, even freed, when it returns */
+  metrics_stage_handler_set(-1, 0);
   return true;
 }
 

@@ -141,6 +141,10 @@ struct rpc_call {
   grpc_byte_buffer *payload; /* registered calls: the request message (NULL if none) */
   int64_t deadline;          /* absolute monotonic ms, fixed when the call arrived */
   int64_t arrived_us;        /* monotonic microseconds at arrival (latency metrics); 0 unknown */
+  /* a step call handed to the store by an async handler: its stages are measured (metrics.h),
+   * the last one from replied_us, when the reply went to gRPC, to its batch's completion */
+  bool staged;
+  int64_t replied_us;
   /* the reply, alive until the batch completes */
   grpc_byte_buffer *reply;
   size_t reply_bytes;        /* counted in srv->reply_bytes while reply is held */
@@ -263,6 +267,9 @@ rpc_call *rpc__call_new(rpc_server *srv, int method);
 void rpc__call_free(rpc_call *c);
 /* One of c's batches completed (cq thread): frees c after the last one. */
 void rpc__call_batch_done(rpc_call *c);
+/* The reply batch of c completed (on the cq thread, before rpc__call_batch_done): a staged
+ * call's last stage ends. */
+void rpc__call_sent(rpc_call *c);
 /* The cq thread, before the handler of a call that may wait: starts the close batch that
  * learns of the client going away (see the top of this file). False if it could not start (the
  * call then waits unwatched, as before). */

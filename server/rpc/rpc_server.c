@@ -107,6 +107,7 @@ static void on_event(rpc_server *s, void *tag, int ok) {
       pthread_mutex_unlock(&s->mu);
       break;
     case RPC_TAG_BATCH: /* the reply went out (ok) or the call died (!ok): either way, done */
+      rpc__call_sent((rpc_call *)t);
       rpc__call_batch_done((rpc_call *)t);
       break;
     case RPC_TAG_CLOSE: /* a call that may wait: its client closed, or went away */

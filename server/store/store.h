@@ -271,7 +271,7 @@ typedef struct store_batcher_cfg {
   const char *conninfo;          /* copied */
   int conns;                     /* connections and threads; 0 = 2 */
   int64_t help_after_us;         /* thread i > 0 takes work only once threads 0..i-1 have each
-                                  * been busy with one batch this long; 0 = 10,000 */
+                                  * been busy with one batch this long; 0 = 2,000 */
   int max_batch;                 /* step transactions per batch; 0 = 64 */
   int queue_max;                 /* submitted ones waiting; 0 = STORE_BATCH_QUEUE_MAX */
   const _Atomic uint64_t *epoch; /* fencing source (borrowed), NULL = unfenced */

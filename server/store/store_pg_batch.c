@@ -70,7 +70,7 @@ static const char SQL_UPSERT_MANY[] =
 #define N_COLS 20 /* of the upsert */
 
 #define BT_DEFAULT_CONNS 2
-#define BT_DEFAULT_HELP_AFTER_US 10000
+#define BT_DEFAULT_HELP_AFTER_US 2000
 #define BT_DEFAULT_MAX 64
 #define BT_MAX_CONNS 16
 #define BT_MAX_BATCH 256
@@ -97,6 +97,11 @@ typedef struct bt_item {
   err_code fn_rc;
   err_t fn_err;
   int64_t queued_us; /* monotonic: when it was queued (idem_store_queue_wait_seconds) */
+  /* a submitted item's stages (metrics.h): the method of the call whose handler queued it
+   * (-1: not staged), when that handler started, and (monotonic microseconds, 0 = not reached)
+   * when its batch started, read, wrote and committed */
+  int mmethod;
+  int64_t handler_us, started_us, read_us, written_us, committed_us;
 } bt_item;
 
 typedef struct bt_thread {
@@ -202,6 +207,19 @@ static void hand_over(store_batcher *b, bt_item *list) {
   pthread_mutex_unlock(&b->done_mu);
 }
 
+/* A submitted item's stages up to now (its callback's start), in the answer thread. */
+static void observe_stages(const bt_item *it, int64_t now) {
+  int m = it->mmethod;
+  if (m < 0) return;
+  metrics_stage_observe(m, METRICS_STAGE_HANDLER, it->queued_us - it->handler_us);
+  if (!it->committed_us) return; /* refused or failed: its store stages did not all run */
+  metrics_stage_observe(m, METRICS_STAGE_QUEUE, it->started_us - it->queued_us);
+  metrics_stage_observe(m, METRICS_STAGE_READ, it->read_us - it->started_us);
+  metrics_stage_observe(m, METRICS_STAGE_WRITE, it->written_us - it->read_us);
+  metrics_stage_observe(m, METRICS_STAGE_COMMIT, it->committed_us - it->written_us);
+  metrics_stage_observe(m, METRICS_STAGE_ANSWER, now - it->committed_us);
+}
+
 /* The answer thread: runs the callbacks of submitted items (encoding and sending replies, in
  * the rpc layer) while the batch threads go on with the next batch, and frees the items. */
 static void *answerer_main(void *arg) {
@@ -216,7 +234,11 @@ static void *answerer_main(void *arg) {
     pthread_mutex_unlock(&b->done_mu);
     while (list) {
       bt_item *next = list->next;
+      int64_t now = clock_mono_us();
+      observe_stages(list, now);
+      metrics_stage_answer_set(list->mmethod, now); /* the reply's stage starts here */
       list->on_done(list->done_arg, list->rc, list->rc == ERR_OK ? NULL : &list->err);
+      metrics_stage_answer_set(-1, 0);
       free(list);
       list = next;
     }
@@ -256,8 +278,12 @@ static void finish(store_batcher *b, bt_thread *t) {
  * pairs/s with one, 3,080-3,140 with two, BeginStep p99 at half that rate 4.6-5.9 ms against
  * 6.2-6.5). Thread i > 0 takes queued work only once threads 0..i-1 have each been busy with
  * one batch for help_after_us: a batch that waits on a lock or a slow disk does not hold up
- * everyone queued behind it. Under b->mu: 0 = may collect now; > 0 = microseconds until it
- * may; -1 = a lower thread is idle (it takes the work; wait for a signal). */
+ * everyone queued behind it. 2 ms by default: against 10 ms, three rounds at half the maximum
+ * (scripts/bench --stages --stages-vs) had BeginStep p99.9 15.4-24.8 ms against 31.6-59.2 and
+ * queue p99 2.3-2.6 against 2.5-4.9, p99 about the same (7.9-9.5 against 6.9-13.4) and the
+ * same pairs/s at 90 % (the closed-loop maximum not compared). Under b->mu: 0 = may collect
+ * now; > 0 = microseconds until it may; -1 = a lower thread is idle (it takes the work; wait
+ * for a signal). */
 static int64_t help_wait(const store_batcher *b, const bt_thread *t) {
   int64_t now = clock_mono_us(), wait = 0;
   for (int j = 0; j < t->index; j++) {
@@ -412,8 +438,11 @@ static void write_arrays(bt_thread *t, const step_key *k, const step_rec *r) {
   pg__arr_text(&a[19], r->complete_trace_id);
 }
 
-/* Pipeline 2: every write (one statement), the audit rows, COMMIT. */
-static err_code write_and_commit(bt_thread *t, bt_item **v, int n, int64_t deadline, err_t *err) {
+/* Pipeline 2: every write (one statement), the audit rows, COMMIT. On ERR_OK *written_us is
+ * when the results of the writes came (the server sends them before it runs COMMIT), and
+ * *committed_us when COMMIT's came (after its WAL flush). */
+static err_code write_and_commit(bt_thread *t, bt_item **v, int n, int64_t deadline,
+                                 int64_t *written_us, int64_t *committed_us, err_t *err) {
   pg_stmt *st = t->stmts;
   int k = 0, np = 1, writes = 0;
   for (int c = 0; c < N_COLS; c++) pg__arr_reset(&t->arr[c]);
@@ -430,9 +459,12 @@ static err_code write_and_commit(bt_thread *t, bt_item **v, int n, int64_t deadl
       st[k++] = (pg_stmt){.name = ps_name[PS_AUDIT], .p = &t->params[np++]};
     }
   }
+  if (k > 0) st[k - 1].flush = true;
   st[k++] = (pg_stmt){.sql = "COMMIT"};
   err_code rc = pg__pipeline(t->conn, st, k, deadline, err);
   if (rc != ERR_OK) return rc;
+  *committed_us = st[k - 1].at_us;
+  *written_us = k > 1 ? st[k - 2].at_us : *committed_us;
   for (int i = 0; i < k; i++) PQclear(st[i].res);
   return ERR_OK;
 }
@@ -528,17 +560,25 @@ static void run_batch(bt_thread *t) {
     if (n == 0) return;
     bool commit_sent = false;
     rc = pg__call_start(s, deadline, &err);
+    int64_t read_us = 0, written_us = 0, committed_us = 0;
     if (rc == ERR_OK) {
       trips++;
       rc = lock_and_read(t, live, n, deadline, &err);
+      read_us = clock_mono_us();
     }
     if (rc == ERR_OK) {
       for (int i = 0; i < n; i++) decide(live[i]);
       commit_sent = true;
       trips++;
-      rc = write_and_commit(t, live, n, deadline, &err);
+      rc = write_and_commit(t, live, n, deadline, &written_us, &committed_us, &err);
     }
     if (rc == ERR_OK) {
+      for (int i = 0; i < n; i++) {
+        live[i]->started_us = start_us;
+        live[i]->read_us = read_us;
+        live[i]->written_us = written_us;
+        live[i]->committed_us = committed_us;
+      }
       metrics_store_observe_g(s->mgroup, METRICS_BATCH_SIZE, (double)n);
       metrics_store_observe_g(s->mgroup, METRICS_ROUND_TRIPS, (double)trips);
       metrics_store_observe_g(s->mgroup, METRICS_COMMIT,
@@ -668,6 +708,7 @@ err_code store_batcher_submit(store_batcher *b, const step_key *key, int64_t dea
   it->arg = arg;
   it->on_done = done;
   it->done_arg = done_arg;
+  if (!metrics_stage_handler_get(&it->mmethod, &it->handler_us)) it->mmethod = -1;
   pthread_mutex_lock(&b->mu);
   err_code rc = ERR_OK;
   if (b->stopping)

@@ -144,7 +144,9 @@ typedef struct pg_stmt {
   const pg_params *p;
   const char *name;
   bool prepare;
+  bool flush;    /* ask the server to send the results so far right after this statement */
   PGresult *res;
+  int64_t at_us; /* set by pg__pipeline: when its result came (clock_mono_us) */
 } pg_stmt;
 
 /* Sends n statements in libpq pipeline mode with one sync, so they cost one round trip, and

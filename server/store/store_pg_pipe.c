@@ -3,6 +3,7 @@
  * group commit (store_pg_batch.c). */
 #include <string.h>
 
+#include "../util/clock.h"
 #include "store_pg_internal.h"
 
 static void clear_all(pg_stmt *st, int n) {
@@ -28,7 +29,7 @@ static err_code send_all(pg_store *s, pg_stmt *st, int n, int64_t deadline, err_
       ok = PQsendQueryPrepared(c, st[i].name, np, vals, lens, fmts, 1);
     else
       ok = PQsendQueryParams(c, st[i].sql, np, NULL, vals, lens, fmts, 1);
-    if (!ok) return pg__lost(s, err);
+    if (!ok || (st[i].flush && PQsendFlushRequest(c) != 1)) return pg__lost(s, err);
   }
   if (PQpipelineSync(c) != 1) return pg__lost(s, err);
   return pg__flush(s, deadline, err);
@@ -49,6 +50,7 @@ err_code pg__pipeline(pg_store *s, pg_stmt *st, int n, int64_t deadline, err_t *
       ExecStatusType es = PQresultStatus(r);
       if ((es == PGRES_TUPLES_OK || es == PGRES_COMMAND_OK) && !st[i].res) {
         st[i].res = r;
+        st[i].at_us = clock_mono_us();
       } else if (es == PGRES_FATAL_ERROR && !bad) {
         bad = r;
       } else {
