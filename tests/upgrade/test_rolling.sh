@@ -32,7 +32,7 @@
 # came from a client idle on its connection to the draining node (a participant between two
 # calls): it read the node's GOAWAY only at its next call, written on that connection to a server
 # whose gRPC core had begun its shutdown and ended it CANCELLED unhandled. libidem now reads first
-# and sends only on a connected channel; 1 of 5 runs still lost one such try in down-n2's drain
+# and sends only on a connected channel; 1 of 6 runs still lost one such try in down-n2's drain
 # (docs/internals.md, "An idle client's next call").
 # A node of this release that hands a group over lets the calls it admitted be answered (their
 # commits done) before its key goes, so no fence, not even 0.1.0's that ends a former leader's
