@@ -86,7 +86,10 @@ typedef struct idem__md {
  * message (protobuf_c_message_free_unpacked). On error *resp is NULL and *err holds the status
  * code, the server's message, idem-retry-after-ms, idem-leader, idem-reason, and outcome_unknown
  * when the request may have been acted on (DEADLINE_EXCEEDED, an UNAVAILABLE that no standby
- * sent, a lost try); heard_group (IDEM__GROUP_CAP bytes, may be NULL) receives idem-group. */
+ * sent, a lost try); heard_group (IDEM__GROUP_CAP bytes, may be NULL) receives idem-group. The
+ * request is sent only on a connected channel, after reading what its server sent (a draining
+ * node's GOAWAY): a try that cannot connect by the deadline ends UNAVAILABLE (or
+ * DEADLINE_EXCEEDED) "nothing was sent", without outcome_unknown. */
 int idem__send(idem__chan *ch, idem__method m, const ProtobufCMessage *req, const idem__md *meta,
                const ProtobufCMessageDescriptor *resp_desc, int64_t timeout_ms,
                ProtobufCMessage **resp, idem_error *err, char *heard_group);

@@ -426,7 +426,7 @@ int idem__call(idem_client *c, idem__method m, const ProtobufCMessage *req, cons
       unknown = true;
       if (!repeatable(m, req)) done = true;
     }
-    bool gone = failover && err->outcome_unknown && !err->reason[0]; /* gRPC's: none answered */
+    bool gone = failover && !err->reason[0]; /* gRPC's: none answered, or no connection */
     char addr[ADDR_CAP] = "";
     if (!done && standby && err->leader[0]) {
       int i = ep_add(r, err->leader, strlen(err->leader));

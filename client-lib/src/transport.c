@@ -16,6 +16,7 @@
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 #include <grpc/slice.h>
+#include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
 
 #include "idem_build_version.h"
@@ -192,12 +193,49 @@ static void md_add(grpc_metadata *md, size_t *n, const char *key, const char *va
   (*n)++;
 }
 
+/* Whether ch is connected (READY) before a try is sent on it, connecting it if need be by
+ * deadline. First it reads what its server already sent: libidem polls a connection only while a
+ * call is in flight, so a draining node's GOAWAY can sit unread on an idle connection for as long
+ * as the caller does not call; a call written on that connection reaches a server whose gRPC core
+ * has begun its shutdown and ends it CANCELLED, never handled (server.cc, StartNewRpc: a call
+ * that arrives after ShutdownAndNotify is a zombie), a lost try. Read first, the GOAWAY leaves
+ * the channel without a connection, and the connection it then tries finds the drained node's
+ * listener closed. false (TRANSIENT_FAILURE: refused, unreachable; or the deadline came first):
+ * nothing was sent. */
+static bool connected(idem__chan *ch, grpc_completion_queue *cq, gpr_timespec deadline) {
+  int probe; /* a tag nothing completes: one poll of every connection, without waiting */
+  grpc_completion_queue_pluck(cq, &probe, gpr_inf_past(GPR_CLOCK_MONOTONIC), NULL);
+  grpc_connectivity_state st = grpc_channel_check_connectivity_state(ch->channel, 1);
+  while (st != GRPC_CHANNEL_READY) {
+    if (st == GRPC_CHANNEL_TRANSIENT_FAILURE || st == GRPC_CHANNEL_SHUTDOWN) return false;
+    grpc_channel_watch_connectivity_state(ch->channel, st, deadline, cq, &st);
+    grpc_event ev = grpc_completion_queue_pluck(cq, &st, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    if (ev.type != GRPC_OP_COMPLETE || !ev.success) return false; /* the deadline */
+    st = grpc_channel_check_connectivity_state(ch->channel, 1);
+  }
+  return true;
+}
+
 int idem__send(idem__chan *ch, idem__method m, const ProtobufCMessage *req, const idem__md *meta,
                const ProtobufCMessageDescriptor *resp_desc, int64_t timeout_ms,
                ProtobufCMessage **resp, idem_error *err, char *heard_group) {
   idem__err_reset(err);
   *resp = NULL;
   if ((unsigned)m >= IDEM__M_COUNT) return idem__fail(err, IDEM_INVALID_ARGUMENT, "unknown method");
+  gpr_timespec deadline =
+      gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
+  grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
+  if (!connected(ch, cq, deadline)) { /* not sent: the outcome is known (nothing happened) */
+    grpc_completion_queue_shutdown(cq);
+    grpc_completion_queue_destroy(cq);
+    bool late = gpr_time_cmp(gpr_now(GPR_CLOCK_MONOTONIC), deadline) >= 0;
+    char *target = grpc_channel_get_target(ch->channel);
+    int rc = idem__fail(err, late ? IDEM_DEADLINE_EXCEEDED : IDEM_UNAVAILABLE,
+                        "cannot connect to %s%s: nothing was sent", target ? target : "the address",
+                        late ? " before the deadline" : "");
+    gpr_free(target);
+    return rc;
+  }
 
   size_t len = protobuf_c_message_get_packed_size(req);
   grpc_slice payload = grpc_slice_malloc(len);
@@ -205,9 +243,6 @@ int idem__send(idem__chan *ch, idem__method m, const ProtobufCMessage *req, cons
   grpc_byte_buffer *send_bb = grpc_raw_byte_buffer_create(&payload, 1);
   grpc_slice_unref(payload);
 
-  grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
-  gpr_timespec deadline =
-      gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
   grpc_call *call = grpc_channel_create_registered_call(ch->channel, NULL, GRPC_PROPAGATE_DEFAULTS,
                                                         cq, ch->registered[m], deadline, NULL);
 

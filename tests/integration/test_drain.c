@@ -9,6 +9,7 @@
  * runs it 20 times in a row on a busy machine). */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -216,4 +217,48 @@ Test(drain, sigterm_under_load_loses_no_call, .timeout = 120) {
     else
       unlink(cl.node[i].log_path);
   }
+}
+
+/* A client idle on its connection while the node drains: the GOAWAY of the node's gRPC shutdown
+ * sits unread on that connection (libidem polls it only while a call is in flight). Its next call
+ * is not written on that connection: a server whose gRPC core has begun its shutdown ends such a
+ * call CANCELLED, never handled (a lost try: the step helper ends STEP_UNKNOWN, the outcome
+ * unknown). libidem reads the GOAWAY first, finds the drained node's listener closed, and knows
+ * that nothing was sent. */
+Test(drain, an_idle_clients_next_call_is_not_lost, .timeout = 60) {
+  srv s;
+  h_srv_start(&s, NULL, NULL);
+  idem_client *c = h_client(&s, "drain-idle", 1000);
+  char gid[64];
+  snprintf(gid, sizeof gid, "idle-%d-%lld", (int)getpid(), (long long)h_now_ms());
+  idem_step_key k = {gid, "pay", "charge", IDEM_FORWARD};
+  idem_begin b = {0};
+  idem_error e = {0};
+  int rc = idem_step_begin(c, &k, NULL, 0, 0, &b, &e);
+  idem_begin_clear(&b);
+  cr_assert_eq(rc, IDEM_OK, "the first call is answered: %d %s", rc, e.message);
+  /* the drain: gRPC's shutdown closes the listener and sends the client's connection a GOAWAY */
+  cr_assert_eq(kill(s.pid, SIGTERM), 0);
+  bool closed = false;
+  for (int64_t end = h_now_ms() + 10000; !(closed = !h_port_open(s.port)) && h_now_ms() < end;)
+    h_sleep_ms(5);
+  cr_assert(closed, "the draining node closed its listener within 10 s");
+  k.operation = "refund"; /* a fresh key, no policy: fail-closed */
+  idem_run_options ro = {.deadline_ms = 1000};
+  idem_run_report rep = {0};
+  h_action a = {.code = 200};
+  rc = idem_step_run(c, &k, NULL, 0, h_action_run, &a, &ro, &rep, &e);
+  idem_run_report_clear(&rep);
+  fprintf(stderr, "drain: the idle client's step run after the GOAWAY: %s: %s (outcome %s)\n",
+          idem_strerror(rc), e.message, e.outcome_unknown ? "unknown" : "known");
+  cr_expect(rc == IDEM_UNAVAILABLE || rc == IDEM_DEADLINE_EXCEEDED,
+            "no node is left to answer, and no try was lost (STEP_UNKNOWN): %s: %s",
+            idem_strerror(rc), e.message);
+  cr_expect(!e.outcome_unknown, "the call reached no coordinator, so its outcome is known: %s",
+            e.message);
+  cr_expect_eq(a.calls, 0, "the action did not run");
+  idem_close(c);
+  int st = spawn_wait(s.pid, 20000);
+  s.pid = 0;
+  cr_expect_eq(st, 0, "the node drained and exited 0 (status %d)", st);
 }
