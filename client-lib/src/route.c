@@ -357,11 +357,12 @@ static int ended(idem__route *r, idem__method m, const idem__retry *how, int rc,
   char reason[sizeof err->reason];
   snprintf(reason, sizeof reason, "%s", err->reason);
   idem__err_reset(err);
-  err->outcome_unknown = true;
-  return idem__fail(err, IDEM_STEP_UNKNOWN,
-                    "%s: a try was lost and the run's deadline passed before an answer said what "
-                    "it did (last: %s%s%s)",
-                    name ? name + 1 : path, idem_strerror(last), reason[0] ? " " : "", reason);
+  idem__fail(err, IDEM_STEP_UNKNOWN,
+             "%s: a try was lost and the run's deadline passed before an answer said what it did "
+             "(last: %s%s%s)",
+             name ? name + 1 : path, idem_strerror(last), reason[0] ? " " : "", reason);
+  err->outcome_unknown = true; /* after idem__fail, which clears the error */
+  return IDEM_STEP_UNKNOWN;
 }
 
 int idem__call(idem_client *c, idem__method m, const ProtobufCMessage *req, const char *saga_id,

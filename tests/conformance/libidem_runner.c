@@ -73,6 +73,7 @@ typedef struct got {
   char reason[32];
   char detail[256], hint[256]; /* idem_error_detail, idem_error_hint: read on the call's thread */
   bool ran, replayed, takeover, unguarded, journaled;
+  bool outcome_unknown; /* the error's outcome_unknown */
   idem_decision decision;
   uint64_t attempt;
   idem_outcome outcome;
@@ -144,6 +145,7 @@ static void note_err(got *g, int rc, const idem_error *err) {
   snprintf(g->reason, sizeof g->reason, "%s", rc ? err->reason : "");
   snprintf(g->detail, sizeof g->detail, "%s", rc ? idem_error_detail(err) : "");
   snprintf(g->hint, sizeof g->hint, "%s", rc ? idem_error_hint(err) : "");
+  g->outcome_unknown = rc && err->outcome_unknown;
 }
 
 typedef struct run_job {
@@ -344,6 +346,8 @@ static void check(const cJSON *expect, const got *g, char *why, size_t cap) {
     } else if (strcmp(n, "error") == 0) {
       if (!error_matches(f, code_name(g->code)))
         differ(why, cap, "error: got %s", code_name(g->code));
+      else if (g->code == IDEM_STEP_UNKNOWN && !g->outcome_unknown) /* idem.h, api.md §20 */
+        differ(why, cap, "error STEP_UNKNOWN without outcome_unknown");
     } else if (strcmp(n, "reason") == 0) {
       if (strcmp(f->valuestring, g->reason) != 0)
         differ(why, cap, "reason %s, got \"%s\"", f->valuestring, g->reason);
