@@ -85,6 +85,9 @@ Test(moves, half_a_group_moves_under_traffic_and_nothing_is_lost, .timeout = 240
   cr_expect_geq(a.paused_ms, 0);
   cr_expect_lt(a.paused_ms, 15000);
   cr_expect_eq(atomic_load(&T.dup_proceed), 0, "no fresh key was answered anything but PROCEED");
+  cr_expect_eq(atomic_load(&T.errors), 0,
+               "every pair of the traffic was begun and completed through the move (the first "
+               "errors are logged above)");
   cr_expect_eq(h_lost_results(&cl, &T), 0, "every acknowledged completion replays its body");
   /* the rows live in g2 now, and only there */
   cr_expect_eq(h_count_rows(cl.url[0], "idem_steps", FROM, TO), 0, "g1 deleted the moved steps");
