@@ -60,6 +60,13 @@ static int ctl(const char *const *env, const char *const *args, char *err, size_
   return st;
 }
 
+/* ctl, expecting exit status want; a failure names what, the status and idemctl's stderr. */
+static void expect_exit(const char *const *env, const char *const *args, int want,
+                        const char *what, char *err, size_t err_len) {
+  int st = ctl(env, args, err, err_len);
+  cr_expect_eq(st, want, "%s (exit %d: %s)", what, st, err);
+}
+
 Test(idemctl, tls_flags_certificates_and_tokens) {
   char err[4096];
   const char *status[] = {"--tls-ca",       P.ca,     "--tls-cert", P.client_san.cert, "--tls-key",
@@ -69,7 +76,7 @@ Test(idemctl, tls_flags_certificates_and_tokens) {
   const char *svc_admin[] = {"--tls-ca",        P.ca,        "--tls-cert",
                              P.client_san.cert, "--tls-key", P.client_san.key,
                              "policy",          "list",      NULL};
-  cr_expect_eq(ctl(NULL, svc_admin, err, sizeof err), 1, "a certificate is not admin");
+  expect_exit(NULL, svc_admin, 1, "a certificate is not admin", err, sizeof err);
   cr_expect(strstr(err, "permission denied"), "%s", err);
 
   const char *adm[] = {"--tls-ca",   P.ca,
@@ -81,10 +88,10 @@ Test(idemctl, tls_flags_certificates_and_tokens) {
   cr_expect_eq(ctl(NULL, adm, err, sizeof err), 0, "%s", err);
 
   const char *no_cert[] = {"--tls-ca", P.ca, "status", NULL};
-  cr_expect_eq(ctl(NULL, no_cert, err, sizeof err), 3, "no client certificate: unavailable");
+  expect_exit(NULL, no_cert, 3, "no client certificate: unavailable", err, sizeof err);
 
   const char *half[] = {"--tls-ca", P.ca, "--tls-cert", P.client_san.cert, "status", NULL};
-  cr_expect_eq(ctl(NULL, half, err, sizeof err), 2, "--tls-cert without --tls-key is usage");
+  expect_exit(NULL, half, 2, "--tls-cert without --tls-key is usage", err, sizeof err);
 }
 
 Test(idemctl, tls_environment_variables) {
@@ -98,7 +105,7 @@ Test(idemctl, tls_environment_variables) {
   char err[4096];
   cr_expect_eq(ctl(env, list, err, sizeof err), 0, "%s", err);
   const char *wrong[] = {"--token", "wrong-token-0123456789abcdef", "policy", "list", NULL};
-  cr_expect_eq(ctl(env, wrong, err, sizeof err), 1, "the flag wins over IDEM_TOKEN");
+  expect_exit(env, wrong, 1, "the flag wins over IDEM_TOKEN", err, sizeof err);
   cr_expect(strstr(err, "unauthenticated: invalid token"), "%s", err);
   cr_expect(!strstr(err, "wrong-token"), "the error repeats the token: %s", err);
 }
