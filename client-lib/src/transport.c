@@ -7,6 +7,8 @@
  * number of threads may send through one channel. Methods are registered once per channel.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +60,37 @@ const char *idem__method_path(idem__method m) {
 
 /* --- the transport and its channels ------------------------------------------------------- */
 
+/* gRPC core's lifetime under libidem. Each transport holds one grpc_init. A channel holds one
+ * too, and gRPC may drop a destroyed channel's last reference later, on one of its own threads
+ * (a connection attempt still in flight: a TLS handshake a server refuses, a reconnect after a
+ * backoff); the grpc_shutdown that follows then runs on a detached thread. A program that exits
+ * right after idem_close (idemctl) then ran OpenSSL's exit-time clean-up under a gRPC thread still
+ * handshaking: a SEGV in RAND_priv_bytes_ex, or a leak report under LeakSanitizer. So when the
+ * last transport closes and libidem was gRPC's only user (gRPC was not initialized when the first
+ * transport opened), the close waits, 2 s at most, until gRPC has shut down. */
+static pthread_mutex_t lib_mu = PTHREAD_MUTEX_INITIALIZER;
+static int lib_open;       /* open transports */
+static bool lib_foreign;   /* gRPC was initialized by someone else when the first one opened */
+enum { LIB_SHUTDOWN_WAIT_MS = 2000 };
+
+static void lib_hold(void) {
+  pthread_mutex_lock(&lib_mu);
+  if (lib_open++ == 0) lib_foreign = grpc_is_initialized();
+  grpc_init();
+  pthread_mutex_unlock(&lib_mu);
+}
+
+static void lib_release(void) {
+  pthread_mutex_lock(&lib_mu);
+  grpc_shutdown();
+  bool wait = --lib_open == 0 && !lib_foreign;
+  /* grpc_is_initialized takes gRPC's init lock, which a shutdown in progress holds */
+  for (int64_t end = idem__now_ms() + LIB_SHUTDOWN_WAIT_MS;
+       wait && grpc_is_initialized() && idem__now_ms() < end;)
+    idem__sleep_ms(2);
+  pthread_mutex_unlock(&lib_mu);
+}
+
 int idem__transport_open(const idem_options *opt, idem__transport **out, idem_error *err) {
   *out = NULL;
   idem__transport *t = calloc(1, sizeof *t);
@@ -67,10 +100,10 @@ int idem__transport_open(const idem_options *opt, idem__transport **out, idem_er
     free(t);
     return idem__fail(err, IDEM_NOMEM, "out of memory");
   }
-  grpc_init();
+  lib_hold();
   int rc = idem__credentials(opt, &t->creds, err); /* reads the TLS files */
   if (rc != IDEM_OK) {
-    grpc_shutdown();
+    lib_release();
     free(t->server_name);
     free(t);
     return rc;
@@ -82,7 +115,7 @@ int idem__transport_open(const idem_options *opt, idem__transport **out, idem_er
 void idem__transport_close(idem__transport *t) {
   if (!t) return;
   grpc_channel_credentials_release(t->creds);
-  grpc_shutdown();
+  lib_release();
   free(t->server_name);
   free(t);
 }
