@@ -76,7 +76,8 @@ class Scenario:
                 got.update(outcome=rep.result.outcome, code=rep.result.code,
                            body=rep.result.body.decode(errors="replace"))
         except IdemError as e:
-            got.update(ok=False, error=e.code, reason=e.reason, detail=e.detail, hint=e.hint)
+            got.update(ok=False, error=e.code, reason=e.reason, detail=e.detail, hint=e.hint,
+                       outcome_unknown=e.outcome_unknown)
             if e.report is not None:
                 got.update(attempt=e.report.attempt, takeover=e.report.takeover)
         return got
@@ -160,9 +161,12 @@ def differences(expect, got):
     out = []
     for k, want in expect.items():
         have = got.get(k)
-        if k == "error" and isinstance(want, list):
-            if have not in want:
-                out.append(f"error {have!r}, expected one of {want}")
+        if k == "error":
+            if have not in (want if isinstance(want, list) else [want]):
+                out.append(f"error {have!r}, expected one of {want}" if isinstance(want, list)
+                           else f"error {have!r}, expected {want!r}")
+            elif have == "STEP_UNKNOWN" and got.get("outcome_unknown") is not True:
+                out.append("error STEP_UNKNOWN without outcome_unknown")  # errors.py, api.md §20
         elif have != want:
             out.append(f"{k} {have!r}, expected {want!r}" +
                        (f" (error {got.get('error')} {got.get('reason')})" if k != "error" and

@@ -58,6 +58,7 @@ async function doRun(s, call) {
     g.detail = e.detail;
     g.hint = e.hint;
     g.message = e.message;
+    g.outcomeUnknown = e.outcomeUnknown;
     if (e.code === 'STEP_FAILED') fromReport(g, e.report);
   }
   return g;
@@ -101,6 +102,7 @@ function check(expect, g) {
     if (n === 'error') {
       const ok = Array.isArray(want) ? want.includes(g.error) : want === g.error;
       if (!ok) why.push(`error ${JSON.stringify(want)}, got ${g.error ?? 'none'}${g.reason ? ` (${g.reason})` : ''}`);
+      else if (g.error === 'STEP_UNKNOWN' && g.outcomeUnknown !== true) why.push('error STEP_UNKNOWN without outcomeUnknown'); // errors.ts, api.md §20
     } else if (have !== want) {
       why.push(`${n} ${JSON.stringify(want)}, got ${JSON.stringify(have)}${n === 'ok' && g.error ? ` (${g.error} ${g.reason || ''}: ${g.message})` : ''}`);
     }

@@ -4,8 +4,11 @@ Each address gets a grpc channel (created on first use). A call goes to the curr
 UNAVAILABLE with a trailing idem-leader (a standby answered: nothing was done) sends it straight
 to that leader (a channel is added for it); UNAVAILABLE without one, or CANCELLED from a
 draining node (`Transport._lost_try`), moves on to the next address with backoff and jitter,
-inside the call's timeout. The message classes come from
-protoc (gen_proto.py); calls use grpc's generic channel.unary_unary.
+inside the call's timeout. A try is sent only on a connected channel, after reading what the
+connection received (`connected`: a draining node's GOAWAY); one that cannot connect ends
+UNAVAILABLE (DEADLINE_EXCEEDED when its deadline passes first) with the outcome known: nothing
+was sent. The message classes come from protoc (gen_proto.py); calls use grpc's generic
+channel.unary_unary.
 
 Every endpoint remembers what its last call heard, for the fail-open rule of docs/api.md §20
 (`none_could_decide`): nothing (deadline, connection refused), undecided (store-unavailable,
@@ -16,6 +19,11 @@ import threading
 import time
 
 import grpc
+
+try:  # grpc's own core binding: the channel's connectivity and a completion queue to poll
+    from grpc._cython import cygrpc as _cygrpc
+except ImportError:  # pragma: no cover (every grpcio has it; without it nothing is checked)
+    _cygrpc = None
 
 from . import reasons
 from .errors import IdemError
@@ -74,6 +82,33 @@ def error_from_rpc(e):
     unknown = code == "DEADLINE_EXCEEDED" or (code == "UNAVAILABLE" and not leader)
     return IdemError(code, details or code.lower().replace("_", " "), reason=reason, leader=leader,
                      retry_after_ms=retry_after, outcome_unknown=unknown, detail=detail, hint=hint)
+
+
+_READY, _GONE = 2, (3, 4)  # grpc_connectivity_state: READY; TRANSIENT_FAILURE, SHUTDOWN
+
+
+def connected(channel, deadline):
+    """Whether channel is connected (READY) before a try is sent on it, connecting it if need be
+    until deadline (now() seconds): False when it cannot connect (TRANSIENT_FAILURE) or the
+    deadline passes first, and then nothing was sent. gRPC core reads a client's connections only
+    while a thread polls, and an idle client polls nothing: a draining node's GOAWAY can sit
+    unread, and a call written on that connection reaches a server whose shutdown has begun,
+    which ends it CANCELLED unhandled (a lost try). So first one poll without waiting (a
+    completion queue nothing completes, deadline past): a GOAWAY already received is read and
+    the channel left without a connection (docs/internals.md, "An idle client's next call").
+    A grpc without these calls (not grpcio's cygrpc) is taken as connected."""
+    ch = getattr(channel, "_channel", None)
+    if _cygrpc is None or not hasattr(ch, "watch_connectivity_state"):
+        return True
+    _cygrpc.CompletionQueue().poll(time.time() - 1)
+    st = ch.check_connectivity_state(True)
+    while st != _READY:
+        left = deadline - now()
+        if st in _GONE or left <= 0:
+            return False
+        ch.watch_connectivity_state(st, time.time() + min(left, 0.1))  # a change, or 100 ms
+        st = ch.check_connectivity_state(True)
+    return True
 
 
 def heard_of(err):
@@ -181,8 +216,17 @@ class Transport:
         with self._mu:
             ep = self._eps[idx]
         stub = self._stub(ep, path, resp_cls)
+        deadline = now() + max(timeout, 0.001)
         try:
-            resp = stub(req, timeout=max(timeout, 0.001), metadata=self._metadata + tuple(extra))
+            if not connected(ep.channel, deadline):  # not sent: the outcome is known
+                late = now() >= deadline
+                err = IdemError("DEADLINE_EXCEEDED" if late else "UNAVAILABLE",
+                                f"cannot connect to {ep.addr}"
+                                f"{' before the deadline' if late else ''}: nothing was sent")
+                self._note(ep, err)
+                return None, err
+            resp = stub(req, timeout=max(deadline - now(), 0.001),
+                        metadata=self._metadata + tuple(extra))
         except ValueError:  # grpc's "closed channel": close() came between two tries
             with self._mu:
                 if not self._closed:

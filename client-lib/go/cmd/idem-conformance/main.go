@@ -268,8 +268,11 @@ func check(expect map[string]json.RawMessage, g got) string {
 			for _, w := range list {
 				match = match || w == code
 			}
+			var e *idem.Error
 			if !match {
 				diffs = append(diffs, fmt.Sprintf("error %v, got %s", list, code))
+			} else if code == idem.CodeStepUnknown && !(errors.As(g.err, &e) && e.OutcomeUnknown) {
+				diffs = append(diffs, "error STEP_UNKNOWN without OutcomeUnknown") // errors.go, api.md §20
 			}
 		case "reason":
 			_ = json.Unmarshal(raw, &s)

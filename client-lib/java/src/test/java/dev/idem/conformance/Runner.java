@@ -138,6 +138,7 @@ public final class Runner {
         got.put("reason", e.reason());
         got.put("detail", e.coordinatorDetail());
         got.put("hint", e.hint());
+        got.put("outcome_unknown", e.outcomeUnknown());
         if (e.report() != null) {
           got.put("attempt", e.report().attempt());
           got.put("takeover", e.report().takeover());
@@ -263,6 +264,9 @@ public final class Runner {
         String extra = !e.getKey().equals("error") && got.get("error") != null
             ? " (error " + got.get("error") + " " + got.get("reason") + ")" : "";
         out.add(e.getKey() + " " + have + ", expected " + e.getValue() + extra);
+      } else if (e.getKey().equals("error") && "STEP_UNKNOWN".equals(have)
+          && !Boolean.TRUE.equals(got.get("outcome_unknown"))) {
+        out.add("error STEP_UNKNOWN without outcomeUnknown()"); // IdemException, api.md §20
       }
     }
     return out;
