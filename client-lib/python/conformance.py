@@ -76,7 +76,8 @@ class Scenario:
                 got.update(outcome=rep.result.outcome, code=rep.result.code,
                            body=rep.result.body.decode(errors="replace"))
         except IdemError as e:
-            got.update(ok=False, error=e.code, reason=e.reason, detail=e.detail, hint=e.hint)
+            got.update(ok=False, error=e.code, reason=e.reason, detail=e.detail, hint=e.hint,
+                       outcome_unknown=bool(e.outcome_unknown))
             if e.report is not None:
                 got.update(attempt=e.report.attempt, takeover=e.report.takeover)
         return got
@@ -152,14 +153,14 @@ class Scenario:
                 return {"ok": True, "count": n}
         except IdemError as e:
             return {"ok": False, "error": e.code, "reason": e.reason, "detail": e.detail,
-                    "hint": e.hint}
+                    "hint": e.hint, "outcome_unknown": bool(e.outcome_unknown)}
         raise ValueError(f"unknown call {kind!r}")
 
 
 def differences(expect, got):
     out = []
     for k, want in expect.items():
-        have = got.get(k)
+        have = bool(got.get(k)) if k == "outcome_unknown" else got.get(k)
         if k == "error" and isinstance(want, list):
             if have not in want:
                 out.append(f"error {have!r}, expected one of {want}")

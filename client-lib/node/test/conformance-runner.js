@@ -58,6 +58,7 @@ async function doRun(s, call) {
     g.detail = e.detail;
     g.hint = e.hint;
     g.message = e.message;
+    g.outcome_unknown = !!e.outcomeUnknown;
     if (e.code === 'STEP_FAILED') fromReport(g, e.report);
   }
   return g;
@@ -90,14 +91,15 @@ async function attempt(fn) {
     return { ok: true, ...(await fn()) };
   } catch (e) {
     if (!e.code) throw e;
-    return { ok: false, error: e.code, reason: e.reason, detail: e.detail, hint: e.hint };
+    return { ok: false, error: e.code, reason: e.reason, detail: e.detail, hint: e.hint,
+      outcome_unknown: !!e.outcomeUnknown };
   }
 }
 
 function check(expect, g) {
   const why = [];
   for (const [n, want] of Object.entries(expect)) {
-    const have = n === 'count' ? g.count : g[n];
+    const have = n === 'count' ? g.count : n === 'outcome_unknown' ? !!g.outcome_unknown : g[n];
     if (n === 'error') {
       const ok = Array.isArray(want) ? want.includes(g.error) : want === g.error;
       if (!ok) why.push(`error ${JSON.stringify(want)}, got ${g.error ?? 'none'}${g.reason ? ` (${g.reason})` : ''}`);

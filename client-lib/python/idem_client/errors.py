@@ -23,7 +23,10 @@ class IdemError(Exception):
                     are for people: decide on code and reason, never on them
     retry_after_ms  ABORTED because in progress: the coordinator's hint (idem-retry-after-ms), else 0
     outcome_unknown DEADLINE_EXCEEDED / UNAVAILABLE / a CANCELLED the client did not cause (a
-                    draining node's), after the request was sent: it may have acted
+                    draining node's), after the request was sent, or a repeat after that
+                    refused: it may have acted. Not set on a refusal that proves no try acted
+                    (BeginStep fingerprint-mismatch; CompleteStep finished-differently, or
+                    lease-lost of a SUCCEEDED or FAILED outcome: docs/api.md §20)
     report          run_step: the RunReport when the action did run (STEP_FAILED, DATA_LOSS,
                     a lost lease, STEP_UNKNOWN at CompleteStep), else None
     """
