@@ -54,7 +54,10 @@ type Error struct {
 	// "options.address", "result.body", …); "" for errors from the coordinator.
 	Field string
 	// OutcomeUnknown: the request was sent and no answer came (DEADLINE_EXCEEDED, UNAVAILABLE
-	// not from a standby, or a CANCELLED the caller did not cause): the coordinator may have acted.
+	// not from a standby, or a CANCELLED the caller did not cause), or a repeat after that was
+	// refused: the coordinator may have acted. Not set on a refusal that proves no try acted
+	// (BeginStep fingerprint-mismatch; CompleteStep finished-differently, or lease-lost of a
+	// SUCCEEDED or FAILED outcome: docs/api.md §20).
 	OutcomeUnknown bool
 
 	standby bool // idem-leader came with it: a node that is not the leader did nothing

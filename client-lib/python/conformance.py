@@ -77,7 +77,7 @@ class Scenario:
                            body=rep.result.body.decode(errors="replace"))
         except IdemError as e:
             got.update(ok=False, error=e.code, reason=e.reason, detail=e.detail, hint=e.hint,
-                       outcome_unknown=e.outcome_unknown)
+                       outcome_unknown=bool(e.outcome_unknown))
             if e.report is not None:
                 got.update(attempt=e.report.attempt, takeover=e.report.takeover)
         return got
@@ -153,14 +153,14 @@ class Scenario:
                 return {"ok": True, "count": n}
         except IdemError as e:
             return {"ok": False, "error": e.code, "reason": e.reason, "detail": e.detail,
-                    "hint": e.hint}
+                    "hint": e.hint, "outcome_unknown": bool(e.outcome_unknown)}
         raise ValueError(f"unknown call {kind!r}")
 
 
 def differences(expect, got):
     out = []
     for k, want in expect.items():
-        have = got.get(k)
+        have = bool(got.get(k)) if k == "outcome_unknown" else got.get(k)
         if k == "error":
             if have not in (want if isinstance(want, list) else [want]):
                 out.append(f"error {have!r}, expected one of {want}" if isinstance(want, list)

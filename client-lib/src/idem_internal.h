@@ -165,12 +165,15 @@ idem__retry idem__retry_call(const idem_client *c, int64_t timeout_ms);
  * standby named (idem-leader), else on the next address after a full-jitter backoff; a try
  * whose outcome is unknown is repeated (same request, same key) only when that is harmless
  * (every method but BeginSaga without a request id), and the final error then says
- * outcome_unknown. No try starts that cannot fit before the end (the last try's length, at
- * least IDEM__MIN_TRY_MS); when a try runs out of time after a coordinator said UNAVAILABLE,
- * the error is what that coordinator said. On IDEM_OK *resp owns a message the caller frees
- * with protobuf_c_message_free_unpacked(*resp, NULL). On error *resp is NULL and err (if not
- * NULL) holds the status code, the server's message, idem-retry-after-ms, idem-leader and
- * outcome_unknown. Thread-safe: each try has its own completion queue. */
+ * outcome_unknown, unless it is a refusal that proves no try of the request acted (BeginStep
+ * fingerprint-mismatch; CompleteStep finished-differently, or lease-lost of a SUCCEEDED or
+ * FAILED outcome: docs/api.md §20), which is the call's answer, its outcome known. No try starts
+ * that cannot fit before the end (the last try's length, at least IDEM__MIN_TRY_MS); when a try
+ * runs out of time after a coordinator said UNAVAILABLE, the error is what that coordinator said.
+ * On IDEM_OK *resp owns a message the caller frees with protobuf_c_message_free_unpacked(*resp,
+ * NULL). On error *resp is NULL and err (if not NULL) holds the status code, the server's message,
+ * idem-retry-after-ms, idem-leader and outcome_unknown. Thread-safe: each try has its own
+ * completion queue. */
 int idem__call(idem_client *c, idem__method m, const ProtobufCMessage *req, const char *saga_id,
                const char *group, const ProtobufCMessageDescriptor *resp_desc, idem__retry *how,
                ProtobufCMessage **resp, idem_error *err);

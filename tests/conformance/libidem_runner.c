@@ -379,12 +379,13 @@ static void check(const cJSON *expect, const got *g, char *why, size_t cap) {
       if ((uint32_t)f->valuedouble != have)
         differ(why, cap, "%s %u, got %u", n, (unsigned)f->valuedouble, (unsigned)have);
     } else {
-      const bool *have = strcmp(n, "ran") == 0         ? &g->ran
-                         : strcmp(n, "replayed") == 0  ? &g->replayed
-                         : strcmp(n, "takeover") == 0  ? &g->takeover
-                         : strcmp(n, "unguarded") == 0 ? &g->unguarded
-                         : strcmp(n, "journaled") == 0 ? &g->journaled
-                                                       : NULL;
+      const bool *have = strcmp(n, "ran") == 0               ? &g->ran
+                         : strcmp(n, "replayed") == 0        ? &g->replayed
+                         : strcmp(n, "takeover") == 0        ? &g->takeover
+                         : strcmp(n, "unguarded") == 0       ? &g->unguarded
+                         : strcmp(n, "journaled") == 0       ? &g->journaled
+                         : strcmp(n, "outcome_unknown") == 0 ? &g->outcome_unknown
+                                                             : NULL;
       if (!have)
         differ(why, cap, "unknown expect field %s", n);
       else if (*have != b)

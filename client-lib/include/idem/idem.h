@@ -64,7 +64,9 @@ typedef struct idem_error {
   int64_t retry_after_ms; /* ABORTED because in progress: the server's hint, else 0 */
   char leader[128];       /* UNAVAILABLE from a standby: the leader's host:port, else "" */
   /* DEADLINE_EXCEEDED / UNAVAILABLE after the request was sent, a lost try (CANCELLED with no
-   * reason), IDEM_STEP_UNKNOWN: the server may have acted. */
+   * reason), IDEM_STEP_UNKNOWN, a refusal after a lost try: the server may have acted. Not set
+   * on a refusal that proves no try acted (BeginStep fingerprint-mismatch; CompleteStep
+   * finished-differently, or lease-lost of a SUCCEEDED or FAILED outcome: docs/api.md §20). */
   bool outcome_unknown;
   /* Why, in the coordinator's word (its idem-reason: "not-leader", "no-leader",
    * "store-unavailable", "in-progress", "fingerprint-mismatch", "invalid-argument", ...; the

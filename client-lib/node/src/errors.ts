@@ -25,7 +25,9 @@ export interface IdemErrorFields {
   /** ABORTED because the step is in progress: the coordinator's idem-retry-after-ms; 0 otherwise */
   retryAfterMs?: number;
   /** DEADLINE_EXCEEDED / UNAVAILABLE / a CANCELLED the caller did not cause, after the request
-   *  was sent: the coordinator may have acted */
+   *  was sent, or a repeat after that refused: the coordinator may have acted. Not set on a
+   *  refusal that proves no try acted (BeginStep fingerprint-mismatch; CompleteStep
+   *  finished-differently, or lease-lost of a SUCCEEDED or FAILED outcome: docs/api.md §20) */
   outcomeUnknown?: boolean;
   /** INVALID_ARGUMENT found by the SDK before any call: the offending field */
   field?: string;

@@ -8,6 +8,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { IdemError, fromServiceError } from './errors';
 import { REASONS } from './reasons';
+import { refusalSettles } from './refusal';
 import { services } from './proto';
 import { backoffMs, cancelled, nowMs, sleep } from './time';
 
@@ -184,7 +185,8 @@ export class Transport {
         if (e.code === 'DEADLINE_EXCEEDED' && n > 1 && this.cur === ep) this.cur = (ep + 1) % n;
         const lost = e.code === 'CANCELLED' && e.outcomeUnknown; // lostTry: gRPC's, not ours
         if (e.code !== 'UNAVAILABLE' && !lost) {
-          if (unknown) e.outcomeUnknown = true; // a refusal after a try that may have acted
+          // a refusal after a try that may have acted, unless it proves none did
+          if (unknown && !refusalSettles(method, req, e)) e.outcomeUnknown = true;
           throw e;
         }
         const standby = !e.outcomeUnknown; // idem-leader came with it: nothing was done

@@ -58,7 +58,7 @@ async function doRun(s, call) {
     g.detail = e.detail;
     g.hint = e.hint;
     g.message = e.message;
-    g.outcomeUnknown = e.outcomeUnknown;
+    g.outcome_unknown = !!e.outcomeUnknown;
     if (e.code === 'STEP_FAILED') fromReport(g, e.report);
   }
   return g;
@@ -91,18 +91,19 @@ async function attempt(fn) {
     return { ok: true, ...(await fn()) };
   } catch (e) {
     if (!e.code) throw e;
-    return { ok: false, error: e.code, reason: e.reason, detail: e.detail, hint: e.hint };
+    return { ok: false, error: e.code, reason: e.reason, detail: e.detail, hint: e.hint,
+      outcome_unknown: !!e.outcomeUnknown };
   }
 }
 
 function check(expect, g) {
   const why = [];
   for (const [n, want] of Object.entries(expect)) {
-    const have = n === 'count' ? g.count : g[n];
+    const have = n === 'count' ? g.count : n === 'outcome_unknown' ? !!g.outcome_unknown : g[n];
     if (n === 'error') {
       const ok = Array.isArray(want) ? want.includes(g.error) : want === g.error;
       if (!ok) why.push(`error ${JSON.stringify(want)}, got ${g.error ?? 'none'}${g.reason ? ` (${g.reason})` : ''}`);
-      else if (g.error === 'STEP_UNKNOWN' && g.outcomeUnknown !== true) why.push('error STEP_UNKNOWN without outcomeUnknown'); // errors.ts, api.md §20
+      else if (g.error === 'STEP_UNKNOWN' && g.outcome_unknown !== true) why.push('error STEP_UNKNOWN without outcomeUnknown'); // errors.ts, api.md §20
     } else if (have !== want) {
       why.push(`${n} ${JSON.stringify(want)}, got ${JSON.stringify(have)}${n === 'ok' && g.error ? ` (${g.error} ${g.reason || ''}: ${g.message})` : ''}`);
     }

@@ -26,6 +26,7 @@ except ImportError:  # pragma: no cover (every grpcio has it; without it nothing
     _cygrpc = None
 
 from . import reasons
+from ._refusal import refusal_settles
 from .errors import IdemError
 
 NOTHING, UNDECIDED, SENT, DECIDER = "nothing", "undecided", "sent", "decider"
@@ -262,7 +263,8 @@ class Transport:
                         self._cur = (idx + 1) % n
             lost = err.code == "CANCELLED" and err.outcome_unknown  # _lost_try: gRPC's, not ours
             if err.code != "UNAVAILABLE" and not lost:
-                if unknown:
+                # a refusal after a try that may have acted, unless it proves none did
+                if unknown and not refusal_settles(req, err):
                     err.outcome_unknown = True
                 raise err
             standby = not err.outcome_unknown  # idem-leader came with it: nothing was done

@@ -23,9 +23,11 @@ class IdemError(Exception):
                     are for people: decide on code and reason, never on them
     retry_after_ms  ABORTED because in progress: the coordinator's hint (idem-retry-after-ms), else 0
     outcome_unknown DEADLINE_EXCEEDED / UNAVAILABLE / a CANCELLED the client did not cause (a
-                    draining node's), after the request was sent: it may have acted; STEP_UNKNOWN.
-                    False for a try that could not connect ("cannot connect to ADDR: nothing
-                    was sent"): nothing was written
+                    draining node's), after the request was sent, or a repeat after that
+                    refused: it may have acted; STEP_UNKNOWN. Not set on a refusal that proves no
+                    try acted (BeginStep fingerprint-mismatch; CompleteStep finished-differently,
+                    or lease-lost of a SUCCEEDED or FAILED outcome: docs/api.md §20), nor for a
+                    try that could not connect ("cannot connect to ADDR: nothing was sent")
     report          run_step: the RunReport when the action did run (STEP_FAILED, DATA_LOSS,
                     a lost lease, STEP_UNKNOWN at CompleteStep), else None
     """

@@ -337,6 +337,13 @@ func check(expect map[string]json.RawMessage, g got) string {
 			if have != b {
 				diffs = append(diffs, fmt.Sprintf("%s %v, got %v", name, b, have))
 			}
+		case "outcome_unknown": // the error's flag; false on success (docs/api.md §20)
+			_ = json.Unmarshal(raw, &b)
+			var e *idem.Error
+			have := errors.As(g.err, &e) && e.OutcomeUnknown
+			if have != b {
+				diffs = append(diffs, fmt.Sprintf("outcome_unknown %v, got %v (%s %s)", b, have, code, idem.Reason(g.err)))
+			}
 		default:
 			diffs = append(diffs, "unknown expect field "+name)
 		}

@@ -75,7 +75,9 @@ public class IdemException extends RuntimeException {
   /** ABORTED because in progress: the coordinator's idem-retry-after-ms, else 0 */
   public long retryAfterMs() { return retryAfterMs; }
   /** DEADLINE_EXCEEDED / UNAVAILABLE / a CANCELLED the caller did not cause (a draining node's), after
-   *  the request was sent: it may have acted */
+   *  the request was sent, or a repeat after that refused: it may have acted. Not set on a refusal
+   *  that proves no try acted (BeginStep fingerprint-mismatch; CompleteStep finished-differently, or
+   *  lease-lost of a SUCCEEDED or FAILED outcome: docs/api.md §20) */
   public boolean outcomeUnknown() { return outcomeUnknown; }
   /** a step run whose action did run (STEP_FAILED, DATA_LOSS, a lost lease), else null */
   public RunReport report() { return report; }

@@ -210,6 +210,7 @@ public final class Runner {
         got.put("reason", e.reason());
         got.put("detail", e.coordinatorDetail());
         got.put("hint", e.hint());
+        got.put("outcome_unknown", e.outcomeUnknown());
       }
       return got;
     }
@@ -254,7 +255,8 @@ public final class Runner {
   static List<String> differences(JsonObject expect, Map<String, Object> got) {
     List<String> out = new ArrayList<>();
     for (var e : expect.entrySet()) {
-      Object have = got.get(e.getKey());
+      Object have = e.getKey().equals("outcome_unknown")
+          ? (Object) Boolean.TRUE.equals(got.get("outcome_unknown")) : got.get(e.getKey());
       if (e.getKey().equals("error") && e.getValue().isJsonArray()) {
         JsonArray arr = e.getValue().getAsJsonArray();
         boolean any = false;
