@@ -114,10 +114,12 @@ type headConn struct {
 	// the reading side
 	pend    []byte        // every byte read from the socket and not yet handed on, in order
 	snap    *bytes.Reader // the part of pend the current parse started with, not yet parsed
-	br      *bufio.Reader // the current request's parser input: snap, then the socket
-	body    io.Reader     // the current request's body as http.ReadRequest framed it; nil = none left
-	inHead  bool          // a head is being read (the socket reader enforces the limit)
-	sockErr error         // the socket's last error while parsing
+	br      *bufio.Reader // the current request's parser input: snap, then the socket; nil = none
+	sn      bytes.Reader  // snap and br point here (kept from request to request)
+	rd      *bufio.Reader
+	body    io.Reader // the current request's body as http.ReadRequest framed it; nil = none left
+	inHead  bool      // a head is being read (the socket reader enforces the limit)
+	sockErr error     // the socket's last error while parsing
 	scratch []byte
 	eof     bool // a refusal was written or the head timed out: Read answers io.EOF
 
@@ -132,9 +134,12 @@ type headConn struct {
 	hdl      time.Time // the head's own deadline (zero = none)
 }
 
+// notifyLocked wakes a refusal waiting for earlier answers (refuse).
 func (c *headConn) notifyLocked() {
-	close(c.wake)
-	c.wake = make(chan struct{})
+	if c.waiting {
+		close(c.wake)
+		c.wake = make(chan struct{})
+	}
 }
 
 func (c *headConn) state(s http.ConnState) {
@@ -195,6 +200,16 @@ func (c *headConn) CloseWrite() error {
 // answered every earlier request (a head read while a handler still runs waits, as net/http's
 // own read would).
 type sockReader struct{ c *headConn }
+
+// srcReader is the parser's input: what pend held when the parse started, then the socket.
+type srcReader struct{ c *headConn }
+
+func (s srcReader) Read(p []byte) (int, error) {
+	if s.c.snap.Len() > 0 {
+		return s.c.snap.Read(p)
+	}
+	return sockReader{s.c}.Read(p)
+}
 
 func (s sockReader) Read(p []byte) (int, error) {
 	c := s.c
@@ -287,8 +302,14 @@ func (c *headConn) Read(p []byte) (int, error) {
 // socket error (a deadline net/http set, the peer gone) it returns that error, keeping pend for
 // the next try.
 func (c *headConn) readHead() error {
-	c.snap = bytes.NewReader(c.pend)
-	c.br = bufio.NewReaderSize(io.MultiReader(c.snap, sockReader{c}), 4096)
+	c.sn.Reset(c.pend)
+	c.snap = &c.sn
+	if c.rd == nil {
+		c.rd = bufio.NewReaderSize(srcReader{c}, 4096)
+	} else {
+		c.rd.Reset(srcReader{c})
+	}
+	c.br = c.rd
 	c.sockErr, c.inHead = nil, true
 	if len(c.pend) > 0 && c.l.timeout > 0 { // a pipelined head's deadline starts once it is next
 		c.mu.Lock()
