@@ -6,7 +6,7 @@
 # package, which grpc's dependency would otherwise pull in). The generated idempb/*.pb.go are
 # committed, so protoc-gen-go is only needed by gen.sh, not installed here.
 set -euo pipefail
-debs="golang-go golang-google-grpc-dev golang-google-protobuf-dev golang-github-golang-protobuf-1-5-dev
+debs="golang-go golang-google-grpc-dev golang-golang-x-net-dev golang-google-protobuf-dev golang-github-golang-protobuf-1-5-dev
   golang-opentelemetry-otel-dev
   protoc-gen-go protoc-gen-go-grpc protobuf-compiler"
 root=$(cd "${1:-$(dirname "$0")/../..}" && pwd)

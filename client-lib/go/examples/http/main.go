@@ -15,8 +15,12 @@
 // Routes are matched on the normalized path (docs/api.md §19 rule 5: /p%61yments/ is
 // /payments) before the middleware sees the request: another path is 404, another method 405, a
 // method with a lower-case letter or a target that cannot be normalized 400, each a problem
-// document (http-middleware.json example_server). The head is limited to 16 KiB (431 past it;
-// net/http writes that refusal itself, as text/plain).
+// document (http-middleware.json example_server). The listener is wrapped in
+// idemhttp.CheckHeads, so what net/http would repair or refuse itself before any handler runs is
+// answered as the rules say, as problem documents: a head over 16 KiB 431 header-too-large,
+// obs-fold or a control character 400 request-malformed, Content-Length beside
+// Transfer-Encoding, twice or malformed and a Transfer-Encoding other than chunked 400
+// body-malformed (the handler does not run).
 //
 // The wrapped handler reads its JSON body (anything else = {}): {"fail": true} answers 500 (stored
 // as retryable), {"delay_ms": N} sleeps N ms first, {"big": N} answers N bytes of text/plain. Two
@@ -169,6 +173,12 @@ func main() {
 	log.Printf("example-http: listening on http://%s (coordinator %s, tenant %s, service %s, journal %s)",
 		addr, env("IDEM_ADDRESS", "127.0.0.1:50051"), env("IDEM_TENANT", "shop"),
 		env("IDEM_SERVICE", "http-go"), journal)
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 16 << 10}
-	log.Fatal(srv.Serve(ln))
+	srv := httpServer(h)
+	log.Fatal(srv.Serve(idemhttp.CheckHeads(srv, ln, idemhttp.HeadOptions{})))
+}
+
+// httpServer is the example's net/http server: a 16 KiB head read within 10 s. Serve it on
+// idemhttp.CheckHeads(srv, listener, ...).
+func httpServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 16 << 10}
 }
