@@ -69,13 +69,6 @@ type spec struct {
 		Bytes              int64 `json:"bytes"`
 		RSSOverBaselineMax int64 `json:"rss_over_baseline_max"`
 	} `json:"large_response"`
-	FramingVectors []struct {
-		About   string   `json:"about"`
-		Lines   []string `json:"lines"`
-		Body    string   `json:"body"`
-		Status  int      `json:"status"`
-		Problem string   `json:"problem"`
-	} `json:"framing_vectors"`
 }
 
 type specRequest struct {
