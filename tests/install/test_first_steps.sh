@@ -53,6 +53,9 @@ exports=$(grep -E '^ *export (PKG_CONFIG_PATH|PATH)=' "$work/quickstart.out") ||
 [ "$(wc -l <<<"$exports")" = 2 ] || fail "expected two export lines, got: $exports"
 eval "$exports"
 export IDEM_ADDRESS="$listen" IDEM_GO_BUILD_DIR="$work/go" IDEM_JAVA_BUILD_DIR="$work/java"
+# the Go build cache is the suite's (go_sdk's and the HTTP examples'): grpc-go is compiled once a
+# run, not again here; the example and the snippets still build in this copy's GOPATH
+export IDEM_GOCACHE="$build/go/gocache"
 unset IDEM_TENANT LD_LIBRARY_PATH
 
 # 2. idemctl status: one row, LEADER yes, STORE ok
