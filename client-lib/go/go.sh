@@ -2,10 +2,11 @@
 # client-lib/go/go.sh BUILD_DIR GO-ARGS... — runs the go tool on the Go SDK offline, in GOPATH
 # mode: GO111MODULE=off, GOPROXY=off, GOPATH = BUILD_DIR/gopath (where idem.dev/client is a
 # symlink to this folder) + /usr/share/gocode (Debian's golang-google-grpc-dev and friends),
-# GOCACHE under BUILD_DIR (IDEM_GOCACHE names another: the tests share one). The command runs niced, from the package's GOPATH folder, so
-# "./..."-style relative paths and plain import paths (idem.dev/client/idemhttp) both work. A
-# pattern like idem.dev/client/... does not follow the symlink and matches nothing: go only warns
-# and exits 0, so this script then fails (exit 1) rather than report a build of nothing.
+# GOCACHE under BUILD_DIR (IDEM_GOCACHE names another: the tests share one). The command runs
+# niced, from the package's GOPATH folder, so "./..."-style relative paths and plain import paths
+# (idem.dev/client/idemhttp) both work. A pattern like idem.dev/client/... does not follow the
+# symlink and matches nothing: go only warns and exits 0, so this script then fails (exit 1)
+# rather than report a build of nothing.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 [ $# -ge 2 ] || { echo "usage: client-lib/go/go.sh BUILD_DIR GO-ARGS..." >&2; exit 2; }
