@@ -40,7 +40,7 @@ static int request_outcome(const ProtobufCMessage *req) {
   const ProtobufCFieldDescriptor *f =
       protobuf_c_message_descriptor_get_field_by_name(req->descriptor, "outcome");
   if (!f || f->type != PROTOBUF_C_TYPE_ENUM || f->label != PROTOBUF_C_LABEL_NONE) return -1;
-  int v;
+  int32_t v; /* protobuf-c keeps an enum field in an int32_t */
   memcpy(&v, (const char *)req + f->offset, sizeof v);
   return v;
 }
