@@ -444,7 +444,7 @@ func (c *Client) invoke(ctx context.Context, method string, req, resp proto.Mess
 		lost := e.Code == "CANCELLED" && e.OutcomeUnknown // lostTry: gRPC's, not the caller's
 		if e.Code != "UNAVAILABLE" && !lost {
 			// a refusal after a try that may have acted, unless it proves none did
-			e.OutcomeUnknown = e.OutcomeUnknown || (unknown && !refusalSettles(req, e))
+			e.OutcomeUnknown = e.OutcomeUnknown || (unknown && !refusalSettles(method, req, e))
 			return e
 		}
 		if !e.standby {

@@ -103,6 +103,15 @@ bool idem__lost_try(int rc, const idem_error *err);
 /* The gRPC path of a method ("/idem.v1.Coordinator/BeginStep"). */
 const char *idem__method_path(idem__method m);
 
+/* --- what a refusal proves: refusal.c ----------------------------------------------------- */
+/* Whether err, the coordinator's refusal of m's request req, proves that no earlier try of this
+ * request acted: had one acted, this repeat of it would have been answered otherwise (docs/api.md
+ * §20, "A refusal that proves the lost try did nothing"). Then the refusal is the call's answer,
+ * its outcome known. The refusals that do are the rows of
+ * client-lib/conformance/settling-refusals.json (method, reason word, request outcomes); every
+ * other refusal proves nothing. */
+bool idem__refusal_settles(idem__method m, const ProtobufCMessage *req, const idem_error *err);
+
 /* --- security: tls.c ------------------------------------------------------------------- */
 struct grpc_channel_credentials;
 /* Whether opt asks for TLS (tls, or any tls_* file). */

@@ -326,24 +326,6 @@ static bool repeatable(idem__method m, const ProtobufCMessage *req) {
   return r->request_id && r->request_id[0];
 }
 
-/* Whether err, the coordinator's refusal of m's request req, proves that no earlier try of
- * this request acted: had one acted, this repeat of it would have been answered otherwise
- * (docs/api.md §20, "A refusal that proves the lost try did nothing"). Then the refusal is the
- * call's answer, its outcome known. BeginStep fingerprint-mismatch: a try that acted left the
- * record with this request's fingerprint, which nothing changes. CompleteStep
- * finished-differently (not UNKNOWN: an operator may settle that one): a try that acted stored
- * this result under this attempt, for good. CompleteStep lease-lost, SUCCEEDED or FAILED only:
- * such a step is never begun again nor abandoned. Every other refusal proves nothing. */
-static bool refusal_settles(idem__method m, const ProtobufCMessage *req, const idem_error *err) {
-  if (m == IDEM__M_BEGIN_STEP) return !strcmp(err->reason, IDEM_REASON_FINGERPRINT_MISMATCH);
-  if (m != IDEM__M_COMPLETE_STEP) return false;
-  idem_outcome o = (idem_outcome)((const Idem__V1__CompleteStepRequest *)req)->outcome;
-  bool final = o == IDEM_OUTCOME_SUCCEEDED || o == IDEM_OUTCOME_FAILED;
-  if (!strcmp(err->reason, IDEM_REASON_FINISHED_DIFFERENTLY))
-    return final || o == IDEM_OUTCOME_RETRYABLE;
-  return final && !strcmp(err->reason, IDEM_REASON_LEASE_LOST);
-}
-
 /* --- the retry loop ------------------------------------------------------------------------ */
 
 idem__retry idem__retry_call(const idem_client *c, int64_t timeout_ms) {
@@ -361,12 +343,12 @@ int idem__unary(idem_client *c, idem__method m, const ProtobufCMessage *req, con
 }
 
 /* The loop ended with rc. A refusal after a try that may have acted does not prove nothing
- * happened: outcome_unknown, unless the refusal itself proves it (refusal_settles). With
+ * happened: outcome_unknown, unless the refusal itself proves it (idem__refusal_settles). With
  * how->lost_since_ms, a code the loop retries (or a deadline) after a lost try since then is
  * IDEM_STEP_UNKNOWN: the request may have been acted on. */
 static int ended(idem__route *r, idem__method m, const ProtobufCMessage *req,
                  const idem__retry *how, int rc, bool unknown, idem_error *err) {
-  if (rc != IDEM_OK && unknown && !refusal_settles(m, req, err)) err->outcome_unknown = true;
+  if (rc != IDEM_OK && unknown && !idem__refusal_settles(m, req, err)) err->outcome_unknown = true;
   bool retried = rc == IDEM_UNAVAILABLE || rc == IDEM_DEADLINE_EXCEEDED ||
                  (rc == IDEM_ABORTED && (how->also & IDEM__RETRY_ABORTED)) ||
                  (idem__lost_try(rc, err) && err->outcome_unknown);

@@ -264,7 +264,7 @@ class Transport:
             lost = err.code == "CANCELLED" and err.outcome_unknown  # _lost_try: gRPC's, not ours
             if err.code != "UNAVAILABLE" and not lost:
                 # a refusal after a try that may have acted, unless it proves none did
-                if unknown and not refusal_settles(req, err):
+                if unknown and not refusal_settles(path, req, err):
                     err.outcome_unknown = True
                 raise err
             standby = not err.outcome_unknown  # idem-leader came with it: nothing was done

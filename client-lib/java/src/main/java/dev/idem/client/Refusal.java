@@ -1,30 +1,42 @@
 package dev.idem.client;
 
+import com.google.protobuf.Descriptors.EnumValueDescriptor;
+import com.google.protobuf.Descriptors.FieldDescriptor;
+import com.google.protobuf.Message;
 import idem.v1.CoordinatorOuterClass;
-import idem.v1.CoordinatorOuterClass.BeginStepRequest;
-import idem.v1.CoordinatorOuterClass.CompleteStepRequest;
+import java.util.Set;
 
 /** Which refusals of a repeated request prove that no earlier try of it acted (docs/api.md §20,
- *  "A refusal that proves the lost try did nothing"). The same rule as libidem's refusal_settles
- *  (client-lib/src/route.c). */
+ *  "A refusal that proves the lost try did nothing"): a lookup in {@link SettlingRefusals#ROWS},
+ *  which scripts/gen-reasons writes from client-lib/conformance/settling-refusals.json, the one
+ *  list that every client library takes. */
 final class Refusal {
   private Refusal() {}
 
-  /** Whether e, the coordinator's refusal of req, proves that no earlier try of this request
-   *  acted: had one acted, this repeat of it would have been answered otherwise. Then the refusal
-   *  is the call's answer, its outcome known. BeginStep fingerprint-mismatch: a try that acted
-   *  left the record with this request's fingerprint, which nothing changes. CompleteStep
-   *  finished-differently (not UNKNOWN: an operator may settle that one): a try that acted stored
-   *  this result under this attempt, for good. CompleteStep lease-lost, SUCCEEDED or FAILED only:
-   *  such a step is never begun again nor abandoned. Every other refusal proves nothing. */
-  static boolean settles(Object req, IdemException e) {
-    if (req instanceof BeginStepRequest) return Reason.FINGERPRINT_MISMATCH.equals(e.reason());
-    if (!(req instanceof CompleteStepRequest c)) return false;
-    CoordinatorOuterClass.Outcome o = c.getOutcome();
-    boolean fin = o == CoordinatorOuterClass.Outcome.OUTCOME_SUCCEEDED
-        || o == CoordinatorOuterClass.Outcome.OUTCOME_FAILED;
-    if (Reason.FINISHED_DIFFERENTLY.equals(e.reason()))
-      return fin || o == CoordinatorOuterClass.Outcome.OUTCOME_RETRYABLE;
-    return fin && Reason.LEASE_LOST.equals(e.reason());
+  /** A refusal that proves it: method's request refused with reason, whatever the request's
+   *  outcome (anyOutcome) or when its outcome is one of outcomes. */
+  record Row(String method, String reason, boolean anyOutcome,
+             Set<CoordinatorOuterClass.Outcome> outcomes) {}
+
+  /** Whether e, the coordinator's refusal of req, a request of method (its bare name,
+   *  "BeginStep"), proves that no earlier try of this request acted: had one acted, this repeat
+   *  of it would have been answered otherwise. Then the refusal is the call's answer, its
+   *  outcome known. Every refusal that {@link SettlingRefusals#ROWS} does not list proves
+   *  nothing. */
+  static boolean settles(String method, Object req, IdemException e) {
+    for (Row r : SettlingRefusals.ROWS) {
+      if (r.method().equals(method) && r.reason().equals(e.reason()))
+        return r.anyOutcome() || r.outcomes().contains(outcome(req));
+    }
+    return false;
+  }
+
+  /** req's outcome field; OUTCOME_UNSPECIFIED when its message has none. */
+  private static CoordinatorOuterClass.Outcome outcome(Object req) {
+    if (!(req instanceof Message m)) return CoordinatorOuterClass.Outcome.OUTCOME_UNSPECIFIED;
+    FieldDescriptor f = m.getDescriptorForType().findFieldByName("outcome");
+    if (f == null || f.getType() != FieldDescriptor.Type.ENUM || f.isRepeated())
+      return CoordinatorOuterClass.Outcome.OUTCOME_UNSPECIFIED;
+    return CoordinatorOuterClass.Outcome.valueOf((EnumValueDescriptor) m.getField(f));
   }
 }

@@ -259,7 +259,8 @@ final class Transport implements AutoCloseable {
       boolean lost = err.code() == IdemCode.CANCELLED && err.outcomeUnknown(); // lostTry: not ours
       // a refusal after a try that may have acted, unless it proves none did
       if (err.code() != IdemCode.UNAVAILABLE && !lost)
-        throw unknown && !Refusal.settles(req, err) ? unknownOutcome(err) : err;
+        throw unknown && !Refusal.settles(method.getBareMethodName(), req, err)
+            ? unknownOutcome(err) : err;
       boolean standby = !lost && !err.leader().isEmpty(); // idem-leader came with it: nothing was done
       if (!standby) {
         unknown = true;
