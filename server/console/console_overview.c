@@ -97,7 +97,11 @@ static void status_card(creq *r) {
       "<span class=\"state %s\">%s</span></span><span>version</span><span>%s</span>"
       "<span>started</span><span>",
       es.leader ? "s-succeeded" : "s-in_progress", es.leader ? "leader" : "standby",
-      cfg->elector ? es.leader_addr : cfg->advertise, (unsigned long long)es.epoch,
+      !cfg->elector       ? cfg->advertise
+      : es.leader_addr[0] ? es.leader_addr
+      : es.election_ok    ? "none (an election)"
+                          : "unknown (etcd does not answer)",
+      (unsigned long long)es.epoch,
       store_ok ? "s-succeeded" : "s-failed", store_ok ? "ok" : "unreachable",
       es.election_ok ? "s-succeeded" : "s-failed", es.election_ok ? "ok" : "unsure", cfg->version);
   console__time(b, cfg->started_ms, r->now_ms);
