@@ -135,7 +135,7 @@ Test(fault, etcd_gone_every_node_stops_naming_a_leader_as_its_refusals_do, .fini
     int seen = 0;
     for (const char *p = ctl->out; (p = strstr(p, cl.nodes[i].addr)); p++) seen++;
     cr_assert_eq(seen, 1, "node %d's address named %d times:\n%s", i + 1, seen, ctl->out);
-    char warn[64];
+    char warn[128];
     snprintf(warn, sizeof warn, "warning: n%d (%s)", i + 1, cl.nodes[i].addr);
     cr_assert(strstr(ctl->err, warn), "no '%s' in:\n%s", warn, ctl->err);
   }
