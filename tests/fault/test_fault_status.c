@@ -37,8 +37,8 @@ static void refuse(cluster *cl, int i, const char *tenant, refusal *r) {
   char trailers[2048] = "";
   h_raw_opts o = {.trailers = trailers, .trailers_len = sizeof trailers, .deadline_ms = 1000};
   memset(r, 0, sizeof *r);
-  r->status = h_raw_call_opts(cl->nodes[i].addr, "/idem.v1.Coordinator/BeginStep", tenant, buf,
-                              len, r->details, sizeof r->details, &o);
+  r->status = h_raw_call_opts(cl->nodes[i].addr, "/idem.v1.Coordinator/BeginStep", tenant, buf, len,
+                              r->details, sizeof r->details, &o);
   h_trailer_of(trailers, "idem-reason", r->reason, sizeof r->reason);
   h_trailer_of(trailers, "idem-leader", r->leader, sizeof r->leader);
 }
@@ -46,8 +46,7 @@ static void refuse(cluster *cl, int i, const char *tenant, refusal *r) {
 /* Whether the refusal names the leader st names: not-leader with that leader, or no-leader with
  * none. */
 static bool agrees(const idem_status *st, const refusal *r) {
-  if (r->status != 14 /* UNAVAILABLE */ || strcmp(r->leader, st->leader_address) != 0)
-    return false;
+  if (r->status != 14 /* UNAVAILABLE */ || strcmp(r->leader, st->leader_address) != 0) return false;
   return strcmp(r->reason, st->leader_address[0] ? "not-leader" : "no-leader") == 0;
 }
 
@@ -80,9 +79,9 @@ Test(fault, etcd_gone_every_node_stops_naming_a_leader_as_its_refusals_do, .fini
   idem_status st;
   refusal r;
   /* before: the standby names the leader, in GetStatus and in its refusal */
-  H_WAIT(f_status(&cl, standby, &st) && !strcmp(st.leader_address, cl.nodes[leader].addr),
-         10000, "node %d names the leader %s (it names '%s')", standby + 1,
-         cl.nodes[leader].addr, st.leader_address);
+  H_WAIT(f_status(&cl, standby, &st) && !strcmp(st.leader_address, cl.nodes[leader].addr), 10000,
+         "node %d names the leader %s (it names '%s')", standby + 1, cl.nodes[leader].addr,
+         st.leader_address);
   refuse(&cl, standby, tenant, &r);
   cr_assert(agrees(&st, &r), "node %d's refusal: %d %s, idem-leader '%s' (%s)", standby + 1,
             r.status, r.reason, r.leader, r.details);
@@ -107,11 +106,12 @@ Test(fault, etcd_gone_every_node_stops_naming_a_leader_as_its_refusals_do, .fini
     if (h_now_ms() > until) {
       for (int i = 0; i < cl.n; i++)
         if (!stopped[i])
-          printf("status: node %d still names leader '%s' (leader %d, election_ok %d) %lld ms "
-                 "after etcd died; its refusal: %d %s, idem-leader '%s' (%s)\n",
-                 i + 1, last[i].leader_address, last[i].leader, last[i].election_ok,
-                 (long long)(h_now_ms() - t0), lastr[i].status, lastr[i].reason,
-                 lastr[i].leader, lastr[i].details);
+          printf(
+              "status: node %d still names leader '%s' (leader %d, election_ok %d) %lld ms "
+              "after etcd died; its refusal: %d %s, idem-leader '%s' (%s)\n",
+              i + 1, last[i].leader_address, last[i].leader, last[i].election_ok,
+              (long long)(h_now_ms() - t0), lastr[i].status, lastr[i].reason, lastr[i].leader,
+              lastr[i].details);
       fflush(stdout);
       cr_assert_fail("a node still names a leader %d ms after etcd died (TTL %d s)",
                      F_TTL * 1000 + STATUS_MARGIN_MS, F_TTL);
@@ -119,8 +119,7 @@ Test(fault, etcd_gone_every_node_stops_naming_a_leader_as_its_refusals_do, .fini
     h_sleep_ms(50); /* between two rounds of looks, each of which is 3 calls a node */
   }
   for (int i = 0; i < cl.n; i++) { /* it stays so while etcd is away */
-    cr_assert(look(&cl, i, tenant, &st, &r), "node %d names '%s' again", i + 1,
-              st.leader_address);
+    cr_assert(look(&cl, i, tenant, &st, &r), "node %d names '%s' again", i + 1, st.leader_address);
     cr_assert_not(st.election_ok, "node %d: election_ok while etcd is down", i + 1);
   }
   /* idemctl status says so: each address once (its own row, no LEADER AT naming it), LEADER AT
@@ -147,13 +146,13 @@ Test(fault, etcd_gone_every_node_stops_naming_a_leader_as_its_refusals_do, .fini
   int now = f_wait_leader(&cl, -1, 15000 + F_TTL * 1000, NULL);
   cr_assert_geq(now, 0, "no node leads after etcd came back");
   for (int i = 0; i < cl.n; i++)
-    H_WAIT(f_status(&cl, i, &st) && !strcmp(st.leader_address, cl.nodes[now].addr) &&
-               st.election_ok,
-           10000, "node %d names the new leader %s (it names '%s')", i + 1, cl.nodes[now].addr,
-           st.leader_address);
+    H_WAIT(
+        f_status(&cl, i, &st) && !strcmp(st.leader_address, cl.nodes[now].addr) && st.election_ok,
+        10000, "node %d names the new leader %s (it names '%s')", i + 1, cl.nodes[now].addr,
+        st.leader_address);
   refuse(&cl, 1 - now, tenant, &r);
   cr_assert(f_status(&cl, 1 - now, &st));
-  cr_assert(agrees(&st, &r), "node %d after etcd came back: %d %s, idem-leader '%s' (%s)",
-            2 - now, r.status, r.reason, r.leader, r.details);
+  cr_assert(agrees(&st, &r), "node %d after etcd came back: %d %s, idem-leader '%s' (%s)", 2 - now,
+            r.status, r.reason, r.leader, r.details);
   f_cluster_stop(&cl);
 }

@@ -103,8 +103,8 @@ static const char *leader_at(const idem_status *st) {
   return st->election_ok ? "-" : "unknown";
 }
 
-/* One warning for each node that answered but cannot reach its election backend: it knows no leader and
- * refuses steps with no-leader (docs/api.md §7). */
+/* One warning for each node that answered but cannot reach its election backend: it knows no
+ * leader and refuses steps with no-leader (docs/api.md §7). */
 static void warn_election(const nodes *ns) {
   for (int i = 0; i < ns->n; i++) {
     const node_row *r = &ns->row[i];
