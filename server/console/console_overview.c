@@ -84,6 +84,11 @@ static void status_card(creq *r) {
   err_clear(&err);
   store *st = console__store(r);
   bool store_ok = st && store_ping(st, r->deadline, &err) == ERR_OK;
+  /* where this node says the leader is (docs/api.md §7): none while etcd does not answer it */
+  const char *leader = !cfg->elector       ? cfg->advertise
+                       : es.leader_addr[0] ? es.leader_addr
+                       : es.election_ok    ? "none (an election)"
+                                           : "unknown (etcd does not answer)";
   buf_t *b = &r->out;
   console__html(b, "<div class=\"card kv\"><span>node</span><span>%s", cfg->node_id);
   if (strcmp(cfg->node_id, cfg->advertise) != 0) {
@@ -96,10 +101,10 @@ static void status_card(creq *r) {
       "<span class=\"state %s\">%s</span></span><span>election</span><span>"
       "<span class=\"state %s\">%s</span></span><span>version</span><span>%s</span>"
       "<span>started</span><span>",
-      es.leader ? "s-succeeded" : "s-in_progress", es.leader ? "leader" : "standby",
-      cfg->elector ? es.leader_addr : cfg->advertise, (unsigned long long)es.epoch,
-      store_ok ? "s-succeeded" : "s-failed", store_ok ? "ok" : "unreachable",
-      es.election_ok ? "s-succeeded" : "s-failed", es.election_ok ? "ok" : "unsure", cfg->version);
+      es.leader ? "s-succeeded" : "s-in_progress", es.leader ? "leader" : "standby", leader,
+      (unsigned long long)es.epoch, store_ok ? "s-succeeded" : "s-failed",
+      store_ok ? "ok" : "unreachable", es.election_ok ? "s-succeeded" : "s-failed",
+      es.election_ok ? "ok" : "unsure", cfg->version);
   console__time(b, cfg->started_ms, r->now_ms);
   console__html(b, "</span></div>");
 }

@@ -15,6 +15,13 @@
  * (SIGSTOP), partitioned from etcd, or whose etcd died stops serving by itself, before its lease
  * can expire at etcd, even if no thread of it has run since.
  *
+ * Naming rule (the etcd elector): leader_addr is this node's own address while it serves; else
+ * the leader it last read from etcd, but only while etcd answered this node within the last TTL
+ * (election_ok); "" otherwise. A leader it read before etcd fell silent may have lost its lease
+ * since (and stopped serving within one TTL), so it is not named. Every reader (GetStatus, the
+ * idem-leader of a refusal, the console, idemctl through GetStatus) takes the leader from
+ * elect_status: what a node says of the leader and where its refusals send a caller never differ.
+ *
  * An etcd write that times out has an unknown outcome: the elector re-reads (the leader key,
  * the lease) and never repeats a write blindly. After losing leadership it abandons the lease
  * (revoked when etcd answers; it expires by itself otherwise) and campaigns afresh with a new
@@ -39,8 +46,9 @@ typedef struct elect elect;
 typedef struct elect_status {
   bool leader;                      /* may serve right now (see the serving rule) */
   uint64_t epoch;                   /* this node's epoch while leader, else 0 */
-  char leader_addr[ELECT_ADDR_MAX]; /* the current leader's advertised host:port, "" unknown */
-  bool election_ok;                 /* the election backend answered recently */
+  char leader_addr[ELECT_ADDR_MAX]; /* the current leader's advertised host:port, "" unknown
+                                     * (the naming rule) */
+  bool election_ok;                 /* the election backend answered within the last TTL */
   int candidates;                   /* nodes campaigning in this election (0: not known) */
 } elect_status;
 

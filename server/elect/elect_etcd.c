@@ -539,16 +539,17 @@ static void etcd_status(elect *base, elect_status *out) {
   out->leader = atomic_load(&e->serving) && !atomic_load(&e->lease_lost) &&
                 !atomic_load(&e->not_me) && within_deadline(e, now);
   out->epoch = out->leader ? atomic_load(&e->epoch) : 0;
+  int64_t ok = atomic_load(&e->etcd_ok_ms);
+  out->election_ok = ok > 0 && now - ok < e->ttl_ms;
   if (out->leader) {
     snprintf(out->leader_addr, sizeof out->leader_addr, "%s", e->advertise);
-  } else {
+  } else if (out->election_ok) {
     pthread_mutex_lock(&e->mu);
     snprintf(out->leader_addr, sizeof out->leader_addr, "%s", e->leader_addr);
     pthread_mutex_unlock(&e->mu);
     if (strcmp(out->leader_addr, e->advertise) == 0) out->leader_addr[0] = '\0'; /* stale: us */
-  }
-  int64_t ok = atomic_load(&e->etcd_ok_ms);
-  out->election_ok = ok > 0 && now - ok < e->ttl_ms;
+  } /* else etcd has not answered for a TTL: the leader last read may have lost its lease since
+     * (it stops serving by itself within one), so none is named */
   out->candidates = atomic_load(&e->candidates);
 }
 

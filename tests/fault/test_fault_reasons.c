@@ -79,8 +79,9 @@ Test(fault, a_hung_leader_beside_a_standby_never_runs_a_fail_open_step_unguarded
 }
 
 /* Whether node i refuses a BeginStep with no-leader (no leader to send the caller to); last
- * gets what it answered. A standby may name the former leader for a moment after it stopped
- * leading: it learns that the leader is gone when its own etcd session ends. */
+ * gets what it answered. A standby names the former leader until etcd has not answered it for a
+ * lease TTL (docs/api.md §7; each node's own answer, without libidem following idem-leader:
+ * test_fault_status.c). */
 static bool refuses_no_leader(cluster *cl, int i, const char *tenant, char *last, size_t n) {
   idem_client *one = f_client(cl, i, tenant, 1000);
   char gid[80];

@@ -97,6 +97,25 @@ static bool versions_mixed(const nodes *ns, char *buf, size_t n) {
   return mixed;
 }
 
+/* Where a node says the leader is, for the table. */
+static const char *leader_at(const idem_status *st) {
+  if (st->leader_address[0]) return st->leader_address;
+  return st->election_ok ? "-" : "unknown";
+}
+
+/* One warning for each node that answered but cannot reach its election backend: it knows no
+ * leader and refuses steps with no-leader (docs/api.md §7). */
+static void warn_election(const nodes *ns) {
+  for (int i = 0; i < ns->n; i++) {
+    const node_row *r = &ns->row[i];
+    if (r->ok && !r->st.election_ok && !r->st.leader)
+      fprintf(stderr,
+              "warning: %s (%s): its election backend (etcd) has not answered for a lease TTL: "
+              "it knows no leader and refuses steps (no-leader); check etcd (docs/ha.md)\n",
+              r->st.node_id, r->addr);
+  }
+}
+
 static cJSON *row_json(const node_row *r) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "address", r->addr);
@@ -145,7 +164,8 @@ int cmd_status(ctl *c) {
     json_print(o);
   } else {
     /* ADDRESS is the node asked; LEADER AT is where it says the leader is (itself, on the
-     * leader; "-" while none is known); SCHEMA is the version it runs on / the newest it knows */
+     * leader; "-" while none is elected; "unknown" while its election backend does not answer,
+     * docs/api.md §7); SCHEMA is the version it runs on / the newest it knows */
     const char *hdr[] = {"NODE",  "ADDRESS",  "LEADER",  "LEADER AT", "EPOCH",
                          "STORE", "ELECTION", "VERSION", "SCHEMA",    "STARTED"};
     table *t = table_new(10, hdr);
@@ -165,7 +185,7 @@ int cmd_status(ctl *c) {
       const char *row[] = {r->st.node_id,
                            r->addr,
                            r->st.leader ? "yes" : "no",
-                           r->st.leader_address[0] ? r->st.leader_address : "-",
+                           leader_at(&r->st),
                            epoch,
                            r->st.store_ok ? "ok" : "unreachable",
                            r->st.election_ok ? "ok" : "failing",
@@ -177,6 +197,7 @@ int cmd_status(ctl *c) {
     table_print(t);
     table_free(t);
   }
+  warn_election(&ns);
   if (is_mixed)
     fprintf(stderr,
             "warning: the cluster runs mixed versions: %s; finish the rolling upgrade (or the "
