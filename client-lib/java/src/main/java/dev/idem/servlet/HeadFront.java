@@ -158,7 +158,11 @@ public final class HeadFront implements AutoCloseable {
         for (SelectionKey k : selector.selectedKeys()) {
           if (!k.isValid()) continue;
           if (k.channel() == server) {
-            accept();
+            try {
+              accept();
+            } catch (IOException e) { // one connection lost (out of descriptors, reset): the others go on
+              o.logger.warning("head front: accepting a connection failed: " + e);
+            }
             continue;
           }
           Conn c = (Conn) k.attachment();
@@ -268,7 +272,12 @@ public final class HeadFront implements AutoCloseable {
 
     void ready(SelectionKey k) throws IOException {
       if (k == uk && k.isConnectable()) {
-        up.finishConnect();
+        try {
+          up.finishConnect();
+        } catch (IOException e) {
+          o.logger.warning("head front: " + peer() + ": the container at " + o.upstream + " cannot be reached: " + e);
+          throw e;
+        }
         upConnected = true;
       }
       if (k == ck && k.isReadable()) readClient();
