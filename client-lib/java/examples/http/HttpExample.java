@@ -5,6 +5,7 @@ import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
 import dev.idem.client.IdemClient;
 import dev.idem.client.IdemException;
+import dev.idem.servlet.HeadFront;
 import dev.idem.servlet.IdempotencyFilter;
 import dev.idem.servlet.IdempotencyKey;
 import dev.idem.servlet.Problems;
@@ -18,6 +19,7 @@ import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
 import java.io.IOException;
 import java.net.BindException;
+import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -26,6 +28,7 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.catalina.Context;
+import org.apache.catalina.Lifecycle;
 import org.apache.catalina.LifecycleException;
 import org.apache.catalina.Wrapper;
 import org.apache.catalina.connector.Connector;
@@ -268,11 +271,15 @@ public final class HttpExample {
   static final int HEAD_LIMIT = 16384;
 
   /**
-   * Embedded Tomcat on 127.0.0.1:port serving {@code servlet} at every path behind
-   * {@code filter}; started. Throws BindException when the port is taken. The filter reads
-   * request bodies without holding a thread (the servlet and filter are async-supported), so slow
-   * uploads leave the pool free for other requests; Tomcat's own errors are problem documents
-   * ({@link ProblemValve}); no Server header.
+   * Embedded Tomcat serving {@code servlet} at every path behind {@code filter}, behind a
+   * {@link HeadFront} on 127.0.0.1:port; started. Tomcat itself listens on a free loopback port
+   * that only the front connects to: the front answers what Tomcat would repair or refuse before
+   * any filter runs (a folded field line, Content-Length beside chunked, dot segments above the
+   * root, docs/api.md §19) and relays the rest byte for byte; stopping Tomcat closes the front.
+   * Throws BindException when the port is taken. The filter reads request bodies without holding
+   * a thread (the servlet and filter are async-supported), so slow uploads leave the pool free for
+   * other requests; Tomcat's own errors are problem documents ({@link ProblemValve}); no Server
+   * header.
    */
   public static Tomcat serve(int port, Filter filter, HttpServlet servlet) throws IOException, LifecycleException {
     Tomcat t = new Tomcat();
@@ -280,7 +287,7 @@ public final class HttpExample {
     base.toFile().deleteOnExit();
     t.setBaseDir(base.toString());
     Connector c = new Connector();
-    c.setPort(port);
+    c.setPort(0); // a free port, for the front only
     c.setProperty("address", "127.0.0.1");
     c.setProperty("maxThreads", "250");
     c.setProperty("acceptCount", "256");
@@ -323,8 +330,20 @@ public final class HttpExample {
     if (c.getState() != org.apache.catalina.LifecycleState.STARTED) {
       t.stop();
       t.destroy();
-      throw new BindException("cannot listen on 127.0.0.1:" + port);
+      throw new BindException("Tomcat cannot listen on a loopback port");
     }
+    HeadFront front;
+    try {
+      front = HeadFront.builder(new InetSocketAddress("127.0.0.1", port), new InetSocketAddress("127.0.0.1", c.getLocalPort()))
+          .headLimit(HEAD_LIMIT).start();
+    } catch (BindException e) {
+      t.stop();
+      t.destroy();
+      throw e;
+    }
+    t.getServer().addLifecycleListener(ev -> {
+      if (Lifecycle.BEFORE_STOP_EVENT.equals(ev.getType())) front.close();
+    });
     return t;
   }
 

@@ -168,7 +168,11 @@ public final class RawHttp {
   }
 
   static Response read(InputStream raw) throws IOException {
-    InputStream in = new java.io.BufferedInputStream(raw);
+    return readFrom(new java.io.BufferedInputStream(raw));
+  }
+
+  /** Reads one answer from in, no further (pipelined answers: call again on the same stream). */
+  public static Response readFrom(InputStream in) throws IOException {
     String status = readLine(in);
     String[] parts = status.split(" ", 3);
     if (parts.length < 2 || !parts[0].startsWith("HTTP/")) throw new IOException("not an HTTP answer: " + status);
