@@ -5,10 +5,17 @@
  * flag as soon as it has died. The saga then resumes through the coordinator: a takeover after
  * the 500 ms lease (after_begin, after_write) or a replay (after_complete). What each point must
  * leave behind, for the crashed step:
- *   after_begin     nothing written      → attempt 2 takes over and writes (barrier fence 2)
- *   after_write     written, not completed → attempt 2 takes over, the barrier finds attempt 1's
- *                                           effect and keeps it (fence 1): no second write
+ *   after_begin     nothing written      → a later attempt takes over and writes (barrier fence =
+ *                                           the record's attempt, 2 unless another takeover came)
+ *   after_write     written, not completed → a later attempt takes over, the barrier finds the
+ *                                           earlier attempt's effect and keeps it (fence below the
+ *                                           record's attempt, 1 unless another takeover came): no
+ *                                           second write
  *   after_complete  completed, no reply  → the retried call is a replay (attempt 1, fence 1)
+ * "Another takeover": on a loaded machine the crashing service's lease keeper can be late by more
+ * than the 500 ms lease, and a retry of the call takes the step over before the crash (seen once:
+ * attempt 3 after after_write, the service 3.7 s from its start to the crash point). That is the
+ * lease doing its job; the fence relation and the one charge are what must hold.
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -60,8 +67,11 @@ static void *client_main(void *arg) {
   }
 }
 
-static void crash_and_recover(svc *v, const char *service, const char *operation,
-                              const char *point, uint64_t want_attempt, uint64_t want_fence) {
+/* what the crashed step's record and barrier must show (the comment at the top) */
+typedef enum { WRITES_AFTER_TAKEOVER, KEPT_AFTER_TAKEOVER, REPLAYED } recovery;
+
+static void crash_and_recover(svc *v, const char *service, const char *operation, const char *point,
+                              recovery want) {
   char crash[64];
   snprintf(crash, sizeof crash, "%s:%s", point, operation);
   const char *const extra[] = {"--crash", crash, NULL};
@@ -80,23 +90,41 @@ static void crash_and_recover(svc *v, const char *service, const char *operation
   cr_assert(died, "saga-%s did not reach %s", v->name, crash);
   cr_assert_eq(c.rc, 0, "PlaceOrder: %d %s", c.rc, c.msg);
   cr_assert_str_eq(c.status, "confirmed");
-  printf("kill -9 %s at %s: died after %lld ms, saga confirmed %lld ms after the restart"
-         " (%d PlaceOrder calls)\n",
-         v->name, crash, (long long)(t_died - t0), (long long)(t_done - t_died), c.calls);
+  printf(
+      "kill -9 %s at %s: died after %lld ms, saga confirmed %lld ms after the restart"
+      " (%d PlaceOrder calls)\n",
+      v->name, crash, (long long)(t_died - t0), (long long)(t_done - t_died), c.calls);
 
   idem_step_key key = {c.gid, service, operation, IDEM_FORWARD};
   idem_record rec;
   idem_error e;
   cr_assert_eq(idem_step_lookup(S.idem, &key, &rec, &e), 0, "%s", e.message);
   cr_assert_eq(rec.state, IDEM_STATE_SUCCEEDED);
-  cr_assert_eq(rec.attempt, want_attempt, "attempt %llu", (unsigned long long)rec.attempt);
+  long long attempt = (long long)rec.attempt;
   idem_record_clear(&rec);
   char sql[200];
   snprintf(sql, sizeof sql,
            "SELECT fence FROM {%c}.idem_barrier WHERE global_id = $1 AND operation = '%s'"
            " AND phase = 1",
            service[0], operation);
-  cr_assert_eq(shop_int(&S, sql, c.gid), (long long)want_fence);
+  long long fence = shop_int(&S, sql, c.gid);
+  switch (want) {
+    case WRITES_AFTER_TAKEOVER:
+      cr_assert_geq(attempt, 2, "a takeover: attempt %lld", attempt);
+      cr_assert_eq(fence, attempt, "the attempt that took over wrote: fence %lld, attempt %lld",
+                   fence, attempt);
+      break;
+    case KEPT_AFTER_TAKEOVER:
+      cr_assert_geq(attempt, 2, "a takeover: attempt %lld", attempt);
+      cr_assert(fence >= 1 && fence < attempt,
+                "an earlier attempt's write kept, none after: fence %lld, attempt %lld", fence,
+                attempt);
+      break;
+    case REPLAYED:
+      cr_assert_eq(attempt, 1, "a replay: attempt %lld", attempt);
+      cr_assert_eq(fence, 1, "fence %lld", fence);
+      break;
+  }
 
   const char *g[1] = {c.gid}, *st[1] = {"confirmed"};
   shop_counts n = shop_check(&S, g, st, 1);
@@ -107,30 +135,30 @@ static void crash_and_recover(svc *v, const char *service, const char *operation
 }
 
 Test(faults, payment_killed_after_begin_before_write) {
-  crash_and_recover(&S.payment, "payment", "charge", "after_begin", 2, 2);
+  crash_and_recover(&S.payment, "payment", "charge", "after_begin", WRITES_AFTER_TAKEOVER);
 }
 Test(faults, payment_killed_after_write_before_complete) {
-  crash_and_recover(&S.payment, "payment", "charge", "after_write", 2, 1);
+  crash_and_recover(&S.payment, "payment", "charge", "after_write", KEPT_AFTER_TAKEOVER);
 }
 Test(faults, payment_killed_after_complete_before_reply) {
-  crash_and_recover(&S.payment, "payment", "charge", "after_complete", 1, 1);
+  crash_and_recover(&S.payment, "payment", "charge", "after_complete", REPLAYED);
 }
 Test(faults, inventory_killed_after_begin_before_write) {
-  crash_and_recover(&S.inventory, "inventory", "reserve", "after_begin", 2, 2);
+  crash_and_recover(&S.inventory, "inventory", "reserve", "after_begin", WRITES_AFTER_TAKEOVER);
 }
 Test(faults, inventory_killed_after_write_before_complete) {
-  crash_and_recover(&S.inventory, "inventory", "reserve", "after_write", 2, 1);
+  crash_and_recover(&S.inventory, "inventory", "reserve", "after_write", KEPT_AFTER_TAKEOVER);
 }
 Test(faults, inventory_killed_after_complete_before_reply) {
-  crash_and_recover(&S.inventory, "inventory", "reserve", "after_complete", 1, 1);
+  crash_and_recover(&S.inventory, "inventory", "reserve", "after_complete", REPLAYED);
 }
 /* the orchestrator itself: the client's retry re-drives the saga from the coordinator's records */
 Test(faults, order_killed_after_begin_before_write) {
-  crash_and_recover(&S.order, "order", "create", "after_begin", 2, 2);
+  crash_and_recover(&S.order, "order", "create", "after_begin", WRITES_AFTER_TAKEOVER);
 }
 Test(faults, order_killed_after_write_before_complete) {
-  crash_and_recover(&S.order, "order", "create", "after_write", 2, 1);
+  crash_and_recover(&S.order, "order", "create", "after_write", KEPT_AFTER_TAKEOVER);
 }
 Test(faults, order_killed_after_complete_before_reply) {
-  crash_and_recover(&S.order, "order", "create", "after_complete", 1, 1);
+  crash_and_recover(&S.order, "order", "create", "after_complete", REPLAYED);
 }
