@@ -67,11 +67,12 @@ const char *idem__method_path(idem__method m) {
  * right after idem_close (idemctl) then ran OpenSSL's exit-time clean-up under a gRPC thread still
  * handshaking: a SEGV in RAND_priv_bytes_ex, or a leak report under LeakSanitizer. So when the
  * last transport closes and libidem was gRPC's only user (gRPC was not initialized when the first
- * transport opened), the close waits, 2 s at most, until gRPC has shut down. */
+ * transport opened), the close waits, 5 s at most, until gRPC has shut down (2 s was too short
+ * once, under the sanitizers on a loaded machine). */
 static pthread_mutex_t lib_mu = PTHREAD_MUTEX_INITIALIZER;
 static int lib_open;       /* open transports */
 static bool lib_foreign;   /* gRPC was initialized by someone else when the first one opened */
-enum { LIB_SHUTDOWN_WAIT_MS = 2000 };
+enum { LIB_SHUTDOWN_WAIT_MS = 5000 };
 
 static void lib_hold(void) {
   pthread_mutex_lock(&lib_mu);

@@ -194,7 +194,7 @@ typedef struct idem_options {
 int idem_connect(const idem_options *opt, idem_client **out, idem_error *err);
 
 /* Closes the channel and frees the client. NULL is fine. No call may be in flight. When the
- * last client closes and libidem was gRPC's only user in the process, it waits (2 s at most)
+ * last client closes and libidem was gRPC's only user in the process, it waits (5 s at most)
  * until gRPC has shut down, so that a program may exit right after it. */
 void idem_close(idem_client *c);
 
