@@ -33,6 +33,7 @@ typedef struct conf {
   bool json;
   bool topology; /* --topology: print the topology and exit */
   bool by_group; /* pairs: --concurrency callers per slot group, each call to its group's leader */
+  bool stall_probe; /* --stall-probe: measure the machine's stalls during each timed run */
   /* --sweep: rates to run one after another; a percentage is of the maximum throughput, which
    * a closed-loop run measures first (sweep_n 0: one run) */
   int sweep_n;
@@ -68,6 +69,9 @@ lat_summary lat_summarize(const lat_buf *b);
 
 void lat_free(lat_buf *b);
 
+/* How many values were recorded above ms (to the bucket: within 0.1 %). */
+long lat_count_over(const lat_buf *b, double ms);
+
 typedef struct shared {
   const conf *cf;
   idem_client **clients;
@@ -93,10 +97,27 @@ typedef struct worker {
   lat_buf lat;   /* whole operations */
   lat_buf begin; /* each BeginStep: from its operation's intended start (--rate) to its answer */
   lat_buf begin_rpc; /* each BeginStep RPC on its own, from the call's start */
+  lat_buf late; /* --rate, pairs and replay: how late each operation that waited for its time
+                 * started (the load generator's own lag; not a slot still busy) */
   long ops;
 } worker;
 
 double now_s(void);
+
+/* --stall-probe: the machine's stalls during a run (bench_stall.c). A thread wakes every 2 ms
+ * to an absolute deadline and records in late how late each wake-up came (ms). */
+typedef struct stall_probe {
+  pthread_t th;
+  atomic_bool stop;
+  bool running;
+  lat_buf late;
+} stall_probe;
+
+/* Starts the probe's thread (false when it cannot: then nothing is recorded). */
+bool stall_probe_start(stall_probe *p);
+
+/* Stops and joins it; p->late keeps what it recorded (lat_free it). */
+void stall_probe_stop(stall_probe *p);
 
 /* Claims `n` operation tickets; false when the run is over (--count reached, --duration
  * passed, or the next paced start would fall after it). With --rate, sleeps until the

@@ -1,4 +1,4 @@
-/* bench_async.c — the driver of `pairs` and `replay`: one thread, one completion queue,
+/* bench_async.c — the driver of `pairs` and `replay`: one thread on one completion queue,
  * --concurrency slots each keeping at most one operation in flight over --channels channels.
  * The threaded driver (a blocking libidem call per caller thread) costs the load generator
  * more CPU than the coordinator on a 2-core machine; this one measures the same operations
@@ -12,6 +12,9 @@
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
+#include <pthread.h>
+#include <sys/prctl.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +48,11 @@ typedef struct driver {
   slot *slots;
   int active;  /* calls in flight */
   int waiting; /* slots whose paced operation has not started yet */
+  /* --rate: the timer thread, and the mutex every field above is used under once it runs */
+  pthread_mutex_t mu;
+  pthread_cond_t wake; /* a start earlier than tick_at was claimed, or the run ended */
+  double tick_at;      /* the start the timer thread sleeps until (0: none) */
+  bool ended;
 } driver;
 
 /* Packs msg into a byte buffer. */
@@ -160,6 +168,7 @@ static bool next_op(driver *d, slot *s) {
   if (at > now) {
     s->start_at = at;
     d->waiting++;
+    if (d->tick_at == 0 || at < d->tick_at) pthread_cond_signal(&d->wake);
     return true;
   }
   return start_op(d, s);
@@ -174,6 +183,7 @@ static double start_due(driver *d) {
     if (s->start_at == 0) continue;
     if (s->start_at <= now) {
       d->waiting--;
+      lat_add(&d->w->late, (now - s->start_at) * 1000.0);
       start_op(d, s);
     } else if (next == 0 || s->start_at < next) {
       next = s->start_at;
@@ -234,9 +244,35 @@ static void on_done(driver *d, slot *s, bool ok) {
   next_op(d, s);
 }
 
+/* --rate: starts each waiting slot at its time, sleeping on d->wake until the earliest. */
+static void *tick_main(void *arg) {
+  driver *d = arg;
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0); /* wake within a microsecond, not 50 */
+  pthread_mutex_lock(&d->mu);
+  while (!d->ended) {
+    double next = d->waiting > 0 ? start_due(d) : 0;
+    d->tick_at = next;
+    if (next == 0) {
+      pthread_cond_wait(&d->wake, &d->mu);
+      continue;
+    }
+    struct timespec ts = {.tv_sec = (time_t)next};
+    ts.tv_nsec = (long)((next - (double)ts.tv_sec) * 1e9);
+    pthread_cond_timedwait(&d->wake, &d->mu, &ts);
+  }
+  pthread_mutex_unlock(&d->mu);
+  return NULL;
+}
+
 int bench_run_async(shared *sh, worker *w) {
   const conf *cf = sh->cf;
   driver d = {.sh = sh, .w = w};
+  pthread_mutex_init(&d.mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* now_s's clock */
+  pthread_cond_init(&d.wake, &ca);
+  pthread_condattr_destroy(&ca);
   d.cq = grpc_completion_queue_create_for_next(NULL);
   int groups = sh->route ? sh->route->n_groups : 1, n_ch = cf->channels * groups;
   d.n_slots = cf->concurrency * groups;
@@ -254,22 +290,30 @@ int bench_run_async(shared *sh, worker *w) {
   grpc_channel_credentials_release(cr);
   d.tenant_md.key = grpc_slice_from_static_string("idem-tenant");
   d.tenant_md.value = grpc_slice_from_copied_string(cf->tenant);
-  for (int i = 0; i < d.n_slots; i++) {
+  pthread_t ticker;
+  bool paced = cf->rate > 0, started = !paced || pthread_create(&ticker, NULL, tick_main, &d) == 0;
+  pthread_mutex_lock(&d.mu);
+  for (int i = 0; started && i < d.n_slots; i++) {
     d.slots[i].id = i;
     d.slots[i].group = i % groups;
     d.slots[i].seq = -1;
     next_op(&d, &d.slots[i]);
   }
   while (d.active > 0 || d.waiting > 0) {
-    double next = d.waiting > 0 ? start_due(&d) : 0;
-    int64_t wait_us = 50000; /* re-check at least this often */
-    if (next > 0 && (next - now_s()) * 1e6 < wait_us) wait_us = (int64_t)((next - now_s()) * 1e6);
-    if (wait_us < 0) wait_us = 0;
+    pthread_mutex_unlock(&d.mu);
     gpr_timespec dl =
-        gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_micros(wait_us, GPR_TIMESPAN));
+        gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(50, GPR_TIMESPAN));
     grpc_event ev = grpc_completion_queue_next(d.cq, dl, NULL);
+    pthread_mutex_lock(&d.mu);
     if (ev.type == GRPC_OP_COMPLETE) on_done(&d, (slot *)ev.tag, ev.success != 0);
+    if (paced && d.waiting > 0) start_due(&d); /* awake anyway: the timer need not wake */
   }
+  d.ended = true;
+  pthread_cond_signal(&d.wake);
+  pthread_mutex_unlock(&d.mu);
+  if (paced && started) pthread_join(ticker, NULL);
+  pthread_cond_destroy(&d.wake);
+  pthread_mutex_destroy(&d.mu);
   grpc_completion_queue_shutdown(d.cq);
   while (grpc_completion_queue_next(d.cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type !=
          GRPC_QUEUE_SHUTDOWN) {
@@ -279,5 +323,5 @@ int bench_run_async(shared *sh, worker *w) {
   grpc_slice_unref(d.tenant_md.value);
   free(d.ch);
   free(d.slots);
-  return 0;
+  return started ? 0 : 3;
 }

@@ -83,3 +83,11 @@ lat_summary lat_summarize(const lat_buf *b) {
   s.max = (double)b->max_us / 1000.0;
   return s;
 }
+
+long lat_count_over(const lat_buf *b, double ms) {
+  if (!b->counts) return 0;
+  int64_t us = (int64_t)(ms * 1000.0);
+  long n = 0;
+  for (size_t i = slot_of(us) + 1; i < LAT_SLOTS; i++) n += (long)b->counts[i];
+  return n;
+}

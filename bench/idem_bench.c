@@ -3,7 +3,7 @@
  *   idem-bench --addr HOST:PORT [--tenant T] --workload pairs|replay|storm|saga|dups
  *              [--concurrency 64] [--channels 4] [--duration 10 | --count N] [--keys N]
  *              [--rate N] [--wait-ms MS] [--action-ms 50] [--by-group] [--json]
- *              [--sweep RATE|PCT%,...]
+ *              [--sweep RATE|PCT%,...] [--stall-probe]
  *
  * --concurrency callers each keep one operation in flight (closed loop) through --channels
  * gRPC channels. `pairs` and `replay` run on one thread and one completion queue
@@ -33,6 +33,10 @@
  * every slot was busy counts its wait (no coordinated omission); "begin rpc" is the BeginStep
  * RPC alone. Percentiles come from a high-dynamic-range histogram (bench_hist.c: 1 us to 19 h,
  * within 0.1 %).
+ * --stall-probe measures the machine's stalls during each timed run (bench_stall.c): a thread
+ * of its own wakes every 2 ms and records how late; the report adds their p99, p99.9, max and
+ * the wake-ups more than 5 ms late (JSON: stall_p99_ms, stall_p999_ms, stall_max_ms,
+ * stall_wakeups, stalls_over_5ms).
  * --sweep LIST (pairs, replay; with --duration) runs closed-loop first to measure the maximum
  * throughput, then once per point of LIST at that rate, e.g. --sweep 100,25%,50%,90%: a number
  * is operations/s, a percentage is of the maximum; one report per run (--json: one object per
@@ -41,7 +45,9 @@
  * latency, and errors by gRPC code. --json prints one object with workload, ops, seconds,
  * throughput, p50_ms, p90_ms, p99_ms, p999_ms, max_ms, errors (docs/api.md §11) and, in
  * addition, concurrency, rate, begins, begin_p50_ms, begin_p90_ms, begin_p99_ms, begin_p999_ms,
- * begin_max_ms, begin_rpc_p50_ms, begin_rpc_p99_ms, begin_rpc_p999_ms (pairs, replay), and calls
+ * begin_max_ms, begin_rpc_p50_ms, begin_rpc_p99_ms, begin_rpc_p999_ms (pairs, replay), with
+ * --rate start_late_p50_ms, start_late_p99_ms, start_late_p999_ms (pairs, replay: how late the
+ * operations that waited for their time started, the generator's own lag), and calls
  * (storm and dups: BeginStep and CompleteStep RPCs made) and wait_ms, and with --by-group
  * groups: [{name, leader, ops}].
  * Exit status: 0, or 1 when any operation failed, 2 on bad usage, 3 when it cannot start.
@@ -100,7 +106,7 @@ static void usage(FILE *f) {
           "usage: idem-bench --addr HOST:PORT [--tenant T] --workload pairs|replay|storm|saga|dups\n"
           "                  [--concurrency 64] [--channels 4] [--duration 10 | --count N]\n"
           "                  [--keys N] [--rate OPS_PER_S] [--wait-ms MS] [--action-ms 50]\n"
-          "                  [--by-group] [--json] [--sweep RATE|PCT%%,...]\n"
+          "                  [--by-group] [--json] [--sweep RATE|PCT%%,...] [--stall-probe]\n"
           "       idem-bench --addr HOST:PORT --topology\n"
           "       idem-bench --version\n");
 }
@@ -148,7 +154,7 @@ static int parse(int argc, char **argv, conf *cf) {
       {"wait-ms", required_argument, 0, 'W'},  {"action-ms", required_argument, 0, 'A'},
       {"by-group", no_argument, 0, 'g'},       {"topology", no_argument, 0, 'T'},
       {"help", no_argument, 0, 'h'},           {"version", no_argument, 0, 'V'},
-      {"sweep", required_argument, 0, 'S'},
+      {"sweep", required_argument, 0, 'S'},    {"stall-probe", no_argument, 0, 'P'},
       {0, 0, 0, 0}};
   bool have_duration = false, have_count = false;
   int o;
@@ -178,6 +184,7 @@ static int parse(int argc, char **argv, conf *cf) {
       case 'r': cf->rate = atof(optarg); break;
       case 'j': cf->json = true; break;
       case 'g': cf->by_group = true; break;
+      case 'P': cf->stall_probe = true; break;
       case 'T': cf->topology = true; break;
       case 'W': cf->wait_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
       case 'A': cf->action_ms = atoi(optarg); break;
@@ -233,10 +240,13 @@ typedef struct result {
   long ops, errors;
   double secs;
   lat_summary op, bg, rpc; /* operations; BeginStep from the intended start; the RPC alone */
+  lat_summary late;        /* --rate: how late a waiting operation started (the generator) */
+  lat_summary stall;       /* --stall-probe: how late the probe's wake-ups came (the machine) */
+  long stalls_over_5ms;    /* --stall-probe: wake-ups more than 5 ms late */
 } result;
 
 static void report_json(const conf *cf, shared *sh, const result *r, const char *phase) {
-  const lat_summary *op = &r->op, *bg = &r->bg, *rpc = &r->rpc;
+  const lat_summary *op = &r->op, *bg = &r->bg, *rpc = &r->rpc, *late = &r->late;
   printf("{");
   if (phase) printf("\"phase\":\"%s\",", phase);
   printf("\"workload\":\"%s\",\"ops\":%ld,\"seconds\":%.3f,\"throughput\":%.1f,"
@@ -253,6 +263,13 @@ static void report_json(const conf *cf, shared *sh, const result *r, const char 
   if (rpc->n)
     printf(",\"begin_rpc_p50_ms\":%.3f,\"begin_rpc_p99_ms\":%.3f,\"begin_rpc_p999_ms\":%.3f",
            rpc->p50, rpc->p99, rpc->p999);
+  if (late->n)
+    printf(",\"start_late_p50_ms\":%.3f,\"start_late_p99_ms\":%.3f,\"start_late_p999_ms\":%.3f",
+           late->p50, late->p99, late->p999);
+  if (r->stall.n)
+    printf(",\"stall_p99_ms\":%.3f,\"stall_p999_ms\":%.3f,\"stall_max_ms\":%.3f,"
+           "\"stall_wakeups\":%zu,\"stalls_over_5ms\":%ld",
+           r->stall.p99, r->stall.p999, r->stall.max, r->stall.n, r->stalls_over_5ms);
   if (sh->route) {
     printf(",\"groups\":[");
     for (int g = 0; g < sh->route->n_groups; g++)
@@ -270,7 +287,7 @@ static void report(const conf *cf, shared *sh, const result *r, const char *phas
     fflush(stdout);
     return;
   }
-  const lat_summary *op = &r->op, *bg = &r->bg, *rpc = &r->rpc;
+  const lat_summary *op = &r->op, *bg = &r->bg, *rpc = &r->rpc, *late = &r->late;
   if (phase) printf("== %s\n", phase);
   printf("workload     %s (concurrency %d, channels %d", workload_names[cf->w], cf->concurrency,
          cf->channels);
@@ -287,6 +304,14 @@ static void report(const conf *cf, shared *sh, const result *r, const char *phas
   if (rpc->n && cf->rate > 0)
     printf("begin rpc ms p50 %.3f  p99 %.3f  p99.9 %.3f  (the RPC alone)\n", rpc->p50, rpc->p99,
            rpc->p999);
+  if (late->n)
+    printf("start late   p50 %.3f  p99 %.3f  p99.9 %.3f ms  (%zu operations that waited for "
+           "their time: the load generator's own lag)\n",
+           late->p50, late->p99, late->p999, late->n);
+  if (r->stall.n)
+    printf("stalls ms    p99 %.3f  p99.9 %.3f  max %.3f  (%zu wake-ups of a 2 ms sleep: how late; "
+           "%ld more than 5 ms late)\n",
+           r->stall.p99, r->stall.p999, r->stall.max, r->stall.n, r->stalls_over_5ms);
   if (cf->w == W_STORM || cf->w == W_DUPS)
     printf("rpc calls    %ld (BeginStep and CompleteStep; wait_ms %u)\n", atomic_load(&sh->calls),
            cf->wait_ms);
@@ -311,6 +336,9 @@ static int run_once(const conf *cf, shared *sh, worker *ws, result *out) {
   for (int i = 0; i <= BENCH_MAX_CODES; i++) atomic_store(&sh->errors[i], 0);
   for (int g = 0; g < BENCH_MAX_GROUPS; g++) atomic_store(&sh->group_ops[g], 0);
   sh->cf = cf;
+  stall_probe probe = {0};
+  if (cf->stall_probe && !stall_probe_start(&probe))
+    fprintf(stderr, "idem-bench: cannot start the stall probe\n");
   sh->t0 = now_s();
   int threads = async_driver(cf) ? 1 : cf->concurrency;
   for (int i = 0; i < threads; i++) {
@@ -328,17 +356,24 @@ static int run_once(const conf *cf, shared *sh, worker *ws, result *out) {
   for (int i = 0; i < threads; i++) pthread_join(ws[i].th, NULL);
   sh->round++;
   *out = (result){.secs = now_s() - sh->t0};
-  lat_buf all = {0}, begins = {0}, rpcs = {0};
+  stall_probe_stop(&probe);
+  out->stall = lat_summarize(&probe.late);
+  out->stalls_over_5ms = lat_count_over(&probe.late, 5.0);
+  lat_free(&probe.late);
+  lat_buf all = {0}, begins = {0}, rpcs = {0}, lates = {0};
   bool ok = true;
   for (int i = 0; i < threads; i++) {
     out->ops += ws[i].ops;
     ok = lat_merge(&all, &ws[i].lat) && ok;
     ok = lat_merge(&begins, &ws[i].begin) && ok;
     ok = lat_merge(&rpcs, &ws[i].begin_rpc) && ok;
+    ok = lat_merge(&lates, &ws[i].late) && ok;
   }
   out->op = lat_summarize(&all);
   out->bg = lat_summarize(&begins);
   out->rpc = lat_summarize(&rpcs);
+  out->late = lat_summarize(&lates);
+  lat_free(&lates);
   lat_free(&all);
   lat_free(&begins);
   lat_free(&rpcs);

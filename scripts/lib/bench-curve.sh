@@ -7,7 +7,9 @@
 #   2. plain PostgreSQL on the same pair of durable transactions (bench/baseline/pair.sql) under
 #      pgbench -R at each of those rates it sustains (up to 90 % of its best pairs/s measured
 #      above), 64 clients, its per-transaction log (pgbench measures from the scheduled start);
-#   3. the table: per rate, idem's BeginStep and pair p50/p99/p99.9 beside plain PostgreSQL's pair;
+#   3. the table: per rate, idem's BeginStep and pair p50/p99/p99.9 beside plain PostgreSQL's pair
+#      and the machine's own stalls during idem's run (idem-bench --stall-probe: how late a 2 ms
+#      sleep woke, p99.9 / max, and the wake-ups more than 5 ms late);
 #      the targets at half of the maximum; with --plot FILE a PNG drawn by gnuplot.
 # curve_run writes $work/curve.dat (one line per rate) and prints the table.
 
@@ -34,7 +36,7 @@ curve_run() {
   echo "== latency curve: idem-bench --workload pairs --concurrency 64 --duration $secs --sweep 100,10%,25%,50%,75%,90%"
   sql "checkpoint"
   lines=$(timeout -k 10 $((secs * 8 + 600)) "$bench" --addr "127.0.0.1:$cport" --tenant bench --json \
-    --workload pairs --concurrency 64 --duration "$secs" --sweep 100,10%,25%,50%,75%,90%) || rc=$?
+    --workload pairs --concurrency 64 --duration "$secs" --sweep 100,10%,25%,50%,75%,90% --stall-probe) || rc=$?
   [ "$rc" = 0 ] || { echo "idem-bench --sweep exit $rc"; failed=1; }
   printf '%s\n' "$lines" >"$work/sweep.jsonl"
   # rate(target) throughput begin p50 p99 p999 pair p50 p99 p999, per line (the maximum first)
@@ -45,19 +47,20 @@ for line in open(sys.argv[1]):
     if not line.startswith("{"): continue
     r = json.loads(line)
     print(r["phase"].replace(" ", "_"), r["rate"], r["throughput"], r["begin_p50_ms"], r["begin_p99_ms"],
-          r["begin_p999_ms"], r["p50_ms"], r["p99_ms"], r["p999_ms"], sum(r["errors"].values()))
+          r["begin_p999_ms"], r["p50_ms"], r["p99_ms"], r["p999_ms"], sum(r["errors"].values()),
+          "%s/%s(%s)" % (r.get("stall_p999_ms", "-"), r.get("stall_max_ms", "-"), r.get("stalls_over_5ms", "-")))
 ' "$work/sweep.jsonl" >"$work/sweep.txt"
   local max floor_p99 half_line
   max=$(awk '$1 == "maximum" {print $3}' "$work/sweep.txt")
   floor_p99=$(awk '$1 == "100_per_s" {print $5}' "$work/sweep.txt")
   : >"$work/curve.dat"
   echo "# rate idem_tput begin_p50 begin_p99 begin_p999 pair_p50 pair_p99 pair_p999 pg_tput pg_p50 pg_p99 pg_p999" >>"$work/curve.dat"
-  printf '%-22s %10s | %-24s | %-24s | %s\n' "rate (pairs/s)" "got/s" "idem BeginStep p50/p99/p99.9" \
-    "idem pair p50/p99/p99.9" "plain PostgreSQL pair p50/p99/p99.9 (got/s)"
-  local phase rate tput b50 b99 b999 p50 p99 p999 errs pg pgt
-  while read -r phase rate tput b50 b99 b999 p50 p99 p999 errs; do
+  printf '%-22s %10s | %-24s | %-24s | %-22s | %s\n' "rate (pairs/s)" "got/s" "idem BeginStep p50/p99/p99.9" \
+    "idem pair p50/p99/p99.9" "stalls p99.9/max(>5ms)" "plain PostgreSQL pair p50/p99/p99.9 (got/s)"
+  local phase rate tput b50 b99 b999 p50 p99 p999 errs stall pg pgt
+  while read -r phase rate tput b50 b99 b999 p50 p99 p999 errs stall; do
     [ "$phase" = maximum ] && {
-      printf '%-22s %10s | %-24s | %-24s | %s\n' "maximum (closed loop)" "$tput" "$b50/$b99/$b999" "$p50/$p99/$p999" "-"
+      printf '%-22s %10s | %-24s | %-24s | %-22s | %s\n' "maximum (closed loop)" "$tput" "$b50/$b99/$b999" "$p50/$p99/$p999" "$stall" "-"
       continue
     }
     pg="not sustained" pgt=0
@@ -80,15 +83,16 @@ for line in open(sys.argv[1]):
     else
       printf '%s\n' "$rate $tput $b50 $b99 $b999 $p50 $p99 $p999 NaN NaN NaN NaN" >>"$work/curve.dat"
     fi
-    printf '%-22s %10s | %-24s | %-24s | %s%s\n' "${phase//_/ } = $pr" "$tput" "$b50/$b99/$b999" \
-      "$p50/$p99/$p999" "$pg" "$([ "$errs" = 0 ] || echo "  (idem errors: $errs)")"
-    [ "$phase" = "50%_of_the_maximum" ] && half_line="$b99 $b999 $tput $rate"
+    printf '%-22s %10s | %-24s | %-24s | %-22s | %s%s\n' "${phase//_/ } = $pr" "$tput" "$b50/$b99/$b999" \
+      "$p50/$p99/$p999" "$stall" "$pg" "$([ "$errs" = 0 ] || echo "  (idem errors: $errs)")"
+    [ "$phase" = "50%_of_the_maximum" ] && half_line="$b99 $b999 $tput $rate $stall"
   done <"$work/sweep.txt"
   if [ -n "${half_line:-}" ] && [ -n "$floor_p99" ]; then
-    read -r b99 b999 tput rate <<<"$half_line"
+    read -r b99 b999 tput rate stall <<<"$half_line"
     echo "targets at half of the maximum ($tput of ${rate%.*} pairs/s): BeginStep p99 $b99 ms (< 5: $(awk -v a="$b99" 'BEGIN {print (a < 5) ? "yes" : "no"}')), " \
       "$(awk -v a="$b99" -v f="$floor_p99" 'BEGIN {printf "%.1fx", (f > 0 ? a / f : 0)}') the floor's p99 $floor_p99 ms (<= 3x: $(awk -v a="$b99" -v f="$floor_p99" 'BEGIN {print (f > 0 && a <= 3 * f) ? "yes" : "no"}')), " \
-      "p99.9 $b999 ms (< 15: $(awk -v a="$b999" 'BEGIN {print (a < 15) ? "yes" : "no"}'))"
+      "p99.9 $b999 ms (< 15: $(awk -v a="$b999" 'BEGIN {print (a < 15) ? "yes" : "no"}')); " \
+      "the machine's stalls in that run p99.9/max(wake-ups > 5 ms late) $stall"
   fi
   curve_floor=$floor_p99 curve_max=$max
 }

@@ -141,7 +141,10 @@ def main():
     summary = os.environ.get("STAGES_SUMMARY")
     if summary:
         row = {"label": label, "variant": os.environ.get("STAGES_VARIANT", "A"), "method": method,
-               "got": r.get("throughput"), "client_p99": cl_int, "client_rpc_p99": cl_rpc,
+               "got": r.get("throughput"), "client_p50": r.get("begin_p50_ms"), "client_p99": cl_int,
+               "client_p999": r.get("begin_p999_ms"), "client_rpc_p99": cl_rpc,
+               "start_late_p50": r.get("start_late_p50_ms"), "start_late_p99": r.get("start_late_p99_ms"),
+               "stall_max": r.get("stall_max_ms"),
                "call_p99": call_p99, "call_p999": quantile(call, .999) if call else None,
                "call_over10": over(call, 10) if call else None}
         for s in STAGES:
@@ -152,6 +155,14 @@ def main():
     if cl_int is not None and cl_rpc is not None:
         print("- the load generator's own lag at p99 (intended start vs RPC alone): %.2f ms" % (
             cl_int - cl_rpc))
+    if r.get("stall_max_ms") is not None:
+        print("- the machine's stalls during the run (a 2 ms sleep, idem-bench --stall-probe): woke late "
+              "by p99/p99.9/max %s / %s / %s ms; %s of %s wake-ups more than 5 ms late" % (
+                  r.get("stall_p99_ms"), r.get("stall_p999_ms"), r.get("stall_max_ms"),
+                  r.get("stalls_over_5ms"), r.get("stall_wakeups")))
+    if r.get("start_late_p50_ms") is not None:
+        print("- paced calls started late by p50/p99/p99.9 %s / %s / %s ms (idem-bench's timer)" % (
+            r.get("start_late_p50_ms"), r.get("start_late_p99_ms"), r.get("start_late_p999_ms")))
     print()
 
 

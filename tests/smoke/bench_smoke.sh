@@ -19,11 +19,13 @@ done
 tenant="smoke-$$-$RANDOM"
 fail=0
 # the last run is paced: --rate 100 for 20 operations cannot finish in under 0.19 s; storm-wait
-# and dups wait on the coordinator (wait_ms) for the caller that proceeds
+# and dups wait on the coordinator (wait_ms) for the caller that proceeds. The paced run also
+# reports how late its timer started the operations that waited, and (--stall-probe) the
+# machine's stalls: a probe thread's wake-ups every 2 ms over the run
 for run in pairs replay storm storm-wait dups saga paced; do
   w=$run extra=(--count 40)
   case $run in
-    paced) w=pairs extra=(--rate 100 --count 20) ;;
+    paced) w=pairs extra=(--rate 100 --count 20 --stall-probe) ;;
     storm-wait) w=storm extra=(--count 40 --wait-ms 5000) ;;
     dups) extra=(--count 40 --wait-ms 5000 --action-ms 5) ;;
   esac
@@ -45,6 +47,15 @@ assert r["begin_p50_ms"] <= r["begin_p90_ms"] <= r["begin_p99_ms"] <= r["begin_p
     "BeginStep percentiles out of order"
 if run == "paced":
     assert r["rate"] == 100 and r["seconds"] >= 0.19, "--rate 100 ran 20 ops in %.3f s" % r["seconds"]
+    for k in ("start_late_p50_ms", "start_late_p99_ms", "start_late_p999_ms", "stall_p99_ms",
+              "stall_p999_ms", "stall_max_ms", "stall_wakeups", "stalls_over_5ms"):
+        assert k in r, "paced run: missing key %s" % k
+    assert 0 <= r["start_late_p50_ms"] <= r["start_late_p99_ms"] <= r["start_late_p999_ms"], \
+        "start lateness out of order: %r" % r
+    assert 0 <= r["stall_p99_ms"] <= r["stall_p999_ms"] <= r["stall_max_ms"], "stalls out of order: %r" % r
+    # 0.19 s or more at one wake-up every 2 ms: about 95; a long stall skips the periods it ate
+    assert r["stall_wakeups"] >= 10 and r["stalls_over_5ms"] <= r["stall_wakeups"], \
+        "stall probe: %d wake-ups, %d late" % (r["stall_wakeups"], r["stalls_over_5ms"])
 PY
 done
 
