@@ -11,7 +11,10 @@
 #      and the machine's own stalls during idem's run (idem-bench --stall-probe: how late a 2 ms
 #      sleep woke, p99.9 / max, and the wake-ups more than 5 ms late);
 #      the targets at half of the maximum; with --plot FILE a PNG drawn by gnuplot.
-# curve_run writes $work/curve.dat (one line per rate) and prints the table.
+# curve_run writes $work/curve.dat (one line per rate) and prints the table. curve_control URL
+# (scripts/bench --control-tmpfs, the coordinator already started on URL, a PostgreSQL in
+# /dev/shm) runs the same sweep with the curve's rates as numbers and prints idem's BeginStep
+# beside the curve's; $work/control.dat feeds the plot.
 
 curve_pct() { # LOGFILE... -> "p50 p99 p99.9" in ms of pgbench's per-transaction latency (column 3, us)
   /usr/bin/python3 - "$@" <<'PY'
@@ -97,6 +100,34 @@ for line in open(sys.argv[1]):
   curve_floor=$floor_p99 curve_max=$max
 }
 
+curve_control() {
+  local url2=$1 rates lines rc=0
+  rates=$(awk '$1 != "maximum" {printf "%s%s", sep, int($2 + 0.5); sep = ","}' "$work/sweep.txt")
+  echo "== the control: the same rates against a PostgreSQL in /dev/shm (tmpfs: fsync returns at once), a fresh coordinator"
+  psql -qtAX "$url2" -c checkpoint
+  lines=$(timeout -k 10 $((secs * 8 + 600)) "$bench" --addr "127.0.0.1:$cport" --tenant bench --json \
+    --workload pairs --concurrency 64 --duration "$secs" --sweep "$rates" --stall-probe) || rc=$?
+  [ "$rc" = 0 ] || { echo "idem-bench --sweep (control) exit $rc"; failed=1; }
+  printf '%s\n' "$lines" >"$work/control.jsonl"
+  /usr/bin/python3 - "$work/sweep.jsonl" "$work/control.jsonl" "$work/control.dat" <<'PY'
+import json, sys
+def rows(f):
+    return [json.loads(l) for l in open(f) if l.strip().startswith("{")]
+disk, tmp = rows(sys.argv[1]), rows(sys.argv[2])
+f = lambda r: "%.3f/%.3f/%.3f" % (r["begin_p50_ms"], r["begin_p99_ms"], r["begin_p999_ms"])
+st = lambda r: "%s/%s(%s)" % (r.get("stall_p999_ms", "-"), r.get("stall_max_ms", "-"), r.get("stalls_over_5ms", "-"))
+print("%-22s | %-28s | %-28s | %s" % ("rate (pairs/s)", "disk: BeginStep p50/p99/p99.9", "tmpfs: BeginStep p50/p99/p99.9",
+                                       "tmpfs run: got/s, stalls p99.9/max(>5ms)"))
+with open(sys.argv[3], "w") as out:
+    out.write("# rate tmpfs_tput begin_p50 begin_p99 begin_p999\n")
+    for d, t in zip(disk, tmp):
+        name = "maximum (closed loop)" if d["rate"] == 0 else "%.0f" % d["rate"]
+        print("%-22s | %-28s | %-28s | %.1f, %s" % (name, f(d), f(t), t["throughput"], st(t)))
+        if t["rate"] > 0:
+            out.write("%s %s %s %s %s\n" % (t["rate"], t["throughput"], t["begin_p50_ms"], t["begin_p99_ms"], t["begin_p999_ms"]))
+PY
+}
+
 curve_plot() { # PNG: the curve of $work/curve.dat, drawn by gnuplot
   local png=$1
   gnuplot <<GP || { echo "gnuplot failed"; failed=1; return; }
@@ -114,7 +145,9 @@ plot "$work/curve.dat" using 1:3 with linespoints lw 2 title "idem BeginStep p50
      "" using 1:7 with linespoints dt 2 title "idem pair p99", \
      "" using 1:10 with linespoints dt 3 lw 2 title "plain PostgreSQL pair p50", \
      "" using 1:11 with linespoints dt 3 lw 2 title "plain PostgreSQL pair p99", \
-     ${curve_floor:-0} with lines dt 4 title "unloaded floor: BeginStep p99 at 100/s"
+     ${curve_floor:-0} with lines dt 4 title "unloaded floor: BeginStep p99 at 100/s", \
+     5 with lines dt 2 lc rgb "red" title "target: BeginStep p99 < 5 ms at half load"$(
+  [ -s "$work/control.dat" ] && printf ', \\\n     "%s" using 1:4 with linespoints dt 5 lw 2 title "control: BeginStep p99, store on tmpfs"' "$work/control.dat")
 GP
   echo "plot written to $png"
 }
