@@ -283,3 +283,46 @@ Test(drain, an_idle_clients_next_call_is_not_lost, .timeout = 60) {
   s.pid = 0;
   cr_expect_eq(st, 0, "the node drained and exited 0 (status %d)", st);
 }
+
+/* ResolveStep on key with client c: its status code, the error in *e. */
+static int resolve_once(idem_client *c, const idem_step_key *k, idem_error *e) {
+  idem_resolution res = {IDEM_OUTCOME_FAILED, 409, "no", 2, "drain test", "ops"};
+  return idem_step_resolve(c, k, &res, NULL, e);
+}
+
+/* A node that resigned and knows no leader yet (an election under way: here, none comes) answers
+ * no-leader without naming one, and its client backs off (up to 500 ms, in libidem and every
+ * SDK) before it calls again, maybe this node. The node keeps answering for that long after its
+ * last such answer before gRPC's shutdown: a call that came after the shutdown began would be
+ * ended CANCELLED unhandled (a lost try) or find the node gone. With only the quiet period
+ * (150 ms since the last call) it had shut down by the client's next try. */
+Test(drain, a_client_told_no_leader_is_answered_after_its_backoff, .timeout = 60) {
+  h_fixture f;
+  h_fixture_start(&f, &(h_fixture_conf){.etcd = true, .deadline_ms = 100, .any_exit = true});
+  char gid[64];
+  snprintf(gid, sizeof gid, "noleader-%d-%lld", (int)getpid(), (long long)h_now_ms());
+  idem_step_key k = {gid, "pay", "charge", IDEM_FORWARD};
+  idem_error e = {0};
+  int rc = resolve_once(f.c, &k, &e);
+  cr_assert_eq(rc, IDEM_NOT_FOUND, "the leader answers first: %s %s", idem_strerror(rc),
+               e.message);
+  cr_assert_eq(kill(f.s.pid, SIGTERM), 0);
+  /* the node resigns: with no other node, no leader is known, and it answers no-leader */
+  int64_t end = h_now_ms() + 5000;
+  while ((rc = resolve_once(f.c, &k, &e)) != IDEM_UNAVAILABLE || strcmp(e.reason, "no-leader")) {
+    cr_assert(h_now_ms() < end, "the draining node answers no-leader (last: %s %s '%s')",
+              idem_strerror(rc), e.reason, e.message);
+    h_sleep_ms(5);
+  }
+  h_sleep_ms(450); /* a client's backoff after no-leader, within the 500 ms they draw from */
+  rc = resolve_once(f.c, &k, &e);
+  fprintf(stderr, "drain: a try 450 ms after a no-leader answer: %s reason '%s': %s\n",
+          idem_strerror(rc), e.reason, e.message);
+  cr_expect(rc == IDEM_UNAVAILABLE && strcmp(e.reason, "no-leader") == 0,
+            "the node still answers (no-leader), its gRPC not shut down: %s reason '%s': %s",
+            idem_strerror(rc), e.reason, e.message);
+  int st = spawn_wait(f.s.pid, 20000);
+  f.s.pid = 0;
+  cr_expect_eq(st, 0, "the node drained and exited 0 (status %d)", st);
+  h_fixture_stop(&f);
+}
