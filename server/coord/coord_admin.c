@@ -219,6 +219,35 @@ void coord__resolve_prepare(const coord_ctx *ctx, const step_key *key, int outco
                             .out = out};
 }
 
+/* A ResolveStep refused not-resolvable (*err): OK with the record when the call repeats the
+ * resolve that settled the step (coord_decide_resolve_repeat on the record and the key's newest
+ * resolve audit row, read after the refusal); else the refusal stands. The reads need no lock:
+ * a settled step changes only by a new attempt, whose completion the rule tells apart. */
+static err_code resolve_repeat(const coord_ctx *ctx, store *st, const audit_rec *mine,
+                               const coord_resolve_in *in, int64_t deadline, step_rec *out,
+                               err_t *err) {
+  step_rec_clear(out);
+  err_t refusal = *err;
+  audit_rec last;
+  bool found = false;
+  int64_t sd = coord__store_deadline(ctx, deadline);
+  /* a read that fails answers its error, not the refusal: the refusal would say no try acted */
+  err_code rc = store_last_audit(st, &mine->key, "resolve", sd, &last, &found, err);
+  if (rc == ERR_OK && found) rc = store_lookup_step(st, &mine->key, sd, out, err);
+  if (rc != ERR_OK) {
+    step_rec_clear(out);
+    return rc;
+  }
+  if (!found || !coord_decide_resolve_repeat(out, &last, (step_outcome)in->outcome, in->code,
+                                             in->body, in->body_len, mine->actor, mine->reason)) {
+    step_rec_clear(out);
+    *err = refusal;
+    return ERR_PRECONDITION;
+  }
+  err_clear(err);
+  return ERR_OK;
+}
+
 err_code coord_resolve_step(const coord_ctx *ctx, store *st, const char *tenant,
                             const coord_resolve_in *in, int64_t deadline, step_rec *out,
                             err_t *err) {
@@ -239,6 +268,8 @@ err_code coord_resolve_step(const coord_ctx *ctx, store *st, const char *tenant,
   coord__trace_of(&in->key, a.trace_id);
   rc = coord__step_txn(st, &k, coord__store_deadline(ctx, deadline), coord__resolve_fn, &a, &audit,
                        "resolve", err);
+  if (rc == ERR_PRECONDITION && err && err->reason == ERR_R_NOT_RESOLVABLE)
+    return resolve_repeat(ctx, st, &audit, in, deadline, out, err);
   if (rc != ERR_OK) {
     step_rec_clear(out);
     return rc;

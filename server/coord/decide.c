@@ -420,3 +420,17 @@ err_code coord_decide_resolve(const step_key *key, step_outcome outcome, int32_t
   *after = finish(push(w), r, key, outcome, code, body, body_len, now, ret);
   return ERR_OK;
 }
+
+bool coord_decide_resolve_repeat(const step_rec *r, const audit_rec *last, step_outcome outcome,
+                                 int32_t code, const uint8_t *body, size_t body_len,
+                                 const char *actor, const char *reason) {
+  if (!r->present || !last) return false;
+  step_state to = decide_state_of(outcome);
+  if (strcmp(last->action, "resolve") != 0 || last->batch_id[0] != '\0') return false;
+  if (strcmp(last->actor, actor) != 0 || strcmp(last->reason, reason) != 0) return false;
+  if (last->from_state != STATE_IN_PROGRESS && last->from_state != STATE_UNKNOWN) return false;
+  if (last->to_state != to || r->state != to || r->completed_ms > last->at_ms) return false;
+  if (r->outcome != outcome || r->code != code) return false;
+  if (step_rec_result_expired(r, 0)) return true;
+  return r->body_len == body_len && (body_len == 0 || memcmp(r->body, body, body_len) == 0);
+}

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "../domain/record.h"
+#include "../domain/record_admin.h"
 #include "../util/err.h"
 
 typedef struct decide_begin_in {
@@ -95,5 +96,16 @@ err_code coord_decide_resolve(const step_key *key, step_outcome outcome, int32_t
                               const uint8_t *body, size_t body_len, step_retention ret,
                               const step_pair *cur, step_writes *w, const step_rec **after,
                               step_state *from, err_t *err);
+
+/* A ResolveStep met a step it cannot resolve (not-resolvable): whether that call is a repeat of
+ * the resolve that settled the step, to be answered OK with the record (docs/api.md §12). r is
+ * the step's record, read after the refusal; last its newest "resolve" audit row (NULL when it
+ * has none). True when that row is a single ResolveStep (no batch id) by actor with reason that
+ * took the step from IN_PROGRESS or UNKNOWN to the state outcome leaves (decide_state_of), r is
+ * still in that state, finished no later than the row was written (a later completion of a new
+ * attempt is not the resolve's), with outcome and code, and body unless the result expired. */
+bool coord_decide_resolve_repeat(const step_rec *r, const audit_rec *last, step_outcome outcome,
+                                 int32_t code, const uint8_t *body, size_t body_len,
+                                 const char *actor, const char *reason);
 
 #endif

@@ -41,8 +41,12 @@
 #define DEFAULT_DEADLINE_MS 2000    /* for calls that come without one */
 #define STEPS_MAX 16
 /* A node that resigned keeps answering (not-leader, the new leader named) until no call came
- * for DRAIN_QUIET_MS, at most DRAIN_QUIET_MAX_MS, before gRPC's shutdown (rpc_server_quiesce) */
+ * for DRAIN_QUIET_MS and no no-leader answer went out for DRAIN_BACKOFF_MS, at most
+ * DRAIN_QUIET_MAX_MS, before gRPC's shutdown (rpc_server_quiesce) */
 #define DRAIN_QUIET_MS 150
+/* after a no-leader answer (none named): the clients' longest backoff (500 ms in libidem and
+ * every SDK) and a try */
+#define DRAIN_BACKOFF_MS 600
 #define DRAIN_QUIET_MAX_MS 1000
 /* A group's term that ends on purpose (resign, yield) first lets the calls admitted in it be
  * answered, at most this long, before its key goes (stepping_down) */
@@ -719,7 +723,8 @@ static bool move_metrics(void *arg, const char **phase, uint64_t *rows, int64_t 
 
 static void undo_rpc(node *nd) {
   if (nd->o->etcd) { /* it resigned (undo_campaign): its clients follow the not-leader answers */
-    int64_t ms = rpc_server_quiesce(nd->rpc, DRAIN_QUIET_MS, DRAIN_QUIET_MAX_MS);
+    int64_t ms =
+        rpc_server_quiesce(nd->rpc, DRAIN_QUIET_MS, DRAIN_BACKOFF_MS, DRAIN_QUIET_MAX_MS);
     char waited[24];
     snprintf(waited, sizeof waited, "%lld", (long long)ms);
     log_kv(LOG_INFO, ms >= DRAIN_QUIET_MAX_MS ? "draining with calls still arriving" : "quiet",

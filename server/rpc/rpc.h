@@ -127,12 +127,15 @@ int rpc_server_port(const rpc_server *s);
 
 /* Before the drain of a node that handed its leadership over: keeps serving (a node that leads
  * nothing refuses every step call with not-leader and the leader's address: nothing done, go
- * there) until no call has arrived for quiet_ms, at most max_ms, so that clients have moved to
- * another node when the drain begins. gRPC core kills every call that reaches a server after its
- * shutdown began (CANCELLED, never given to the server): the quieter the node, the fewer.
+ * there) until no call has arrived for quiet_ms, and no not-leader answer that named no leader
+ * (no-leader: an election under way) was sent for backoff_ms, at most max_ms, so that clients
+ * have moved to another node when the drain begins. A client told no-leader does not hop: it
+ * backs off (up to the clients' longest backoff) and calls again, maybe this node: backoff_ms
+ * covers that. gRPC core kills every call that reaches a server after its shutdown began
+ * (CANCELLED, never given to the server): the quieter the node, the fewer.
  * A wait on an event: each call's arrival signals it, and it sleeps until the quiet period would
  * end (no polling). Returns how long it waited (ms). */
-int64_t rpc_server_quiesce(rpc_server *s, int64_t quiet_ms, int64_t max_ms);
+int64_t rpc_server_quiesce(rpc_server *s, int64_t quiet_ms, int64_t backoff_ms, int64_t max_ms);
 
 /* After this node stopped serving group (its elector's serving flag is down: no call is
  * admitted as its leader any more): waits until every call admitted as the group's leader

@@ -244,6 +244,8 @@ void rpc__call_finish(rpc_call *c, const err_t *e) {
     }
     if (e->reason == ERR_R_NOT_LEADER) /* no leader known to this node: an election */
       reason = err_reason_word(leader[0] ? ERR_R_NOT_LEADER : ERR_R_NO_LEADER);
+    if (!leader[0]) /* its client backs off and calls again (rpc_server_quiesce waits for it) */
+      atomic_store(&c->srv->last_unnamed_ms, clock_mono_ms());
   } else if ((code == ERR_ABORTED || code == ERR_UNAVAILABLE) && e->retry_after_ms > 0) {
     char v[24];
     snprintf(v, sizeof v, "%" PRId64, e->retry_after_ms);

@@ -242,6 +242,8 @@ struct rpc_server {
   bool cq_started;
   atomic_bool shutting_down;
   _Atomic int64_t last_call_ms; /* when the last call arrived (monotonic): rpc_server_quiesce */
+  _Atomic int64_t last_unnamed_ms; /* the last not-leader answer naming no leader (monotonic):
+                                    its client backs off, then calls again: rpc_server_quiesce */
   atomic_bool quiescing;         /* rpc_server_quiesce waits: an arrival signals arrived */
   pthread_cond_t arrived;        /* with mu */
   _Atomic int settling;          /* rpc_server_settle waits: a group's last admitted call signals */

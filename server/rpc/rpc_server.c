@@ -271,6 +271,7 @@ rpc_server *rpc_server_start(const rpc_config *cfg, err_t *err) {
   atomic_init(&s->shutting_down, false);
   atomic_init(&s->reply_bytes, 0);
   atomic_init(&s->last_call_ms, 0);
+  atomic_init(&s->last_unnamed_ms, 0);
   s->shutdown_tag.kind = RPC_TAG_SHUTDOWN;
   s->listen = cfg->listen ? strdup(cfg->listen) : NULL;
   if (cfg->node_id && cfg->node_id[0]) {
@@ -394,7 +395,7 @@ int rpc_server_port(const rpc_server *s) {
 
 /* --- stop --- */
 
-int64_t rpc_server_quiesce(rpc_server *s, int64_t quiet_ms, int64_t max_ms) {
+int64_t rpc_server_quiesce(rpc_server *s, int64_t quiet_ms, int64_t backoff_ms, int64_t max_ms) {
   if (!s || s->stopped) return 0;
   int64_t t0 = clock_mono_ms(), now = t0;
   atomic_store(&s->quiescing, true);
@@ -403,6 +404,8 @@ int64_t rpc_server_quiesce(rpc_server *s, int64_t quiet_ms, int64_t max_ms) {
    * sleeps until then (or until max_ms) */
   for (;;) {
     int64_t quiet_at = atomic_load(&s->last_call_ms) + quiet_ms, give_up = t0 + max_ms;
+    int64_t back_at = atomic_load(&s->last_unnamed_ms) + backoff_ms; /* 0 + b: long past */
+    if (atomic_load(&s->last_unnamed_ms) > 0 && back_at > quiet_at) quiet_at = back_at;
     int64_t until = quiet_at < give_up ? quiet_at : give_up;
     if (now >= until) break;
     struct timespec ts = clock_after_us(CLOCK_REALTIME, (until - now) * 1000);

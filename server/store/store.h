@@ -100,6 +100,12 @@ typedef struct store_ops {
   err_code (*list_audit)(store *s, const char *tenant, const char *global_id, int64_t before_id,
                          uint32_t limit, int64_t deadline, audit_list *out, err_t *err);
 
+  /* The newest audit row of key (its phase included) whose action is action, into *out, and
+   * *found; *found false when it has none. A plain read, outside any step transaction. NULL in
+   * a backend that keeps no audit trail (store_last_audit then finds none). */
+  err_code (*last_audit)(store *s, const step_key *key, const char *action, int64_t deadline,
+                         audit_rec *out, bool *found, err_t *err);
+
   /* ResolveSteps' memory of answers by request id (docs/api.md §12). bulk_get: *found and *out
    * when tenant has an answer under request_id. bulk_put: stores *in unless an answer is there
    * already, in which case *out is that one and *stored false (a concurrent twin won). */
@@ -206,6 +212,13 @@ static inline err_code store_list_audit(store *s, const char *tenant, const char
                                         int64_t before_id, uint32_t limit, int64_t deadline,
                                         audit_list *out, err_t *err) {
   return s->ops->list_audit(s, tenant, global_id, before_id, limit, deadline, out, err);
+}
+static inline err_code store_last_audit(store *s, const step_key *key, const char *action,
+                                        int64_t deadline, audit_rec *out, bool *found,
+                                        err_t *err) {
+  *found = false;
+  if (!s->ops->last_audit) return ERR_OK;
+  return s->ops->last_audit(s, key, action, deadline, out, found, err);
 }
 static inline err_code store_bulk_get(store *s, const char *tenant, const char *request_id,
                                       int64_t deadline, bulk_rec *out, bool *found, err_t *err) {

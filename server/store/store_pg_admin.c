@@ -223,6 +223,44 @@ err_code pg__list_audit(store *st, const char *tenant, const char *global_id, in
   return ERR_OK;
 }
 
+/* The newest row of one step key and action: idem_audit_saga_idx (tenant, global_id, id). */
+static const char SQL_LAST_AUDIT[] =
+    "SELECT " AUDIT_COLS " FROM idem_audit WHERE tenant = $1 AND global_id = $2 AND service = $3"
+    " AND operation = $4 AND phase = $5 AND action = $6 ORDER BY id DESC LIMIT 1";
+
+err_code pg__last_audit(store *st, const step_key *key, const char *action, int64_t deadline,
+                        audit_rec *out, bool *found, err_t *err) {
+  pg_store *s = (pg_store *)st;
+  memset(out, 0, sizeof *out);
+  *found = false;
+  pg_params p;
+  pg__p_reset(&p);
+  pg__p_text(&p, key->tenant);
+  pg__p_text(&p, key->global_id);
+  pg__p_text(&p, key->service);
+  pg__p_text(&p, key->operation);
+  pg__p_i64(&p, key->phase);
+  pg__p_text(&p, action);
+  PGresult *res = NULL;
+  err_code rc = pg__exec_call(s, SQL_LAST_AUDIT, &p, deadline, &res, err);
+  if (rc != ERR_OK) return rc;
+  if (PQntuples(res) == 1) {
+    *found = true;
+    out->id = pg__int(res, 0, 0);
+    out->at_ms = pg__int(res, 0, 1);
+    snprintf(out->actor, sizeof out->actor, "%s", pg__str(res, 0, 2));
+    snprintf(out->action, sizeof out->action, "%s", pg__str(res, 0, 3));
+    out->key = *key;
+    snprintf(out->reason, sizeof out->reason, "%s", pg__str(res, 0, 8));
+    out->from_state = (step_state)pg__int(res, 0, 9);
+    out->to_state = (step_state)pg__int(res, 0, 10);
+    snprintf(out->batch_id, sizeof out->batch_id, "%s", pg__str(res, 0, 11));
+  }
+  PQclear(res);
+  err_clear(err);
+  return ERR_OK;
+}
+
 err_code pg__count_steps(store *st, int64_t deadline, step_counts *out, err_t *err) {
   pg_store *s = (pg_store *)st;
   memset(out, 0, sizeof *out);

@@ -258,6 +258,8 @@ err_code pg__list_steps(store *st, const step_filter *f, int64_t deadline, step_
                         err_t *err);
 err_code pg__list_audit(store *st, const char *tenant, const char *global_id, int64_t before_id,
                         uint32_t limit, int64_t deadline, audit_list *out, err_t *err);
+err_code pg__last_audit(store *st, const step_key *key, const char *action, int64_t deadline,
+                        audit_rec *out, bool *found, err_t *err);
 err_code pg__count_steps(store *st, int64_t deadline, step_counts *out, err_t *err);
 /* Test hook: the SELECT that list_steps runs for f, with its parameters in p (strings borrowed
  * from f). Returns false when sql_cap is too small. */

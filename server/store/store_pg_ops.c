@@ -52,6 +52,7 @@ static const store_ops pg_ops = {
     .list_steps = pg__list_steps,
     .step_txn_audit = pg_step_txn_audit,
     .list_audit = pg__list_audit,
+    .last_audit = pg__last_audit,
     .bulk_get = pg__bulk_get,
     .bulk_put = pg__bulk_put,
     .count_steps = pg__count_steps,

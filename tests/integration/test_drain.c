@@ -2,7 +2,8 @@
  * slot groups (tests/support/groups.h) under four clients that know both addresses; each node in
  * turn is SIGTERMed (it drains and exits 0) and started again on the same address, DRAINS times.
  * Every client runs BeginStep then CompleteStep on fresh keys, so every right answer is known: a
- * PROCEED, then OK. Counted over the run: the calls answered, those that failed with a transient
+ * PROCEED, then OK; one key in four is completed UNKNOWN and settled with Admin.ResolveStep, whose
+ * right answer is OK with the step FAILED (a drain drains Admin calls as it drains the others). Counted over the run: the calls answered, those that failed with a transient
  * error libidem's retries did not absorb (CANCELLED, UNAVAILABLE, ...), and those whose answer was
  * lost (outcome unknown, or a fresh key's BeginStep that did not PROCEED: its first try acted and
  * its answer never came). Checked: no call failed and no answer was lost (scripts/drain-loop
@@ -25,7 +26,7 @@ typedef struct tally {
   int id;
   atomic_bool *stop;
   atomic_long *done; /* pairs completed by all the clients: what the test's thread waits on */
-  long calls, ok, failed[CODES], lost[CODES], lost_proceed, other;
+  long calls, ok, failed[CODES], lost[CODES], lost_proceed, unresolved, other;
   char first[512]; /* the first call that did not go right: method, code, reason, message */
 } tally;
 
@@ -76,8 +77,24 @@ static void *pairs(void *arg) {
       if (!ok) h_sleep_ms(5); /* an answer at once: do not spin */
       continue;
     }
-    rc = idem_step_complete(c, &k, attempt, IDEM_OUTCOME_SUCCEEDED, 200, "ok", 2, NULL, &e);
-    if (count(x, "CompleteStep", gid, rc, &e))
+    bool settle = n % 4 == 3; /* an operator settles one step in four: an Admin call */
+    rc = idem_step_complete(c, &k, attempt, settle ? IDEM_OUTCOME_UNKNOWN : IDEM_OUTCOME_SUCCEEDED,
+                            200, "ok", 2, NULL, &e);
+    ok = count(x, "CompleteStep", gid, rc, &e);
+    if (ok && settle) {
+      idem_resolution res = {IDEM_OUTCOME_FAILED, 409, "no", 2, "drain test", "ops"};
+      idem_record rec = {0};
+      rc = idem_step_resolve(c, &k, &res, &rec, &e);
+      ok = count(x, "ResolveStep", gid, rc, &e);
+      if (ok && rec.state != IDEM_STATE_FAILED) { /* a right answer is the step resolved */
+        x->unresolved++;
+        if (!x->first[0])
+          snprintf(x->first, sizeof x->first, "ResolveStep %s: state %d, not FAILED", gid,
+                   (int)rec.state);
+      }
+      idem_record_clear(&rec);
+    }
+    if (ok)
       atomic_fetch_add(x->done, 1);
     else
       h_sleep_ms(5); /* an answer at once: do not spin */
@@ -189,11 +206,12 @@ Test(drain, sigterm_under_load_loses_no_call, .timeout = 120) {
   tally all = {0};
   for (int i = 0; i < CLIENTS; i++) {
     all.calls += x[i].calls, all.ok += x[i].ok, all.lost_proceed += x[i].lost_proceed;
+    all.unresolved += x[i].unresolved;
     all.other += x[i].other;
     for (int c = 0; c < CODES; c++) all.failed[c] += x[i].failed[c], all.lost[c] += x[i].lost[c];
     if (x[i].first[0]) fprintf(stderr, "drain: client %d: first wrong answer: %s\n", i, x[i].first);
   }
-  long failed = all.other, lost = all.lost_proceed;
+  long failed = all.other, lost = all.lost_proceed + all.unresolved;
   for (int c = 0; c < CODES; c++) failed += all.failed[c], lost += all.lost[c];
   char fw[256], lw[256];
   words(fw, sizeof fw, all.failed, all.other, "library");
@@ -209,7 +227,10 @@ Test(drain, sigterm_under_load_loses_no_call, .timeout = 120) {
    * progress" on its repeat). Traced (docs/internals.md, "The drain"): a group handed over (a
    * SIGTERM's resign, the balancer's yield after a restart) with step commits in flight, which
    * the new leader's fence ended mid-commit. The fence now lets them end first. */
-  cr_expect_eq(lost, 0, "no answer lost (outcome unknown, or a fresh key not PROCEED):%s", lw);
+  cr_expect_eq(lost, 0,
+               "no answer lost (outcome unknown, a fresh key not PROCEED, a resolve not FAILED):%s "
+               "unresolved %ld",
+               lw, all.unresolved);
   h_groups_stop(&cl);
   for (int i = 0; i < 2; i++) {
     if (failed || lost)
@@ -261,4 +282,47 @@ Test(drain, an_idle_clients_next_call_is_not_lost, .timeout = 60) {
   int st = spawn_wait(s.pid, 20000);
   s.pid = 0;
   cr_expect_eq(st, 0, "the node drained and exited 0 (status %d)", st);
+}
+
+/* ResolveStep on key with client c: its status code, the error in *e. */
+static int resolve_once(idem_client *c, const idem_step_key *k, idem_error *e) {
+  idem_resolution res = {IDEM_OUTCOME_FAILED, 409, "no", 2, "drain test", "ops"};
+  return idem_step_resolve(c, k, &res, NULL, e);
+}
+
+/* A node that resigned and knows no leader yet (an election under way: here, none comes) answers
+ * no-leader without naming one, and its client backs off (up to 500 ms, in libidem and every
+ * SDK) before it calls again, maybe this node. The node keeps answering for that long after its
+ * last such answer before gRPC's shutdown: a call that came after the shutdown began would be
+ * ended CANCELLED unhandled (a lost try) or find the node gone. With only the quiet period
+ * (150 ms since the last call) it had shut down by the client's next try. */
+Test(drain, a_client_told_no_leader_is_answered_after_its_backoff, .timeout = 60) {
+  h_fixture f;
+  h_fixture_start(&f, &(h_fixture_conf){.etcd = true, .deadline_ms = 100, .any_exit = true});
+  char gid[64];
+  snprintf(gid, sizeof gid, "noleader-%d-%lld", (int)getpid(), (long long)h_now_ms());
+  idem_step_key k = {gid, "pay", "charge", IDEM_FORWARD};
+  idem_error e = {0};
+  int rc = resolve_once(f.c, &k, &e);
+  cr_assert_eq(rc, IDEM_NOT_FOUND, "the leader answers first: %s %s", idem_strerror(rc),
+               e.message);
+  cr_assert_eq(kill(f.s.pid, SIGTERM), 0);
+  /* the node resigns: with no other node, no leader is known, and it answers no-leader */
+  int64_t end = h_now_ms() + 5000;
+  while ((rc = resolve_once(f.c, &k, &e)) != IDEM_UNAVAILABLE || strcmp(e.reason, "no-leader")) {
+    cr_assert(h_now_ms() < end, "the draining node answers no-leader (last: %s %s '%s')",
+              idem_strerror(rc), e.reason, e.message);
+    h_sleep_ms(5);
+  }
+  h_sleep_ms(450); /* a client's backoff after no-leader, within the 500 ms they draw from */
+  rc = resolve_once(f.c, &k, &e);
+  fprintf(stderr, "drain: a try 450 ms after a no-leader answer: %s reason '%s': %s\n",
+          idem_strerror(rc), e.reason, e.message);
+  cr_expect(rc == IDEM_UNAVAILABLE && strcmp(e.reason, "no-leader") == 0,
+            "the node still answers (no-leader), its gRPC not shut down: %s reason '%s': %s",
+            idem_strerror(rc), e.reason, e.message);
+  int st = spawn_wait(f.s.pid, 20000);
+  f.s.pid = 0;
+  cr_expect_eq(st, 0, "the node drained and exited 0 (status %d)", st);
+  h_fixture_stop(&f);
 }

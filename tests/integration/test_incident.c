@@ -187,6 +187,108 @@ Test(incident, drill) {
   idem_close(c);
 }
 
+/* ResolveStep on (gid, svc, op) with outcome, code, body, reason and actor: its status code;
+ * *state the record's state on OK. */
+static int resolve(idem_client *c, const char *gid, const char *svc, idem_outcome outcome,
+                   int32_t code, const char *body, const char *reason, const char *actor,
+                   idem_state *state, idem_error *e) {
+  idem_step_key k = {gid, svc, "settle", IDEM_FORWARD};
+  idem_resolution res = {outcome, code, body, strlen(body), reason, actor};
+  idem_record rec = {0};
+  int rc = idem_step_resolve(c, &k, &res, &rec, e);
+  if (rc == IDEM_OK && state) *state = rec.state;
+  idem_record_clear(&rec);
+  return rc;
+}
+
+/* A repeat of the ResolveStep that settled a step (same outcome, code, body, reason, actor) is
+ * answered OK with the record, as a repeated CompleteStep is; anything else on a settled step is
+ * refused not-resolvable: another result, reason or actor, a step its own attempt finished, a
+ * step a ResolveSteps settled, and a released step begun again and finished since (docs/api.md
+ * §12). So not-resolvable after a lost try proves that no try acted (§20). */
+Test(incident, resolve_repeat) {
+  idem_client *c = h_client(&H.s, H.t, 0);
+  idem_error e = {0};
+  idem_state st = IDEM_STATE_UNSPECIFIED;
+  const char *gid = "repeat-1";
+  idem_begin b = begin(c, gid, "fail", "settle", 0);
+  complete(c, gid, "fail", "settle", b.attempt, IDEM_OUTCOME_UNKNOWN);
+  b = begin(c, gid, "win", "settle", 0);
+  complete(c, gid, "win", "settle", b.attempt, IDEM_OUTCOME_UNKNOWN);
+  b = begin(c, gid, "own", "settle", 0);
+  complete(c, gid, "own", "settle", b.attempt, IDEM_OUTCOME_FAILED);
+
+  for (int i = 0; i < 2; i++) { /* the first settles, the second repeats it */
+    cr_assert_eq(resolve(c, gid, "fail", IDEM_OUTCOME_FAILED, 409, "declined", "bank said no",
+                         "alice", &st, &e),
+                 IDEM_OK, "resolve %d: %s (%s)", i, e.message, e.reason);
+    cr_assert_eq(st, IDEM_STATE_FAILED, "resolve %d", i);
+    cr_assert_eq(resolve(c, gid, "win", IDEM_OUTCOME_SUCCEEDED, 200, "paid", "bank said yes", NULL,
+                         &st, &e),
+                 IDEM_OK, "resolve %d: %s (%s)", i, e.message, e.reason);
+    cr_assert_eq(st, IDEM_STATE_SUCCEEDED, "resolve %d", i);
+  }
+  /* not the same request: each part differs once */
+  struct {
+    const char *svc;
+    idem_outcome outcome;
+    int32_t code;
+    const char *body, *reason, *actor;
+  } other[] = {
+      {"fail", IDEM_OUTCOME_SUCCEEDED, 409, "declined", "bank said no", "alice"},
+      {"fail", IDEM_OUTCOME_FAILED, 410, "declined", "bank said no", "alice"},
+      {"fail", IDEM_OUTCOME_FAILED, 409, "declined!", "bank said no", "alice"},
+      {"fail", IDEM_OUTCOME_FAILED, 409, "declined", "bank said so", "alice"},
+      {"fail", IDEM_OUTCOME_FAILED, 409, "declined", "bank said no", "bob"},
+      {"win", IDEM_OUTCOME_SUCCEEDED, 200, "paid", "bank said yes", "alice"},
+      {"own", IDEM_OUTCOME_FAILED, 502, "gateway timeout", "x", NULL}, /* its attempt's result */
+  };
+  for (size_t i = 0; i < sizeof other / sizeof *other; i++) {
+    cr_assert_eq(resolve(c, gid, other[i].svc, other[i].outcome, other[i].code, other[i].body,
+                         other[i].reason, other[i].actor, NULL, &e),
+                 IDEM_FAILED_PRECONDITION, "other[%zu]: %s", i, e.message);
+    cr_assert_str_eq(e.reason, "not-resolvable", "other[%zu]", i);
+  }
+
+  /* released by a resolve, begun again and released by its attempt: the repeat is refused */
+  b = begin(c, gid, "again", "settle", 0);
+  cr_assert_eq(resolve(c, gid, "again", IDEM_OUTCOME_RETRYABLE, 503, "busy", "retry it", NULL, &st,
+                       &e),
+               IDEM_OK, "%s", e.message);
+  cr_assert_eq(st, IDEM_STATE_RELEASED);
+  cr_assert_eq(resolve(c, gid, "again", IDEM_OUTCOME_RETRYABLE, 503, "busy", "retry it", NULL, &st,
+                       &e),
+               IDEM_OK, "a repeat while still released: %s", e.message);
+  idem_begin b2 = begin(c, gid, "again", "settle", 0);
+  cr_assert_eq(b2.attempt, b.attempt + 1);
+  idem_step_key k = {gid, "again", "settle", IDEM_FORWARD};
+  cr_assert_eq(idem_step_complete(c, &k, b2.attempt, IDEM_OUTCOME_RETRYABLE, 503, "busy", 4, NULL,
+                                  &e),
+               IDEM_OK, "%s", e.message);
+  cr_assert_eq(resolve(c, gid, "again", IDEM_OUTCOME_RETRYABLE, 503, "busy", "retry it", NULL,
+                       NULL, &e),
+               IDEM_FAILED_PRECONDITION, "the second attempt's release is not the resolve's");
+  cr_assert_str_eq(e.reason, "not-resolvable");
+
+  /* settled by a ResolveSteps: a single ResolveStep like it is not its repeat */
+  b = begin(c, "repeat-2", "bulk", "settle", 0);
+  complete(c, "repeat-2", "bulk", "settle", b.attempt, IDEM_OUTCOME_UNKNOWN);
+  idem_bulk_resolution bulk = {0};
+  bulk.filter.state = IDEM_STATE_UNKNOWN;
+  bulk.filter.global_id = "repeat-2";
+  bulk.res = (idem_resolution){IDEM_OUTCOME_FAILED, 409, "declined", 8, "bank said no", NULL};
+  bulk.max_steps = 10;
+  bulk.request_id = "repeat-2-bulk";
+  idem_bulk_result br = {0};
+  cr_assert_eq(idem_steps_resolve(c, &bulk, 0, &br, &e), IDEM_OK, "%s", e.message);
+  cr_assert_eq(br.resolved, 1);
+  cr_assert_eq(resolve(c, "repeat-2", "bulk", IDEM_OUTCOME_FAILED, 409, "declined", "bank said no",
+                       NULL, NULL, &e),
+               IDEM_FAILED_PRECONDITION, "a single resolve after a bulk one");
+  cr_assert_str_eq(e.reason, "not-resolvable");
+  idem_close(c);
+}
+
 /* The tenant trap: an empty list names the tenant it asked, so that a missing or
  * mistyped --tenant shows; --help describes every command in one line. */
 Test(incident, empty_list_names_the_tenant) {
