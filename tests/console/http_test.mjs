@@ -165,7 +165,16 @@ const failed = await run([
     eq(b.decision, 'replay', 'BeginStep replays');
     eq(b.code, 409, 'code');
     eq(b.body, 'carrier says: never booked', 'body');
-    eq((await admin.post(stepPath('shipping', 'book') + '/resolve', { ...form, confirm: 'yes' })).status, 409, 'a settled step');
+    // the same resolution again is its repeat: answered as done, nothing written (docs/api.md §12)
+    const audited = auditCount();
+    const again = await admin.post(stepPath('shipping', 'book') + '/resolve', { ...form, confirm: 'yes' });
+    eq(again.status, 303, 'the same resolution again: its repeat');
+    eq(auditCount(), audited, 'the repeat adds no audit row');
+    // another resolution of the settled step is refused, and changes nothing
+    const other = { ...form, outcome: 'succeeded', code: '200', body: 'booked after all', confirm: 'yes' };
+    eq((await admin.post(stepPath('shipping', 'book') + '/resolve', other)).status, 409, 'a settled step');
+    eq(stateOf('shipping', 'book'), 'failed', 'still failed');
+    eq(auditCount(), audited, 'the refusal adds no audit row');
   }],
   ['resolve: a binary body reviewed as hex is the body stored, byte for byte (issue 26 #7)', async () => {
     const g = fixture(co.grpc, tok.admin, 'scene').gid;
