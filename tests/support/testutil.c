@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -62,16 +63,33 @@ bool h_timing_asserted(void) {
   return v && strcmp(v, "1") == 0;
 }
 
+/* The kernel may hand the same port to two binds in a row once the first socket is closed: a
+ * node's --metrics and --console once got the same one, and every retry kept both. So a port
+ * this process was given in its last H_RECENT picks is never given again. */
+#define H_RECENT 64
 int h_free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  cr_assert(fd >= 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  cr_assert(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
-  socklen_t len = sizeof a;
-  cr_assert(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-  close(fd);
-  return ntohs(a.sin_port);
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  static int recent[H_RECENT];
+  static unsigned next;
+  pthread_mutex_lock(&mu);
+  int port = 0;
+  for (int tries = 0; tries < 100 && !port; tries++) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    socklen_t len = sizeof a;
+    cr_assert(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+    close(fd);
+    port = ntohs(a.sin_port);
+    for (int i = 0; i < H_RECENT; i++)
+      if (recent[i] == port) port = 0;
+  }
+  cr_assert(port, "no port free that this test has not been given already");
+  recent[next++ % H_RECENT] = port;
+  pthread_mutex_unlock(&mu);
+  return port;
 }
 
 bool h_port_open(int port) {

@@ -78,7 +78,7 @@ bool h_timing_asserted(void);
       cr_log_warn("timing not asserted here (label load only): %s", h_wait_msg_(__VA_ARGS__)); \
   } while (0)
 
-/* A free TCP port on 127.0.0.1 (bound and released). */
+/* A free TCP port on 127.0.0.1 (bound and released), none of the last 64 this process got. */
 int h_free_port(void);
 /* Whether something accepts TCP connections on 127.0.0.1:port. */
 bool h_port_open(int port);
