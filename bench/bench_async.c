@@ -278,7 +278,12 @@ int bench_run_async(shared *sh, worker *w) {
   d.n_slots = cf->concurrency * groups;
   d.ch = calloc((size_t)n_ch, sizeof *d.ch);
   d.slots = calloc((size_t)d.n_slots, sizeof *d.slots);
-  if (!d.ch || !d.slots) return 3;
+  if (!d.ch || !d.slots) {
+    fprintf(stderr, "idem-bench: out of memory for %d channels and %d calls\n", n_ch, d.n_slots);
+    free(d.ch);
+    free(d.slots);
+    return 3;
+  }
   grpc_channel_credentials *cr = grpc_insecure_credentials_create();
   for (int i = 0; i < n_ch; i++) {
     /* a channel argument of its own per channel, so they do not share one connection */
@@ -312,6 +317,7 @@ int bench_run_async(shared *sh, worker *w) {
   pthread_cond_signal(&d.wake);
   pthread_mutex_unlock(&d.mu);
   if (paced && started) pthread_join(ticker, NULL);
+  if (!started) fprintf(stderr, "idem-bench: cannot start the pacing timer's thread\n");
   pthread_cond_destroy(&d.wake);
   pthread_mutex_destroy(&d.mu);
   grpc_completion_queue_shutdown(d.cq);

@@ -101,7 +101,8 @@ for line in open(sys.argv[1]):
 }
 
 curve_control() {
-  local url2=$1 rates lines rc=0
+  local url2=$1 rates lines rc=0 fs
+  fs=$(stat -f -c %T "$work") # the first sweep's store: "tmpfs" too under --store-dir /dev/shm
   rates=$(awk '$1 != "maximum" {printf "%s%s", sep, int($2 + 0.5); sep = ","}' "$work/sweep.txt")
   echo "== the control: the same rates against a PostgreSQL in /dev/shm (tmpfs: fsync returns at once), a fresh coordinator"
   psql -qtAX "$url2" -c checkpoint
@@ -109,14 +110,14 @@ curve_control() {
     --workload pairs --concurrency 64 --duration "$secs" --sweep "$rates" --stall-probe) || rc=$?
   [ "$rc" = 0 ] || { echo "idem-bench --sweep (control) exit $rc"; failed=1; }
   printf '%s\n' "$lines" >"$work/control.jsonl"
-  /usr/bin/python3 - "$work/sweep.jsonl" "$work/control.jsonl" "$work/control.dat" <<'PY'
+  /usr/bin/python3 - "$work/sweep.jsonl" "$work/control.jsonl" "$work/control.dat" "$fs" <<'PY'
 import json, sys
 def rows(f):
     return [json.loads(l) for l in open(f) if l.strip().startswith("{")]
 disk, tmp = rows(sys.argv[1]), rows(sys.argv[2])
 f = lambda r: "%.3f/%.3f/%.3f" % (r["begin_p50_ms"], r["begin_p99_ms"], r["begin_p999_ms"])
 st = lambda r: "%s/%s(%s)" % (r.get("stall_p999_ms", "-"), r.get("stall_max_ms", "-"), r.get("stalls_over_5ms", "-"))
-print("%-22s | %-28s | %-28s | %s" % ("rate (pairs/s)", "disk: BeginStep p50/p99/p99.9", "tmpfs: BeginStep p50/p99/p99.9",
+print("%-22s | %-28s | %-28s | %s" % ("rate (pairs/s)", "%s: BeginStep p50/p99/p99.9" % sys.argv[4], "tmpfs: BeginStep p50/p99/p99.9",
                                        "tmpfs run: got/s, stalls p99.9/max(>5ms)"))
 with open(sys.argv[3], "w") as out:
     out.write("# rate tmpfs_tput begin_p50 begin_p99 begin_p999\n")
