@@ -19,7 +19,7 @@
 #define MAX_BG 8
 
 /* The capabilities a scenario's "needs" may name that this runner has. */
-static const char *const HAS[] = {"resolve"};
+static const char *const HAS[] = {"resolve", "resolve_bulk"};
 
 typedef struct outcome_words {
   const char *word;
@@ -247,6 +247,33 @@ static void do_resolve(scene *s, const cJSON *call, got *g) {
     if (rec.has_result) copy_body(g, &rec.result);
   }
   idem_record_clear(&rec);
+}
+
+/* resolve_bulk: one Admin.ResolveSteps of the scenario saga's IN_PROGRESS steps (of `step` when
+ * named), request id "conformance-GLOBAL_ID-N" (N: the call's number); count = steps resolved. */
+static void do_resolve_bulk(scene *s, const cJSON *call, int n, got *g) {
+  const char *body = str_of(call, "body", "");
+  char request_id[IDEM_GLOBAL_ID_MAX + 32];
+  snprintf(request_id, sizeof request_id, "conformance-%s-%d", s->global_id, n);
+  idem_bulk_resolution in = {
+      .filter = {.state = IDEM_STATE_IN_PROGRESS,
+                 .global_id = s->global_id,
+                 .service = str_of(call, "service", "conformance"),
+                 .operation = str_of(call, "step", "")},
+      .res = {.outcome = outcome_of(str_of(call, "outcome", "")),
+              .code = (int32_t)num_of(call, "code", 0),
+              .body = body,
+              .body_len = strlen(body),
+              .reason = str_of(call, "reason", "conformance"),
+              .actor = str_of(call, "actor", "")},
+      .dry_run = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(call, "dry_run")),
+      .max_steps = (uint32_t)num_of(call, "max_steps", 100),
+      .request_id = request_id};
+  idem_bulk_result out = {0};
+  idem_error err = {0};
+  int rc = idem_steps_resolve(s->client, &in, 0, &out, &err);
+  note_err(g, rc, &err);
+  g->count = rc == IDEM_OK ? (long)out.resolved : 0;
 }
 
 static void do_policy_set(scene *s, const cJSON *call, got *g) {
@@ -508,6 +535,8 @@ static void run_scenario(const cJSON *sc, int index, char *why, size_t cap) {
         do_complete(&s, call, &g);
       } else if (strcmp(what, "resolve") == 0) {
         do_resolve(&s, call, &g);
+      } else if (strcmp(what, "resolve_bulk") == 0) {
+        do_resolve_bulk(&s, call, i, &g);
       } else if (strcmp(what, "policy_set") == 0) {
         do_policy_set(&s, call, &g);
       } else if (strcmp(what, "policy_prefetch") == 0) {
