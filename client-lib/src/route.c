@@ -318,9 +318,23 @@ static void fetch_topology(idem_client *c, int ep) {
 
 /* Whether repeating m after an unknown outcome is harmless: the coordinator's own idempotency
  * makes a repeated request with the same key (or request id) answer as the first did, or refuse
- * it (a BeginStep whose first try did begin the step gets ABORTED "in progress"). Only a
- * BeginSaga without a request id would create a second saga. */
+ * it (a BeginStep whose first try did begin the step gets ABORTED "in progress"). Not so for:
+ * - a BeginSaga without a request id: a repeat would create a second saga;
+ * - a ResolveStep with RETRYABLE: a lost try that released the step lets a new participant begin
+ *   the next attempt, and the repeat (no attempt in the request to fence it) would meet that
+ *   attempt in progress and release it while its caller still runs;
+ * - a ResolveSteps with RETRYABLE (not a dry run): its request id replays only an answer already
+ *   stored, and the answer is stored after the resolutions, so a repeat that comes while a lost
+ *   try is still resolving, or after one cut short, matches again and can release an attempt
+ *   begun since. docs/api.md §20. */
 static bool repeatable(idem__method m, const ProtobufCMessage *req) {
+  const Idem__V1__Outcome releases = IDEM__V1__OUTCOME__OUTCOME_RETRYABLE;
+  if (m == IDEM__M_RESOLVE_STEP)
+    return ((const Idem__V1__ResolveStepRequest *)req)->outcome != releases;
+  if (m == IDEM__M_RESOLVE_STEPS) {
+    const Idem__V1__ResolveStepsRequest *r = (const Idem__V1__ResolveStepsRequest *)req;
+    return r->dry_run || r->outcome != releases;
+  }
   if (m != IDEM__M_BEGIN_SAGA) return true;
   const Idem__V1__BeginSagaRequest *r = (const Idem__V1__BeginSagaRequest *)req;
   return r->request_id && r->request_id[0];

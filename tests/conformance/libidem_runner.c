@@ -1,7 +1,8 @@
 /* libidem_runner.c — libidem's runner of the conformance scenarios
  * (client-lib/conformance/scenarios.json; format and environment in that folder's README.md).
  * Run through client-lib/conformance/run, which starts the coordinators and sets the environment.
- * Prints "ok NAME" or "not ok NAME: what differed" a scenario; exits 0 only when all passed. */
+ * Prints "ok NAME" or "not ok NAME: what differed" a scenario ("skip NAME: needs WHAT" for one
+ * that needs a capability this runner lacks); exits 0 only when all it ran passed. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <pthread.h>
@@ -16,6 +17,9 @@
 #include "idem/idem.h"
 
 #define MAX_BG 8
+
+/* The capabilities a scenario's "needs" may name that this runner has. */
+static const char *const HAS[] = {"resolve", "resolve_bulk"};
 
 typedef struct outcome_words {
   const char *word;
@@ -115,7 +119,7 @@ static void action_fn(void *arg, const idem_step_ctx *ctx, idem_step_output *out
 typedef struct scene {
   idem_client *client;
   struct {
-    char method[32];
+    char method[48]; /* "METHOD code" */
     long seen;
   } counted[MAX_COUNTED]; /* count_calls: the last total of each method */
   size_t n_counted;
@@ -223,6 +227,55 @@ static void do_complete(scene *s, const cJSON *call, got *g) {
   note_err(g, rc, &err);
 }
 
+/* resolve: one Admin.ResolveStep; the record it answers goes to attempt and the result fields. */
+static void do_resolve(scene *s, const cJSON *call, got *g) {
+  idem_step_key k;
+  key_of(s, call, &k);
+  const char *body = str_of(call, "body", "");
+  idem_resolution res = {.outcome = outcome_of(str_of(call, "outcome", "")),
+                         .code = (int32_t)num_of(call, "code", 0),
+                         .body = body,
+                         .body_len = strlen(body),
+                         .reason = str_of(call, "reason", "conformance"),
+                         .actor = str_of(call, "actor", "")};
+  idem_record rec = {0};
+  idem_error err = {0};
+  int rc = idem_step_resolve(s->client, &k, &res, &rec, &err);
+  note_err(g, rc, &err);
+  if (rc == IDEM_OK) {
+    g->attempt = rec.attempt;
+    if (rec.has_result) copy_body(g, &rec.result);
+  }
+  idem_record_clear(&rec);
+}
+
+/* resolve_bulk: one Admin.ResolveSteps of the scenario saga's IN_PROGRESS steps (of `step` when
+ * named), request id "conformance-GLOBAL_ID-N" (N: the call's number); count = steps resolved. */
+static void do_resolve_bulk(scene *s, const cJSON *call, int n, got *g) {
+  const char *body = str_of(call, "body", "");
+  char request_id[IDEM_GLOBAL_ID_MAX + 32];
+  snprintf(request_id, sizeof request_id, "conformance-%s-%d", s->global_id, n);
+  idem_bulk_resolution in = {
+      .filter = {.state = IDEM_STATE_IN_PROGRESS,
+                 .global_id = s->global_id,
+                 .service = str_of(call, "service", "conformance"),
+                 .operation = str_of(call, "step", "")},
+      .res = {.outcome = outcome_of(str_of(call, "outcome", "")),
+              .code = (int32_t)num_of(call, "code", 0),
+              .body = body,
+              .body_len = strlen(body),
+              .reason = str_of(call, "reason", "conformance"),
+              .actor = str_of(call, "actor", "")},
+      .dry_run = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(call, "dry_run")),
+      .max_steps = (uint32_t)num_of(call, "max_steps", 100),
+      .request_id = request_id};
+  idem_bulk_result out = {0};
+  idem_error err = {0};
+  int rc = idem_steps_resolve(s->client, &in, 0, &out, &err);
+  note_err(g, rc, &err);
+  g->count = rc == IDEM_OK ? (long)out.resolved : 0;
+}
+
 static void do_policy_set(scene *s, const cJSON *call, got *g) {
   idem_policy p = {0};
   snprintf(p.service, sizeof p.service, "%s", str_of(call, "service", ""));
@@ -240,32 +293,40 @@ static void do_policy_set(scene *s, const cJSON *call, got *g) {
   g->key_retention_s = out.key_retention_s;
 }
 
-/* count_calls: the leader's idem_rpc_calls_total of Coordinator/METHOD (code OK) from
- * IDEM_METRICS_ADDRESS, less what this scenario's previous count of the method saw. */
+/* count_calls: the leader's idem_rpc_calls_total of METHOD (Coordinator/METHOD when it names no
+ * service) with code CODE (default OK; "any": every code summed) from IDEM_METRICS_ADDRESS, less
+ * what this scenario's previous count of the method and code saw. */
 static void do_count_calls(scene *s, const cJSON *call, got *g, char *why, size_t cap) {
-  const char *method = str_of(call, "method", "");
+  const char *method = str_of(call, "method", ""), *code = str_of(call, "code", "OK");
   const char *addr = getenv("IDEM_METRICS_ADDRESS");
-  if (!addr || !*addr || strlen(method) >= sizeof s->counted[0].method) {
-    snprintf(why, cap, "IDEM_METRICS_ADDRESS is not set, or no method");
+  char counted[sizeof s->counted[0].method];
+  if (!addr || !*addr || !*method ||
+      snprintf(counted, sizeof counted, "%s %s", method, code) >= (int)sizeof counted) {
+    snprintf(why, cap, "IDEM_METRICS_ADDRESS is not set, or no method, or too long a one");
     return;
   }
-  char cmd[256], want[128], line[512];
+  bool any = strcmp(code, "any") == 0;
+  char cmd[256], want[160], line[512];
   snprintf(cmd, sizeof cmd, "curl -sf -m 5 http://%s/metrics", addr);
-  snprintf(want, sizeof want, "idem_rpc_calls_total{method=\"Coordinator/%s\",code=\"OK\"} ",
-           method);
+  int n = snprintf(want, sizeof want, "idem_rpc_calls_total{method=\"%s%s\",code=\"",
+                   strchr(method, '/') ? "" : "Coordinator/", method);
+  if (!any) snprintf(want + n, sizeof want - (size_t)n, "%s\"} ", code);
   FILE *f = popen(cmd, "r");
   long total = -1;
-  while (f && fgets(line, sizeof line, f))
-    if (strncmp(line, want, strlen(want)) == 0) total = strtol(line + strlen(want), NULL, 10);
+  while (f && fgets(line, sizeof line, f)) {
+    if (strncmp(line, want, strlen(want)) != 0) continue;
+    const char *v = any ? strstr(line, "} ") : line + strlen(want) - 2;
+    total = (total < 0 ? 0 : total) + (v ? strtol(v + 2, NULL, 10) : 0);
+  }
   if (f) pclose(f);
   if (total < 0) {
     snprintf(why, cap, "no %s on %s/metrics", want, addr);
     return;
   }
   size_t i = 0;
-  while (i < s->n_counted && strcmp(s->counted[i].method, method) != 0) i++;
+  while (i < s->n_counted && strcmp(s->counted[i].method, counted) != 0) i++;
   if (i == s->n_counted && i < MAX_COUNTED) {
-    snprintf(s->counted[i].method, sizeof s->counted[i].method, "%s", method);
+    snprintf(s->counted[i].method, sizeof s->counted[i].method, "%s", counted);
     s->counted[i].seen = 0;
     s->n_counted++;
   }
@@ -472,6 +533,10 @@ static void run_scenario(const cJSON *sc, int index, char *why, size_t cap) {
         do_begin(&s, call, &g);
       } else if (strcmp(what, "complete") == 0) {
         do_complete(&s, call, &g);
+      } else if (strcmp(what, "resolve") == 0) {
+        do_resolve(&s, call, &g);
+      } else if (strcmp(what, "resolve_bulk") == 0) {
+        do_resolve_bulk(&s, call, i, &g);
       } else if (strcmp(what, "policy_set") == 0) {
         do_policy_set(&s, call, &g);
       } else if (strcmp(what, "policy_prefetch") == 0) {
@@ -534,6 +599,18 @@ static char *read_all(const char *path) {
   return buf;
 }
 
+/* The first capability sc's "needs" names that this runner lacks; NULL = none. */
+static const char *lacks(const cJSON *sc) {
+  const cJSON *need;
+  cJSON_ArrayForEach(need, cJSON_GetObjectItemCaseSensitive(sc, "needs")) {
+    bool has = false;
+    for (size_t i = 0; i < sizeof HAS / sizeof HAS[0] && cJSON_IsString(need); i++)
+      has = has || strcmp(HAS[i], need->valuestring) == 0;
+    if (!has) return cJSON_IsString(need) ? need->valuestring : "?";
+  }
+  return NULL;
+}
+
 static bool wanted(const char *name, int argc, char **argv) {
   if (argc < 2) return true;
   for (int i = 1; i < argc; i++)
@@ -563,6 +640,12 @@ int main(int argc, char **argv) {
     const char *name = str_of(sc, "name", "?");
     index++;
     if (!wanted(name, argc, argv)) continue;
+    const char *need = lacks(sc);
+    if (need) {
+      printf("skip %s: needs %s\n", name, need);
+      fflush(stdout);
+      continue;
+    }
     char why[1024] = "";
     run_scenario(sc, index, why, sizeof why);
     if (why[0]) {

@@ -503,7 +503,10 @@ typedef struct idem_resolution {
 
 /* Admin.ResolveStep: only an IN_PROGRESS or UNKNOWN step (else FAILED_PRECONDITION; no record:
  * NOT_FOUND). Writes the audit row in the same transaction. out (may be NULL) receives the
- * record after the call. */
+ * record after the call. A try whose answer was lost is repeated for SUCCEEDED and FAILED (the
+ * same resolution again is answered OK), never for RETRYABLE: the lost try may have released the
+ * step and a new attempt begun, which a repeat would release; the error then has
+ * outcome_unknown set (docs/api.md §20). */
 int idem_step_resolve(idem_client *c, const idem_step_key *key, const idem_resolution *res,
                       idem_record *out, idem_error *err);
 
@@ -538,7 +541,9 @@ int idem_audit_list(idem_client *c, const char *global_id, uint32_t page_size,
  * with an audit row each (batch_id). More than max_steps matches: FAILED_PRECONDITION, nothing
  * resolved. A step that changed since it matched is skipped (matched - resolved). Repeat-safe:
  * the same request_id again answers the first answer (replayed) and resolves nothing; a run cut
- * short (UNAVAILABLE, the deadline) remembers nothing, and repeating it resolves the rest. */
+ * short (UNAVAILABLE, the deadline) remembers nothing, and repeating it resolves the rest. A lost
+ * try of a RETRYABLE one (not a dry run) is not repeated (as idem_step_resolve): the error has
+ * outcome_unknown set, and repeating it with the same request_id is the caller's decision. */
 typedef struct idem_bulk_resolution {
   idem_steps_filter filter; /* page_size and page_token are not used */
   idem_resolution res;

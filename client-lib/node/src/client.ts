@@ -297,7 +297,11 @@ export class IdemClient {
     return !!(await this.call('admin', 'DeletePolicy', { service, operation }, co)).deleted;
   }
 
-  /** Admin.ResolveStep: settles a stuck IN_PROGRESS or UNKNOWN step by hand. */
+  /** Admin.ResolveStep: settles a stuck IN_PROGRESS or UNKNOWN step by hand. After a lost try
+   *  a SUCCEEDED or FAILED resolution is repeated (a repeat of the resolution that settled the
+   *  step is answered OK); a RETRYABLE one is not: the lost try may have released the step and a
+   *  new attempt begun, which a repeat (no attempt in the request to fence it) would release
+   *  while its caller still runs. The error then has outcomeUnknown set (docs/api.md §20). */
   async resolveStep(key: StepKey, r: Resolution, co?: CallOptions): Promise<StepRecord> {
     checkKey(key);
     if (!r || typeof r !== 'object') throw invalid('resolution', 'is missing');
@@ -307,7 +311,7 @@ export class IdemClient {
       key: keyToWire(key), outcome: outcomeToWire(outcome), code: r.code ?? 0,
       body: toBytes('body', r.body, BODY_MAX), reason: r.reason, actor: r.actor ?? '',
     };
-    return recordFromWire(await this.call('admin', 'ResolveStep', req, co));
+    return recordFromWire(await this.call('admin', 'ResolveStep', req, co, 0, outcome !== 'retryable'));
   }
 
   /** Admin.GetStatus of the node calls go to. */

@@ -3,13 +3,17 @@
 // (client-lib/conformance/scenarios.json; format and environment in that folder's README.md).
 // Run through client-lib/conformance/run, which starts the coordinators and sets the environment:
 //   client-lib/conformance/run node client-lib/node/test/conformance-runner.js [SCENARIO...]
-// Prints "ok NAME" or "not ok NAME: what differed" a scenario; exits 0 only when all passed.
+// Prints "ok NAME" or "not ok NAME: what differed" a scenario ("skip NAME: needs WHAT" for one
+// that needs a capability this runner lacks); exits 0 only when all it ran passed.
 'use strict';
 const { execSync } = require('child_process');
 const fs = require('fs');
 const http = require('http');
 const path = require('path');
 const { IdemClient } = require('..');
+
+// the capabilities a scenario's "needs" may name that this runner has
+const HAS = ['resolve'];
 
 function keyOf(s, call) {
   return {
@@ -66,20 +70,23 @@ async function doRun(s, call) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-// count_calls: idem_rpc_calls_total of Coordinator/METHOD (code OK) on the leader's /metrics
-// (IDEM_METRICS_ADDRESS), less what this scenario's previous count of the method saw
-function countCalls(s, method) {
+// count_calls: idem_rpc_calls_total of METHOD (Coordinator/METHOD when it names no service) with
+// code CODE (default OK; 'any': every code summed) on the leader's /metrics
+// (IDEM_METRICS_ADDRESS), less what this scenario's previous count of the method and code saw
+function countCalls(s, method, code) {
   return new Promise((resolve) => {
     http.get(`http://${process.env.IDEM_METRICS_ADDRESS}/metrics`, (res) => {
       let text = '';
       res.on('data', (d) => { text += d; });
       res.on('end', () => {
-        const want = `idem_rpc_calls_total{method="Coordinator/${method}",code="OK"} `;
-        const line = text.split('\n').find((l) => l.startsWith(want));
-        if (!line) return resolve({ ok: false, error: `no ${want} on the leader's /metrics` });
-        const total = Number(line.slice(want.length));
-        const count = total - (s.counted.get(method) ?? 0);
-        s.counted.set(method, total);
+        const full = method.includes('/') ? method : `Coordinator/${method}`;
+        const want = `idem_rpc_calls_total{method="${full}",code="${code === 'any' ? '' : `${code}"} `}`;
+        const lines = text.split('\n').filter((l) => l.startsWith(want));
+        if (!lines.length) return resolve({ ok: false, error: `no ${want} on the leader's /metrics` });
+        const total = lines.reduce((n, l) => n + Number(l.slice(l.indexOf('} ') + 2)), 0);
+        const counted = `${method} ${code}`;
+        const count = total - (s.counted.get(counted) ?? 0);
+        s.counted.set(counted, total);
         return resolve({ ok: true, count });
       });
     }).on('error', (e) => resolve({ ok: false, error: e.message }));
@@ -166,6 +173,17 @@ async function runScenario(sc, index) {
           });
           break;
         }
+        case 'resolve':
+          g = await attempt(async () => {
+            const r = await s.client.resolveStep(keyOf(s, call), {
+              outcome: call.outcome, code: call.code ?? 0, body: call.body ?? '',
+              reason: call.reason ?? 'conformance', actor: call.actor ?? '',
+            });
+            const out = { attempt: r.attempt };
+            if (r.result) Object.assign(out, { outcome: r.result.outcome, code: r.result.code, body: r.result.body.toString() });
+            return out;
+          });
+          break;
         case 'policy_set':
           g = await attempt(async () => {
             // as given (absent = 0): 0 is the SDK's to fill with the built-in default
@@ -183,7 +201,7 @@ async function runScenario(sc, index) {
           g = { ok: true };
           break;
         case 'count_calls':
-          g = await countCalls(s, call.method ?? '');
+          g = await countCalls(s, call.method ?? '', call.code ?? 'OK');
           break;
         case 'policy_prefetch':
           g = await attempt(async () => {
@@ -242,6 +260,11 @@ async function main() {
   for (const sc of file.scenarios) {
     index++;
     if (only.length && !only.includes(sc.name)) continue;
+    const need = (sc.needs ?? []).find((n) => !HAS.includes(n));
+    if (need) {
+      console.log(`skip ${sc.name}: needs ${need}`);
+      continue;
+    }
     let why;
     try {
       why = await runScenario(sc, index);

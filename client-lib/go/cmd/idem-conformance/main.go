@@ -1,7 +1,8 @@
 // Command idem-conformance runs client-lib/conformance/scenarios.json against real
 // coordinators with the Go SDK (client-lib/conformance/README.md: environment, format and
 // output). Run it through client-lib/conformance/run (see client-lib/go/conformance.sh).
-// Arguments, when given, name the scenarios to run. Exits 0 only when every scenario passed.
+// Arguments, when given, name the scenarios to run. A scenario that needs a capability this runner
+// lacks is printed "skip NAME: needs WHAT". Exits 0 only when every scenario it ran passed.
 package main
 
 import (
@@ -51,16 +52,22 @@ type call struct {
 	RetentionS  int64                      `json:"retention_s"`
 	KeyRetS     int64                      `json:"key_retention_s"`
 	Method      string                     `json:"method"`
+	Code        json.RawMessage            `json:"code"` // count_calls: a code name or "any"
 	Ms          int                        `json:"ms"`
 	Expect      map[string]json.RawMessage `json:"expect"`
 }
 
 type scenario struct {
-	Name    string `json:"name"`
-	Client  string `json:"client"`
-	Journal bool   `json:"journal"`
-	Calls   []call `json:"calls"`
+	Name    string   `json:"name"`
+	Client  string   `json:"client"`
+	Journal bool     `json:"journal"`
+	Needs   []string `json:"needs"`
+	Calls   []call   `json:"calls"`
 }
+
+// has: the capabilities a scenario's "needs" may name that this runner has (none: the Go SDK
+// has no ResolveStep, "resolve").
+var has = map[string]bool{}
 
 // got is what a call did, in the terms expect checks.
 type got struct {
@@ -171,7 +178,13 @@ func (s *scene) do(cl call) got {
 		time.Sleep(time.Duration(cl.Ms) * time.Millisecond)
 		return got{}
 	case "count_calls":
-		return s.countCalls(cl.Method)
+		code := "OK"
+		if len(cl.Code) > 0 {
+			if err := json.Unmarshal(cl.Code, &code); err != nil {
+				return got{err: fmt.Errorf("count_calls: code must be a code name or \"any\"")}
+			}
+		}
+		return s.countCalls(cl.Method, code)
 	case "policy_prefetch":
 		return got{err: s.c.PrefetchPolicy(ctx, cl.Service, cl.Operation)}
 	case "stop_coordinator":
@@ -214,9 +227,10 @@ func (s *scene) do(cl call) got {
 	return got{err: fmt.Errorf("unknown call %q", cl.Call)}
 }
 
-// countCalls reads idem_rpc_calls_total of Coordinator/method (code OK) from the leader's
-// /metrics (IDEM_METRICS_ADDRESS): count is the calls since this scenario's previous count.
-func (s *scene) countCalls(method string) got {
+// countCalls reads idem_rpc_calls_total of method (Coordinator/method when it names no service)
+// with code (a code name, or "any": every code summed) from the leader's /metrics
+// (IDEM_METRICS_ADDRESS): count is the calls since this scenario's previous count of both.
+func (s *scene) countCalls(method, code string) got {
 	resp, err := http.Get("http://" + os.Getenv("IDEM_METRICS_ADDRESS") + "/metrics")
 	if err != nil {
 		return got{err: err}
@@ -226,22 +240,34 @@ func (s *scene) countCalls(method string) got {
 	if err != nil {
 		return got{err: err}
 	}
-	want := `idem_rpc_calls_total{method="Coordinator/` + method + `",code="OK"} `
+	full := method
+	if !strings.Contains(method, "/") {
+		full = "Coordinator/" + method
+	}
+	want := `idem_rpc_calls_total{method="` + full + `",code="`
+	if code != "any" {
+		want += code + `"} `
+	}
+	total, seen := 0, false
 	for _, line := range strings.Split(string(text), "\n") {
 		if strings.HasPrefix(line, want) {
-			total, err := strconv.Atoi(strings.TrimSpace(line[len(want):]))
+			n, err := strconv.Atoi(strings.TrimSpace(line[strings.Index(line, "} ")+2:]))
 			if err != nil {
 				return got{err: err}
 			}
-			if s.counted == nil {
-				s.counted = map[string]int{}
-			}
-			g := got{count: total - s.counted[method]}
-			s.counted[method] = total
-			return g
+			total, seen = total+n, true
 		}
 	}
-	return got{err: fmt.Errorf("no %s on the leader's /metrics", want)}
+	if !seen {
+		return got{err: fmt.Errorf("no %s on the leader's /metrics", want)}
+	}
+	if s.counted == nil {
+		s.counted = map[string]int{}
+	}
+	counted := method + " " + code
+	g := got{count: total - s.counted[counted]}
+	s.counted[counted] = total
+	return g
 }
 
 // check compares g with expect; "" when they agree.
@@ -415,6 +441,16 @@ func runScenario(sc scenario, index int) string {
 	return ""
 }
 
+// lacks is the first capability sc needs that this runner lacks; "" none.
+func lacks(sc scenario) string {
+	for _, n := range sc.Needs {
+		if !has[n] {
+			return n
+		}
+	}
+	return ""
+}
+
 func main() {
 	dir := os.Getenv("IDEM_CONFORMANCE_DIR")
 	if dir == "" {
@@ -439,6 +475,10 @@ func main() {
 	failed := 0
 	for i, sc := range doc.Scenarios {
 		if len(want) > 0 && !want[sc.Name] {
+			continue
+		}
+		if need := lacks(sc); need != "" {
+			fmt.Printf("skip %s: needs %s\n", sc.Name, need)
 			continue
 		}
 		if why := runScenario(sc, i+1); why != "" {
