@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "capture.h"
 #include "harness.h"
@@ -581,4 +582,57 @@ Test(incident, skipped_records) {
   cr_assert_eq(seen, 4, "%s", r->out);
   cJSON_Delete(o);
   free(r);
+}
+
+/* A resolve whose answer is lost (the lossy front of the conformance scenarios passes it on,
+ * the coordinator acts, the answer is dropped) ends with idemctl's OUTCOME line: libidem does
+ * not repeat a RETRYABLE resolve, and the operator must look before resolving again, since the
+ * lost try did release the step. A refusal that is an answer prints no such line. */
+Test(incident, a_lost_resolve_says_the_outcome_is_unknown) {
+  idem_client *c = h_client(&H.s, H.t, 0);
+  const char *gid = "lost-resolve-1";
+  idem_begin b = begin(c, gid, "payment", "charge", 30000);
+  cr_assert_eq(b.decision, IDEM_DECISION_PROCEED);
+
+  char tag[64], rules[128], log[128], addr[32];
+  h_unique("lossy", tag, sizeof tag);
+  snprintf(rules, sizeof rules, "/tmp/idem-%s.json", tag);
+  snprintf(log, sizeof log, "/tmp/idem-%s.log", tag);
+  FILE *f = fopen(rules, "w");
+  cr_assert_not_null(f);
+  fputs("{\"rules\": [{\"method\": \"ResolveStep\", \"fault\": \"lose-after\"}]}\n", f);
+  fclose(f);
+  int port = h_free_port();
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+  char lossy[512];
+  snprintf(lossy, sizeof lossy, "%s/client-lib/conformance/lossy.py", h_env("IDEM_SOURCE_DIR"));
+  const char *argv[] = {"/usr/bin/python3", lossy, addr, H.s.addr, rules, NULL};
+  pid_t pid = spawn_start(argv, &(spawn_opts){.log = log});
+  h_wait_listening(pid, log, port, 0, 0, "lossy.py");
+
+  h_ctl *r = calloc(1, sizeof *r);
+  h_idemctl(r, addr, H.t, "--deadline-ms", "3000", "resolve", gid, "payment", "charge",
+            "--outcome", "retryable", "--reason", "no charge at the gateway", NULL);
+  spawn_stop(pid, 5000);
+  unlink(rules);
+  unlink(log);
+  cr_expect_neq(r->status, 0, "%s%s", r->out, r->err);
+  cr_expect(strstr(r->err, "OUTCOME:  unknown"), "no OUTCOME line in:\n%s", r->err);
+
+  /* the lost try did act: the step is released, as the line warned */
+  idem_step_key k = {gid, "payment", "charge", IDEM_FORWARD};
+  idem_record rec;
+  idem_error e = {0};
+  cr_assert_eq(idem_step_lookup(c, &k, &rec, &e), IDEM_OK, "%s", e.message);
+  cr_expect_eq(rec.state, IDEM_STATE_RELEASED, "state %d", rec.state);
+  idem_record_clear(&rec);
+
+  /* an answer, even a refusal, is no lost try */
+  h_idemctl(r, H.s.addr, H.t, "resolve", gid, "payment", "charge", "--outcome", "failed",
+            "--reason", "again", NULL);
+  cr_expect_neq(r->status, 0, "%s", r->out);
+  cr_expect(strstr(r->err, "not-resolvable") || strstr(r->err, "can be resolved"), "%s", r->err);
+  cr_expect_null(strstr(r->err, "OUTCOME:"), "%s", r->err);
+  free(r);
+  idem_close(c);
 }

@@ -217,6 +217,11 @@ int ctl_fail(const char *what, const idem_error *e) {
   const char *detail = idem_error_detail(e), *hint = idem_error_hint(e);
   if (detail[0]) fprintf(stderr, "DETAIL:  %s\n", detail);
   if (hint[0]) fprintf(stderr, "HINT:  %s\n", hint);
+  /* a try whose answer never came (libidem's outcome_unknown, docs/api.md §20): the coordinator
+   * may have acted on it, and libidem did not repeat it where a repeat could do harm */
+  if (e->outcome_unknown)
+    fprintf(stderr, "OUTCOME:  unknown: the coordinator may have acted on this request before its "
+                    "answer was lost; look (idemctl step, saga, audit) before sending it again\n");
   return ctl_exit_code(e->code);
 }
 
