@@ -265,8 +265,16 @@ def check_no_readers(srv, pb, tenant):
             return sum(1 for c, s in sids if c.status.get(s) == 8)
 
         # 70 pages of ~3 MiB read from Postgres: slow on a loaded machine, hence the long bound
-        wait_for("refusals of the replies past the budget",
-                 lambda: refused() >= asked - budget_calls - 8, 240)
+        need = asked - budget_calls - 8
+        try:
+            wait_for("refusals of the replies past the budget", lambda: refused() >= need, 240)
+        except Mismatch as m:  # what had come by then, for whoever reads the failure
+            codes = {}
+            for c, s in sids:
+                k = c.status.get(s, "none yet")
+                codes[k] = codes.get(k, 0) + 1
+            raise Mismatch(f"{m}: {refused()} of {asked} pages refused, {need} needed; "
+                           f"grpc-status of the {asked} calls: {codes}") from None
         time.sleep(0.5)  # let the last accepted replies settle in memory before measuring
         grown = rss_mb(srv.proc.pid) - before
         n_refused = refused()
@@ -453,6 +461,15 @@ def check_wire(srv, pb, tenant, strict):
     expect(code == grpc.StatusCode.OK, f"--require-tenant with idem-tenant: {code.name}")
 
 
+def print_log_tails(servers, lines=40):
+    """The last lines of each server's log (the logs go with the temporary folder)."""
+    for s in servers:
+        tail = read(s.log).splitlines()[-lines:]
+        print(f"--- the last {len(tail)} lines of {s.log}", file=sys.stderr)
+        for line in tail:
+            print(f"   | {line}", file=sys.stderr)
+
+
 def main():
     binary, pg_url = os.environ.get("IDEM_COORDINATOR_BIN"), os.environ.get("IDEM_TEST_PG_URL")
     if not binary or not pg_url or not os.environ.get("IDEMCTL_BIN"):
@@ -486,9 +503,11 @@ def main():
             return 0
         except Mismatch as m:
             print(f"hostile: FAILED: {m}", file=sys.stderr)
+            print_log_tails(servers)
             return 1
         except grpc.RpcError as e:
             print(f"hostile: FAILED: unexpected {e.code().name}: {e.details()}", file=sys.stderr)
+            print_log_tails(servers)
             return 1
         finally:
             for s in servers:
