@@ -5,8 +5,10 @@
  * flag as soon as it has died. The saga then resumes through the coordinator: a takeover after
  * the 500 ms lease (after_begin, after_write) or a replay (after_complete). What each point must
  * leave behind, for the crashed step:
- *   after_begin     nothing written      → a later attempt takes over and writes (barrier fence =
- *                                           the record's attempt, 2 unless another takeover came)
+ *   after_begin     nothing written      → a later attempt takes over and writes (barrier fence
+ *                                           >= 2; the record's attempt, 2, unless another takeover
+ *                                           came: before that write (fence = attempt) or after it
+ *                                           (fence below the attempt, the write kept))
  *   after_write     written, not completed → a later attempt takes over, the barrier finds the
  *                                           earlier attempt's effect and keeps it (fence below the
  *                                           record's attempt, 1 unless another takeover came): no
@@ -14,8 +16,10 @@
  *   after_complete  completed, no reply  → the retried call is a replay (attempt 1, fence 1)
  * "Another takeover": on a loaded machine the crashing service's lease keeper can be late by more
  * than the 500 ms lease, and a retry of the call takes the step over before the crash (seen once:
- * attempt 3 after after_write, the service 3.7 s from its start to the crash point). That is the
- * lease doing its job; the fence relation and the one charge are what must hold.
+ * attempt 3 after after_write, the service 3.7 s from its start to the crash point), and the
+ * attempt that took over after after_begin can itself be late, so that a third takes over after
+ * its write and keeps it (seen once, the Java service: fence 2, attempt 3). That is the lease
+ * doing its job; the fence relation and the one charge are what must hold.
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -111,8 +115,9 @@ static void crash_and_recover(svc *v, const char *service, const char *operation
   switch (want) {
     case WRITES_AFTER_TAKEOVER:
       cr_assert_geq(attempt, 2, "a takeover: attempt %lld", attempt);
-      cr_assert_eq(fence, attempt, "the attempt that took over wrote: fence %lld, attempt %lld",
-                   fence, attempt);
+      cr_assert(fence >= 2 && fence <= attempt,
+                "an attempt that took over wrote (fence >= 2), and no later one wrote again: "
+                "fence %lld, attempt %lld", fence, attempt);
       break;
     case KEPT_AFTER_TAKEOVER:
       cr_assert_geq(attempt, 2, "a takeover: attempt %lld", attempt);
