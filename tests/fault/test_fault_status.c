@@ -120,7 +120,16 @@ Test(fault, etcd_gone_every_node_stops_naming_a_leader_as_its_refusals_do, .fini
   }
   for (int i = 0; i < cl.n; i++) { /* it stays so while etcd is away */
     cr_assert(look(&cl, i, tenant, &st, &r), "node %d names '%s' again", i + 1, st.leader_address);
-    cr_assert_not(st.election_ok, "node %d: election_ok while etcd is down", i + 1);
+    /* election_ok is "etcd answered within a TTL": the leader stops naming itself as soon as its
+     * lease may have ended, which can come before a TTL has passed since etcd last answered it
+     * (seen once: the leader named none 1,387 ms after etcd died, election_ok still set) */
+    while (st.election_ok && h_now_ms() < until) {
+      h_sleep_ms(50);
+      cr_assert(look(&cl, i, tenant, &st, &r), "node %d names '%s' again", i + 1,
+                st.leader_address);
+    }
+    cr_assert_not(st.election_ok, "node %d: election_ok %lld ms after etcd died (TTL %d s)", i + 1,
+                  (long long)(h_now_ms() - t0), F_TTL);
   }
   /* idemctl status says so: each address once (its own row, no LEADER AT naming it), LEADER AT
    * "unknown", and a warning naming each node */
